@@ -1,0 +1,386 @@
+"""The ``interlock`` command.
+
+    interlock check --name shell --arg command="rm -rf /"     # exit code by verdict
+    interlock policy lint interlock.yaml
+    interlock policy test tests/policy_cases.yaml
+    interlock policy schema > interlock.schema.json
+    interlock demo
+    interlock audit tail --events events.jsonl
+
+Exit codes of ``check``: 0 allow, 3 deny, 4 require_approval, 5 undetermined; 2 for a
+usage error or an invalid policy or input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from interlock.core.decision import Decision, Verdict
+from interlock.core.events import JsonlSink, read_jsonl
+from interlock.core.redaction import Redactor
+from interlock.errors import PolicyError
+from interlock.guard import Guard
+from interlock.policy.loader import load_policy
+from interlock.policy.schema import policy_json_schema
+
+__all__ = ["EXIT_CODES", "app", "main"]
+
+EXIT_CODES: dict[Verdict, int] = {
+    Verdict.ALLOW: 0,
+    Verdict.DENY: 3,
+    Verdict.REQUIRE_APPROVAL: 4,
+    Verdict.UNDETERMINED: 5,
+}
+EXIT_USAGE = 2
+
+app = typer.Typer(
+    help="Interlock: one decision point before every agent action.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+policy_app = typer.Typer(help="Lint, test and describe policies.", no_args_is_help=True)
+audit_app = typer.Typer(help="Read decision records.", no_args_is_help=True)
+app.add_typer(policy_app, name="policy")
+app.add_typer(audit_app, name="audit")
+
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+_STYLE = {
+    Verdict.ALLOW: "green",
+    Verdict.DENY: "red",
+    Verdict.REQUIRE_APPROVAL: "yellow",
+    Verdict.UNDETERMINED: "magenta",
+}
+
+PolicyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--policy",
+        "-p",
+        help="Policy file (default: $INTERLOCK_POLICY or ./interlock.yaml).",
+        show_default=False,
+    ),
+]
+
+
+def _policy_path(policy: Path | None) -> Path:
+    if policy is not None:
+        return policy
+    return Path(os.environ.get("INTERLOCK_POLICY", "interlock.yaml"))
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}", markup=True)
+    return typer.Exit(EXIT_USAGE)
+
+
+def _load(policy: Path | None) -> Any:
+    try:
+        return load_policy(_policy_path(policy))
+    except PolicyError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _parse_arg(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise _fail(f"--arg expects key=value, got {text!r}")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw  # a bare string
+    return key, value
+
+
+def _verdict_text(decision: Decision) -> str:
+    text = f"[{_STYLE[decision.verdict]}]{decision.verdict.value}[/]"
+    if decision.shadow is not None:
+        text += f" [dim](shadow: would {decision.shadow.verdict.value})[/dim]"
+    if decision.fail_open:
+        text += " [dim](fail-open)[/dim]"
+    return text
+
+
+def decision_json(decision: Decision, redactor: Redactor) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "decision": decision.verdict.value,
+        "reason": redactor.redact(decision.reason),
+        "rule_ids": list(decision.rule_ids),
+        "decision_id": decision.decision_id,
+    }
+    if decision.cause is not None:
+        data["cause"] = redactor.redact(f"{type(decision.cause).__name__}: {decision.cause}")
+    if decision.approval is not None:
+        data["approval"] = {"id": decision.approval.id, "url": decision.approval.url}
+    if decision.shadow is not None:
+        data["shadow"] = {
+            "decision": decision.shadow.verdict.value,
+            "reason": redactor.redact(decision.shadow.reason),
+            "rule_ids": list(decision.shadow.rule_ids),
+        }
+    return data
+
+
+@app.command()
+def check(
+    policy: PolicyOption = None,
+    action_json: Annotated[
+        str | None,
+        typer.Option(
+            "--json",
+            help="The action as JSON ('-' reads stdin): "
+            '{"kind": "tool", "name": "shell", "arguments": {...}, "context": {...}}',
+        ),
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", "-n", help="Tool or model name.")] = None,
+    kind: Annotated[str, typer.Option(help="tool, llm, mcp, browser or effect.")] = "tool",
+    arg: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--arg", "-a", help="An argument as key=value (value parsed as JSON if it can be)."
+        ),
+    ] = None,
+    scope: Annotated[str | None, typer.Option(help="Pin the scope.")] = None,
+    description: Annotated[
+        str | None, typer.Option(help="Tool description (scope inference).")
+    ] = None,
+    tenant: Annotated[str, typer.Option(help="Tenant of the trusted context.")] = "default",
+    agent: Annotated[str | None, typer.Option(help="Agent id of the trusted context.")] = None,
+    session: Annotated[str | None, typer.Option(help="Session id of the trusted context.")] = None,
+    events: Annotated[
+        Path | None, typer.Option(help="Append the decision event to this JSONL file.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--output-json", help="Print the decision as JSON.")
+    ] = False,
+) -> None:
+    """Check one action against a policy. Exit code: 0 allow, 3 deny, 4 approval, 5 undetermined."""
+    from interlock.policy.testing import action_from_data
+
+    compiled = _load(policy)
+    if action_json is not None:
+        raw = sys.stdin.read() if action_json == "-" else action_json
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise _fail(f"--json is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise _fail("--json must be a JSON object")
+        context = data.pop("context", None) or {}
+        context.setdefault("tenant", tenant)
+        if agent is not None:
+            context.setdefault("agent", agent)
+        if session is not None:
+            context.setdefault("session_id", session)
+    else:
+        if name is None:
+            raise _fail("give the action with --json, or at least --name")
+        data = {"kind": kind, "name": name, "arguments": dict(_parse_arg(a) for a in arg or [])}
+        if scope is not None:
+            data["scope"] = scope
+        if description is not None:
+            data["description"] = description
+        context = {"tenant": tenant, "agent": agent, "session_id": session}
+    try:
+        action = action_from_data(data, context)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise _fail(f"invalid action: {problems}") from None
+    sink = JsonlSink(events) if events is not None else None
+    guard = Guard(compiled, sink=sink)
+    decision = guard.check(action)
+    if sink is not None:
+        sink.close()
+    if as_json:
+        out.print_json(json.dumps(decision_json(decision, guard.redactor)))
+    else:
+        out.print(
+            f"{_verdict_text(decision)}  {guard.redactor.redact(decision.reason)}", markup=True
+        )
+        if decision.rule_ids:
+            out.print(f"rules: {', '.join(decision.rule_ids)}")
+        if decision.shadow is not None:
+            shadow = decision.shadow
+            rules = ", ".join(shadow.rule_ids) or "default"
+            out.print(
+                f"shadow: would {shadow.verdict.value} ({rules}): "
+                f"{guard.redactor.redact(shadow.reason)}"
+            )
+        if decision.approval is not None and decision.approval.url:
+            out.print(f"approve at: {decision.approval.url}")
+    raise typer.Exit(EXIT_CODES[decision.verdict])
+
+
+@policy_app.command("lint")
+def policy_lint(
+    files: Annotated[
+        list[Path] | None, typer.Argument(help="Policy files (default: ./interlock.yaml).")
+    ] = None,
+) -> None:
+    """Validate policy files: schema, regexes, globs and CEL, with file:line for each problem."""
+    failed = False
+    for file in files or [_policy_path(None)]:
+        try:
+            compiled = load_policy(file)
+        except PolicyError as exc:
+            failed = True
+            for issue in exc.issues:
+                err.print(f"[red]✗[/red] {issue}", markup=True)
+            continue
+        shadow = sum(rule.shadow for rule in compiled.rules)
+        mode = "shadow" if compiled.shadow_mode else "enforce"
+        out.print(
+            f"[green]✓[/green] {file}: {len(compiled.rules)} rules ({shadow} in shadow mode), "
+            f"default {compiled.default.value}, mode {mode}",
+            markup=True,
+        )
+    if failed:
+        raise typer.Exit(1)
+
+
+@policy_app.command("test")
+def policy_test(
+    files: Annotated[list[Path], typer.Argument(help="YAML case files.")],
+    policy: PolicyOption = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="List passing cases too.")
+    ] = False,
+) -> None:
+    """Run policy test cases (action in, expected decision and rule ids out)."""
+    from interlock.policy.testing import run_cases
+
+    compiled = _load(policy) if policy is not None else None
+    passed = failed = 0
+    for file in files:
+        try:
+            _, results = run_cases(file, compiled)
+        except PolicyError as exc:
+            raise _fail(str(exc)) from None
+        for result in results:
+            where = f"{file}:{result.line}" if result.line else str(file)
+            if result.passed:
+                passed += 1
+                if verbose:
+                    out.print(f"[green]PASS[/green] {where} {result.name}", markup=True)
+            else:
+                failed += 1
+                out.print(
+                    f"[red]FAIL[/red] {where} {result.name}: expected {result.expected}, "
+                    f"got {result.actual}",
+                    markup=True,
+                )
+    out.print(
+        f"{'-' * 40}\nPASS: {passed}/{passed + failed}" + (f"  FAIL: {failed}" if failed else "")
+    )
+    if failed:
+        raise typer.Exit(1)
+
+
+@policy_app.command("schema")
+def policy_schema() -> None:
+    """Print the JSON Schema of interlock.yaml."""
+    sys.stdout.write(json.dumps(policy_json_schema(), indent=2) + "\n")
+
+
+@app.command()
+def demo(
+    events: Annotated[
+        Path | None, typer.Option(help="Also append the run's events to this JSONL file.")
+    ] = None,
+) -> None:
+    """Run a scripted, offline agent under the example policy and show every verdict."""
+    from interlock.demo import run_demo
+
+    sink = JsonlSink(events) if events is not None else None
+    results = run_demo(sink=sink)
+    if sink is not None:
+        sink.close()
+    redactor = Redactor()
+    table = Table(title="interlock demo — a scripted support agent under examples/interlock.yaml")
+    table.add_column("#", no_wrap=True)
+    table.add_column("agent wants to")
+    table.add_column("tool call", overflow="fold", ratio=3)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("rule", no_wrap=True)
+    table.add_column("ran?", no_wrap=True)
+    for i, result in enumerate(results, 1):
+        call = json.dumps(redactor.redact_value(result.step.arguments))
+        decision = result.decision
+        verdict = _verdict_text(decision) if decision else "pass-through"
+        rules = ", ".join(decision.rule_ids) if decision and decision.rule_ids else "(default)"
+        if decision and decision.shadow:
+            rules += f" [dim]/ shadow: {', '.join(decision.shadow.rule_ids)}[/dim]"
+        table.add_row(
+            str(i),
+            result.step.intent,
+            f"{result.step.tool}({call})",
+            verdict,
+            rules,
+            "[green]yes[/green]" if result.ran else "[red]no[/red]",
+        )
+    out.print(table)
+    counts: dict[str, int] = {}
+    for result in results:
+        if result.decision is not None:
+            counts[result.decision.verdict.value] = counts.get(result.decision.verdict.value, 0) + 1
+    out.print(
+        "verdicts: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        + ". A tool body ran only on allow."
+    )
+    if events is not None:
+        out.print(f"events appended to {events} (see: interlock audit tail --events {events})")
+
+
+@audit_app.command("tail")
+def audit_tail(
+    events: Annotated[Path, typer.Option(help="A JSONL event file (from --events).")],
+    lines: Annotated[int, typer.Option("-n", help="How many records.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print raw JSON lines.")] = False,
+) -> None:
+    """Show the newest decision records."""
+    if not events.exists():
+        raise _fail(f"{events}: no such event file")
+    records = list(read_jsonl(events))[-lines:]
+    if as_json:
+        for record in records:
+            sys.stdout.write(json.dumps(record) + "\n")
+        return
+    table = Table()
+    for column in ("decision id", "agent", "action", "decision", "rules", "µs"):
+        table.add_column(column, overflow="fold")
+    for record in records:
+        action = record.get("action") or {}
+        verdict = record.get("decision", record.get("kind", ""))
+        if "shadow" in record:
+            verdict += f" (shadow: would {record['shadow']['decision']})"
+        table.add_row(
+            str(record.get("decision_id", "")),
+            str(record.get("agent", "")),
+            f"{action.get('kind', '')} {action.get('name', '')}",
+            verdict,
+            ", ".join(record.get("rule_ids", [])),
+            str(record.get("latency_us", "")),
+        )
+    out.print(table)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The verdict: ``Decision`` and its four ``Verdict`` values.
+
+Example::
+
+    decision = guard.check(action)
+    if decision.allowed:
+        run()
+    else:
+        print(decision.verdict, decision.reason, decision.rule_ids)
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Final
+
+__all__ = [
+    "SEVERITY",
+    "ApprovalRef",
+    "Decision",
+    "ShadowVerdict",
+    "Verdict",
+    "new_decision_id",
+]
+
+
+class Verdict(StrEnum):
+    ALLOW = "allow"
+    DENY = "deny"
+    REQUIRE_APPROVAL = "require_approval"
+    UNDETERMINED = "undetermined"
+
+
+# Deny overrides: the strictest matching verdict wins.
+SEVERITY: Final[dict[Verdict, int]] = {
+    Verdict.ALLOW: 0,
+    Verdict.REQUIRE_APPROVAL: 1,
+    Verdict.DENY: 2,
+    Verdict.UNDETERMINED: 3,
+}
+
+_ID_PREFIX: Final = os.urandom(6).hex()
+_ID_COUNTER = itertools.count(1)
+
+
+def new_decision_id() -> str:
+    """A process-unique, cheap decision id: a random per-process prefix and a counter."""
+    return f"dec_{_ID_PREFIX}{next(_ID_COUNTER):08x}"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRef:
+    """Where a pending approval lives. ``id`` is ``None`` until a store records it."""
+
+    id: str | None = None
+    url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowVerdict:
+    """What a shadow-mode policy or rule would have decided, had it been enforced."""
+
+    verdict: Verdict
+    reason: str
+    rule_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One verdict on one action.
+
+    ``rule_ids`` name the rules that decided (sorted, so rule order never shows);
+    ``cause`` is set for undetermined verdicts; ``shadow`` holds what shadow rules
+    would have decided; ``fail_open`` marks an undetermined verdict turned into allow
+    by an explicit ``fail_mode="open"``.
+    """
+
+    verdict: Verdict
+    reason: str
+    rule_ids: tuple[str, ...] = ()
+    cause: BaseException | None = None
+    decision_id: str = field(default_factory=new_decision_id)
+    approval: ApprovalRef | None = None
+    shadow: ShadowVerdict | None = None
+    fail_open: bool = False
+
+    @property
+    def allowed(self) -> bool:
+        return self.verdict is Verdict.ALLOW
+
+    @classmethod
+    def undetermined(cls, cause: BaseException, reason: str | None = None) -> Decision:
+        return cls(
+            verdict=Verdict.UNDETERMINED,
+            reason=reason or f"no verdict: {type(cause).__name__}: {cause}",
+            cause=cause,
+        )
+
+    def with_verdict(self, verdict: Verdict, reason: str) -> Decision:
+        return replace(self, verdict=verdict, reason=reason)

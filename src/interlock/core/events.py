@@ -1,0 +1,210 @@
+"""Events: one record per decision, and the sinks that keep them.
+
+An :class:`Event` is built on the hot path from references only; redaction and JSON
+encoding happen when a sink writes it, off the hot path (the JSONL sink writes from a
+background thread). Nothing unredacted is ever written.
+
+Example::
+
+    from interlock import Guard
+    from interlock.core.events import JsonlSink
+
+    guard = Guard.from_file("interlock.yaml", sink=JsonlSink("events.jsonl"))
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from interlock.core.redaction import Redactor
+
+if TYPE_CHECKING:
+    from interlock.core.action import Action
+    from interlock.core.decision import Decision
+
+__all__ = ["Event", "EventSink", "JsonlSink", "MemorySink", "read_jsonl"]
+
+log = logging.getLogger("interlock.events")
+
+_DEFAULT_REDACTOR = Redactor()
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One thing that happened at the decision point.
+
+    ``kind`` is ``decision`` for a verdict and ``pass_through`` for a call a mapper
+    declared not ours to judge (no verdict is invented for it).
+    """
+
+    kind: str
+    ts: float
+    action: Action | None
+    decision: Decision | None
+    latency_ns: int
+
+    def to_record(self, redactor: Redactor | None = None) -> dict[str, Any]:
+        """The redacted, JSON-ready form of this event."""
+        redactor = redactor or _DEFAULT_REDACTOR
+        record: dict[str, Any] = {
+            "kind": self.kind,
+            "ts": self.ts,
+            "latency_us": round(self.latency_ns / 1000, 3),
+        }
+        action = self.action
+        if action is not None:
+            context = action.context
+            record["tenant"] = context.tenant
+            record["agent"] = context.agent
+            record["session_id"] = context.session_id
+            record["action"] = redactor.redact_value(action.summary())
+        decision = self.decision
+        if decision is not None:
+            record["decision_id"] = decision.decision_id
+            record["decision"] = decision.verdict.value
+            record["reason"] = redactor.redact(decision.reason)
+            record["rule_ids"] = list(decision.rule_ids)
+            if decision.cause is not None:
+                record["cause"] = redactor.redact(
+                    f"{type(decision.cause).__name__}: {decision.cause}"
+                )
+            if decision.approval is not None:
+                record["approval"] = {"id": decision.approval.id, "url": decision.approval.url}
+            if decision.shadow is not None:
+                record["shadow"] = {
+                    "decision": decision.shadow.verdict.value,
+                    "reason": redactor.redact(decision.shadow.reason),
+                    "rule_ids": list(decision.shadow.rule_ids),
+                }
+            if decision.fail_open:
+                record["fail_open"] = True
+        return record
+
+
+def new_event(
+    kind: str, action: Action | None, decision: Decision | None, latency_ns: int
+) -> Event:
+    return Event(kind=kind, ts=time.time(), action=action, decision=decision, latency_ns=latency_ns)
+
+
+@runtime_checkable
+class EventSink(Protocol):
+    """Where events go. ``emit`` must be cheap and must not raise."""
+
+    def emit(self, event: Event) -> None: ...
+
+
+class MemorySink:
+    """Keeps events in a list (tests, demos, the CLI)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._lock = threading.Lock()
+
+    def emit(self, event: Event) -> None:
+        with self._lock:
+            self.events.append(event)
+
+    def records(self, redactor: Redactor | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            events = list(self.events)
+        return [event.to_record(redactor) for event in events]
+
+
+_STOP = object()
+
+
+class JsonlSink:
+    """Appends redacted events to a JSON Lines file from a background thread.
+
+    ``flush()`` blocks until everything emitted so far is written; ``close()`` flushes
+    and stops the writer. Durable, hash-chained storage is the store's job; this sink
+    is for local runs and the CLI.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, redactor: Redactor | None = None) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._redactor = redactor or _DEFAULT_REDACTOR
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="interlock-jsonl-sink", daemon=True)
+        self._thread.start()
+
+    def emit(self, event: Event) -> None:
+        if not self._closed:
+            self._queue.put(event)
+
+    def flush(self, timeout: float | None = 10.0) -> None:
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait(timeout)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        self._queue.put(_STOP)
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> JsonlSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self) -> None:
+        with self.path.open("a", encoding="utf-8") as out:
+            while True:
+                item = self._queue.get()
+                batch = [item]
+                while True:  # drain what is waiting: one write per burst
+                    try:
+                        batch.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                stop = False
+                for entry in batch:
+                    if entry is _STOP:
+                        stop = True
+                    elif isinstance(entry, threading.Event):
+                        out.flush()
+                        entry.set()
+                    else:
+                        self._write(out, entry)
+                out.flush()
+                if stop:
+                    return
+
+    def _write(self, out: Any, event: Event) -> None:
+        try:
+            line = json.dumps(event.to_record(self._redactor), default=_json_default)
+        except Exception:  # an event must never kill the writer
+            log.exception("interlock: could not encode an event; it was not written")
+            return
+        out.write(line + "\n")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return repr(value)[:200]
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """The records of a JSONL event file, oldest first."""
+    with Path(path).open(encoding="utf-8") as lines:
+        for raw in lines:
+            text = raw.strip()
+            if text:
+                yield json.loads(text)

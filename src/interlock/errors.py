@@ -1,0 +1,160 @@
+"""Interlock's one error tree.
+
+Policy outcomes are kept apart from configuration errors and internal failures::
+
+    InterlockError
+    ├── Blocked                     the guard refused to let an action run
+    │   ├── ActionDenied            (also a PermissionError) a deny verdict
+    │   ├── ApprovalRequired        (also a PermissionError) a require_approval verdict;
+    │   │                           carries approval_id and approval_url
+    │   └── ActionUndetermined      no verdict could be reached; carries the cause.
+    │                               The action fails closed.
+    ├── PolicyError                 (also a ValueError) a policy file or object is invalid;
+    │                               carries file, line, rule_id and field of the first
+    │                               issue and the full list in ``issues``
+    └── InternalFailure             something inside Interlock went wrong on the way to a
+        ├── MappingError            verdict; it never escapes ``check``: it becomes the
+        ├── EvaluationError         ``cause`` of an undetermined decision
+        └── DecisionTimeout         (also a TimeoutError)
+
+``Blocked`` errors carry the ``Decision`` that produced them (``exc.decision``), so
+callers can read the reason and the rule ids.
+
+Example::
+
+    try:
+        transfer(amount=10_000)
+    except ApprovalRequired as exc:
+        print("ask a human:", exc.approval_url)
+    except ActionDenied as exc:
+        print("refused:", exc.decision.reason)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from interlock.core.decision import Decision
+
+__all__ = [
+    "ActionDenied",
+    "ActionUndetermined",
+    "ApprovalRequired",
+    "Blocked",
+    "DecisionTimeout",
+    "EvaluationError",
+    "InterlockError",
+    "InternalFailure",
+    "MappingError",
+    "PolicyError",
+    "PolicyIssue",
+]
+
+
+class InterlockError(Exception):
+    """The root of every error Interlock raises on purpose."""
+
+
+class Blocked(InterlockError):
+    """The guard refused to run an action. ``decision`` holds the verdict."""
+
+    def __init__(self, message: str, *, decision: Decision) -> None:
+        super().__init__(message)
+        self.decision = decision
+
+    @property
+    def reason(self) -> str:
+        return self.decision.reason
+
+    @property
+    def rule_ids(self) -> tuple[str, ...]:
+        return self.decision.rule_ids
+
+
+class ActionDenied(Blocked, PermissionError):
+    """A deny verdict: the action did not run."""
+
+
+class ApprovalRequired(Blocked, PermissionError):
+    """A require_approval verdict: the action did not run and waits for a human."""
+
+    def __init__(self, message: str, *, decision: Decision) -> None:
+        super().__init__(message, decision=decision)
+        approval = decision.approval
+        self.approval_id: str | None = approval.id if approval else None
+        self.approval_url: str | None = approval.url if approval else None
+
+
+class ActionUndetermined(Blocked):
+    """No verdict could be reached, so the action failed closed. ``cause`` says why."""
+
+    def __init__(self, message: str, *, decision: Decision) -> None:
+        super().__init__(message, decision=decision)
+        self.cause: BaseException | None = decision.cause
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyIssue:
+    """One thing wrong with a policy, located as precisely as the source allows."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    rule_id: str | None = None
+    field: str | None = None
+
+    def __str__(self) -> str:
+        where = self.file or "<policy>"
+        if self.line is not None:
+            where = f"{where}:{self.line}"
+        parts = [where]
+        if self.rule_id is not None:
+            parts.append(f"rule {self.rule_id!r}")
+        if self.field is not None:
+            parts.append(f"field {self.field!r}")
+        return f"{': '.join(parts)}: {self.message}"
+
+
+class PolicyError(InterlockError, ValueError):
+    """A policy is invalid. Nothing of it was loaded.
+
+    ``file``, ``line``, ``rule_id`` and ``field`` locate the first issue; ``issues``
+    lists all of them.
+    """
+
+    def __init__(self, issues: list[PolicyIssue] | tuple[PolicyIssue, ...]) -> None:
+        if not issues:
+            issues = (PolicyIssue("invalid policy"),)
+        self.issues: tuple[PolicyIssue, ...] = tuple(issues)
+        first = self.issues[0]
+        self.file = first.file
+        self.line = first.line
+        self.rule_id = first.rule_id
+        self.field = first.field
+        lines = [str(issue) for issue in self.issues]
+        summary = (
+            lines[0] if len(lines) == 1 else f"{len(lines)} problems:\n  " + "\n  ".join(lines)
+        )
+        super().__init__(summary)
+
+
+class InternalFailure(InterlockError):
+    """A failure on the way to a verdict. Surfaces only as an undetermined cause."""
+
+
+class MappingError(InternalFailure):
+    """A mapper raised, or returned something that is not an Action, a list or None."""
+
+
+class EvaluationError(InternalFailure):
+    """A rule could not be evaluated (a CEL runtime error, a type mismatch, a limit)."""
+
+    def __init__(self, message: str, *, rule_id: str | None = None) -> None:
+        super().__init__(message)
+        self.rule_id = rule_id
+
+
+class DecisionTimeout(InternalFailure, TimeoutError):
+    """No verdict arrived before the deadline."""

@@ -1,0 +1,519 @@
+"""The ``Guard``: the one object users hold.
+
+Example::
+
+    from interlock import Action, Guard
+
+    guard = Guard.from_file("interlock.yaml")
+
+    decision = guard.check(Action.tool("shell", {"command": "rm -rf /"}))
+    assert decision.verdict == "deny"
+
+    @guard.protect
+    def transfer(amount: float, to: str) -> str:
+        ...                                   # runs only on allow
+
+Every failure on the way to a verdict (an evaluation error, a timeout, a cancellation,
+a mapper that throws or returns something malformed) is an ``undetermined`` decision
+and nothing runs. ``fail_mode="open"`` turns undetermined into allow, only when asked
+for, and logs a warning every time it does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, ParamSpec, TypeVar, cast, overload
+
+from interlock.core.action import Action, Context
+from interlock.core.decision import Decision, Verdict
+from interlock.core.events import EventSink, new_event
+from interlock.core.redaction import Redactor
+from interlock.deciders.base import CancelToken, Decider
+from interlock.deciders.local import LocalDecider
+from interlock.errors import (
+    ActionDenied,
+    ActionUndetermined,
+    ApprovalRequired,
+    Blocked,
+    DecisionTimeout,
+    InternalFailure,
+    MappingError,
+)
+from interlock.hooks import Hook, HookCaller
+from interlock.policy.compiled import CompiledPolicy
+from interlock.policy.loader import load_policy
+
+__all__ = ["Guard", "Mapper", "raise_for"]
+
+log = logging.getLogger("interlock")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: What a mapper may return: one action, an ordered list of actions, or ``None`` /
+#: ``[]`` for "not ours to judge".
+MapperResult = Action | Sequence[Action] | None
+Mapper = Callable[..., MapperResult]
+
+_DEFAULT_CONTEXT = Context()
+
+
+class Guard:
+    """The decision point.
+
+    ``Guard(policy)`` takes a compiled policy (or a path to one); ``decider=`` replaces
+    the local engine (a remote server, a test double). ``context`` fills the trusted
+    fields (tenant, agent, session) of actions that leave them unset. ``sink``
+    receives an event per decision. ``on_decision`` sees every decision and
+    ``on_blocked`` every non-allow one; neither can change it. ``timeout`` (seconds)
+    is the default for every check.
+    """
+
+    def __init__(
+        self,
+        policy: CompiledPolicy | str | os.PathLike[str] | None = None,
+        *,
+        decider: Decider | None = None,
+        context: Context | None = None,
+        sink: EventSink | None = None,
+        on_decision: Hook | None = None,
+        on_blocked: Hook | None = None,
+        hook_logger: logging.Logger | None = None,
+        fail_mode: Literal["closed", "open"] = "closed",
+        timeout: float | None = None,
+    ) -> None:
+        if fail_mode not in ("closed", "open"):
+            raise ValueError(f"fail_mode must be 'closed' or 'open', not {fail_mode!r}")
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be positive, not {timeout!r}")
+        if isinstance(policy, (str, os.PathLike)):
+            policy = load_policy(policy)
+        if decider is None:
+            if policy is None:
+                raise ValueError("Guard needs a policy or a decider")
+            decider = LocalDecider(policy)
+        self.policy = policy
+        self.decider = decider
+        self.context = context or _DEFAULT_CONTEXT
+        self.sink = sink
+        self.on_decision = on_decision
+        self.on_blocked = on_blocked
+        self.fail_mode = fail_mode
+        self.timeout = timeout
+        self._hooks = HookCaller(hook_logger)
+        self.redactor = Redactor(extra_patterns=policy.redaction_patterns if policy else ())
+        if fail_mode == "open":
+            log.warning(
+                "interlock: fail_mode='open' — checks that cannot reach a verdict will ALLOW "
+                "the action instead of failing closed"
+            )
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], **options: Any) -> Guard:
+        """A guard on the policy in ``path`` (raises PolicyError if it is invalid)."""
+        return cls(load_policy(path), **options)
+
+    # -- single checks ---------------------------------------------------------------
+
+    def check(
+        self,
+        action: Action,
+        *,
+        timeout: float | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Decision:
+        """The verdict on ``action``. Never raises for a failure: that is undetermined."""
+        start = time.perf_counter_ns()
+        timeout = timeout if timeout is not None else self.timeout
+        action = self._contextualise(action)
+        if cancel is not None and cancel.cancelled:
+            decision = _cancelled(cancel)
+        else:
+            deadline = time.monotonic() + timeout if timeout is not None else None
+            try:
+                decision = _validated(self.decider.decide(action, deadline=deadline, cancel=cancel))
+                if cancel is not None and cancel.cancelled:
+                    decision = _cancelled(cancel)
+                elif deadline is not None and time.monotonic() > deadline:
+                    decision = _timed_out(cast(float, timeout))
+            except Exception as exc:
+                decision = _failed(exc)
+        return self._finish(action, decision, start)
+
+    async def acheck(
+        self,
+        action: Action,
+        *,
+        timeout: float | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Decision:
+        """The async twin of :meth:`check`. An asyncio cancellation is recorded as an
+        undetermined decision and then re-raised, so structured concurrency keeps
+        working; the action never runs."""
+        start = time.perf_counter_ns()
+        timeout = timeout if timeout is not None else self.timeout
+        action = self._contextualise(action)
+        if cancel is not None and cancel.cancelled:
+            return self._finish(action, _cancelled(cancel), start)
+        deadline = time.monotonic() + timeout if timeout is not None else None
+        try:
+            if timeout is None:
+                decision = _validated(
+                    await self.decider.adecide(action, deadline=None, cancel=cancel)
+                )
+            else:
+                async with asyncio.timeout(timeout):
+                    decision = _validated(
+                        await self.decider.adecide(action, deadline=deadline, cancel=cancel)
+                    )
+            if cancel is not None and cancel.cancelled:
+                decision = _cancelled(cancel)
+        except TimeoutError:
+            decision = _timed_out(cast(float, timeout))
+        except asyncio.CancelledError as exc:
+            self._finish(action, _failed(exc, "the check was cancelled"), start)
+            raise
+        except Exception as exc:
+            decision = _failed(exc)
+        return self._finish(action, decision, start)
+
+    # -- batches and mappers ---------------------------------------------------------
+
+    def check_batch(
+        self,
+        actions: Iterable[Action],
+        *,
+        timeout: float | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Decision | None:
+        """Check an ordered list of actions that together make one call. The first
+        non-allow decision halts the batch and is returned; if all allow, the last
+        allow is returned; an empty list is ``None`` (not ours to judge)."""
+        last: Decision | None = None
+        deadline = time.monotonic() + timeout if timeout is not None else None
+        for action in actions:
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 1e-9)
+            last = self.check(action, timeout=remaining, cancel=cancel)
+            if not last.allowed:
+                return last
+        return last
+
+    async def acheck_batch(
+        self,
+        actions: Iterable[Action],
+        *,
+        timeout: float | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Decision | None:
+        """The async twin of :meth:`check_batch`."""
+        last: Decision | None = None
+        deadline = time.monotonic() + timeout if timeout is not None else None
+        for action in actions:
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 1e-9)
+            last = await self.acheck(action, timeout=remaining, cancel=cancel)
+            if not last.allowed:
+                return last
+        return last
+
+    def check_mapped(
+        self,
+        mapper: Mapper,
+        *args: Any,
+        timeout: float | None = None,
+        cancel: CancelToken | None = None,
+        **kwargs: Any,
+    ) -> Decision | None:
+        """Run ``mapper(*args, **kwargs)`` to turn a framework call into actions, then
+        check them. ``None`` means the call is not ours to judge (recorded as a
+        pass-through); a mapper that raises or returns a malformed value is
+        undetermined."""
+        actions = self._map(mapper, args, kwargs)
+        if isinstance(actions, Decision):
+            return actions
+        if actions is None:
+            return None
+        return self.check_batch(actions, timeout=timeout, cancel=cancel)
+
+    async def acheck_mapped(
+        self,
+        mapper: Mapper,
+        *args: Any,
+        timeout: float | None = None,
+        cancel: CancelToken | None = None,
+        **kwargs: Any,
+    ) -> Decision | None:
+        """The async twin of :meth:`check_mapped` (the mapper itself is sync)."""
+        actions = self._map(mapper, args, kwargs)
+        if isinstance(actions, Decision):
+            return actions
+        if actions is None:
+            return None
+        return await self.acheck_batch(actions, timeout=timeout, cancel=cancel)
+
+    def _map(
+        self, mapper: Mapper, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Decision | list[Action] | None:
+        start = time.perf_counter_ns()
+        try:
+            result = mapper(*args, **kwargs)
+            actions = _as_actions(result)
+        except Exception as exc:
+            error = (
+                exc
+                if isinstance(exc, MappingError)
+                else MappingError(f"the mapper raised {type(exc).__name__}: {exc}")
+            )
+            if error is not exc:
+                error.__cause__ = exc
+            return self._finish(None, _failed(error, f"could not map the call: {error}"), start)
+        if actions is None:
+            self._emit_pass_through(start)
+        return actions
+
+    # -- raising forms -----------------------------------------------------------------
+
+    def enforce(self, action: Action, *, timeout: float | None = None) -> Decision:
+        """Check and raise unless allowed. Returns the allow decision."""
+        decision = self.check(action, timeout=timeout)
+        raise_for(decision, action)
+        return decision
+
+    async def aenforce(self, action: Action, *, timeout: float | None = None) -> Decision:
+        """The async twin of :meth:`enforce`."""
+        decision = await self.acheck(action, timeout=timeout)
+        raise_for(decision, action)
+        return decision
+
+    @overload
+    def protect(self, fn: Callable[P, R], /) -> Callable[P, R]: ...
+
+    @overload
+    def protect(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        kind: str = "tool",
+        scope: str | None = None,
+        description: str | None = None,
+        mapper: Mapper | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+    def protect(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        kind: str = "tool",
+        scope: str | None = None,
+        description: str | None = None,
+        mapper: Mapper | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Decorate a sync or async function so that it runs only on allow.
+
+        Without a ``mapper`` the action is ``kind`` / ``name`` (default: the function's
+        name) with the bound arguments, defaults included. A mapper receives the
+        call's ``*args, **kwargs`` and returns an Action, a list of them, or ``None``
+        to pass the call through unjudged. On anything but allow it raises
+        ``ActionDenied``, ``ApprovalRequired`` or ``ActionUndetermined``.
+
+        Example::
+
+            @guard.protect(scope="shell")
+            def run(command: str) -> str: ...
+        """
+
+        def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+            to_actions = mapper or _signature_mapper(
+                func, name=name, kind=kind, scope=scope, description=description
+            )
+            if inspect.iscoroutinefunction(func):
+
+                @functools.wraps(func)
+                async def guarded_async(*args: Any, **kwargs: Any) -> Any:
+                    decision = await self.acheck_mapped(
+                        to_actions, *args, timeout=timeout, **kwargs
+                    )
+                    if decision is not None:
+                        raise_for(decision, None)
+                    return await func(*args, **kwargs)
+
+                guarded_async.__interlock_guard__ = self  # type: ignore[attr-defined]
+                return guarded_async
+
+            @functools.wraps(func)
+            def guarded(*args: Any, **kwargs: Any) -> Any:
+                decision = self.check_mapped(to_actions, *args, timeout=timeout, **kwargs)
+                if decision is not None:
+                    raise_for(decision, None)
+                return func(*args, **kwargs)
+
+            guarded.__interlock_guard__ = self  # type: ignore[attr-defined]
+            return guarded
+
+        return decorate(fn) if fn is not None else decorate
+
+    # -- internals -------------------------------------------------------------------
+
+    def _contextualise(self, action: Action) -> Action:
+        base = self.context
+        if base is _DEFAULT_CONTEXT or not isinstance(action, Action):
+            return action
+        return action.with_context(action.context.merged_over(base))
+
+    def _finish(self, action: Action | None, decision: Decision, start: int) -> Decision:
+        if decision.verdict is Verdict.UNDETERMINED and self.fail_mode == "open":
+            log.warning(
+                "interlock: fail-open — allowing %s despite: %s",
+                getattr(action, "name", "<unmapped call>"),
+                self.redactor.redact(decision.reason),
+            )
+            decision = Decision(
+                verdict=Verdict.ALLOW,
+                reason=f"fail-open: {decision.reason}",
+                rule_ids=decision.rule_ids,
+                cause=decision.cause,
+                decision_id=decision.decision_id,
+                shadow=decision.shadow,
+                fail_open=True,
+            )
+        if self.sink is not None:
+            try:
+                self.sink.emit(
+                    new_event("decision", action, decision, time.perf_counter_ns() - start)
+                )
+            except Exception:
+                log.exception("interlock: the event sink failed; the decision stands")
+        if self.on_decision is not None:
+            self._hooks.call(self.on_decision, decision, action)
+        if self.on_blocked is not None and decision.verdict is not Verdict.ALLOW:
+            self._hooks.call(self.on_blocked, decision, action)
+        return decision
+
+    def _emit_pass_through(self, start: int) -> None:
+        if self.sink is not None:
+            try:
+                self.sink.emit(
+                    new_event("pass_through", None, None, time.perf_counter_ns() - start)
+                )
+            except Exception:
+                log.exception("interlock: the event sink failed")
+
+
+def raise_for(decision: Decision, action: Action | None = None) -> None:
+    """Raise the error for a non-allow decision; return quietly on allow."""
+    verdict = decision.verdict
+    if verdict is Verdict.ALLOW:
+        return
+    what = f"{action.kind} {action.name!r}" if action is not None else "the call"
+    redactor = _REDACTOR
+    reason = redactor.redact(decision.reason)
+    if verdict is Verdict.DENY:
+        raise ActionDenied(f"Interlock denied {what}: {reason}", decision=decision)
+    if verdict is Verdict.REQUIRE_APPROVAL:
+        url = decision.approval.url if decision.approval else None
+        where = f" (approve at {url})" if url else ""
+        raise ApprovalRequired(
+            f"Interlock requires approval for {what}{where}: {reason}", decision=decision
+        )
+    error: Blocked = ActionUndetermined(
+        f"Interlock could not decide on {what}, so it did not run: {reason}", decision=decision
+    )
+    raise error from decision.cause
+
+
+_REDACTOR = Redactor()
+
+
+def _validated(decision: object) -> Decision:
+    if not isinstance(decision, Decision) or not isinstance(decision.verdict, Verdict):
+        raise InternalFailure(f"the decider returned {type(decision).__name__}, not a Decision")
+    return decision
+
+
+def _failed(exc: BaseException, reason: str | None = None) -> Decision:
+    return Decision.undetermined(exc, reason or f"no verdict: {type(exc).__name__}: {exc}")
+
+
+def _timed_out(timeout: float) -> Decision:
+    error = DecisionTimeout(f"no verdict within the {timeout * 1000:.0f} ms timeout")
+    return Decision.undetermined(error, reason=str(error))
+
+
+def _cancelled(cancel: CancelToken) -> Decision:
+    error = InternalFailure(f"the check was cancelled: {cancel.reason}")
+    return Decision.undetermined(error, reason=str(error))
+
+
+def _as_actions(result: object) -> list[Action] | None:
+    if result is None:
+        return None
+    if isinstance(result, Action):
+        return [_checked(result)]
+    if isinstance(result, (list, tuple)):
+        if not result:
+            return None
+        for item in result:
+            if not isinstance(item, Action):
+                raise MappingError(
+                    f"the mapper returned a list holding a {type(item).__name__}; "
+                    "expected only Action objects"
+                )
+        return [_checked(item) for item in result]
+    raise MappingError(
+        f"the mapper returned a {type(result).__name__}; expected an Action, a list of "
+        "Actions, or None"
+    )
+
+
+def _checked(action: Action) -> Action:
+    if not isinstance(action.kind, str) or not action.kind:
+        raise MappingError(f"the mapper returned an Action with kind {action.kind!r}")
+    if not isinstance(action.name, str) or not action.name:
+        raise MappingError(f"the mapper returned an Action with name {action.name!r}")
+    if not isinstance(action.arguments, Mapping):
+        raise MappingError(
+            f"the mapper returned arguments of type {type(action.arguments).__name__}, "
+            "not a mapping"
+        )
+    return action
+
+
+def _signature_mapper(
+    func: Callable[..., Any],
+    *,
+    name: str | None,
+    kind: str,
+    scope: str | None,
+    description: str | None,
+) -> Mapper:
+    signature = inspect.signature(func)
+    tool_name: str = name or getattr(func, "__name__", None) or "tool"
+    doc = description if description is not None else inspect.getdoc(func)
+
+    def to_action(*args: Any, **kwargs: Any) -> Action:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise MappingError(f"{tool_name}() called with the wrong arguments: {exc}") from exc
+        bound.apply_defaults()
+        arguments: dict[str, Any] = {}
+        for param_name, value in bound.arguments.items():
+            param = signature.parameters[param_name]
+            if param.kind is inspect.Parameter.VAR_KEYWORD:
+                arguments.update(value)
+            else:
+                arguments[param_name] = value
+        return Action(kind=kind, name=tool_name, arguments=arguments, scope=scope, description=doc)
+
+    return to_action

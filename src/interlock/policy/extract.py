@@ -1,0 +1,407 @@
+"""Scope inference and parameter extraction: what a call's arguments mean to a policy.
+
+The steps, in order, for each check:
+
+1. **Projection** — arguments are cut down to the properties the tool's declared JSON
+   schema names (unless the schema admits additional properties), so a key the tool
+   never receives cannot steer the verdict.
+2. **Limits** — arguments nested deeper, or with more values, than the policy's limits
+   cannot be judged (the check is undetermined).
+3. **Aliases** — ``command``/``cmd``, ``path``/``file_path`` and ``domain``/the ``url``'s
+   host must agree when both are present; when they disagree the call is denied
+   without evaluating policy, since the guard cannot know which one the tool reads.
+4. **Parameters** — command, url, domain, path (normalised), verb, session_id,
+   est_cost and target.
+5. **Scope** — a pinned scope (on the action, then the policy's ``scopes.tools``) wins;
+   then the kind (``llm``, ``browser``); then the argument keys (url/domain → network,
+   path/file_path → filesystem); then keywords in the tool's name, then its
+   description; then the policy's ``scopes.default``.
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from interlock.errors import EvaluationError
+
+__all__ = [
+    "AliasConflict",
+    "Facts",
+    "infer_keyword_scope",
+    "name_tokens",
+    "project_arguments",
+    "verb_of",
+]
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_SPLIT = re.compile(r"[^a-z0-9]+")
+
+# Scope keyword groups, strongest first: the first group with a token wins.
+_SCOPE_KEYWORDS: Final[tuple[tuple[str, frozenset[str]], ...]] = (
+    (
+        "shell",
+        frozenset(
+            {
+                "shell",
+                "bash",
+                "sh",
+                "zsh",
+                "exec",
+                "execute",
+                "command",
+                "cmd",
+                "terminal",
+                "subprocess",
+                "powershell",
+                "console",
+            }
+        ),
+    ),
+    ("browser", frozenset({"browser", "navigate", "click", "page", "tab", "screenshot"})),
+    (
+        "network",
+        frozenset(
+            {
+                "http",
+                "https",
+                "api",
+                "fetch",
+                "request",
+                "url",
+                "web",
+                "curl",
+                "wget",
+                "download",
+                "upload",
+                "webhook",
+                "domain",
+            }
+        ),
+    ),
+    (
+        "filesystem",
+        frozenset({"file", "files", "read", "write", "directory", "dir", "path", "folder", "fs"}),
+    ),
+)
+
+# Verbs, strictest first.
+_VERBS: Final[tuple[tuple[str, frozenset[str]], ...]] = (
+    (
+        "delete",
+        frozenset({"delete", "remove", "rm", "del", "drop", "destroy", "purge", "unlink", "erase"}),
+    ),
+    (
+        "write",
+        frozenset(
+            {
+                "write",
+                "save",
+                "create",
+                "update",
+                "put",
+                "post",
+                "set",
+                "add",
+                "send",
+                "edit",
+                "modify",
+                "append",
+                "upload",
+                "insert",
+                "patch",
+                "move",
+                "rename",
+            }
+        ),
+    ),
+    (
+        "read",
+        frozenset(
+            {
+                "read",
+                "get",
+                "list",
+                "fetch",
+                "view",
+                "search",
+                "show",
+                "find",
+                "load",
+                "query",
+                "download",
+                "open",
+                "cat",
+                "ls",
+            }
+        ),
+    ),
+)
+
+
+@lru_cache(maxsize=4096)
+def name_tokens(text: str) -> tuple[str, ...]:
+    """``readFile``, ``read_file`` and ``read-file`` all give ``("read", "file")``."""
+    return tuple(t for t in _SPLIT.split(_CAMEL.sub(" ", text).lower()) if t)
+
+
+@lru_cache(maxsize=4096)
+def infer_keyword_scope(name: str, description: str | None) -> str | None:
+    """The scope the tool's name (first) or description (second) suggests, if any."""
+    for text in (name, description):
+        if not text:
+            continue
+        tokens = set(name_tokens(text))
+        for scope, words in _SCOPE_KEYWORDS:
+            if tokens & words:
+                return scope
+    return None
+
+
+@lru_cache(maxsize=4096)
+def verb_of(name: str) -> str | None:
+    """read / write / delete from the tool name's words; the strictest one wins."""
+    tokens = set(name_tokens(name))
+    for verb, words in _VERBS:
+        if tokens & words:
+            return verb
+    return None
+
+
+def project_arguments(
+    arguments: Mapping[str, Any], schema: Mapping[str, Any] | None
+) -> Mapping[str, Any]:
+    """The arguments the tool actually receives under its declared schema."""
+    if schema is None:
+        return arguments
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return arguments
+    extra = schema.get("additionalProperties", False)
+    if extra is True or isinstance(extra, Mapping):
+        return arguments
+    return {key: value for key, value in arguments.items() if key in properties}
+
+
+class AliasConflict(Exception):
+    """Two names of one parameter disagree."""
+
+    def __init__(self, first: str, second: str, first_value: Any, second_value: Any) -> None:
+        super().__init__(
+            f"conflicting arguments {first!r} and {second!r}: the tool would read one of "
+            "two different values, so the call is refused"
+        )
+        self.names = (first, second)
+        self.values = (first_value, second_value)
+
+
+@dataclass(slots=True)
+class Facts:
+    """Everything the engine matches on for one check. Built once per check."""
+
+    kind: str
+    name: str
+    scope: str
+    verb: str | None
+    args: Mapping[str, Any]
+    params: dict[str, Any]
+    context: Any  # interlock.core.action.Context
+    target: str | None
+    capabilities: tuple[str, ...]
+    _activation: dict[str, Any] | None = None
+
+    def cel_activation(self) -> dict[str, Any]:
+        """The CEL variables, built on first use and shared by every rule."""
+        if self._activation is None:
+            self._activation = {
+                "action": {
+                    "kind": self.kind,
+                    "name": self.name,
+                    "scope": self.scope,
+                    "verb": self.verb,
+                    "target": self.target,
+                    "capabilities": list(self.capabilities),
+                },
+                "args": dict(self.args),
+                "params": self.params,
+                "context": self.context.as_dict(),
+            }
+        return self._activation
+
+
+_MISSING: Final = object()
+
+
+def check_limits(arguments: Mapping[str, Any], *, max_depth: int, max_items: int) -> None:
+    """Refuse arguments too deep or too many to judge, without recursion."""
+    stack: list[tuple[Any, int]] = [(arguments, 1)]
+    items = 0
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, Mapping):
+            children: Any = value.values()
+        elif isinstance(value, (list, tuple)):
+            children = value
+        else:
+            continue
+        if depth > max_depth:
+            raise EvaluationError(f"arguments are nested deeper than {max_depth} levels")
+        for child in children:
+            items += 1
+            if items > max_items:
+                raise EvaluationError(f"arguments hold more than {max_items} values")
+            if isinstance(child, (Mapping, list, tuple)):
+                stack.append((child, depth + 1))
+
+
+def _pick(args: Mapping[str, Any], first: str, second: str) -> Any:
+    # An explicit None is an unset optional parameter, not a value.
+    a = args.get(first)
+    b = args.get(second)
+    a = _MISSING if a is None else a
+    b = _MISSING if b is None else b
+    if a is not _MISSING and b is not _MISSING and not _same(a, b):
+        raise AliasConflict(first, second, a, b)
+    return a if a is not _MISSING else b
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:
+        return False
+
+
+def _as_text(name: str, value: Any, max_chars: int) -> str:
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, bytes):
+        text = value.decode("utf-8", errors="backslashreplace")
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        text = shlex.join(value)
+    else:
+        raise EvaluationError(
+            f"parameter {name!r} is a {type(value).__name__}, not a string; cannot judge it"
+        )
+    if len(text) > max_chars:
+        raise EvaluationError(
+            f"parameter {name!r} is {len(text)} characters long, over the {max_chars} limit"
+        )
+    return text
+
+
+def _domain_of_url(url: str) -> str | None:
+    try:
+        parts = urlsplit(url if "//" in url else f"//{url}")
+        host = parts.hostname
+    except ValueError as exc:
+        raise EvaluationError(f"parameter 'url' is not a valid URL: {exc}") from exc
+    return _normal_domain(host) if host else None
+
+
+def _normal_domain(domain: str) -> str:
+    return domain.strip().rstrip(".").lower()
+
+
+def extract(
+    *,
+    kind: str,
+    name: str,
+    arguments: Mapping[str, Any],
+    pinned_scope: str | None,
+    description: str | None,
+    context: Any,
+    target: str | None,
+    capabilities: tuple[str, ...],
+    default_scope: str,
+    max_param_chars: int,
+) -> Facts:
+    """Derive the parameters and the scope. Raises AliasConflict or EvaluationError."""
+    params: dict[str, Any] = {}
+
+    command = _pick(arguments, "command", "cmd")
+    if command is not _MISSING:
+        params["command"] = _as_text("command", command, max_param_chars)
+
+    path = _pick(arguments, "path", "file_path")
+    if path is not _MISSING:
+        text = _as_text("path", path, max_param_chars)
+        params["path"] = posixpath.normpath(text) if text else text
+
+    url = arguments.get("url", _MISSING)
+    url_domain: str | None = None
+    if url is not _MISSING:
+        params["url"] = _as_text("url", url, max_param_chars)
+        url_domain = _domain_of_url(params["url"])
+    domain = arguments.get("domain", _MISSING)
+    if domain is not _MISSING:
+        given = _normal_domain(_as_text("domain", domain, max_param_chars))
+        if url_domain is not None and given != url_domain:
+            raise AliasConflict("domain", "url", domain, url)
+        params["domain"] = given
+    elif url_domain is not None:
+        params["domain"] = url_domain
+
+    session_id = arguments.get("session_id", _MISSING)
+    if session_id is not _MISSING:
+        params["session_id"] = session_id
+
+    est_cost = arguments.get("est_cost", _MISSING)
+    if est_cost is not _MISSING:
+        if (
+            isinstance(est_cost, bool)
+            or not isinstance(est_cost, (int, float))
+            or not math.isfinite(est_cost)
+        ):
+            raise EvaluationError(f"parameter 'est_cost' must be a finite number, not {est_cost!r}")
+        params["est_cost"] = est_cost
+
+    verb = verb_of(name)
+    if verb is not None:
+        params["verb"] = verb
+    if target is not None:
+        params["target"] = target
+
+    scope = _scope(kind, name, description, pinned_scope, arguments, default_scope)
+    if "command" not in params and scope == "shell" and set(arguments) == {"input"}:
+        params["command"] = _as_text("command", arguments["input"], max_param_chars)
+
+    return Facts(
+        kind=kind,
+        name=name,
+        scope=scope,
+        verb=verb,
+        args=arguments,
+        params=params,
+        context=context,
+        target=target,
+        capabilities=capabilities,
+    )
+
+
+def _scope(
+    kind: str,
+    name: str,
+    description: str | None,
+    pinned: str | None,
+    arguments: Mapping[str, Any],
+    default_scope: str,
+) -> str:
+    if pinned is not None:
+        return pinned
+    if kind == "llm":
+        return "llm"
+    if kind == "browser":
+        return "browser"
+    if "url" in arguments or "domain" in arguments:
+        return "network"
+    if "path" in arguments or "file_path" in arguments:
+        return "filesystem"
+    return infer_keyword_scope(name, description) or default_scope

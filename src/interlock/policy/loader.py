@@ -1,0 +1,290 @@
+"""Loading ``interlock.yaml``: parse with line marks, validate, compile — all or nothing.
+
+A bad file raises :class:`~interlock.errors.PolicyError` naming the file, line, rule id
+and field of each problem; nothing of it is loaded.
+
+Example::
+
+    from interlock.policy import load_policy
+
+    policy = load_policy("interlock.yaml")
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import cel
+from pydantic import ValidationError
+
+from interlock.core.decision import Verdict
+from interlock.errors import PolicyError, PolicyIssue
+from interlock.policy.compiled import CompiledPolicy, CompiledRule
+from interlock.policy.matchers import MISSING, CompiledCondition, GlobSet, RegexSet
+from interlock.policy.schema import Condition, PolicyModel, RuleModel
+from interlock.policy.source import SourceDocument, parse_yaml
+
+__all__ = ["CEL_VARIABLES", "compile_policy", "load_policy", "load_policy_text"]
+
+#: The variables a ``when:`` expression may use.
+CEL_VARIABLES: frozenset[str] = frozenset({"action", "args", "params", "context"})
+
+
+def load_policy(path: str | os.PathLike[str]) -> CompiledPolicy:
+    """Load, validate and compile a policy file."""
+    file = os.fspath(path)
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise PolicyError([PolicyIssue("policy file not found", file=file)]) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError([PolicyIssue(f"cannot read policy file: {exc}", file=file)]) from exc
+    return load_policy_text(text, file=file)
+
+
+def load_policy_text(text: str, *, file: str | None = None) -> CompiledPolicy:
+    """Load a policy from YAML text (``file`` names it in errors)."""
+    document = parse_yaml(text, file=file)
+    if document.data is None:
+        raise PolicyError(
+            [PolicyIssue("the policy is empty; it needs at least `version: 1`", file=file, line=1)]
+        )
+    return compile_policy(document.data, source=document)
+
+
+def compile_policy(
+    data: Mapping[str, Any] | PolicyModel, *, source: SourceDocument | None = None
+) -> CompiledPolicy:
+    """Validate and compile a policy given as plain data (or an already-built model)."""
+    file = source.file if source else None
+    if isinstance(data, PolicyModel):
+        model = data
+    else:
+        try:
+            model = PolicyModel.model_validate(data)
+        except ValidationError as exc:
+            raise PolicyError(_validation_issues(exc, data, source)) from None
+    return _Compiler(model, source).compile(file)
+
+
+def _validation_issues(
+    exc: ValidationError, data: Any, source: SourceDocument | None
+) -> list[PolicyIssue]:
+    issues = []
+    for error in exc.errors():
+        path = _data_path(data, error["loc"])
+        rule_id = _rule_id(data, path)
+        field = ".".join(
+            str(p) for p in (path[2:] if rule_id is not None or _in_rules(path) else path)
+        )
+        extra = error["loc"][len(path) :]
+        if error["type"] == "extra_forbidden" or (extra and error["type"] == "missing"):
+            field = ".".join(str(p) for p in (*(path[2:] if _in_rules(path) else path), *extra))
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = f"unknown field {error['loc'][-1]!r}"
+        elif error["type"] == "missing":
+            message = f"missing required field {error['loc'][-1]!r}"
+        issues.append(
+            PolicyIssue(
+                message,
+                file=source.file if source else None,
+                line=source.line_of(path) if source else None,
+                rule_id=rule_id,
+                field=field or None,
+            )
+        )
+    return issues
+
+
+def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[str | int, ...]:
+    """The part of a pydantic location that exists in the data (drops union tags)."""
+    path: list[str | int] = []
+    node = data
+    for part in loc:
+        key = "in" if part == "in_" else part
+        in_mapping = isinstance(node, Mapping) and key in node
+        in_list = isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node)
+        if in_mapping or in_list:
+            path.append(key)
+            node = node[key]
+        elif isinstance(node, Mapping) and not isinstance(part, int):
+            continue
+    return tuple(path)
+
+
+def _in_rules(path: tuple[str | int, ...]) -> bool:
+    return len(path) >= 2 and path[0] == "rules" and isinstance(path[1], int)
+
+
+def _rule_id(data: Any, path: tuple[str | int, ...]) -> str | None:
+    if not _in_rules(path):
+        return None
+    try:
+        rule = data["rules"][path[1]]
+    except (KeyError, IndexError, TypeError):
+        return None
+    rule_id = rule.get("id") if isinstance(rule, Mapping) else None
+    return str(rule_id) if rule_id is not None else f"#{int(path[1]) + 1}"
+
+
+class _Compiler:
+    def __init__(self, model: PolicyModel, source: SourceDocument | None) -> None:
+        self.model = model
+        self.source = source
+        self.issues: list[PolicyIssue] = []
+
+    def issue(self, message: str, path: tuple[str | int, ...], rule_id: str | None = None) -> None:
+        field = ".".join(str(p) for p in (path[2:] if _in_rules(path) else path))
+        self.issues.append(
+            PolicyIssue(
+                message,
+                file=self.source.file if self.source else None,
+                line=self.source.line_of(path) if self.source else None,
+                rule_id=rule_id,
+                field=field or None,
+            )
+        )
+
+    def compile(self, file: str | None) -> CompiledPolicy:
+        model = self.model
+        seen: dict[str, int] = {}
+        rules: list[CompiledRule] = []
+        for index, rule in enumerate(model.rules):
+            if rule.id in seen:
+                self.issue(
+                    f"duplicate rule id (first used by rule #{seen[rule.id] + 1})",
+                    ("rules", index, "id"),
+                    rule.id,
+                )
+                continue
+            seen[rule.id] = index
+            compiled = self.rule(index, rule)
+            if compiled is not None:
+                rules.append(compiled)
+        pins = []
+        for glob, scope in model.scopes.tools.items():
+            pins.append((GlobSet.of(glob), scope))
+        extra_patterns = []
+        for i, pattern in enumerate(model.redaction.patterns):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                self.issue(f"invalid regex {pattern!r}: {exc}", ("redaction", "patterns", i))
+            else:
+                extra_patterns.append(pattern)
+        if model.approvals.url is not None and not model.approvals.url.strip():
+            self.issue("approval url template is empty", ("approvals", "url"))
+        if self.issues:
+            raise PolicyError(self.issues)
+        return CompiledPolicy(
+            rules=tuple(rules),
+            default=Verdict(model.default),
+            shadow_mode=model.mode == "shadow",
+            scope_default=model.scopes.default,
+            scope_pins=tuple(pins),
+            approval_url=model.approvals.url,
+            max_depth=model.limits.max_depth,
+            max_items=model.limits.max_items,
+            max_param_chars=model.limits.max_param_chars,
+            redaction_patterns=tuple(extra_patterns),
+            source=file,
+            description=model.description,
+        )
+
+    def rule(self, index: int, rule: RuleModel) -> CompiledRule | None:
+        base = ("rules", index)
+        before = len(self.issues)
+        conditions = []
+        for key, condition in rule.params.items():
+            compiled = self.condition(key, condition, (*base, "params", key), rule.id)
+            if compiled is not None:
+                conditions.append(compiled)
+        program: Any = None
+        variables: tuple[str, ...] = ()
+        if rule.when is not None:
+            try:
+                program = cel.compile(rule.when)
+            except Exception as exc:  # the binding raises ValueError with the parser's text
+                self.issue(f"invalid CEL expression: {exc}", (*base, "when"), rule.id)
+            else:
+                used = set(program.variables())
+                unknown = used - CEL_VARIABLES - _cel_bound_names(rule.when)
+                if unknown:
+                    self.issue(
+                        f"unknown variable(s) {', '.join(sorted(unknown))} in CEL expression; "
+                        f"available: {', '.join(sorted(CEL_VARIABLES))}",
+                        (*base, "when"),
+                        rule.id,
+                    )
+                variables = tuple(sorted(used & CEL_VARIABLES))
+        if len(self.issues) > before:
+            return None
+        return CompiledRule(
+            id=rule.id,
+            verdict=Verdict(rule.decision),
+            reason=rule.reason,
+            shadow=rule.mode == "shadow",
+            kinds=_set(rule.kind),
+            names=GlobSet.of(rule.name) if rule.name is not None else None,
+            scopes=_set(rule.scope),
+            agents=GlobSet.of(rule.agent) if rule.agent is not None else None,
+            tenants=GlobSet.of(rule.tenant) if rule.tenant is not None else None,
+            conditions=tuple(conditions),
+            when=program,
+            when_source=rule.when,
+            when_vars=variables,
+            line=self.source.line_of(base) if self.source else None,
+        )
+
+    def condition(
+        self, key: str, condition: Condition, path: tuple[str | int, ...], rule_id: str
+    ) -> CompiledCondition | None:
+        regexes: dict[str, RegexSet | None] = {"regex": None, "not_regex": None}
+        for name in regexes:
+            value = getattr(condition, name)
+            if value is None:
+                continue
+            try:
+                regexes[name] = RegexSet.of(value)
+            except re.error as exc:
+                self.issue(f"invalid regex: {exc}", (*path, name), rule_id)
+                return None
+        bounds = tuple(
+            (op, float(getattr(condition, op)))
+            for op in ("gt", "gte", "lt", "lte")
+            if getattr(condition, op) is not None
+        )
+        fields = condition.model_fields_set
+        return CompiledCondition(
+            key=key,
+            glob=GlobSet.of(condition.glob) if condition.glob is not None else None,
+            not_glob=GlobSet.of(condition.not_glob) if condition.not_glob is not None else None,
+            regex=regexes["regex"],
+            not_regex=regexes["not_regex"],
+            eq=condition.eq if "eq" in fields else MISSING,
+            ne=condition.ne if "ne" in fields else MISSING,
+            in_=tuple(condition.in_) if condition.in_ is not None else None,
+            not_in=tuple(condition.not_in) if condition.not_in is not None else None,
+            bounds=bounds,
+            exists=condition.exists,
+        )
+
+
+_MACRO_BINDING = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
+
+
+def _cel_bound_names(expression: str) -> set[str]:
+    """Names bound by comprehension macros (``list.all(x, ...)``), which the CEL binding
+    reports as variables too."""
+    return set(_MACRO_BINDING.findall(expression))
+
+
+def _set(value: str | list[str] | None) -> frozenset[str] | None:
+    if value is None:
+        return None
+    return frozenset([value] if isinstance(value, str) else value)

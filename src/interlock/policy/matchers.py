@@ -1,0 +1,160 @@
+"""Compiled matchers: glob sets, regex sets and parameter conditions.
+
+Everything here is compiled once, when a policy loads; matching does no compiling.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from interlock.errors import EvaluationError
+
+__all__ = ["MISSING", "CompiledCondition", "GlobSet", "RegexSet", "lookup"]
+
+MISSING: Final = object()
+
+
+@dataclass(frozen=True, slots=True)
+class GlobSet:
+    """Any-of fnmatch globs, compiled into one anchored regex. Case-sensitive."""
+
+    patterns: tuple[str, ...]
+    _regex: re.Pattern[str]
+
+    @classmethod
+    def of(cls, globs: str | Sequence[str]) -> GlobSet:
+        patterns = (globs,) if isinstance(globs, str) else tuple(globs)
+        body = "|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)
+        return cls(patterns, re.compile(body, re.DOTALL))
+
+    @property
+    def literal(self) -> frozenset[str] | None:
+        """The exact names, when no pattern uses a wildcard."""
+        if any(ch in p for p in self.patterns for ch in "*?["):
+            return None
+        return frozenset(self.patterns)
+
+    def matches(self, text: str) -> bool:
+        return self._regex.match(text) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class RegexSet:
+    """Any-of regexes, searched (not anchored)."""
+
+    patterns: tuple[str, ...]
+    _regex: re.Pattern[str]
+
+    @classmethod
+    def of(cls, regexes: str | Sequence[str]) -> RegexSet:
+        patterns = (regexes,) if isinstance(regexes, str) else tuple(regexes)
+        for pattern in patterns:
+            re.compile(pattern)  # raise on the one that is wrong, by itself
+        body = "|".join(f"(?:{p})" for p in patterns)
+        return cls(patterns, re.compile(body))
+
+    def matches(self, text: str) -> bool:
+        return self._regex.search(text) is not None
+
+
+def lookup(key: str, params: Mapping[str, Any], args: Mapping[str, Any]) -> Any:
+    """An extracted parameter, or ``args.a.b`` walked through the arguments."""
+    if not key.startswith("args."):
+        return params.get(key, MISSING)
+    value: Any = args
+    for part in key[5:].split("."):
+        if isinstance(value, Mapping):
+            value = value.get(part, MISSING)
+        elif isinstance(value, (list, tuple)) and part.isdigit():
+            index = int(part)
+            value = value[index] if index < len(value) else MISSING
+        else:
+            return MISSING
+        if value is MISSING:
+            return MISSING
+    return value
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if _is_number(a) and _is_number(b):
+        return bool(a == b)
+    return type(a) is type(b) and bool(a == b)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledCondition:
+    """All tests on one parameter; matching raises EvaluationError when the value
+    cannot be judged (a number test on text, a glob on a list, a NaN)."""
+
+    key: str
+    glob: GlobSet | None = None
+    not_glob: GlobSet | None = None
+    regex: RegexSet | None = None
+    not_regex: RegexSet | None = None
+    eq: Any = MISSING
+    ne: Any = MISSING
+    in_: tuple[Any, ...] | None = None
+    not_in: tuple[Any, ...] | None = None
+    bounds: tuple[tuple[str, float], ...] = ()
+    exists: bool | None = None
+
+    def matches(self, params: Mapping[str, Any], args: Mapping[str, Any]) -> bool:
+        value = lookup(self.key, params, args)
+        if value is MISSING:
+            return self.exists is False
+        if self.exists is False:
+            return False
+        if self.glob or self.not_glob or self.regex or self.not_regex:
+            text = self._text(value)
+            if self.glob is not None and not self.glob.matches(text):
+                return False
+            if self.not_glob is not None and self.not_glob.matches(text):
+                return False
+            if self.regex is not None and not self.regex.matches(text):
+                return False
+            if self.not_regex is not None and self.not_regex.matches(text):
+                return False
+        if self.eq is not MISSING and not _equal(value, self.eq):
+            return False
+        if self.ne is not MISSING and _equal(value, self.ne):
+            return False
+        if self.in_ is not None and not any(_equal(value, v) for v in self.in_):
+            return False
+        if self.not_in is not None and any(_equal(value, v) for v in self.not_in):
+            return False
+        return not self.bounds or self._within(value)
+
+    def _text(self, value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        raise EvaluationError(
+            f"parameter {self.key!r} is a {type(value).__name__}, not text; a glob or regex "
+            "cannot judge it (use a CEL `when:` for lists and objects)"
+        )
+
+    def _within(self, value: Any) -> bool:
+        if not _is_number(value) or not math.isfinite(value):
+            raise EvaluationError(
+                f"parameter {self.key!r} is {value!r}, not a finite number; cannot compare it"
+            )
+        for op, bound in self.bounds:
+            if op == "gt" and not value > bound:
+                return False
+            if op == "gte" and not value >= bound:
+                return False
+            if op == "lt" and not value < bound:
+                return False
+            if op == "lte" and not value <= bound:
+                return False
+        return True

@@ -1,0 +1,168 @@
+"""Policy tests: YAML cases in, expected decisions and rule ids out
+(``interlock policy test``).
+
+A case file::
+
+    policy: interlock.yaml          # relative to this file (or pass --policy)
+    cases:
+      - name: listing is allowed
+        action: {kind: tool, name: shell, arguments: {command: "ls -la"}}
+        context: {agent: ops-bot}
+        expect: {decision: allow, rule_ids: [shell-read-only]}
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from interlock.core.action import Action, Context
+from interlock.errors import PolicyError, PolicyIssue
+from interlock.policy.compiled import CompiledPolicy
+from interlock.policy.engine import evaluate
+from interlock.policy.loader import load_policy
+from interlock.policy.source import parse_yaml
+
+__all__ = ["CaseResult", "action_from_data", "load_cases", "run_cases"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ActionSpec(_Strict):
+    kind: Literal["tool", "llm", "mcp", "browser", "effect"] = "tool"
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    target: str | None = None
+    scope: str | None = None
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    capabilities: list[str] = Field(default_factory=list)
+
+
+class ContextSpec(_Strict):
+    tenant: str = "default"
+    agent: str | None = None
+    agent_type: str | None = None
+    runtime: str | None = None
+    session_id: str | None = None
+    run_id: str | None = None
+    call_id: str | None = None
+    idempotency_key: str | None = None
+
+
+class Expectation(_Strict):
+    decision: Literal["allow", "deny", "require_approval", "undetermined"]
+    rule_ids: list[str] | None = None
+    shadow: Literal["allow", "deny", "require_approval", "undetermined"] | None = None
+    reason_contains: str | None = None
+
+
+class Case(_Strict):
+    name: str
+    action: ActionSpec
+    context: ContextSpec = Field(default_factory=ContextSpec)
+    expect: Expectation
+
+
+class CaseFile(_Strict):
+    policy: str | None = None
+    cases: list[Case] = Field(min_length=1)
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    name: str
+    passed: bool
+    expected: str
+    actual: str
+    line: int | None
+
+
+def action_from_data(action: dict[str, Any], context: dict[str, Any] | None = None) -> Action:
+    """An Action from plain data (the CLI's ``--json`` and the case files).
+    Raises pydantic's ValidationError on bad data."""
+    spec = ActionSpec.model_validate(action)
+    ctx = ContextSpec.model_validate(context or {})
+    return Action(
+        kind=spec.kind,
+        name=spec.name,
+        arguments=spec.arguments,
+        target=spec.target,
+        scope=spec.scope,
+        description=spec.description,
+        schema=spec.schema_,
+        capabilities=tuple(spec.capabilities),
+        context=Context(**ctx.model_dump()),
+    )
+
+
+def load_cases(path: str | os.PathLike[str]) -> tuple[CaseFile, dict[int, int], str]:
+    file = os.fspath(path)
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError([PolicyIssue(f"cannot read test file: {exc}", file=file)]) from exc
+    document = parse_yaml(text, file=file)
+    try:
+        cases = CaseFile.model_validate(document.data)
+    except ValidationError as exc:
+        issues = [
+            PolicyIssue(
+                error["msg"],
+                file=file,
+                line=document.line_of(tuple(p for p in error["loc"] if isinstance(p, (str, int)))),
+                field=".".join(str(p) for p in error["loc"]),
+            )
+            for error in exc.errors()
+        ]
+        raise PolicyError(issues) from None
+    lines = {i: document.line_of(("cases", i)) or 0 for i in range(len(cases.cases))}
+    return cases, lines, file
+
+
+def run_cases(
+    path: str | os.PathLike[str], policy: CompiledPolicy | None = None
+) -> tuple[CompiledPolicy, list[CaseResult]]:
+    cases, lines, file = load_cases(path)
+    if policy is None:
+        if cases.policy is None:
+            raise PolicyError(
+                [
+                    PolicyIssue(
+                        "no policy: add `policy:` to the test file or pass --policy", file=file
+                    )
+                ]
+            )
+        policy = load_policy(Path(file).parent / cases.policy)
+    results = []
+    for index, case in enumerate(cases.cases):
+        action = action_from_data(case.action.model_dump(by_alias=True), case.context.model_dump())
+        decision = evaluate(action, policy)
+        expect = case.expect
+        failures = []
+        if decision.verdict.value != expect.decision:
+            failures.append(f"decision {decision.verdict.value}")
+        if expect.rule_ids is not None and sorted(expect.rule_ids) != list(decision.rule_ids):
+            failures.append(f"rule_ids {list(decision.rule_ids)}")
+        shadow = decision.shadow.verdict.value if decision.shadow else None
+        if expect.shadow is not None and shadow != expect.shadow:
+            failures.append(f"shadow {shadow}")
+        if expect.reason_contains is not None and expect.reason_contains not in decision.reason:
+            failures.append(f"reason {decision.reason!r}")
+        wanted = expect.decision + (f" {expect.rule_ids}" if expect.rule_ids is not None else "")
+        results.append(
+            CaseResult(
+                name=case.name,
+                passed=not failures,
+                expected=wanted,
+                actual=", ".join(failures) or decision.verdict.value,
+                line=lines.get(index),
+            )
+        )
+    return policy, results
