@@ -18,14 +18,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import cel
 from pydantic import ValidationError
 
 from interlock.core.decision import Verdict
 from interlock.errors import PolicyError, PolicyIssue
 from interlock.policy.compiled import CompiledPolicy, CompiledRule
 from interlock.policy.matchers import MISSING, CompiledCondition, GlobSet, RegexSet
-from interlock.policy.schema import Condition, PolicyModel, RuleModel
+from interlock.policy.schema import EXTRACTED_PARAMS, Condition, PolicyModel, RuleModel
 from interlock.policy.source import SourceDocument, parse_yaml
 
 __all__ = ["CEL_VARIABLES", "compile_policy", "load_policy", "load_policy_text"]
@@ -201,12 +200,22 @@ class _Compiler:
         before = len(self.issues)
         conditions = []
         for key, condition in rule.params.items():
+            if not _known_param(key):
+                self.issue(
+                    f"unknown parameter {key!r}; use one of {', '.join(EXTRACTED_PARAMS)} "
+                    "or args.<name>",
+                    (*base, "params", key),
+                    rule.id,
+                )
+                continue
             compiled = self.condition(key, condition, (*base, "params", key), rule.id)
             if compiled is not None:
                 conditions.append(compiled)
         program: Any = None
         variables: tuple[str, ...] = ()
         if rule.when is not None:
+            import cel  # deferred: the binding's package imports a CLI stack at import time
+
             try:
                 program = cel.compile(rule.when)
             except Exception as exc:  # the binding raises ValueError with the parser's text
@@ -282,6 +291,12 @@ def _cel_bound_names(expression: str) -> set[str]:
     """Names bound by comprehension macros (``list.all(x, ...)``), which the CEL binding
     reports as variables too."""
     return set(_MACRO_BINDING.findall(expression))
+
+
+def _known_param(key: str) -> bool:
+    if key in EXTRACTED_PARAMS:
+        return True
+    return key.startswith("args.") and all(part for part in key[5:].split("."))
 
 
 def _set(value: str | list[str] | None) -> frozenset[str] | None:

@@ -10,7 +10,16 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 __all__ = [
     "EXTRACTED_PARAMS",
@@ -83,6 +92,21 @@ class Condition(_Strict):
             return {"eq": value}
         return value
 
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # Publish the shorthands too: a glob string, a list of globs, or a value.
+        full = handler(core_schema)
+        return {
+            "anyOf": [
+                full,
+                {"type": "string", "description": "shorthand for {glob: ...}"},
+                {"type": "array", "items": {"type": "string"}, "description": "any-of globs"},
+                {"type": ["number", "boolean"], "description": "shorthand for {eq: ...}"},
+            ]
+        }
+
     @model_validator(mode="after")
     def _not_empty(self) -> Condition:
         if not self.model_fields_set:
@@ -129,20 +153,6 @@ class RuleModel(_Strict):
         for kind in [value] if isinstance(value, str) else value or []:
             if kind not in known:
                 raise ValueError(f"unknown kind {kind!r}; expected one of {sorted(known)}")
-        return value
-
-    @field_validator("params")
-    @classmethod
-    def _known_params(cls, value: dict[str, Condition]) -> dict[str, Condition]:
-        for key in value:
-            if key in EXTRACTED_PARAMS:
-                continue
-            if key.startswith("args.") and all(part for part in key[5:].split(".")):
-                continue
-            raise ValueError(
-                f"unknown parameter {key!r}; use one of {', '.join(EXTRACTED_PARAMS)} "
-                "or args.<name>"
-            )
         return value
 
 

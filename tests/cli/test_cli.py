@@ -1,0 +1,190 @@
+"""The `interlock` command: check (exit code by verdict), policy lint/test/schema, demo, audit."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from interlock.cli import app
+
+runner = CliRunner()
+EXAMPLES = Path(str(resources.files("interlock").joinpath("examples")))
+POLICY = str(EXAMPLES / "interlock.yaml")
+
+
+def run(*args: str, stdin: str | None = None) -> tuple[int, str]:
+    result = runner.invoke(app, list(args), input=stdin)
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "text"),
+    [
+        (["--name", "shell", "--arg", "command=ls -la"], 0, "allow"),
+        (["--name", "shell", "--arg", "command=rm -rf /"], 3, "deny"),
+        (
+            ["--name", "refund_order", "-a", "amount=500", "-a", "currency=EUR"],
+            4,
+            "require_approval",
+        ),
+        (
+            ["--name", "refund_order", "-a", 'amount="lots"', "-a", "currency=EUR"],
+            5,
+            "undetermined",
+        ),
+        (["--name", "send_email", "-a", "to=x@y.net"], 0, "shadow: would require_approval"),
+    ],
+)
+def test_check_exit_code_follows_the_verdict(args: list[str], code: int, text: str) -> None:
+    exit_code, output = run("check", "-p", POLICY, *args)
+    assert exit_code == code, output
+    assert text in output
+
+
+def test_check_reads_an_action_as_json_from_stdin() -> None:
+    action = {
+        "name": "refund_order",
+        "arguments": {"amount": 250, "currency": "EUR"},
+        "context": {"tenant": "acme", "agent": "bot"},
+    }
+    code, output = run(
+        "check", "-p", POLICY, "--json", "-", "--output-json", stdin=json.dumps(action)
+    )
+    assert code == 4
+    body = json.loads(output)
+    assert body["decision"] == "require_approval"
+    assert body["rule_ids"] == ["refund-large"]
+    assert body["approval"]["url"].startswith("http://127.0.0.1:8740/approvals/")
+
+
+def test_check_redacts_secrets_in_its_output() -> None:
+    code, output = run(
+        "check",
+        "-p",
+        POLICY,
+        "--name",
+        "x",
+        "--arg",
+        "url=https://u:hunter2@evil.example.net/",
+        "--output-json",
+    )
+    assert code == 3
+    assert "hunter2" not in output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--json", "{not json"], "not valid JSON"),
+        (["--json", "[1]"], "must be a JSON object"),
+        (["--json", '{"kind": "robot", "name": "x"}'], "invalid action: kind"),
+        (["--arg", "command=ls"], "at least --name"),
+        (["--name", "x", "--arg", "novalue"], "key=value"),
+    ],
+)
+def test_check_usage_errors_exit_2(args: list[str], message: str) -> None:
+    code, output = run("check", "-p", POLICY, *args)
+    assert code == 2
+    assert message in output
+
+
+def test_check_with_an_invalid_policy_exits_2_with_the_location(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nrules:\n  - id: r\n    decision: deny\n")
+    code, output = run("check", "-p", str(bad), "--name", "x")
+    assert code == 2
+    assert "bad.yaml:3: rule 'r': field 'reason'" in output
+
+
+def test_check_appends_the_event_and_audit_tail_shows_it(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    run("check", "-p", POLICY, "--name", "shell", "-a", "command=rm -rf /", "--events", str(events))
+    run("check", "-p", POLICY, "--name", "send_email", "-a", "to=a@b.net", "--events", str(events))
+    records = [json.loads(line) for line in events.read_text().splitlines()]
+    assert [r["decision"] for r in records] == ["deny", "allow"]
+    assert records[1]["shadow"]["decision"] == "require_approval"
+    code, output = run("audit", "tail", "--events", str(events))
+    assert code == 0
+    assert "shell-no-destruction" in output and "shadow: would require_approval" in output
+    code, output = run("audit", "tail", "--events", str(events), "--json", "-n", "1")
+    assert json.loads(output)["action"]["name"] == "send_email"
+
+
+def test_policy_lint_reports_every_problem_with_its_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "version: 1\nrules:\n  - id: a\n    decision: deny\n    reason: x\n    when: 'x >'\n"
+        "  - id: b\n    decision: allow\n    reason: y\n    params: {comand: ls}\n"
+    )
+    code, output = run("policy", "lint", POLICY, str(bad))
+    assert code == 1
+    assert "interlock.yaml: 10 rules (1 in shadow mode), default deny" in output
+    assert "bad.yaml:6: rule 'a': field 'when'" in output
+    assert "bad.yaml:10: rule 'b': field 'params.comand'" in output
+
+
+def test_policy_test_runs_the_shipped_cases() -> None:
+    code, output = run("policy", "test", str(EXAMPLES / "interlock.cases.yaml"))
+    assert code == 0, output
+    assert "PASS: 10/10" in output
+
+
+def test_policy_test_fails_on_a_wrong_expectation(tmp_path: Path) -> None:
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(
+        "cases:\n  - name: rm is fine (wrong)\n"
+        "    action: {name: shell, arguments: {command: 'rm -rf /'}}\n"
+        "    expect: {decision: allow}\n"
+    )
+    code, output = run("policy", "test", "-p", POLICY, str(cases))
+    assert code == 1
+    assert "FAIL" in output and "cases.yaml:2 rm is fine (wrong)" in output
+    assert "expected allow, got decision deny" in output
+
+
+def test_policy_test_rejects_a_malformed_case_file(tmp_path: Path) -> None:
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(
+        "cases:\n  - name: x\n    action: {name: shell}\n    expect: {decision: maybe}\n"
+    )
+    code, output = run("policy", "test", "-p", POLICY, str(cases))
+    assert code == 2
+    assert "cases.yaml:4" in output
+
+
+def test_policy_schema_prints_json_schema() -> None:
+    code, output = run("policy", "schema")
+    assert code == 0
+    assert json.loads(output)["title"].startswith("Interlock policy")
+
+
+def test_demo_shows_every_verdict_kind_and_runs_bodies_only_on_allow(tmp_path: Path) -> None:
+    events = tmp_path / "demo.jsonl"
+    code, output = run("demo", "--events", str(events))
+    assert code == 0, output
+    for verdict in ("allow", "deny", "require_approval", "undetermined", "shadow: would"):
+        assert verdict in output
+    records = [json.loads(line) for line in events.read_text().splitlines()]
+    assert {r["decision"] for r in records} == {"allow", "deny", "require_approval", "undetermined"}
+    assert "s3cr3t" not in events.read_text()
+
+
+def test_the_console_script_is_installed() -> None:
+    exe = shutil.which("interlock", path=str(Path(sys.executable).parent))
+    assert exe is not None
+    result = subprocess.run(
+        [exe, "check", "-p", POLICY, "--name", "shell", "-a", "command=rm -rf /"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 3
+    assert "deny" in result.stdout
