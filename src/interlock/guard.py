@@ -131,12 +131,12 @@ class Guard:
         """The verdict on ``action``. Never raises for a failure: that is undetermined."""
         start = time.perf_counter_ns()
         timeout = timeout if timeout is not None else self.timeout
-        action = self._contextualise(action)
         if cancel is not None and cancel.cancelled:
             decision = _cancelled(cancel)
         else:
             deadline = time.monotonic() + timeout if timeout is not None else None
             try:
+                action = self._contextualise(action)
                 decision = _validated(self.decider.decide(action, deadline=deadline, cancel=cancel))
                 if cancel is not None and cancel.cancelled:
                     decision = _cancelled(cancel)
@@ -158,11 +158,11 @@ class Guard:
         working; the action never runs."""
         start = time.perf_counter_ns()
         timeout = timeout if timeout is not None else self.timeout
-        action = self._contextualise(action)
         if cancel is not None and cancel.cancelled:
             return self._finish(action, _cancelled(cancel), start)
         deadline = time.monotonic() + timeout if timeout is not None else None
         try:
+            action = self._contextualise(action)
             if timeout is None:
                 decision = _validated(
                     await self.decider.adecide(action, deadline=None, cancel=cancel)
@@ -366,12 +366,22 @@ class Guard:
     # -- internals -------------------------------------------------------------------
 
     def _contextualise(self, action: Action) -> Action:
+        if not isinstance(action, Action):
+            raise MappingError(f"check() needs an Action, not a {type(action).__name__}")
+        if not isinstance(action.context, Context):
+            raise MappingError(
+                f"the action's context is a {type(action.context).__name__}, not a Context"
+            )
         base = self.context
-        if base is _DEFAULT_CONTEXT or not isinstance(action, Action):
+        if base is _DEFAULT_CONTEXT:
             return action
         return action.with_context(action.context.merged_over(base))
 
     def _finish(self, action: Action | None, decision: Decision, start: int) -> Decision:
+        if action is not None and not (
+            isinstance(action, Action) and isinstance(action.context, Context)
+        ):
+            action = None  # not an action we can describe in a record
         if decision.verdict is Verdict.UNDETERMINED and self.fail_mode == "open":
             log.warning(
                 "interlock: fail-open — allowing %s despite: %s",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interlock.core.decision import Verdict
-from interlock.errors import EvaluationError
+from interlock.policy.celexpr import CelCondition
 from interlock.policy.extract import Facts
 from interlock.policy.matchers import CompiledCondition, GlobSet
 
@@ -26,9 +26,7 @@ class CompiledRule:
     agents: GlobSet | None
     tenants: GlobSet | None
     conditions: tuple[CompiledCondition, ...]
-    when: Any  # cel.Program | None
-    when_source: str | None
-    when_vars: tuple[str, ...]
+    when: CelCondition | None
     line: int | None = None
 
     def applies_to(self, kind: str, name: str) -> bool:
@@ -52,24 +50,7 @@ class CompiledRule:
         for condition in self.conditions:
             if not condition.matches(params, args):
                 return False
-        if self.when is None:
-            return True
-        return self._when(facts)
-
-    def _when(self, facts: Facts) -> bool:
-        activation = facts.cel_activation()
-        try:
-            result = self.when.execute({name: activation[name] for name in self.when_vars})
-        except Exception as exc:
-            raise EvaluationError(
-                f"rule {self.id!r}: `when` failed: {type(exc).__name__}: {exc}", rule_id=self.id
-            ) from exc
-        if not isinstance(result, bool):
-            raise EvaluationError(
-                f"rule {self.id!r}: `when` gave {type(result).__name__} {result!r}, not a boolean",
-                rule_id=self.id,
-            )
-        return result
+        return self.when is None or self.when.evaluate(facts.root, self.id)
 
 
 @dataclass(frozen=True, slots=True)

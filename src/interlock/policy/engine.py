@@ -139,6 +139,10 @@ def _judge(
                 if rule.matches(facts):
                     matched.append(rule)
             except EvaluationError as exc:
+                if exc.rule_id is None:
+                    located = EvaluationError(f"rule {rule.id!r}: {exc}", rule_id=rule.id)
+                    located.__cause__ = exc
+                    exc = located
                 errors.append(exc)
             except Exception as exc:
                 errors.append(
@@ -159,8 +163,8 @@ def _rule_key(rule: CompiledRule) -> str:
     return rule.id
 
 
-def _error_key(error: EvaluationError) -> str:
-    return error.rule_id or ""
+def _error_key(error: EvaluationError) -> tuple[str, str]:
+    return (error.rule_id or "", str(error))
 
 
 def _ids(outcome: _Outcome) -> tuple[str, ...]:

@@ -215,25 +215,36 @@ class Facts:
     context: Any  # interlock.core.action.Context
     target: str | None
     capabilities: tuple[str, ...]
-    _activation: dict[str, Any] | None = None
+    _roots: dict[str, Mapping[str, Any]] | None = None
 
-    def cel_activation(self) -> dict[str, Any]:
-        """The CEL variables, built on first use and shared by every rule."""
-        if self._activation is None:
-            self._activation = {
-                "action": {
-                    "kind": self.kind,
-                    "name": self.name,
-                    "scope": self.scope,
-                    "verb": self.verb,
-                    "target": self.target,
-                    "capabilities": list(self.capabilities),
-                },
-                "args": dict(self.args),
-                "params": self.params,
-                "context": self.context.as_dict(),
+    def root(self, name: str) -> Mapping[str, Any]:
+        """A CEL root variable (args, params, action, context), built on first use and
+        shared by every rule of the check."""
+        roots = self._roots
+        if roots is None:
+            roots = self._roots = {}
+        value = roots.get(name)
+        if value is None:
+            value = roots[name] = self._build_root(name)
+        return value
+
+    def _build_root(self, name: str) -> Mapping[str, Any]:
+        if name == "args":
+            return self.args if type(self.args) is dict else dict(self.args)
+        if name == "params":
+            return self.params
+        if name == "action":
+            return {
+                "kind": self.kind,
+                "name": self.name,
+                "scope": self.scope,
+                "verb": self.verb,
+                "target": self.target,
+                "capabilities": list(self.capabilities),
             }
-        return self._activation
+        if name == "context":
+            return dict(self.context.as_dict())
+        raise KeyError(name)
 
 
 _MISSING: Final = object()

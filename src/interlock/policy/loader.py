@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from interlock.core.decision import Verdict
 from interlock.errors import PolicyError, PolicyIssue
+from interlock.policy.celexpr import MACRO_BINDING, ROOTS, CelCondition, compile_condition
 from interlock.policy.compiled import CompiledPolicy, CompiledRule
 from interlock.policy.matchers import MISSING, CompiledCondition, GlobSet, RegexSet
 from interlock.policy.schema import EXTRACTED_PARAMS, Condition, PolicyModel, RuleModel
@@ -30,7 +31,7 @@ from interlock.policy.source import SourceDocument, parse_yaml
 __all__ = ["CEL_VARIABLES", "compile_policy", "load_policy", "load_policy_text"]
 
 #: The variables a ``when:`` expression may use.
-CEL_VARIABLES: frozenset[str] = frozenset({"action", "args", "params", "context"})
+CEL_VARIABLES: frozenset[str] = ROOTS
 
 
 def load_policy(path: str | os.PathLike[str]) -> CompiledPolicy:
@@ -211,18 +212,14 @@ class _Compiler:
             compiled = self.condition(key, condition, (*base, "params", key), rule.id)
             if compiled is not None:
                 conditions.append(compiled)
-        program: Any = None
-        variables: tuple[str, ...] = ()
+        when: CelCondition | None = None
         if rule.when is not None:
-            import cel  # deferred: the binding's package imports a CLI stack at import time
-
             try:
-                program = cel.compile(rule.when)
+                when = compile_condition(rule.when)
             except Exception as exc:  # the binding raises ValueError with the parser's text
                 self.issue(f"invalid CEL expression: {exc}", (*base, "when"), rule.id)
             else:
-                used = set(program.variables())
-                unknown = used - CEL_VARIABLES - _cel_bound_names(rule.when)
+                unknown = set(when.variables) - CEL_VARIABLES - _cel_bound_names(rule.when)
                 if unknown:
                     self.issue(
                         f"unknown variable(s) {', '.join(sorted(unknown))} in CEL expression; "
@@ -230,7 +227,6 @@ class _Compiler:
                         (*base, "when"),
                         rule.id,
                     )
-                variables = tuple(sorted(used & CEL_VARIABLES))
         if len(self.issues) > before:
             return None
         return CompiledRule(
@@ -244,9 +240,7 @@ class _Compiler:
             agents=GlobSet.of(rule.agent) if rule.agent is not None else None,
             tenants=GlobSet.of(rule.tenant) if rule.tenant is not None else None,
             conditions=tuple(conditions),
-            when=program,
-            when_source=rule.when,
-            when_vars=variables,
+            when=when,
             line=self.source.line_of(base) if self.source else None,
         )
 
@@ -284,13 +278,10 @@ class _Compiler:
         )
 
 
-_MACRO_BINDING = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
-
-
 def _cel_bound_names(expression: str) -> set[str]:
     """Names bound by comprehension macros (``list.all(x, ...)``), which the CEL binding
     reports as variables too."""
-    return set(_MACRO_BINDING.findall(expression))
+    return set(MACRO_BINDING.findall(expression))
 
 
 def _known_param(key: str) -> bool:

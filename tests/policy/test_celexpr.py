@@ -1,0 +1,113 @@
+"""The CEL rewrite (flat variables instead of nested maps) changes no result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cel
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from interlock.errors import EvaluationError
+from interlock.policy.celexpr import compile_condition, rewrite
+
+
+@pytest.mark.parametrize(
+    ("source", "flat", "whole"),
+    [
+        ("args.amount > 100", "__il_f_args_amount > 100", ()),
+        ("has(args.amount) && args.amount > 1", "__il_h_args_amount && __il_f_args_amount > 1", ()),
+        ("args.meta.owner == 'x'", "__il_f_args_meta.owner == 'x'", ()),
+        ("'args.amount' == 'x' && args.a", "'args.amount' == 'x' && __il_f_args_a", ()),
+        ("size(args) > 1 && args.a", "size(args) > 1 && args.a", ("args",)),
+        ("args['a'] == 1", "args['a'] == 1", ("args",)),
+        ("args.?a.orValue(1) == 1", "args.?a.orValue(1) == 1", ("args",)),
+        ("params.command.startsWith('git')", "__il_f_params_command.startsWith('git')", ()),
+        (
+            "context.tenant == 'a' && action.scope == 's'",
+            "__il_f_context_tenant == 'a' && __il_f_action_scope == 's'",
+            (),
+        ),
+        ("[1].all(args, args > 0)", "[1].all(args, args > 0)", ("args",)),  # shadowed root
+        ("x.args.a", "x.args.a", ()),  # a field called args, not the root
+        ('r"args.a" == args.b', 'r"args.a" == __il_f_args_b', ()),
+    ],
+)
+def test_rewrite(source: str, flat: str, whole: tuple[str, ...]) -> None:
+    plan = rewrite(source)
+    assert plan.source == flat
+    assert plan.whole == whole
+
+
+def _run(program: Any, activation: dict[str, Any]) -> tuple[str, Any]:
+    try:
+        return ("ok", program.execute(activation))
+    except Exception:
+        return ("error", None)
+
+
+EXPRESSIONS = [
+    "args.a > 1",
+    "has(args.a) && args.a > 1",
+    "args.a > 1 && has(args.a)",
+    "!has(args.a) || args.a == 'x'",
+    "args.a == args.b",
+    "args.a > 1 || true",
+    "has(args.m) && has(args.m.k) && args.m.k == 1",
+    "args.l.exists(x, x == 2)",
+    "size(args) > 1 || args.a == 1",
+    "params.command.startsWith('rm') || context.tenant == 'acme'",
+    "action.scope == 'shell' && has(params.command)",
+    "'a' in args && args.a != null",
+]
+
+values = st.one_of(
+    st.integers(-5, 5),
+    st.text(max_size=3),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=False),
+    st.lists(st.integers(0, 3), max_size=3),
+    st.dictionaries(st.sampled_from(["k", "j"]), st.integers(0, 2)),
+)
+mappings = st.dictionaries(st.sampled_from(["a", "b", "l", "m"]), values, max_size=4)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    source=st.sampled_from(EXPRESSIONS),
+    args=mappings,
+    command=st.one_of(st.none(), st.sampled_from(["rm -rf /", "ls"])),
+    tenant=st.sampled_from(["acme", "other"]),
+)
+def test_the_rewritten_program_agrees_with_the_original(
+    source: str, args: dict[str, Any], command: str | None, tenant: str
+) -> None:
+    params = {} if command is None else {"command": command}
+    roots = {
+        "args": args,
+        "params": params,
+        "context": {"tenant": tenant},
+        "action": {"scope": "shell"},
+    }
+    original = _run(cel.compile(source), roots)
+    condition = compile_condition(source)
+    try:
+        result: tuple[str, Any] = ("ok", condition.evaluate(roots.__getitem__, "r"))
+    except EvaluationError:
+        result = ("error", None)
+    if original[0] == "ok" and not isinstance(original[1], bool):
+        original = ("error", None)  # a non-boolean result is an evaluation error to the engine
+    assert result == original
+
+
+def test_errors_name_the_original_field() -> None:
+    condition = compile_condition("args.amount > 1")
+    with pytest.raises(EvaluationError, match=r"args\.amount"):
+        condition.evaluate({"args": {}}.__getitem__, "r")
+
+
+def test_a_parse_error_points_at_the_users_text() -> None:
+    with pytest.raises(ValueError, match=r"args\.amount >"):
+        compile_condition("args.amount >")
