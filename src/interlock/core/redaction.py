@@ -26,6 +26,7 @@ from __future__ import annotations
 
 __all__ = ["REDACTED", "Redactor", "redact", "redact_value"]
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,6 +41,9 @@ _REPR_LIMIT: Final = 200
 # A repr is redacted before it is cut to _REPR_LIMIT (cutting first could shorten a
 # secret below its pattern's minimum length); only this much of it is scanned.
 _REPR_SCAN_LIMIT: Final = 8192
+# Ints this wide cannot be printed under Python's default int-to-str digit limit
+# (4300 digits), so json.dumps would raise on them: they are described instead.
+_INT_MAX_BITS: Final = 13_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +67,6 @@ class _Rule:
     triggers: tuple[str, ...]
     keep_prefix: bool = True
     rescan_prefix: bool = False  # redact the kept prefix too (it may hold a token)
-
-    @property
-    def pattern(self) -> str:
-        return self.first + self.rest
 
 
 # -- building blocks ---------------------------------------------------------------
@@ -241,10 +241,16 @@ _CAMEL_RE: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _KEY_SEPARATORS_RE: Final = re.compile(r"[-\s.]+")
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_secret_key(key: str) -> bool:
-    """Whether a mapping key names a secret (``apiKey``, ``X-Api-Key``, ``db_password``)."""
-    norm = _KEY_SEPARATORS_RE.sub("_", _CAMEL_RE.sub("_", str.__str__(key))).lower()
+    """Whether a mapping key (a plain str) names a secret: ``apiKey``, ``X-Api-Key``..."""
+    norm = _KEY_SEPARATORS_RE.sub("_", _CAMEL_RE.sub("_", key)).lower()
     return norm in _SECRET_KEYS or norm.endswith(_SECRET_KEY_SUFFIXES)
+
+
+def _int(value: int) -> int | str:
+    bits = int.bit_length(value)
+    return value if bits <= _INT_MAX_BITS else f"<int bits={bits}>"
 
 
 def _type_name(value: object) -> str:
@@ -314,8 +320,9 @@ class Redactor:
     def __init__(self, extra_patterns: Sequence[str] = ()) -> None:
         if isinstance(extra_patterns, str):
             raise TypeError("extra_patterns must be a sequence of regex strings, not one str")
+        sources = tuple(extra_patterns)
         compiled: list[re.Pattern[str]] = []
-        for pattern in extra_patterns:
+        for pattern in sources:
             if not isinstance(pattern, str):
                 raise TypeError(f"extra redaction pattern {pattern!r} is not a string")
             try:
@@ -323,7 +330,7 @@ class Redactor:
             except re.error as exc:
                 raise ValueError(f"invalid extra redaction pattern {pattern!r}: {exc}") from exc
         self._extra: tuple[re.Pattern[str], ...] = tuple(compiled)
-        self._extra_sources: tuple[str, ...] = tuple(extra_patterns)
+        self._extra_sources: tuple[str, ...] = sources
 
     @property
     def extra_patterns(self) -> tuple[str, ...]:
@@ -354,28 +361,32 @@ class Redactor:
         Dicts, lists and tuples are copied with every string redacted; a dict value
         whose key names a secret (``password``, ``api_key``, ``X-Api-Key``,
         ``stripe_api_key``, ...) becomes :data:`REDACTED` whatever it is. Bytes become
-        ``"<bytes len=N>"``; ``None``, bools, ints and floats are kept; anything else
+        ``"<bytes len=N>"``; ``None``, bools, ints and floats are kept (ints too wide
+        to print become ``"<int bits=N>"``); anything else
         becomes its redacted ``repr`` cut to 200 characters. Values nested deeper
         than ``max_depth`` become ``"<truncated: depth>"`` and a container inside
         itself becomes ``"<cycle>"``. The walk is iterative, so any depth is safe.
         """
         try:
             return _Walk(self, max_depth).run(value)
-        except Exception:  # defensive: _walk already guards each node
+        except Exception:  # defensive: _Walk already guards each node
             return _unrepresentable(value)
 
-    def _key(self, key: object) -> object:
-        """A JSON-compatible, redacted form of a mapping key."""
+    def _key(self, key: object) -> tuple[object, bool]:
+        """A JSON-compatible, redacted form of a mapping key, and whether it names a secret."""
         try:
             if isinstance(key, str):
-                return self.redact(key)
-            if key is None or type(key) in (bool, int, float):
-                return key
+                plain = str.__str__(key)  # a plain str hashes and compares predictably
+                return self.redact(plain), _is_secret_key(plain)
+            if key is None or type(key) in (bool, float):
+                return key, False
+            if type(key) is int:
+                return _int(key), False
             if isinstance(key, bytes | bytearray):
-                return f"<bytes len={len(key)}>"
-            return self._repr(key)
+                return f"<bytes len={len(key)}>", False
+            return self._repr(key), False
         except Exception:
-            return _unrepresentable(key)
+            return _unrepresentable(key), False
 
     def _repr(self, value: object) -> str:
         try:
@@ -409,8 +420,9 @@ class _Walk:
                 key, child = frame.pairs[frame.index]
                 frame.index += 1
                 if frame.kind is dict:
-                    frame.out_keys.append(self.redactor._key(key))
-                    if isinstance(key, str) and _is_secret_key(key):
+                    out_key, secret = self.redactor._key(key)
+                    frame.out_keys.append(out_key)
+                    if secret:
                         frame.out_values.append(REDACTED)
                         continue
                 frame.out_values.append(None)
@@ -434,9 +446,11 @@ class _Walk:
             return _TRUNCATED
         try:
             if isinstance(value, str):
-                return self.redactor.redact(value)
-            if value is None or isinstance(value, bool | int | float):
+                return self.redactor.redact(str.__str__(value))  # plain str out
+            if value is None or isinstance(value, bool | float):
                 return value
+            if isinstance(value, int):
+                return _int(value)
             if isinstance(value, bytes | bytearray):
                 return f"<bytes len={len(value)}>"
             if isinstance(value, memoryview):

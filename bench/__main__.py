@@ -1,0 +1,112 @@
+"""``python -m bench [name ...] [--calls N] [--quick] [--profile]``.
+
+Runs the named benchmarks (all of them without names), prints a summary table and
+writes ``bench/results/<name>.json``. Exits 2 if a benchmark found a correctness
+problem (for instance Cedar and Interlock disagreeing); a missed latency target is
+reported, never turned into a failure.
+
+A later benchmark (store, adapters, server) is a module with a ``run(...)`` returning a
+:class:`bench.harness.BenchResult`, added to :data:`BENCHMARKS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bench.harness import BenchResult, format_table, machine_info, write_result
+
+
+@dataclass(frozen=True, slots=True)
+class Benchmark:
+    description: str
+    run: Callable[[int | None], BenchResult]  # calls (None: the benchmark's default)
+    profile: Callable[[], str] | None = None
+
+
+def _check(calls: int | None) -> BenchResult:
+    from bench import check
+
+    return check.run(calls or check.DEFAULT_CALLS)
+
+
+def _check_profile() -> str:
+    from bench import check
+
+    return check.profile()
+
+
+#: name -> benchmark. Planned: "store", "adapters", "server".
+BENCHMARKS: dict[str, Benchmark] = {
+    "check": Benchmark(
+        "one decision: guard.check / evaluate vs a dict+regex floor and cedarpy, 100 rules",
+        _check,
+        _check_profile,
+    ),
+}
+
+QUICK_CALLS = 20_000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", metavar="name", help=f"one of: {', '.join(BENCHMARKS)}")
+    parser.add_argument("--calls", type=int, default=None, help="timed calls per subject")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_CALLS:,} calls per subject")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="print a cProfile of the benchmark's hot loop instead of timing it",
+    )
+    parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    options = parser.parse_args(argv)
+
+    if options.list:
+        for name, bench in BENCHMARKS.items():
+            print(f"{name:10} {bench.description}")
+        return 0
+    unknown = [n for n in options.names if n not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")
+    names = options.names or list(BENCHMARKS)
+    calls = QUICK_CALLS if options.quick else options.calls
+
+    if options.profile:
+        for name in names:
+            profiler = BENCHMARKS[name].profile
+            print(f"== {name} ==")
+            print(profiler() if profiler else "(no profile for this benchmark)")
+        return 0
+
+    machine = machine_info()
+    print(
+        f"python {machine['python']} on {machine['cpu_model']} × {machine['cpu_count']}, "
+        f"load {machine['loadavg']}"
+    )
+    results = []
+    for name in names:
+        print(f"running {name} ...", flush=True)
+        result = BENCHMARKS[name].run(calls)
+        path = write_result(result, machine)
+        for note in result.notes:
+            print(f"  {note}")
+        print(f"  results: {path}")
+        results.append(result)
+    print()
+    print(format_table(results))
+    problems = [(r.name, p) for r in results for p in r.problems]
+    if problems:
+        print()
+        print("!" * 78)
+        print(f"!!! {len(problems)} CORRECTNESS PROBLEM(S):")
+        for name, problem in problems:
+            print(f"!!! [{name}] {problem}")
+        print("!" * 78)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
