@@ -27,7 +27,7 @@ from rich.table import Table
 from interlock.core.decision import Decision, Verdict
 from interlock.core.events import JsonlSink, read_jsonl
 from interlock.core.redaction import Redactor
-from interlock.errors import PolicyError
+from interlock.errors import PolicyError, describe
 from interlock.guard import Guard
 from interlock.policy.loader import load_policy
 from interlock.policy.schema import policy_json_schema
@@ -120,7 +120,7 @@ def decision_json(decision: Decision, redactor: Redactor) -> dict[str, Any]:
         "decision_id": decision.decision_id,
     }
     if decision.cause is not None:
-        data["cause"] = redactor.redact(f"{type(decision.cause).__name__}: {decision.cause}")
+        data["cause"] = redactor.redact(describe(decision.cause))
     if decision.approval is not None:
         data["approval"] = {"id": decision.approval.id, "url": decision.approval.url}
     if decision.shadow is not None:

@@ -50,6 +50,8 @@ __all__ = [
     "MappingError",
     "PolicyError",
     "PolicyIssue",
+    "describe",
+    "message_of",
 ]
 
 
@@ -158,3 +160,17 @@ class EvaluationError(InternalFailure):
 
 class DecisionTimeout(InternalFailure, TimeoutError):
     """No verdict arrived before the deadline."""
+
+
+def message_of(exc: BaseException) -> str:
+    """``str(exc)``, even for an exception whose ``__str__`` raises."""
+    try:
+        return str(exc)
+    except Exception:
+        return f"<unprintable {type(exc).__name__}>"
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` for any exception, even one whose ``__str__`` raises."""
+    text = message_of(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -44,6 +44,7 @@ from interlock.errors import (
     DecisionTimeout,
     InternalFailure,
     MappingError,
+    describe,
 )
 from interlock.hooks import Hook, HookCaller
 from interlock.policy.compiled import CompiledPolicy
@@ -267,7 +268,7 @@ class Guard:
             error = (
                 exc
                 if isinstance(exc, MappingError)
-                else MappingError(f"the mapper raised {type(exc).__name__}: {exc}")
+                else MappingError(f"the mapper raised {describe(exc)}")
             )
             if error is not exc:
                 error.__cause__ = exc
@@ -452,7 +453,7 @@ def _validated(decision: object) -> Decision:
 
 
 def _failed(exc: BaseException, reason: str | None = None) -> Decision:
-    return Decision.undetermined(exc, reason or f"no verdict: {type(exc).__name__}: {exc}")
+    return Decision.undetermined(exc, reason or f"no verdict: {describe(exc)}")
 
 
 def _timed_out(timeout: float) -> Decision:

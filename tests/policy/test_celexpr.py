@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from interlock.errors import EvaluationError
 from interlock.policy.celexpr import compile_condition, rewrite
+from interlock.policy.celpartial import parse
 
 
 @pytest.mark.parametrize(
@@ -60,6 +61,37 @@ EXPRESSIONS = [
     "params.command.startsWith('rm') || context.tenant == 'acme'",
     "action.scope == 'shell' && has(params.command)",
     "'a' in args && args.a != null",
+    # guard-shaped conjuncts, tested in Python before the program runs
+    "context.tenant == 'acme' && has(args.a) && args.a > 1",
+    "!(context.tenant in ['acme', 'x']) && args.a == 1",
+    "args.b != 'x' && args.a > 0",
+    "args.a == true && has(args.b)",
+    "!has(args.a) && args.b == 'y'",
+    "(has(args.a) && args.a > 1) && (context.tenant == 'other')",
+    "args.a in ['x', 'y'] && args.b > 0",
+    "(args.a == 'x' || args.b == 1) && has(args.l)",
+    # the Python pre-evaluation (celpartial): every atom shape, with mixed types
+    "args.a > 1 || args.b < -2",
+    "args.a >= 1.5 && args.a <= 3.0",
+    "args.a != 'x' || !has(args.b)",
+    "!args.a == 'x'",  # (!args.a) == 'x': not a negated comparison
+    "!args.a",
+    "!!has(args.a)",
+    "args.a == null || args.b == null",
+    "args.a in [1, 2, 3] || args.a in ['x', 'y']",
+    "args.a in ['x', 1]",
+    "args.a.startsWith('x') || args.a.endsWith('y') || args.a.contains('z')",
+    "args.a == true || args.a == false",
+    "false && args.a",
+    "true || args.a",
+    "args.a < 'b'",
+    "has(args.a) ? args.a > 1 : false",
+    "(args.a > 1 ? true : false) && has(args.b)",
+    "// it's a comment\nargs.a > 1",
+    "// don't\nsize('args.x') == 6 && has(args.a)",
+    "args.a + 1 > 2 && has(args.b)",
+    "args.m.k == 1 || has(args.m)",
+    "args.a > 9223372036854775807 || args.b == 1",
 ]
 
 values = st.one_of(
@@ -74,7 +106,7 @@ values = st.one_of(
 mappings = st.dictionaries(st.sampled_from(["a", "b", "l", "m"]), values, max_size=4)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     source=st.sampled_from(EXPRESSIONS),
     args=mappings,
@@ -100,6 +132,72 @@ def test_the_rewritten_program_agrees_with_the_original(
     if original[0] == "ok" and not isinstance(original[1], bool):
         original = ("error", None)  # a non-boolean result is an evaluation error to the engine
     assert result == original
+
+
+@pytest.mark.parametrize(
+    ("source", "decidable"),
+    [
+        ("(context.tenant == 'g') && (has(args.amount) && args.amount > 300)", True),
+        ("!(context.tenant in ['a', 'b']) && args.x > 1", True),
+        ("args.a.size() > 2", False),
+        ("args.a == 'x\\'y'", False),  # an escaped literal is left to CEL
+        ("[1].all(args, args > 0) && has(context.agent)", False),  # a shadowed root
+        ("has(args.a) ? true : false", False),
+    ],
+)
+def test_only_exact_shapes_are_decided_in_python(source: str, decidable: bool) -> None:
+    assert (parse(source) is not None) is decidable
+
+
+_MISSING = object()
+GRID = [
+    _MISSING,
+    None,
+    True,
+    False,
+    0,
+    1,
+    2,
+    -2,
+    -3,
+    1.5,
+    2.0,
+    3.0,
+    float("nan"),
+    "x",
+    "y",
+    "xz",
+    "b",
+    "",
+    2**63,
+    [2],
+    {"k": 1},
+]
+
+
+@pytest.mark.parametrize("source", EXPRESSIONS)
+def test_the_condition_agrees_with_cel_on_a_grid_of_values(source: str) -> None:
+    """Exhaustive over boundary values for `a` and `b`: catches an off-by-one that
+    random search can miss."""
+    program = cel.compile(source)
+    condition = compile_condition(source)
+    for a in GRID:
+        for b in (_MISSING, 1, "x", None, -2):
+            args = {k: v for k, v in (("a", a), ("b", b)) if v is not _MISSING}
+            roots = {
+                "args": args,
+                "params": {},
+                "context": {"tenant": "acme"},
+                "action": {"scope": "shell"},
+            }
+            expected = _run(program, roots)
+            if expected[0] == "ok" and not isinstance(expected[1], bool):
+                expected = ("error", None)
+            try:
+                got: tuple[str, Any] = ("ok", condition.evaluate(roots.__getitem__, "r"))
+            except EvaluationError:
+                got = ("error", None)
+            assert got == expected, (source, args)
 
 
 def test_errors_name_the_original_field() -> None:

@@ -178,14 +178,21 @@ class TestShadowMode:
         assert decision.verdict is Verdict.DENY
 
 
-def test_the_candidate_index_is_memoised_per_kind_and_name() -> None:
+def test_the_candidate_index_is_memoised_per_kind_name_and_scope() -> None:
     p = load_policy_text(
         "version: 1\nrules:\n"
         "  - {id: a, decision: allow, reason: a, name: shell}\n"
         "  - {id: b, decision: deny, reason: b, name: 'sh*'}\n"
         "  - {id: c, decision: deny, reason: c, kind: llm}\n"
+        "  - {id: d, decision: deny, reason: d, scope: network}\n"
     )
-    first = p.candidates("tool", "shell")
-    assert p.candidates("tool", "shell") is first
-    assert [r.id for r in first.allow] == ["a"] and [r.id for r in first.deny] == ["b"]
-    assert p.candidates("llm", "gpt").deny[0].id == "c"
+
+    def ids(kind: str, name: str, scope: str) -> dict[str, list[str]]:
+        tiers = p.candidates(kind, name, scope).enforced
+        return {verdict.value: [rule.id for rule in rules] for verdict, rules in tiers}
+
+    first = p.candidates("tool", "shell", "shell")
+    assert p.candidates("tool", "shell", "shell") is first
+    assert ids("tool", "shell", "shell") == {"deny": ["b"], "allow": ["a"]}
+    assert ids("tool", "shell", "network") == {"deny": ["b", "d"], "allow": ["a"]}
+    assert ids("llm", "gpt", "llm") == {"deny": ["c"]}

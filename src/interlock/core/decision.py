@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Final
 
+from interlock.errors import describe
+
 __all__ = [
     "SEVERITY",
     "ApprovalRef",
@@ -95,7 +97,7 @@ class Decision:
     def undetermined(cls, cause: BaseException, reason: str | None = None) -> Decision:
         return cls(
             verdict=Verdict.UNDETERMINED,
-            reason=reason or f"no verdict: {type(cause).__name__}: {cause}",
+            reason=reason or f"no verdict: {describe(cause)}",
             cause=cause,
         )
 

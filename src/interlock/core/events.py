@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from interlock.core.redaction import Redactor
+from interlock.errors import describe
 
 if TYPE_CHECKING:
     from interlock.core.action import Action
@@ -74,9 +75,7 @@ class Event:
             record["reason"] = redactor.redact(decision.reason)
             record["rule_ids"] = list(decision.rule_ids)
             if decision.cause is not None:
-                record["cause"] = redactor.redact(
-                    f"{type(decision.cause).__name__}: {decision.cause}"
-                )
+                record["cause"] = redactor.redact(describe(decision.cause))
             if decision.approval is not None:
                 record["approval"] = {"id": decision.approval.id, "url": decision.approval.url}
             if decision.shadow is not None:

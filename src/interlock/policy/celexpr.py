@@ -18,70 +18,24 @@ way. Error texts name the original ``args.amount``, not the flat variable.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from interlock.errors import EvaluationError
+from interlock.errors import EvaluationError, message_of
+from interlock.policy.celpartial import Node, parse
+from interlock.policy.celtokens import MACRO_BINDING, ROOTS, Token, roots_shadowed
+from interlock.policy.celtokens import tokens as tokenize
 
-__all__ = ["MACRO_BINDING", "ROOTS", "CelCondition", "compile_condition", "rewrite"]
+__all__ = [
+    "MACRO_BINDING",
+    "ROOTS",
+    "CelCondition",
+    "compile_condition",
+    "rewrite",
+]
 
-ROOTS: Final[frozenset[str]] = frozenset({"action", "args", "params", "context"})
 _PREFIX: Final = "__il_"
-
-MACRO_BINDING: Final = re.compile(
-    r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,"
-)
-_IDENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SPACE: Final = re.compile(r"\s+")
-_STRING_START: Final = re.compile(r"(?i:[rb]{0,2})('''|\"\"\"|'|\")")
-
-
-@dataclass(frozen=True, slots=True)
-class _Token:
-    kind: str  # "ident", "punct", "string", "other"
-    text: str
-    start: int
-    end: int
-
-
-def _tokens(source: str) -> list[_Token]:
-    tokens: list[_Token] = []
-    i, n = 0, len(source)
-    while i < n:
-        space = _SPACE.match(source, i)
-        if space:
-            i = space.end()
-            continue
-        string = _STRING_START.match(source, i)
-        if string:
-            end = _string_end(source, string)
-            tokens.append(_Token("string", source[i:end], i, end))
-            i = end
-            continue
-        ident = _IDENT.match(source, i)
-        if ident:
-            tokens.append(_Token("ident", ident.group(), i, ident.end()))
-            i = ident.end()
-            continue
-        tokens.append(_Token("punct", source[i], i, i + 1))
-        i += 1
-    return tokens
-
-
-def _string_end(source: str, start: re.Match[str]) -> int:
-    quote = start.group(1)
-    raw = "r" in start.group(0)[: start.start(1) - start.start()].lower()
-    i = start.end()
-    while i < len(source):
-        if not raw and source[i] == "\\":
-            i += 2
-            continue
-        if source.startswith(quote, i):
-            return i + len(quote)
-        i += 1
-    return len(source)  # unterminated: the CEL compiler reports it
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +48,8 @@ class Rewrite:
 
 def rewrite(source: str) -> Rewrite:
     """The flattened form of ``source`` (or ``source`` itself where it cannot be)."""
-    tokens = _tokens(source)
-    bound = set(MACRO_BINDING.findall(source))
-    if bound & ROOTS:
+    tokens = tokenize(source)
+    if roots_shadowed(source):
         return _unchanged(source, tokens)
     whole: set[str] = set()
     edits: list[tuple[int, int, str]] = []
@@ -133,7 +86,7 @@ def rewrite(source: str) -> Rewrite:
     )
 
 
-def _unchanged(source: str, tokens: list[_Token]) -> Rewrite:
+def _unchanged(source: str, tokens: list[Token]) -> Rewrite:
     used = {t.text for t in tokens if t.kind == "ident" and t.text in ROOTS}
     return Rewrite(source=source, fields=(), presence=(), whole=tuple(sorted(used)))
 
@@ -142,7 +95,7 @@ def _root_of(name: str) -> str:
     return name[len(_PREFIX) + 2 :].split("_", 1)[0]
 
 
-def _field_after(tokens: list[_Token], i: int) -> str | None:
+def _field_after(tokens: list[Token], i: int) -> str | None:
     """``root . ident`` not followed by ``(`` (a method call)."""
     if i + 2 >= len(tokens) or tokens[i + 1].text != "." or tokens[i + 2].kind != "ident":
         return None
@@ -151,7 +104,7 @@ def _field_after(tokens: list[_Token], i: int) -> str | None:
     return tokens[i + 2].text
 
 
-def _inside_has(tokens: list[_Token], i: int) -> bool:
+def _inside_has(tokens: list[Token], i: int) -> bool:
     """``has ( root . ident )`` with nothing else inside the parentheses."""
     return (
         i >= 2
@@ -176,8 +129,13 @@ class CelCondition:
     fields: tuple[tuple[str, str, str], ...]
     presence: tuple[tuple[str, str, str], ...]
     whole: tuple[str, ...]
+    partial: Node | None = None  # decides the simple cases in Python (celpartial)
 
     def evaluate(self, roots: RootGetter, rule_id: str) -> bool:
+        if self.partial is not None:
+            decided = self.partial.value(roots)
+            if decided is not None:
+                return decided
         activation: dict[str, Any] = {}
         for root in self.whole:
             activation[root] = roots(root)
@@ -202,7 +160,7 @@ class CelCondition:
         return result
 
     def _explain(self, exc: Exception) -> str:
-        text = str(exc)
+        text = message_of(exc)
         for name, root, key in self.fields:
             if name in text:
                 text = (
@@ -226,4 +184,5 @@ def compile_condition(source: str) -> CelCondition:
         fields=plan.fields,
         presence=plan.presence,
         whole=plan.whole,
+        partial=parse(source),
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +12,9 @@ from interlock.policy.extract import Facts
 from interlock.policy.matchers import CompiledCondition, GlobSet
 
 __all__ = ["CandidateSet", "CompiledPolicy", "CompiledRule"]
+
+
+RuleTest = Callable[[Facts], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,39 +31,99 @@ class CompiledRule:
     conditions: tuple[CompiledCondition, ...]
     when: CelCondition | None
     line: int | None = None
+    # The per-check test, specialised to the matchers this rule has (built once).
+    test: RuleTest = field(init=False, repr=False, compare=False)
 
-    def applies_to(self, kind: str, name: str) -> bool:
-        """The index test: kind and name only."""
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "test", _build_test(self))
+
+    def applies_to(self, kind: str, name: str, scope: str) -> bool:
+        """The index test: kind, name and scope."""
         if self.kinds is not None and kind not in self.kinds:
+            return False
+        if self.scopes is not None and scope not in self.scopes:
             return False
         return self.names is None or self.names.matches(name)
 
     def matches(self, facts: Facts) -> bool:
         """Whether this rule matches; raises EvaluationError when it cannot tell."""
-        if self.scopes is not None and facts.scope not in self.scopes:
-            return False
-        context = facts.context
-        if self.agents is not None and (
-            context.agent is None or not self.agents.matches(context.agent)
-        ):
-            return False
-        if self.tenants is not None and not self.tenants.matches(context.tenant):
-            return False
-        params, args = facts.params, facts.args
-        for condition in self.conditions:
-            if not condition.matches(params, args):
+        return self.applies_to(facts.kind, facts.name, facts.scope) and self.test(facts)
+
+
+def _always(facts: Facts) -> bool:
+    return True
+
+
+def _build_test(rule: CompiledRule) -> RuleTest:
+    """The checks the index has not already made (agent, tenant, parameters, CEL),
+    cheapest first, as one closure with no per-call branching on absent matchers."""
+    checks: list[RuleTest] = []
+    agents, tenants = rule.agents, rule.tenants
+    if agents is not None:
+        agent_glob = agents.matches
+
+        def agent_test(facts: Facts) -> bool:
+            agent = facts.context.agent
+            return agent is not None and agent_glob(agent)
+
+        checks.append(agent_test)
+    if tenants is not None:
+        tenant_glob = tenants.matches
+        checks.append(lambda facts: tenant_glob(facts.context.tenant))
+    for condition in rule.conditions:
+        checks.append(condition.test)
+    when = rule.when
+    if when is not None:
+        evaluate, rule_id = when.evaluate, rule.id
+        checks.append(lambda facts: evaluate(facts.root, rule_id))
+    if not checks:
+        return _always
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:
+        first, second = checks
+        return lambda facts: first(facts) and second(facts)
+    frozen = tuple(checks)
+
+    def all_checks(facts: Facts) -> bool:
+        for check in frozen:  # noqa: SIM110 - a plain loop is faster than all() here
+            if not check(facts):
                 return False
-        return self.when is None or self.when.evaluate(facts.root, self.id)
+        return True
+
+    return all_checks
+
+
+Tier = tuple[Verdict, tuple[CompiledRule, ...]]
 
 
 @dataclass(frozen=True, slots=True)
 class CandidateSet:
-    """The rules that can apply to one (kind, name), split by tier."""
+    """The rules that can apply to one (kind, name, scope): the enforced ones as
+    non-empty tiers, strictest first, each sorted by rule id; and, when shadow rules
+    apply, the tiers with the shadow rules in them too."""
 
-    deny: tuple[CompiledRule, ...]
-    approval: tuple[CompiledRule, ...]
-    allow: tuple[CompiledRule, ...]
-    shadow: tuple[CompiledRule, ...]  # shadow-mode rules, any tier
+    enforced: tuple[Tier, ...]
+    with_shadow: tuple[Tier, ...] | None  # None: no shadow rule applies
+
+    @classmethod
+    def of(cls, enforced: list[CompiledRule], shadow: list[CompiledRule]) -> CandidateSet:
+        return cls(
+            enforced=_tiers(enforced),
+            with_shadow=_tiers(enforced + shadow) if shadow else None,
+        )
+
+
+_ORDER = (Verdict.DENY, Verdict.REQUIRE_APPROVAL, Verdict.ALLOW)
+
+
+def _tiers(rules: list[CompiledRule]) -> tuple[Tier, ...]:
+    tiers = []
+    for verdict in _ORDER:
+        tier = tuple(sorted((r for r in rules if r.verdict is verdict), key=lambda r: r.id))
+        if tier:
+            tiers.append((verdict, tier))
+    return tuple(tiers)
 
 
 _CACHE_LIMIT = 8192
@@ -83,44 +146,47 @@ class CompiledPolicy:
     redaction_patterns: tuple[str, ...]
     source: str | None = None
     description: str | None = None
-    _candidates: dict[tuple[str, str], CandidateSet] = field(default_factory=dict)
+    default_reason: str = ""
+    _candidates: dict[tuple[str, str, str], CandidateSet] = field(default_factory=dict)
+    _pins: dict[str, str | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.default_reason = f"no rule matched; the policy default is {self.default.value}"
 
     @property
     def rule_ids(self) -> tuple[str, ...]:
         return tuple(rule.id for rule in self.rules)
 
-    def candidates(self, kind: str, name: str) -> CandidateSet:
-        key = (kind, name)
+    def candidates(self, kind: str, name: str, scope: str) -> CandidateSet:
+        """The rules that can apply to this kind, name and scope (memoised)."""
+        key = (kind, name, scope)
         found = self._candidates.get(key)
         if found is None:
-            found = self._index(kind, name)
+            found = self._index(kind, name, scope)
             if len(self._candidates) >= _CACHE_LIMIT:
                 self._candidates.clear()
             self._candidates[key] = found
         return found
 
-    def _index(self, kind: str, name: str) -> CandidateSet:
-        tiers: dict[Verdict, list[CompiledRule]] = {v: [] for v in Verdict}
+    def _index(self, kind: str, name: str, scope: str) -> CandidateSet:
+        enforced: list[CompiledRule] = []
         shadow: list[CompiledRule] = []
         for rule in self.rules:
-            if not rule.applies_to(kind, name):
-                continue
-            if rule.shadow or self.shadow_mode:
-                shadow.append(rule)
-            else:
-                tiers[rule.verdict].append(rule)
-        return CandidateSet(
-            deny=tuple(tiers[Verdict.DENY]),
-            approval=tuple(tiers[Verdict.REQUIRE_APPROVAL]),
-            allow=tuple(tiers[Verdict.ALLOW]),
-            shadow=tuple(shadow),
-        )
+            if rule.applies_to(kind, name, scope):
+                (shadow if rule.shadow or self.shadow_mode else enforced).append(rule)
+        return CandidateSet.of(enforced, shadow)
 
     def pinned_scope(self, name: str) -> str | None:
-        for globs, scope in self.scope_pins:
-            if globs.matches(name):
-                return scope
-        return None
+        """The scope ``scopes.tools`` pins for this tool name, if any (memoised)."""
+        try:
+            return self._pins[name]
+        except KeyError:
+            pass
+        found = next((scope for globs, scope in self.scope_pins if globs.matches(name)), None)
+        if len(self._pins) >= _CACHE_LIMIT:
+            self._pins.clear()
+        self._pins[name] = found
+        return found
 
     def approval_link(self, approval_id: str | None) -> str | None:
         if self.approval_url is None:

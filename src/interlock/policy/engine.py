@@ -21,13 +21,10 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-
 from interlock.core.action import Action
 from interlock.core.decision import ApprovalRef, Decision, ShadowVerdict, Verdict
-from interlock.errors import EvaluationError
-from interlock.policy.compiled import CompiledPolicy, CompiledRule
+from interlock.errors import EvaluationError, describe, message_of
+from interlock.policy.compiled import CompiledPolicy, CompiledRule, Tier
 from interlock.policy.extract import AliasConflict, Facts, check_limits, extract, project_arguments
 
 __all__ = ["CONFLICTING_ALIASES_RULE", "evaluate", "facts_for"]
@@ -36,11 +33,11 @@ __all__ = ["CONFLICTING_ALIASES_RULE", "evaluate", "facts_for"]
 CONFLICTING_ALIASES_RULE = "interlock:conflicting-aliases"
 
 
-@dataclass(frozen=True, slots=True)
-class _Outcome:
-    verdict: Verdict
-    rules: tuple[CompiledRule, ...] = ()
-    errors: tuple[EvaluationError, ...] = ()
+# An outcome: the verdict, the rules that matched (sorted by id) or the errors that
+# left it open. A plain tuple: this is built on every check.
+_Outcome = tuple[Verdict, tuple[CompiledRule, ...], tuple[EvaluationError, ...]]
+_NO_RULES: tuple[CompiledRule, ...] = ()
+_NO_ERRORS: tuple[EvaluationError, ...] = ()
 
 
 def facts_for(action: Action, policy: CompiledPolicy) -> Facts:
@@ -74,29 +71,22 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
             rule_ids=(CONFLICTING_ALIASES_RULE,),
         )
     except EvaluationError as exc:
-        return Decision.undetermined(exc, reason=f"cannot judge this call: {exc}")
+        return Decision.undetermined(exc, reason=f"cannot judge this call: {message_of(exc)}")
     except Exception as exc:  # a hostile argument that breaks extraction
         return Decision.undetermined(
-            EvaluationError(f"extraction failed: {type(exc).__name__}: {exc}"),
+            EvaluationError(f"extraction failed: {describe(exc)}"),
             reason="cannot judge this call: its arguments could not be read",
         )
 
-    candidates = policy.candidates(action.kind, action.name)
-    enforced = _judge(facts, candidates.deny, candidates.approval, candidates.allow, policy.default)
+    candidates = policy.candidates(facts.kind, facts.name, facts.scope)
+    enforced = _judge(facts, candidates.enforced, policy.default)
 
     shadow: ShadowVerdict | None = None
-    if candidates.shadow or policy.shadow_mode:
-        tiers = _tiers(
-            (*candidates.deny, *candidates.approval, *candidates.allow, *candidates.shadow)
-        )
-        would = _judge(facts, *tiers, policy.default)
-        if (
-            policy.shadow_mode
-            or would.verdict is not enforced.verdict
-            or would.rules != enforced.rules
-        ):
+    if candidates.with_shadow is not None or policy.shadow_mode:
+        would = _judge(facts, candidates.with_shadow or (), policy.default)
+        if policy.shadow_mode or would[0] is not enforced[0] or would[1] != enforced[1]:
             shadow = ShadowVerdict(
-                verdict=would.verdict, reason=_reason(would, policy), rule_ids=_ids(would)
+                verdict=would[0], reason=_reason(would, policy), rule_ids=_ids(would)
             )
     if policy.shadow_mode:
         assert shadow is not None  # every rule is a shadow rule in shadow mode
@@ -108,59 +98,41 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
     return _decision(enforced, policy, shadow)
 
 
-def _tiers(
-    rules: Sequence[CompiledRule],
-) -> tuple[tuple[CompiledRule, ...], tuple[CompiledRule, ...], tuple[CompiledRule, ...]]:
-    return (
-        tuple(r for r in rules if r.verdict is Verdict.DENY),
-        tuple(r for r in rules if r.verdict is Verdict.REQUIRE_APPROVAL),
-        tuple(r for r in rules if r.verdict is Verdict.ALLOW),
-    )
-
-
-def _judge(
-    facts: Facts,
-    deny: Sequence[CompiledRule],
-    approval: Sequence[CompiledRule],
-    allow: Sequence[CompiledRule],
-    default: Verdict,
-) -> _Outcome:
-    for verdict, rules in (
-        (Verdict.DENY, deny),
-        (Verdict.REQUIRE_APPROVAL, approval),
-        (Verdict.ALLOW, allow),
-    ):
-        if not rules:
-            continue
-        matched: list[CompiledRule] = []
-        errors: list[EvaluationError] = []
+def _judge(facts: Facts, tiers: tuple[Tier, ...], default: Verdict) -> _Outcome:
+    for verdict, rules in tiers:
+        matched: list[CompiledRule] | None = None
+        errors: list[EvaluationError] | None = None
         for rule in rules:
             try:
-                if rule.matches(facts):
-                    matched.append(rule)
-            except EvaluationError as exc:
-                if exc.rule_id is None:
-                    located = EvaluationError(f"rule {rule.id!r}: {exc}", rule_id=rule.id)
-                    located.__cause__ = exc
-                    exc = located
-                errors.append(exc)
+                if rule.test(facts):
+                    if matched is None:
+                        matched = [rule]
+                    else:
+                        matched.append(rule)
             except Exception as exc:
-                errors.append(
-                    EvaluationError(
-                        f"rule {rule.id!r} failed: {type(exc).__name__}: {exc}", rule_id=rule.id
-                    )
-                )
-        if matched:
-            return _Outcome(verdict, tuple(sorted(matched, key=_rule_key)))
-        if errors:
+                if errors is None:
+                    errors = []
+                errors.append(_located(exc, rule))
+        if matched is not None:
+            return (verdict, tuple(matched), _NO_ERRORS)  # already in id order
+        if errors is not None:
             if verdict is Verdict.ALLOW and default is Verdict.ALLOW:
-                return _Outcome(Verdict.ALLOW)  # allowed whether or not the rule matched
-            return _Outcome(Verdict.UNDETERMINED, errors=tuple(sorted(errors, key=_error_key)))
-    return _Outcome(default)
+                return (Verdict.ALLOW, _NO_RULES, _NO_ERRORS)  # allowed either way
+            return (Verdict.UNDETERMINED, _NO_RULES, tuple(sorted(errors, key=_error_key)))
+    return (default, _NO_RULES, _NO_ERRORS)
 
 
-def _rule_key(rule: CompiledRule) -> str:
-    return rule.id
+def _located(exc: Exception, rule: CompiledRule) -> EvaluationError:
+    """The error, naming the rule it came from."""
+    if isinstance(exc, EvaluationError):
+        if exc.rule_id is not None:
+            return exc
+        message = f"rule {rule.id!r}: {message_of(exc)}"
+    else:
+        message = f"rule {rule.id!r} failed: {describe(exc)}"
+    located = EvaluationError(message, rule_id=rule.id)
+    located.__cause__ = exc
+    return located
 
 
 def _error_key(error: EvaluationError) -> tuple[str, str]:
@@ -168,26 +140,29 @@ def _error_key(error: EvaluationError) -> tuple[str, str]:
 
 
 def _ids(outcome: _Outcome) -> tuple[str, ...]:
-    if outcome.rules:
-        return tuple(rule.id for rule in outcome.rules)
-    return tuple(e.rule_id for e in outcome.errors if e.rule_id is not None)
+    _, rules, errors = outcome
+    if rules:
+        return (rules[0].id,) if len(rules) == 1 else tuple(rule.id for rule in rules)
+    return tuple(e.rule_id for e in errors if e.rule_id is not None)
 
 
 def _reason(outcome: _Outcome, policy: CompiledPolicy) -> str:
-    if outcome.rules:
-        return "; ".join(rule.reason for rule in outcome.rules)
-    if outcome.errors:
-        return "a rule could not be evaluated: " + "; ".join(str(e) for e in outcome.errors)
-    return f"no rule matched; the policy default is {policy.default.value}"
+    _, rules, errors = outcome
+    if rules:
+        return rules[0].reason if len(rules) == 1 else "; ".join(rule.reason for rule in rules)
+    if errors:
+        return "a rule could not be evaluated: " + "; ".join(str(e) for e in errors)
+    return policy.default_reason
 
 
 def _decision(outcome: _Outcome, policy: CompiledPolicy, shadow: ShadowVerdict | None) -> Decision:
     reason = _reason(outcome, policy)
-    if outcome.verdict is Verdict.UNDETERMINED:
-        cause = outcome.errors[0]
-        if len(outcome.errors) > 1:
-            cause = EvaluationError(reason, rule_id=outcome.errors[0].rule_id)
-            cause.__cause__ = outcome.errors[0]
+    verdict, _, errors = outcome
+    if verdict is Verdict.UNDETERMINED:
+        cause = errors[0]
+        if len(errors) > 1:
+            cause = EvaluationError(reason, rule_id=errors[0].rule_id)
+            cause.__cause__ = errors[0]
         return Decision(
             verdict=Verdict.UNDETERMINED,
             reason=reason,
@@ -196,10 +171,10 @@ def _decision(outcome: _Outcome, policy: CompiledPolicy, shadow: ShadowVerdict |
             shadow=shadow,
         )
     approval = None
-    if outcome.verdict is Verdict.REQUIRE_APPROVAL:
+    if verdict is Verdict.REQUIRE_APPROVAL:
         approval = ApprovalRef(id=None, url=policy.approval_link(None))
     return Decision(
-        verdict=outcome.verdict,
+        verdict=verdict,
         reason=reason,
         rule_ids=_ids(outcome),
         approval=approval,

@@ -294,6 +294,10 @@ def _as_text(name: str, value: Any, max_chars: int) -> str:
     if isinstance(value, str):
         text = value
     elif isinstance(value, bytes):
+        if len(value) > 4 * max_chars:  # a character is at most 4 bytes: surely too long
+            raise EvaluationError(
+                f"parameter {name!r} is {len(value)} bytes long, over the {max_chars} limit"
+            )
         text = value.decode("utf-8", errors="backslashreplace")
     elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         text = shlex.join(value)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from interlock.errors import EvaluationError
@@ -109,12 +109,66 @@ class CompiledCondition:
     bounds: tuple[tuple[str, float], ...] = ()
     exists: bool | None = None
 
+    # The per-check test, specialised to this condition's key and tests (built once).
+    test: Callable[[Any], bool] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "test", self._build())
+
     def matches(self, params: Mapping[str, Any], args: Mapping[str, Any]) -> bool:
+        """Whether the condition holds for these parameters and arguments."""
         value = lookup(self.key, params, args)
         if value is MISSING:
             return self.exists is False
+        return self.exists is not False and self._judge(value)
+
+    def _build(self) -> Callable[[Any], bool]:
+        key = self.key
+        get: Callable[[Any], Any]
+        if not key.startswith("args."):
+            get = lambda facts: facts.params.get(key, MISSING)  # noqa: E731
+        elif "." not in key[5:] and not key[5:].isdigit():
+            name = key[5:]
+            get = lambda facts: facts.args.get(name, MISSING)  # noqa: E731
+        else:
+            get = lambda facts: lookup(key, facts.params, facts.args)  # noqa: E731
         if self.exists is False:
-            return False
+            return lambda facts: get(facts) is MISSING
+        judge = self._judge
+        only_glob = self.glob is not None and self._tests() == {"glob"}
+        if only_glob:
+            glob = self.glob.matches  # type: ignore[union-attr]
+
+            def glob_test(facts: Any) -> bool:
+                value = get(facts)
+                if value is MISSING:
+                    return False
+                return glob(value) if type(value) is str else judge(value)
+
+            return glob_test
+
+        def test(facts: Any) -> bool:
+            value = get(facts)
+            return value is not MISSING and judge(value)
+
+        return test
+
+    def _tests(self) -> set[str]:
+        present = {
+            name
+            for name in ("glob", "not_glob", "regex", "not_regex", "in_", "not_in")
+            if getattr(self, name) is not None
+        }
+        if self.eq is not MISSING:
+            present.add("eq")
+        if self.ne is not MISSING:
+            present.add("ne")
+        if self.bounds:
+            present.add("bounds")
+        return present
+
+    def _judge(self, value: Any) -> bool:
+        """The tests on a present value."""
         if self.glob or self.not_glob or self.regex or self.not_regex:
             text = self._text(value)
             if self.glob is not None and not self.glob.matches(text):
@@ -146,7 +200,7 @@ class CompiledCondition:
     def _within(self, value: Any) -> bool:
         if not _is_number(value) or not math.isfinite(value):
             raise EvaluationError(
-                f"parameter {self.key!r} is {value!r}, not a finite number; cannot compare it"
+                f"parameter {self.key!r} is {_short(value)}, not a finite number; cannot compare it"
             )
         for op, bound in self.bounds:
             if op == "gt" and not value > bound:
@@ -158,3 +212,16 @@ class CompiledCondition:
             if op == "lte" and not value <= bound:
                 return False
         return True
+
+
+def _short(value: Any) -> str:
+    """A short, never-raising description of a value for an error message."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            text = repr(value)
+        except Exception:
+            return f"a {type(value).__name__}"
+        return text if len(text) <= 40 else f"a {type(value).__name__}"
+    if isinstance(value, str):
+        return repr(value[:40] + ("…" if len(value) > 40 else ""))
+    return f"a {type(value).__name__}"

@@ -1,0 +1,409 @@
+"""Deciding simple CEL conditions in Python, exactly, before the program runs.
+
+Feeding the CEL binding costs about 1 µs per string variable, while testing
+``context.tenant == 'acme'`` in Python costs about 0.1 µs. At load a ``when:``
+expression is parsed into a tree of ``&&``, ``||`` and ``!`` over *atoms* Interlock
+can judge itself:
+
+- ``has(root.key)``;
+- ``root.key == lit`` / ``!=`` / ``<`` / ``<=`` / ``>`` / ``>=`` and ``root.key in [lits]``
+  with a plain string, an int, a float or a bool literal (``== null`` too);
+- ``root.key.startsWith(lit)`` / ``endsWith`` / ``contains`` with a plain string;
+- a bare ``root.key`` holding a bool, and ``true`` / ``false``.
+
+Anything else is an *opaque* sub-expression. Each check evaluates the tree with
+three values — true, false, unknown — where an atom is unknown unless the value has
+exactly the literal's type (no int/float mixing, int64 range, finite floats): that is
+where Python and CEL are sure to agree. CEL's ``&&`` and ``||`` are commutative and
+absorb errors (``false && error`` is false, ``true || error`` is true), so a definite
+result of the tree is exactly what the program would return. Only when the tree is
+unknown does the program run.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from interlock.policy.celtokens import ROOTS, Token, roots_shadowed, tokens
+
+__all__ = ["Node", "parse"]
+
+RootGetter = Callable[[str], Mapping[str, Any]]
+
+_INT64: Final = (-(2**63), 2**63 - 1)
+_PLAIN_STRING: Final = re.compile(r"""^(?:'[^'\\\n]*'|"[^"\\\n]*")$""")
+_INT: Final = re.compile(r"^\d+$")
+_FLOAT: Final = re.compile(r"^(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?$")
+_NULL: Final = object()
+_COMPARE: Final = {
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+_METHODS: Final = {
+    "startsWith": str.startswith,
+    "endsWith": str.endswith,
+    "contains": str.__contains__,
+}
+
+
+class Node:
+    """A parsed sub-expression. ``value`` is True, False or None (unknown)."""
+
+    __slots__ = ()
+
+    def value(self, roots: RootGetter) -> bool | None:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class _Opaque(Node):
+    def value(self, roots: RootGetter) -> bool | None:
+        return None
+
+
+_OPAQUE: Final = _Opaque()
+
+
+@dataclass(frozen=True, slots=True)
+class _And(Node):
+    parts: tuple[Node, ...]
+
+    def value(self, roots: RootGetter) -> bool | None:
+        result: bool | None = True
+        for part in self.parts:
+            value = part.value(roots)
+            if value is False:
+                return False
+            if value is None:
+                result = None
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Or(Node):
+    parts: tuple[Node, ...]
+
+    def value(self, roots: RootGetter) -> bool | None:
+        result: bool | None = False
+        for part in self.parts:
+            value = part.value(roots)
+            if value is True:
+                return True
+            if value is None:
+                result = None
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Not(Node):
+    part: Node
+
+    def value(self, roots: RootGetter) -> bool | None:
+        value = self.part.value(roots)
+        return None if value is None else not value
+
+
+@dataclass(frozen=True, slots=True)
+class _Const(Node):
+    constant: bool
+
+    def value(self, roots: RootGetter) -> bool | None:
+        return self.constant
+
+
+@dataclass(frozen=True, slots=True)
+class _Has(Node):
+    root: str
+    key: str
+
+    def value(self, roots: RootGetter) -> bool | None:
+        return self.key in roots(self.root)
+
+
+def _comparable(value: Any, literal: Any) -> bool:
+    """Whether Python and CEL certainly agree on comparing these two."""
+    kind = type(literal)
+    if type(value) is not kind:
+        return False
+    if kind is int:
+        return bool(_INT64[0] <= value <= _INT64[1])
+    if kind is float:
+        return math.isfinite(value)
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class _Compare(Node):
+    root: str
+    key: str
+    op: str
+    literal: Any  # str, int, float, bool or _NULL
+
+    def value(self, roots: RootGetter) -> bool | None:
+        mapping = roots(self.root)
+        if self.key not in mapping:
+            return None  # CEL fails here
+        value = mapping[self.key]
+        if self.literal is _NULL:
+            if value is None and self.op in ("==", "!="):
+                return self.op == "=="
+            return None
+        if not _comparable(value, self.literal):
+            return None
+        if self.op not in ("==", "!=") and type(value) is bool:
+            return None
+        result: bool = _COMPARE[self.op](value, self.literal)
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class _In(Node):
+    root: str
+    key: str
+    literals: tuple[Any, ...]
+
+    def value(self, roots: RootGetter) -> bool | None:
+        mapping = roots(self.root)
+        if self.key not in mapping:
+            return None
+        value = mapping[self.key]
+        if not all(_comparable(value, literal) for literal in self.literals):
+            return None
+        return value in self.literals
+
+
+@dataclass(frozen=True, slots=True)
+class _Method(Node):
+    root: str
+    key: str
+    method: str
+    literal: str
+
+    def value(self, roots: RootGetter) -> bool | None:
+        mapping = roots(self.root)
+        if self.key not in mapping:
+            return None
+        value = mapping[self.key]
+        if type(value) is not str:
+            return None
+        result: bool = _METHODS[self.method](value, self.literal)
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Flag(Node):
+    root: str
+    key: str
+
+    def value(self, roots: RootGetter) -> bool | None:
+        mapping = roots(self.root)
+        if self.key not in mapping:
+            return None
+        value = mapping[self.key]
+        return value if type(value) is bool else None
+
+
+def parse(source: str) -> Node | None:
+    """The tree of ``source``, or None when nothing in it can be decided in Python."""
+    if roots_shadowed(source):
+        return None
+    try:
+        node = _expression(tokens(source))
+    except (IndexError, ValueError):
+        return None
+    return None if isinstance(node, _Opaque) else node
+
+
+_OPEN: Final = frozenset("([{")
+_CLOSE: Final = frozenset(")]}")
+
+
+def _split(found: list[Token], operator: str) -> list[list[Token]] | None:
+    """Split at a two-character operator (``&&``, ``||``) outside brackets; None if a
+    ``?`` (ternary) sits at this level."""
+    parts: list[list[Token]] = []
+    depth, start, i = 0, 0, 0
+    while i < len(found):
+        token = found[i]
+        if token.kind == "punct":
+            if token.text in _OPEN:
+                depth += 1
+            elif token.text in _CLOSE:
+                depth -= 1
+            elif depth == 0 and token.text == "?":
+                return None
+            elif (
+                depth == 0
+                and token.text == operator
+                and i + 1 < len(found)
+                and found[i + 1].text == operator
+                and found[i + 1].start == token.end
+            ):
+                parts.append(found[start:i])
+                start = i = i + 2
+                continue
+        i += 1
+    parts.append(found[start:])
+    return parts
+
+
+def _closing(found: list[Token], start: int) -> int:
+    depth = 0
+    for i in range(start, len(found)):
+        token = found[i]
+        if token.kind != "punct":
+            continue
+        if token.text in _OPEN:
+            depth += 1
+        elif token.text in _CLOSE:
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _expression(found: list[Token]) -> Node:
+    if not found:
+        return _OPAQUE
+    parts = _split(found, "|")
+    if parts is None:
+        return _OPAQUE
+    if len(parts) > 1:
+        return _combine(_Or, [_conjunction(part) for part in parts])
+    return _conjunction(found)
+
+
+def _conjunction(found: list[Token]) -> Node:
+    parts = _split(found, "&")
+    if parts is None:
+        return _OPAQUE
+    if len(parts) > 1:
+        return _combine(_And, [_unary(part) for part in parts])
+    return _unary(found)
+
+
+def _combine(kind: type[_And] | type[_Or], parts: list[Node]) -> Node:
+    if all(isinstance(part, _Opaque) for part in parts):
+        return _OPAQUE
+    return kind(tuple(parts))
+
+
+def _unary(found: list[Token]) -> Node:
+    if not found:
+        return _OPAQUE
+    first = found[0]
+    if first.kind == "punct" and first.text == "(" and _closing(found, 0) == len(found) - 1:
+        return _expression(found[1:-1])
+    if first.kind == "punct" and first.text == "!":
+        rest = found[1:]
+        # `!` binds tighter than comparisons: only `!(...)`, `!has(...)`, `!!x`, or a
+        # bare flag can be negated as a whole.
+        if rest and (rest[0].text in ("(", "!") or _is_has(rest) or _is_flag(rest)):
+            operand = _unary(rest)
+            return _OPAQUE if isinstance(operand, _Opaque) else _Not(operand)
+        return _OPAQUE
+    return _atom(found)
+
+
+def _is_has(found: list[Token]) -> bool:
+    texts = [t.text for t in found]
+    return (
+        len(found) == 6
+        and texts[:2] == ["has", "("]
+        and texts[2] in ROOTS
+        and texts[3] == "."
+        and found[4].kind == "ident"
+        and texts[5] == ")"
+    )
+
+
+def _is_flag(found: list[Token]) -> bool:
+    return (
+        len(found) == 3
+        and found[0].text in ROOTS
+        and found[1].text == "."
+        and found[2].kind == "ident"
+    )
+
+
+def _literal(found: list[Token]) -> Any:
+    """A literal from one or two tokens, or raise ValueError."""
+    negative = False
+    if len(found) == 2 and found[0].text == "-" and found[1].kind == "number":
+        negative, found = True, found[1:]
+    if len(found) != 1:
+        raise ValueError("not a literal")
+    token = found[0]
+    if token.kind == "ident" and token.text in ("true", "false") and not negative:
+        return token.text == "true"
+    if token.kind == "ident" and token.text == "null" and not negative:
+        return _NULL
+    if token.kind == "string" and _PLAIN_STRING.match(token.text) and not negative:
+        return token.text[1:-1]
+    if token.kind == "number" and _INT.match(token.text):
+        return -int(token.text) if negative else int(token.text)
+    if token.kind == "number" and _FLOAT.match(token.text):
+        return -float(token.text) if negative else float(token.text)
+    raise ValueError("not a literal")
+
+
+def _atom(found: list[Token]) -> Node:
+    texts = [t.text for t in found]
+    if len(found) == 1 and found[0].kind == "ident" and texts[0] in ("true", "false"):
+        return _Const(texts[0] == "true")
+    if _is_has(found):
+        return _Has(texts[2], texts[4])
+    if len(found) < 3 or texts[0] not in ROOTS or texts[1] != "." or found[2].kind != "ident":
+        return _OPAQUE
+    root, key, rest = texts[0], texts[2], found[3:]
+    if not rest:
+        return _Flag(root, key)
+    try:
+        return _relation(root, key, rest)
+    except ValueError:
+        return _OPAQUE
+
+
+def _relation(root: str, key: str, rest: list[Token]) -> Node:
+    first = rest[0].text
+    second = rest[1].text if len(rest) > 1 and rest[1].start == rest[0].end else ""
+    if first in "=!<>" and rest[0].kind == "punct":
+        op = first + "=" if second == "=" else first
+        if op not in _COMPARE:
+            raise ValueError("not a comparison")
+        literal = _literal(rest[len(op) :])
+        return _Compare(root, key, op, literal)
+    if first == "in" and len(rest) >= 3 and rest[1].text == "[" and rest[-1].text == "]":
+        literals = []
+        items = rest[2:-1]
+        chunk: list[Token] = []
+        for token in [*items, None]:
+            if token is None or token.text == ",":
+                literal = _literal(chunk)
+                if literal is _NULL:
+                    raise ValueError("null in a list")
+                literals.append(literal)
+                chunk = []
+            else:
+                chunk.append(token)
+        return _In(root, key, tuple(literals))
+    if (
+        first == "."
+        and len(rest) == 5
+        and rest[1].text in _METHODS
+        and rest[2].text == "("
+        and rest[4].text == ")"
+    ):
+        literal = _literal(rest[3:4])
+        if not isinstance(literal, str):
+            raise ValueError("not a string")
+        return _Method(root, key, rest[1].text, literal)
+    raise ValueError("not an atom")
