@@ -132,7 +132,15 @@ class Guard:
         """The verdict on ``action``. Never raises for a failure: that is undetermined."""
         start = time.perf_counter_ns()
         timeout = timeout if timeout is not None else self.timeout
-        if cancel is not None and cancel.cancelled:
+        if timeout is None and cancel is None:  # the hot path: nothing to watch
+            try:
+                action = self._contextualise(action)
+                decision = self.decider.decide(action, deadline=None, cancel=None)
+                if type(decision) is not Decision:
+                    decision = _validated(decision)
+            except Exception as exc:
+                decision = _failed(exc)
+        elif cancel is not None and cancel.cancelled:
             decision = _cancelled(cancel)
         else:
             deadline = time.monotonic() + timeout if timeout is not None else None
@@ -367,6 +375,11 @@ class Guard:
     # -- internals -------------------------------------------------------------------
 
     def _contextualise(self, action: Action) -> Action:
+        if type(action) is Action and type(action.context) is Context:
+            base = self.context
+            if base is _DEFAULT_CONTEXT:
+                return action
+            return action.with_context(action.context.merged_over(base))
         if not isinstance(action, Action):
             raise MappingError(f"check() needs an Action, not a {type(action).__name__}")
         if not isinstance(action.context, Context):
@@ -380,7 +393,8 @@ class Guard:
 
     def _finish(self, action: Action | None, decision: Decision, start: int) -> Decision:
         if action is not None and not (
-            isinstance(action, Action) and isinstance(action.context, Context)
+            (type(action) is Action and type(action.context) is Context)
+            or (isinstance(action, Action) and isinstance(action.context, Context))
         ):
             action = None  # not an action we can describe in a record
         if decision.verdict is Verdict.UNDETERMINED and self.fail_mode == "open":

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import itertools
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Final, NamedTuple
 
 from interlock.errors import describe
 
@@ -70,24 +70,54 @@ class ShadowVerdict:
     rule_ids: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """One verdict on one action.
-
-    ``rule_ids`` name the rules that decided (sorted, so rule order never shows);
-    ``cause`` is set for undetermined verdicts; ``shadow`` holds what shadow rules
-    would have decided; ``fail_open`` marks an undetermined verdict turned into allow
-    by an explicit ``fail_mode="open"``.
-    """
-
+class _DecisionFields(NamedTuple):
     verdict: Verdict
     reason: str
     rule_ids: tuple[str, ...] = ()
     cause: BaseException | None = None
-    decision_id: str = field(default_factory=new_decision_id)
+    decision_id: str = ""
     approval: ApprovalRef | None = None
     shadow: ShadowVerdict | None = None
     fail_open: bool = False
+
+
+_new_tuple = tuple.__new__
+
+
+class Decision(_DecisionFields):
+    """One verdict on one action. Immutable: nothing (a hook included) can change it.
+
+    ``rule_ids`` name the rules that decided (sorted, so rule order never shows);
+    ``cause`` is set for undetermined verdicts; ``shadow`` holds what shadow rules
+    would have decided; ``fail_open`` marks an undetermined verdict turned into allow
+    by an explicit ``fail_mode="open"``. A named tuple underneath: it is built on
+    every check, and that is the cheapest immutable record Python has.
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        verdict: Verdict,
+        reason: str,
+        rule_ids: tuple[str, ...] = (),
+        cause: BaseException | None = None,
+        decision_id: str = "",
+        approval: ApprovalRef | None = None,
+        shadow: ShadowVerdict | None = None,
+        fail_open: bool = False,
+    ) -> Decision:
+        fields = (
+            verdict,
+            reason,
+            rule_ids,
+            cause,
+            decision_id or new_decision_id(),
+            approval,
+            shadow,
+            fail_open,
+        )
+        return _new_tuple(cls, fields)
 
     @property
     def allowed(self) -> bool:
@@ -102,4 +132,4 @@ class Decision:
         )
 
     def with_verdict(self, verdict: Verdict, reason: str) -> Decision:
-        return replace(self, verdict=verdict, reason=reason)
+        return self._replace(verdict=verdict, reason=reason)

@@ -21,9 +21,8 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from interlock.core.redaction import Redactor
 from interlock.errors import describe
@@ -39,8 +38,7 @@ log = logging.getLogger("interlock.events")
 _DEFAULT_REDACTOR = Redactor()
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
     """One thing that happened at the decision point.
 
     ``kind`` is ``decision`` for a verdict and ``pass_through`` for a call a mapper
@@ -92,7 +90,7 @@ class Event:
 def new_event(
     kind: str, action: Action | None, decision: Decision | None, latency_ns: int
 ) -> Event:
-    return Event(kind=kind, ts=time.time(), action=action, decision=decision, latency_ns=latency_ns)
+    return Event(kind, time.time(), action, decision, latency_ns)
 
 
 @runtime_checkable

@@ -24,7 +24,7 @@ import math
 import posixpath
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
@@ -215,18 +215,17 @@ class Facts:
     context: Any  # interlock.core.action.Context
     target: str | None
     capabilities: tuple[str, ...]
-    _roots: dict[str, Mapping[str, Any]] | None = None
+    _roots: _Roots | None = None
 
-    def root(self, name: str) -> Mapping[str, Any]:
-        """A CEL root variable (args, params, action, context), built on first use and
-        shared by every rule of the check."""
+    @property
+    def root(self) -> Callable[[str], Mapping[str, Any]]:
+        """The CEL root variables (args, params, action, context) by name, each built
+        on first use and shared by every rule of the check."""
         roots = self._roots
         if roots is None:
-            roots = self._roots = {}
-        value = roots.get(name)
-        if value is None:
-            value = roots[name] = self._build_root(name)
-        return value
+            roots = self._roots = _Roots()
+            roots.facts = self
+        return roots.__getitem__
 
     def _build_root(self, name: str) -> Mapping[str, Any]:
         if name == "args":
@@ -247,11 +246,29 @@ class Facts:
         raise KeyError(name)
 
 
+class _Roots(dict[str, Mapping[str, Any]]):
+    __slots__ = ("facts",)
+    facts: Facts
+
+    def __missing__(self, name: str) -> Mapping[str, Any]:
+        value = self[name] = self.facts._build_root(name)
+        return value
+
+
 _MISSING: Final = object()
+
+
+_SCALARS: Final = frozenset({str, int, float, bool, type(None), bytes})
 
 
 def check_limits(arguments: Mapping[str, Any], *, max_depth: int, max_items: int) -> None:
     """Refuse arguments too deep or too many to judge, without recursion."""
+    if type(arguments) is dict and len(arguments) <= max_items:
+        for value in arguments.values():
+            if type(value) not in _SCALARS:
+                break
+        else:
+            return  # flat: the common case
     stack: list[tuple[Any, int]] = [(arguments, 1)]
     items = 0
     while stack:
