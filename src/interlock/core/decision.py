@@ -112,7 +112,8 @@ class Decision(_DecisionFields):
             reason,
             rule_ids,
             cause,
-            decision_id or new_decision_id(),
+            # new_decision_id(), inlined: a Python call fewer on every check.
+            decision_id or f"dec_{_ID_PREFIX}{next(_ID_COUNTER):08x}",
             approval,
             shadow,
             fail_open,

@@ -136,6 +136,10 @@ class CelCondition:
             decided = self.partial.value(roots)
             if decided is not None:
                 return decided
+        return self.run(roots, rule_id)
+
+    def run(self, roots: RootGetter, rule_id: str) -> bool:
+        """Run the CEL program itself, whatever the Python tree could decide."""
         activation: dict[str, Any] = {}
         for root in self.whole:
             activation[root] = roots(root)

@@ -23,9 +23,10 @@ unknown does the program run.
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from interlock.policy.celtokens import ROOTS, Token, roots_shadowed, tokens
@@ -39,13 +40,14 @@ _PLAIN_STRING: Final = re.compile(r"""^(?:'[^'\\\n]*'|"[^"\\\n]*")$""")
 _INT: Final = re.compile(r"^\d+$")
 _FLOAT: Final = re.compile(r"^(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?$")
 _NULL: Final = object()
-_COMPARE: Final = {
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
+# The operator module's functions are the plain comparisons, without a Python frame.
+_COMPARE: Final[dict[str, Callable[[Any, Any], Any]]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
 }
 _METHODS: Final = {
     "startsWith": str.startswith,
@@ -54,19 +56,31 @@ _METHODS: Final = {
 }
 
 
+Value = Callable[[RootGetter], bool | None]
+
+
 class Node:
-    """A parsed sub-expression. ``value`` is True, False or None (unknown)."""
+    """A parsed sub-expression. ``value(roots)`` is True, False or None (unknown).
+
+    ``value`` is a closure each node builds once, when it is made, rather than a
+    method: it reads its operands from cells instead of attributes, and it runs for
+    most ``when:`` on every check.
+    """
 
     __slots__ = ()
+    value: Value
 
-    def value(self, roots: RootGetter) -> bool | None:
-        raise NotImplementedError
+
+def _set_value(node: Node, value: Value) -> None:
+    object.__setattr__(node, "value", value)
 
 
 @dataclass(frozen=True, slots=True)
 class _Opaque(Node):
-    def value(self, roots: RootGetter) -> bool | None:
-        return None
+    value: Value = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _set_value(self, lambda roots: None)
 
 
 _OPAQUE: Final = _Opaque()
@@ -75,57 +89,79 @@ _OPAQUE: Final = _Opaque()
 @dataclass(frozen=True, slots=True)
 class _And(Node):
     parts: tuple[Node, ...]
+    value: Value = field(init=False, repr=False, compare=False)
 
-    def value(self, roots: RootGetter) -> bool | None:
-        result: bool | None = True
-        for part in self.parts:
-            value = part.value(roots)
-            if value is False:
-                return False
-            if value is None:
-                result = None
-        return result
+    def __post_init__(self) -> None:
+        values = tuple(part.value for part in self.parts)
+
+        def all_of(roots: RootGetter) -> bool | None:
+            result: bool | None = True
+            for part_value in values:
+                value = part_value(roots)
+                if value is False:
+                    return False
+                if value is None:
+                    result = None
+            return result
+
+        _set_value(self, all_of)
 
 
 @dataclass(frozen=True, slots=True)
 class _Or(Node):
     parts: tuple[Node, ...]
+    value: Value = field(init=False, repr=False, compare=False)
 
-    def value(self, roots: RootGetter) -> bool | None:
-        result: bool | None = False
-        for part in self.parts:
-            value = part.value(roots)
-            if value is True:
-                return True
-            if value is None:
-                result = None
-        return result
+    def __post_init__(self) -> None:
+        values = tuple(part.value for part in self.parts)
+
+        def any_of(roots: RootGetter) -> bool | None:
+            result: bool | None = False
+            for part_value in values:
+                value = part_value(roots)
+                if value is True:
+                    return True
+                if value is None:
+                    result = None
+            return result
+
+        _set_value(self, any_of)
 
 
 @dataclass(frozen=True, slots=True)
 class _Not(Node):
     part: Node
+    value: Value = field(init=False, repr=False, compare=False)
 
-    def value(self, roots: RootGetter) -> bool | None:
-        value = self.part.value(roots)
-        return None if value is None else not value
+    def __post_init__(self) -> None:
+        part_value = self.part.value
+
+        def negation(roots: RootGetter) -> bool | None:
+            value = part_value(roots)
+            return None if value is None else not value
+
+        _set_value(self, negation)
 
 
 @dataclass(frozen=True, slots=True)
 class _Const(Node):
     constant: bool
+    value: Value = field(init=False, repr=False, compare=False)
 
-    def value(self, roots: RootGetter) -> bool | None:
-        return self.constant
+    def __post_init__(self) -> None:
+        constant = self.constant
+        _set_value(self, lambda roots: constant)
 
 
 @dataclass(frozen=True, slots=True)
 class _Has(Node):
     root: str
     key: str
+    value: Value = field(init=False, repr=False, compare=False)
 
-    def value(self, roots: RootGetter) -> bool | None:
-        return self.key in roots(self.root)
+    def __post_init__(self) -> None:
+        root, key = self.root, self.key
+        _set_value(self, lambda roots: key in roots(root))
 
 
 def _comparable(value: Any, literal: Any) -> bool:
@@ -146,22 +182,42 @@ class _Compare(Node):
     key: str
     op: str
     literal: Any  # str, int, float, bool or _NULL
+    value: Value = field(init=False, repr=False, compare=False)
 
-    def value(self, roots: RootGetter) -> bool | None:
-        mapping = roots(self.root)
-        if self.key not in mapping:
-            return None  # CEL fails here
-        value = mapping[self.key]
-        if self.literal is _NULL:
-            if value is None and self.op in ("==", "!="):
-                return self.op == "=="
-            return None
-        if not _comparable(value, self.literal):
-            return None
-        if self.op not in ("==", "!=") and type(value) is bool:
-            return None
-        result: bool = _COMPARE[self.op](value, self.literal)
-        return result
+    def __post_init__(self) -> None:
+        root, key, op, literal = self.root, self.key, self.op, self.literal
+        compare = _COMPARE[op]
+        ordering = op not in ("==", "!=")
+        if literal is _NULL:
+            equal = op == "=="
+
+            def null_test(roots: RootGetter) -> bool | None:
+                mapping = roots(root)
+                if key not in mapping:
+                    return None  # CEL fails here
+                if mapping[key] is None and not ordering:
+                    return equal
+                return None
+
+            _set_value(self, null_test)
+            return
+        kind = type(literal)
+        checked = kind is int or kind is float  # a range or finiteness to check
+        undecided = kind is bool and ordering  # `<` and the like: left to CEL
+
+        def comparison(roots: RootGetter) -> bool | None:
+            mapping = roots(root)
+            if key not in mapping:
+                return None  # CEL fails here
+            value = mapping[key]
+            if type(value) is not kind or undecided:
+                return None
+            if checked and not _comparable(value, literal):
+                return None
+            result: bool = compare(value, literal)
+            return result
+
+        _set_value(self, comparison)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,15 +225,26 @@ class _In(Node):
     root: str
     key: str
     literals: tuple[Any, ...]
+    value: Value = field(init=False, repr=False, compare=False)
 
-    def value(self, roots: RootGetter) -> bool | None:
-        mapping = roots(self.root)
-        if self.key not in mapping:
-            return None
-        value = mapping[self.key]
-        if not all(_comparable(value, literal) for literal in self.literals):
-            return None
-        return value in self.literals
+    def __post_init__(self) -> None:
+        root, key, literals = self.root, self.key, self.literals
+        kinds = {type(literal) for literal in literals}
+        # One type of literal, or none is comparable with all of them.
+        kind = kinds.pop() if len(kinds) == 1 else None
+
+        def membership(roots: RootGetter) -> bool | None:
+            mapping = roots(root)
+            if key not in mapping:
+                return None
+            value = mapping[key]
+            if not literals:
+                return False  # `x in []`: nothing to compare with
+            if kind is None or not _comparable(value, literals[0]):
+                return None
+            return value in literals
+
+        _set_value(self, membership)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,29 +253,42 @@ class _Method(Node):
     key: str
     method: str
     literal: str
+    value: Value = field(init=False, repr=False, compare=False)
 
-    def value(self, roots: RootGetter) -> bool | None:
-        mapping = roots(self.root)
-        if self.key not in mapping:
-            return None
-        value = mapping[self.key]
-        if type(value) is not str:
-            return None
-        result: bool = _METHODS[self.method](value, self.literal)
-        return result
+    def __post_init__(self) -> None:
+        root, key, literal = self.root, self.key, self.literal
+        method = _METHODS[self.method]
+
+        def call(roots: RootGetter) -> bool | None:
+            mapping = roots(root)
+            if key not in mapping:
+                return None
+            value = mapping[key]
+            if type(value) is not str:
+                return None
+            result: bool = method(value, literal)
+            return result
+
+        _set_value(self, call)
 
 
 @dataclass(frozen=True, slots=True)
 class _Flag(Node):
     root: str
     key: str
+    value: Value = field(init=False, repr=False, compare=False)
 
-    def value(self, roots: RootGetter) -> bool | None:
-        mapping = roots(self.root)
-        if self.key not in mapping:
-            return None
-        value = mapping[self.key]
-        return value if type(value) is bool else None
+    def __post_init__(self) -> None:
+        root, key = self.root, self.key
+
+        def flag(roots: RootGetter) -> bool | None:
+            mapping = roots(root)
+            if key not in mapping:
+                return None
+            value = mapping[key]
+            return value if type(value) is bool else None
+
+        _set_value(self, flag)
 
 
 def parse(source: str) -> Node | None:

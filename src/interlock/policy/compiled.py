@@ -60,22 +60,21 @@ def _build_test(rule: CompiledRule) -> RuleTest:
     checks: list[RuleTest] = []
     agents, tenants = rule.agents, rule.tenants
     if agents is not None:
-        agent_glob = agents.matches
+        agent_match = agents.match  # the regex's own match: one Python call fewer
 
         def agent_test(facts: Facts) -> bool:
             agent = facts.context.agent
-            return agent is not None and agent_glob(agent)
+            return agent is not None and agent_match(agent) is not None
 
         checks.append(agent_test)
     if tenants is not None:
-        tenant_glob = tenants.matches
-        checks.append(lambda facts: tenant_glob(facts.context.tenant))
+        tenant_match = tenants.match
+        checks.append(lambda facts: tenant_match(facts.context.tenant) is not None)
     for condition in rule.conditions:
         checks.append(condition.test)
     when = rule.when
     if when is not None:
-        evaluate, rule_id = when.evaluate, rule.id
-        checks.append(lambda facts: evaluate(facts.root, rule_id))
+        checks.append(_when_test(when, rule.id))
     if not checks:
         return _always
     if len(checks) == 1:
@@ -92,6 +91,22 @@ def _build_test(rule: CompiledRule) -> RuleTest:
         return True
 
     return all_checks
+
+
+def _when_test(when: CelCondition, rule_id: str) -> RuleTest:
+    """``when.evaluate`` on the check's roots, with the Python tree called directly
+    (one call fewer on every check, where most `when:` are decided)."""
+    run = when.run
+    if when.partial is None:
+        return lambda facts: run(facts.root, rule_id)
+    decide = when.partial.value
+
+    def when_test(facts: Facts) -> bool:
+        roots = facts.root
+        decided = decide(roots)
+        return run(roots, rule_id) if decided is None else decided
+
+    return when_test
 
 
 Tier = tuple[Verdict, tuple[CompiledRule, ...]]

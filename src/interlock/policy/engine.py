@@ -42,7 +42,9 @@ _NO_ERRORS: tuple[EvaluationError, ...] = ()
 
 def facts_for(action: Action, policy: CompiledPolicy) -> Facts:
     """Project, bound and extract. Raises AliasConflict or EvaluationError."""
-    arguments = project_arguments(action.arguments, action.schema)
+    arguments = action.arguments
+    if action.schema is not None:  # nothing to project otherwise: skip the call
+        arguments = project_arguments(arguments, action.schema)
     check_limits(arguments, max_depth=policy.max_depth, max_items=policy.max_items)
     pinned = action.scope if action.scope is not None else policy.pinned_scope(action.name)
     return extract(
@@ -156,27 +158,27 @@ def _reason(outcome: _Outcome, policy: CompiledPolicy) -> str:
 
 
 def _decision(outcome: _Outcome, policy: CompiledPolicy, shadow: ShadowVerdict | None) -> Decision:
+    verdict, rules, errors = outcome
+    if verdict is not Verdict.UNDETERMINED:
+        rule_ids: tuple[str, ...]
+        if len(rules) == 1:  # the common case, without the helpers' calls
+            reason, rule_ids = rules[0].reason, (rules[0].id,)
+        else:
+            reason, rule_ids = _reason(outcome, policy), _ids(outcome)
+        approval = None
+        if verdict is Verdict.REQUIRE_APPROVAL:
+            approval = ApprovalRef(id=None, url=policy.approval_link(None))
+        # Positional: this runs on every check, and keywords cost more.
+        return Decision(verdict, reason, rule_ids, None, "", approval, shadow)
     reason = _reason(outcome, policy)
-    verdict, _, errors = outcome
-    if verdict is Verdict.UNDETERMINED:
-        cause = errors[0]
-        if len(errors) > 1:
-            cause = EvaluationError(reason, rule_id=errors[0].rule_id)
-            cause.__cause__ = errors[0]
-        return Decision(
-            verdict=Verdict.UNDETERMINED,
-            reason=reason,
-            rule_ids=_ids(outcome),
-            cause=cause,
-            shadow=shadow,
-        )
-    approval = None
-    if verdict is Verdict.REQUIRE_APPROVAL:
-        approval = ApprovalRef(id=None, url=policy.approval_link(None))
+    cause = errors[0]
+    if len(errors) > 1:
+        cause = EvaluationError(reason, rule_id=errors[0].rule_id)
+        cause.__cause__ = errors[0]
     return Decision(
-        verdict=verdict,
+        verdict=Verdict.UNDETERMINED,
         reason=reason,
         rule_ids=_ids(outcome),
-        approval=approval,
+        cause=cause,
         shadow=shadow,
     )

@@ -289,15 +289,12 @@ def check_limits(arguments: Mapping[str, Any], *, max_depth: int, max_items: int
                 stack.append((child, depth + 1))
 
 
-def _pick(args: Mapping[str, Any], first: str, second: str) -> Any:
-    # An explicit None is an unset optional parameter, not a value.
-    a = args.get(first)
-    b = args.get(second)
-    a = _MISSING if a is None else a
-    b = _MISSING if b is None else b
-    if a is not _MISSING and b is not _MISSING and not _same(a, b):
+def _pick(first: str, second: str, a: Any, b: Any) -> Any:
+    """The value of a parameter named ``first`` or ``second`` (``a`` and ``b``, read
+    by the caller, at least one not None); raises AliasConflict when they disagree."""
+    if a is not None and b is not None and not _same(a, b):
         raise AliasConflict(first, second, a, b)
-    return a if a is not _MISSING else b
+    return a if a is not None else b
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -358,13 +355,16 @@ def extract(
     """Derive the parameters and the scope. Raises AliasConflict or EvaluationError."""
     params: dict[str, Any] = {}
 
-    command = _pick(arguments, "command", "cmd")
-    if command is not _MISSING:
+    # An explicit None is an unset optional parameter, not a value. The aliases are
+    # read here so that the usual call, with neither, costs no call to _pick.
+    command, cmd = arguments.get("command"), arguments.get("cmd")
+    if command is not None or cmd is not None:
+        command = _pick("command", "cmd", command, cmd)
         params["command"] = _as_text("command", command, max_param_chars)
 
-    path = _pick(arguments, "path", "file_path")
-    if path is not _MISSING:
-        text = _as_text("path", path, max_param_chars)
+    path, file_path = arguments.get("path"), arguments.get("file_path")
+    if path is not None or file_path is not None:
+        text = _as_text("path", _pick("path", "file_path", path, file_path), max_param_chars)
         params["path"] = posixpath.normpath(text) if text else text
 
     url = arguments.get("url", _MISSING)
@@ -401,33 +401,27 @@ def extract(
     if target is not None:
         params["target"] = target
 
-    scope = _scope(kind, name, description, pinned_scope, arguments, default_scope)
+    scope = (
+        pinned_scope
+        if pinned_scope is not None  # the usual case: decided without a call
+        else _scope(kind, name, description, arguments, default_scope)
+    )
     if "command" not in params and scope == "shell" and set(arguments) == {"input"}:
         params["command"] = _as_text("command", arguments["input"], max_param_chars)
 
-    return Facts(
-        kind=kind,
-        name=name,
-        scope=scope,
-        verb=verb,
-        args=arguments,
-        params=params,
-        context=context,
-        target=target,
-        capabilities=capabilities,
-    )
+    # Positional, in field order (kind, name, scope, verb, args, params, context,
+    # target, capabilities): built on every check, and keywords cost more.
+    return Facts(kind, name, scope, verb, arguments, params, context, target, capabilities)
 
 
 def _scope(
     kind: str,
     name: str,
     description: str | None,
-    pinned: str | None,
     arguments: Mapping[str, Any],
     default_scope: str,
 ) -> str:
-    if pinned is not None:
-        return pinned
+    """The scope when none is pinned."""
     if kind == "llm":
         return "llm"
     if kind == "browser":

@@ -42,6 +42,12 @@ class GlobSet:
     def matches(self, text: str) -> bool:
         return self._regex.match(text) is not None
 
+    @property
+    def match(self) -> Callable[[str], re.Match[str] | None]:
+        """The regex's own ``match``: bound once by a hot caller, it saves the Python
+        call through :meth:`matches` on every test."""
+        return self._regex.match
+
 
 @dataclass(frozen=True, slots=True)
 class RegexSet:
@@ -60,6 +66,11 @@ class RegexSet:
 
     def matches(self, text: str) -> bool:
         return self._regex.search(text) is not None
+
+    @property
+    def search(self) -> Callable[[str], re.Match[str] | None]:
+        """The regex's own ``search``, for a hot caller to bind once (see GlobSet.match)."""
+        return self._regex.search
 
 
 def lookup(key: str, params: Mapping[str, Any], args: Mapping[str, Any]) -> Any:
@@ -124,34 +135,76 @@ class CompiledCondition:
 
     def _build(self) -> Callable[[Any], bool]:
         key = self.key
-        get: Callable[[Any], Any]
+        judge = self._judge
         if not key.startswith("args."):
-            get = lambda facts: facts.params.get(key, MISSING)  # noqa: E731
-        elif "." not in key[5:] and not key[5:].isdigit():
+            return self._build_for_param(key)
+        get: Callable[[Any], Any]
+        if "." not in key[5:] and not key[5:].isdigit():
             name = key[5:]
             get = lambda facts: facts.args.get(name, MISSING)  # noqa: E731
         else:
             get = lambda facts: lookup(key, facts.params, facts.args)  # noqa: E731
         if self.exists is False:
             return lambda facts: get(facts) is MISSING
-        judge = self._judge
-        only_glob = self.glob is not None and self._tests() == {"glob"}
-        if only_glob:
-            glob = self.glob.matches  # type: ignore[union-attr]
+        text_test = self._text_only()
+        if text_test is not None:
+            match, wanted = text_test
 
-            def glob_test(facts: Any) -> bool:
+            def text_arg_test(facts: Any) -> bool:
                 value = get(facts)
                 if value is MISSING:
                     return False
-                return glob(value) if type(value) is str else judge(value)
+                if type(value) is str:
+                    return (match(value) is not None) is wanted
+                return judge(value)  # raises: not text
 
-            return glob_test
+            return text_arg_test
 
         def test(facts: Any) -> bool:
             value = get(facts)
             return value is not MISSING and judge(value)
 
         return test
+
+    def _build_for_param(self, key: str) -> Callable[[Any], bool]:
+        """The test on an extracted parameter: the most common kind, so the lookup is
+        inlined rather than made through a getter call."""
+        judge = self._judge
+        if self.exists is False:
+            return lambda facts: facts.params.get(key, MISSING) is MISSING
+        text_test = self._text_only()
+        if text_test is not None:
+            match, wanted = text_test
+
+            def text_param_test(facts: Any) -> bool:
+                value = facts.params.get(key, MISSING)
+                if value is MISSING:
+                    return False
+                if type(value) is str:
+                    return (match(value) is not None) is wanted
+                return judge(value)  # raises: not text
+
+            return text_param_test
+
+        def param_test(facts: Any) -> bool:
+            value = facts.params.get(key, MISSING)
+            return value is not MISSING and judge(value)
+
+        return param_test
+
+    def _text_only(self) -> tuple[Callable[[str], re.Match[str] | None], bool] | None:
+        """When the condition is one glob or regex test (negated or not) and nothing
+        else: the compiled regex's own match or search and the outcome that passes."""
+        tests = self._tests()
+        if tests == {"glob"}:
+            return (self.glob.match, True)  # type: ignore[union-attr]
+        if tests == {"not_glob"}:
+            return (self.not_glob.match, False)  # type: ignore[union-attr]
+        if tests == {"regex"}:
+            return (self.regex.search, True)  # type: ignore[union-attr]
+        if tests == {"not_regex"}:
+            return (self.not_regex.search, False)  # type: ignore[union-attr]
+        return None
 
     def _tests(self) -> set[str]:
         present = {
