@@ -131,6 +131,3 @@ class Decision(_DecisionFields):
             reason=reason or f"no verdict: {describe(cause)}",
             cause=cause,
         )
-
-    def with_verdict(self, verdict: Verdict, reason: str) -> Decision:
-        return self._replace(verdict=verdict, reason=reason)
