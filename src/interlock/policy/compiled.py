@@ -45,10 +45,6 @@ class CompiledRule:
             return False
         return self.names is None or self.names.matches(name)
 
-    def matches(self, facts: Facts) -> bool:
-        """Whether this rule matches; raises EvaluationError when it cannot tell."""
-        return self.applies_to(facts.kind, facts.name, facts.scope) and self.test(facts)
-
 
 def _always(facts: Facts) -> bool:
     return True

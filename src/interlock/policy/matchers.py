@@ -126,13 +126,6 @@ class CompiledCondition:
     def __post_init__(self) -> None:
         object.__setattr__(self, "test", self._build())
 
-    def matches(self, params: Mapping[str, Any], args: Mapping[str, Any]) -> bool:
-        """Whether the condition holds for these parameters and arguments."""
-        value = lookup(self.key, params, args)
-        if value is MISSING:
-            return self.exists is False
-        return self.exists is not False and self._judge(value)
-
     def _build(self) -> Callable[[Any], bool]:
         key = self.key
         judge = self._judge
