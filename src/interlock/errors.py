@@ -12,10 +12,22 @@ Policy outcomes are kept apart from configuration errors and internal failures::
     ├── PolicyError                 (also a ValueError) a policy file or object is invalid;
     │                               carries file, line, rule_id and field of the first
     │                               issue and the full list in ``issues``
-    └── InternalFailure             something inside Interlock went wrong on the way to a
-        ├── MappingError            verdict; it never escapes ``check``: it becomes the
-        ├── EvaluationError         ``cause`` of an undetermined decision
-        └── DecisionTimeout         (also a TimeoutError)
+    ├── InternalFailure             something inside Interlock went wrong on the way to a
+    │   ├── MappingError            verdict; it never escapes ``check``: it becomes the
+    │   ├── EvaluationError         ``cause`` of an undetermined decision
+    │   ├── DecisionTimeout         (also a TimeoutError)
+    │   └── AuditFailure            the decision's record could not be made durable
+    └── StoreError                  the store refused or failed an operation (raised by
+        │                           store and CLI calls; inside a check it is a cause)
+        ├── StoreUnavailable        cannot connect, or the database is locked too long
+        ├── MigrationError          the schema is newer than this Interlock, or broken
+        ├── ApprovalError           (also a ValueError) approve/deny refused:
+        │   ├── ApprovalNotFound    (also a LookupError) no such approval for this tenant
+        │   ├── SelfApproval        the requester tried to decide its own request
+        │   └── ApprovalClosed      it is no longer pending (decided, claimed, expired)
+        └── ReservationError        (also a ValueError) commit/release refused:
+            ├── ReservationNotFound (also a LookupError)
+            └── ReservationClosed   already settled the other way (released vs committed)
 
 ``Blocked`` errors carry the ``Decision`` that produced them (``exc.decision``), so
 callers can read the reason and the rule ids.
@@ -41,15 +53,26 @@ if TYPE_CHECKING:
 __all__ = [
     "ActionDenied",
     "ActionUndetermined",
+    "ApprovalClosed",
+    "ApprovalError",
+    "ApprovalNotFound",
     "ApprovalRequired",
+    "AuditFailure",
     "Blocked",
     "DecisionTimeout",
     "EvaluationError",
     "InterlockError",
     "InternalFailure",
     "MappingError",
+    "MigrationError",
     "PolicyError",
     "PolicyIssue",
+    "ReservationClosed",
+    "ReservationError",
+    "ReservationNotFound",
+    "SelfApproval",
+    "StoreError",
+    "StoreUnavailable",
     "describe",
     "message_of",
 ]
@@ -160,6 +183,58 @@ class EvaluationError(InternalFailure):
 
 class DecisionTimeout(InternalFailure, TimeoutError):
     """No verdict arrived before the deadline."""
+
+
+class AuditFailure(InternalFailure):
+    """The decision's record could not be made durable, so the decision cannot stand."""
+
+
+class StoreError(InterlockError):
+    """The store refused or failed an operation."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached, or stayed locked past the timeout."""
+
+
+class MigrationError(StoreError):
+    """The database schema is newer than this Interlock knows, or a migration failed."""
+
+
+class ApprovalError(StoreError, ValueError):
+    """Approving or denying was refused. ``approval_id`` names the approval."""
+
+    def __init__(self, message: str, *, approval_id: str) -> None:
+        super().__init__(message)
+        self.approval_id = approval_id
+
+
+class ApprovalNotFound(ApprovalError, LookupError):
+    """No approval with that id (for that tenant)."""
+
+
+class SelfApproval(ApprovalError):
+    """The identity that requested an approval tried to decide it."""
+
+
+class ApprovalClosed(ApprovalError):
+    """The approval is no longer pending: decided, claimed or expired."""
+
+
+class ReservationError(StoreError, ValueError):
+    """Committing or releasing a reservation was refused."""
+
+    def __init__(self, message: str, *, reservation_id: str) -> None:
+        super().__init__(message)
+        self.reservation_id = reservation_id
+
+
+class ReservationNotFound(ReservationError, LookupError):
+    """No reservation with that id."""
+
+
+class ReservationClosed(ReservationError):
+    """The reservation was already settled the other way (released, or committed)."""
 
 
 def message_of(exc: BaseException) -> str:

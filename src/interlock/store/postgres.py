@@ -1,0 +1,219 @@
+"""The shared back end: PostgreSQL through psycopg 3 and a connection pool.
+
+Many processes and replicas use one database with no other coordination: every
+contended change is one conditional statement under row locks, a tenant's audit head
+is locked for the length of an append, and the reaper skips rows another replica
+holds. A decided approval is announced with ``NOTIFY``; waiters in every replica
+``LISTEN`` and wake within milliseconds.
+
+The URL is a libpq one, plus Interlock's own query parameters: ``schema`` (created if
+missing; default ``public``), ``pool_min`` and ``pool_max`` (connections; 1 and 10)::
+
+    postgresql://interlock@db.internal:5432/interlock?schema=interlock&pool_max=20
+
+Needs ``pip install 'interlock[postgres]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from interlock.errors import StoreError, StoreUnavailable
+from interlock.store.migrate import apply_migrations, migration_status
+from interlock.store.records import ApprovalRecord
+from interlock.store.sql import Cursor, SqlStore
+
+try:
+    import psycopg
+    from psycopg import sql as psql
+    from psycopg_pool import ConnectionPool
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "the PostgreSQL store needs psycopg 3 and psycopg-pool: pip install 'interlock[postgres]'"
+    ) from exc
+
+__all__ = ["PostgresStore"]
+
+log = logging.getLogger("interlock.store")
+
+CHANNEL = "interlock_approvals"
+_MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(7366101)"
+_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_OWN_PARAMS = ("schema", "pool_min", "pool_max")
+
+
+class PostgresStore(SqlStore):
+    """The store in PostgreSQL. Thread-safe; one per process."""
+
+    dialect = "postgres"
+    greatest = "GREATEST"
+    for_update = " FOR UPDATE"
+    skip_locked = " FOR UPDATE SKIP LOCKED"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        migrate: bool = True,
+        connect_timeout: float = 10.0,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        super().__init__(clock=clock)
+        conninfo, own = _split_url(url)
+        self.schema = own.get("schema", "public")
+        if not _SCHEMA_NAME.match(self.schema):
+            raise StoreError(f"invalid schema name {self.schema!r} in the database URL")
+        self._display_url = _hide_password(url)
+        self._conninfo = conninfo
+        self._kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "options": f"-c search_path={self.schema}",
+            "connect_timeout": max(1, int(connect_timeout)),
+        }
+        self._ensure_schema()
+        try:
+            self.pool: ConnectionPool[Any] = ConnectionPool(
+                conninfo,
+                kwargs=self._kwargs,
+                min_size=int(own.get("pool_min", 1)),
+                max_size=int(own.get("pool_max", 10)),
+                timeout=connect_timeout,
+                open=True,
+                name="interlock",
+            )
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"cannot connect to {self._display_url}: {exc}") from exc
+        self._sql_cache: dict[str, str] = {}
+        self._listener: _Listener | None = None
+        self._listener_lock = threading.Lock()
+        if migrate:
+            self.migrate()
+
+    @property
+    def url(self) -> str:
+        return self._display_url
+
+    def _ensure_schema(self) -> None:
+        try:
+            with psycopg.connect(self._conninfo, **self._kwargs) as conn:
+                conn.execute(
+                    psql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(psql.Identifier(self.schema))
+                )
+        except psycopg.errors.UniqueViolation:
+            pass  # another process created it at the same moment
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"cannot connect to {self._display_url}: {exc}") from exc
+
+    def q(self, sql: str) -> str:
+        converted = self._sql_cache.get(sql)
+        if converted is None:
+            converted = sql.replace("?", "%s")
+            self._sql_cache[sql] = converted
+        return converted
+
+    @contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[Cursor]:
+        try:
+            with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                yield cur
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"{self._display_url}: {exc}") from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"{self._display_url}: {exc}") from exc
+        except Exception as exc:
+            if type(exc).__module__.startswith("psycopg_pool"):
+                raise StoreUnavailable(f"{self._display_url}: {exc}") from exc
+            raise
+
+    def migrate(self) -> list[str]:
+        return apply_migrations(self, self.dialect, lock=_MIGRATION_LOCK)
+
+    def migration_status(self) -> list[tuple[int, str, bool]]:
+        return migration_status(self, self.dialect)
+
+    def notify_decided(self, cur: Cursor, approval_id: str) -> None:
+        cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, approval_id))
+
+    def _listening(self) -> _Listener:
+        with self._listener_lock:
+            if self._listener is None or not self._listener.is_alive():
+                self._listener = _Listener(self)
+                self._listener.start()
+            listener = self._listener
+        listener.ready.wait(5.0)
+        return listener
+
+    def wait_for_approval(self, approval_id: str, timeout: float) -> ApprovalRecord:
+        self._listening()  # LISTEN before the first read: no decision slips between
+        return self.poll_for_approval(approval_id, timeout, max_delay=1.0)
+
+    async def await_approval(self, approval_id: str, timeout: float) -> ApprovalRecord:
+        await asyncio.to_thread(self._listening)
+        return await self.apoll_for_approval(approval_id, timeout, max_delay=1.0)
+
+    def close(self) -> None:
+        super().close()
+        listener = self._listener
+        if listener is not None:
+            listener.stop()
+        self.pool.close()
+
+
+class _Listener(threading.Thread):
+    """LISTENs on one connection and wakes the store's waiters for each decision;
+    reconnects with backoff when the connection drops."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        super().__init__(name="interlock-approval-listener", daemon=True)
+        self.store = store
+        self.ready = threading.Event()
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join(timeout=3.0)
+
+    def run(self) -> None:
+        backoff = 0.1
+        while not self._stopping.is_set():
+            try:
+                with psycopg.connect(self.store._conninfo, **self.store._kwargs) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    self.ready.set()
+                    backoff = 0.1
+                    while not self._stopping.is_set():
+                        for notify in conn.notifies(timeout=0.5):
+                            self.store._approval_waiters.wake(notify.payload)
+            except psycopg.Error as exc:
+                if self._stopping.is_set():
+                    return
+                log.warning("interlock: approval listener lost its connection: %s", exc)
+                self.ready.set()  # waiters fall back to polling meanwhile
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+
+def _split_url(url: str) -> tuple[str, dict[str, str]]:
+    """The libpq URL without Interlock's own parameters, and those parameters."""
+    parts = urlsplit(url)
+    scheme = "postgresql" if parts.scheme in ("postgres", "postgresql") else parts.scheme
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    own = {k: v for k, v in query if k in _OWN_PARAMS}
+    rest = [(k, v) for k, v in query if k not in _OWN_PARAMS]
+    return urlunsplit((scheme, parts.netloc, parts.path, urlencode(rest), parts.fragment)), own
+
+
+def _hide_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

@@ -1,0 +1,260 @@
+"""What the store keeps, as plain records: audit rows, approvals, budgets,
+reservations and the outcome of each stateful operation.
+
+Times are integer microseconds since the epoch (``*_us``); amounts are integer units
+(see :mod:`interlock.policy.specs`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "ApprovalRecord",
+    "ApprovalStatus",
+    "AuditRow",
+    "BudgetLine",
+    "BudgetRow",
+    "ChainBreak",
+    "ClaimOutcome",
+    "RateOutcome",
+    "ReapResult",
+    "Refusal",
+    "Reservation",
+    "ReservationStatus",
+    "ReserveOutcome",
+    "VerifyReport",
+    "now_us",
+]
+
+
+def now_us() -> int:
+    """The wall clock in integer microseconds."""
+    return time.time_ns() // 1000
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    CLAIMED = "claimed"
+
+
+class ReservationStatus(StrEnum):
+    RESERVED = "reserved"
+    COMMITTED = "committed"
+    RELEASED = "released"
+    EXPIRED = "expired"  # released by the reaper after its TTL
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """One link of a tenant's hash chain. ``body`` is the redacted record as stored
+    (sorted-key JSON); ``hash`` covers every other field and ``prev_hash``."""
+
+    tenant: str
+    seq: int
+    ts_us: int
+    kind: str
+    decision_id: str | None
+    agent: str | None
+    decision: str | None
+    body: str
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChainBreak:
+    """The first broken link of a chain: where, and what is wrong."""
+
+    tenant: str
+    seq: int
+    problem: str
+
+    def __str__(self) -> str:
+        return f"tenant {self.tenant!r}, record {self.seq}: {self.problem}"
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """What ``audit verify`` found: records checked per tenant and the breaks."""
+
+    checked: dict[str, int] = field(default_factory=dict)
+    breaks: tuple[ChainBreak, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.breaks
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """One approval request, bound to one intent hash."""
+
+    id: str
+    tenant: str
+    intent_hash: str
+    status: ApprovalStatus
+    action: dict[str, Any]  # redacted summary of the call
+    context: dict[str, Any]  # the trusted context (agent, session, ...)
+    rule_ids: tuple[str, ...]
+    reason: str
+    requested_by: str | None
+    decided_by: str | None
+    decision_reason: str | None
+    created_us: int
+    expires_us: int
+    decided_us: int | None
+    claimed_us: int | None
+
+    @property
+    def decided(self) -> bool:
+        return self.status is not ApprovalStatus.PENDING
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "tenant": self.tenant,
+            "intent_hash": self.intent_hash,
+            "status": self.status.value,
+            "action": self.action,
+            "context": self.context,
+            "rule_ids": list(self.rule_ids),
+            "reason": self.reason,
+            "requested_by": self.requested_by,
+            "decided_by": self.decided_by,
+            "decision_reason": self.decision_reason,
+            "created_us": self.created_us,
+            "expires_us": self.expires_us,
+            "decided_us": self.decided_us,
+            "claimed_us": self.claimed_us,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimOutcome:
+    """What resolving an approval-gated call found: ``claimed`` (an approved grant,
+    now used up: the call may run once), ``pending``, or ``denied``."""
+
+    state: ApprovalStatus  # CLAIMED, PENDING or DENIED
+    record: ApprovalRecord
+    created: bool = False  # a new pending request was made by this call
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetLine:
+    """One budget a reservation draws on: which counter, its cap, and how much."""
+
+    budget_id: str
+    scope_key: str
+    window_start: int
+    unit: str
+    cap: int
+    amount: int
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.budget_id, self.scope_key, self.window_start)
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    id: str
+    tenant: str
+    idempotency_key: str
+    status: ReservationStatus
+    lines: tuple[BudgetLine, ...]
+    created_us: int
+    expires_us: int
+    settled_us: int | None = None
+    actual: dict[str, int] | None = None  # budget id -> units committed
+    replayed: bool = False  # an earlier reserve with the same idempotency key
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "tenant": self.tenant,
+            "idempotency_key": self.idempotency_key,
+            "status": self.status.value,
+            "lines": [
+                {
+                    "budget_id": line.budget_id,
+                    "scope_key": line.scope_key,
+                    "window_start": line.window_start,
+                    "unit": line.unit,
+                    "cap": line.cap,
+                    "amount": line.amount,
+                }
+                for line in self.lines
+            ],
+            "created_us": self.created_us,
+            "expires_us": self.expires_us,
+            "settled_us": self.settled_us,
+            "actual": self.actual,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A budget that could not take a reservation, with its state at that moment."""
+
+    line: BudgetLine
+    spent: int
+    reserved: int
+
+    @property
+    def available(self) -> int:
+        return max(0, self.line.cap - self.spent - self.reserved)
+
+
+@dataclass(frozen=True, slots=True)
+class ReserveOutcome:
+    """Either a reservation or the refusal that stopped it."""
+
+    reservation: Reservation | None
+    refusal: Refusal | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetRow:
+    tenant: str
+    budget_id: str
+    scope_key: str
+    window_start: int
+    unit: str
+    cap: int
+    spent: int
+    reserved: int
+    overage: int
+    updated_us: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tenant": self.tenant,
+            "budget_id": self.budget_id,
+            "scope_key": self.scope_key,
+            "window_start": self.window_start,
+            "unit": self.unit,
+            "cap": self.cap,
+            "spent": self.spent,
+            "reserved": self.reserved,
+            "overage": self.overage,
+            "updated_us": self.updated_us,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RateOutcome:
+    allowed: bool
+    retry_after: float = 0.0  # seconds until one more would be allowed
+
+
+@dataclass(frozen=True, slots=True)
+class ReapResult:
+    reservations: int = 0
+    approvals: int = 0

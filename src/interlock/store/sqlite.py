@@ -1,0 +1,144 @@
+"""The embedded default: one SQLite file in WAL mode.
+
+Safe across threads (a connection per thread) and across processes on one host (every
+write transaction is ``BEGIN IMMEDIATE``: it takes the database's write lock first and
+waits up to ``busy_timeout`` for it). Commits are ``synchronous=NORMAL``: in WAL mode a
+committed transaction survives the process crashing; ``durable`` audit appends use
+``synchronous=FULL`` and survive power loss too.
+
+Example::
+
+    from interlock.store import open_store
+
+    store = open_store("sqlite:///.interlock/interlock.db")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, suppress
+from pathlib import Path
+
+from interlock.errors import StoreError, StoreUnavailable
+from interlock.store.migrate import apply_migrations, migration_status
+from interlock.store.records import ApprovalRecord
+from interlock.store.sql import Cursor, SqlStore
+
+__all__ = ["SQLiteStore"]
+
+
+class SQLiteStore(SqlStore):
+    """The store in one SQLite file. ``busy_timeout`` (seconds) bounds how long a
+    write waits for another process's write lock before it fails."""
+
+    dialect = "sqlite"
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout: float = 10.0,
+        migrate: bool = True,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        super().__init__(clock=clock)
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.busy_timeout = busy_timeout
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        if migrate:
+            self.migrate()
+
+    @property
+    def url(self) -> str:
+        return f"sqlite:///{self.path}"
+
+    def q(self, sql: str) -> str:
+        return sql
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        if self._closed:
+            raise StoreUnavailable(f"the store {self.url} is closed")
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=self.busy_timeout
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open {self.path}: {exc}") from exc
+        self._local.conn = conn
+        self._local.full_sync = False
+        with self._all_lock:
+            self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[Cursor]:
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailable(f"{self.path}: {exc}") from exc
+        cur = conn.cursor()
+        try:
+            yield cur
+        except BaseException as exc:
+            with contextlib.suppress(
+                sqlite3.Error
+            ):  # the connection is gone: nothing was committed
+                conn.rollback()
+            if isinstance(exc, sqlite3.OperationalError):
+                raise StoreUnavailable(f"{self.path}: {exc}") from exc
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"{self.path}: {exc}") from exc
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with suppress(sqlite3.Error):
+                conn.rollback()
+            raise StoreError(f"{self.path}: commit failed: {exc}") from exc
+        finally:
+            cur.close()
+
+    def audit_transaction(self, durable: bool) -> AbstractContextManager[Cursor]:
+        if getattr(self._local, "full_sync", False) != durable:
+            conn = self._connection()
+            conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            self._local.full_sync = durable
+        return self.transaction(write=True)
+
+    def migrate(self) -> list[str]:
+        try:
+            return apply_migrations(self, self.dialect)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
+
+    def migration_status(self) -> list[tuple[int, str, bool]]:
+        return migration_status(self, self.dialect)
+
+    def wait_for_approval(self, approval_id: str, timeout: float) -> ApprovalRecord:
+        return self.poll_for_approval(approval_id, timeout)
+
+    async def await_approval(self, approval_id: str, timeout: float) -> ApprovalRecord:
+        return await self.apoll_for_approval(approval_id, timeout)
+
+    def close(self) -> None:
+        super().close()
+        with self._all_lock:
+            connections, self._all = self._all, []
+        for conn in connections:
+            with suppress(sqlite3.Error):
+                conn.close()
+        self._local = threading.local()
