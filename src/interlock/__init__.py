@@ -15,7 +15,13 @@ Example::
 from __future__ import annotations
 
 from interlock.core.action import Action, Context, Downstream
-from interlock.core.decision import ApprovalRef, Decision, ShadowVerdict, Verdict
+from interlock.core.decision import (
+    ApprovalRef,
+    Decision,
+    ReservationRef,
+    ShadowVerdict,
+    Verdict,
+)
 from interlock.deciders.base import CancelToken, Decider
 from interlock.errors import (
     ActionDenied,
@@ -24,8 +30,10 @@ from interlock.errors import (
     Blocked,
     InterlockError,
     PolicyError,
+    StoreError,
 )
 from interlock.guard import Guard, raise_for
+from interlock.ledger.usage import Usage
 from interlock.policy import CompiledPolicy, evaluate, load_policy, load_policy_text
 
 __version__ = "0.1.0"
@@ -46,7 +54,10 @@ __all__ = [
     "Guard",
     "InterlockError",
     "PolicyError",
+    "ReservationRef",
     "ShadowVerdict",
+    "StoreError",
+    "Usage",
     "Verdict",
     "__version__",
     "evaluate",

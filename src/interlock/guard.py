@@ -28,7 +28,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, ParamSpec, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, cast, overload
 
 from interlock.core.action import Action, Context
 from interlock.core.decision import Decision, Verdict
@@ -40,16 +40,26 @@ from interlock.errors import (
     ActionDenied,
     ActionUndetermined,
     ApprovalRequired,
+    AuditFailure,
     Blocked,
     DecisionTimeout,
     InternalFailure,
     MappingError,
+    StoreError,
     describe,
 )
 from interlock.hooks import Hook, HookCaller
 from interlock.policy.compiled import CompiledPolicy
 from interlock.policy.engine import evaluate
 from interlock.policy.loader import load_policy
+
+if TYPE_CHECKING:
+    from interlock.ledger.llm_call import LLMCall
+    from interlock.ledger.usage import Usage
+    from interlock.policy.specs import Durability
+    from interlock.store.audit import AuditWriter
+    from interlock.store.records import ApprovalRecord, Reservation
+    from interlock.store.sql import SqlStore
 
 __all__ = ["Guard", "Mapper", "raise_for"]
 
@@ -75,6 +85,14 @@ class Guard:
     receives an event per decision. ``on_decision`` sees every decision and
     ``on_blocked`` every non-allow one; neither can change it. ``timeout`` (seconds)
     is the default for every check.
+
+    ``store`` (a :class:`~interlock.store.SqlStore` or a database URL such as
+    ``"sqlite:///.interlock/interlock.db"``) makes the guard stateful: every decision
+    is written to the hash-chained audit log before it is returned (the policy's
+    ``audit.durability``, or ``durability=``), ``require_approval`` opens an approval
+    bound to the exact call, and the policy's rate limits and budgets apply. A
+    reservation an allowed call holds is released after ``reservation_ttl`` seconds
+    unless committed or released first.
     """
 
     def __init__(
@@ -89,6 +107,9 @@ class Guard:
         hook_logger: logging.Logger | None = None,
         fail_mode: Literal["closed", "open"] = "closed",
         timeout: float | None = None,
+        store: SqlStore | str | None = None,
+        durability: Durability | None = None,
+        reservation_ttl: float = 300.0,
     ) -> None:
         if fail_mode not in ("closed", "open"):
             raise ValueError(f"fail_mode must be 'closed' or 'open', not {fail_mode!r}")
@@ -96,10 +117,23 @@ class Guard:
             raise ValueError(f"timeout must be positive, not {timeout!r}")
         if isinstance(policy, (str, os.PathLike)):
             policy = load_policy(policy)
+        self.redactor = Redactor(extra_patterns=policy.redaction_patterns if policy else ())
+        self.store: SqlStore | None = None
+        self.audit: AuditWriter | None = None
+        self._owns_store = False
+        if store is not None:
+            self._open_store(store, policy, durability)
         if decider is None:
             if policy is None:
                 raise ValueError("Guard needs a policy or a decider")
-            decider = LocalDecider(policy)
+            if self.store is not None:
+                from interlock.deciders.stateful import StatefulDecider
+
+                decider = StatefulDecider(
+                    policy, self.store, reservation_ttl=reservation_ttl, redactor=self.redactor
+                )
+            else:
+                decider = LocalDecider(policy)
         self.policy = policy
         self.decider = decider
         self.context = context or _DEFAULT_CONTEXT
@@ -109,7 +143,6 @@ class Guard:
         self.fail_mode = fail_mode
         self.timeout = timeout
         self._hooks = HookCaller(hook_logger)
-        self.redactor = Redactor(extra_patterns=policy.redaction_patterns if policy else ())
         if fail_mode == "open":
             log.warning(
                 "interlock: fail_mode='open' — checks that cannot reach a verdict will ALLOW "
@@ -120,6 +153,36 @@ class Guard:
     def from_file(cls, path: str | os.PathLike[str], **options: Any) -> Guard:
         """A guard on the policy in ``path`` (raises PolicyError if it is invalid)."""
         return cls(load_policy(path), **options)
+
+    def _open_store(
+        self,
+        store: SqlStore | str,
+        policy: CompiledPolicy | None,
+        durability: Durability | None,
+    ) -> None:
+        from interlock.store.audit import AuditWriter
+        from interlock.store.url import open_store
+
+        if isinstance(store, str):
+            store = open_store(store)
+            self._owns_store = True
+        self.store = store
+        if durability is None:
+            durability = policy.audit.durability if policy is not None else "process"
+        self.audit = AuditWriter(store, durability=durability, redactor=self.redactor)
+
+    def close(self) -> None:
+        """Write every pending audit record and close the store the guard opened."""
+        if self.audit is not None:
+            self.audit.close()
+        if self.store is not None and self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> Guard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- single checks ---------------------------------------------------------------
 
@@ -160,8 +223,10 @@ class Guard:
                 action = self._contextualise(action)
                 decision = _validated(self.decider.decide(action, deadline=deadline, cancel=cancel))
                 if cancel is not None and cancel.cancelled:
+                    self._give_back(decision)
                     decision = _cancelled(cancel)
                 elif deadline is not None and time.monotonic() > deadline:
+                    self._give_back(decision)
                     decision = _timed_out(cast(float, timeout))
             except Exception as exc:
                 decision = _failed(exc)
@@ -180,7 +245,7 @@ class Guard:
         start = time.perf_counter_ns()
         timeout = timeout if timeout is not None else self.timeout
         if cancel is not None and cancel.cancelled:
-            return self._finish(action, _cancelled(cancel), start)
+            return await self._afinish(action, _cancelled(cancel), start)
         deadline = time.monotonic() + timeout if timeout is not None else None
         try:
             action = self._contextualise(action)
@@ -194,15 +259,31 @@ class Guard:
                         await self.decider.adecide(action, deadline=deadline, cancel=cancel)
                     )
             if cancel is not None and cancel.cancelled:
+                self._give_back(decision)
                 decision = _cancelled(cancel)
         except TimeoutError:
             decision = _timed_out(cast(float, timeout))
         except asyncio.CancelledError as exc:
-            self._finish(action, _failed(exc, "the check was cancelled"), start)
+            # Recorded without awaiting: this task is being cancelled.
+            self._finish_detached(action, _failed(exc, "the check was cancelled"), start)
             raise
         except Exception as exc:
             decision = _failed(exc)
-        return self._finish(action, decision, start)
+        return await self._afinish(action, decision, start)
+
+    def _finish_detached(self, action: Action | None, decision: Decision, start: int) -> None:
+        """Record a decision from a task that is being cancelled: the audit record is
+        queued, not awaited (the verdict is undetermined either way)."""
+        audit = self.audit
+        if audit is None:
+            self._finish(action, decision, start)
+            return
+        event = Event("decision", time.time(), action, decision, time.perf_counter_ns() - start)
+        try:
+            audit.write_event_nowait(self._tenant(action), event)
+        except Exception:
+            log.exception("interlock: a cancelled check could not be recorded")
+        self._publish(action, decision, event)
 
     # -- batches and mappers ---------------------------------------------------------
 
@@ -217,12 +298,16 @@ class Guard:
         non-allow decision halts the batch and is returned; if all allow, the last
         allow is returned; an empty list is ``None`` (not ours to judge)."""
         last: Decision | None = None
+        held: list[Decision] = []
         deadline = time.monotonic() + timeout if timeout is not None else None
         for action in actions:
             remaining = None if deadline is None else max(deadline - time.monotonic(), 1e-9)
             last = self.check(action, timeout=remaining, cancel=cancel)
             if not last.allowed:
+                self._abandon(held)
                 return last
+            held.append(last)
+        self._charge_earlier(held)
         return last
 
     async def acheck_batch(
@@ -234,13 +319,33 @@ class Guard:
     ) -> Decision | None:
         """The async twin of :meth:`check_batch`."""
         last: Decision | None = None
+        held: list[Decision] = []
         deadline = time.monotonic() + timeout if timeout is not None else None
         for action in actions:
             remaining = None if deadline is None else max(deadline - time.monotonic(), 1e-9)
-            last = await self.acheck(action, timeout=remaining, cancel=cancel)
+            try:
+                last = await self.acheck(action, timeout=remaining, cancel=cancel)
+            except asyncio.CancelledError:
+                self._abandon(held)
+                raise
             if not last.allowed:
+                self._abandon(held)
                 return last
+            held.append(last)
+        self._charge_earlier(held)
         return last
+
+    def _abandon(self, held: list[Decision]) -> None:
+        """A batch halted: the actions allowed before the halt will not run either."""
+        for decision in held:
+            self._give_back(decision)
+
+    def _charge_earlier(self, held: list[Decision]) -> None:
+        """A batch is allowed whole: the caller settles the last decision's reservation;
+        the earlier actions are charged what they declared, now."""
+        for decision in held[:-1]:
+            if decision.reservation is not None:
+                self.commit(decision)
 
     def check_mapped(
         self,
@@ -365,9 +470,18 @@ class Guard:
                     decision = await self.acheck_mapped(
                         to_actions, *args, timeout=timeout, **kwargs
                     )
-                    if decision is not None:
-                        raise_for(decision, None)
-                    return await func(*args, **kwargs)
+                    if decision is None:
+                        return await func(*args, **kwargs)
+                    raise_for(decision, None)
+                    if decision.reservation is None:
+                        return await func(*args, **kwargs)
+                    try:
+                        result = await func(*args, **kwargs)
+                    except BaseException:
+                        await asyncio.to_thread(self._settle_quietly, decision, spent=False)
+                        raise
+                    await asyncio.to_thread(self._settle_quietly, decision, spent=True)
+                    return result
 
                 guarded_async.__interlock_guard__ = self  # type: ignore[attr-defined]
                 return guarded_async
@@ -375,14 +489,137 @@ class Guard:
             @functools.wraps(func)
             def guarded(*args: Any, **kwargs: Any) -> Any:
                 decision = self.check_mapped(to_actions, *args, timeout=timeout, **kwargs)
-                if decision is not None:
-                    raise_for(decision, None)
-                return func(*args, **kwargs)
+                if decision is None:
+                    return func(*args, **kwargs)
+                raise_for(decision, None)
+                if decision.reservation is None:
+                    return func(*args, **kwargs)
+                try:
+                    result = func(*args, **kwargs)
+                except BaseException:
+                    self._settle_quietly(decision, spent=False)
+                    raise
+                self._settle_quietly(decision, spent=True)
+                return result
 
             guarded.__interlock_guard__ = self  # type: ignore[attr-defined]
             return guarded
 
         return decorate(fn) if fn is not None else decorate
+
+    # -- state: reservations, approvals, model calls ----------------------------------
+
+    def commit(
+        self, decision: Decision, usage: object | None = None, *, model: str | None = None
+    ) -> Reservation | None:
+        """Spend the budget reservation an allowed decision holds: what was reserved,
+        or what ``usage`` (a :class:`~interlock.ledger.usage.Usage`, a provider's usage
+        object or a mapping of token counts) says a call to ``model`` used. Committing
+        twice changes nothing. ``None`` when the decision holds no reservation."""
+        ref = decision.reservation
+        if ref is None:
+            return None
+        store = self._require_store()
+        actual = None
+        if usage is not None:
+            from interlock.ledger.budgets import actual_units
+
+            reservation = store.get_reservation(ref.id)
+            policy = self.policy
+            if policy is None:
+                raise StoreError("committing actual usage needs the guard's policy (pricing)")
+            actual = actual_units(reservation.lines, policy, model, usage)
+        settled = store.commit(ref.id, actual)
+        self._record_settled(settled)
+        return settled
+
+    def release(self, decision: Decision) -> Reservation | None:
+        """Give back the reservation an allowed decision holds (the action did not
+        run, or failed before it spent anything). Releasing twice changes nothing."""
+        ref = decision.reservation
+        if ref is None:
+            return None
+        settled = self._require_store().release(ref.id)
+        self._record_settled(settled)
+        return settled
+
+    def _settle_quietly(self, decision: Decision, *, spent: bool) -> None:
+        """Commit or release after the body ran; a failure is logged, never raised
+        over the body's own result or error (the reaper releases after the TTL)."""
+        try:
+            if spent:
+                self.commit(decision)
+            else:
+                self.release(decision)
+        except Exception as exc:
+            log.error(
+                "interlock: could not %s reservation %s: %s",
+                "commit" if spent else "release",
+                decision.reservation.id if decision.reservation else "?",
+                describe(exc),
+            )
+
+    def _record_settled(self, reservation: Reservation) -> None:
+        if self.audit is None or reservation.replayed:
+            return
+        self.audit.write_record(
+            reservation.tenant,
+            "budget",
+            {
+                "reservation_id": reservation.id,
+                "status": reservation.status.value,
+                "reserved": {line.budget_id: line.amount for line in reservation.lines},
+                "actual": reservation.actual,
+            },
+        )
+
+    def wait_for_approval(self, approval_id: str, timeout: float = 300.0) -> ApprovalRecord:
+        """Block until a human decides the approval (or ``timeout`` seconds pass) and
+        return it; then retry the identical call, which claims the approval once.
+        Wakes within milliseconds of the decision (PostgreSQL LISTEN/NOTIFY; on
+        SQLite, polling with backoff, and at once for decisions made in-process)."""
+        return self._require_store().wait_for_approval(approval_id, timeout)
+
+    async def await_approval(self, approval_id: str, timeout: float = 300.0) -> ApprovalRecord:
+        """The async twin of :meth:`wait_for_approval`."""
+        return await self._require_store().await_approval(approval_id, timeout)
+
+    def llm_call(
+        self,
+        model: str,
+        *,
+        estimate: Usage | object | None = None,
+        context: Context | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> LLMCall:
+        """A sync and async context manager around one model call: checked and
+        reserved (on the policy's budgets) on entry, committed from real usage on
+        exit, released on an exception or a cancellation.
+
+        Example::
+
+            with guard.llm_call("gpt-5", estimate=Usage(1_200, 800)) as call:
+                response = client.chat.completions.create(...)
+                call.record(response.usage)
+        """
+        from interlock.ledger.llm_call import LLMCall
+
+        return LLMCall(
+            self,
+            model,
+            estimate=estimate,
+            context=context,
+            arguments=arguments,
+            timeout=timeout,
+        )
+
+    def _require_store(self) -> SqlStore:
+        if self.store is None:
+            raise StoreError(
+                "this guard has no store: create it with Guard(policy, store='sqlite:///...')"
+            )
+        return self.store
 
     # -- internals -------------------------------------------------------------------
 
@@ -410,40 +647,102 @@ class Guard:
         ):
             action = None  # not an action we can describe in a record
         if decision.verdict is Verdict.UNDETERMINED and self.fail_mode == "open":
-            log.warning(
-                "interlock: fail-open — allowing %s despite: %s",
-                getattr(action, "name", "<unmapped call>"),
-                self.redactor.redact(decision.reason),
-            )
-            decision = Decision(
-                verdict=Verdict.ALLOW,
-                reason=f"fail-open: {decision.reason}",
-                rule_ids=decision.rule_ids,
-                cause=decision.cause,
-                decision_id=decision.decision_id,
-                shadow=decision.shadow,
-                fail_open=True,
-            )
-        if self.sink is not None:
+            decision = self._failed_open(action, decision)
+        event: Event | None = None
+        audit, sink = self.audit, self.sink
+        if audit is not None or sink is not None:  # the usual guard has neither
+            event = Event("decision", time.time(), action, decision, time.perf_counter_ns() - start)
+            if audit is not None:
+                try:
+                    audit.write_event(self._tenant(action), event)
+                except Exception as exc:
+                    decision = self._unrecorded(action, decision, exc)
+                    event = event._replace(decision=decision)
+        self._publish(action, decision, event)
+        return decision
+
+    async def _afinish(self, action: Action | None, decision: Decision, start: int) -> Decision:
+        """:meth:`_finish`, awaiting the audit commit without blocking the loop."""
+        if self.audit is None:
+            return self._finish(action, decision, start)
+        if action is not None and not (
+            isinstance(action, Action) and isinstance(action.context, Context)
+        ):
+            action = None
+        if decision.verdict is Verdict.UNDETERMINED and self.fail_mode == "open":
+            decision = self._failed_open(action, decision)
+        event = Event("decision", time.time(), action, decision, time.perf_counter_ns() - start)
+        try:
+            await self.audit.awrite_event(self._tenant(action), event)
+        except Exception as exc:
+            decision = self._unrecorded(action, decision, exc)
+            event = event._replace(decision=decision)
+        self._publish(action, decision, event)
+        return decision
+
+    def _tenant(self, action: Action | None) -> str:
+        return action.context.tenant if action is not None else self.context.tenant
+
+    def _failed_open(self, action: Action | None, decision: Decision) -> Decision:
+        log.warning(
+            "interlock: fail-open — allowing %s despite: %s",
+            getattr(action, "name", "<unmapped call>"),
+            self.redactor.redact(decision.reason),
+        )
+        return Decision(
+            verdict=Verdict.ALLOW,
+            reason=f"fail-open: {decision.reason}",
+            rule_ids=decision.rule_ids,
+            cause=decision.cause,
+            decision_id=decision.decision_id,
+            shadow=decision.shadow,
+            fail_open=True,
+        )
+
+    def _unrecorded(
+        self, action: Action | None, decision: Decision, exc: BaseException
+    ) -> Decision:
+        """A decision whose record could not be made durable does not stand."""
+        self._give_back(decision)
+        failure = exc if isinstance(exc, AuditFailure) else AuditFailure(describe(exc))
+        if failure is not exc:
+            failure.__cause__ = exc
+        unrecorded = Decision.undetermined(
+            failure, f"the decision could not be recorded, so it does not stand: {failure}"
+        )
+        if self.fail_mode == "open":
+            return self._failed_open(action, unrecorded)
+        return unrecorded
+
+    def _give_back(self, decision: Decision) -> None:
+        """Return what a decision that will not run holds (reservation, claimed grant)."""
+        if decision.reservation is None and decision.approval is None:
+            return
+        compensate = getattr(self.decider, "compensate", None)
+        if compensate is not None:
+            compensate(decision)
+
+    def _publish(self, action: Action | None, decision: Decision, event: Event | None) -> None:
+        if self.sink is not None and event is not None:
             try:
-                # Event itself, not new_event(): one Python call fewer on every check.
-                self.sink.emit(
-                    Event("decision", time.time(), action, decision, time.perf_counter_ns() - start)
-                )
+                self.sink.emit(event)
             except Exception:
                 log.exception("interlock: the event sink failed; the decision stands")
         if self.on_decision is not None:
             self._hooks.call(self.on_decision, decision, action)
         if self.on_blocked is not None and decision.verdict is not Verdict.ALLOW:
             self._hooks.call(self.on_blocked, decision, action)
-        return decision
 
     def _emit_pass_through(self, start: int) -> None:
+        event = new_event("pass_through", None, None, time.perf_counter_ns() - start)
+        if self.audit is not None:
+            try:
+                self.audit.write_event(self.context.tenant, event)
+            except Exception:
+                log.exception("interlock: a pass-through could not be recorded")
         if self.sink is not None:
             try:
-                self.sink.emit(
-                    new_event("pass_through", None, None, time.perf_counter_ns() - start)
-                )
+                self.sink.emit(event)
             except Exception:
                 log.exception("interlock: the event sink failed")
 

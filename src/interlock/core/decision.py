@@ -23,6 +23,7 @@ __all__ = [
     "SEVERITY",
     "ApprovalRef",
     "Decision",
+    "ReservationRef",
     "ShadowVerdict",
     "Verdict",
     "new_decision_id",
@@ -55,10 +56,22 @@ def new_decision_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRef:
-    """Where a pending approval lives. ``id`` is ``None`` until a store records it."""
+    """Where an approval lives. ``id`` is ``None`` when no store records approvals;
+    ``status`` is ``pending``, ``denied``, or ``claimed`` (an approved grant this very
+    decision used up)."""
 
     id: str | None = None
     url: str | None = None
+    status: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationRef:
+    """The budget reservation an allowed action holds until it is committed or
+    released. ``amounts`` are ``(budget id, units, unit)``."""
+
+    id: str
+    amounts: tuple[tuple[str, int, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +92,7 @@ class _DecisionFields(NamedTuple):
     approval: ApprovalRef | None = None
     shadow: ShadowVerdict | None = None
     fail_open: bool = False
+    reservation: ReservationRef | None = None
 
 
 _new_tuple = tuple.__new__
@@ -90,8 +104,10 @@ class Decision(_DecisionFields):
     ``rule_ids`` name the rules that decided (sorted, so rule order never shows);
     ``cause`` is set for undetermined verdicts; ``shadow`` holds what shadow rules
     would have decided; ``fail_open`` marks an undetermined verdict turned into allow
-    by an explicit ``fail_mode="open"``. A named tuple underneath: it is built on
-    every check, and that is the cheapest immutable record Python has.
+    by an explicit ``fail_mode="open"``; ``reservation`` is the budget reservation an
+    allowed action holds (see ``Guard.commit`` / ``Guard.release``). A named tuple
+    underneath: it is built on every check, and that is the cheapest immutable record
+    Python has.
     """
 
     __slots__ = ()
@@ -106,6 +122,7 @@ class Decision(_DecisionFields):
         approval: ApprovalRef | None = None,
         shadow: ShadowVerdict | None = None,
         fail_open: bool = False,
+        reservation: ReservationRef | None = None,
     ) -> Decision:
         fields = (
             verdict,
@@ -117,6 +134,7 @@ class Decision(_DecisionFields):
             approval,
             shadow,
             fail_open,
+            reservation,
         )
         return _new_tuple(cls, fields)
 

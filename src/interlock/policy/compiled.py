@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interlock.core.decision import Verdict
+from interlock.ledger.pricing import DEFAULT_PRICING, PricingTable
 from interlock.policy.celexpr import CelCondition
 from interlock.policy.extract import Facts
 from interlock.policy.matchers import CompiledCondition, GlobSet
+from interlock.policy.specs import ApprovalPolicy, AuditPolicy, BudgetSpec, RateLimitSpec
 
 __all__ = ["CandidateSet", "CompiledPolicy", "CompiledRule"]
 
@@ -158,6 +160,11 @@ class CompiledPolicy:
     source: str | None = None
     description: str | None = None
     default_reason: str = ""
+    budgets: tuple[BudgetSpec, ...] = ()
+    rate_limits: tuple[RateLimitSpec, ...] = ()
+    pricing: PricingTable = DEFAULT_PRICING
+    audit: AuditPolicy = field(default_factory=AuditPolicy)
+    approval_policy: ApprovalPolicy = field(default_factory=ApprovalPolicy)
     _candidates: dict[tuple[str, str, str], CandidateSet] = field(default_factory=dict)
     _pins: dict[str, str | None] = field(default_factory=dict)
 

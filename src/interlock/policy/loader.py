@@ -22,16 +22,40 @@ from pydantic import ValidationError
 
 from interlock.core.decision import Verdict
 from interlock.errors import PolicyError, PolicyIssue
+from interlock.ledger.pricing import DEFAULT_PRICING, ModelPrice, PricingTable
 from interlock.policy.celexpr import MACRO_BINDING, ROOTS, CelCondition, compile_condition
 from interlock.policy.compiled import CompiledPolicy, CompiledRule
 from interlock.policy.matchers import MISSING, CompiledCondition, GlobSet, RegexSet
-from interlock.policy.schema import EXTRACTED_PARAMS, Condition, PolicyModel, RuleModel
+from interlock.policy.schema import (
+    EXTRACTED_PARAMS,
+    BudgetModel,
+    Condition,
+    PolicyModel,
+    RateLimitModel,
+    RuleModel,
+)
 from interlock.policy.source import SourceDocument, parse_yaml
+from interlock.policy.specs import (
+    ApprovalPolicy,
+    AuditPolicy,
+    BudgetSpec,
+    RateLimitSpec,
+    Selector,
+    parse_duration,
+    to_units,
+    units_to_amount,
+)
 
 __all__ = ["CEL_VARIABLES", "compile_policy", "load_policy", "load_policy_text"]
 
 #: The variables a ``when:`` expression may use.
 CEL_VARIABLES: frozenset[str] = ROOTS
+
+# The store counts units in signed 64-bit integers.
+_MAX_UNITS = 2**63 - 1
+
+# Top-level lists whose entries have an id, and what an entry is called in messages.
+_ENTRY_NAMES = {"budgets": "budget", "rate_limits": "rate limit"}
 
 
 def load_policy(path: str | os.PathLike[str]) -> CompiledPolicy:
@@ -89,6 +113,9 @@ def _validation_issues(
             message = f"unknown field {error['loc'][-1]!r}"
         elif error["type"] == "missing":
             message = f"missing required field {error['loc'][-1]!r}"
+        entry = _entry_label(data, path)
+        if entry is not None:
+            message = f"{entry}: {message}"
         issues.append(
             PolicyIssue(
                 message,
@@ -130,6 +157,20 @@ def _rule_id(data: Any, path: tuple[str | int, ...]) -> str | None:
         return None
     rule_id = rule.get("id") if isinstance(rule, Mapping) else None
     return str(rule_id) if rule_id is not None else f"#{int(path[1]) + 1}"
+
+
+def _entry_label(data: Any, path: tuple[str | int, ...]) -> str | None:
+    """``budget 'llm-daily'`` for a path inside that budget (``budget #2`` if it has no
+    id); None outside budgets and rate limits."""
+    if len(path) < 2 or path[0] not in _ENTRY_NAMES or not isinstance(path[1], int):
+        return None
+    noun = _ENTRY_NAMES[str(path[0])]
+    try:
+        entry = data[path[0]][path[1]]
+    except (KeyError, IndexError, TypeError):
+        return None
+    entry_id = entry.get("id") if isinstance(entry, Mapping) else None
+    return f"{noun} {str(entry_id)!r}" if entry_id is not None else f"{noun} #{path[1] + 1}"
 
 
 class _Compiler:
@@ -179,6 +220,10 @@ class _Compiler:
                 extra_patterns.append(pattern)
         if model.approvals.url is not None and not model.approvals.url.strip():
             self.issue("approval url template is empty", ("approvals", "url"))
+        pricing = self.pricing()
+        budgets = self.budgets(pricing.currency)
+        rate_limits = self.rate_limits({rule.id for rule in model.rules})
+        approval_policy = self.approval_policy()
         if self.issues:
             raise PolicyError(self.issues)
         return CompiledPolicy(
@@ -194,6 +239,120 @@ class _Compiler:
             redaction_patterns=tuple(extra_patterns),
             source=file,
             description=model.description,
+            budgets=budgets,
+            rate_limits=rate_limits,
+            pricing=pricing,
+            audit=AuditPolicy(durability=model.audit.durability),
+            approval_policy=approval_policy,
+        )
+
+    def line_of(self, path: tuple[str | int, ...]) -> int | None:
+        return self.source.line_of(path) if self.source else None
+
+    def duration(self, value: str | float, path: tuple[str | int, ...], owner: str = "") -> float:
+        """Seconds, or 0.0 after recording an issue (the policy will not load)."""
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            self.issue(f"{owner}{exc}", path)
+            return 0.0
+
+    def pricing(self) -> PricingTable:
+        settings = self.model.pricing
+        overrides = {
+            name: ModelPrice(price.input, price.output) for name, price in settings.models.items()
+        }
+        return DEFAULT_PRICING.with_overrides(overrides, currency=settings.currency)
+
+    def budgets(self, currency: str) -> tuple[BudgetSpec, ...]:
+        seen: dict[str, int] = {}
+        specs = []
+        for index, budget in enumerate(self.model.budgets):
+            base = ("budgets", index)
+            if budget.id in seen:
+                first = seen[budget.id] + 1
+                self.issue(
+                    f"duplicate budget id {budget.id!r} (first used by budget #{first})",
+                    (*base, "id"),
+                )
+                continue
+            seen[budget.id] = index
+            if budget.unit not in ("tokens", currency):
+                self.issue(
+                    f"budget {budget.id!r} counts {budget.unit} but prices are in {currency}; "
+                    "set pricing.currency or use tokens",
+                    (*base, "unit"),
+                )
+                continue
+            limit = to_units(budget.limit, budget.unit)
+            if limit > _MAX_UNITS:
+                most = units_to_amount(_MAX_UNITS, budget.unit)
+                self.issue(
+                    f"budget {budget.id!r}: the limit is too large (at most {most} {budget.unit})",
+                    (*base, "limit"),
+                )
+                continue
+            specs.append(
+                BudgetSpec(
+                    id=budget.id,
+                    limit=limit,
+                    unit=budget.unit,
+                    scope=budget.scope,
+                    window=budget.window,
+                    on_exceed=Verdict(budget.on_exceed),
+                    selector=_selector(budget),
+                    reason=budget.reason,
+                    line=self.line_of(base),
+                )
+            )
+        return tuple(specs)
+
+    def rate_limits(self, rule_ids: set[str]) -> tuple[RateLimitSpec, ...]:
+        seen: dict[str, int] = {}
+        specs = []
+        for index, rate_limit in enumerate(self.model.rate_limits):
+            base = ("rate_limits", index)
+            name = f"rate limit {rate_limit.id!r}"
+            if rate_limit.id in seen:
+                first = seen[rate_limit.id] + 1
+                self.issue(
+                    f"duplicate rate limit id {rate_limit.id!r} "
+                    f"(first used by rate limit #{first})",
+                    (*base, "id"),
+                )
+                continue
+            seen[rate_limit.id] = index
+            before = len(self.issues)
+            per_seconds = self.duration(rate_limit.per, (*base, "per"), f"{name}: ")
+            rules = _list(rate_limit.rule)
+            for position, rule_id in enumerate(rules):
+                if rule_id not in rule_ids:
+                    single = isinstance(rate_limit.rule, str)
+                    self.issue(
+                        f"{name} counts actions allowed by rule {rule_id!r}, which is not a "
+                        "rule of this policy",
+                        (*base, "rule") if single else (*base, "rule", position),
+                    )
+            if len(self.issues) > before:
+                continue
+            specs.append(
+                RateLimitSpec(
+                    id=rate_limit.id,
+                    limit=rate_limit.limit,
+                    per_seconds=per_seconds,
+                    key=rate_limit.key,
+                    selector=_selector(rate_limit, rules=_set(rate_limit.rule)),
+                    reason=rate_limit.reason,
+                    line=self.line_of(base),
+                )
+            )
+        return tuple(specs)
+
+    def approval_policy(self) -> ApprovalPolicy:
+        approvals = self.model.approvals
+        return ApprovalPolicy(
+            ttl=self.duration(approvals.ttl, ("approvals", "ttl")),
+            grant_ttl=self.duration(approvals.grant_ttl, ("approvals", "grant_ttl")),
         )
 
     def rule(self, index: int, rule: RuleModel) -> CompiledRule | None:
@@ -241,7 +400,7 @@ class _Compiler:
             tenants=GlobSet.of(rule.tenant) if rule.tenant is not None else None,
             conditions=tuple(conditions),
             when=when,
-            line=self.source.line_of(base) if self.source else None,
+            line=self.line_of(base),
         )
 
     def condition(
@@ -288,6 +447,22 @@ def _known_param(key: str) -> bool:
     if key in EXTRACTED_PARAMS:
         return True
     return key.startswith("args.") and all(part for part in key[5:].split("."))
+
+
+def _selector(entry: BudgetModel | RateLimitModel, rules: frozenset[str] | None = None) -> Selector:
+    return Selector(
+        kinds=_set(entry.kind),
+        names=GlobSet.of(entry.name) if entry.name is not None else None,
+        agents=GlobSet.of(entry.agent) if entry.agent is not None else None,
+        tenants=GlobSet.of(entry.tenant) if entry.tenant is not None else None,
+        rules=rules,
+    )
+
+
+def _list(value: str | list[str] | None) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else value
 
 
 def _set(value: str | list[str] | None) -> frozenset[str] | None:

@@ -8,13 +8,17 @@ model into the compiled form the engine evaluates.
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     GetJsonSchemaHandler,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -24,12 +28,17 @@ from pydantic_core import CoreSchema
 __all__ = [
     "EXTRACTED_PARAMS",
     "ApprovalSettings",
+    "AuditSettings",
+    "BudgetModel",
     "Condition",
     "Limits",
     "PolicyModel",
+    "PricingSettings",
+    "RateLimitModel",
     "RedactionSettings",
     "RuleModel",
     "ScopeSettings",
+    "TokenPrice",
     "policy_json_schema",
 ]
 
@@ -50,6 +59,48 @@ RuleId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$", max_len
 Globs = str | list[str]
 DecisionName = Literal["allow", "deny", "require_approval"]
 Mode = Literal["enforce", "shadow"]
+KeyScope = Literal["tenant", "agent", "session", "tool"]
+KINDS: frozenset[str] = frozenset({"tool", "llm", "mcp", "browser", "effect"})
+
+
+def _a_number(value: Any) -> Any:
+    # YAML gives int or float; refuse booleans and text rather than coerce them.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"expected a number, not {value!r}")
+    return value
+
+
+def _a_duration(value: Any) -> Any:
+    # Checked in full (and converted to seconds) when the policy compiles.
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError(f"not a duration: {value!r}")
+    return value
+
+
+Amount = Annotated[
+    Decimal,
+    BeforeValidator(_a_number),
+    Field(gt=0, allow_inf_nan=False),
+    WithJsonSchema({"type": "number", "exclusiveMinimum": 0}),
+]
+Price = Annotated[
+    Decimal,
+    BeforeValidator(_a_number),
+    Field(ge=0, allow_inf_nan=False),
+    WithJsonSchema({"type": "number", "minimum": 0}),
+]
+Duration = Annotated[
+    str | int | float,
+    BeforeValidator(_a_duration),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*(ms|s|m|h|d)?\s*$"},
+                {"type": "number", "exclusiveMinimum": 0},
+            ]
+        }
+    ),
+]
 
 
 class _Strict(BaseModel):
@@ -149,11 +200,35 @@ class RuleModel(_Strict):
     @field_validator("kind")
     @classmethod
     def _known_kinds(cls, value: str | list[str] | None) -> str | list[str] | None:
-        known = {"tool", "llm", "mcp", "browser", "effect"}
-        for kind in [value] if isinstance(value, str) else value or []:
-            if kind not in known:
-                raise ValueError(f"unknown kind {kind!r}; expected one of {sorted(known)}")
-        return value
+        return _check_kinds(value)
+
+
+def _check_kinds(value: str | list[str] | None) -> str | list[str] | None:
+    for kind in [value] if isinstance(value, str) else value or []:
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind {kind!r}; expected one of {sorted(KINDS)}")
+    return value
+
+
+# The selectors of a budget or rate limit: which allowed actions it counts.
+KindSelector = Annotated[
+    str | list[str] | None,
+    AfterValidator(_check_kinds),
+    Field(description="Count only these action kinds: tool, llm, mcp, browser, effect."),
+]
+NameSelector = Annotated[
+    Globs | None, Field(description="Count only actions whose tool (or model) name matches.")
+]
+AgentSelector = Annotated[
+    Globs | None,
+    Field(
+        description="Count only actions whose agent id (trusted context) matches; an action "
+        "with no agent never matches."
+    ),
+]
+TenantSelector = Annotated[
+    Globs | None, Field(description="Count only actions whose tenant (trusted context) matches.")
+]
 
 
 class ScopeSettings(_Strict):
@@ -168,6 +243,16 @@ class ScopeSettings(_Strict):
 class ApprovalSettings(_Strict):
     url: str | None = Field(
         None, description="Template for approval links; `{id}` is replaced by the approval id."
+    )
+    ttl: Duration = Field(
+        "1h",
+        description="How long a pending approval waits for a human before it expires: "
+        "seconds, or a number with ms, s, m, h or d.",
+    )
+    grant_ttl: Duration = Field(
+        "15m",
+        description="How long an approved call stays claimable by its retry: seconds, "
+        "or a number with ms, s, m, h or d.",
     )
 
 
@@ -185,6 +270,100 @@ class RedactionSettings(_Strict):
     )
 
 
+class BudgetModel(_Strict):
+    """A cap on what the allowed actions it selects may spend, counted per `scope` and
+    `window`. An action that would pass it gets `on_exceed`."""
+
+    id: RuleId = Field(description="Unique among budgets; named in the reason of a refusal.")
+    limit: Amount = Field(
+        description="The cap, in `unit`; > 0. A currency amount is counted in micro-units "
+        "(1 USD = 1 000 000), rounded up."
+    )
+    unit: str = Field(
+        pattern=r"^([A-Z]{3}|tokens)$",
+        description="`tokens`, or a 3-letter currency code (e.g. USD) equal to "
+        "`pricing.currency`. A tool call is charged its `est_cost` argument, an LLM call "
+        "its priced token estimate.",
+    )
+    scope: KeyScope = Field(
+        "tenant",
+        description="What is counted separately: the tenant, each agent, each session or "
+        "each tool.",
+    )
+    window: Literal["none", "hour", "day", "month"] = Field(
+        "none",
+        description="When the count restarts: `none` never; `hour`, `day`, `month` at the "
+        "start of each, in UTC.",
+    )
+    on_exceed: Literal["deny", "require_approval"] = Field(
+        "deny", description="The verdict for an action the budget cannot cover."
+    )
+    reason: str | None = Field(
+        None, min_length=1, description="Why the budget exists, in words for people."
+    )
+    kind: KindSelector = None
+    name: NameSelector = None
+    agent: AgentSelector = None
+    tenant: TenantSelector = None
+
+
+class RateLimitModel(_Strict):
+    """At most `limit` allowed actions per `per`, counted per `key`."""
+
+    id: RuleId = Field(description="Unique among rate limits; named in the reason of a refusal.")
+    limit: int = Field(strict=True, ge=1, description="Actions allowed per `per`; ≥ 1.")
+    per: Duration = Field(
+        description="The period: seconds, or a number with ms, s, m, h or d (`500ms`, `10s`, "
+        "`5m`, `1h`, `1d`)."
+    )
+    key: KeyScope = Field(
+        "agent",
+        description="What is counted separately: the tenant, each agent, each session or "
+        "each tool.",
+    )
+    reason: str | None = Field(
+        None, min_length=1, description="Why the limit exists, in words for people."
+    )
+    rule: str | list[str] | None = Field(
+        None,
+        description="Rule ids: count only actions allowed by one of these rules. Each must "
+        "be a rule of this policy.",
+    )
+    kind: KindSelector = None
+    name: NameSelector = None
+    agent: AgentSelector = None
+    tenant: TenantSelector = None
+
+
+class TokenPrice(_Strict):
+    input: Price = Field(description="Price per million input (prompt) tokens; ≥ 0.")
+    output: Price = Field(description="Price per million output (completion) tokens; ≥ 0.")
+
+
+class PricingSettings(_Strict):
+    currency: str = Field(
+        "USD",
+        pattern=r"^[A-Z]{3}$",
+        description="Currency of the prices, a 3-letter code; currency budgets must use it. "
+        "The shipped default prices are in USD and apply only when this is USD.",
+    )
+    models: dict[Annotated[str, Field(min_length=1)], TokenPrice] = Field(
+        default_factory=dict,
+        description="Model name or glob → price per million tokens. Exact names win over "
+        "globs, globs apply in file order, and all win over the shipped defaults.",
+    )
+
+
+class AuditSettings(_Strict):
+    durability: Literal["none", "process", "power"] = Field(
+        "process",
+        description="`process`: a verdict is returned once its record is committed (it "
+        "survives a crash of the process); `power`: also synced to disk (it survives a "
+        "power loss); `none`: recorded in the background (a crash may lose the newest "
+        "records).",
+    )
+
+
 class PolicyModel(_Strict):
     """An ``interlock.yaml`` file."""
 
@@ -199,6 +378,21 @@ class PolicyModel(_Strict):
     approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)  # type: ignore[arg-type]
     limits: Limits = Field(default_factory=Limits)  # type: ignore[arg-type]
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
+    budgets: list[BudgetModel] = Field(
+        default_factory=list,
+        description="Spending caps on allowed actions, in a currency or in tokens.",
+    )
+    rate_limits: list[RateLimitModel] = Field(
+        default_factory=list, description="Caps on how often allowed actions run."
+    )
+    pricing: PricingSettings = Field(
+        default_factory=PricingSettings,  # type: ignore[arg-type]
+        description="Model prices, for currency budgets on LLM calls.",
+    )
+    audit: AuditSettings = Field(
+        default_factory=AuditSettings,  # type: ignore[arg-type]
+        description="How decision records are made durable.",
+    )
 
 
 def policy_json_schema() -> dict[str, Any]:

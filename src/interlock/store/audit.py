@@ -113,6 +113,10 @@ class AuditWriter:
         """Record any other event (an approval decided, a budget settled)."""
         return self._write(tenant, kind, record)
 
+    def write_event_nowait(self, tenant: str, event: Event) -> None:
+        """Queue a guard event without waiting for it to be durable."""
+        self._submit((tenant, event.kind, event, None))
+
     async def awrite_event(self, tenant: str, event: Event) -> int | None:
         """The async twin of :meth:`write_event`: awaits the commit without
         blocking the event loop."""

@@ -1,0 +1,99 @@
+"""Turning a ``require_approval`` verdict into a request, and a request's state into
+the verdict the call gets.
+
+| the request for this exact call (intent hash) | the call's verdict |
+| --- | --- |
+| approved, not yet claimed | ``allow``, and the approval is claimed: used up |
+| pending (new or already open) | ``require_approval`` with the approval id and URL |
+| denied, within ``grant_ttl`` of the denial | ``deny`` with the approver's reason |
+
+A changed argument is another intent, so another request.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from interlock.core.decision import ApprovalRef, Decision, Verdict
+from interlock.core.intent import intent_hash
+from interlock.core.redaction import Redactor
+from interlock.store.records import ApprovalStatus, ClaimOutcome
+
+if TYPE_CHECKING:
+    from interlock.core.action import Action
+    from interlock.policy.compiled import CompiledPolicy
+    from interlock.store.sql import SqlStore
+
+__all__ = ["approval_decision", "request_approval"]
+
+
+def request_approval(
+    store: SqlStore,
+    policy: CompiledPolicy,
+    action: Action,
+    *,
+    rule_ids: tuple[str, ...],
+    reason: str,
+    redactor: Redactor,
+) -> ClaimOutcome:
+    """Claim, find or open the approval request for this exact call."""
+    context = action.context
+    settings = policy.approval_policy
+    summary = redactor.redact_value(action.summary())
+    return store.resolve_approval(
+        tenant=context.tenant,
+        intent_hash=intent_hash(action),
+        action=summary if isinstance(summary, dict) else {"summary": summary},
+        context=_context_record(action, redactor),
+        rule_ids=rule_ids,
+        reason=redactor.redact(reason),
+        requested_by=context.agent,
+        ttl_us=int(settings.ttl * 1_000_000),
+        grant_ttl_us=int(settings.grant_ttl * 1_000_000),
+    )
+
+
+def approval_decision(
+    outcome: ClaimOutcome, policy: CompiledPolicy, decision: Decision, *, reason: str
+) -> Decision:
+    """The verdict a call gets from the state of its approval request."""
+    record = outcome.record
+    ref = ApprovalRef(id=record.id, url=policy.approval_link(record.id), status=outcome.state.value)
+    rule_ids = decision.rule_ids
+    if outcome.state is ApprovalStatus.CLAIMED:
+        why = f": {record.decision_reason}" if record.decision_reason else ""
+        return Decision(
+            Verdict.ALLOW,
+            f"approved by {record.decided_by}{why} (approval {record.id}, now used)",
+            rule_ids,
+            None,
+            decision.decision_id,
+            ref,
+            decision.shadow,
+        )
+    if outcome.state is ApprovalStatus.DENIED:
+        why = f": {record.decision_reason}" if record.decision_reason else ""
+        return Decision(
+            Verdict.DENY,
+            f"denied by {record.decided_by}{why} (approval {record.id})",
+            rule_ids,
+            None,
+            decision.decision_id,
+            ref,
+            decision.shadow,
+        )
+    return Decision(
+        Verdict.REQUIRE_APPROVAL,
+        reason,
+        rule_ids,
+        None,
+        decision.decision_id,
+        ref,
+        decision.shadow,
+    )
+
+
+def _context_record(action: Action, redactor: Redactor) -> dict[str, object]:
+    context = action.context.as_dict()
+    redacted = redactor.redact_value(context)
+    return redacted if isinstance(redacted, dict) else {}

@@ -1,0 +1,237 @@
+"""The local engine with state: approvals, rate limits and budgets on top of the pure
+verdict.
+
+1. The pure engine decides (``evaluate``).
+2. ``require_approval`` → the call's approval request: a claimed grant turns it into
+   ``allow``; a standing denial into ``deny``; otherwise it stays pending.
+3. ``allow`` → each rate limit that applies takes a slot, or the call is denied.
+4. ``allow`` → one reservation on every budget the call costs something against, or
+   the budget's ``on_exceed`` verdict (``deny``, or an approval request of its own:
+   once approved, the retried call reserves past the cap and the overspend is
+   recorded).
+
+Whatever this step holds for an ``allow`` — a reservation, a claimed grant — is given
+back by :meth:`StatefulDecider.compensate` when the guard does not let the action run
+after all (a timeout, a cancellation, an audit failure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from interlock.approvals.requests import approval_decision, request_approval
+from interlock.core.decision import Decision, ReservationRef, Verdict
+from interlock.core.redaction import Redactor
+from interlock.errors import describe
+from interlock.ledger.budgets import budget_lines, refusal_reason
+from interlock.policy.engine import evaluate
+from interlock.policy.specs import scope_key
+from interlock.store.records import ApprovalStatus, Reservation
+
+if TYPE_CHECKING:
+    from interlock.core.action import Action
+    from interlock.deciders.base import CancelToken
+    from interlock.policy.compiled import CompiledPolicy
+    from interlock.store.sql import SqlStore
+
+__all__ = ["StatefulDecider"]
+
+log = logging.getLogger("interlock")
+
+
+class StatefulDecider:
+    """Evaluates in-process and keeps approvals, rate limits and budgets in ``store``.
+    ``reservation_ttl`` (seconds) is how long an unsettled reservation is held before
+    the reaper gives it back."""
+
+    def __init__(
+        self,
+        policy: CompiledPolicy,
+        store: SqlStore,
+        *,
+        reservation_ttl: float = 300.0,
+        redactor: Redactor | None = None,
+    ) -> None:
+        if reservation_ttl <= 0:
+            raise ValueError(f"reservation_ttl must be positive, not {reservation_ttl!r}")
+        self.policy = policy
+        self.store = store
+        self.reservation_ttl = reservation_ttl
+        self.redactor = redactor or Redactor(extra_patterns=policy.redaction_patterns)
+
+    # -- the Decider protocol --------------------------------------------------------
+
+    def decide(
+        self, action: Action, *, deadline: float | None, cancel: CancelToken | None
+    ) -> Decision:
+        decision = evaluate(action, self.policy)
+        if not self._needs_state(decision):
+            return decision
+        return self.settle(action, decision)
+
+    async def adecide(
+        self, action: Action, *, deadline: float | None, cancel: CancelToken | None
+    ) -> Decision:
+        decision = evaluate(action, self.policy)
+        if not self._needs_state(decision):
+            return decision
+        # The store is synchronous: run it in a thread. If this task is cancelled
+        # meanwhile, whatever the thread ends up holding is given back.
+        work = asyncio.ensure_future(asyncio.to_thread(self.settle, action, decision))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            work.add_done_callback(self._compensate_when_done)
+            raise
+
+    def _needs_state(self, decision: Decision) -> bool:
+        verdict = decision.verdict
+        if verdict is Verdict.REQUIRE_APPROVAL:
+            return True
+        policy = self.policy
+        return verdict is Verdict.ALLOW and bool(policy.budgets or policy.rate_limits)
+
+    # -- the stateful steps ----------------------------------------------------------
+
+    def settle(self, action: Action, decision: Decision) -> Decision:
+        """Steps 2–4 on a pure verdict. Store failures propagate (the guard makes
+        them undetermined)."""
+        claimed: str | None = None
+        if decision.verdict is Verdict.REQUIRE_APPROVAL:
+            decision = self._approval(action, decision, decision.rule_ids, decision.reason)
+            if decision.verdict is not Verdict.ALLOW:
+                return decision
+            claimed = decision.approval.id if decision.approval else None
+        try:
+            limited = self._rate_limited(action, decision)
+            if limited is not None:
+                self.compensate(decision)
+                return limited
+            return self._reserve(action, decision, claimed)
+        except BaseException:
+            self.compensate(decision)
+            raise
+
+    def _approval(
+        self, action: Action, decision: Decision, rule_ids: tuple[str, ...], reason: str
+    ) -> Decision:
+        outcome = request_approval(
+            self.store,
+            self.policy,
+            action,
+            rule_ids=rule_ids,
+            reason=reason,
+            redactor=self.redactor,
+        )
+        return approval_decision(
+            outcome,
+            self.policy,
+            decision._replace(rule_ids=rule_ids),
+            reason=reason,
+        )
+
+    def _rate_limited(self, action: Action, decision: Decision) -> Decision | None:
+        for spec in self.policy.rate_limits:
+            if not spec.selector.matches(action, decision.rule_ids):
+                continue
+            key = scope_key(spec.key, action)
+            outcome = self.store.rate_acquire(
+                tenant=action.context.tenant,
+                limit_id=spec.id,
+                key=key,
+                interval_us=spec.interval_us,
+                window_us=spec.window_us,
+            )
+            if not outcome.allowed:
+                why = f"{spec.reason}: " if spec.reason else ""
+                return Decision(
+                    Verdict.DENY,
+                    f"{why}rate limit {spec.id!r} ({key}) allows {spec.limit} per "
+                    f"{spec.per_seconds:g} s; retry in {outcome.retry_after:.2f} s",
+                    (f"rate:{spec.id}",),
+                    None,
+                    decision.decision_id,
+                )
+        return None
+
+    def _reserve(self, action: Action, decision: Decision, claimed: str | None) -> Decision:
+        lines = budget_lines(self.policy, action, decision.rule_ids)
+        if not lines:
+            return decision
+        context = action.context
+        key = context.idempotency_key
+        idempotency_key = f"{key}:{_intent(action)}" if key else decision.decision_id
+        outcome = self.store.reserve(
+            tenant=context.tenant,
+            idempotency_key=idempotency_key,
+            lines=lines,
+            ttl_us=int(self.reservation_ttl * 1_000_000),
+            force=claimed is not None,
+        )
+        if outcome.reservation is not None:
+            return decision._replace(reservation=_ref(outcome.reservation))
+        refusal = outcome.refusal
+        assert refusal is not None
+        spec = next(b for b in self.policy.budgets if b.id == refusal.line.budget_id)
+        reason = refusal_reason(refusal)
+        if spec.reason:
+            reason = f"{spec.reason}: {reason}"
+        budget_rule = (f"budget:{spec.id}",)
+        if spec.on_exceed is Verdict.REQUIRE_APPROVAL:
+            asked = self._approval(action, decision, budget_rule, reason)
+            if asked.verdict is Verdict.ALLOW:  # approved: reserve past the cap
+                return self._reserve(action, asked, asked.approval.id if asked.approval else "")
+            return asked
+        return Decision(Verdict.DENY, reason, budget_rule, None, decision.decision_id)
+
+    # -- giving back -------------------------------------------------------------------
+
+    def compensate(self, decision: Decision) -> None:
+        """Give back what an ``allow`` held: release its reservation, return a claimed
+        grant. Never raises (a failure is logged; the reaper releases the
+        reservation after its TTL)."""
+        reservation = decision.reservation
+        if reservation is not None:
+            try:
+                self.store.release(reservation.id)
+            except Exception as exc:
+                log.warning(
+                    "interlock: could not release reservation %s: %s",
+                    reservation.id,
+                    describe(exc),
+                )
+        approval = decision.approval
+        if (
+            approval is not None
+            and approval.id is not None
+            and approval.status == ApprovalStatus.CLAIMED.value
+            and not self.store.unclaim_approval(approval.id)
+        ):
+            log.warning(
+                "interlock: approval %s was used by a call that did not run and could "
+                "not be returned; it must be approved again",
+                approval.id,
+            )
+
+    def _compensate_when_done(self, work: asyncio.Future[Decision]) -> None:
+        if work.cancelled() or work.exception() is not None:
+            return
+        self.compensate(work.result())
+
+
+def _intent(action: Action) -> str:
+    from interlock.core.intent import intent_hash
+
+    try:
+        return intent_hash(action)
+    except (TypeError, ValueError):
+        return f"{action.kind}:{action.name}"
+
+
+def _ref(reservation: Reservation) -> ReservationRef:
+    return ReservationRef(
+        id=reservation.id,
+        amounts=tuple((line.budget_id, line.amount, line.unit) for line in reservation.lines),
+    )

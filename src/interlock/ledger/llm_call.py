@@ -1,0 +1,134 @@
+"""One guarded model call: check and reserve before, commit real usage after.
+
+Example::
+
+    from interlock.ledger.usage import Usage
+
+    with guard.llm_call("gpt-5", estimate=Usage(1_200, 800)) as call:
+        response = client.chat.completions.create(model="gpt-5", messages=messages)
+        call.record(response.usage)            # committed on exit
+
+    async with guard.llm_call("claude-sonnet-4-5", estimate=Usage(900, 400)) as call:
+        message = await client.messages.create(...)
+        call.record(message.usage)
+
+On entry the call is checked like any action (kind ``llm``, the model as its name, the
+estimate as ``input_tokens`` / ``max_output_tokens``): anything but ``allow`` raises
+before the model is called, a budget that cannot take the estimate included. On a
+normal exit the reservation is committed with the recorded usage (or, when nothing
+was recorded, with the estimate: the call happened and its cost is not known to be
+lower). On an exception or a cancellation it is released. Exactly one of the two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from interlock.core.action import Action, Context
+from interlock.errors import describe
+from interlock.ledger.usage import Usage
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from interlock.core.decision import Decision
+    from interlock.guard import Guard
+
+__all__ = ["LLMCall"]
+
+log = logging.getLogger("interlock")
+
+
+class LLMCall:
+    """Made by :meth:`interlock.Guard.llm_call`; use it with ``with`` or ``async with``."""
+
+    def __init__(
+        self,
+        guard: Guard,
+        model: str,
+        *,
+        estimate: Usage | object | None,
+        context: Context | None,
+        arguments: Mapping[str, Any] | None,
+        timeout: float | None,
+    ) -> None:
+        self.guard = guard
+        self.model = model
+        self.estimate = Usage() if estimate is None else Usage.of(estimate)
+        args = dict(arguments or {})
+        args.update(self.estimate.as_arguments())
+        self.action = Action.llm(model, arguments=args, context=context or Context())
+        self.timeout = timeout
+        self.decision: Decision | None = None
+        self.usage: Usage | None = None
+        self._settled = False
+
+    def record(self, usage: Usage | object) -> Usage:
+        """Say what the call really used (a Usage, a provider's usage object, or a
+        mapping of token counts); committed when the block ends."""
+        self.usage = Usage.of(usage)
+        return self.usage
+
+    # -- sync ------------------------------------------------------------------------
+
+    def __enter__(self) -> LLMCall:
+        from interlock.guard import raise_for
+
+        decision = self.guard.check(self.action, timeout=self.timeout)
+        raise_for(decision, self.action)
+        self.decision = decision
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._settle(failed=exc_type is not None)
+
+    # -- async -------------------------------------------------------------------------
+
+    async def __aenter__(self) -> LLMCall:
+        from interlock.guard import raise_for
+
+        decision = await self.guard.acheck(self.action, timeout=self.timeout)
+        raise_for(decision, self.action)
+        self.decision = decision
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.decision is None or self.decision.reservation is None:
+            return
+        # Shielded: a cancellation arriving now must not leave the reservation open.
+        await asyncio.shield(asyncio.to_thread(self._settle, failed=exc_type is not None))
+
+    # -- settling ----------------------------------------------------------------------
+
+    def _settle(self, *, failed: bool) -> None:
+        decision = self.decision
+        if decision is None or decision.reservation is None or self._settled:
+            return
+        self._settled = True
+        try:
+            if failed:
+                self.guard.release(decision)
+            else:
+                self.guard.commit(decision, self.usage or self.estimate, model=self.model)
+        except Exception as exc:
+            # The reaper releases the reservation after its TTL; say so loudly.
+            log.error(
+                "interlock: could not %s reservation %s for %s: %s",
+                "release" if failed else "commit",
+                decision.reservation.id,
+                self.model,
+                describe(exc),
+            )
