@@ -4,6 +4,10 @@ A scripted "agent" proposes tool calls one after another; each tool is a plain P
 function behind ``guard.protect``, so its body runs only on allow. The run produces
 every verdict kind — allow, deny, require_approval, undetermined — and a shadow-mode
 rule, and prints them as a table.
+
+With a store (the CLI uses the embedded SQLite default), every decision lands in the
+hash-chained audit log, the large refund opens an approval, a supervisor approves it,
+and the agent's identical retry runs exactly once.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from interlock.core.events import EventSink, MemorySink
 from interlock.errors import Blocked
 from interlock.guard import Guard
 from interlock.policy.loader import load_policy_text
+from interlock.store.sql import SqlStore
 
 __all__ = ["DemoStep", "StepResult", "example_policy_text", "run_demo"]
 
@@ -97,8 +102,21 @@ def _tools(guard: Guard, ran: list[str]) -> dict[str, Callable[..., str]]:
     return {f.__name__: f for f in (shell, read_file, fetch_url, refund_order, send_email)}
 
 
-def run_demo(sink: EventSink | None = None, policy_text: str | None = None) -> list[StepResult]:
-    """Run the scripted agent; returns one result per step."""
+SUPERVISOR = "demo-supervisor"
+RETRY = DemoStep(
+    "refund_order",
+    {"order_id": 43, "amount": 250, "currency": "EUR"},
+    f"retry the large refund once {SUPERVISOR} approved it",
+)
+
+
+def run_demo(
+    sink: EventSink | None = None,
+    policy_text: str | None = None,
+    store: SqlStore | None = None,
+) -> list[StepResult]:
+    """Run the scripted agent; returns one result per step. With ``store``, the
+    decisions are audited and the large refund is approved and retried."""
     policy = load_policy_text(policy_text or example_policy_text(), file="examples/interlock.yaml")
     memory = MemorySink()
     decisions: list[Decision] = []
@@ -111,11 +129,13 @@ def run_demo(sink: EventSink | None = None, policy_text: str | None = None) -> l
         context=Context(tenant="acme", agent="support-bot", session_id="demo-1"),
         sink=_Tee(memory, sink),
         on_decision=remember,
+        store=store,
     )
     ran: list[str] = []
     tools = _tools(guard, ran)
     results = []
-    for step in SCRIPT:
+
+    def perform(step: DemoStep) -> StepResult:
         before = len(decisions)
         ran_before = len(ran)
         try:
@@ -123,7 +143,24 @@ def run_demo(sink: EventSink | None = None, policy_text: str | None = None) -> l
         except Blocked as exc:
             output = f"{type(exc).__name__}"
         decision = decisions[-1] if len(decisions) > before else None
-        results.append(StepResult(step, decision, len(ran) > ran_before, output))
+        return StepResult(step, decision, len(ran) > ran_before, output)
+
+    try:
+        for step in SCRIPT:
+            results.append(perform(step))
+        if store is not None:
+            pending = next(
+                r.decision.approval.id
+                for r in results
+                if r.decision is not None
+                and r.decision.approval is not None
+                and r.decision.approval.id is not None
+                and r.step.arguments == RETRY.arguments
+            )
+            store.approve(pending, by=SUPERVISOR, reason="order 43 checked by hand")
+            results.append(perform(RETRY))
+    finally:
+        guard.close()
     return results
 
 
