@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from interlock.ledger.usage import Usage
     from interlock.policy.specs import Durability
     from interlock.store.audit import AuditWriter
+    from interlock.store.reaper import Reaper
     from interlock.store.records import ApprovalRecord, Reservation
     from interlock.store.sql import SqlStore
 
@@ -92,7 +93,8 @@ class Guard:
     ``audit.durability``, or ``durability=``), ``require_approval`` opens an approval
     bound to the exact call, and the policy's rate limits and budgets apply. A
     reservation an allowed call holds is released after ``reservation_ttl`` seconds
-    unless committed or released first.
+    unless committed or released first: a reaper thread looks every
+    ``reap_interval`` seconds (``None``: no reaper in this guard).
     """
 
     def __init__(
@@ -110,6 +112,7 @@ class Guard:
         store: SqlStore | str | None = None,
         durability: Durability | None = None,
         reservation_ttl: float = 300.0,
+        reap_interval: float | None = 10.0,
     ) -> None:
         if fail_mode not in ("closed", "open"):
             raise ValueError(f"fail_mode must be 'closed' or 'open', not {fail_mode!r}")
@@ -121,8 +124,9 @@ class Guard:
         self.store: SqlStore | None = None
         self.audit: AuditWriter | None = None
         self._owns_store = False
+        self._reaper: Reaper | None = None
         if store is not None:
-            self._open_store(store, policy, durability)
+            self._open_store(store, policy, durability, reap_interval)
         if decider is None:
             if policy is None:
                 raise ValueError("Guard needs a policy or a decider")
@@ -159,8 +163,10 @@ class Guard:
         store: SqlStore | str,
         policy: CompiledPolicy | None,
         durability: Durability | None,
+        reap_interval: float | None,
     ) -> None:
         from interlock.store.audit import AuditWriter
+        from interlock.store.reaper import Reaper
         from interlock.store.url import open_store
 
         if isinstance(store, str):
@@ -170,9 +176,15 @@ class Guard:
         if durability is None:
             durability = policy.audit.durability if policy is not None else "process"
         self.audit = AuditWriter(store, durability=durability, redactor=self.redactor)
+        if reap_interval is not None:
+            self._reaper = Reaper(store, interval=reap_interval)
+            self._reaper.start()
 
     def close(self) -> None:
-        """Write every pending audit record and close the store the guard opened."""
+        """Write every pending audit record, stop the reaper and close the store the
+        guard opened."""
+        if self._reaper is not None:
+            self._reaper.stop()
         if self.audit is not None:
             self.audit.close()
         if self.store is not None and self._owns_store:

@@ -511,3 +511,30 @@ def test_guard_opens_and_closes_a_store_from_a_url(tmp_path: Path) -> None:
         guard.check(Action.tool("read_file", {"path": "a"}))
     with open_store(url) as store:
         assert store.verify_audit().checked == {"acme": 1}
+
+
+def test_the_guards_reaper_releases_what_a_crashed_agent_reserved(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'reap.db'}"
+    with open_store(url) as crashed_agents_store:
+        crashed = Guard(
+            load_policy_text(POLICY),
+            store=crashed_agents_store,
+            context=AGENT,
+            reservation_ttl=0.2,
+            reap_interval=None,
+        )
+        held = crashed.check(Action.tool("paid_lookup", {"q": "a", "est_cost": 0.5}))
+        assert held.reservation is not None  # and then the agent dies, unsettled
+        crashed.audit.close()  # type: ignore[union-attr]
+    with Guard(load_policy_text(POLICY), store=url, reap_interval=0.05) as survivor:
+        assert survivor.store is not None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            (row,) = survivor.store.budget_rows(budget_id="tool-spend")
+            if row.reserved == 0:
+                break
+            time.sleep(0.05)
+        assert (row.spent, row.reserved) == (0, 0)
+        assert survivor.store.get_reservation(held.reservation.id).status is (
+            ReservationStatus.EXPIRED
+        )

@@ -1,0 +1,65 @@
+"""The reaper: a background thread that releases reservations past their TTL and
+expires lapsed approvals, so a crashed agent cannot hold a budget.
+
+Every guard on a store runs one (``Guard(reap_interval=...)``; ``None`` turns it off).
+Replicas on one PostgreSQL share the work: each skips the rows another is releasing.
+
+Example::
+
+    from interlock.store import open_store
+    from interlock.store.reaper import Reaper
+
+    reaper = Reaper(open_store(), interval=10.0)
+    reaper.start()
+    ...
+    reaper.stop()
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from interlock.errors import describe
+from interlock.store.records import ReapResult
+from interlock.store.sql import SqlStore
+
+__all__ = ["Reaper"]
+
+log = logging.getLogger("interlock.store")
+
+
+class Reaper(threading.Thread):
+    """Calls ``store.reap()`` every ``interval`` seconds until stopped."""
+
+    def __init__(self, store: SqlStore, *, interval: float = 10.0) -> None:
+        if interval <= 0:
+            raise ValueError(f"the reap interval must be positive, not {interval!r}")
+        super().__init__(name="interlock-reaper", daemon=True)
+        self.store = store
+        self.interval = interval
+        self.total = ReapResult()
+        self._stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopping.wait(self.interval):
+            try:
+                result = self.store.reap()
+            except Exception as exc:  # the database is away: try again next round
+                log.warning("interlock: the reaper could not run: %s", describe(exc))
+                continue
+            if result.reservations or result.approvals:
+                log.info(
+                    "interlock: reaper released %d reservation(s), expired %d approval(s)",
+                    result.reservations,
+                    result.approvals,
+                )
+            self.total = ReapResult(
+                self.total.reservations + result.reservations,
+                self.total.approvals + result.approvals,
+            )
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopping.set()
+        if self.is_alive():
+            self.join(timeout)
