@@ -6,7 +6,9 @@
 - the ```python blocks of one document run in order, in one namespace, in a scratch
   directory whose `interlock.yaml` is the document's first policy (or the shipped
   example when it has none);
-- a ```bash line that runs `interlock` and carries `# exit N` runs and exits N.
+- a ```bash line that runs `interlock` and carries `# exit N` runs and exits N; the
+  lines of one document run in order, in one scratch directory, with no
+  `INTERLOCK_*` variable set.
 """
 
 from __future__ import annotations
@@ -96,7 +98,10 @@ def test_command_line_examples_exit_as_documented(path: Path, tmp_path: Path) ->
     (tmp_path / "interlock.yaml").write_text(policy_of(path))
     exe = shutil.which("interlock", path=str(Path(sys.executable).parent))
     assert exe is not None
-    env = {**os.environ, "PATH": f"{Path(exe).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    # The examples describe a fresh environment: no database, data dir, key or approver
+    # of the developer's may leak in.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INTERLOCK_")}
+    env["PATH"] = f"{Path(exe).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     for command, code in _interlock_lines(path):
         shlex.split(command)  # the example is valid shell
         result = subprocess.run(

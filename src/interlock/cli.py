@@ -5,7 +5,9 @@
     interlock policy test tests/policy_cases.yaml
     interlock policy schema > interlock.schema.json
     interlock demo
-    interlock audit tail --events events.jsonl
+
+The commands over the durable store (``db``, ``audit``, ``approvals``, ``budgets``)
+live in :mod:`interlock.cli_store`.
 
 Exit codes of ``check``: 0 allow, 3 deny, 4 require_approval, 5 undetermined; 2 for a
 usage error or an invalid policy or input.
@@ -21,11 +23,12 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
 from rich.table import Table
 
+from interlock.cli_console import err, fail, out
+from interlock.cli_store import approvals_app, audit_app, budgets_app, db_app
 from interlock.core.decision import Decision, Verdict
-from interlock.core.events import JsonlSink, read_jsonl
+from interlock.core.events import JsonlSink
 from interlock.core.redaction import Redactor
 from interlock.errors import PolicyError, describe
 from interlock.guard import Guard
@@ -40,7 +43,6 @@ EXIT_CODES: dict[Verdict, int] = {
     Verdict.REQUIRE_APPROVAL: 4,
     Verdict.UNDETERMINED: 5,
 }
-EXIT_USAGE = 2
 
 app = typer.Typer(
     help="Interlock: one decision point before every agent action.",
@@ -49,12 +51,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 policy_app = typer.Typer(help="Lint, test and describe policies.", no_args_is_help=True)
-audit_app = typer.Typer(help="Read decision records.", no_args_is_help=True)
 app.add_typer(policy_app, name="policy")
+app.add_typer(db_app, name="db")
 app.add_typer(audit_app, name="audit")
-
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+app.add_typer(approvals_app, name="approvals")
+app.add_typer(budgets_app, name="budgets")
 
 _STYLE = {
     Verdict.ALLOW: "green",
@@ -80,22 +81,17 @@ def _policy_path(policy: Path | None) -> Path:
     return Path(os.environ.get("INTERLOCK_POLICY", "interlock.yaml"))
 
 
-def _fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}", markup=True)
-    return typer.Exit(EXIT_USAGE)
-
-
 def _load(policy: Path | None) -> Any:
     try:
         return load_policy(_policy_path(policy))
     except PolicyError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 def _parse_arg(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key:
-        raise _fail(f"--arg expects key=value, got {text!r}")
+        raise fail(f"--arg expects key=value, got {text!r}")
     try:
         value = json.loads(raw)
     except ValueError:
@@ -174,9 +170,9 @@ def check(
         try:
             data = json.loads(raw)
         except ValueError as exc:
-            raise _fail(f"--json is not valid JSON: {exc}") from None
+            raise fail(f"--json is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
-            raise _fail("--json must be a JSON object")
+            raise fail("--json must be a JSON object")
         context = data.pop("context", None) or {}
         context.setdefault("tenant", tenant)
         if agent is not None:
@@ -185,7 +181,7 @@ def check(
             context.setdefault("session_id", session)
     else:
         if name is None:
-            raise _fail("give the action with --json, or at least --name")
+            raise fail("give the action with --json, or at least --name")
         data = {"kind": kind, "name": name, "arguments": dict(_parse_arg(a) for a in arg or [])}
         if scope is not None:
             data["scope"] = scope
@@ -198,7 +194,7 @@ def check(
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
         )
-        raise _fail(f"invalid action: {problems}") from None
+        raise fail(f"invalid action: {problems}") from None
     sink = JsonlSink(events) if events is not None else None
     guard = Guard(compiled, sink=sink)
     decision = guard.check(action)
@@ -268,7 +264,7 @@ def policy_test(
         try:
             _, results = run_cases(file, compiled)
         except PolicyError as exc:
-            raise _fail(str(exc)) from None
+            raise fail(str(exc)) from None
         for result in results:
             where = f"{file}:{result.line}" if result.line else str(file)
             if result.passed:
@@ -300,14 +296,43 @@ def demo(
     events: Annotated[
         Path | None, typer.Option(help="Also append the run's events to this JSONL file.")
     ] = None,
+    database: Annotated[
+        str | None,
+        typer.Option(
+            "--database",
+            "-d",
+            help="Store URL (default: $INTERLOCK_DATABASE_URL or the embedded "
+            "sqlite:///.interlock/interlock.db).",
+            show_default=False,
+        ),
+    ] = None,
+    no_store: Annotated[
+        bool, typer.Option("--no-store", help="Decide in memory only: no audit, no approvals.")
+    ] = False,
 ) -> None:
-    """Run a scripted, offline agent under the example policy and show every verdict."""
+    """Run a scripted, offline agent under the example policy and show every verdict.
+
+    On the store (the embedded SQLite file by default) every decision is audited, and a
+    supervisor approves the large refund so that the agent's retry runs exactly once."""
     from interlock.demo import run_demo
+    from interlock.errors import StoreError
+    from interlock.store import default_database_url, open_store
 
     sink = JsonlSink(events) if events is not None else None
-    results = run_demo(sink=sink)
-    if sink is not None:
-        sink.close()
+    store = None
+    if not no_store:
+        try:
+            store = open_store(database or default_database_url())
+        except (StoreError, ImportError) as exc:
+            raise fail(describe(exc)) from None
+    try:
+        results = run_demo(sink=sink, store=store)
+        report = store.verify_audit() if store is not None else None
+    finally:
+        if sink is not None:
+            sink.close()
+        if store is not None:
+            store.close()
     redactor = Redactor()
     table = Table(title="interlock demo — a scripted support agent under examples/interlock.yaml")
     table.add_column("#", no_wrap=True)
@@ -343,39 +368,14 @@ def demo(
     )
     if events is not None:
         out.print(f"events appended to {events} (see: interlock audit tail --events {events})")
-
-
-@audit_app.command("tail")
-def audit_tail(
-    events: Annotated[Path, typer.Option(help="A JSONL event file (from --events).")],
-    lines: Annotated[int, typer.Option("-n", help="How many records.")] = 20,
-    as_json: Annotated[bool, typer.Option("--json", help="Print raw JSON lines.")] = False,
-) -> None:
-    """Show the newest decision records."""
-    if not events.exists():
-        raise _fail(f"{events}: no such event file")
-    records = list(read_jsonl(events))[-lines:]
-    if as_json:
-        for record in records:
-            sys.stdout.write(json.dumps(record) + "\n")
-        return
-    table = Table()
-    for column in ("decision id", "agent", "action", "decision", "rules", "µs"):
-        table.add_column(column, overflow="fold")
-    for record in records:
-        action = record.get("action") or {}
-        verdict = record.get("decision", record.get("kind", ""))
-        if "shadow" in record:
-            verdict += f" (shadow: would {record['shadow']['decision']})"
-        table.add_row(
-            str(record.get("decision_id", "")),
-            str(record.get("agent", "")),
-            f"{action.get('kind', '')} {action.get('name', '')}",
-            verdict,
-            ", ".join(record.get("rule_ids", [])),
-            str(record.get("latency_us", "")),
+    if store is not None and report is not None:
+        records = sum(report.checked.values())
+        state = "intact" if report.ok else "BROKEN"
+        out.print(
+            f"audit: {records} records in {store.url}, chain {state} "
+            "(see: interlock audit tail, interlock audit verify, interlock approvals list "
+            "--status all)"
         )
-    out.print(table)
 
 
 def main() -> None:

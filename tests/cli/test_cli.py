@@ -167,13 +167,42 @@ def test_policy_schema_prints_json_schema() -> None:
 
 def test_demo_shows_every_verdict_kind_and_runs_bodies_only_on_allow(tmp_path: Path) -> None:
     events = tmp_path / "demo.jsonl"
-    code, output = run("demo", "--events", str(events))
+    database = f"sqlite:///{tmp_path / 'demo.db'}"
+    code, output = run("demo", "--events", str(events), "--database", database)
     assert code == 0, output
     for verdict in ("allow", "deny", "require_approval", "undetermined", "shadow: would"):
         assert verdict in output
     records = [json.loads(line) for line in events.read_text().splitlines()]
     assert {r["decision"] for r in records} == {"allow", "deny", "require_approval", "undetermined"}
     assert "s3cr3t" not in events.read_text()
+    assert "audit: 12 records" in output and "chain intact" in output
+
+
+def test_demo_on_the_store_audits_every_decision_and_claims_the_approval_once(
+    tmp_path: Path,
+) -> None:
+    from interlock.store import ApprovalStatus, open_store
+
+    database = f"sqlite:///{tmp_path / 'demo.db'}"
+    code, output = run("demo", "--database", database)
+    assert code == 0, output
+    with open_store(database) as store:
+        report = store.verify_audit()
+        assert report.ok and report.checked == {"acme": 12}
+        (approval,) = store.list_approvals()
+        assert approval.status is ApprovalStatus.CLAIMED
+        assert approval.decided_by == "demo-supervisor"
+        assert "s3cr3t" not in " ".join(row.body for row in store.audit_rows())
+
+
+def test_demo_without_a_store_writes_no_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, output = run("demo", "--no-store")
+    assert code == 0, output
+    assert "audit:" not in output
+    assert not (tmp_path / ".interlock").exists()
 
 
 def test_the_console_script_is_installed() -> None:
