@@ -95,7 +95,11 @@ class PostgresStore(SqlStore):
         self._listener: _Listener | None = None
         self._listener_lock = threading.Lock()
         if migrate:
-            self.migrate()
+            try:
+                self.migrate()
+            except BaseException:
+                self.close()  # a refused open must not leave connections behind
+                raise
 
     @property
     def url(self) -> str:

@@ -191,13 +191,12 @@ class SqlStore(ABC):
         sequence numbers. ``durable`` asks the back end to sync to disk on commit."""
         seqs: list[int] = []
         with self.audit_transaction(durable) as cur:
-            heads: dict[str, tuple[int, str]] = {}
+            # Lock the heads in one order (sorted), whatever the entries' order: two
+            # replicas appending to the same tenants must not deadlock.
+            heads = {t: self._lock_head(cur, t) for t in sorted({e[0] for e in entries})}
             rows: list[tuple[Any, ...]] = []
             for tenant, ts_us, kind, decision_id, agent, decision, body in entries:
-                head = heads.get(tenant)
-                if head is None:
-                    head = self._lock_head(cur, tenant)
-                seq, prev = head[0] + 1, head[1]
+                seq, prev = heads[tenant][0] + 1, heads[tenant][1]
                 digest = link_hash(
                     prev,
                     tenant,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
@@ -53,7 +54,11 @@ class SQLiteStore(SqlStore):
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         if migrate:
-            self.migrate()
+            try:
+                self.migrate()
+            except BaseException:
+                self.close()  # a refused open must not leave connections behind
+                raise
 
     @property
     def url(self) -> str:
@@ -68,20 +73,41 @@ class SQLiteStore(SqlStore):
             return conn
         if self._closed:
             raise StoreUnavailable(f"the store {self.url} is closed")
+        conn = None
         try:
             conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=self.busy_timeout
             )
-            conn.execute("PRAGMA journal_mode=WAL")
+            self._enable_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
         except sqlite3.Error as exc:
+            if conn is not None:
+                conn.close()
             raise StoreUnavailable(f"cannot open {self.path}: {exc}") from exc
         self._local.conn = conn
         self._local.full_sync = False
         with self._all_lock:
             self._all.append(conn)
         return conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        # Turning a new file to WAL needs its write lock, and SQLite does not wait for
+        # that one (no busy handler there): wait here, up to busy_timeout, so that
+        # processes opening a new database at once do not fail.
+        deadline = time.monotonic() + self.busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                busy = exc.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+                remaining = deadline - time.monotonic()
+                if not busy or remaining <= 0:
+                    raise
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.1)
 
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[Cursor]:
