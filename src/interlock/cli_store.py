@@ -48,8 +48,6 @@ from interlock.store import (
     default_database_url,
     open_store,
 )
-from interlock.store.chain import encode_body
-from interlock.store.sql import AuditEntry
 from interlock.store.sqlite import SQLiteStore
 
 __all__ = ["approvals_app", "audit_app", "budgets_app", "db_app"]
@@ -596,13 +594,6 @@ def _decide(
             record = decide(approval_id, by=identity, reason=reason, tenant=tenant)
         except ApprovalError as exc:
             raise fail(message_of(exc), code=EXIT_FAILED) from None
-        try:
-            store.append_audit([_approval_entry(record, store.clock())], durable=True)
-        except StoreError as exc:
-            raise fail(
-                f"approval {record.id} is {record.status.value}, but its audit record "
-                f"could not be written: {message_of(exc)}"
-            ) from None
     effect = "may run once" if status is ApprovalStatus.APPROVED else "is denied"
     out.print(
         Text(
@@ -610,23 +601,6 @@ def _decide(
             f"{effect} until {_iso(record.expires_us)}"
         )
     )
-
-
-def _approval_entry(record: ApprovalRecord, now_us: int) -> AuditEntry:
-    """The audit record of a decision: kind ``approval``, the approver as its agent."""
-    body = encode_body(
-        {
-            "kind": "approval",
-            "approval_id": record.id,
-            "intent_hash": record.intent_hash,
-            "status": record.status.value,
-            "decided_by": record.decided_by,
-            "reason": _REDACTOR.redact(record.decision_reason or ""),
-            "rule_ids": list(record.rule_ids),
-        }
-    )
-    ts_us = record.decided_us if record.decided_us is not None else now_us
-    return (record.tenant, ts_us, "approval", None, record.decided_by, None, body)
 
 
 # -- budgets -----------------------------------------------------------------------

@@ -175,7 +175,7 @@ def test_demo_shows_every_verdict_kind_and_runs_bodies_only_on_allow(tmp_path: P
     records = [json.loads(line) for line in events.read_text().splitlines()]
     assert {r["decision"] for r in records} == {"allow", "deny", "require_approval", "undetermined"}
     assert "s3cr3t" not in events.read_text()
-    assert "audit: 12 records" in output and "chain intact" in output
+    assert "audit: 13 records" in output and "chain intact" in output  # 12 calls, 1 approval
 
 
 def test_demo_on_the_store_audits_every_decision_and_claims_the_approval_once(
@@ -188,7 +188,9 @@ def test_demo_on_the_store_audits_every_decision_and_claims_the_approval_once(
     assert code == 0, output
     with open_store(database) as store:
         report = store.verify_audit()
-        assert report.ok and report.checked == {"acme": 12}
+        assert report.ok and report.checked == {"acme": 13}  # 12 calls and the approval
+        kinds = [row.kind for row in store.audit_rows()]
+        assert kinds.count("approval") == 1 and kinds.count("decision") == 12
         (approval,) = store.list_approvals()
         assert approval.status is ApprovalStatus.CLAIMED
         assert approval.decided_by == "demo-supervisor"

@@ -279,7 +279,20 @@ def test_a_late_commit_after_expiry_still_charges_what_was_spent(
 
     late = store.commit(rid, {"spend": 35})
     assert late.status is ReservationStatus.COMMITTED
-    assert counters(store) == (35, 0, 5)  # reserved is not touched again
+    # reserved is not touched again, and nothing of it was reserved any more: all
+    # of the late spend is overage
+    assert counters(store) == (35, 0, 35)
+
+
+def test_a_late_commit_can_never_hide_an_overspend(store: SqlStore, clock: Any) -> None:
+    first = reserved_id(store, "k1", line(60), ttl_s=10)
+    clock.advance(11)
+    store.reap()
+    reserved_id(store, "k2", line(100), ttl_s=60)  # the whole cap, now free again
+    store.commit(first, {"spend": 60})  # the first call did spend, late
+    spent, reserved, overage = counters(store)
+    assert (spent, reserved, overage) == (60, 100, 60)
+    assert spent - overage + reserved <= 100  # beyond the cap only as recorded overage
 
 
 def test_releasing_an_expired_reservation_changes_nothing(store: SqlStore, clock: Any) -> None:

@@ -204,11 +204,17 @@ class StatefulDecider:
                 )
         approval = decision.approval
         if (
-            approval is not None
-            and approval.id is not None
-            and approval.status == ApprovalStatus.CLAIMED.value
-            and not self.store.unclaim_approval(approval.id)
+            approval is None
+            or approval.id is None
+            or approval.status != ApprovalStatus.CLAIMED.value
         ):
+            return
+        try:
+            returned = self.store.unclaim_approval(approval.id)
+        except Exception as exc:
+            returned = False
+            log.warning("interlock: could not return approval %s: %s", approval.id, describe(exc))
+        if not returned:
             log.warning(
                 "interlock: approval %s was used by a call that did not run and could "
                 "not be returned; it must be approved again",

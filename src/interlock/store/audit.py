@@ -93,6 +93,7 @@ class AuditWriter:
         self.timeout = timeout
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closed = False
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="interlock-audit", daemon=True)
         self._thread.start()
         self.batches = 0  # commits made (for benchmarks and tests)
@@ -146,23 +147,26 @@ class AuditWriter:
         return _result(ticket)
 
     def _submit(self, item: _Item) -> None:
-        if self._closed:
-            raise AuditFailure("the audit writer is closed")
-        self._queue.put(item)
+        with self._lock:  # nothing is queued behind the writer's stop
+            if self._closed:
+                raise AuditFailure("the audit writer is closed")
+            self._queue.put(item)
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until everything submitted so far is written; False on timeout."""
+        if not self._thread.is_alive():
+            return True  # closed: everything was written before it stopped
         marker = threading.Event()
         self._queue.put(marker)
         return marker.wait(timeout)
 
     def close(self, timeout: float = 30.0) -> None:
         """Write what is queued, then stop the writer."""
-        if self._closed:
-            return
-        self.flush(timeout)
-        self._closed = True
-        self._queue.put(_STOP)
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(_STOP)  # after everything submitted before close
         self._thread.join(timeout)
 
     # -- the writer thread -------------------------------------------------------------
@@ -222,7 +226,7 @@ class AuditWriter:
                 ticket.settle(seq, None)
 
     def _entry(self, tenant: str, kind: str, payload: Any) -> AuditEntry:
-        ts_us = time.time_ns() // 1000
+        ts_us = self.store.clock()
         try:
             if isinstance(payload, dict):
                 record = self.redactor.redact_value(payload)

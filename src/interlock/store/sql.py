@@ -19,8 +19,10 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any, Protocol
 
+from interlock.core.redaction import Redactor
 from interlock.errors import (
     ApprovalClosed,
     ApprovalNotFound,
@@ -28,7 +30,7 @@ from interlock.errors import (
     ReservationNotFound,
     SelfApproval,
 )
-from interlock.store.chain import GENESIS, audit_key, link_hash, verify_rows
+from interlock.store.chain import GENESIS, audit_key, encode_body, link_hash, verify_rows
 from interlock.store.records import (
     ApprovalRecord,
     ApprovalStatus,
@@ -189,44 +191,50 @@ class SqlStore(ABC):
     def append_audit(self, entries: Sequence[AuditEntry], *, durable: bool = False) -> list[int]:
         """Append records to their tenants' chains in one transaction; return their
         sequence numbers. ``durable`` asks the back end to sync to disk on commit."""
-        seqs: list[int] = []
         with self.audit_transaction(durable) as cur:
-            # Lock the heads in one order (sorted), whatever the entries' order: two
-            # replicas appending to the same tenants must not deadlock.
-            heads = {t: self._lock_head(cur, t) for t in sorted({e[0] for e in entries})}
-            rows: list[tuple[Any, ...]] = []
-            for tenant, ts_us, kind, decision_id, agent, decision, body in entries:
-                seq, prev = heads[tenant][0] + 1, heads[tenant][1]
-                digest = link_hash(
-                    prev,
-                    tenant,
-                    seq,
-                    ts_us,
-                    kind,
-                    decision_id,
-                    agent,
-                    decision,
-                    body,
-                    self.audit_key,
-                )
-                rows.append(
-                    (tenant, seq, ts_us, kind, decision_id, agent, decision, body, prev, digest)
-                )
-                heads[tenant] = (seq, digest)
-                seqs.append(seq)
-            cur.executemany(
-                self.q(f"INSERT INTO audit_events ({_AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"),
-                rows,
+            return self._append(cur, entries)
+
+    def _append(self, cur: Cursor, entries: Sequence[AuditEntry]) -> list[int]:
+        """Append inside the caller's transaction (so a state change and its record
+        commit together)."""
+        seqs: list[int] = []
+        # Lock the heads in one order (sorted), whatever the entries' order: two
+        # replicas appending to the same tenants must not deadlock.
+        heads = {t: self._lock_head(cur, t) for t in sorted({e[0] for e in entries})}
+        rows: list[tuple[Any, ...]] = []
+        for tenant, ts_us, kind, decision_id, agent, decision, body in entries:
+            seq, prev = heads[tenant][0] + 1, heads[tenant][1]
+            digest = link_hash(
+                prev,
+                tenant,
+                seq,
+                ts_us,
+                kind,
+                decision_id,
+                agent,
+                decision,
+                body,
+                self.audit_key,
             )
-            cur.executemany(
-                self.q("UPDATE audit_heads SET seq = ?, hash = ? WHERE tenant = ?"),
-                [(seq, digest, tenant) for tenant, (seq, digest) in heads.items()],
+            rows.append(
+                (tenant, seq, ts_us, kind, decision_id, agent, decision, body, prev, digest)
             )
+            heads[tenant] = (seq, digest)
+            seqs.append(seq)
+        cur.executemany(
+            self.q(f"INSERT INTO audit_events ({_AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"),
+            rows,
+        )
+        cur.executemany(
+            self.q("UPDATE audit_heads SET seq = ?, hash = ? WHERE tenant = ?"),
+            [(seq, digest, tenant) for tenant, (seq, digest) in heads.items()],
+        )
         return seqs
 
     def audit_transaction(self, durable: bool) -> AbstractContextManager[Cursor]:
         """The write transaction audit appends run in; ``durable`` makes its commit
-        wait for the disk (SQLite: synchronous=FULL; PostgreSQL: synchronous_commit)."""
+        wait for the disk (SQLite: synchronous=FULL). PostgreSQL commits are synced
+        whatever ``durable`` says (the server's ``synchronous_commit``, on by default)."""
         return self.transaction(write=True)
 
     def _lock_head(self, cur: Cursor, tenant: str) -> tuple[int, str]:
@@ -450,26 +458,25 @@ class SqlStore(ABC):
 
     def unclaim_approval(self, approval_id: str) -> bool:
         """Give a claimed grant back (the call it was claimed for did not run after
-        all). False when it cannot be: another request for the intent is open."""
-        try:
-            with self.transaction(write=True) as cur:
-                cur.execute(
-                    self.q(
-                        "UPDATE approvals SET status = 'approved', claimed_us = NULL "
-                        "WHERE id = ? AND status = 'claimed'"
-                    ),
-                    (approval_id,),
-                )
-                return cur.rowcount == 1
-        except Exception:  # the unique open-request index: a new request was opened
-            return False
+        all). False when it cannot be: another request for the intent is open, or it
+        was not claimed. A database failure raises."""
+        with self.transaction(write=True) as cur:
+            cur.execute(
+                self.q(
+                    "UPDATE approvals SET status = 'approved', claimed_us = NULL "
+                    "WHERE id = ? AND status = 'claimed' AND NOT EXISTS ("
+                    "SELECT 1 FROM approvals AS open WHERE open.tenant = approvals.tenant "
+                    "AND open.intent_hash = approvals.intent_hash "
+                    "AND open.status IN ('pending', 'approved'))"
+                ),
+                (approval_id,),
+            )
+            return cur.rowcount == 1
 
     def get_approval(self, approval_id: str, *, tenant: str | None = None) -> ApprovalRecord:
         with self.transaction(write=False) as cur:
             record = self._read_approval(cur, approval_id, tenant)
-        if record.status is ApprovalStatus.PENDING and record.expires_us <= self.clock():
-            return _with_status(record, ApprovalStatus.EXPIRED)
-        return record
+        return _as_of(record, self.clock())
 
     def _read_approval(self, cur: Cursor, approval_id: str, tenant: str | None) -> ApprovalRecord:
         cur.execute(
@@ -488,7 +495,8 @@ class SqlStore(ABC):
         status: ApprovalStatus | str | None = None,
         limit: int = 100,
     ) -> list[ApprovalRecord]:
-        """Approvals, newest first. A pending one past its expiry shows as expired."""
+        """Approvals, newest first. A pending or approved one past its expiry shows as
+        expired."""
         now = self.clock()
         where: list[str] = []
         params: list[Any] = []
@@ -496,11 +504,13 @@ class SqlStore(ABC):
             where.append("tenant = ?")
             params.append(tenant)
         wanted = ApprovalStatus(status) if status is not None else None
-        if wanted is ApprovalStatus.PENDING:
-            where.append("status = 'pending' AND expires_us > ?")
-            params.append(now)
+        if wanted in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED):
+            where.append("status = ? AND expires_us > ?")
+            params.extend((wanted.value, now))
         elif wanted is ApprovalStatus.EXPIRED:
-            where.append("(status = 'expired' OR (status = 'pending' AND expires_us <= ?))")
+            where.append(
+                "(status = 'expired' OR (status IN ('pending', 'approved') AND expires_us <= ?))"
+            )
             params.append(now)
         elif wanted is not None:
             where.append("status = ?")
@@ -512,12 +522,7 @@ class SqlStore(ABC):
         with self.transaction(write=False) as cur:
             cur.execute(self.q(sql), params)
             records = [_approval(row) for row in cur.fetchall()]
-        return [
-            _with_status(r, ApprovalStatus.EXPIRED)
-            if r.status is ApprovalStatus.PENDING and r.expires_us <= now
-            else r
-            for r in records
-        ]
+        return [_as_of(r, now) for r in records]
 
     def approve(
         self, approval_id: str, *, by: str, reason: str = "", tenant: str | None = None
@@ -541,16 +546,18 @@ class SqlStore(ABC):
         reason: str,
         tenant: str | None,
     ) -> ApprovalRecord:
-        if not by or not by.strip():
+        approver = by.strip() if isinstance(by, str) else ""
+        if not approver:
             raise SelfApproval(
                 "an approver identity is required to decide an approval", approval_id=approval_id
             )
         now = self.clock()
+        lapsed = False
         with self.transaction(write=True) as cur:
             record = self._read_approval(cur, approval_id, tenant)
-            if record.requested_by is not None and record.requested_by == by:
+            if _same_identity(record.requested_by, approver):
                 raise SelfApproval(
-                    f"{by!r} requested approval {approval_id} and cannot decide it",
+                    f"{approver!r} requested approval {approval_id} and cannot decide it",
                     approval_id=approval_id,
                 )
             if record.status is not ApprovalStatus.PENDING:
@@ -559,6 +566,7 @@ class SqlStore(ABC):
                     approval_id=approval_id,
                 )
             if record.expires_us <= now:
+                # Marked expired here, and refused once this transaction has committed.
                 cur.execute(
                     self.q(
                         "UPDATE approvals SET status = 'expired' "
@@ -566,26 +574,30 @@ class SqlStore(ABC):
                     ),
                     (approval_id,),
                 )
-                raise ApprovalClosed(
-                    f"approval {approval_id} expired before it was decided",
-                    approval_id=approval_id,
+                lapsed = True
+            else:
+                cur.execute(
+                    self.q(
+                        "UPDATE approvals SET status = ?, decided_by = ?, decision_reason = ?, "
+                        "decided_us = ?, expires_us = ? + grant_ttl_us "
+                        f"WHERE id = ? AND status = 'pending' RETURNING {_APPROVAL_COLUMNS}"
+                    ),
+                    (status.value, approver, reason, now, now, approval_id),
                 )
-            cur.execute(
-                self.q(
-                    "UPDATE approvals SET status = ?, decided_by = ?, decision_reason = ?, "
-                    "decided_us = ?, expires_us = ? + grant_ttl_us "
-                    f"WHERE id = ? AND status = 'pending' RETURNING {_APPROVAL_COLUMNS}"
-                ),
-                (status.value, by, reason, now, now, approval_id),
+                row = cur.fetchone()
+                if row is None:  # pragma: no cover - the row is locked by the read above
+                    raise ApprovalClosed(
+                        f"approval {approval_id} was decided meanwhile", approval_id=approval_id
+                    )
+                decided = _approval(row)
+                self._append(cur, [_approval_entry(decided)])
+                self.notify_decided(cur, approval_id)
+        if lapsed:
+            raise ApprovalClosed(
+                f"approval {approval_id} expired before it was decided", approval_id=approval_id
             )
-            row = cur.fetchone()
-            if row is None:  # pragma: no cover - the row is locked by the read above
-                raise ApprovalClosed(
-                    f"approval {approval_id} was decided meanwhile", approval_id=approval_id
-                )
-            self.notify_decided(cur, approval_id)
         self._approval_waiters.wake(approval_id)
-        return _approval(row)
+        return decided
 
     # -- budgets -----------------------------------------------------------------------
 
@@ -740,7 +752,9 @@ class SqlStore(ABC):
                     (
                         line.amount if still_reserved else 0,
                         used,
-                        max(0, used - line.amount),
+                        # Spend beyond what was reserved; a late commit had its
+                        # reservation given back already, so all of it is beyond.
+                        max(0, used - line.amount) if still_reserved else used,
                         now,
                         reservation.tenant,
                         line.budget_id,
@@ -775,31 +789,40 @@ class SqlStore(ABC):
     def _give_back(
         self, cur: Cursor, reservation: Reservation, status: ReservationStatus, now: int
     ) -> Reservation:
+        return self._give_back_all(cur, [reservation], status, now)[0]
+
+    def _give_back_all(
+        self,
+        cur: Cursor,
+        reservations: Sequence[Reservation],
+        status: ReservationStatus,
+        now: int,
+    ) -> list[Reservation]:
+        """Return reservations' amounts to their budgets, touching each budget once and
+        in the same (sorted) order as ``reserve`` locks them: no deadlock."""
+        owed: dict[tuple[str, str, str, int], int] = {}
+        for reservation in reservations:
+            for line in reservation.lines:
+                key = (reservation.tenant, line.budget_id, line.scope_key, line.window_start)
+                owed[key] = owed.get(key, 0) + line.amount
         cur.executemany(
             self.q(
                 "UPDATE budgets SET reserved = reserved - ?, updated_us = ? WHERE tenant = ? "
                 "AND budget_id = ? AND scope_key = ? AND window_start = ?"
             ),
-            [
-                (
-                    line.amount,
-                    now,
-                    reservation.tenant,
-                    line.budget_id,
-                    line.scope_key,
-                    line.window_start,
-                )
-                for line in reservation.lines
-            ],
+            [(owed[key], now, *key) for key in sorted(owed)],
         )
-        cur.execute(
-            self.q(
-                "UPDATE reservations SET status = ?, settled_us = ? "
-                f"WHERE id = ? RETURNING {_RESERVATION_COLUMNS}"
-            ),
-            (status.value, now, reservation.id),
-        )
-        return _reservation(cur.fetchone())
+        settled = []
+        for reservation in reservations:
+            cur.execute(
+                self.q(
+                    "UPDATE reservations SET status = ?, settled_us = ? "
+                    f"WHERE id = ? RETURNING {_RESERVATION_COLUMNS}"
+                ),
+                (status.value, now, reservation.id),
+            )
+            settled.append(_reservation(cur.fetchone()))
+        return settled
 
     def get_reservation(self, reservation_id: str) -> Reservation:
         with self.transaction(write=False) as cur:
@@ -880,8 +903,8 @@ class SqlStore(ABC):
                     (now,),
                 )
                 batch = [_reservation(row) for row in cur.fetchall()]
-                for reservation in batch:
-                    self._give_back(cur, reservation, ReservationStatus.EXPIRED, now)
+                if batch:
+                    self._give_back_all(cur, batch, ReservationStatus.EXPIRED, now)
             released += len(batch)
             if len(batch) < _REAP_BATCH:
                 break
@@ -1043,10 +1066,40 @@ def _approval(row: Any) -> ApprovalRecord:
     )
 
 
-def _with_status(record: ApprovalRecord, status: ApprovalStatus) -> ApprovalRecord:
-    from dataclasses import replace
+_REDACTOR = Redactor()
 
-    return replace(record, status=status)
+
+def _approval_entry(record: ApprovalRecord) -> AuditEntry:
+    """The audit record of an approval decided: kind ``approval``, the approver as
+    its agent, committed in the same transaction as the decision."""
+    body = encode_body(
+        {
+            "kind": "approval",
+            "approval_id": record.id,
+            "intent_hash": record.intent_hash,
+            "status": record.status.value,
+            "decided_by": record.decided_by,
+            "reason": _REDACTOR.redact(record.decision_reason or ""),
+            "rule_ids": list(record.rule_ids),
+        }
+    )
+    ts_us = record.decided_us if record.decided_us is not None else record.created_us
+    return (record.tenant, ts_us, "approval", None, record.decided_by, None, body)
+
+
+def _same_identity(requested_by: str | None, approver: str) -> bool:
+    """Whether the approver is the requester: compared trimmed and case-folded, so
+    ``"Bot "`` cannot approve what ``"bot"`` asked for."""
+    return requested_by is not None and requested_by.strip().casefold() == approver.casefold()
+
+
+def _as_of(record: ApprovalRecord, now: int) -> ApprovalRecord:
+    """The record as it stands at ``now``: an open one past its expiry is expired,
+    whether or not the reaper has marked it yet."""
+    lapsed = record.status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)
+    if lapsed and record.expires_us <= now:
+        return replace(record, status=ApprovalStatus.EXPIRED)
+    return record
 
 
 def _reservation(row: Any, *, replayed: bool = False) -> Reservation:
@@ -1069,6 +1122,4 @@ def _reservation(row: Any, *, replayed: bool = False) -> Reservation:
 
 
 def _replayed(reservation: Reservation) -> Reservation:
-    from dataclasses import replace
-
     return replace(reservation, replayed=True)
