@@ -826,21 +826,15 @@ class SqlStore(ABC):
 
     def get_reservation(self, reservation_id: str) -> Reservation:
         with self.transaction(write=False) as cur:
-            cur.execute(
-                self.q(f"SELECT {_RESERVATION_COLUMNS} FROM reservations WHERE id = ?"),
-                (reservation_id,),
-            )
-            row = cur.fetchone()
-        if row is None:
-            raise ReservationNotFound(
-                f"no reservation {reservation_id!r}", reservation_id=reservation_id
-            )
-        return _reservation(row)
+            return self._read_reservation(cur, reservation_id, lock=False)
 
-    def _read_reservation(self, cur: Cursor, reservation_id: str) -> Reservation:
+    def _read_reservation(
+        self, cur: Cursor, reservation_id: str, *, lock: bool = True
+    ) -> Reservation:
         cur.execute(
             self.q(
-                f"SELECT {_RESERVATION_COLUMNS} FROM reservations WHERE id = ?{self.for_update}"
+                f"SELECT {_RESERVATION_COLUMNS} FROM reservations WHERE id = ?"
+                f"{self.for_update if lock else ''}"
             ),
             (reservation_id,),
         )
