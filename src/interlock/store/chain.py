@@ -2,9 +2,10 @@
 
 Each tenant has its own chain. Record ``seq`` (1, 2, 3, ...) stores ``prev_hash`` (the
 hash of record ``seq - 1``; :data:`GENESIS` for the first) and ``hash``: SHA-256 (or
-HMAC-SHA256 with a key, see below) over the JSON array
-``[prev_hash, tenant, seq, ts_us, kind, decision_id, agent, decision, body]``, encoded
-with sorted keys, no spaces and ASCII only — so any field edited, a record deleted,
+HMAC-SHA256 with a key, see below) over the UTF-8 of the fields
+``prev_hash, tenant, seq, ts_us, kind, decision_id, agent, decision, body``, each
+written as ``<length>:<text>`` (length in characters; numbers in decimal; a missing
+field as ``~``) — an unambiguous encoding, so any field edited, a record deleted,
 inserted or moved breaks a link that :func:`verify_rows` names.
 
 With ``INTERLOCK_AUDIT_KEY`` set (any secret string), links are HMAC-SHA256 under that
@@ -67,14 +68,26 @@ def link_hash(
     key: bytes | None = None,
 ) -> str:
     """The hash of one link (hex)."""
-    material = json.dumps(
-        [prev_hash, tenant, seq, ts_us, kind, decision_id, agent, decision, body],
-        separators=(",", ":"),
-        ensure_ascii=True,
-    ).encode("ascii")
+    material = "".join(
+        [
+            _field(prev_hash),
+            _field(tenant),
+            _field(str(seq)),
+            _field(str(ts_us)),
+            _field(kind),
+            _field(decision_id),
+            _field(agent),
+            _field(decision),
+            _field(body),
+        ]
+    ).encode("utf-8", "surrogatepass")
     if key is not None:
         return hmac.new(key, material, hashlib.sha256).hexdigest()
     return hashlib.sha256(material).hexdigest()
+
+
+def _field(text: str | None) -> str:
+    return "~" if text is None else f"{len(text)}:{text}"
 
 
 def row_hash(row: AuditRow, key: bytes | None = None) -> str:
