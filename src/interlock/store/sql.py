@@ -765,11 +765,14 @@ class SqlStore(ABC):
             cur.execute(
                 self.q(
                     "UPDATE reservations SET status = 'committed', settled_us = ?, actual = ? "
-                    f"WHERE id = ? RETURNING {_RESERVATION_COLUMNS}"
+                    "WHERE id = ?"
                 ),
                 (now, _json(spent), reservation_id),
             )
-            return _reservation(cur.fetchone())
+        # The row is locked and read above: what it now holds is known.
+        return replace(
+            reservation, status=ReservationStatus.COMMITTED, settled_us=now, actual=spent
+        )
 
     def release(self, reservation_id: str) -> Reservation:
         """Return a reservation's amounts to its budgets. Releasing twice (or one the
@@ -812,17 +815,11 @@ class SqlStore(ABC):
             ),
             [(owed[key], now, *key) for key in sorted(owed)],
         )
-        settled = []
-        for reservation in reservations:
-            cur.execute(
-                self.q(
-                    "UPDATE reservations SET status = ?, settled_us = ? "
-                    f"WHERE id = ? RETURNING {_RESERVATION_COLUMNS}"
-                ),
-                (status.value, now, reservation.id),
-            )
-            settled.append(_reservation(cur.fetchone()))
-        return settled
+        cur.executemany(
+            self.q("UPDATE reservations SET status = ?, settled_us = ? WHERE id = ?"),
+            [(status.value, now, reservation.id) for reservation in reservations],
+        )
+        return [replace(r, status=status, settled_us=now) for r in reservations]
 
     def get_reservation(self, reservation_id: str) -> Reservation:
         with self.transaction(write=False) as cur:
