@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -40,33 +39,38 @@ __all__ = ["AuditWriter"]
 
 log = logging.getLogger("interlock.audit")
 
-_STOP: Final = object()
 _RETRIES: Final = (0.01, 0.05, 0.2)
 
+# One record on its way: (tenant, kind, payload); payload is an Event or a plain dict.
+_Item = tuple[str, str, Any]
 
-class _Ticket:
-    """One record on its way to disk; ``wait`` blocks until it is durable."""
 
-    __slots__ = ("callback", "error", "event", "seq")
+class _Batch:
+    """The records that will share one commit. Callers append to the open batch; the
+    writer takes it whole and opens the next, so one wake-up serves every caller of a
+    commit (no per-record event)."""
 
-    def __init__(self, callback: Callable[[], object] | None = None) -> None:
-        self.event = threading.Event()
-        self.callback = callback
+    __slots__ = ("callbacks", "done", "error", "items", "seqs")
+
+    def __init__(self) -> None:
+        self.items: list[_Item] = []
+        self.done = threading.Event()
+        self.seqs: list[int] = []
         self.error: BaseException | None = None
-        self.seq: int | None = None
+        self.callbacks: list[Callable[[], object]] = []
 
-    def settle(self, seq: int | None, error: BaseException | None) -> None:
-        self.seq = seq
+    def result(self, index: int) -> int:
+        if self.error is not None:
+            raise self.error
+        return self.seqs[index]
+
+    def settle(self, seqs: list[int], error: BaseException | None) -> None:
+        self.seqs = seqs
         self.error = error
-        self.event.set()
-        if self.callback is not None:
+        self.done.set()
+        for callback in self.callbacks:
             with contextlib.suppress(RuntimeError):  # the waiting loop has closed
-                self.callback()
-
-
-# What travels to the writer: (tenant, kind, payload, ticket); payload is an Event or
-# a plain record dict.
-_Item = tuple[str, str, Any, _Ticket | None]
+                callback()
 
 
 class AuditWriter:
@@ -91,9 +95,11 @@ class AuditWriter:
         self.redactor = redactor or Redactor()
         self.max_batch = max_batch
         self.timeout = timeout
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._closed = False
         self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._open = _Batch()  # the batch callers append to
+        self._writing: _Batch | None = None  # the batch being committed
+        self._closed = False
         self._thread = threading.Thread(target=self._run, name="interlock-audit", daemon=True)
         self._thread.start()
         self.batches = 0  # commits made (for benchmarks and tests)
@@ -108,57 +114,62 @@ class AuditWriter:
         """Record a guard event; returns its chain position once durable (``None``
         when durability is ``none``). Raises AuditFailure when it cannot be made
         durable."""
-        return self._write(tenant, event.kind, event)
+        return self._write((tenant, event.kind, event))
 
     def write_record(self, tenant: str, kind: str, record: dict[str, Any]) -> int | None:
         """Record any other event (an approval decided, a budget settled)."""
-        return self._write(tenant, kind, record)
+        return self._write((tenant, kind, record))
 
     def write_event_nowait(self, tenant: str, event: Event) -> None:
         """Queue a guard event without waiting for it to be durable."""
-        self._submit((tenant, event.kind, event, None))
+        self._submit((tenant, event.kind, event))
 
     async def awrite_event(self, tenant: str, event: Event) -> int | None:
         """The async twin of :meth:`write_event`: awaits the commit without
         blocking the event loop."""
         if not self.waits:
-            self._submit((tenant, event.kind, event, None))
+            self._submit((tenant, event.kind, event))
             return None
         loop = asyncio.get_running_loop()
         done = asyncio.Event()
-        ticket = _Ticket(lambda: loop.call_soon_threadsafe(done.set))
-        self._submit((tenant, event.kind, event, ticket))
+        batch, index = self._submit(
+            (tenant, event.kind, event), lambda: loop.call_soon_threadsafe(done.set)
+        )
         try:
             await asyncio.wait_for(done.wait(), self.timeout)
         except TimeoutError:
             raise AuditFailure(
                 f"the decision's record was not durable within {self.timeout:.1f} s"
             ) from None
-        return _result(ticket)
+        return batch.result(index)
 
-    def _write(self, tenant: str, kind: str, payload: Any) -> int | None:
+    def _write(self, item: _Item) -> int | None:
+        batch, index = self._submit(item)
         if not self.waits:
-            self._submit((tenant, kind, payload, None))
             return None
-        ticket = _Ticket()
-        self._submit((tenant, kind, payload, ticket))
-        if not ticket.event.wait(self.timeout):
+        if not batch.done.wait(self.timeout):
             raise AuditFailure(f"the record was not durable within {self.timeout:.1f} s")
-        return _result(ticket)
+        return batch.result(index)
 
-    def _submit(self, item: _Item) -> None:
-        with self._lock:  # nothing is queued behind the writer's stop
+    def _submit(
+        self, item: _Item, callback: Callable[[], object] | None = None
+    ) -> tuple[_Batch, int]:
+        with self._lock:  # nothing is added once the writer is told to stop
             if self._closed:
                 raise AuditFailure("the audit writer is closed")
-            self._queue.put(item)
+            batch = self._open
+            batch.items.append(item)
+            if callback is not None:
+                batch.callbacks.append(callback)
+            if len(batch.items) == 1:
+                self._work.notify()
+            return batch, len(batch.items) - 1
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until everything submitted so far is written; False on timeout."""
-        if not self._thread.is_alive():
-            return True  # closed: everything was written before it stopped
-        marker = threading.Event()
-        self._queue.put(marker)
-        return marker.wait(timeout)
+        with self._lock:
+            batch = self._open if self._open.items else self._writing
+        return True if batch is None else batch.done.wait(timeout)
 
     def close(self, timeout: float = 30.0) -> None:
         """Write what is queued, then stop the writer."""
@@ -166,64 +177,53 @@ class AuditWriter:
             if self._closed:
                 return
             self._closed = True
-            self._queue.put(_STOP)  # after everything submitted before close
+            self._work.notify()
         self._thread.join(timeout)
 
     # -- the writer thread -------------------------------------------------------------
 
     def _run(self) -> None:
         while True:
-            batch = [self._queue.get()]
-            while len(batch) < self.max_batch:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            items: list[_Item] = []
-            markers: list[threading.Event] = []
-            stop = False
-            for entry in batch:
-                if entry is _STOP:
-                    stop = True
-                elif isinstance(entry, threading.Event):
-                    markers.append(entry)
-                else:
-                    items.append(entry)
-            if items:
-                self._commit(items)
-            for marker in markers:
-                marker.set()
-            if stop:
-                return
+            with self._lock:
+                while not self._open.items and not self._closed:
+                    self._work.wait()
+                batch = self._open
+                if not batch.items:  # closed, and everything is written
+                    return
+                self._open = _Batch()
+                self._writing = batch
+            self._commit(batch)
+            with self._lock:
+                self._writing = None
 
-    def _commit(self, items: list[_Item]) -> None:
-        entries = [self._entry(tenant, kind, payload) for tenant, kind, payload, _ in items]
+    def _commit(self, batch: _Batch) -> None:
+        for start in range(0, len(batch.items), self.max_batch):
+            chunk = batch.items[start : start + self.max_batch]
+            seqs, error = self._append([self._entry(*item) for item in chunk])
+            if error is not None:
+                failure = AuditFailure(
+                    f"could not write {len(batch.items)} audit record(s): {describe(error)}"
+                )
+                failure.__cause__ = error
+                log.error("interlock: %s", failure)
+                batch.settle([], failure)
+                return
+            batch.seqs.extend(seqs)
+        batch.settle(batch.seqs, None)
+
+    def _append(self, entries: list[AuditEntry]) -> tuple[list[int], BaseException | None]:
         error: BaseException | None = None
-        seqs: list[int] = []
         for delay in (*_RETRIES, None):
             try:
                 seqs = self.store.append_audit(entries, durable=self.durability == "power")
-                error = None
-                break
             except Exception as exc:  # a locked or unreachable database: retry, then fail
                 error = exc
-                if delay is None:
-                    break
-                time.sleep(delay)
-        self.batches += 1
-        if error is not None:
-            failure = AuditFailure(
-                f"could not write {len(items)} audit record(s): {describe(error)}"
-            )
-            failure.__cause__ = error
-            log.error("interlock: %s", failure)
-            for *_, ticket in items:
-                if ticket is not None:
-                    ticket.settle(None, failure)
-            return
-        for (*_, ticket), seq in zip(items, seqs, strict=True):
-            if ticket is not None:
-                ticket.settle(seq, None)
+                if delay is not None:
+                    time.sleep(delay)
+                continue
+            self.batches += 1
+            return seqs, None
+        return [], error
 
     def _entry(self, tenant: str, kind: str, payload: Any) -> AuditEntry:
         ts_us = self.store.clock()
@@ -253,9 +253,3 @@ class AuditWriter:
             decision if isinstance(decision, str) else None,
             body,
         )
-
-
-def _result(ticket: _Ticket) -> int | None:
-    if ticket.error is not None:
-        raise ticket.error
-    return ticket.seq
