@@ -5,8 +5,10 @@ writes ``bench/results/<name>.json``. Exits 2 if a benchmark found a correctness
 problem (for instance Cedar and Interlock disagreeing); a missed latency target is
 reported, never turned into a failure.
 
-A later benchmark (store, adapters, server) is a module with a ``run(...)`` returning a
-:class:`bench.harness.BenchResult`, added to :data:`BENCHMARKS`.
+Each benchmark is a module with a ``run(...)`` returning a
+:class:`bench.harness.BenchResult`, added to :data:`BENCHMARKS`. ``--calls`` sets the
+main timed count of a benchmark (``check``: calls per subject; the ``store-*``
+benchmarks say in ``--list`` what it counts); ``--quick`` is a short smoke run.
 """
 
 from __future__ import annotations
@@ -22,14 +24,15 @@ from bench.harness import BenchResult, format_table, machine_info, write_result
 @dataclass(frozen=True, slots=True)
 class Benchmark:
     description: str
-    run: Callable[[int | None], BenchResult]  # calls (None: the benchmark's default)
+    #: ``run(calls, quick)``; calls None: the benchmark's default.
+    run: Callable[[int | None, bool], BenchResult]
     profile: Callable[[], str] | None = None
 
 
-def _check(calls: int | None) -> BenchResult:
+def _check(calls: int | None, quick: bool) -> BenchResult:
     from bench import check
 
-    return check.run(calls or check.DEFAULT_CALLS)
+    return check.run(calls or (QUICK_CALLS if quick else check.DEFAULT_CALLS))
 
 
 def _check_profile() -> str:
@@ -38,12 +41,70 @@ def _check_profile() -> str:
     return check.profile()
 
 
-#: name -> benchmark. Planned: "store", "adapters", "server".
+def _store_budget(calls: int | None, quick: bool) -> BenchResult:
+    from bench import store_budget
+
+    return store_budget.run(calls, quick)
+
+
+def _store_budget_profile() -> str:
+    from bench import store_budget
+
+    return store_budget.profile()
+
+
+def _store_audit(calls: int | None, quick: bool) -> BenchResult:
+    from bench import store_audit
+
+    return store_audit.run(calls, quick)
+
+
+def _store_audit_profile() -> str:
+    from bench import store_audit
+
+    return store_audit.profile()
+
+
+def _store_approval(calls: int | None, quick: bool) -> BenchResult:
+    from bench import store_approval
+
+    return store_approval.run(calls, quick)
+
+
+def _store_check(calls: int | None, quick: bool) -> BenchResult:
+    from bench import store_check
+
+    return store_check.run(calls, quick)
+
+
+#: name -> benchmark. Planned: "adapters", "server".
 BENCHMARKS: dict[str, Benchmark] = {
     "check": Benchmark(
         "one decision: guard.check / evaluate vs a dict+regex floor and cedarpy, 100 rules",
         _check,
         _check_profile,
+    ),
+    "store-budget": Benchmark(
+        "reserve+commit vs the raw conditional UPDATE, SQLite and PostgreSQL, and a hot "
+        "PostgreSQL budget (--calls: SQLite pairs)",
+        _store_budget,
+        _store_budget_profile,
+    ),
+    "store-audit": Benchmark(
+        "durable audit with group commit (16 threads) vs one fsync per record "
+        "(--calls: records per subject)",
+        _store_audit,
+        _store_audit_profile,
+    ),
+    "store-approval": Benchmark(
+        "approval-to-resume latency from another process vs a bare NOTIFY→LISTEN "
+        "(--calls: approvals per back end)",
+        _store_approval,
+    ),
+    "store-check": Benchmark(
+        "guard.check with a durable SQLite store vs durability none vs no store, 1 and 8 "
+        "threads (--calls: no-store checks)",
+        _store_check,
     ),
 }
 
@@ -53,8 +114,14 @@ QUICK_CALLS = 20_000
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", metavar="name", help=f"one of: {', '.join(BENCHMARKS)}")
-    parser.add_argument("--calls", type=int, default=None, help="timed calls per subject")
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK_CALLS:,} calls per subject")
+    parser.add_argument(
+        "--calls", type=int, default=None, help="timed calls per subject (see --list)"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a short smoke run (check: {QUICK_CALLS:,} calls per subject)",
+    )
     parser.add_argument(
         "--profile",
         action="store_true",
@@ -65,13 +132,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if options.list:
         for name, bench in BENCHMARKS.items():
-            print(f"{name:10} {bench.description}")
+            print(f"{name:15} {bench.description}")
         return 0
     unknown = [n for n in options.names if n not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")
     names = options.names or list(BENCHMARKS)
-    calls = QUICK_CALLS if options.quick else options.calls
 
     if options.profile:
         for name in names:
@@ -88,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name in names:
         print(f"running {name} ...", flush=True)
-        result = BENCHMARKS[name].run(calls)
+        result = BENCHMARKS[name].run(options.calls, options.quick)
         path = write_result(result, machine)
         for note in result.notes:
             print(f"  {note}")

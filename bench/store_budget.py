@@ -1,0 +1,521 @@
+"""Benchmark ``store-budget``: a budget reservation and its commit, against the one SQL
+statement underneath.
+
+Subjects, per back end (SQLite file in WAL mode; PostgreSQL when reachable):
+
+* **reserve + commit** through the store API: ``store.reserve`` on one budget line with
+  a fresh idempotency key, then ``store.commit`` of the reservation — two write
+  transactions, as every budgeted call makes. The reserve and the commit are also
+  timed apart.
+* **baseline: the raw conditional UPDATE** — ``UPDATE budgets SET reserved = reserved
+  + ? WHERE <key> AND spent + reserved + ? <= cap`` in a transaction of its own, on the
+  same database through the same driver settings (sqlite3 in autocommit mode with
+  ``BEGIN IMMEDIATE`` / ``COMMIT``, WAL, ``synchronous=NORMAL``; an autocommit psycopg
+  connection).
+* **floor for two transactions** — the raw reserve UPDATE and a raw settle UPDATE
+  (``reserved - a, spent + a``), each in its own transaction: the least any
+  reserve-then-commit design can cost without batching.
+
+The subjects alternate in five rounds, so that drifting load lands on each alike.
+
+On PostgreSQL also the **hot budget**: 3 processes × 4 threads (each process its own
+store) run reserve + commit pairs on ONE budget row for a few seconds; the same
+processes then run the raw UPDATE on one row as the baseline. Afterwards the budget's
+``spent`` must equal the sum of what the workers committed and ``reserved`` must be 0
+— anything else is a correctness problem.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+from bench.harness import BenchResult, Stats, Target, summarise
+from bench.store import (
+    Worker,
+    pg_connect,
+    pg_schema,
+    pg_server_settings,
+    pg_unavailable,
+    rounds,
+    sqlite_dir,
+    sqlite_facts,
+)
+from interlock.store import BudgetLine, SqlStore, open_store
+
+__all__ = ["profile", "run"]
+
+DEFAULT_SQLITE_CALLS: Final = 20_000
+DEFAULT_PG_CALLS: Final = 1_500
+QUICK_SQLITE_CALLS: Final = 3_000
+QUICK_PG_CALLS: Final = 200
+HOT_PROCESSES: Final = 3
+HOT_THREADS: Final = 4
+HOT_SECONDS: Final = 4.0
+QUICK_HOT_SECONDS: Final = 1.5
+TARGET_SQLITE_PAIR_P50_US: Final = 30.0
+TARGET_PG_HOT_PER_S: Final = 3_000.0
+
+TENANT: Final = "acme"
+CAP: Final = 10**15  # never reached: the benchmark measures the allowed path
+AMOUNT: Final = 1_000
+TTL_US: Final = 600_000_000
+KEY: Final = ("all", 0)  # scope_key, window_start
+
+RAW_RESERVE_SQLITE: Final = (
+    "UPDATE budgets SET reserved = reserved + ? WHERE tenant = ? AND budget_id = ? "
+    "AND scope_key = ? AND window_start = ? AND spent + reserved + ? <= cap"
+)
+RAW_SETTLE_SQLITE: Final = (
+    "UPDATE budgets SET reserved = reserved - ?, spent = spent + ? WHERE tenant = ? "
+    "AND budget_id = ? AND scope_key = ? AND window_start = ?"
+)
+RAW_RESERVE_PG: Final = RAW_RESERVE_SQLITE.replace("?", "%s")
+RAW_SETTLE_PG: Final = RAW_SETTLE_SQLITE.replace("?", "%s")
+
+
+def _line(budget_id: str) -> BudgetLine:
+    return BudgetLine(budget_id, KEY[0], KEY[1], "units", CAP, AMOUNT)
+
+
+def _pair_chunk(store: SqlStore, line: BudgetLine, tag: str, problems: list[str]) -> Any:
+    """Reserve + commit through the store, fresh idempotency keys every call."""
+    counter = [0]
+
+    def chunk(count: int) -> tuple[dict[str, list[int]], int]:
+        start = counter[0]
+        counter[0] += count
+        keys = [f"{tag}-{i}" for i in range(start, start + count)]
+        reserve_ns, commit_ns, pair_ns = [0] * count, [0] * count, [0] * count
+        clock = time.perf_counter_ns
+        reserve, commit = store.reserve, store.commit
+        began = clock()
+        for i in range(count):
+            t0 = clock()
+            outcome = reserve(tenant=TENANT, idempotency_key=keys[i], lines=(line,), ttl_us=TTL_US)
+            t1 = clock()
+            if outcome.reservation is None:
+                problems.append(f"{tag}: a reservation under a cap of {CAP} was refused")
+                continue
+            commit(outcome.reservation.id)
+            t2 = clock()
+            reserve_ns[i], commit_ns[i], pair_ns[i] = t1 - t0, t2 - t1, t2 - t0
+        wall = clock() - began
+        return {"pair": pair_ns, "reserve": reserve_ns, "commit": commit_ns}, wall
+
+    return chunk
+
+
+def _raw_chunks(
+    execute: Callable[[str, tuple[Any, ...]], int],
+    begin: Callable[[], None],
+    end: Callable[[], None],
+    reserve_sql: str,
+    settle_sql: str,
+    problems: list[str],
+) -> tuple[Any, Any]:
+    """The raw UPDATE alone, and the raw two-transaction floor (reserve; settle)."""
+    reserve_args = (AMOUNT, TENANT, "raw", *KEY, AMOUNT)
+    settle_args = (AMOUNT, AMOUNT, TENANT, "raw2", *KEY)
+    reserve2_args = (AMOUNT, TENANT, "raw2", *KEY, AMOUNT)
+
+    def one(count: int) -> tuple[dict[str, list[int]], int]:
+        samples = [0] * count
+        clock = time.perf_counter_ns
+        began = clock()
+        for i in range(count):
+            t0 = clock()
+            begin()
+            changed = execute(reserve_sql, reserve_args)
+            end()
+            samples[i] = clock() - t0
+            if changed != 1:
+                problems.append("the raw reserve UPDATE changed no row")
+        return {"raw": samples}, clock() - began
+
+    def two(count: int) -> tuple[dict[str, list[int]], int]:
+        samples = [0] * count
+        clock = time.perf_counter_ns
+        began = clock()
+        for i in range(count):
+            t0 = clock()
+            begin()
+            changed = execute(reserve_sql, reserve2_args)
+            end()
+            begin()
+            execute(settle_sql, settle_args)
+            end()
+            samples[i] = clock() - t0
+            if changed != 1:
+                problems.append("the raw reserve UPDATE changed no row")
+        return {"raw2": samples}, clock() - began
+
+    return one, two
+
+
+def _seed_rows(store: SqlStore) -> None:
+    """The budget rows the raw statements update (the store's own row is made by
+    its first reserve)."""
+    for budget_id in ("raw", "raw2"):
+        outcome = store.reserve(
+            tenant=TENANT,
+            idempotency_key=f"seed-{budget_id}",
+            lines=(_line(budget_id),),
+            ttl_us=TTL_US,
+        )
+        assert outcome.reservation is not None
+        store.commit(outcome.reservation.id)
+
+
+def _check_line(store: SqlStore, budget_id: str, pairs: int, where: str) -> list[str]:
+    rows = store.budget_rows(tenant=TENANT, budget_id=budget_id)
+    if len(rows) != 1:
+        return [f"{where}: expected one budget row for {budget_id}, found {len(rows)}"]
+    row = rows[0]
+    problems = []
+    if row.spent != pairs * AMOUNT:
+        problems.append(
+            f"{where}: spent {row.spent} != {pairs} committed pairs × {AMOUNT} = {pairs * AMOUNT}"
+        )
+    if row.reserved != 0:
+        problems.append(f"{where}: {row.reserved} still reserved after every pair committed")
+    return problems
+
+
+def _single(
+    backend: str,
+    store: SqlStore,
+    raw: tuple[Any, Any],
+    calls: int,
+    result: BenchResult,
+) -> dict[str, Stats]:
+    warm = max(200, calls // 20)
+    pair = _pair_chunk(store, _line("store"), f"{backend}-pair", result.problems)
+    one, two = raw
+    pair(warm), one(warm), two(warm)  # untimed warm-up
+    measured = rounds([("pair", pair), ("raw", one), ("raw2", two)], calls)
+    stats = {
+        "pair": summarise(f"{backend} reserve+commit (store)", *measured["pair"]),
+        "reserve": summarise(f"{backend} reserve alone", *measured["reserve"]),
+        "commit": summarise(f"{backend} commit alone", *measured["commit"]),
+        "raw": summarise(f"{backend} baseline: raw UPDATE", *measured["raw"]),
+        "raw2": summarise(f"{backend} floor: 2 raw txns", *measured["raw2"]),
+    }
+    result.problems.extend(_check_line(store, "store", warm + calls, f"{backend} store budget"))
+    return stats
+
+
+def _sqlite(directory: Path, calls: int, result: BenchResult) -> dict[str, Stats]:
+    path = directory / "budget.db"
+    store = open_store(f"sqlite:///{path}")
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=10000")
+        _seed_rows(store)
+
+        def execute(sql: str, args: tuple[Any, ...]) -> int:
+            return conn.execute(sql, args).rowcount
+
+        def begin() -> None:
+            conn.execute("BEGIN IMMEDIATE")
+
+        def end() -> None:
+            conn.execute("COMMIT")
+
+        raw = _raw_chunks(
+            execute,
+            begin,
+            end,
+            RAW_RESERVE_SQLITE,
+            RAW_SETTLE_SQLITE,
+            result.problems,
+        )
+        stats = _single("sqlite", store, raw, calls, result)
+        result.info["sqlite"] = sqlite_facts(directory) | {
+            "synchronous": "NORMAL (store and baseline)",
+            "wal_bytes_after": (directory / "budget.db-wal").stat().st_size
+            if (directory / "budget.db-wal").exists()
+            else 0,
+        }
+        return stats
+    finally:
+        conn.close()
+        store.close()
+
+
+def _postgres(calls: int, hot_seconds: float, result: BenchResult) -> dict[str, Stats]:
+    with pg_schema() as (url, schema):
+        store = open_store(url)
+        conn = pg_connect(schema)
+        try:
+            _seed_rows(store)
+
+            def execute(sql: str, args: tuple[Any, ...]) -> int:
+                return int(conn.execute(sql, args).rowcount)
+
+            raw = _raw_chunks(
+                execute, lambda: None, lambda: None, RAW_RESERVE_PG, RAW_SETTLE_PG, result.problems
+            )
+            stats = _single("postgres", store, raw, calls, result)
+        finally:
+            conn.close()
+            store.close()
+        stats.update(_hot(url, schema, hot_seconds, result))
+    return stats
+
+
+def _hot_run(url: str, schema: str, kind: str, seconds: float) -> list[dict[str, Any]]:
+    workers = [
+        Worker.start(
+            "hot",
+            {
+                "url": url,
+                "schema": schema,
+                "threads": HOT_THREADS,
+                "duration": seconds,
+                "kind": kind,
+                "tenant": "hot",
+                "budget_id": f"hot-{kind}",
+                "cap": CAP,
+                "prefix": f"p{p}",
+            },
+        )
+        for p in range(HOT_PROCESSES)
+    ]
+    try:
+        for worker in workers:
+            worker.receive(timeout=60)
+        for worker in workers:
+            worker.send({"op": "go"})
+        return [worker.receive(timeout=seconds + 60) for worker in workers]
+    finally:
+        for worker in workers:
+            worker.close()
+
+
+def _hot(url: str, schema: str, seconds: float, result: BenchResult) -> dict[str, Stats]:
+    out: dict[str, Stats] = {}
+    summary: dict[str, Any] = {}
+    with open_store(url, migrate=False) as store:  # the row the raw UPDATE needs
+        seed = store.reserve(
+            tenant="hot",
+            idempotency_key="seed-hot-raw",
+            lines=(BudgetLine("hot-raw", *KEY, "units", CAP, AMOUNT),),
+            ttl_us=TTL_US,
+        )
+        assert seed.reservation is not None
+        store.commit(seed.reservation.id)
+    for kind, label in (("pair", "reserve+commit"), ("raw", "baseline: raw UPDATE")):
+        answers = _hot_run(url, schema, kind, seconds)
+        ops = sum(a["ops"] for a in answers)
+        wall = max(a["wall_ns"] for a in answers)
+        samples = [x for a in answers for x in a["samples"]]
+        rate = sum(a["ops"] / (a["wall_ns"] / 1e9) for a in answers)
+        errors = sum(a["errors"] for a in answers)
+        refused = sum(a["refused"] for a in answers)
+        if errors:
+            first = next(a["first_error"] for a in answers if a["first_error"])
+            result.problems.append(f"hot budget ({kind}): {errors} operations failed: {first}")
+        if refused:
+            result.problems.append(f"hot budget ({kind}): {refused} reservations refused")
+        stats = summarise(
+            f"postgres hot budget {label} ({HOT_PROCESSES}×{HOT_THREADS})", samples, wall
+        )
+        out[f"hot_{kind}"] = stats
+        committed = sum(a["amount"] + a["warm_amount"] for a in answers)
+        summary[kind] = {
+            "ops": ops,
+            "per_s": round(rate, 1),
+            "errors": errors,
+            "refused": refused,
+            "committed_amount": committed,
+            "seconds": seconds,
+        }
+        result.problems.extend(_check_hot(url, kind, committed))
+    result.info["hot_budget"] = summary
+    return out
+
+
+def _check_hot(url: str, kind: str, committed: int) -> list[str]:
+    """No overspend, no leak: spent (pairs) or reserved (raw) equals what was done."""
+    with open_store(url, migrate=False) as store:
+        rows = store.budget_rows(tenant="hot", budget_id=f"hot-{kind}")
+    if len(rows) != 1:
+        return [f"hot budget ({kind}): expected one budget row, found {len(rows)}"]
+    row = rows[0]
+    if kind == "pair":
+        problems = []
+        if row.spent != committed:
+            problems.append(
+                f"hot budget: spent {row.spent} != {committed}, the sum the workers committed"
+            )
+        if row.reserved != 0:
+            problems.append(f"hot budget: {row.reserved} left reserved after every commit")
+        return problems
+    if row.reserved != committed:
+        return [f"hot raw UPDATE: reserved {row.reserved} != {committed} applied"]
+    return []
+
+
+def run(calls: int | None = None, quick: bool = False) -> BenchResult:
+    """``calls``: reserve+commit pairs per SQLite subject (PostgreSQL gets a tenth)."""
+    sqlite_calls = calls or (QUICK_SQLITE_CALLS if quick else DEFAULT_SQLITE_CALLS)
+    pg_calls = max(100, calls // 10) if calls else (QUICK_PG_CALLS if quick else DEFAULT_PG_CALLS)
+    hot_seconds = QUICK_HOT_SECONDS if quick else HOT_SECONDS
+    result = BenchResult(name="store-budget")
+    result.info["calls"] = {"sqlite": sqlite_calls, "postgres": pg_calls, "rounds": 5}
+    with sqlite_dir() as directory:
+        lite = _sqlite(directory, sqlite_calls, result)
+    stats = [lite["pair"], lite["reserve"], lite["commit"], lite["raw"], lite["raw2"]]
+    ratios: dict[str, float] = {
+        "sqlite_pair_over_raw_p50": lite["pair"].p50_ns / lite["raw"].p50_ns,
+        "sqlite_pair_over_2raw_p50": lite["pair"].p50_ns / lite["raw2"].p50_ns,
+    }
+    targets = [
+        Target(
+            "sqlite reserve+commit p50",
+            lite["pair"].p50_ns / 1000,
+            "<=",
+            TARGET_SQLITE_PAIR_P50_US,
+            "µs",
+        )
+    ]
+    skipped = pg_unavailable()
+    if skipped:
+        result.notes.append(f"PostgreSQL parts skipped: {skipped}")
+    else:
+        result.info["postgres"] = pg_server_settings()
+        pg = _postgres(pg_calls, hot_seconds, result)
+        stats += [pg["pair"], pg["reserve"], pg["commit"], pg["raw"], pg["raw2"]]
+        stats += [pg["hot_pair"], pg["hot_raw"]]
+        hot = result.info["hot_budget"]
+        ratios |= {
+            "postgres_pair_over_raw_p50": pg["pair"].p50_ns / pg["raw"].p50_ns,
+            "postgres_pair_over_2raw_p50": pg["pair"].p50_ns / pg["raw2"].p50_ns,
+            "postgres_hot_pairs_over_raw_updates_per_s": hot["pair"]["per_s"] / hot["raw"]["per_s"],
+        }
+        targets.append(
+            Target(
+                f"postgres hot budget reserve+commit pairs/s ({HOT_PROCESSES}×{HOT_THREADS})",
+                hot["pair"]["per_s"],
+                ">=",
+                TARGET_PG_HOT_PER_S,
+                "/s",
+            )
+        )
+    result.stats = stats
+    result.targets = targets
+    result.info["ratios"] = {k: round(v, 2) for k, v in ratios.items()}
+    result.notes.append(
+        "ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in result.info["ratios"].items())
+    )
+    if "hot_budget" in result.info:
+        hot = result.info["hot_budget"]
+        result.notes.append(
+            f"hot budget: {hot['pair']['per_s']:,.0f} reserve+commit pairs/s vs "
+            f"{hot['raw']['per_s']:,.0f} raw UPDATEs/s ({HOT_PROCESSES} processes × "
+            f"{HOT_THREADS} threads, {hot_seconds:g} s each)"
+        )
+    return result
+
+
+# -- profile: where a SQLite reserve + commit spends its time -----------------------------------
+
+
+class _TimedCursor:
+    """A sqlite3 cursor that adds each statement's time to ``totals``."""
+
+    def __init__(self, cursor: sqlite3.Cursor, totals: dict[str, list[int]]) -> None:
+        self._cursor = cursor
+        self._totals = totals
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+    def execute(self, sql: str, params: Any = ()) -> _TimedCursor:
+        t0 = time.perf_counter_ns()
+        self._cursor.execute(sql, params)
+        self._totals.setdefault(" ".join(sql.split()[:3]), []).append(time.perf_counter_ns() - t0)
+        return self
+
+    def executemany(self, sql: str, params: Any) -> _TimedCursor:
+        self._cursor.executemany(sql, params)
+        return self
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._cursor.fetchall()
+
+    def close(self) -> None:
+        self._cursor.close()
+
+
+class _TimedConnection:
+    """A sqlite3 connection whose BEGIN / COMMIT and cursors are timed."""
+
+    def __init__(self, conn: sqlite3.Connection, totals: dict[str, list[int]]) -> None:
+        self._conn = conn
+        self._totals = totals
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        t0 = time.perf_counter_ns()
+        cursor = self._conn.execute(sql, params)
+        self._totals.setdefault(sql.split(maxsplit=1)[0], []).append(time.perf_counter_ns() - t0)
+        return cursor
+
+    def cursor(self) -> _TimedCursor:
+        return _TimedCursor(self._conn.cursor(), self._totals)
+
+    def rollback(self) -> None:
+        self._conn.rollback()
+
+
+def profile(pairs: int = 5_000, top: int = 15) -> str:
+    """SQLite reserve + commit: each SQL statement's time (p50 and mean per pair),
+    then a cProfile of the same loop (top functions by own time)."""
+    import cProfile
+    import io
+    import pstats
+
+    out = io.StringIO()
+    with sqlite_dir() as directory, open_store(f"sqlite:///{directory / 'p.db'}") as store:
+        pair = _pair_chunk(store, _line("store"), "profile", [])
+        pair(500)
+        totals: dict[str, list[int]] = {}
+        real = store._connection()  # type: ignore[attr-defined]
+        store._local.conn = _TimedConnection(real, totals)  # type: ignore[attr-defined]
+        samples, _ = pair(pairs)
+        store._local.conn = real  # type: ignore[attr-defined]
+        ordered = sorted(samples["pair"])
+        print(
+            f"{pairs:,} pairs: p50 {ordered[len(ordered) // 2] / 1000:.1f} µs, mean "
+            f"{sum(ordered) / len(ordered) / 1000:.1f} µs (statements timed)",
+            file=out,
+        )
+        statement_total = 0.0
+        for name, values in totals.items():
+            values.sort()
+            per_pair = sum(values) / pairs / 1000
+            statement_total += per_pair
+            print(
+                f"  {name:32} ×{len(values) / pairs:.0f}/pair  p50 "
+                f"{values[len(values) // 2] / 1000:6.1f} µs  mean per pair {per_pair:6.1f} µs",
+                file=out,
+            )
+        print(f"  {'all SQL, mean per pair':32} {statement_total:32.1f} µs", file=out)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        pair(pairs)
+        profiler.disable()
+        stream = io.StringIO()
+        pstats.Stats(profiler, stream=stream).sort_stats("tottime").print_stats(top)
+        out.write(stream.getvalue())
+    return out.getvalue()
