@@ -76,7 +76,9 @@ class _Batch:
 class AuditWriter:
     """The group-commit writer over one store. ``durability``: ``process`` (wait for
     the commit), ``power`` (wait for the commit and the disk) or ``none`` (do not
-    wait). ``timeout`` bounds each wait (seconds); a record not durable by then is an
+    wait — until ``max_pending`` records wait to be written: then callers wait too, so
+    the backlog, and what a crash can lose, stays bounded). ``timeout`` bounds each
+    wait (seconds); a record not durable by then is an
     :class:`~interlock.errors.AuditFailure`."""
 
     def __init__(
@@ -86,6 +88,7 @@ class AuditWriter:
         durability: Durability = "process",
         redactor: Redactor | None = None,
         max_batch: int = 2048,
+        max_pending: int = 20_000,
         timeout: float = 30.0,
     ) -> None:
         if durability not in ("none", "process", "power"):
@@ -94,6 +97,7 @@ class AuditWriter:
         self.durability = durability
         self.redactor = redactor or Redactor()
         self.max_batch = max_batch
+        self.max_pending = max_pending
         self.timeout = timeout
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
@@ -128,7 +132,9 @@ class AuditWriter:
         """The async twin of :meth:`write_event`: awaits the commit without
         blocking the event loop."""
         if not self.waits:
-            self._submit((tenant, event.kind, event))
+            batch, index = self._submit((tenant, event.kind, event))
+            if index >= self.max_pending:  # back-pressure, as in the sync path
+                await asyncio.to_thread(batch.done.wait, self.timeout)
             return None
         loop = asyncio.get_running_loop()
         done = asyncio.Event()
@@ -146,6 +152,8 @@ class AuditWriter:
     def _write(self, item: _Item) -> int | None:
         batch, index = self._submit(item)
         if not self.waits:
+            if index >= self.max_pending:  # back-pressure: the backlog stays bounded
+                batch.done.wait(self.timeout)
             return None
         if not batch.done.wait(self.timeout):
             raise AuditFailure(f"the record was not durable within {self.timeout:.1f} s")

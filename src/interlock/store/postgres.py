@@ -137,6 +137,13 @@ class PostgresStore(SqlStore):
                 raise StoreUnavailable(f"{self._display_url}: {exc}") from exc
             raise
 
+    @contextmanager
+    def audit_transaction(self, durable: bool) -> Iterator[Cursor]:
+        with self.transaction(write=True) as cur:
+            if durable:  # whatever the server's default: this commit waits for the disk
+                cur.execute("SET LOCAL synchronous_commit TO on")
+            yield cur
+
     def migrate(self) -> list[str]:
         return apply_migrations(self, self.dialect, lock=_MIGRATION_LOCK)
 

@@ -233,8 +233,8 @@ class SqlStore(ABC):
 
     def audit_transaction(self, durable: bool) -> AbstractContextManager[Cursor]:
         """The write transaction audit appends run in; ``durable`` makes its commit
-        wait for the disk (SQLite: synchronous=FULL). PostgreSQL commits are synced
-        whatever ``durable`` says (the server's ``synchronous_commit``, on by default)."""
+        wait for the disk (SQLite: synchronous=FULL; PostgreSQL: synchronous_commit on
+        for this transaction, whatever the server's default)."""
         return self.transaction(write=True)
 
     def _lock_head(self, cur: Cursor, tenant: str) -> tuple[int, str]:
@@ -741,6 +741,14 @@ class SqlStore(ABC):
                 for line in reservation.lines
             }
             still_reserved = status is ReservationStatus.RESERVED
+            cur.execute(
+                self.q(
+                    "UPDATE reservations SET status = 'committed', settled_us = ?, actual = ? "
+                    "WHERE id = ?"
+                ),
+                (now, _json(spent), reservation_id),
+            )
+            # The budget rows last: a hot budget stays locked for the least time.
             for line in reservation.lines:
                 used = spent[line.budget_id]
                 cur.execute(
@@ -762,13 +770,6 @@ class SqlStore(ABC):
                         line.window_start,
                     ),
                 )
-            cur.execute(
-                self.q(
-                    "UPDATE reservations SET status = 'committed', settled_us = ?, actual = ? "
-                    "WHERE id = ?"
-                ),
-                (now, _json(spent), reservation_id),
-            )
         # The row is locked and read above: what it now holds is known.
         return replace(
             reservation, status=ReservationStatus.COMMITTED, settled_us=now, actual=spent
@@ -809,15 +810,15 @@ class SqlStore(ABC):
                 key = (reservation.tenant, line.budget_id, line.scope_key, line.window_start)
                 owed[key] = owed.get(key, 0) + line.amount
         cur.executemany(
+            self.q("UPDATE reservations SET status = ?, settled_us = ? WHERE id = ?"),
+            [(status.value, now, reservation.id) for reservation in reservations],
+        )
+        cur.executemany(  # the budget rows last: a hot budget stays locked the least
             self.q(
                 "UPDATE budgets SET reserved = reserved - ?, updated_us = ? WHERE tenant = ? "
                 "AND budget_id = ? AND scope_key = ? AND window_start = ?"
             ),
             [(owed[key], now, *key) for key in sorted(owed)],
-        )
-        cur.executemany(
-            self.q("UPDATE reservations SET status = ?, settled_us = ? WHERE id = ?"),
-            [(status.value, now, reservation.id) for reservation in reservations],
         )
         return [replace(r, status=status, settled_us=now) for r in reservations]
 
