@@ -120,6 +120,8 @@ class Guard:
             raise ValueError(f"timeout must be positive, not {timeout!r}")
         if isinstance(policy, (str, os.PathLike)):
             policy = load_policy(policy)
+        if decider is None and policy is None:
+            raise ValueError("Guard needs a policy or a decider")
         self.redactor = Redactor(extra_patterns=policy.redaction_patterns if policy else ())
         self.store: SqlStore | None = None
         self.audit: AuditWriter | None = None
@@ -128,8 +130,7 @@ class Guard:
         if store is not None:
             self._open_store(store, policy, durability, reap_interval)
         if decider is None:
-            if policy is None:
-                raise ValueError("Guard needs a policy or a decider")
+            assert policy is not None  # checked above
             if self.store is not None:
                 from interlock.deciders.stateful import StatefulDecider
 
