@@ -95,11 +95,7 @@ class PostgresStore(SqlStore):
         self._listener: _Listener | None = None
         self._listener_lock = threading.Lock()
         if migrate:
-            try:
-                self.migrate()
-            except BaseException:
-                self.close()  # a refused open must not leave connections behind
-                raise
+            self._migrate_on_open()
 
     @property
     def url(self) -> str:

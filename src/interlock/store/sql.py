@@ -177,6 +177,14 @@ class SqlStore(ABC):
     def notify_decided(self, cur: Cursor, approval_id: str) -> None:  # noqa: B027
         """Called inside the transaction that decides an approval (PostgreSQL NOTIFYs)."""
 
+    def _migrate_on_open(self) -> None:
+        """Migrate while opening; a refused open leaves no connection behind."""
+        try:
+            self.migrate()
+        except BaseException:
+            self.close()
+            raise
+
     def close(self) -> None:
         self._closed = True
 

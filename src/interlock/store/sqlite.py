@@ -54,11 +54,7 @@ class SQLiteStore(SqlStore):
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         if migrate:
-            try:
-                self.migrate()
-            except BaseException:
-                self.close()  # a refused open must not leave connections behind
-                raise
+            self._migrate_on_open()
 
     @property
     def url(self) -> str:
