@@ -68,6 +68,7 @@ log = logging.getLogger("interlock")
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 #: What a mapper may return: one action, an ordered list of actions, or ``None`` /
 #: ``[]`` for "not ours to judge".
@@ -519,6 +520,24 @@ class Guard:
             return guarded
 
         return decorate(fn) if fn is not None else decorate
+
+    # -- framework adapters --------------------------------------------------------------
+
+    def attach(self, obj: T, /) -> T:
+        """Guard a framework object in place (e.g. a LangChain ``BaseTool``: every entry
+        point is judged) and return it. Idempotent; :meth:`detach` undoes it. The
+        framework's adapter is imported only here."""
+        from interlock.adapters.base import adapter_for
+
+        adapter_for(obj).attach(obj, self)
+        return obj
+
+    def detach(self, obj: T, /) -> T:
+        """Restore exactly what :meth:`attach` replaced on ``obj``."""
+        from interlock.adapters.base import adapter_for
+
+        adapter_for(obj).detach(obj)
+        return obj
 
     # -- state: reservations, approvals, model calls ----------------------------------
 

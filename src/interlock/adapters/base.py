@@ -1,0 +1,313 @@
+"""The adapter template: a framework, a version range, patch targets declared once.
+
+An adapter subclass states *data* — the framework's distribution, the supported version
+range, the extra that installs it, and the :class:`PatchTarget` list — and one method,
+:meth:`Adapter.wrap`, that builds the guarded replacement for one target. The base
+class checks the installed version, installs the replacements, and removes them again:
+both directions are derived from the same target list, so they cannot drift apart.
+
+Example::
+
+    adapter = adapter_for(tool)          # finds the adapter by the object's type
+    adapter.attach(tool, guard)          # idempotent
+    adapter.detach(tool)                 # restores exactly what was there
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import importlib
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, final
+
+from interlock.core.decision import Decision, Verdict
+from interlock.errors import Blocked
+
+if TYPE_CHECKING:
+    from interlock.core.action import Action
+    from interlock.guard import Guard
+
+__all__ = [
+    "Adapter",
+    "Outcome",
+    "PatchTarget",
+    "ToolBinding",
+    "adapter_for",
+    "already_judged",
+    "arun_settled",
+    "judged_by",
+    "register_adapter",
+    "run_settled",
+    "verdict_outcome",
+]
+
+log = logging.getLogger("interlock")
+
+T = TypeVar("T")
+
+_MISSING: Final = object()
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class PatchTarget:
+    """One attribute an adapter replaces: ``attr`` as defined by class ``owner``.
+
+    The replacement is installed on the *instance* handed to ``attach`` (its
+    ``__dict__``), so only that object is guarded, never every instance of ``owner``.
+    """
+
+    owner: type
+    attr: str
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ToolBinding:
+    """A framework tool as the guard sees it: what to judge and where it lives."""
+
+    name: str
+    description: str | None
+    schema: dict[str, Any] | None
+    callable: Callable[..., Any] | None = None
+    owner: object | None = None
+    attr: str | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What an adapter does with a decision: run the body, or refuse with ``error``
+    (raise style) / ``message`` (message style, the text the model reads)."""
+
+    run: bool
+    error: Blocked | None = None
+    message: str | None = None
+
+
+def verdict_outcome(decision: Decision, action: Action | None = None) -> Outcome:
+    """Map a decision to the framework idiom (DESIGN §2): allow runs; anything else
+    carries the Blocked error and its message (reason, approval URL, cause)."""
+    if decision.verdict is Verdict.ALLOW:
+        return Outcome(run=True)
+    from interlock.guard import raise_for
+
+    try:
+        raise_for(decision, action)
+    except Blocked as exc:
+        return Outcome(run=False, error=exc, message=str(exc))
+    raise AssertionError("raise_for returned on a non-allow decision")  # pragma: no cover
+
+
+# -- re-entrancy: a call judged by a guard is not judged again inside its body ----------
+
+_JUDGED: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
+    "interlock_judged", default=frozenset()
+)
+
+
+def already_judged(guard: Guard) -> bool:
+    """True inside the body of a call ``guard`` has already allowed."""
+    return id(guard) in _JUDGED.get()
+
+
+@contextlib.contextmanager
+def judged_by(guard: Guard) -> Iterator[None]:
+    """Mark the enclosed body as judged by ``guard`` (per task and thread, via
+    contextvars), so a guarded tool called from a guarded hook is checked once."""
+    token = _JUDGED.set(_JUDGED.get() | {id(guard)})
+    try:
+        yield
+    finally:
+        _JUDGED.reset(token)
+
+
+# -- settling budget reservations around a body ----------------------------------------
+
+
+def _settle(guard: Guard, decision: Decision, *, spent: bool) -> None:
+    """Commit (the body ran) or release (it raised) what an allowed decision holds; a
+    failure is logged, never raised over the body's own result or error."""
+    try:
+        if spent:
+            guard.commit(decision)
+        else:
+            guard.release(decision)
+    except Exception:
+        log.exception("interlock: could not settle the reservation of %s", decision.decision_id)
+
+
+def run_settled(guard: Guard, decision: Decision, body: Callable[[], T]) -> T:
+    """Run an allowed body, then commit its reservation (release it on an error)."""
+    with judged_by(guard):
+        if decision.reservation is None:
+            return body()
+        try:
+            result = body()
+        except BaseException:
+            _settle(guard, decision, spent=False)
+            raise
+        _settle(guard, decision, spent=True)
+        return result
+
+
+async def arun_settled(guard: Guard, decision: Decision, body: Callable[[], Awaitable[T]]) -> T:
+    """The async twin of :func:`run_settled` (settling runs off the event loop)."""
+    with judged_by(guard):
+        if decision.reservation is None:
+            return await body()
+        try:
+            result = await body()
+        except BaseException:
+            await asyncio.to_thread(_settle, guard, decision, spent=False)
+            raise
+        await asyncio.to_thread(_settle, guard, decision, spent=True)
+        return result
+
+
+# -- the template ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Attached:
+    obj: object  # held strongly until detach: pydantic models do not take weakrefs
+    guard: Guard
+    originals: dict[str, object] = field(default_factory=dict)
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts: list[int] = []
+    for piece in version.split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+        if digits != piece:
+            break
+    return tuple(parts)
+
+
+def _in_range(version: str, low: str, high: str) -> bool:
+    try:
+        from packaging.version import Version
+    except ImportError:  # pragma: no cover - packaging ships with pip's environments
+        return _version_tuple(low) <= _version_tuple(version) < _version_tuple(high)
+    return Version(low) <= Version(version) < Version(high)
+
+
+class Adapter:
+    """The template every framework adapter fills in.
+
+    Subclasses set ``framework`` (a display name), ``distribution`` (the package whose
+    version is checked), ``supported`` (``(lowest, below)``: inclusive, exclusive),
+    ``extra`` and ``targets``, and implement :meth:`wrap`.
+    """
+
+    framework: ClassVar[str]
+    distribution: ClassVar[str]
+    supported: ClassVar[tuple[str, str]]
+    extra: ClassVar[str]
+    targets: ClassVar[tuple[PatchTarget, ...]]
+
+    def __init__(self) -> None:
+        self.check_version()
+        self._attached: dict[int, _Attached] = {}
+
+    @classmethod
+    def check_version(cls) -> str:
+        """The installed version; ImportError when missing or outside ``supported``."""
+        low, high = cls.supported
+        hint = f"pip install 'interlock[{cls.extra}]'"
+        try:
+            version = metadata.version(cls.distribution)
+        except metadata.PackageNotFoundError:
+            raise ImportError(
+                f"the {cls.framework} adapter needs {cls.distribution}>={low},<{high}: {hint}"
+            ) from None
+        if not _in_range(version, low, high):
+            raise ImportError(
+                f"the {cls.framework} adapter supports {cls.distribution}>={low},<{high}, "
+                f"not {version}: {hint}"
+            )
+        return version
+
+    def can_wrap(self, obj: object) -> bool:
+        return all(isinstance(obj, target.owner) for target in self.targets)
+
+    def wrap(
+        self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
+    ) -> Any:
+        """The guarded replacement for ``target`` on ``obj``."""
+        raise NotImplementedError
+
+    def is_attached(self, obj: object) -> bool:
+        return id(obj) in self._attached
+
+    def attach(self, obj: Any, guard: Guard) -> Any:
+        """Guard ``obj`` in place and return it. Attaching again with the same guard
+        changes nothing; attaching with another guard is refused (detach first)."""
+        if not self.can_wrap(obj):
+            raise TypeError(f"the {self.framework} adapter cannot guard a {type(obj).__name__}")
+        record = self._attached.get(id(obj))
+        if record is not None:
+            if record.guard is not guard:
+                raise ValueError("this object is attached to another guard; detach it first")
+            return obj
+        record = _Attached(obj, guard)
+        instance_dict = vars(obj)
+        for target in self.targets:
+            record.originals[target.attr] = instance_dict.get(target.attr, _MISSING)
+            original = getattr(obj, target.attr)
+            object.__setattr__(obj, target.attr, self.wrap(target, obj, original, guard))
+        self._attached[id(obj)] = record
+        return obj
+
+    def detach(self, obj: Any) -> Any:
+        """Remove what :meth:`attach` installed, restoring exactly the originals.
+        Detaching an object that is not attached changes nothing."""
+        record = self._attached.pop(id(obj), None)
+        if record is None:
+            return obj
+        instance_dict = vars(obj)
+        for target in self.targets:
+            original = record.originals[target.attr]
+            if original is _MISSING:
+                instance_dict.pop(target.attr, None)
+            else:
+                object.__setattr__(obj, target.attr, original)
+        return obj
+
+
+# -- finding the adapter for an object, importing frameworks only on demand -------------
+
+#: Top-level module of a framework type → the adapter module that handles it.
+_ADAPTER_MODULES: Final[dict[str, str]] = {
+    "langchain_core": "interlock.adapters.langchain",
+    "langchain": "interlock.adapters.langchain",
+    "langgraph": "interlock.adapters.langchain",
+}
+
+_ADAPTERS: dict[str, Adapter] = {}
+
+
+def register_adapter(adapter: Adapter) -> Adapter:
+    """Make ``adapter`` the one :func:`adapter_for` returns for its framework."""
+    _ADAPTERS[adapter.framework] = adapter
+    return adapter
+
+
+def adapter_for(obj: object) -> Adapter:
+    """The adapter that can guard ``obj``, importing its module on first use."""
+    for klass in type(obj).__mro__:
+        module = _ADAPTER_MODULES.get(klass.__module__.partition(".")[0])
+        if module is not None:
+            importlib.import_module(module)
+    for adapter in _ADAPTERS.values():
+        if adapter.can_wrap(obj):
+            return adapter
+    raise TypeError(f"no Interlock adapter can guard a {type(obj).__name__}")

@@ -1,0 +1,202 @@
+"""The verdict-fixture table every adapter is driven through (DESIGN §2).
+
+A row is one tool call, the guard it meets, and what must happen: the verdict, whether
+the tool body runs, the error a raise-style adapter raises and a fragment of the text a
+message-style adapter hands the model. Adapters differ only in how they drive a row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from interlock import (
+    Action,
+    ActionDenied,
+    ActionUndetermined,
+    ApprovalRequired,
+    Blocked,
+    CancelToken,
+    Decision,
+    Guard,
+    Verdict,
+    load_policy_text,
+)
+
+__all__ = ["POLICY", "ROWS", "Row", "SlowDecider", "make_guard"]
+
+POLICY = load_policy_text(
+    """
+version: 1
+default: deny
+rules:
+  - id: allow-shell
+    decision: allow
+    reason: shell is allowed
+    name: shell
+  - id: no-rm
+    decision: deny
+    reason: no recursive deletes
+    name: shell
+    when: "args.command.startsWith('rm')"
+  - id: pay-small
+    decision: allow
+    reason: small payments
+    name: pay
+    when: "args.amount <= 100"
+  - id: pay-big
+    decision: require_approval
+    reason: big payments need a human
+    name: pay
+    when: "args.amount > 100"
+""",
+    file="conformance.yaml",
+)
+
+
+class SlowDecider:
+    """A decider that waits (a stand-in for a slow remote) before allowing."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def decide(
+        self, action: Action, *, deadline: float | None, cancel: CancelToken | None
+    ) -> Decision:
+        threading.Event().wait(self.seconds)
+        return Decision(verdict=Verdict.ALLOW, reason="slow allow")
+
+    async def adecide(
+        self, action: Action, *, deadline: float | None, cancel: CancelToken | None
+    ) -> Decision:
+        await asyncio.sleep(self.seconds)
+        return Decision(verdict=Verdict.ALLOW, reason="slow allow")
+
+
+def _explode(*_: Any) -> None:
+    raise RuntimeError("observer exploded")
+
+
+def _garbage(*_: Any) -> Any:
+    return {"name": "shell"}
+
+
+def _throws(*_: Any) -> Any:
+    return 1 / 0
+
+
+def _not_ours(*_: Any) -> Any:
+    return None
+
+
+@dataclass(frozen=True)
+class Row:
+    behaviour: str
+    tool: str
+    args: dict[str, Any]
+    verdict: Verdict | None  # None: passed through unjudged
+    runs: bool
+    says: str = ""  # a fragment of the refusal the model reads
+    guard_options: dict[str, Any] = field(default_factory=dict)
+    mapper: Callable[..., Any] | None = None
+
+    @property
+    def error(self) -> type[Blocked] | None:
+        return (
+            {
+                Verdict.DENY: ActionDenied,
+                Verdict.REQUIRE_APPROVAL: ApprovalRequired,
+                Verdict.UNDETERMINED: ActionUndetermined,
+            }.get(self.verdict)
+            if self.verdict is not None
+            else None
+        )
+
+
+ROWS = [
+    Row("allow runs the body", "shell", {"command": "ls"}, Verdict.ALLOW, True),
+    Row(
+        "deny never runs the body",
+        "shell",
+        {"command": "rm -rf /"},
+        Verdict.DENY,
+        False,
+        "no recursive deletes",
+    ),
+    Row(
+        "require_approval holds the body",
+        "pay",
+        {"amount": 500},
+        Verdict.REQUIRE_APPROVAL,
+        False,
+        "requires approval",
+    ),
+    Row(
+        "a policy whose CEL fails is undetermined",
+        "pay",
+        {"amount": "lots"},
+        Verdict.UNDETERMINED,
+        False,
+        "could not decide",
+    ),
+    Row(
+        "a mapper that throws is undetermined",
+        "shell",
+        {"command": "ls"},
+        Verdict.UNDETERMINED,
+        False,
+        "could not map",
+        mapper=_throws,
+    ),
+    Row(
+        "a mapper that returns garbage is undetermined",
+        "shell",
+        {"command": "ls"},
+        Verdict.UNDETERMINED,
+        False,
+        "could not map",
+        mapper=_garbage,
+    ),
+    Row(
+        "a mapper that returns None passes the call through",
+        "shell",
+        {"command": "rm -rf /"},
+        None,
+        True,
+        mapper=_not_ours,
+    ),
+    Row(
+        "a timeout is undetermined",
+        "shell",
+        {"command": "ls"},
+        Verdict.UNDETERMINED,
+        False,
+        "timeout",
+        guard_options={"decider": SlowDecider(0.3), "timeout": 0.02},
+    ),
+    Row(
+        "an observer that throws keeps allow an allow",
+        "shell",
+        {"command": "ls"},
+        Verdict.ALLOW,
+        True,
+        guard_options={"on_decision": _explode, "on_blocked": _explode},
+    ),
+    Row(
+        "an observer that throws keeps deny a deny",
+        "shell",
+        {"command": "rm -rf /"},
+        Verdict.DENY,
+        False,
+        "no recursive deletes",
+        guard_options={"on_decision": _explode, "on_blocked": _explode},
+    ),
+]
+
+
+def make_guard(row: Row, **extra: Any) -> Guard:
+    options = {**row.guard_options, **extra}
+    return Guard(POLICY, **options)

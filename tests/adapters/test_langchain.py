@@ -1,0 +1,365 @@
+"""The LangChain adapter, driven through a real ``create_agent`` loop with a fake model."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("langchain")
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import (
+    FakeMessagesListChatModel,
+)
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.tools import BaseTool, tool
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+from interlock import ActionDenied, Decision, Guard, Verdict
+from interlock.adapters.base import adapter_for
+from interlock.adapters.langchain import (
+    ADAPTER,
+    InterlockMiddleware,
+    LangChainAdapter,
+    guard_tool,
+    guarded_tool_node,
+)
+
+from .conformance import POLICY, ROWS, Row, make_guard
+
+
+class FakeToolModel(FakeMessagesListChatModel):
+    """A scripted model; ``create_agent`` binds tools, which a script ignores."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+
+class Bodies:
+    """The tools of the table, recording every body that ran (any thread)."""
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[str, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+        bodies = self
+
+        @tool
+        def shell(command: str) -> str:
+            """Run a shell command."""
+            with bodies._lock:
+                bodies.ran.append(("shell", {"command": command}))
+            return f"ran {command}"
+
+        @tool
+        def pay(amount: float | str) -> str:
+            """Pay an amount."""
+            with bodies._lock:
+                bodies.ran.append(("pay", {"amount": amount}))
+            return f"paid {amount}"
+
+        self.tools: list[BaseTool] = [shell, pay]
+
+
+def parallel_calls(row: Row) -> list[BaseMessage]:
+    """One AI message asking for the row's call twice, in parallel, then a final one."""
+    calls = [{"name": row.tool, "args": row.args, "id": f"call-{i}"} for i in (1, 2)]
+    return [AIMessage(content="", tool_calls=calls), AIMessage(content="done")]
+
+
+def agent_for(row: Row, bodies: Bodies, refusal: str) -> Any:
+    guard = make_guard(row)
+    middleware = InterlockMiddleware(guard, refusal=refusal, mapper=row.mapper)  # type: ignore[arg-type]
+    model = FakeToolModel(responses=parallel_calls(row))
+    return create_agent(model, bodies.tools, middleware=[middleware])
+
+
+def tool_messages(messages: list[BaseMessage]) -> list[ToolMessage]:
+    return [m for m in messages if isinstance(m, ToolMessage)]
+
+
+def run_agent(agent: Any, mode: str) -> dict[str, Any]:
+    inputs = {"messages": [("user", "go")]}
+    if mode == "async":
+        return asyncio.run(agent.ainvoke(inputs))
+    return agent.invoke(inputs)  # type: ignore[no-any-return]
+
+
+ids = [row.behaviour for row in ROWS]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("row", ROWS, ids=ids)
+def test_message_style_runs_only_on_allow_and_the_model_reads_the_refusal(
+    row: Row, mode: str
+) -> None:
+    bodies = Bodies()
+    result = run_agent(agent_for(row, bodies, "message"), mode)
+    answers = tool_messages(result["messages"])
+    assert {m.tool_call_id for m in answers} == {"call-1", "call-2"}
+    if row.runs:
+        assert len(bodies.ran) == 2
+        assert all(m.status == "success" for m in answers)
+    else:
+        assert bodies.ran == []
+        for answer in answers:
+            assert answer.status == "error"
+            assert answer.name == row.tool
+            assert row.says in str(answer.content)
+    assert result["messages"][-1].content == "done"  # the loop went on
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("row", ROWS, ids=ids)
+def test_raise_style_runs_only_on_allow_and_the_error_propagates(row: Row, mode: str) -> None:
+    bodies = Bodies()
+    agent = agent_for(row, bodies, "raise")
+    if row.error is None:
+        run_agent(agent, mode)
+        assert len(bodies.ran) == 2
+        return
+    with pytest.raises(row.error) as caught:
+        run_agent(agent, mode)
+    assert bodies.ran == []
+    assert caught.value.decision.verdict is row.verdict
+
+
+# -- guard_tool: every public entry point is judged -------------------------------------
+
+
+def _entry_points(t: BaseTool, args: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+    async def collect(stream: Any) -> list[Any]:
+        return [chunk async for chunk in stream]
+
+    return {
+        "invoke": lambda: t.invoke(args),
+        "ainvoke": lambda: asyncio.run(t.ainvoke(args)),
+        "run": lambda: t.run(args),
+        "arun": lambda: asyncio.run(t.arun(args)),
+        "batch": lambda: t.batch([args]),
+        "abatch": lambda: asyncio.run(t.abatch([args])),
+        "stream": lambda: list(t.stream(args)),
+        "astream": lambda: asyncio.run(collect(t.astream(args))),
+        "invoke a tool call": lambda: t.invoke(
+            {"name": t.name, "args": args, "id": "c1", "type": "tool_call"}
+        ),
+    }
+
+
+ENTRY_POINTS = list(_entry_points(Bodies().tools[0], {}))
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_guard_tool_denies_at_every_entry_point_and_never_runs_the_body(entry: str) -> None:
+    bodies = Bodies()
+    guarded = guard_tool(bodies.tools[0], Guard(POLICY))
+    with pytest.raises(ActionDenied):
+        _entry_points(guarded, {"command": "rm -rf /"})[entry]()
+    assert bodies.ran == []
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_guard_tool_allows_at_every_entry_point(entry: str) -> None:
+    bodies = Bodies()
+    seen: list[Decision] = []
+    guarded = guard_tool(bodies.tools[0], Guard(POLICY, on_decision=lambda d, *_: seen.append(d)))
+    _entry_points(guarded, {"command": "ls"})[entry]()
+    assert bodies.ran == [("shell", {"command": "ls"})]
+    assert [d.verdict for d in seen] == [Verdict.ALLOW]  # judged once, not per layer
+
+
+def test_guard_tool_keeps_the_tool_and_leaves_the_original_unguarded() -> None:
+    bodies = Bodies()
+    original = bodies.tools[0]
+    guarded = guard_tool(original, Guard(POLICY))
+    assert (guarded.name, guarded.description, guarded.args_schema) == (
+        original.name,
+        original.description,
+        original.args_schema,
+    )
+    assert guarded.tool_call_schema.model_json_schema() == (  # type: ignore[union-attr]
+        original.tool_call_schema.model_json_schema()  # type: ignore[union-attr]
+    )
+    original.invoke({"command": "rm -rf /"})
+    assert bodies.ran == [("shell", {"command": "rm -rf /"})]
+
+
+def test_a_guarded_tool_inside_the_middleware_is_judged_once() -> None:
+    bodies = Bodies()
+    seen: list[Decision] = []
+    guard = Guard(POLICY, on_decision=lambda d, *_: seen.append(d))
+    tools = [guard_tool(t, guard) for t in bodies.tools]
+    row = ROWS[0]
+    model = FakeToolModel(responses=parallel_calls(row))
+    agent = create_agent(model, tools, middleware=[InterlockMiddleware(guard)])
+    run_agent(agent, "sync")
+    assert len(bodies.ran) == 2
+    assert len(seen) == 2
+
+
+# -- attach / detach ------------------------------------------------------------------------
+
+_MISSING = object()
+
+
+def _patched_state(obj: object) -> dict[str, tuple[object, object]]:
+    return {
+        target.attr: (vars(obj).get(target.attr, _MISSING), getattr(type(obj), target.attr))
+        for target in ADAPTER.targets
+    }
+
+
+def test_attach_then_detach_restores_every_patched_attribute() -> None:
+    bodies = Bodies()
+    shell = bodies.tools[0]
+    guard = Guard(POLICY)
+    before = _patched_state(shell)
+    guard.attach(shell)
+    during = _patched_state(shell)
+    assert all(during[a][0] is not before[a][0] for a in before)
+    guard.attach(shell)  # idempotent: the same replacements stay
+    assert all(_patched_state(shell)[a][0] is during[a][0] for a in before)
+    with pytest.raises(ActionDenied):
+        shell.invoke({"command": "rm -rf /"})
+    guard.detach(shell)
+    after = _patched_state(shell)
+    assert all(after[a][0] is before[a][0] and after[a][1] is before[a][1] for a in before)
+    guard.detach(shell)  # a second detach changes nothing
+    shell.invoke({"command": "rm -rf /"})
+    assert bodies.ran == [("shell", {"command": "rm -rf /"})]
+
+
+def test_attach_to_a_second_guard_is_refused() -> None:
+    shell = Bodies().tools[0]
+    Guard(POLICY).attach(shell)
+    try:
+        with pytest.raises(ValueError, match="another guard"):
+            Guard(POLICY).attach(shell)
+    finally:
+        ADAPTER.detach(shell)
+
+
+def test_adapter_for_finds_the_langchain_adapter() -> None:
+    assert adapter_for(Bodies().tools[0]) is ADAPTER
+    with pytest.raises(TypeError):
+        adapter_for(object())
+
+
+def test_an_unsupported_version_names_the_range_and_the_extra() -> None:
+    class Future(LangChainAdapter):
+        supported = ("9.0", "10")
+
+    with pytest.raises(ImportError, match=r"langchain-core>=9.0,<10.*interlock\[langchain\]"):
+        Future()
+
+
+# -- plain LangGraph -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_guarded_tool_node_refuses_before_the_body(mode: str) -> None:
+    bodies = Bodies()
+    graph = StateGraph(MessagesState)
+    graph.add_node("tools", guarded_tool_node(bodies.tools, Guard(POLICY)))
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    node = graph.compile()
+    ask = AIMessage(
+        content="",
+        tool_calls=[
+            {"name": "shell", "args": {"command": "ls"}, "id": "ok"},
+            {"name": "shell", "args": {"command": "rm -rf /"}, "id": "no"},
+        ],
+    )
+    state: Any = {"messages": [ask]}
+    out = asyncio.run(node.ainvoke(state)) if mode == "async" else node.invoke(state)
+    status = {m.tool_call_id: m.status for m in tool_messages(out["messages"])}
+    assert status == {"ok": "success", "no": "error"}
+    assert bodies.ran == [("shell", {"command": "ls"})]
+
+
+# -- state: reservations settle around the body, approvals carry their URL ----------------
+
+STATEFUL_POLICY = """
+version: 1
+default: deny
+approvals:
+  url: "https://approvals.example.com/a/{id}"
+budgets:
+  - id: tool-spend
+    limit: 1
+    unit: USD
+    scope: agent
+    kind: tool
+rules:
+  - id: lookups-ok
+    decision: allow
+    reason: lookups are fine
+    name: paid_lookup
+  - id: wires-need-a-human
+    decision: require_approval
+    reason: wires need a human
+    name: wire
+"""
+
+
+@pytest.fixture
+def stateful_guard(tmp_path: Any) -> Any:
+    from interlock import Context, load_policy_text
+    from interlock.store import open_store
+
+    with (
+        open_store(f"sqlite:///{tmp_path / 'state.db'}") as store,
+        Guard(
+            load_policy_text(STATEFUL_POLICY), store=store, context=Context(agent="bot")
+        ) as guard,
+    ):
+        yield guard
+
+
+def _stateful_agent(guard: Guard, fails: bool, *calls: tuple[str, dict[str, Any]]) -> Any:
+    @tool
+    def paid_lookup(query: str, est_cost: float) -> str:
+        """Look something up, at a cost."""
+        if fails:
+            raise RuntimeError("upstream down")
+        return "found"
+
+    @tool
+    def wire(amount: float) -> str:
+        """Wire money."""
+        raise AssertionError("the body must not run")
+
+    ask: Any = [{"name": n, "args": a, "id": f"c{i}"} for i, (n, a) in enumerate(calls)]
+    script: list[BaseMessage] = [AIMessage(content="", tool_calls=ask), AIMessage("done")]
+    model = FakeToolModel(responses=script)
+    return create_agent(model, [paid_lookup, wire], middleware=[InterlockMiddleware(guard)])
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_allowed_call_commits_its_reservation(stateful_guard: Guard, mode: str) -> None:
+    agent = _stateful_agent(stateful_guard, False, ("paid_lookup", {"query": "a", "est_cost": 0.4}))
+    run_agent(agent, mode)
+    assert stateful_guard.store is not None
+    (row,) = stateful_guard.store.budget_rows(budget_id="tool-spend")
+    assert (row.spent, row.reserved) == (400_000, 0)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_tool_that_raises_releases_its_reservation(stateful_guard: Guard, mode: str) -> None:
+    agent = _stateful_agent(stateful_guard, True, ("paid_lookup", {"query": "a", "est_cost": 0.4}))
+    with pytest.raises(RuntimeError, match="upstream down"):
+        run_agent(agent, mode)
+    assert stateful_guard.store is not None
+    (row,) = stateful_guard.store.budget_rows(budget_id="tool-spend")
+    assert (row.spent, row.reserved) == (0, 0)
+
+
+def test_a_refusal_for_approval_carries_the_approval_url(stateful_guard: Guard) -> None:
+    agent = _stateful_agent(stateful_guard, False, ("wire", {"amount": 5}))
+    (answer,) = tool_messages(run_agent(agent, "sync")["messages"])
+    assert answer.status == "error"
+    assert "https://approvals.example.com/a/" in str(answer.content)
