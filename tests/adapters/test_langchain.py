@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest.importorskip("langchain")
@@ -363,3 +365,14 @@ def test_a_refusal_for_approval_carries_the_approval_url(stateful_guard: Guard) 
     (answer,) = tool_messages(run_agent(agent, "sync")["messages"])
     assert answer.status == "error"
     assert "https://approvals.example.com/a/" in str(answer.content)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_model_tool_call_id_is_recorded_for_correlation(
+    stateful_guard: Guard, mode: str
+) -> None:
+    agent = _stateful_agent(stateful_guard, False, ("paid_lookup", {"query": "a", "est_cost": 0.1}))
+    run_agent(agent, mode)
+    assert stateful_guard.store is not None
+    records = [json.loads(row.body) for row in stateful_guard.store.audit_rows(kind="decision")]
+    assert [r.get("call_id") for r in records] == ["c0"]

@@ -38,7 +38,7 @@ from interlock.adapters.base import (
     run_settled,
     verdict_outcome,
 )
-from interlock.core.action import Action
+from interlock.core.action import Action, Context
 from interlock.core.decision import Decision
 
 try:
@@ -85,13 +85,17 @@ def tool_schema(tool: BaseTool | None) -> dict[str, Any] | None:
         return None
 
 
-def tool_action(name: str, arguments: Any, tool: BaseTool | None = None) -> Action:
-    """The Action for one LangChain tool call."""
+def tool_action(
+    name: str, arguments: Any, tool: BaseTool | None = None, call_id: str | None = None
+) -> Action:
+    """The Action for one LangChain tool call. ``call_id`` (the model's tool call id)
+    is kept in the context for correlation only: it is not part of the intent."""
     return Action.tool(
         name,
         arguments,
         schema=tool_schema(tool),
         description=tool.description if tool is not None else None,
+        context=Context(call_id=call_id) if call_id else Context(),
     )
 
 
@@ -102,14 +106,18 @@ class _Gate:
         self.guard = guard
         self.mapper = mapper
 
-    def decide(self, name: str, arguments: Any, tool: BaseTool | None) -> Decision | None:
+    def decide(
+        self, name: str, arguments: Any, tool: BaseTool | None, call_id: str | None = None
+    ) -> Decision | None:
         if self.mapper is None:
-            return self.guard.check(tool_action(name, arguments, tool))
+            return self.guard.check(tool_action(name, arguments, tool, call_id))
         return self.guard.check_mapped(self.mapper, name, arguments, tool)
 
-    async def adecide(self, name: str, arguments: Any, tool: BaseTool | None) -> Decision | None:
+    async def adecide(
+        self, name: str, arguments: Any, tool: BaseTool | None, call_id: str | None = None
+    ) -> Decision | None:
         if self.mapper is None:
-            return await self.guard.acheck(tool_action(name, arguments, tool))
+            return await self.guard.acheck(tool_action(name, arguments, tool, call_id))
         return await self.guard.acheck_mapped(self.mapper, name, arguments, tool)
 
 
@@ -143,7 +151,7 @@ class InterlockMiddleware(AgentMiddleware):
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         call = request.tool_call
-        decision = self._gate.decide(call["name"], call.get("args"), request.tool)
+        decision = self._gate.decide(call["name"], call.get("args"), request.tool, call.get("id"))
         if decision is None:
             return handler(request)
         if not decision.allowed:
@@ -156,7 +164,9 @@ class InterlockMiddleware(AgentMiddleware):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         call = request.tool_call
-        decision = await self._gate.adecide(call["name"], call.get("args"), request.tool)
+        decision = await self._gate.adecide(
+            call["name"], call.get("args"), request.tool, call.get("id")
+        )
         if decision is None:
             return await handler(request)
         if not decision.allowed:

@@ -65,6 +65,8 @@ class Event(NamedTuple):
             record["tenant"] = context.tenant
             record["agent"] = context.agent
             record["session_id"] = context.session_id
+            if context.call_id is not None:  # the framework's id, for correlation
+                record["call_id"] = context.call_id
             record["action"] = redactor.redact_value(action.summary())
         decision = self.decision
         if decision is not None:
