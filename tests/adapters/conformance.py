@@ -7,24 +7,20 @@ message-style adapter hands the model. Adapters differ only in how they drive a 
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from interlock import (
-    Action,
     ActionDenied,
     ActionUndetermined,
     ApprovalRequired,
     Blocked,
-    CancelToken,
-    Decision,
     Guard,
     Verdict,
     load_policy_text,
 )
+from support import SlowDecider
 
 __all__ = ["POLICY", "ROWS", "Row", "SlowDecider", "make_guard"]
 
@@ -55,25 +51,6 @@ rules:
 """,
     file="conformance.yaml",
 )
-
-
-class SlowDecider:
-    """A decider that waits (a stand-in for a slow remote) before allowing."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def decide(
-        self, action: Action, *, deadline: float | None, cancel: CancelToken | None
-    ) -> Decision:
-        threading.Event().wait(self.seconds)
-        return Decision(verdict=Verdict.ALLOW, reason="slow allow")
-
-    async def adecide(
-        self, action: Action, *, deadline: float | None, cancel: CancelToken | None
-    ) -> Decision:
-        await asyncio.sleep(self.seconds)
-        return Decision(verdict=Verdict.ALLOW, reason="slow allow")
 
 
 def _explode(*_: Any) -> None:

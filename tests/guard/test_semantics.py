@@ -28,6 +28,7 @@ from interlock import (
 )
 from interlock.core.events import MemorySink
 from interlock.errors import DecisionTimeout, EvaluationError, MappingError
+from support import SlowDecider
 
 POLICY = load_policy_text(
     """
@@ -60,25 +61,6 @@ rules:
 """,
     file="semantics.yaml",
 )
-
-
-class SlowDecider:
-    """A decider that waits (a stand-in for a slow remote) before allowing."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def decide(
-        self, action: Action, *, deadline: float | None, cancel: CancelToken | None
-    ) -> Decision:
-        threading.Event().wait(self.seconds)
-        return Decision(verdict=Verdict.ALLOW, reason="slow allow")
-
-    async def adecide(
-        self, action: Action, *, deadline: float | None, cancel: CancelToken | None
-    ) -> Decision:
-        await asyncio.sleep(self.seconds)
-        return Decision(verdict=Verdict.ALLOW, reason="slow allow")
 
 
 def _raise(*_: Any) -> None:

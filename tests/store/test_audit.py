@@ -17,7 +17,7 @@ import pytest
 
 from interlock.errors import AuditFailure, StoreError
 from interlock.store import AuditRow, AuditWriter, ChainBreak, SqlStore
-from interlock.store.chain import link_hash
+from interlock.store.chain import row_hash
 from interlock.store.sql import AuditEntry
 
 T0 = 1_700_000_000_000_000
@@ -47,18 +47,7 @@ def chain(store: SqlStore, tenant: str) -> list[AuditRow]:
 
 
 def rehash(row: AuditRow, prev_hash: str, key: bytes | None = None) -> str:
-    return link_hash(
-        prev_hash,
-        row.tenant,
-        row.seq,
-        row.ts_us,
-        row.kind,
-        row.decision_id,
-        row.agent,
-        row.decision,
-        row.body,
-        key=key,
-    )
+    return row_hash(dataclasses.replace(row, prev_hash=prev_hash), key)
 
 
 # -- appending and verifying ----------------------------------------------------------

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from interlock.store.records import AuditRow, ChainBreak
 
-__all__ = ["GENESIS", "audit_key", "encode_body", "link_hash", "verify_rows"]
+__all__ = ["GENESIS", "audit_key", "encode_body", "link_hash", "row_hash", "verify_rows"]
 
 GENESIS: Final = "0" * 64
 
