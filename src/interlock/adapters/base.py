@@ -290,6 +290,8 @@ _ADAPTER_MODULES: Final[dict[str, str]] = {
     "langchain_core": "interlock.adapters.langchain",
     "langchain": "interlock.adapters.langchain",
     "langgraph": "interlock.adapters.langchain",
+    "agents": "interlock.adapters.openai_agents",
+    "mcp": "interlock.adapters.mcp",
 }
 
 _ADAPTERS: dict[str, Adapter] = {}
