@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 
-from interlock import ActionDenied, Decision, Guard, Verdict
+from interlock import ActionDenied, Decision, Guard, Usage, Verdict
 from interlock.adapters.base import adapter_for
 from interlock.adapters.langchain import (
     ADAPTER,
@@ -296,7 +296,16 @@ budgets:
     unit: USD
     scope: agent
     kind: tool
+  - id: model-tokens
+    limit: 1000
+    unit: tokens
+    scope: agent
+    kind: llm
 rules:
+  - id: models-ok
+    decision: allow
+    reason: the model may think
+    kind: llm
   - id: lookups-ok
     decision: allow
     reason: lookups are fine
@@ -375,4 +384,285 @@ def test_the_model_tool_call_id_is_recorded_for_correlation(
     run_agent(agent, mode)
     assert stateful_guard.store is not None
     records = [json.loads(row.body) for row in stateful_guard.store.audit_rows(kind="decision")]
-    assert [r.get("call_id") for r in records] == ["c0"]
+    tools = [r for r in records if r["action"]["kind"] == "tool"]
+    assert [r.get("call_id") for r in tools] == ["c0"]
+
+
+# -- model calls: checked and reserved before, committed from usage_metadata after -------
+
+
+def _with_usage(message: AIMessage, tokens_in: int, tokens_out: int) -> AIMessage:
+    message.usage_metadata = {
+        "input_tokens": tokens_in,
+        "output_tokens": tokens_out,
+        "total_tokens": tokens_in + tokens_out,
+    }
+    return message
+
+
+def _model_agent(guard: Guard, script: list[BaseMessage], **options: Any) -> Any:
+    @tool
+    def paid_lookup(query: str, est_cost: float) -> str:
+        """Look something up, at a cost."""
+        return "found"
+
+    model = FakeToolModel(responses=script)
+    return create_agent(model, [paid_lookup], middleware=[InterlockMiddleware(guard, **options)])
+
+
+def _llm_records(guard: Guard) -> list[dict[str, Any]]:
+    assert guard.store is not None
+    rows = guard.store.audit_rows(kind="decision")
+    return [r for r in (json.loads(row.body) for row in rows) if r["action"]["kind"] == "llm"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_every_model_call_is_checked_and_commits_its_real_usage(
+    stateful_guard: Guard, mode: str
+) -> None:
+    ask = AIMessage(
+        content="",
+        tool_calls=[{"name": "paid_lookup", "args": {"query": "q", "est_cost": 0.1}, "id": "p1"}],
+    )
+    script: list[BaseMessage] = [_with_usage(ask, 120, 30), _with_usage(AIMessage("done"), 200, 5)]
+    result = run_agent(_model_agent(stateful_guard, script), mode)
+    assert result["messages"][-1].content == "done"
+    assert stateful_guard.store is not None
+    (row,) = stateful_guard.store.budget_rows(budget_id="model-tokens")
+    assert (row.spent, row.reserved) == (120 + 30 + 200 + 5, 0)
+    records = _llm_records(stateful_guard)
+    assert [r["decision"] for r in records] == ["allow", "allow"]
+    assert {r["action"]["name"] for r in records} == {"FakeToolModel"}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_model_call_over_budget_never_reaches_the_model(stateful_guard: Guard, mode: str) -> None:
+    called: list[int] = []
+
+    class Counting(FakeToolModel):
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            called.append(1)
+            return super()._generate(*args, **kwargs)
+
+        async def _agenerate(self, *args: Any, **kwargs: Any) -> Any:
+            called.append(1)
+            return await super()._agenerate(*args, **kwargs)
+
+    big = "x" * 8000  # ~2000 tokens estimated: more than the 1000-token budget
+    model = Counting(responses=[AIMessage("never")])
+    agent = create_agent(model, [], middleware=[InterlockMiddleware(stateful_guard)])
+    inputs = {"messages": [("user", big)]}
+    result = asyncio.run(agent.ainvoke(inputs)) if mode == "async" else agent.invoke(inputs)
+    assert called == []
+    final = result["messages"][-1]
+    assert isinstance(final, AIMessage)
+    assert "model-tokens" in str(final.content)  # the answer names the budget
+    with pytest.raises(ActionDenied, match="model-tokens"):
+        create_agent(
+            model, [], middleware=[InterlockMiddleware(stateful_guard, refusal="raise")]
+        ).invoke(inputs)
+    assert called == []
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_model_that_raises_releases_its_reservation(stateful_guard: Guard, mode: str) -> None:
+    class Broken(FakeToolModel):
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("provider down")
+
+        async def _agenerate(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("provider down")
+
+    agent = create_agent(Broken(responses=[]), [], middleware=[InterlockMiddleware(stateful_guard)])
+    with pytest.raises(RuntimeError, match="provider down"):
+        run_agent(agent, mode)
+    assert stateful_guard.store is not None
+    (row,) = stateful_guard.store.budget_rows(budget_id="model-tokens")
+    assert (row.spent, row.reserved) == (0, 0)
+
+
+def test_model_calls_are_not_gated_without_a_store_unless_asked() -> None:
+    seen: list[Decision] = []
+    guard = Guard(POLICY, on_decision=lambda d, *_: seen.append(d))
+    agent = create_agent(
+        FakeToolModel(responses=[AIMessage("hi")]), [], middleware=[InterlockMiddleware(guard)]
+    )
+    assert agent.invoke({"messages": [("user", "hi")]})["messages"][-1].content == "hi"
+    assert seen == []
+    gated = create_agent(
+        FakeToolModel(responses=[AIMessage("hi")]),
+        [],
+        middleware=[InterlockMiddleware(guard, models=True)],
+    )
+    final = gated.invoke({"messages": [("user", "hi")]})["messages"][-1]
+    assert [d.verdict for d in seen] == [Verdict.DENY]  # the table's policy has no llm rule
+    assert "denied llm 'FakeToolModel'" in str(final.content)
+
+
+def test_the_default_estimate_counts_the_prompt_and_the_output_ceiling() -> None:
+    from langchain.agents.middleware.types import ModelRequest
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from interlock.adapters.langchain import estimate_usage
+
+    model = FakeToolModel(responses=[])
+    request: Any = ModelRequest(
+        model=model,
+        messages=[HumanMessage("a" * 10)],
+        system_message=SystemMessage("b" * 6),
+    )
+    assert estimate_usage(request) == Usage(4, 0)  # ceil(16 / 4), no ceiling on the fake
+    custom = InterlockMiddleware(Guard(POLICY), estimate=lambda r: Usage(7, 9))
+    assert custom.estimate(request) == Usage(7, 9)
+
+
+# -- a call awaiting approval: refuse, wait, or interrupt the graph -----------------------
+
+
+def _approve_when_pending(guard: Guard, approve: bool = True) -> threading.Thread:
+    """A supervisor in another thread: approves (or denies) the first pending request."""
+    assert guard.store is not None
+    store = guard.store
+
+    def supervise() -> None:
+        for _ in range(2000):
+            pending = store.list_approvals(status="pending")
+            if pending:
+                decide = store.approve if approve else store.deny
+                decide(pending[0].id, by="supervisor", reason="checked")
+                return
+            threading.Event().wait(0.005)
+
+    thread = threading.Thread(target=supervise, daemon=True)
+    thread.start()
+    return thread
+
+
+def _wire_agent(guard: Guard, ran: list[float], **options: Any) -> Any:
+    @tool
+    def wire(amount: float) -> str:
+        """Wire money."""
+        ran.append(amount)
+        return f"wired {amount}"
+
+    ask = AIMessage(content="", tool_calls=[{"name": "wire", "args": {"amount": 5}, "id": "w1"}])
+    model = FakeToolModel(responses=[ask, AIMessage("done")])
+    return create_agent(model, [wire], middleware=[InterlockMiddleware(guard, **options)])
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_on_approval_wait_runs_the_call_once_a_human_approves(
+    stateful_guard: Guard, mode: str
+) -> None:
+    ran: list[float] = []
+    supervisor = _approve_when_pending(stateful_guard)
+    result = run_agent(
+        _wire_agent(stateful_guard, ran, on_approval="wait", approval_timeout=60), mode
+    )
+    supervisor.join()
+    assert ran == [5]
+    (answer,) = tool_messages(result["messages"])
+    assert (answer.status, answer.content) == ("success", "wired 5.0")
+    assert stateful_guard.store is not None
+    (approval,) = stateful_guard.store.list_approvals()
+    assert approval.status.value == "claimed"  # the grant was used, once
+
+
+def test_on_approval_wait_refuses_when_the_human_denies(stateful_guard: Guard) -> None:
+    ran: list[float] = []
+    supervisor = _approve_when_pending(stateful_guard, approve=False)
+    result = run_agent(
+        _wire_agent(stateful_guard, ran, on_approval="wait", approval_timeout=60), "sync"
+    )
+    supervisor.join()
+    assert ran == []
+    (answer,) = tool_messages(result["messages"])
+    assert answer.status == "error"
+    assert "denied" in str(answer.content)
+
+
+def test_on_approval_wait_refuses_when_nobody_decides_in_time(stateful_guard: Guard) -> None:
+    ran: list[float] = []
+    agent = _wire_agent(stateful_guard, ran, on_approval="wait", approval_timeout=0.05)
+    (answer,) = tool_messages(run_agent(agent, "sync")["messages"])
+    assert ran == []
+    assert answer.status == "error"
+    assert "requires approval" in str(answer.content)
+
+
+def test_waiting_or_interrupting_needs_a_store() -> None:
+    with pytest.raises(ValueError, match="needs a guard with a store"):
+        InterlockMiddleware(Guard(POLICY), on_approval="wait")
+    with pytest.raises(ValueError, match="on_approval must be"):
+        InterlockMiddleware(Guard(POLICY), on_approval="later")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_on_approval_interrupt_pauses_the_graph_and_resumes_after_the_decision(
+    stateful_guard: Guard, mode: str
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    @tool
+    def wire(amount: float) -> str:
+        """Wire money."""
+        ran.append(amount)
+        return f"wired {amount}"
+
+    ran: list[float] = []
+    ask = AIMessage(content="", tool_calls=[{"name": "wire", "args": {"amount": 5}, "id": "w1"}])
+    agent = create_agent(
+        FakeToolModel(responses=[ask, AIMessage("done")]),
+        [wire],
+        middleware=[InterlockMiddleware(stateful_guard, on_approval="interrupt")],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "t1"}}
+
+    def invoke(value: Any) -> dict[str, Any]:
+        if mode == "async":
+            return asyncio.run(agent.ainvoke(value, config))  # type: ignore[no-any-return]
+        return agent.invoke(value, config)  # type: ignore[no-any-return]
+
+    paused = invoke({"messages": [("user", "pay the invoice")]})
+    (pending,) = paused["__interrupt__"]
+    payload = pending.value
+    assert payload["interlock"] == "approval_required"
+    assert payload["reason"] == "wires need a human"
+    assert ran == []
+    assert stateful_guard.store is not None
+    stateful_guard.store.approve(payload["approval_id"], by="supervisor", reason="ok")
+    done = invoke(Command(resume="go"))
+    assert ran == [5]
+    (answer,) = tool_messages(done["messages"])
+    assert answer.content == "wired 5.0"
+    assert done["messages"][-1].content == "done"
+
+
+def test_resuming_an_interrupt_without_a_decision_refuses(stateful_guard: Guard) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    ran: list[float] = []
+
+    @tool
+    def wire(amount: float) -> str:
+        """Wire money."""
+        ran.append(amount)
+        return "wired"
+
+    ask = AIMessage(content="", tool_calls=[{"name": "wire", "args": {"amount": 5}, "id": "w1"}])
+    agent = create_agent(
+        FakeToolModel(responses=[ask, AIMessage("done")]),
+        [wire],
+        middleware=[InterlockMiddleware(stateful_guard, on_approval="interrupt")],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "t2"}}
+    agent.invoke({"messages": [("user", "pay")]}, config)
+    done = agent.invoke(Command(resume="approved!"), config)  # the resume value is not trusted
+    assert ran == []
+    (answer,) = tool_messages(done["messages"])
+    assert answer.status == "error"
+    assert "requires approval" in str(answer.content)

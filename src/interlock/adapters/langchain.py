@@ -16,6 +16,13 @@ A refusal in the middleware is a ``ToolMessage(status="error")`` the model reads
 ``agent.invoke`` (``refusal="raise"``). A guarded tool always raises. In every case the
 tool body never runs on anything but allow.
 
+The middleware also gates model calls (``wrap_model_call``) when the guard has a store:
+each call is checked as an ``llm`` action and reserved on the policy's budgets before
+the model runs, and committed from the response's ``usage_metadata`` after. A call
+awaiting approval can be refused (default), waited for in place
+(``on_approval="wait"``), or turned into a LangGraph ``interrupt`` the graph resumes
+from once a human has decided (``on_approval="interrupt"``).
+
 Example::
 
     from langchain.agents import create_agent
@@ -26,6 +33,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,13 +47,22 @@ from interlock.adapters.base import (
     verdict_outcome,
 )
 from interlock.core.action import Action, Context
-from interlock.core.decision import Decision
+from interlock.core.decision import Decision, Verdict
+from interlock.errors import Blocked
+from interlock.ledger.usage import Usage
 
 try:
     from langchain.agents.middleware import AgentMiddleware
-    from langchain_core.messages import ToolMessage
+    from langchain.agents.middleware.types import (
+        ExtendedModelResponse,
+        ModelRequest,
+        ModelResponse,
+    )
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
     from langchain_core.tools import BaseTool
     from langgraph.prebuilt import ToolNode
+    from langgraph.types import interrupt
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         f"the LangChain adapter needs langchain, langchain-core and langgraph ({exc}): "
@@ -67,6 +84,11 @@ __all__ = [
 ]
 
 Refusal = Literal["message", "raise"]
+OnApproval = Literal["refuse", "wait", "interrupt"]
+Estimator = Callable[[ModelRequest[Any]], Usage]
+
+#: Characters per token for the default input estimate (a rough, model-agnostic rule).
+CHARS_PER_TOKEN = 4
 
 
 def tool_schema(tool: BaseTool | None) -> dict[str, Any] | None:
@@ -122,23 +144,57 @@ class _Gate:
 
 
 class InterlockMiddleware(AgentMiddleware):
-    """Judge every tool call of a ``create_agent`` agent before the tool runs.
+    """Judge every tool call (and, with a store, every model call) of a
+    ``create_agent`` agent before it runs.
 
-    ``refusal="message"`` answers a refused call with an error ``ToolMessage`` carrying
-    the reason (and the approval URL), so the model reads it and the loop goes on;
-    ``refusal="raise"`` raises ``ActionDenied`` / ``ApprovalRequired`` /
+    ``refusal="message"`` answers a refused tool call with an error ``ToolMessage``
+    carrying the reason (and the approval URL), so the model reads it and the loop goes
+    on; ``refusal="raise"`` raises ``ActionDenied`` / ``ApprovalRequired`` /
     ``ActionUndetermined`` out of ``agent.invoke``. A ``mapper(name, args, tool)``
     may replace the default action (``None``: not ours to judge, the call runs).
+
+    ``on_approval`` says what a tool call that needs a human does: ``"refuse"`` (the
+    refusal above, with the approval to decide), ``"wait"`` (block until the approval
+    is decided or ``approval_timeout`` seconds pass, then check the identical call
+    again, which claims the grant once), or ``"interrupt"`` (a LangGraph ``interrupt``
+    carrying the approval; resume the graph after a human decides — the call is
+    checked again then, so the resume value is never trusted as an approval). The two
+    last need a guard with a store; ``"interrupt"`` needs a graph with a checkpointer.
+
+    ``models`` gates model calls: ``None`` (default) does so when the guard has a
+    store, so budgets see every call. ``estimate`` gives the reservation for a
+    request (default: the prompt's characters / 4 as input tokens and the model's
+    ``max_tokens`` as output tokens); the real ``usage_metadata`` is committed after.
     """
 
     def __init__(
-        self, guard: Guard, *, refusal: Refusal = "message", mapper: Mapper | None = None
+        self,
+        guard: Guard,
+        *,
+        refusal: Refusal = "message",
+        mapper: Mapper | None = None,
+        on_approval: OnApproval = "refuse",
+        approval_timeout: float = 300.0,
+        models: bool | None = None,
+        estimate: Estimator | None = None,
     ) -> None:
         super().__init__()
         if refusal not in ("message", "raise"):
             raise ValueError(f"refusal must be 'message' or 'raise', not {refusal!r}")
+        if on_approval not in ("refuse", "wait", "interrupt"):
+            raise ValueError(
+                f"on_approval must be 'refuse', 'wait' or 'interrupt', not {on_approval!r}"
+            )
+        if on_approval != "refuse" and guard.store is None:
+            raise ValueError(
+                f"on_approval={on_approval!r} needs a guard with a store, where approvals live"
+            )
         self.guard = guard
         self.refusal = refusal
+        self.on_approval = on_approval
+        self.approval_timeout = approval_timeout
+        self.models = guard.store is not None if models is None else models
+        self.estimate = estimate or estimate_usage
         self._gate = _Gate(guard, mapper)
 
     @property
@@ -151,9 +207,15 @@ class InterlockMiddleware(AgentMiddleware):
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         call = request.tool_call
-        decision = self._gate.decide(call["name"], call.get("args"), request.tool, call.get("id"))
+
+        def decide() -> Decision | None:  # again after an approval is decided
+            return self._gate.decide(call["name"], call.get("args"), request.tool, call.get("id"))
+
+        decision = decide()
         if decision is None:
             return handler(request)
+        if self._awaits_human(decision):
+            decision = self._after_approval(decision, decide)
         if not decision.allowed:
             return self._refuse(request, decision)
         return run_settled(self.guard, decision, lambda: handler(request))
@@ -169,9 +231,100 @@ class InterlockMiddleware(AgentMiddleware):
         )
         if decision is None:
             return await handler(request)
+        if self._awaits_human(decision):
+            decision = await self._aafter_approval(
+                decision,
+                lambda: self._gate.adecide(
+                    call["name"], call.get("args"), request.tool, call.get("id")
+                ),
+            )
         if not decision.allowed:
             return self._refuse(request, decision)
         return await arun_settled(self.guard, decision, lambda: handler(request))
+
+    # -- approvals: refuse, wait, or interrupt the graph --------------------------------
+
+    def _awaits_human(self, decision: Decision) -> bool:
+        return (
+            self.on_approval != "refuse"
+            and decision.verdict is Verdict.REQUIRE_APPROVAL
+            and decision.approval is not None
+            and decision.approval.id is not None
+            and decision.approval.status == "pending"
+        )
+
+    def _after_approval(
+        self, decision: Decision, decide: Callable[[], Decision | None]
+    ) -> Decision:
+        approval_id = decision.approval.id if decision.approval else None
+        assert approval_id is not None  # _awaits_human checked it
+        if self.on_approval == "interrupt":
+            interrupt(approval_payload(decision))
+        else:
+            self.guard.wait_for_approval(approval_id, self.approval_timeout)
+        return decide() or decision
+
+    async def _aafter_approval(
+        self, decision: Decision, decide: Callable[[], Awaitable[Decision | None]]
+    ) -> Decision:
+        approval_id = decision.approval.id if decision.approval else None
+        assert approval_id is not None  # _awaits_human checked it
+        if self.on_approval == "interrupt":
+            interrupt(approval_payload(decision))
+        else:
+            await self.guard.await_approval(approval_id, self.approval_timeout)
+        return await decide() or decision
+
+    # -- model calls: checked and reserved before, committed from real usage after ------
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        if not self.models:
+            return handler(request)
+        call = self.guard.llm_call(model_name(request.model), estimate=self.estimate(request))
+        try:
+            call.__enter__()
+        except Blocked as exc:
+            return self._refuse_model(exc)
+        try:
+            response = handler(request)
+        except BaseException as exc:
+            call.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        _record_usage(call, response)
+        call.__exit__(None, None, None)
+        return response
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        if not self.models:
+            return await handler(request)
+        call = self.guard.llm_call(model_name(request.model), estimate=self.estimate(request))
+        try:
+            await call.__aenter__()
+        except Blocked as exc:
+            return self._refuse_model(exc)
+        try:
+            response = await handler(request)
+        except BaseException as exc:
+            await call.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        _record_usage(call, response)
+        await call.__aexit__(None, None, None)
+        return response
+
+    def _refuse_model(self, error: Blocked) -> AIMessage:
+        """A refused model call ends the loop with an answer that says why (message
+        style), or raises (raise style)."""
+        if self.refusal == "raise":
+            raise error
+        return AIMessage(content=str(error))
 
     def _refuse(self, request: ToolCallRequest, decision: Decision) -> ToolMessage:
         call = request.tool_call
@@ -186,17 +339,94 @@ class InterlockMiddleware(AgentMiddleware):
         )
 
 
+def approval_payload(decision: Decision) -> dict[str, Any]:
+    """What a LangGraph ``interrupt`` carries for a call awaiting approval."""
+    approval = decision.approval
+    return {
+        "interlock": "approval_required",
+        "approval_id": approval.id if approval else None,
+        "approval_url": approval.url if approval else None,
+        "reason": decision.reason,
+        "rule_ids": list(decision.rule_ids),
+        "decision_id": decision.decision_id,
+    }
+
+
+def model_name(model: BaseChatModel) -> str:
+    """The model's name as pricing knows it (``model_name`` or ``model``), else its
+    class name."""
+    for attr in ("model_name", "model", "model_id"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__
+
+
+def estimate_usage(request: ModelRequest[Any]) -> Usage:
+    """A reservation for one model request: the prompt's characters / 4 as input
+    tokens, the model's ``max_tokens`` (when it sets one) as output tokens."""
+    chars = sum(len(str(m.content)) for m in request.messages)
+    if request.system_message is not None:
+        chars += len(str(request.system_message.content))
+    ceiling = getattr(request.model, "max_tokens", None)
+    output = ceiling if isinstance(ceiling, int) and not isinstance(ceiling, bool) else 0
+    return Usage(math.ceil(chars / CHARS_PER_TOKEN), max(output, 0))
+
+
+def response_usage(response: object) -> Usage | None:
+    """The summed ``usage_metadata`` of the AI messages in a model response, or
+    ``None`` when the model reported none."""
+    if isinstance(response, ExtendedModelResponse):
+        response = response.model_response
+    messages: list[BaseMessage]
+    if isinstance(response, ModelResponse):
+        messages = list(response.result)
+    elif isinstance(response, AIMessage):
+        messages = [response]
+    else:
+        return None
+    total: Usage | None = None
+    for message in messages:
+        metadata = getattr(message, "usage_metadata", None)
+        if not metadata:
+            continue
+        usage = Usage.of(metadata)
+        total = (
+            usage
+            if total is None
+            else Usage(
+                total.input_tokens + usage.input_tokens, total.output_tokens + usage.output_tokens
+            )
+        )
+    return total
+
+
+def _record_usage(call: Any, response: object) -> None:
+    usage = response_usage(response)
+    if usage is not None:
+        call.record(usage)
+
+
 def guarded_tool_node(
     tools: Sequence[BaseTool | Callable[..., Any]],
     guard: Guard,
     *,
     refusal: Refusal = "message",
     mapper: Mapper | None = None,
+    on_approval: OnApproval = "refuse",
+    approval_timeout: float = 300.0,
     **options: Any,
 ) -> ToolNode:
     """A LangGraph ``ToolNode`` whose every tool call is judged first (sync and async),
-    with the same refusal styles as :class:`InterlockMiddleware`."""
-    middleware = InterlockMiddleware(guard, refusal=refusal, mapper=mapper)
+    with the same refusal and approval styles as :class:`InterlockMiddleware`."""
+    middleware = InterlockMiddleware(
+        guard,
+        refusal=refusal,
+        mapper=mapper,
+        on_approval=on_approval,
+        approval_timeout=approval_timeout,
+        models=False,
+    )
     return ToolNode(
         tools,
         wrap_tool_call=middleware.wrap_tool_call,
