@@ -10,14 +10,14 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed-run: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[langchain]'
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed-run
 
-## demo: create the environment, install Interlock and run the offline demo
+## demo: create the environment, install Interlock (with LangChain) and run the offline agent demo
 demo: $(VENV)/.installed-run
 	$(BIN)/interlock demo
 

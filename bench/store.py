@@ -191,7 +191,7 @@ WORKLOAD: Final = (
 
 
 def example_policy() -> Any:
-    """The policy ``interlock demo`` runs under (``examples/interlock.yaml``, 10 rules)."""
+    """The policy ``interlock demo`` runs under (``examples/interlock.yaml``)."""
     from interlock import load_policy_text
     from interlock.demo import example_policy_text
 

@@ -1,6 +1,6 @@
 """Benchmark ``store-check``: what a durable audit log costs ``guard.check``.
 
-One small policy (``examples/interlock.yaml``, the demo's 10 rules) and one workload
+One small policy (``examples/interlock.yaml``, the demo's rules) and one workload
 of 9 allowed and denied calls (no approvals, no budgets: those add store
 transactions of their own, measured by ``store-approval`` and ``store-budget``).
 Subjects, all on SQLite in WAL mode, each on a fresh file:

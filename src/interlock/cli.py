@@ -310,10 +310,12 @@ def demo(
         bool, typer.Option("--no-store", help="Decide in memory only: no audit, no approvals.")
     ] = False,
 ) -> None:
-    """Run a scripted, offline agent under the example policy and show every verdict.
+    """Run an offline LangGraph agent (a scripted fake model) under the example policy
+    and show every verdict.
 
-    On the store (the embedded SQLite file by default) every decision is audited, and a
-    supervisor approves the large refund so that the agent's retry runs exactly once."""
+    On the store (the embedded SQLite file by default) every decision is audited, model
+    calls are charged to the token budget, and the large refund interrupts the graph
+    until a supervisor approves it; the resumed call runs exactly once."""
     from interlock.demo import run_demo
     from interlock.errors import StoreError
     from interlock.store import default_database_url, open_store
@@ -326,15 +328,22 @@ def demo(
         except (StoreError, ImportError) as exc:
             raise fail(describe(exc)) from None
     try:
-        results = run_demo(sink=sink, store=store)
+        try:
+            results = run_demo(sink=sink, store=store)
+        except ImportError as exc:
+            raise fail(describe(exc)) from None
         report = store.verify_audit() if store is not None else None
+        tokens = store.budget_rows(tenant="acme", budget_id="model-tokens") if store else []
     finally:
         if sink is not None:
             sink.close()
         if store is not None:
             store.close()
     redactor = Redactor()
-    table = Table(title="interlock demo — a scripted support agent under examples/interlock.yaml")
+    table = Table(
+        title="interlock demo — a LangGraph support agent (scripted model) under "
+        "examples/interlock.yaml"
+    )
     table.add_column("#", no_wrap=True)
     table.add_column("agent wants to")
     table.add_column("tool call", overflow="fold", ratio=3)
@@ -368,6 +377,11 @@ def demo(
     )
     if events is not None:
         out.print(f"events appended to {events} (see: interlock audit tail --events {events})")
+    for row in tokens:
+        out.print(
+            f"model calls: budget {row.budget_id} ({row.scope_key}) has {row.spent:,} of "
+            f"{row.cap:,} {row.unit} spent, {row.reserved:,} reserved"
+        )
     if store is not None and report is not None:
         records = sum(report.checked.values())
         state = "intact" if report.ok else "BROKEN"

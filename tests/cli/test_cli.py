@@ -125,7 +125,7 @@ def test_policy_lint_reports_every_problem_with_its_line(tmp_path: Path) -> None
     )
     code, output = run("policy", "lint", POLICY, str(bad))
     assert code == 1
-    assert "interlock.yaml: 10 rules (1 in shadow mode), default deny" in output
+    assert "interlock.yaml: 11 rules (1 in shadow mode), default deny" in output
     assert "bad.yaml:6: rule 'a': field 'when'" in output
     assert "bad.yaml:10: rule 'b': field 'params.comand'" in output
 
@@ -175,7 +175,9 @@ def test_demo_shows_every_verdict_kind_and_runs_bodies_only_on_allow(tmp_path: P
     records = [json.loads(line) for line in events.read_text().splitlines()]
     assert {r["decision"] for r in records} == {"allow", "deny", "require_approval", "undetermined"}
     assert "s3cr3t" not in events.read_text()
-    assert "audit: 13 records" in output and "chain intact" in output  # 12 calls, 1 approval
+    # 12 tool calls and 12 model calls judged, 12 model reservations settled, 1 approval
+    assert "audit: 37 records" in output and "chain intact" in output
+    assert "model-tokens (agent:support-bot) has" in output
 
 
 def test_demo_on_the_store_audits_every_decision_and_claims_the_approval_once(
@@ -188,9 +190,19 @@ def test_demo_on_the_store_audits_every_decision_and_claims_the_approval_once(
     assert code == 0, output
     with open_store(database) as store:
         report = store.verify_audit()
-        assert report.ok and report.checked == {"acme": 13}  # 12 calls and the approval
+        assert report.ok and report.checked == {"acme": 37}
         kinds = [row.kind for row in store.audit_rows()]
-        assert kinds.count("approval") == 1 and kinds.count("decision") == 12
+        assert kinds.count("approval") == 1 and kinds.count("decision") == 24
+        assert kinds.count("budget") == 12  # every model call's reservation committed
+        actions = [json.loads(row.body)["action"] for row in store.audit_rows(kind="decision")]
+        refunds = [
+            a for a in actions if a["name"] == "refund_order" and a["arguments"]["order_id"] == 43
+        ]
+        assert len(refunds) == 2  # interrupted for approval, then resumed and allowed once
+        (tokens,) = store.budget_rows(budget_id="model-tokens")
+        assert tokens.reserved == 0 and tokens.spent == (
+            sum(120 + 40 * i + 30 for i in range(11)) + (120 + 40 * 11 + 15)
+        )  # exactly what the scripted model reported, not the estimates
         (approval,) = store.list_approvals()
         assert approval.status is ApprovalStatus.CLAIMED
         assert approval.decided_by == "demo-supervisor"
