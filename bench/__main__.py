@@ -77,7 +77,13 @@ def _store_check(calls: int | None, quick: bool) -> BenchResult:
     return store_check.run(calls, quick)
 
 
-#: name -> benchmark. Planned: "adapters", "server".
+def _adapters(calls: int | None, quick: bool) -> BenchResult:
+    from bench import adapters
+
+    return adapters.run(calls, quick)
+
+
+#: name -> benchmark. Planned: "server".
 BENCHMARKS: dict[str, Benchmark] = {
     "check": Benchmark(
         "one decision: guard.check / evaluate vs a dict+regex floor and cedarpy, 100 rules",
@@ -105,6 +111,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "guard.check with a durable SQLite store vs durability none vs no store, 1 and 8 "
         "threads (--calls: no-store checks)",
         _store_check,
+    ),
+    "adapters": Benchmark(
+        "the same LangChain agent loop and fake model with and without the guard, per tool "
+        "call (--calls: runs of 40 tool calls per subject)",
+        _adapters,
     ),
 }
 

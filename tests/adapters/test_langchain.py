@@ -666,3 +666,16 @@ def test_resuming_an_interrupt_without_a_decision_refuses(stateful_guard: Guard)
     (answer,) = tool_messages(done["messages"])
     assert answer.status == "error"
     assert "requires approval" in str(answer.content)
+
+
+def test_a_middleware_that_does_not_gate_models_adds_no_model_layer() -> None:
+    from langchain.agents.middleware import AgentMiddleware
+
+    tools_only = InterlockMiddleware(Guard(POLICY))
+    both = InterlockMiddleware(Guard(POLICY), models=True)
+    assert isinstance(tools_only, InterlockMiddleware) and isinstance(both, InterlockMiddleware)
+    # create_agent adds a model-call layer only for a class overriding wrap_model_call
+    assert type(tools_only).wrap_model_call is AgentMiddleware.wrap_model_call
+    assert type(tools_only).awrap_model_call is AgentMiddleware.awrap_model_call
+    assert type(both).wrap_model_call is not AgentMiddleware.wrap_model_call
+    assert (tools_only.models, both.models) == (False, True)

@@ -167,6 +167,15 @@ class InterlockMiddleware(AgentMiddleware):
     ``max_tokens`` as output tokens); the real ``usage_metadata`` is committed after.
     """
 
+    def __new__(cls, guard: Guard, *args: Any, models: bool | None = None, **kwargs: Any) -> Any:
+        # ``create_agent`` adds a model-call layer for every middleware whose class
+        # overrides ``wrap_model_call`` — a few hundred µs per turn even when it only
+        # passes through. A middleware that does not gate models is made of a subclass
+        # without the override, so it costs nothing there.
+        gated = guard.store is not None if models is None else models
+        made = _ToolCallsOnly if cls is InterlockMiddleware and not gated else cls
+        return super().__new__(made)
+
     def __init__(
         self,
         guard: Guard,
@@ -337,6 +346,13 @@ class InterlockMiddleware(AgentMiddleware):
             name=call["name"],
             status="error",
         )
+
+
+class _ToolCallsOnly(InterlockMiddleware):
+    """An :class:`InterlockMiddleware` that does not gate model calls (see ``__new__``)."""
+
+    wrap_model_call = AgentMiddleware.wrap_model_call
+    awrap_model_call = AgentMiddleware.awrap_model_call
 
 
 def approval_payload(decision: Decision) -> dict[str, Any]:

@@ -1,0 +1,202 @@
+"""Benchmark ``adapters``: what the guard adds to a real agent loop, per tool call.
+
+The same LangChain ``create_agent`` loop, the same scripted fake model and the same
+tool, with and without the guard: the model asks for one tool call per turn, ``TURNS``
+turns and a final answer per run, and a run is timed whole (``agent.invoke``). Figures
+are per tool call: the run's time divided by ``TURNS``, so each sample holds one model
+turn, one tool call and the graph's own bookkeeping. Subjects:
+
+* **unguarded** — no middleware: the baseline;
+* **no-op middleware** — an ``AgentMiddleware`` whose ``wrap_tool_call`` only calls
+  the handler: what LangChain's middleware machinery costs by itself;
+* **guarded** — ``InterlockMiddleware(Guard(policy))``, no store: one check per call;
+* **guarded, store** — the same on an embedded SQLite store (durability ``process``):
+  each tool call audited, and each model call checked, reserved on a token budget and
+  committed, before the next turn;
+
+each sync (``invoke``) and async (``ainvoke``). The overhead per tool call is the
+guarded median minus the unguarded median; the ratio is guarded / unguarded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+from bench.harness import BenchResult, Stats, summarise
+from interlock import Guard, load_policy_text
+
+__all__ = ["run"]
+
+TURNS: Final = 40
+#: timed runs per subject (default, quick)
+RUNS: Final = (60, 8)
+WARMUP: Final = 3
+
+POLICY: Final = """
+version: 1
+default: deny
+budgets:
+  - id: model-tokens
+    limit: 1000000000
+    unit: tokens
+    scope: agent
+    kind: llm
+rules:
+  - id: models
+    decision: allow
+    reason: the model may think
+    kind: llm
+  - id: lookups
+    decision: allow
+    reason: lookups are fine
+    name: lookup
+  - id: no-secrets
+    decision: deny
+    reason: no secrets
+    name: lookup
+    params:
+      args.key: {glob: "secret*"}
+"""
+
+
+def _agent(middleware: list[Any]) -> Any:
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+
+    class ScriptedModel(FakeMessagesListChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return f"value of {key}"
+
+    usage = {"input_tokens": 200, "output_tokens": 20, "total_tokens": 220}
+    turns: list[Any] = [
+        AIMessage(
+            content="",
+            tool_calls=[{"name": "lookup", "args": {"key": f"k{i}"}, "id": f"c{i}"}],
+            usage_metadata=usage,
+        )
+        for i in range(TURNS)
+    ]
+    turns.append(AIMessage(content="done", usage_metadata=usage))
+    # A run consumes every scripted response, so the fake model starts over each run.
+    return create_agent(ScriptedModel(responses=turns), [lookup], middleware=middleware)
+
+
+def _noop() -> Any:
+    from langchain.agents.middleware import AgentMiddleware
+
+    class Noop(AgentMiddleware):
+        def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+            return handler(request)
+
+        async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+            return await handler(request)
+
+    return Noop()
+
+
+def _time_runs(agent: Any, runs: int, mode: str) -> tuple[list[int], int]:
+    inputs = {"messages": [("user", "go")]}
+    if mode == "async":
+
+        async def loop() -> tuple[list[int], int]:
+            for _ in range(WARMUP):
+                await agent.ainvoke(inputs)
+            samples = []
+            began = time.perf_counter_ns()
+            for _ in range(runs):
+                t0 = time.perf_counter_ns()
+                await agent.ainvoke(inputs)
+                samples.append((time.perf_counter_ns() - t0) // TURNS)
+            return samples, time.perf_counter_ns() - began
+
+        return asyncio.run(loop())
+    for _ in range(WARMUP):
+        agent.invoke(inputs)
+    samples = []
+    began = time.perf_counter_ns()
+    for _ in range(runs):
+        t0 = time.perf_counter_ns()
+        result = agent.invoke(inputs)
+        samples.append((time.perf_counter_ns() - t0) // TURNS)
+    assert result["messages"][-1].content == "done"
+    return samples, time.perf_counter_ns() - began
+
+
+def _per_call(label: str, samples: list[int], wall: int) -> Stats:
+    stats = summarise(label, samples, wall)
+    # calls/s in the table counts tool calls, not runs
+    return Stats(
+        label,
+        stats.calls * TURNS,
+        stats.p50_ns,
+        stats.p90_ns,
+        stats.p99_ns,
+        stats.p999_ns,
+        stats.mean_ns,
+        stats.min_ns,
+        stats.max_ns,
+        wall,
+    )
+
+
+def run(calls: int | None, quick: bool) -> BenchResult:
+    """``calls``: timed runs per subject (each ``TURNS`` tool calls)."""
+    from interlock.adapters.langchain import InterlockMiddleware
+
+    runs = calls or RUNS[1 if quick else 0]
+    policy = load_policy_text(POLICY, file="bench/adapters.py")
+    result = BenchResult("adapters")
+    medians: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="interlock-bench-") as scratch:
+        stored = Guard(policy, store=f"sqlite:///{Path(scratch) / 'bench.db'}")
+        subjects: dict[str, Callable[[], list[Any]]] = {
+            "unguarded": lambda: [],
+            "no-op middleware": lambda: [_noop()],
+            "guarded": lambda: [InterlockMiddleware(Guard(policy))],
+            "guarded, store": lambda: [InterlockMiddleware(stored)],
+        }
+        try:
+            for mode in ("sync", "async"):
+                for name, middleware in subjects.items():
+                    gc.collect()
+                    samples, wall = _time_runs(_agent(middleware()), runs, mode)
+                    label = f"{name} ({mode})"
+                    stats = _per_call(label, samples, wall)
+                    medians[label] = stats.p50_ns
+                    result.stats.append(stats)
+            assert stored.store is not None
+            (tokens,) = stored.store.budget_rows(budget_id="model-tokens")
+            expected = (WARMUP + runs) * 2 * (TURNS + 1) * 220
+            if (tokens.spent, tokens.reserved) != (expected, 0):
+                result.problems.append(
+                    f"token budget spent {tokens.spent} reserved {tokens.reserved}, "
+                    f"expected {expected} and 0"
+                )
+        finally:
+            stored.close()
+    for mode in ("sync", "async"):
+        base = medians[f"unguarded ({mode})"]
+        for name in ("no-op middleware", "guarded", "guarded, store"):
+            label = f"{name} ({mode})"
+            over = medians[label] - base
+            result.info[f"overhead_us {label}"] = round(over / 1000, 2)
+            result.info[f"ratio {label}"] = round(medians[label] / base, 3)
+            result.notes.append(
+                f"{label}: {over / 1000:+.1f} µs per tool call over unguarded "
+                f"({medians[label] / base:.3f}×)"
+            )
+    result.info.update({"turns_per_run": TURNS, "runs": runs})
+    return result
