@@ -130,16 +130,11 @@ class Guard:
         self._reaper: Reaper | None = None
         if store is not None:
             self._open_store(store, policy, durability, reap_interval)
+        self._reservation_ttl = reservation_ttl
+        self._policy_decides = decider is None
         if decider is None:
             assert policy is not None  # checked above
-            if self.store is not None:
-                from interlock.deciders.stateful import StatefulDecider
-
-                decider = StatefulDecider(
-                    policy, self.store, reservation_ttl=reservation_ttl, redactor=self.redactor
-                )
-            else:
-                decider = LocalDecider(policy)
+            decider = self._decider_for(policy, self.redactor)
         self.policy = policy
         self.decider = decider
         self.context = context or _DEFAULT_CONTEXT
@@ -181,6 +176,42 @@ class Guard:
         if reap_interval is not None:
             self._reaper = Reaper(store, interval=reap_interval)
             self._reaper.start()
+
+    def _decider_for(self, policy: CompiledPolicy, redactor: Redactor) -> Decider:
+        if self.store is None:
+            return LocalDecider(policy)
+        from interlock.deciders.stateful import StatefulDecider
+
+        return StatefulDecider(
+            policy, self.store, reservation_ttl=self._reservation_ttl, redactor=redactor
+        )
+
+    def replace_policy(self, policy: CompiledPolicy) -> None:
+        """Decide by ``policy`` from the next check on; checks already running finish
+        on the old one. Budgets, rate limits and approvals keep their state (it lives
+        in the store, keyed by ids, not by policy). ``audit.durability`` is fixed when
+        the guard opens its store: a change to it takes effect on restart.
+        See :class:`interlock.policy.reload.PolicyWatcher` for reloading a file."""
+        if not self._policy_decides:
+            raise TypeError("this guard decides with a custom decider: it has no policy to replace")
+        redactor = Redactor(extra_patterns=policy.redaction_patterns)
+        decider = self._decider_for(policy, redactor)
+        if (
+            self.audit is not None
+            and self.policy is not None
+            and policy.audit.durability != self.policy.audit.durability
+        ):
+            log.warning(
+                "interlock: audit.durability changed to %r; it takes effect on restart",
+                policy.audit.durability,
+            )
+        # Each assignment is atomic; the redactor goes first so that no decision of
+        # the new policy is recorded with the old redaction patterns.
+        self.redactor = redactor
+        if self.audit is not None:
+            self.audit.redactor = redactor
+        self.decider = decider
+        self.policy = policy
 
     def close(self) -> None:
         """Write every pending audit record, stop the reaper and close the store the
