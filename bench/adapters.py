@@ -107,32 +107,15 @@ def _noop() -> Any:
     return Noop()
 
 
-def _time_runs(agent: Any, runs: int, mode: str) -> tuple[list[int], int]:
+def _one_run(agent: Any, mode: str, loop: asyncio.Runner) -> int:
+    """One whole run; its time per tool call (ns)."""
     inputs = {"messages": [("user", "go")]}
-    if mode == "async":
-
-        async def loop() -> tuple[list[int], int]:
-            for _ in range(WARMUP):
-                await agent.ainvoke(inputs)
-            samples = []
-            began = time.perf_counter_ns()
-            for _ in range(runs):
-                t0 = time.perf_counter_ns()
-                await agent.ainvoke(inputs)
-                samples.append((time.perf_counter_ns() - t0) // TURNS)
-            return samples, time.perf_counter_ns() - began
-
-        return asyncio.run(loop())
-    for _ in range(WARMUP):
-        agent.invoke(inputs)
-    samples = []
-    began = time.perf_counter_ns()
-    for _ in range(runs):
-        t0 = time.perf_counter_ns()
-        result = agent.invoke(inputs)
-        samples.append((time.perf_counter_ns() - t0) // TURNS)
-    assert result["messages"][-1].content == "done"
-    return samples, time.perf_counter_ns() - began
+    t0 = time.perf_counter_ns()
+    result = loop.run(agent.ainvoke(inputs)) if mode == "async" else agent.invoke(inputs)
+    elapsed = time.perf_counter_ns() - t0
+    if result["messages"][-1].content != "done":
+        raise AssertionError("the agent loop did not finish")
+    return elapsed // TURNS
 
 
 def _per_call(label: str, samples: list[int], wall: int) -> Stats:
@@ -168,15 +151,29 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             "guarded": lambda: [InterlockMiddleware(Guard(policy))],
             "guarded, store": lambda: [InterlockMiddleware(stored)],
         }
+        agents = [
+            (f"{name} ({mode})", mode, _agent(make()))
+            for mode in ("sync", "async")
+            for name, make in subjects.items()
+        ]
+        samples: dict[str, list[int]] = {label: [] for label, _, _ in agents}
+        walls: dict[str, int] = dict.fromkeys(samples, 0)
         try:
-            for mode in ("sync", "async"):
-                for name, middleware in subjects.items():
+            # Round-robin, one run of each subject per round, starting at a different
+            # subject each round: drift in the machine's load hits every subject alike.
+            with asyncio.Runner() as loop:
+                for round_ in range(WARMUP + runs):
                     gc.collect()
-                    samples, wall = _time_runs(_agent(middleware()), runs, mode)
-                    label = f"{name} ({mode})"
-                    stats = _per_call(label, samples, wall)
-                    medians[label] = stats.p50_ns
-                    result.stats.append(stats)
+                    for k in range(len(agents)):
+                        label, mode, agent = agents[(round_ + k) % len(agents)]
+                        per_call = _one_run(agent, mode, loop)
+                        if round_ >= WARMUP:
+                            samples[label].append(per_call)
+                            walls[label] += per_call * TURNS
+            for label, _, _ in agents:
+                stats = _per_call(label, samples[label], walls[label])
+                medians[label] = stats.p50_ns
+                result.stats.append(stats)
             assert stored.store is not None
             (tokens,) = stored.store.budget_rows(budget_id="model-tokens")
             expected = (WARMUP + runs) * 2 * (TURNS + 1) * 220
