@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models.fake_chat_models import (
     FakeMessagesListChatModel,
 )
@@ -25,6 +26,8 @@ from interlock import ActionDenied, Decision, Guard, Usage, Verdict
 from interlock.adapters.base import adapter_for
 from interlock.adapters.langchain import (
     ADAPTER,
+    GRAPH_ADAPTER,
+    TOOL_NODE_ADAPTER,
     InterlockMiddleware,
     LangChainAdapter,
     guard_tool,
@@ -679,3 +682,101 @@ def test_a_middleware_that_does_not_gate_models_adds_no_model_layer() -> None:
     assert type(tools_only).awrap_model_call is AgentMiddleware.awrap_model_call
     assert type(both).wrap_model_call is not AgentMiddleware.wrap_model_call
     assert (tools_only.models, both.models) == (False, True)
+
+
+# -- guard.attach(agent): every ToolNode of a compiled graph ------------------------------
+
+
+class Recording(AgentMiddleware):
+    """A user's own tool middleware, which attaching must keep."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        self.seen.append(request.tool_call["id"])
+        return handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        self.seen.append(request.tool_call["id"])
+        return await handler(request)
+
+
+def _node_state(node: Any) -> dict[str, object]:
+    return {t.attr: vars(node)[t.attr] for t in TOOL_NODE_ADAPTER.targets}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("own_middleware", [False, True], ids=["bare", "with-middleware"])
+def test_guard_attach_on_an_agent_gates_its_tools_and_detach_restores_it(
+    mode: str, own_middleware: bool
+) -> None:
+    bodies = Bodies()
+    recording = Recording()
+    calls = [
+        {"name": "shell", "args": {"command": "ls"}, "id": "ok"},
+        {"name": "shell", "args": {"command": "rm -rf /"}, "id": "no"},
+    ]
+    script = [AIMessage(content="", tool_calls=calls), AIMessage(content="done")]
+    agent = create_agent(
+        FakeToolModel(responses=script * 2),
+        bodies.tools,
+        middleware=[recording] if own_middleware else [],
+    )
+    (node,) = GRAPH_ADAPTER.tool_nodes(agent)
+    before = _node_state(node)
+    guard = Guard(POLICY)
+    assert adapter_for(agent) is GRAPH_ADAPTER
+    assert guard.attach(agent) is agent
+    guard.attach(agent)  # idempotent
+    out = run_agent(agent, mode)
+    status = {m.tool_call_id: m.status for m in tool_messages(out["messages"])}
+    assert status == {"ok": "success", "no": "error"}
+    assert bodies.ran == [("shell", {"command": "ls"})]
+    if own_middleware:
+        assert sorted(recording.seen) == ["ok"]  # ours is outermost: a refusal stops first
+    guard.detach(agent)
+    assert all(_node_state(node)[a] is before[a] for a in before)
+    run_agent(agent, mode)  # unguarded again: the delete runs
+    assert ("shell", {"command": "rm -rf /"}) in bodies.ran
+    if own_middleware:
+        assert sorted(recording.seen) == ["no", "ok", "ok"]
+
+
+def test_attach_on_a_plain_tool_node_and_a_graph_without_one() -> None:
+    bodies = Bodies()
+    from langgraph.prebuilt import ToolNode
+
+    node = ToolNode(bodies.tools)
+    guard = Guard(POLICY)
+    guard.attach(node)
+    graph = StateGraph(MessagesState)
+    graph.add_node("tools", node)
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    ask = AIMessage(
+        content="", tool_calls=[{"name": "shell", "args": {"command": "rm -rf /"}, "id": "x"}]
+    )
+    out = graph.compile().invoke({"messages": [ask]})
+    assert out["messages"][-1].status == "error" and bodies.ran == []
+    guard.detach(node)
+    assert vars(node)["_wrap_tool_call"] is None and vars(node)["_awrap_tool_call"] is None
+
+    empty = StateGraph(MessagesState)
+    empty.add_node("noop", lambda state: {"messages": []})
+    empty.add_edge(START, "noop")
+    with pytest.raises(TypeError, match="no ToolNode"):
+        guard.attach(empty.compile())
+
+
+def test_a_graph_on_one_guard_is_refused_by_another_and_left_unchanged() -> None:
+    agent = create_agent(FakeToolModel(responses=[]), Bodies().tools)
+    (node,) = GRAPH_ADAPTER.tool_nodes(agent)
+    first = Guard(POLICY)
+    first.attach(agent)
+    during = _node_state(node)
+    with pytest.raises(ValueError, match="another guard"):
+        Guard(POLICY).attach(agent)
+    assert all(_node_state(node)[a] is during[a] for a in during)
+    first.detach(agent)

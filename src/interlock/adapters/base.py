@@ -296,8 +296,10 @@ _ADAPTER_MODULES: Final[dict[str, str]] = {
 
 _ADAPTERS: dict[str, Adapter] = {}
 
+A = TypeVar("A", bound=Adapter)
 
-def register_adapter(adapter: Adapter) -> Adapter:
+
+def register_adapter(adapter: A) -> A:
     """Make ``adapter`` the one :func:`adapter_for` returns for its framework."""
     _ADAPTERS[adapter.framework] = adapter
     return adapter

@@ -62,6 +62,7 @@ try:
     from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
     from langchain_core.tools import BaseTool
     from langgraph.prebuilt import ToolNode
+    from langgraph.pregel import Pregel
     from langgraph.types import interrupt
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -76,8 +77,10 @@ if TYPE_CHECKING:
     from interlock.guard import Guard, Mapper
 
 __all__ = [
+    "GraphAdapter",
     "InterlockMiddleware",
     "LangChainAdapter",
+    "ToolNodeAdapter",
     "guard_tool",
     "guarded_tool_node",
     "tool_action",
@@ -499,7 +502,93 @@ def _raise_unless_allowed(decision: Decision, tool: BaseTool, tool_input: Any) -
         raise outcome.error
 
 
+class ToolNodeAdapter(Adapter):
+    """Guards a LangGraph ``ToolNode`` in place: our wrapper goes outermost around any
+    ``wrap_tool_call`` / ``awrap_tool_call`` the node already has (``create_agent``
+    puts the agent's middleware there), so nothing it did is lost and ``detach`` puts
+    back exactly what was there. Refusals are error ``ToolMessage`` s the model reads."""
+
+    framework = "langgraph"
+    distribution = "langgraph"
+    supported = ("1.0", "2")
+    extra = "langchain"
+    # async first: its wrapper is built while the sync one is still the original
+    targets = (PatchTarget(ToolNode, "_awrap_tool_call"), PatchTarget(ToolNode, "_wrap_tool_call"))
+
+    def wrap(
+        self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
+    ) -> Any:
+        gate = InterlockMiddleware(guard, models=False)
+        if target.attr == "_wrap_tool_call":
+            if original is None:
+                return gate.wrap_tool_call
+            inner_sync = original
+
+            def wrap_tool_call(request: ToolCallRequest, handler: Callable[..., Any]) -> Any:
+                return gate.wrap_tool_call(request, lambda r: inner_sync(r, handler))
+
+            return wrap_tool_call
+        if original is None:
+            # Without an async wrapper the node runs its sync wrapper on the async
+            # path too; when there is one, leaving this None keeps that (patched) path.
+            return gate.awrap_tool_call if obj._wrap_tool_call is None else None
+        inner_async = original
+
+        async def awrap_tool_call(request: ToolCallRequest, handler: Callable[..., Any]) -> Any:
+            return await gate.awrap_tool_call(request, lambda r: inner_async(r, handler))
+
+        return awrap_tool_call
+
+
+class GraphAdapter(Adapter):
+    """Guards every ``ToolNode`` of a compiled LangGraph graph — the agent
+    ``create_agent`` returns, or your own ``StateGraph(...).compile()``."""
+
+    framework = "langgraph-graph"
+    distribution = "langgraph"
+    supported = ("1.0", "2")
+    extra = "langchain"
+    targets = ()
+
+    def __init__(self, nodes: ToolNodeAdapter) -> None:
+        super().__init__()
+        self.nodes = nodes
+
+    def can_wrap(self, obj: object) -> bool:
+        return isinstance(obj, Pregel)
+
+    def tool_nodes(self, graph: Pregel[Any, Any, Any, Any]) -> list[ToolNode]:
+        return [n.bound for n in graph.nodes.values() if isinstance(n.bound, ToolNode)]
+
+    def is_attached(self, obj: object) -> bool:
+        return isinstance(obj, Pregel) and any(
+            self.nodes.is_attached(n) for n in self.tool_nodes(obj)
+        )
+
+    def attach(self, obj: Any, guard: Guard) -> Any:
+        if not self.can_wrap(obj):
+            raise TypeError(f"the LangGraph adapter cannot guard a {type(obj).__name__}")
+        nodes = self.tool_nodes(obj)
+        if not nodes:
+            raise TypeError("this graph has no ToolNode to guard; guard its tools instead")
+        for node in nodes:  # all or nothing: a node on another guard refuses first
+            record = self.nodes._attached.get(id(node))
+            if record is not None and record.guard is not guard:
+                raise ValueError("this graph is attached to another guard; detach it first")
+        for node in nodes:
+            self.nodes.attach(node, guard)
+        return obj
+
+    def detach(self, obj: Any) -> Any:
+        if isinstance(obj, Pregel):
+            for node in self.tool_nodes(obj):
+                self.nodes.detach(node)
+        return obj
+
+
 ADAPTER = register_adapter(LangChainAdapter())
+TOOL_NODE_ADAPTER = register_adapter(ToolNodeAdapter())
+GRAPH_ADAPTER = register_adapter(GraphAdapter(TOOL_NODE_ADAPTER))
 
 
 def guard_tool(tool: BaseTool, guard: Guard) -> BaseTool:
