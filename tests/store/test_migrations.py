@@ -220,3 +220,20 @@ def test_opening_a_new_sqlite_file_gives_up_after_the_busy_timeout(tmp_path: Pat
         assert time.monotonic() - started >= 0.3  # it did wait for the lock first
     finally:
         holder.join()
+
+
+def test_a_relative_sqlite_path_does_not_follow_a_later_chdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.chdir(first)
+    store = open_store("sqlite:///state.db")
+    monkeypatch.chdir(second)
+    # a thread's first connection opens after the chdir, as the audit writer's does
+    worker = threading.Thread(target=store.audit_tenants)
+    worker.start()
+    worker.join()
+    store.close()
+    assert (first / "state.db").exists() and not (second / "state.db").exists()

@@ -46,7 +46,9 @@ class SQLiteStore(SqlStore):
         clock: Callable[[], int] | None = None,
     ) -> None:
         super().__init__(clock=clock)
-        self.path = Path(path)
+        # Absolute now: connections open lazily, one per thread, and a relative path
+        # must not follow a later change of working directory.
+        self.path = Path(path) if str(path) == ":memory:" else Path(path).absolute()
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self.busy_timeout = busy_timeout
