@@ -1,0 +1,591 @@
+"""The MCP adapter (the official Python SDK, ``mcp`` 2.x): the guard on both ends of
+a ``tools/call``.
+
+Server side, every ``tools/call`` a server receives is judged before the tool runs:
+
+- :class:`InterlockMiddleware` — a server middleware, for
+  ``MCPServer(name, middleware=[...])`` or ``server.middleware``;
+- :func:`guard_server` / ``guard.attach(server)`` — installs that middleware in place
+  (innermost, so it judges exactly what reaches the tool) and also gates the
+  server's in-process ``MCPServer.call_tool``, which no middleware sees.
+
+Client side, every ``tools/call`` a ``ClientSession`` sends is judged before it leaves:
+
+- :func:`guard_session` / ``guard.attach(session)`` — the gate sits on the session's
+  ``send_request``, the one method ``call_tool`` (and ``mcp.Client.call_tool``, and a
+  hand-built ``send_request(CallToolRequest(...))``) all go through.
+
+A refusal is a ``CallToolResult`` with ``isError: true``: its text is the reason (and
+the approval URL), and its ``_meta["interlock/decision"]`` carries the decision id,
+the verdict, the rule ids and the approval id, so a program can act on it. A guarded
+client may raise the ``Blocked`` error out of ``call_tool`` instead
+(``refusal="raise"``). An allowed call's budget reservation is committed when the tool
+completes and released when it fails (an ``isError`` result, a request for more
+input, or an exception). The SDK is async only; there is no sync entry point to gate.
+
+Example::
+
+    from mcp.server.mcpserver import MCPServer
+    from interlock.adapters.mcp import guard_server, guard_session
+
+    server = MCPServer("tools")
+    guard_server(server, guard)              # server side: every tools/call judged
+
+    guard_session(session, guard)            # client side: every tools/call judged
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
+
+from pydantic import TypeAdapter, ValidationError
+
+from interlock.adapters.base import (
+    Adapter,
+    PatchTarget,
+    already_judged,
+    arun_settled,
+    register_adapter,
+    verdict_outcome,
+)
+from interlock.core.action import Action, Context
+from interlock.errors import MappingError, describe
+
+try:
+    from mcp import ClientSession
+    from mcp.server import MCPServer, Server
+    from mcp_types import CallToolRequestParams, CallToolResult, InputRequiredResult, Tool
+    from mcp_types.methods import serialize_server_result
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        f"the MCP adapter needs mcp>=2.0,<3 ({exc}): pip install 'interlock[mcp]'"
+    ) from exc
+
+if TYPE_CHECKING:
+    from mcp.server import ServerRequestContext
+    from mcp.server.context import CallNext, HandlerResult
+
+    from interlock.core.decision import Decision
+    from interlock.guard import Guard, Mapper
+
+__all__ = [
+    "DECISION_META_KEY",
+    "ClientSessionAdapter",
+    "InterlockMiddleware",
+    "LowLevelServerAdapter",
+    "MCPServerAdapter",
+    "decision_meta",
+    "guard_server",
+    "guard_session",
+    "refusal_result",
+    "tool_action",
+]
+
+T = TypeVar("T")
+Refusal = Literal["message", "raise"]
+#: Finds a tool's definition (schema, description) by name; ``None`` when unknown.
+ToolLookup = Callable[[str], Awaitable[Tool | None]]
+
+#: Where a refusal's ``_meta`` carries the decision.
+DECISION_META_KEY: Final = "interlock/decision"
+
+
+# -- the action and the refusal --------------------------------------------------------
+
+
+def tool_action(
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    tool: Tool | None = None,
+    call_id: str | None = None,
+) -> Action:
+    """The Action for one ``tools/call``. ``tool`` (its definition, when known) gives
+    the input schema the arguments are projected onto and the description; ``call_id``
+    (the JSON-RPC request id) is kept for correlation only, not as part of the intent."""
+    return Action.tool(
+        name,
+        arguments or {},
+        schema=tool.input_schema if tool is not None else None,
+        description=tool.description if tool is not None else None,
+        context=Context(call_id=call_id) if call_id else Context(),
+    )
+
+
+def decision_meta(decision: Decision) -> dict[str, Any]:
+    """What a refusal's ``_meta["interlock/decision"]`` holds: the decision id, the
+    verdict, the rule ids, and the approval id and URL when there is an approval."""
+    meta: dict[str, Any] = {
+        "decision_id": decision.decision_id,
+        "verdict": decision.verdict.value,
+        "rule_ids": list(decision.rule_ids),
+    }
+    approval = decision.approval
+    if approval is not None and approval.id is not None:
+        meta["approval_id"] = approval.id
+    if approval is not None and approval.url is not None:
+        meta["approval_url"] = approval.url
+    return meta
+
+
+def refusal_result(
+    decision: Decision, action: Action | None = None, protocol_version: str | None = None
+) -> dict[str, Any]:
+    """The wire form of a refused ``tools/call``: an ``isError`` result whose text is
+    the refusal (reason, approval URL) and whose ``_meta`` carries
+    :func:`decision_meta`. Shaped for ``protocol_version`` when it is one the SDK
+    knows, exactly as the server's own results are."""
+    text = verdict_outcome(decision, action).message or decision.reason
+    result = CallToolResult.model_validate(
+        {
+            "content": [{"type": "text", "text": text}],
+            "isError": True,
+            "_meta": {DECISION_META_KEY: decision_meta(decision)},
+        }
+    )
+    wire = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if protocol_version is None:
+        return wire
+    try:
+        return serialize_server_result("tools/call", protocol_version, wire)
+    except (KeyError, ValueError):  # a version the SDK does not know: the plain form
+        return wire
+
+
+# -- judging one call ------------------------------------------------------------------
+
+
+def _no_tools() -> ToolLookup:
+    async def lookup(name: str) -> Tool | None:
+        return None
+
+    return lookup
+
+
+def server_tools(server: MCPServer | Server[Any] | None) -> ToolLookup:
+    """Look tools up in a server's own registry: ``MCPServer.list_tools()`` (schema
+    and description), or a low-level ``Server``'s ``get_tool_input_schema``."""
+    if isinstance(server, MCPServer):
+        registry = server
+
+        async def listed(name: str) -> Tool | None:
+            return next((t for t in await registry.list_tools() if t.name == name), None)
+
+        return listed
+    if isinstance(server, Server) and server.get_tool_input_schema is not None:
+        schema_of = server.get_tool_input_schema
+
+        async def declared(name: str) -> Tool | None:
+            schema = schema_of(name)
+            return None if schema is None else Tool(name=name, input_schema=dict(schema))
+
+        return declared
+    return _no_tools()
+
+
+def listed_tools(tools: Iterable[Tool] | None) -> ToolLookup:
+    """Look tools up in a list a client got from ``list_tools()``."""
+    by_name = {tool.name: tool for tool in tools or ()}
+
+    async def lookup(name: str) -> Tool | None:
+        return by_name.get(name)
+
+    return lookup
+
+
+@dataclass(frozen=True, slots=True)
+class _Gate:
+    """Judges one ``tools/call`` (shared by the server and the client side)."""
+
+    guard: Guard
+    mapper: Mapper | None
+    lookup: ToolLookup
+
+    async def decide(
+        self, name: str, arguments: dict[str, Any] | None, call_id: str | None = None
+    ) -> Decision | None:
+        """The decision on the call, or ``None`` when the mapper passes it through."""
+        try:
+            tool = await self.lookup(name)
+        except Exception as exc:  # no schema to project onto: fail closed
+            return await self.unmappable(f"could not look up tool {name!r}: {describe(exc)}")
+        if self.mapper is None:
+            return await self.guard.acheck(tool_action(name, arguments, tool, call_id))
+        return await self.guard.acheck_mapped(self.mapper, name, arguments or {}, tool)
+
+    async def unmappable(self, problem: str) -> Decision:
+        """An undetermined decision, recorded by the guard, for a call it cannot read."""
+
+        def refuse(*_: Any) -> None:
+            raise MappingError(problem)
+
+        decision = await self.guard.acheck_mapped(refuse)
+        assert decision is not None  # a mapper that raises is undetermined, never None
+        return decision
+
+
+def _call_params(params: Mapping[str, Any] | None) -> CallToolRequestParams | str:
+    """The validated ``tools/call`` params, or why they do not validate."""
+    try:
+        return CallToolRequestParams.model_validate(params or {}, by_name=False)
+    except ValidationError as exc:
+        return f"the tools/call params are malformed ({exc.error_count()} error(s))"
+
+
+class _Unfinished(Exception):
+    """Carries a result that says the tool did not complete, so that the reservation
+    is released instead of committed."""
+
+    def __init__(self, result: object) -> None:
+        super().__init__("the tool did not complete")
+        self.result = result
+
+
+def _completed(result: object) -> bool:
+    """False for an error result or a request for more input (the call is retried)."""
+    if isinstance(result, Mapping):
+        return not result.get("isError") and result.get("resultType") != "input_required"
+    if isinstance(result, CallToolResult):
+        return not result.is_error
+    return not isinstance(result, InputRequiredResult)
+
+
+async def _settled(guard: Guard, decision: Decision, body: Callable[[], Awaitable[T]]) -> T:
+    """Run an allowed call: commit its reservation when the tool completed, release it
+    when it failed — MCP reports a failed tool as an ``isError`` result, not a raise."""
+
+    async def run() -> T:
+        result = await body()
+        if not _completed(result):
+            raise _Unfinished(result)
+        return result
+
+    try:
+        return await arun_settled(guard, decision, run)
+    except _Unfinished as unfinished:
+        return cast("T", unfinished.result)
+
+
+# -- server side -----------------------------------------------------------------------
+
+#: Guards whose middleware is handling the current tools/call (the call may have been
+#: passed through by a mapper): ``MCPServer.call_tool`` underneath is not judged again.
+_SERVING: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
+    "interlock_mcp_serving", default=frozenset()
+)
+
+
+@contextlib.contextmanager
+def _serving(guard: Guard, serving: bool = True) -> Iterator[None]:
+    """Mark (or, with ``serving=False``, unmark) the enclosed code as inside a
+    ``tools/call`` the middleware of ``guard`` handles."""
+    ids = _SERVING.get()
+    token = _SERVING.set(ids | {id(guard)} if serving else ids - {id(guard)})
+    try:
+        yield
+    finally:
+        _SERVING.reset(token)
+
+
+class InterlockMiddleware:
+    """A server middleware that judges every ``tools/call`` before the tool runs.
+
+    Any other message passes through untouched. A refused call is answered with
+    :func:`refusal_result` (``isError: true``); the tool is never reached. ``server``
+    (the ``MCPServer`` or low-level ``Server`` it guards) lets it look the tool up, so
+    the arguments are projected onto the tool's input schema and the description
+    helps infer the scope; without it the arguments are judged as sent. A
+    ``mapper(name, arguments, tool)`` may replace the default action (``None``: not
+    ours to judge, the call runs). A call this guard already allowed upstream in the
+    same task (an in-process client guarded by the same guard) is not judged again.
+
+    Put it last in the list: a middleware inside it could rewrite the params after
+    the verdict. :func:`guard_server` does that for you.
+
+    Example::
+
+        server = MCPServer("tools")
+        server.middleware.append(InterlockMiddleware(guard, server=server))
+    """
+
+    __slots__ = ("_gate",)
+
+    def __init__(
+        self,
+        guard: Guard,
+        *,
+        mapper: Mapper | None = None,
+        server: MCPServer | Server[Any] | None = None,
+    ) -> None:
+        self._gate = _Gate(guard, mapper, server_tools(server))
+
+    @property
+    def guard(self) -> Guard:
+        return self._gate.guard
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        guard = self._gate.guard
+        if ctx.method != "tools/call" or ctx.request_id is None or already_judged(guard):
+            return await call_next(ctx)
+        with _serving(guard):
+            return await self._judge(ctx, call_next)
+
+    async def _judge(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        call = _call_params(ctx.params)
+        if isinstance(call, str):  # fail closed rather than trust a laxer handler
+            return refusal_result(await self._gate.unmappable(call), None, ctx.protocol_version)
+        decision = await self._gate.decide(call.name, call.arguments, str(ctx.request_id))
+        if decision is None:
+            return await call_next(ctx)
+        if not decision.allowed:
+            action = Action.tool(call.name, call.arguments)
+            return refusal_result(decision, action, ctx.protocol_version)
+        return await _settled(self._gate.guard, decision, lambda: call_next(ctx))
+
+
+@dataclass(frozen=True, slots=True)
+class _ServerOptions:
+    mapper: Mapper | None
+    server: MCPServer | Server[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _ClientOptions:
+    refusal: Refusal
+    mapper: Mapper | None
+    tools: tuple[Tool, ...]
+
+
+class _OptionsAdapter(Adapter):
+    """An adapter whose attachments carry options (a mapper, a refusal style), kept
+    per object until detach. Attaching again with the same guard and options changes
+    nothing; with other options it is refused, like another guard."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._options: dict[int, object] = {}
+
+    def _attach_with(self, obj: Any, guard: Guard, options: object) -> Any:
+        if self.is_attached(obj):
+            super().attach(obj, guard)  # refuses another guard
+            if self._options[id(obj)] != options:
+                raise ValueError("this object is attached with other options; detach it first")
+            return obj
+        self._options[id(obj)] = options
+        try:
+            return super().attach(obj, guard)
+        except BaseException:
+            del self._options[id(obj)]
+            raise
+
+    def detach(self, obj: Any) -> Any:
+        super().detach(obj)
+        self._options.pop(id(obj), None)
+        return obj
+
+
+class LowLevelServerAdapter(_OptionsAdapter):
+    """Guards a low-level ``mcp.server.Server`` by adding :class:`InterlockMiddleware`
+    last to its ``middleware`` list (a new list: detach puts the old one back)."""
+
+    framework = "mcp lowlevel server"
+    distribution = "mcp"
+    supported = ("2.0", "3")
+    extra = "mcp"
+    targets = (PatchTarget(Server, "middleware"),)
+
+    def attach(
+        self,
+        obj: Any,
+        guard: Guard,
+        *,
+        mapper: Mapper | None = None,
+        server: MCPServer | Server[Any] | None = None,
+    ) -> Any:
+        """``server`` is whose registry the middleware looks tools up in (``obj``
+        itself unless an ``MCPServer`` wraps it)."""
+        return self._attach_with(obj, guard, _ServerOptions(mapper, server or obj))
+
+    def wrap(
+        self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
+    ) -> Any:
+        options = cast("_ServerOptions", self._options[id(obj)])
+        middleware = InterlockMiddleware(guard, mapper=options.mapper, server=options.server)
+        return [*cast("list[Any]", original), middleware]
+
+
+class MCPServerAdapter(_OptionsAdapter):
+    """Guards an ``MCPServer``: the middleware on its low-level server (every
+    transport), and ``MCPServer.call_tool`` itself, the in-process entry point no
+    middleware sees (it is judged once when reached through the middleware)."""
+
+    framework = "mcp server"
+    distribution = "mcp"
+    supported = ("2.0", "3")
+    extra = "mcp"
+    targets = (PatchTarget(MCPServer, "call_tool"),)
+
+    def attach(self, obj: Any, guard: Guard, *, mapper: Mapper | None = None) -> Any:
+        """Install both gates, or neither."""
+        lowlevel = _lowlevel(obj)
+        was_attached = LOW_LEVEL.is_attached(lowlevel)
+        LOW_LEVEL.attach(lowlevel, guard, mapper=mapper, server=obj)
+        try:
+            return self._attach_with(obj, guard, _ServerOptions(mapper, obj))
+        except BaseException:
+            if not was_attached:
+                LOW_LEVEL.detach(lowlevel)
+            raise
+
+    def detach(self, obj: Any) -> Any:
+        if self.is_attached(obj):
+            LOW_LEVEL.detach(_lowlevel(obj))
+        return super().detach(obj)
+
+    def wrap(
+        self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
+    ) -> Any:
+        options = cast("_ServerOptions", self._options[id(obj)])
+        gate = _Gate(guard, options.mapper, server_tools(obj))
+
+        async def call_tool(name: str, arguments: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+            if already_judged(guard):
+                return await original(name, arguments, *args, **kwargs)
+            if id(guard) in _SERVING.get():  # the call the middleware passed through:
+                with _serving(guard, False):  # a call made inside its tool is a new one
+                    return await original(name, arguments, *args, **kwargs)
+            decision = await gate.decide(name, arguments)
+            if decision is None:
+                return await original(name, arguments, *args, **kwargs)
+            if not decision.allowed:
+                wire = refusal_result(decision, Action.tool(name, arguments))
+                return CallToolResult.model_validate(wire, by_name=False)
+            return await _settled(
+                guard, decision, lambda: original(name, arguments, *args, **kwargs)
+            )
+
+        return call_tool
+
+
+def _lowlevel(server: MCPServer) -> Server[Any]:
+    # MCPServer exposes its chain only as a read-only property over this list (the
+    # SDK's own in-memory transport reaches the low-level server the same way).
+    return server._lowlevel_server
+
+
+# -- client side -----------------------------------------------------------------------
+
+
+def _sent_call(request: Any) -> CallToolRequestParams | str:
+    """The params of an outgoing ``tools/call``, as the wire will carry them."""
+    try:
+        wire = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+    except Exception as exc:
+        return f"the tools/call request cannot be serialised: {describe(exc)}"
+    return _call_params(wire.get("params"))
+
+
+def _as_result(result_type: Any, wire: dict[str, Any]) -> Any:
+    """The refusal parsed as the caller asked ``send_request`` to parse the reply."""
+    if isinstance(result_type, TypeAdapter):
+        return result_type.validate_python(wire, by_name=False)
+    return result_type.model_validate(wire, by_name=False)
+
+
+class ClientSessionAdapter(_OptionsAdapter):
+    """Guards a ``ClientSession`` at ``send_request``: ``call_tool`` sends through it,
+    and so does anyone building a ``CallToolRequest`` by hand, so no public path
+    skips the gate. Other requests pass through untouched."""
+
+    framework = "mcp client"
+    distribution = "mcp"
+    supported = ("2.0", "3")
+    extra = "mcp"
+    targets = (PatchTarget(ClientSession, "send_request"),)
+
+    def attach(
+        self,
+        obj: Any,
+        guard: Guard,
+        *,
+        refusal: Refusal = "message",
+        mapper: Mapper | None = None,
+        tools: Iterable[Tool] | None = None,
+    ) -> Any:
+        if refusal not in ("message", "raise"):
+            raise ValueError(f"refusal must be 'message' or 'raise', not {refusal!r}")
+        return self._attach_with(obj, guard, _ClientOptions(refusal, mapper, tuple(tools or ())))
+
+    def wrap(
+        self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
+    ) -> Any:
+        options = cast("_ClientOptions", self._options[id(obj)])
+        gate = _Gate(guard, options.mapper, listed_tools(options.tools))
+        session: ClientSession = obj
+
+        async def send_request(request: Any, result_type: Any, *args: Any, **kwargs: Any) -> Any:
+            if getattr(request, "method", None) != "tools/call" or already_judged(guard):
+                return await original(request, result_type, *args, **kwargs)
+            call = _sent_call(request)
+            if isinstance(call, str):
+                decision: Decision | None = await gate.unmappable(call)
+                action = None
+            else:
+                decision = await gate.decide(call.name, call.arguments)
+                action = Action.tool(call.name, call.arguments)
+            if decision is None:
+                return await original(request, result_type, *args, **kwargs)
+            if not decision.allowed:
+                outcome = verdict_outcome(decision, action)
+                if options.refusal == "raise" and outcome.error is not None:
+                    raise outcome.error
+                wire = refusal_result(decision, action, session.protocol_version)
+                return _as_result(result_type, wire)
+            return await _settled(
+                guard, decision, lambda: original(request, result_type, *args, **kwargs)
+            )
+
+        return send_request
+
+
+LOW_LEVEL = register_adapter(LowLevelServerAdapter())
+SERVER = register_adapter(MCPServerAdapter())
+CLIENT = register_adapter(ClientSessionAdapter())
+
+
+def guard_server(
+    server: MCPServer | Server[Any], guard: Guard, *, mapper: Mapper | None = None
+) -> Any:
+    """Judge every ``tools/call`` ``server`` receives, on every transport, and (for an
+    ``MCPServer``) every in-process ``server.call_tool``. In place; returns ``server``.
+    ``guard.detach(server)`` restores exactly what was there."""
+    if isinstance(server, MCPServer):
+        return SERVER.attach(server, guard, mapper=mapper)
+    return LOW_LEVEL.attach(server, guard, mapper=mapper)
+
+
+def guard_session(
+    session: ClientSession,
+    guard: Guard,
+    *,
+    refusal: Refusal = "message",
+    mapper: Mapper | None = None,
+    tools: Iterable[Tool] | None = None,
+) -> ClientSession:
+    """Judge every ``tools/call`` ``session`` sends. A refusal comes back as the
+    ``isError`` result a server would send (``refusal="message"``), or raises
+    ``ActionDenied`` / ``ApprovalRequired`` / ``ActionUndetermined`` out of
+    ``call_tool`` (``refusal="raise"``). ``tools`` (from ``session.list_tools()``)
+    gives each tool's input schema and description to judge against. In place;
+    ``guard.detach(session)`` restores exactly what was there."""
+    return cast(
+        "ClientSession",
+        CLIENT.attach(session, guard, refusal=refusal, mapper=mapper, tools=tools),
+    )
