@@ -1,0 +1,665 @@
+"""The OpenAI Agents SDK adapter (``openai-agents``).
+
+Three ways in, from one tool outward:
+
+- :func:`guard_tool` / :func:`guard_tools` — a guarded *copy* of a ``FunctionTool``. The
+  gate replaces ``on_invoke_tool(ctx, args_json)``, the one callable every run of the
+  tool goes through (the Runner, ``invoke_function_tool``, a direct call), and sits
+  *outside* the tool's own error handling: ``function_tool`` turns an exception from the
+  body into a message for the model, and a refusal must never be swallowed like that.
+  ``refusal="raise"`` (default) raises ``ActionDenied`` / ``ApprovalRequired`` /
+  ``ActionUndetermined`` out of ``Runner.run``; ``refusal="message"`` adds a
+  ``ToolInputGuardrail`` that rejects the call with a message the model reads, so the
+  run goes on (and the verdict shows up in the SDK's own guardrail results).
+- :class:`FunctionToolAdapter` / :class:`AgentAdapter` — ``guard.attach(tool)`` patches
+  ``on_invoke_tool`` in place; ``guard.attach(agent)`` swaps the agent's ``tools`` list
+  for guarded copies and guards the tools its MCP servers list at run time.
+  ``guard.detach(...)`` restores exactly what was there. Both raise on a refusal.
+- :class:`GuardedModel` — a ``Model`` whose every call is checked as an ``llm`` action
+  and reserved on the policy's budgets before the wrapped model runs, then committed
+  from the ``usage`` it reports (streaming included).
+
+The Runner wraps any exception from a tool that is not one of its own
+(``AgentsException``) in a ``UserError``. So a refusal raised here is an
+``ActionDenied`` (etc.) that is *also* an ``AgentsException``: the Runner re-raises it
+unchanged, with its ``run_data`` filled in, and ``except ActionDenied`` catches it.
+
+Example::
+
+    from agents import Agent, Runner
+    from interlock.adapters.openai_agents import GuardedModel, guard_tools
+
+    agent = Agent(
+        name="ops",
+        model=GuardedModel(model, guard),
+        tools=guard_tools([shell, pay], guard, refusal="message"),
+    )
+    Runner.run_sync(agent, "tidy up")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from interlock.adapters.base import (
+    Adapter,
+    PatchTarget,
+    arun_settled,
+    register_adapter,
+    verdict_outcome,
+)
+from interlock.core.action import Action, Context, normalise_arguments
+from interlock.core.decision import Decision
+from interlock.errors import ActionDenied, ActionUndetermined, ApprovalRequired, Blocked
+from interlock.ledger.usage import Usage
+
+try:
+    from agents import (
+        Agent,
+        FunctionTool,
+        Model,
+        ModelProvider,
+        ModelResponse,
+        ModelSettings,
+        ModelTracing,
+        ToolGuardrailFunctionOutput,
+        ToolInputGuardrail,
+        ToolInputGuardrailData,
+    )
+    from agents.exceptions import AgentsException
+    from agents.items import TResponseInputItem, TResponseStreamEvent
+    from agents.run_context import RunContextWrapper
+    from agents.tool_context import ToolContext
+    from openai.types.responses import ResponseCompletedEvent
+except ImportError as exc:  # the extra is missing (tests/adapters: a missing framework)
+    raise ImportError(
+        f"the OpenAI Agents adapter needs openai-agents ({exc}): "
+        "pip install 'interlock[openai-agents]'"
+    ) from exc
+
+if TYPE_CHECKING:
+    from agents.agent_output import AgentOutputSchemaBase
+    from agents.handoffs import Handoff
+    from agents.tool import Tool
+    from openai.types.responses.response_prompt_param import ResponsePromptParam
+
+    from interlock.guard import Guard, Mapper
+    from interlock.ledger.llm_call import LLMCall
+
+__all__ = [
+    "ADAPTER",
+    "AGENT_ADAPTER",
+    "AgentAdapter",
+    "FunctionToolAdapter",
+    "GuardedModel",
+    "GuardedModelProvider",
+    "estimate_usage",
+    "guard_tool",
+    "guard_tools",
+    "model_name",
+    "runner_error",
+    "tool_action",
+]
+
+log = logging.getLogger("interlock")
+
+Refusal = Literal["raise", "message"]
+Estimator = Callable[[str | None, str | list[TResponseInputItem], ModelSettings], Usage]
+
+#: Characters per token for the default input estimate (a rough, model-agnostic rule).
+CHARS_PER_TOKEN: Final = 4
+
+#: Tools the provider runs: the model's request never reaches this process.
+_HOSTED_TOOLS: Final = frozenset(
+    {
+        "FileSearchTool",
+        "WebSearchTool",
+        "HostedMCPTool",
+        "ImageGenerationTool",
+        "CodeInterpreterTool",
+        "ToolSearchTool",
+        "ProgrammaticToolCallingTool",
+    }
+)
+
+
+# -- refusals the Runner re-raises as they are ------------------------------------------
+
+
+class _RunnerDenied(ActionDenied, AgentsException):
+    """An ``ActionDenied`` the Runner re-raises unchanged (it is an ``AgentsException``)."""
+
+    def __init__(self, message: str, *, decision: Decision) -> None:
+        super().__init__(message, decision=decision)
+        self.run_data = None  # OSError.__init__ does not chain to AgentsException's
+
+
+class _RunnerApprovalRequired(ApprovalRequired, AgentsException):
+    """An ``ApprovalRequired`` the Runner re-raises unchanged."""
+
+    def __init__(self, message: str, *, decision: Decision) -> None:
+        super().__init__(message, decision=decision)
+        self.run_data = None
+
+
+class _RunnerUndetermined(ActionUndetermined, AgentsException):
+    """An ``ActionUndetermined`` the Runner re-raises unchanged."""
+
+    def __init__(self, message: str, *, decision: Decision) -> None:
+        super().__init__(message, decision=decision)
+        self.run_data = None
+
+
+_RUNNER_ERRORS: Final[dict[type[Blocked], type[Blocked]]] = {
+    ActionDenied: _RunnerDenied,
+    ApprovalRequired: _RunnerApprovalRequired,
+    ActionUndetermined: _RunnerUndetermined,
+}
+
+
+def runner_error(error: Blocked) -> Blocked:
+    """``error`` as the same ``Blocked`` subclass that is also an ``AgentsException``,
+    so the Runner lets it through instead of wrapping it in a ``UserError``."""
+    twin = _RUNNER_ERRORS.get(type(error))
+    if twin is None:
+        return error
+    converted = twin(str(error), decision=error.decision)
+    converted.__cause__ = error.__cause__
+    return converted
+
+
+# -- one tool call as the guard sees it -------------------------------------------------
+
+
+def tool_action(
+    tool: FunctionTool, arguments: str | Mapping[str, Any] | None, call_id: str | None = None
+) -> Action:
+    """The Action for one call of ``tool``: the model's JSON arguments projected onto
+    the tool's ``params_json_schema``. ``call_id`` (the model's tool call id) is kept
+    for correlation only: it is not part of the intent."""
+    return Action.tool(
+        tool.name,
+        arguments,
+        schema=tool.params_json_schema,
+        description=tool.description,
+        context=Context(call_id=call_id) if call_id else Context(),
+    )
+
+
+def _function_tool(tool: object) -> FunctionTool:
+    """``tool`` if it is a ``FunctionTool``; a TypeError naming it otherwise."""
+    if isinstance(tool, FunctionTool):
+        return tool
+    kind = type(tool).__name__
+    name = getattr(tool, "name", None) or kind
+    if kind in _HOSTED_TOOLS:
+        raise TypeError(
+            f"{kind} {name!r} is a hosted tool: it runs on the provider's side, so "
+            "Interlock cannot gate it. Leave it out of a guarded agent."
+        )
+    raise TypeError(
+        f"{kind} {name!r} is not a FunctionTool: the Runner executes it without "
+        "on_invoke_tool, so this adapter cannot gate it. Wrap what it does in a "
+        "@function_tool instead."
+    )
+
+
+def _call_id(ctx: object) -> str | None:
+    call_id = getattr(ctx, "tool_call_id", None)
+    return call_id if isinstance(call_id, str) and call_id else None
+
+
+def _decision_info(decision: Decision | None) -> dict[str, Any]:
+    """What the guardrail reports in ``output_info``: plain data, so a ``RunState``
+    holding it still serialises (the reason is in the refusal message, redacted)."""
+    if decision is None:
+        return {"interlock": "pass_through"}
+    return {
+        "interlock": decision.verdict.value,
+        "rule_ids": list(decision.rule_ids),
+        "decision_id": decision.decision_id,
+    }
+
+
+class _ToolGate:
+    """Judges the calls of one tool. Its guardrail (message style) and its
+    ``on_invoke_tool`` share the gate, so a call is judged once: the guardrail holds an
+    allowed decision under the call's id and arguments, and the invoker settles it."""
+
+    def __init__(self, guard: Guard, tool: FunctionTool, mapper: Mapper | None) -> None:
+        self.guard = guard
+        self.tool = tool
+        self.mapper = mapper
+        self.guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(
+            guardrail_function=self._judge_in_guardrail, name="interlock"
+        )
+        self._held: dict[tuple[str, str], Decision | None] = {}
+
+    async def decide(self, args_json: str, call_id: str | None) -> Decision | None:
+        """The verdict on one call; ``None`` when the mapper says it is not ours."""
+        if self.mapper is None:
+            return await self.guard.acheck(tool_action(self.tool, args_json, call_id))
+        arguments = normalise_arguments(args_json)
+        return await self.guard.acheck_mapped(self.mapper, self.tool.name, arguments, self.tool)
+
+    def refusal(self, decision: Decision, args_json: str, call_id: str | None) -> Blocked:
+        outcome = verdict_outcome(decision, tool_action(self.tool, args_json, call_id))
+        assert outcome.error is not None  # only called for a decision that is not allow
+        return runner_error(outcome.error)
+
+    async def _judge_in_guardrail(
+        self, data: ToolInputGuardrailData
+    ) -> ToolGuardrailFunctionOutput:
+        ctx = data.context
+        call_id, args_json = ctx.tool_call_id, ctx.tool_arguments
+        decision = await self.decide(args_json, call_id)
+        if decision is not None and not decision.allowed:
+            message = str(self.refusal(decision, args_json, call_id))
+            return ToolGuardrailFunctionOutput.reject_content(message, _decision_info(decision))
+        await self._hold((call_id, args_json), decision)
+        return ToolGuardrailFunctionOutput.allow(_decision_info(decision))
+
+    async def _hold(self, key: tuple[str, str], decision: Decision | None) -> None:
+        # The same call judged again (the SDK's pre-approval guardrail pass, a model
+        # that repeats a call id) replaces the earlier decision: give its hold back.
+        replaced = self._held.pop(key, None)
+        self._held[key] = decision
+        if replaced is not None and replaced.reservation is not None:
+            await asyncio.to_thread(_release_quietly, self.guard, replaced)
+
+    def take(self, call_id: str | None, args_json: str) -> tuple[bool, Decision | None]:
+        """``(True, decision)`` when the guardrail judged this very call (same id, same
+        arguments); ``(False, None)`` when it did not, and the invoker must judge."""
+        key = (call_id or "", args_json)
+        if call_id is None or key not in self._held:
+            return False, None
+        return True, self._held.pop(key)
+
+
+def _release_quietly(guard: Guard, decision: Decision) -> None:
+    try:
+        guard.release(decision)
+    except Exception:
+        log.exception("interlock: could not release the reservation of %s", decision.decision_id)
+
+
+class _GatedInvoker:
+    """A ``FunctionTool.on_invoke_tool`` that judges the call first and runs the tool's
+    own invoker (its error handling included) on allow only, committing the decision's
+    reservation after it and releasing it if it raises."""
+
+    def __init__(
+        self,
+        gate: _ToolGate,
+        inner: Callable[[ToolContext[Any], str], Awaitable[Any]],
+        refusal: Refusal,
+    ) -> None:
+        self.gate = gate
+        self.inner = inner
+        self.refusal = refusal
+
+    async def __call__(self, ctx: ToolContext[Any], args_json: str) -> Any:
+        call_id = _call_id(ctx)
+        held, decision = self.gate.take(call_id, args_json)
+        if not held:  # no guardrail judged it: never run a call unjudged
+            decision = await self.gate.decide(args_json, call_id)
+        if decision is None:  # not ours to judge
+            return await self.inner(ctx, args_json)
+        if not decision.allowed:
+            error = self.gate.refusal(decision, args_json, call_id)
+            if self.refusal == "message":
+                return str(error)  # reached without the guardrail: the model still reads it
+            raise error
+        return await arun_settled(self.gate.guard, decision, lambda: self.inner(ctx, args_json))
+
+    def __agents_bind_function_tool__(self, tool: FunctionTool) -> _GatedInvoker:
+        """Called by ``FunctionTool.__post_init__`` when a guarded tool is copied: the
+        copy gets the tool's own invoker bound to it, behind the same gate."""
+        bind = getattr(self.inner, "__agents_bind_function_tool__", None)
+        inner = bind(tool) if callable(bind) else self.inner
+        return self if inner is self.inner else _GatedInvoker(self.gate, inner, self.refusal)
+
+
+def _gated_by(tool: FunctionTool, guard: Guard) -> _GatedInvoker | None:
+    invoker = tool.on_invoke_tool
+    if isinstance(invoker, _GatedInvoker) and invoker.gate.guard is guard:
+        return invoker
+    return None
+
+
+# -- guarded copies ---------------------------------------------------------------------
+
+
+def guard_tool(
+    tool: FunctionTool,
+    guard: Guard,
+    *,
+    refusal: Refusal = "raise",
+    mapper: Mapper | None = None,
+) -> FunctionTool:
+    """A guarded copy of ``tool`` (name, description, schema and settings kept); ``tool``
+    itself is left as it was.
+
+    ``refusal="raise"`` raises ``ActionDenied`` / ``ApprovalRequired`` /
+    ``ActionUndetermined`` out of ``Runner.run`` (they are also ``AgentsException``, so
+    the Runner does not wrap them). ``refusal="message"`` appends a ``ToolInputGuardrail``
+    named ``interlock`` that rejects the call with the refusal as the tool's output, so
+    the model reads it and the run goes on. A ``mapper(name, arguments, tool)`` may
+    replace the default action (``None``: not ours to judge, the call runs).
+
+    A hosted tool (``WebSearchTool``, ``FileSearchTool``, ``HostedMCPTool``, ...) runs on
+    the provider's side and is a TypeError, as is any other tool that is not a
+    ``FunctionTool``.
+    """
+    if refusal not in ("raise", "message"):
+        raise ValueError(f"refusal must be 'raise' or 'message', not {refusal!r}")
+    guarded = copy.copy(_function_tool(tool))  # FunctionTool.__copy__ rebinds its invoker
+    inner = guarded.on_invoke_tool
+    guardrails = list(guarded.tool_input_guardrails or ())  # a new list: tool keeps its own
+    earlier = _gated_by(guarded, guard)
+    if earlier is not None:  # re-guarding with the same guard replaces, never stacks
+        inner = earlier.inner
+        guardrails = [g for g in guardrails if g is not earlier.gate.guardrail]
+    gate = _ToolGate(guard, guarded, mapper)
+    guarded.on_invoke_tool = _GatedInvoker(gate, inner, refusal)
+    if refusal == "message":
+        # Last, so a guardrail of the user's that rejects runs first and no allowed
+        # decision is held for a call that never reaches on_invoke_tool.
+        guardrails.append(gate.guardrail)
+    if guardrails or guarded.tool_input_guardrails is not None:
+        guarded.tool_input_guardrails = guardrails
+    return guarded
+
+
+def guard_tools(
+    tools: Iterable[FunctionTool],
+    guard: Guard,
+    *,
+    refusal: Refusal = "raise",
+    mapper: Mapper | None = None,
+) -> list[FunctionTool]:
+    """:func:`guard_tool` for each of ``tools``, in order (a TypeError names the first
+    tool that cannot be gated, before anything is copied)."""
+    tools = [_function_tool(tool) for tool in tools]
+    return [guard_tool(tool, guard, refusal=refusal, mapper=mapper) for tool in tools]
+
+
+def _guarded_list(tools: Iterable[Tool], guard: Guard) -> list[Tool]:
+    """Guarded copies (raise style) of ``tools``; one already gated by ``guard`` stays."""
+    checked = [_function_tool(tool) for tool in tools]
+    return [tool if _gated_by(tool, guard) else guard_tool(tool, guard) for tool in checked]
+
+
+# -- model calls: checked and reserved before, committed from real usage after ----------
+
+
+def model_name(model: Model) -> str:
+    """The model's name as pricing knows it (the ``model`` attribute of the SDK's own
+    models), else its class name."""
+    for attr in ("model", "model_name", "name"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__
+
+
+def estimate_usage(
+    system_instructions: str | None,
+    input: str | list[TResponseInputItem],
+    model_settings: ModelSettings,
+) -> Usage:
+    """A reservation for one model request: the instructions' and input's characters / 4
+    as input tokens, ``model_settings.max_tokens`` (when set) as output tokens."""
+    text = input if isinstance(input, str) else json.dumps(input, default=str)
+    chars = len(text) + len(system_instructions or "")
+    ceiling = model_settings.max_tokens
+    output = ceiling if isinstance(ceiling, int) and not isinstance(ceiling, bool) else 0
+    return Usage(math.ceil(chars / CHARS_PER_TOKEN), max(output, 0))
+
+
+def _record_usage(call: LLMCall, usage: object) -> None:
+    """Record what the provider reported; a response with no token counts keeps the
+    estimate (the call happened, and its cost is not known to be lower)."""
+    if usage is None:
+        return
+    try:
+        reported = Usage.of(usage)
+    except ValueError:
+        return
+    if reported.total:
+        call.record(reported)
+
+
+async def _aclose(stream: AsyncIterator[Any]) -> None:
+    close = getattr(stream, "aclose", None)
+    if callable(close):
+        await close()
+
+
+class GuardedModel(Model):
+    """A ``Model`` whose every call is judged as an ``llm`` action named after the model
+    and reserved on the policy's budgets before ``model`` runs; the ``usage`` it reports
+    is committed after (released if it raises or the stream is abandoned). A refused
+    call raises the ``Blocked`` error (an ``AgentsException`` too) and never reaches
+    ``model``.
+
+    ``name`` is the model name for rules and pricing (default: ``model.model``);
+    ``estimate(system_instructions, input, model_settings)`` gives the reservation
+    (default :func:`estimate_usage`).
+
+    Example::
+
+        agent = Agent(name="ops", model=GuardedModel(OpenAIResponsesModel(...), guard))
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        guard: Guard,
+        *,
+        name: str | None = None,
+        estimate: Estimator | None = None,
+    ) -> None:
+        self.wrapped = model
+        self.guard = guard
+        self.model_name = name or model_name(model)
+        self.estimate = estimate or estimate_usage
+
+    def _llm_call(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+    ) -> LLMCall:
+        estimate = self.estimate(system_instructions, input, model_settings)
+        return self.guard.llm_call(self.model_name, estimate=estimate)
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: ResponsePromptParam | None,
+        **kwargs: Any,
+    ) -> ModelResponse:
+        try:
+            async with self._llm_call(system_instructions, input, model_settings) as call:
+                response = await self.wrapped.get_response(
+                    system_instructions,
+                    input,
+                    model_settings,
+                    tools,
+                    output_schema,
+                    handoffs,
+                    tracing,
+                    previous_response_id=previous_response_id,
+                    conversation_id=conversation_id,
+                    prompt=prompt,
+                    **kwargs,
+                )
+                _record_usage(call, response.usage)
+        except Blocked as exc:
+            raise runner_error(exc) from exc.__cause__
+        return response
+
+    async def stream_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: ResponsePromptParam | None,
+        **kwargs: Any,
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        call = self._llm_call(system_instructions, input, model_settings)
+        try:
+            await call.__aenter__()  # before the first event: a refusal calls nothing
+        except Blocked as exc:
+            raise runner_error(exc) from exc.__cause__
+        stream = self.wrapped.stream_response(
+            system_instructions,
+            input,
+            model_settings,
+            tools,
+            output_schema,
+            handoffs,
+            tracing,
+            previous_response_id=previous_response_id,
+            conversation_id=conversation_id,
+            prompt=prompt,
+            **kwargs,
+        )
+        completed = False
+        failure: BaseException | None = None
+        try:
+            async for event in stream:
+                if isinstance(event, ResponseCompletedEvent):
+                    _record_usage(call, event.response.usage)
+                    completed = True
+                yield event
+        except BaseException as exc:
+            # Closed after the completed event: the call happened and is spent.
+            failure = None if completed and isinstance(exc, GeneratorExit) else exc
+            raise
+        finally:
+            await _aclose(stream)
+            await call.__aexit__(type(failure) if failure else None, failure, None)
+
+    def get_retry_advice(self, request: Any) -> Any:
+        """Never retry a refusal (it is an abort, which no retry policy can override);
+        anything else is the wrapped model's to advise on."""
+        if isinstance(request.error, Blocked):
+            from agents.retry import ModelRetryAdvice, ModelRetryNormalizedError
+
+            return ModelRetryAdvice(
+                suggested=False,
+                reason=str(request.error),
+                normalized=ModelRetryNormalizedError(is_abort=True),
+            )
+        advise = getattr(self.wrapped, "get_retry_advice", None)
+        return advise(request) if callable(advise) else None
+
+    def _supports_default_prompt_cache_key(self) -> bool:
+        supports = getattr(self.wrapped, "_supports_default_prompt_cache_key", None)
+        return bool(supports()) if callable(supports) else False
+
+    async def _cleanup_on_run_end(self, owner: object) -> None:
+        cleanup = getattr(self.wrapped, "_cleanup_on_run_end", None)
+        if callable(cleanup):
+            await cleanup(owner)
+
+    async def close(self) -> None:
+        close = getattr(self.wrapped, "close", None)
+        if callable(close):
+            await close()
+
+
+class GuardedModelProvider(ModelProvider):
+    """A ``ModelProvider`` whose models are :class:`GuardedModel`: for agents that name
+    their model as a string. ``RunConfig(model_provider=GuardedModelProvider(...))``."""
+
+    def __init__(
+        self, provider: ModelProvider, guard: Guard, *, estimate: Estimator | None = None
+    ) -> None:
+        self.wrapped = provider
+        self.guard = guard
+        self.estimate = estimate
+
+    def get_model(self, model_name: str | None) -> Model:
+        model = self.wrapped.get_model(model_name)
+        if isinstance(model, GuardedModel) and model.guard is self.guard:
+            return model
+        return GuardedModel(model, self.guard, name=model_name, estimate=self.estimate)
+
+    async def aclose(self) -> None:
+        close = getattr(self.wrapped, "aclose", None)
+        if callable(close):
+            await close()
+
+
+# -- attach / detach ----------------------------------------------------------------------
+
+
+class FunctionToolAdapter(Adapter):
+    """Guards a ``FunctionTool`` in place at ``on_invoke_tool`` (raise style). The SDK
+    has no hook that every run of a tool passes besides this dataclass field itself —
+    guardrails run only inside the Runner — so this is the one patch; it is per tool."""
+
+    framework = "openai-agents"
+    distribution = "openai-agents"
+    supported = ("0.7", "1")
+    extra = "openai-agents"
+    targets = (PatchTarget(FunctionTool, "on_invoke_tool"),)
+
+    def wrap(
+        self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
+    ) -> Any:
+        if isinstance(original, _GatedInvoker) and original.gate.guard is guard:
+            return original  # a guarded copy: judging it twice would record it twice
+        return _GatedInvoker(_ToolGate(guard, obj, None), original, "raise")
+
+
+class AgentAdapter(Adapter):
+    """Guards every tool of an ``Agent`` (raise style): ``tools`` becomes a list of
+    guarded copies, and the tools its MCP servers list at run time (``get_mcp_tools``)
+    are guarded as they arrive. A hosted tool in ``tools`` is a TypeError, and then
+    nothing is patched."""
+
+    framework = "openai-agents-agent"
+    distribution = "openai-agents"
+    supported = ("0.7", "1")
+    extra = "openai-agents"
+    targets = (PatchTarget(Agent, "tools"), PatchTarget(Agent, "get_mcp_tools"))
+
+    def wrap(self, target: PatchTarget, obj: Any, original: Any, guard: Guard) -> Any:
+        if target.attr == "tools":
+            return _guarded_list(original, guard)
+        list_mcp_tools: Callable[[RunContextWrapper[Any]], Awaitable[list[Tool]]] = original
+
+        async def get_mcp_tools(run_context: RunContextWrapper[Any]) -> list[Tool]:
+            return _guarded_list(await list_mcp_tools(run_context), guard)
+
+        return get_mcp_tools
+
+
+ADAPTER = register_adapter(FunctionToolAdapter())
+AGENT_ADAPTER = register_adapter(AgentAdapter())
