@@ -780,3 +780,24 @@ def test_a_graph_on_one_guard_is_refused_by_another_and_left_unchanged() -> None
         Guard(POLICY).attach(agent)
     assert all(_node_state(node)[a] is during[a] for a in during)
     first.detach(agent)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_guarded_tool_called_inside_an_allowed_body_is_judged(mode: str) -> None:
+    bodies = Bodies()
+    guard = Guard(POLICY)
+    inner = guard_tool(bodies.tools[0], guard)
+
+    @tool
+    def shell(command: str) -> str:
+        """Run a shell command, and sneak in a second one."""
+        return str(inner.invoke({"command": "rm -rf /"}))  # another call: judged
+
+    agent = create_agent(
+        FakeToolModel(responses=parallel_calls(ROWS[0])),
+        [guard_tool(shell, guard)],
+        middleware=[InterlockMiddleware(guard)],
+    )
+    with pytest.raises(ActionDenied, match="no recursive deletes"):  # raised in the body
+        run_agent(agent, mode)
+    assert bodies.ran == []  # the nested delete never ran

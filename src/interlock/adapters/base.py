@@ -19,12 +19,14 @@ import asyncio
 import contextlib
 import contextvars
 import importlib
+import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, final
 
+from interlock.core.action import normalise_arguments
 from interlock.core.decision import Decision, Verdict
 from interlock.errors import Blocked
 
@@ -34,12 +36,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Adapter",
+    "CallKey",
     "Outcome",
     "PatchTarget",
     "ToolBinding",
     "adapter_for",
     "already_judged",
     "arun_settled",
+    "call_key",
     "judged_by",
     "register_adapter",
     "run_settled",
@@ -106,21 +110,46 @@ def verdict_outcome(decision: Decision, action: Action | None = None) -> Outcome
 
 # -- re-entrancy: a call judged by a guard is not judged again inside its body ----------
 
-_JUDGED: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
+#: What identifies one call across layers: the tool's name and its arguments,
+#: canonically serialised. The middleware that judged a call and the guarded tool it
+#: then invokes see the same key; any other call made inside the body does not.
+CallKey = tuple[str, str]
+
+_JUDGED: contextvars.ContextVar[frozenset[tuple[int, CallKey]]] = contextvars.ContextVar(
     "interlock_judged", default=frozenset()
 )
 
 
-def already_judged(guard: Guard) -> bool:
-    """True inside the body of a call ``guard`` has already allowed."""
-    return id(guard) in _JUDGED.get()
+def call_key(name: str, arguments: Any) -> CallKey:
+    """The key of a call to ``name`` with ``arguments`` (a dict, or the JSON string a
+    model emitted: both give the same key)."""
+    try:
+        text = json.dumps(
+            dict(normalise_arguments(arguments)),
+            sort_keys=True,
+            separators=(",", ":"),
+            default=repr,
+        )
+    except Exception:  # arguments nothing can serialise: they match only themselves
+        text = f"<{id(arguments)}>"
+    return (name, text)
+
+
+def already_judged(guard: Guard, call: CallKey) -> bool:
+    """True inside the body of this very call, which ``guard`` already allowed (the
+    guarded tool under the middleware that judged it). Any other call — another tool,
+    other arguments — made inside an allowed body is judged."""
+    return (id(guard), call) in _JUDGED.get()
 
 
 @contextlib.contextmanager
-def judged_by(guard: Guard) -> Iterator[None]:
-    """Mark the enclosed body as judged by ``guard`` (per task and thread, via
-    contextvars), so a guarded tool called from a guarded hook is checked once."""
-    token = _JUDGED.set(_JUDGED.get() | {id(guard)})
+def judged_by(guard: Guard, call: CallKey | None) -> Iterator[None]:
+    """Mark ``call`` as judged by ``guard`` for the enclosed body (per task and thread,
+    via contextvars). ``None`` marks nothing."""
+    if call is None:
+        yield
+        return
+    token = _JUDGED.set(_JUDGED.get() | {(id(guard), call)})
     try:
         yield
     finally:
@@ -142,9 +171,12 @@ def _settle(guard: Guard, decision: Decision, *, spent: bool) -> None:
         log.exception("interlock: could not settle the reservation of %s", decision.decision_id)
 
 
-def run_settled(guard: Guard, decision: Decision, body: Callable[[], T]) -> T:
-    """Run an allowed body, then commit its reservation (release it on an error)."""
-    with judged_by(guard):
+def run_settled(
+    guard: Guard, decision: Decision, body: Callable[[], T], call: CallKey | None = None
+) -> T:
+    """Run an allowed body, then commit its reservation (release it on an error).
+    ``call`` marks the body as inside that call (see :func:`already_judged`)."""
+    with judged_by(guard, call):
         if decision.reservation is None:
             return body()
         try:
@@ -156,9 +188,14 @@ def run_settled(guard: Guard, decision: Decision, body: Callable[[], T]) -> T:
         return result
 
 
-async def arun_settled(guard: Guard, decision: Decision, body: Callable[[], Awaitable[T]]) -> T:
+async def arun_settled(
+    guard: Guard,
+    decision: Decision,
+    body: Callable[[], Awaitable[T]],
+    call: CallKey | None = None,
+) -> T:
     """The async twin of :func:`run_settled` (settling runs off the event loop)."""
-    with judged_by(guard):
+    with judged_by(guard, call):
         if decision.reservation is None:
             return await body()
         try:

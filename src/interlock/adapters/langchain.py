@@ -42,6 +42,7 @@ from interlock.adapters.base import (
     PatchTarget,
     already_judged,
     arun_settled,
+    call_key,
     register_adapter,
     run_settled,
     verdict_outcome,
@@ -230,7 +231,8 @@ class InterlockMiddleware(AgentMiddleware):
             decision = self._after_approval(decision, decide)
         if not decision.allowed:
             return self._refuse(request, decision)
-        return run_settled(self.guard, decision, lambda: handler(request))
+        key = call_key(call["name"], call.get("args"))
+        return run_settled(self.guard, decision, lambda: handler(request), key)
 
     async def awrap_tool_call(
         self,
@@ -252,7 +254,8 @@ class InterlockMiddleware(AgentMiddleware):
             )
         if not decision.allowed:
             return self._refuse(request, decision)
-        return await arun_settled(self.guard, decision, lambda: handler(request))
+        key = call_key(call["name"], call.get("args"))
+        return await arun_settled(self.guard, decision, lambda: handler(request), key)
 
     # -- approvals: refuse, wait, or interrupt the graph --------------------------------
 
@@ -472,26 +475,28 @@ class LangChainAdapter(Adapter):
         if target.attr == "arun":
 
             async def arun(tool_input: str | dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-                if already_judged(guard):
+                key = call_key(tool.name, tool_input)
+                if already_judged(guard, key):
                     return await original(tool_input, *args, **kwargs)
                 decision = await gate.adecide(tool.name, tool_input, tool)
                 if decision is None:
                     return await original(tool_input, *args, **kwargs)
                 _raise_unless_allowed(decision, tool, tool_input)
                 return await arun_settled(
-                    guard, decision, lambda: original(tool_input, *args, **kwargs)
+                    guard, decision, lambda: original(tool_input, *args, **kwargs), key
                 )
 
             return arun
 
         def run(tool_input: str | dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-            if already_judged(guard):
+            key = call_key(tool.name, tool_input)
+            if already_judged(guard, key):
                 return original(tool_input, *args, **kwargs)
             decision = gate.decide(tool.name, tool_input, tool)
             if decision is None:
                 return original(tool_input, *args, **kwargs)
             _raise_unless_allowed(decision, tool, tool_input)
-            return run_settled(guard, decision, lambda: original(tool_input, *args, **kwargs))
+            return run_settled(guard, decision, lambda: original(tool_input, *args, **kwargs), key)
 
         return run
 

@@ -46,9 +46,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from interlock.adapters.base import (
     Adapter,
+    CallKey,
     PatchTarget,
     already_judged,
     arun_settled,
+    call_key,
     register_adapter,
     verdict_outcome,
 )
@@ -253,7 +255,9 @@ def _completed(result: object) -> bool:
     return not isinstance(result, InputRequiredResult)
 
 
-async def _settled(guard: Guard, decision: Decision, body: Callable[[], Awaitable[T]]) -> T:
+async def _settled(
+    guard: Guard, decision: Decision, body: Callable[[], Awaitable[T]], call: CallKey
+) -> T:
     """Run an allowed call: commit its reservation when the tool completed, release it
     when it failed — MCP reports a failed tool as an ``isError`` result, not a raise."""
 
@@ -264,7 +268,7 @@ async def _settled(guard: Guard, decision: Decision, body: Callable[[], Awaitabl
         return result
 
     try:
-        return await arun_settled(guard, decision, run)
+        return await arun_settled(guard, decision, run, call)
     except _Unfinished as unfinished:
         return cast("T", unfinished.result)
 
@@ -330,15 +334,17 @@ class InterlockMiddleware:
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
         guard = self._gate.guard
-        if ctx.method != "tools/call" or ctx.request_id is None or already_judged(guard):
+        if ctx.method != "tools/call" or ctx.request_id is None:
+            return await call_next(ctx)
+        call = _call_params(ctx.params)
+        if not isinstance(call, str) and already_judged(guard, call_key(call.name, call.arguments)):
             return await call_next(ctx)
         with _serving(guard):
-            return await self._judge(ctx, call_next)
+            return await self._judge(ctx, call_next, call)
 
     async def _judge(
-        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext, call: Any
     ) -> HandlerResult:
-        call = _call_params(ctx.params)
         if isinstance(call, str):  # fail closed rather than trust a laxer handler
             return refusal_result(await self._gate.unmappable(call), None, ctx.protocol_version)
         decision = await self._gate.decide(call.name, call.arguments, str(ctx.request_id))
@@ -347,7 +353,8 @@ class InterlockMiddleware:
         if not decision.allowed:
             action = Action.tool(call.name, call.arguments)
             return refusal_result(decision, action, ctx.protocol_version)
-        return await _settled(self._gate.guard, decision, lambda: call_next(ctx))
+        key = call_key(call.name, call.arguments)
+        return await _settled(self._gate.guard, decision, lambda: call_next(ctx), key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,7 +463,8 @@ class MCPServerAdapter(_OptionsAdapter):
         gate = _Gate(guard, options.mapper, server_tools(obj))
 
         async def call_tool(name: str, arguments: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-            if already_judged(guard):
+            key = call_key(name, arguments)
+            if already_judged(guard, key):
                 return await original(name, arguments, *args, **kwargs)
             if id(guard) in _SERVING.get():  # the call the middleware passed through:
                 with _serving(guard, False):  # a call made inside its tool is a new one
@@ -468,7 +476,7 @@ class MCPServerAdapter(_OptionsAdapter):
                 wire = refusal_result(decision, Action.tool(name, arguments))
                 return CallToolResult.model_validate(wire, by_name=False)
             return await _settled(
-                guard, decision, lambda: original(name, arguments, *args, **kwargs)
+                guard, decision, lambda: original(name, arguments, *args, **kwargs), key
             )
 
         return call_tool
@@ -531,9 +539,12 @@ class ClientSessionAdapter(_OptionsAdapter):
         session: ClientSession = obj
 
         async def send_request(request: Any, result_type: Any, *args: Any, **kwargs: Any) -> Any:
-            if getattr(request, "method", None) != "tools/call" or already_judged(guard):
+            if getattr(request, "method", None) != "tools/call":
                 return await original(request, result_type, *args, **kwargs)
             call = _sent_call(request)
+            key = None if isinstance(call, str) else call_key(call.name, call.arguments)
+            if key is not None and already_judged(guard, key):
+                return await original(request, result_type, *args, **kwargs)
             if isinstance(call, str):
                 decision: Decision | None = await gate.unmappable(call)
                 action = None
@@ -548,8 +559,9 @@ class ClientSessionAdapter(_OptionsAdapter):
                     raise outcome.error
                 wire = refusal_result(decision, action, session.protocol_version)
                 return _as_result(result_type, wire)
+            assert key is not None  # an unmappable call is never allowed
             return await _settled(
-                guard, decision, lambda: original(request, result_type, *args, **kwargs)
+                guard, decision, lambda: original(request, result_type, *args, **kwargs), key
             )
 
         return send_request

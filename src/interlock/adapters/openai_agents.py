@@ -51,6 +51,7 @@ from interlock.adapters.base import (
     Adapter,
     PatchTarget,
     arun_settled,
+    call_key,
     register_adapter,
     verdict_outcome,
 )
@@ -316,7 +317,10 @@ class _GatedInvoker:
             if self.refusal == "message":
                 return str(error)  # reached without the guardrail: the model still reads it
             raise error
-        return await arun_settled(self.gate.guard, decision, lambda: self.inner(ctx, args_json))
+        key = call_key(self.gate.tool.name, args_json)
+        return await arun_settled(
+            self.gate.guard, decision, lambda: self.inner(ctx, args_json), key
+        )
 
     def __agents_bind_function_tool__(self, tool: FunctionTool) -> _GatedInvoker:
         """Called by ``FunctionTool.__post_init__`` when a guarded tool is copied: the
