@@ -1,0 +1,167 @@
+"""One detach test over every registered adapter: ``guard.detach`` leaves every object
+the adapter touched exactly as it was — the same attributes holding the same objects.
+
+A new adapter adds one entry to ``SUBJECTS``: how to make a fresh object it guards,
+and which objects' attributes it may patch. The first test fails until it does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain")
+pytest.importorskip("agents")
+pytest.importorskip("mcp")
+
+from agents import Agent, function_tool
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.tools import tool
+from langgraph.prebuilt import ToolNode
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+
+import interlock.adapters.langchain
+import interlock.adapters.mcp
+import interlock.adapters.openai_agents  # noqa: F401 - registers its adapters
+from interlock import Guard
+from interlock.adapters import base
+
+from .conformance import POLICY
+
+#: A fresh guarded object and the objects whose attributes attaching may change.
+Subject = Callable[[], contextlib.AbstractAsyncContextManager[tuple[object, list[object]]]]
+
+
+class _Model(FakeMessagesListChatModel):
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+
+@tool
+def shell(command: str) -> str:
+    """Run a shell command."""
+    return command
+
+
+@contextlib.asynccontextmanager
+async def langchain_tool() -> AsyncIterator[tuple[object, list[object]]]:
+    fresh = shell.model_copy()
+    yield fresh, [fresh]
+
+
+@contextlib.asynccontextmanager
+async def langgraph_tool_node() -> AsyncIterator[tuple[object, list[object]]]:
+    node = ToolNode([shell])
+    yield node, [node]
+
+
+@contextlib.asynccontextmanager
+async def langgraph_graph() -> AsyncIterator[tuple[object, list[object]]]:
+    agent = create_agent(_Model(responses=[]), [shell])
+    nodes = [n.bound for n in agent.nodes.values() if isinstance(n.bound, ToolNode)]
+    yield agent, [agent, *nodes]
+
+
+def _pay() -> Any:
+    @function_tool
+    def pay(amount: float) -> str:
+        """Pay an amount."""
+        return str(amount)
+
+    return pay
+
+
+@contextlib.asynccontextmanager
+async def openai_function_tool() -> AsyncIterator[tuple[object, list[object]]]:
+    fresh = _pay()
+    yield fresh, [fresh]
+
+
+@contextlib.asynccontextmanager
+async def openai_agent() -> AsyncIterator[tuple[object, list[object]]]:
+    agent: Agent[Any] = Agent(name="payer", tools=[_pay()])
+    yield agent, [agent, *agent.tools]
+
+
+def _server() -> MCPServer:
+    server = MCPServer("detach")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    return server
+
+
+@contextlib.asynccontextmanager
+async def mcp_server() -> AsyncIterator[tuple[object, list[object]]]:
+    server = _server()
+    yield server, [server, server._lowlevel_server]
+
+
+@contextlib.asynccontextmanager
+async def mcp_lowlevel_server() -> AsyncIterator[tuple[object, list[object]]]:
+    lowlevel = _server()._lowlevel_server
+    yield lowlevel, [lowlevel]
+
+
+@contextlib.asynccontextmanager
+async def mcp_client_session() -> AsyncIterator[tuple[object, list[object]]]:
+    async with Client(_server()) as client:
+        yield client.session, [client.session]
+
+
+#: adapter framework name → how to make what it guards
+SUBJECTS: dict[str, Subject] = {
+    "langchain": langchain_tool,
+    "langgraph": langgraph_tool_node,
+    "langgraph-graph": langgraph_graph,
+    "openai-agents": openai_function_tool,
+    "openai-agents-agent": openai_agent,
+    "mcp server": mcp_server,
+    "mcp lowlevel server": mcp_lowlevel_server,
+    "mcp client": mcp_client_session,
+}
+
+
+def _state(parts: list[object]) -> list[dict[str, int]]:
+    """Each part's attributes, by the identity of what they hold."""
+    return [{name: id(value) for name, value in vars(part).items()} for part in parts]
+
+
+def _values(parts: list[object]) -> list[dict[str, object]]:
+    return [dict(vars(part)) for part in parts]  # keeps the objects alive for the ids
+
+
+def test_every_registered_adapter_is_in_the_detach_test() -> None:
+    registered = {adapter.framework for adapter in base._ADAPTERS.values()}
+    assert registered == set(SUBJECTS)
+
+
+@pytest.mark.parametrize("framework", sorted(SUBJECTS))
+async def test_detach_leaves_everything_attach_touched_exactly_as_it_was(framework: str) -> None:
+    guard = Guard(POLICY)
+    async with SUBJECTS[framework]() as (obj, parts):
+        adapter = base.adapter_for(obj)
+        assert adapter.framework == framework
+        held = _values(parts)
+        before = _state(parts)
+        guard.attach(obj)
+        during = _state(parts)
+        assert during != before  # attaching changed something ...
+        guard.attach(obj)
+        assert _state(parts) == during  # ... and attaching again nothing more
+        guard.detach(obj)
+        assert _state(parts) == before  # ... which detach put back, object for object
+        guard.detach(obj)  # detaching twice changes nothing
+        assert _state(parts) == before
+        guard.attach(obj)  # and it can be guarded again
+        guard.detach(obj)
+        assert _state(parts) == before
+        del held
