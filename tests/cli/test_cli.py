@@ -173,7 +173,25 @@ def test_demo_shows_every_verdict_kind_and_runs_bodies_only_on_allow(tmp_path: P
     for verdict in ("allow", "deny", "require_approval", "undetermined", "shadow: would"):
         assert verdict in output
     records = [json.loads(line) for line in events.read_text().splitlines()]
-    assert {r["decision"] for r in records} == {"allow", "deny", "require_approval", "undetermined"}
+    decisions = [r for r in records if r["kind"] == "decision"]
+    assert {r["decision"] for r in decisions} == {
+        "allow",
+        "deny",
+        "require_approval",
+        "undetermined",
+    }
+    # every allowed tool call's body is recorded going in and coming out, joined by id
+    allowed = {
+        r["decision_id"]
+        for r in decisions
+        if r["decision"] == "allow" and r["action"]["kind"] == "tool"
+    }
+    invoked = {r["decision_id"] for r in records if r["kind"] == "tool_invoke"}
+    results = {r["decision_id"]: r for r in records if r["kind"] == "tool_result"}
+    assert allowed == invoked == set(results) and len(allowed) == 6
+    assert all(r["ok"] for r in results.values())
+    models = {r["decision_id"] for r in records if r["kind"] == "llm_output"}
+    assert len(models) == 12
     assert "s3cr3t" not in events.read_text()
     # 12 tool calls and 12 model calls judged, 12 model reservations settled, 1 approval
     assert "audit: 37 records" in output and "chain intact" in output

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, final
 
 from interlock.core.action import normalise_arguments
 from interlock.core.decision import Decision, Verdict
+from interlock.core.phases import tool_finished, tool_started
 from interlock.errors import Blocked
 
 if TYPE_CHECKING:
@@ -175,16 +176,25 @@ def run_settled(
     guard: Guard, decision: Decision, body: Callable[[], T], call: CallKey | None = None
 ) -> T:
     """Run an allowed body, then commit its reservation (release it on an error).
-    ``call`` marks the body as inside that call (see :func:`already_judged`)."""
+    ``call`` marks the body as inside that call (see :func:`already_judged`) and, when
+    the guard has an event sink, names the ``tool_invoke`` / ``tool_result`` events."""
+    observed = call is not None and guard.sink is not None
     with judged_by(guard, call):
-        if decision.reservation is None:
+        if decision.reservation is None and not observed:
             return body()
+        started = tool_started(guard, decision, *call) if observed and call else 0
         try:
             result = body()
-        except BaseException:
-            _settle(guard, decision, spent=False)
+        except BaseException as exc:
+            if decision.reservation is not None:
+                _settle(guard, decision, spent=False)
+            if observed and call:
+                tool_finished(guard, decision, call[0], started, error=exc)
             raise
-        _settle(guard, decision, spent=True)
+        if decision.reservation is not None:
+            _settle(guard, decision, spent=True)
+        if observed and call:
+            tool_finished(guard, decision, call[0], started, result=result)
         return result
 
 
@@ -195,15 +205,23 @@ async def arun_settled(
     call: CallKey | None = None,
 ) -> T:
     """The async twin of :func:`run_settled` (settling runs off the event loop)."""
+    observed = call is not None and guard.sink is not None
     with judged_by(guard, call):
-        if decision.reservation is None:
+        if decision.reservation is None and not observed:
             return await body()
+        started = tool_started(guard, decision, *call) if observed and call else 0
         try:
             result = await body()
-        except BaseException:
-            await asyncio.to_thread(_settle, guard, decision, spent=False)
+        except BaseException as exc:
+            if decision.reservation is not None:
+                await asyncio.to_thread(_settle, guard, decision, spent=False)
+            if observed and call:
+                tool_finished(guard, decision, call[0], started, error=exc)
             raise
-        await asyncio.to_thread(_settle, guard, decision, spent=True)
+        if decision.reservation is not None:
+            await asyncio.to_thread(_settle, guard, decision, spent=True)
+        if observed and call:
+            tool_finished(guard, decision, call[0], started, result=result)
         return result
 
 

@@ -20,7 +20,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
@@ -42,7 +42,9 @@ class Event(NamedTuple):
     """One thing that happened at the decision point.
 
     ``kind`` is ``decision`` for a verdict and ``pass_through`` for a call a mapper
-    declared not ours to judge (no verdict is invented for it).
+    declared not ours to judge (no verdict is invented for it). The phases around an
+    allowed call — ``tool_invoke``, ``tool_result``, ``llm_input``, ``llm_output`` —
+    carry their fields in ``detail`` (see :mod:`interlock.core.phases`).
     """
 
     kind: str
@@ -50,6 +52,7 @@ class Event(NamedTuple):
     action: Action | None
     decision: Decision | None
     latency_ns: int
+    detail: Mapping[str, Any] | None = None  # a phase event's fields (see core.phases)
 
     def to_record(self, redactor: Redactor | None = None) -> dict[str, Any]:
         """The redacted, JSON-ready form of this event."""
@@ -86,6 +89,10 @@ class Event(NamedTuple):
                 }
             if decision.fail_open:
                 record["fail_open"] = True
+        if self.detail is not None:
+            detail = redactor.redact_value(dict(self.detail))
+            if isinstance(detail, dict):
+                record.update(detail)
         return record
 
 

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from interlock.core.action import Action, Context
+from interlock.core.phases import LLMInput, LLMOutput, emit_phase
 from interlock.errors import describe
 from interlock.ledger.usage import Usage
 
@@ -65,6 +67,7 @@ class LLMCall:
         self.decision: Decision | None = None
         self.usage: Usage | None = None
         self._settled = False
+        self._began = 0
 
     def record(self, usage: Usage | object) -> Usage:
         """Say what the call really used (a Usage, a provider's usage object, or a
@@ -80,6 +83,7 @@ class LLMCall:
         decision = self.guard.check(self.action, timeout=self.timeout)
         raise_for(decision, self.action)
         self.decision = decision
+        self._started()
         return self
 
     def __exit__(
@@ -88,6 +92,7 @@ class LLMCall:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._finished(exc, failed=exc_type is not None)
         self._settle(failed=exc_type is not None)
 
     # -- async -------------------------------------------------------------------------
@@ -98,6 +103,7 @@ class LLMCall:
         decision = await self.guard.acheck(self.action, timeout=self.timeout)
         raise_for(decision, self.action)
         self.decision = decision
+        self._started()
         return self
 
     async def __aexit__(
@@ -106,10 +112,33 @@ class LLMCall:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._finished(exc, failed=exc_type is not None)
         if self.decision is None or self.decision.reservation is None:
             return
         # Shielded: a cancellation arriving now must not leave the reservation open.
         await asyncio.shield(asyncio.to_thread(self._settle, failed=exc_type is not None))
+
+    # -- the llm_input / llm_output events (when the guard has a sink) -----------------
+
+    def _started(self) -> None:
+        self._began = time.perf_counter_ns()
+        if self.guard.sink is not None and self.decision is not None:
+            emit_phase(self.guard, LLMInput(self.model, self.decision.decision_id, self.estimate))
+
+    def _finished(self, error: BaseException | None, *, failed: bool) -> None:
+        if self.guard.sink is None or self.decision is None:
+            return
+        emit_phase(
+            self.guard,
+            LLMOutput(
+                self.model,
+                self.decision.decision_id,
+                ok=not failed,
+                usage=self.usage,
+                error=None if error is None else describe(error),
+                duration_ns=time.perf_counter_ns() - self._began,
+            ),
+        )
 
     # -- settling ----------------------------------------------------------------------
 
