@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from interlock.cli_console import err, fail, out
+from interlock.cli_server import keys_app, serve
 from interlock.cli_store import approvals_app, audit_app, budgets_app, db_app
 from interlock.core.decision import Decision, Verdict
 from interlock.core.events import JsonlSink
@@ -56,6 +57,8 @@ app.add_typer(db_app, name="db")
 app.add_typer(audit_app, name="audit")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(budgets_app, name="budgets")
+app.add_typer(keys_app, name="keys")
+app.command("serve")(serve)
 
 _STYLE = {
     Verdict.ALLOW: "green",

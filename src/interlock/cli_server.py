@@ -1,0 +1,246 @@
+"""The ``interlock`` commands of the shared server.
+
+    interlock serve --policy interlock.yaml                 # http://127.0.0.1:8750/v1
+    interlock serve --uds /run/interlock.sock -d postgresql://interlock@db/interlock
+    interlock keys create --tenant acme --role agent --name ops-bot
+    interlock keys list --tenant acme
+    interlock keys revoke 3f2a9c0d1e4b5a67
+
+``keys`` commands take the same ``--database/-d URL`` as the server (default:
+``$INTERLOCK_DATABASE_URL``, else ``sqlite:///.interlock/interlock.db``). Exit codes:
+0 done; 1 a key that does not exist; 2 a usage error, an invalid policy or a store
+that cannot be used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from interlock.cli_console import EXIT_FAILED, err, fail, out
+from interlock.cli_store import DatabaseOption
+from interlock.errors import PolicyError, StoreError, message_of
+from interlock.server.errors import ApiKeyError, ApiKeyNotFound
+from interlock.server.keys import ApiKey, KeyStore, Role
+from interlock.store import default_database_url, open_store
+from interlock.store.sqlite import SQLiteStore
+
+__all__ = ["DEFAULT_PORT", "keys_app", "serve"]
+
+DEFAULT_PORT = 8750
+
+keys_app = typer.Typer(help="Create, list and revoke the server's API keys.", no_args_is_help=True)
+
+
+@contextmanager
+def _keys(database: str | None, *, create: bool = False) -> Iterator[KeyStore]:
+    """The key store in the database the URL names; a store error is exit 2. Only
+    ``create`` makes a new SQLite file (listing a mistyped path must not say "no
+    keys")."""
+    url = database or default_database_url()
+    try:
+        store = open_store(url, migrate=False)
+    except (StoreError, ImportError) as exc:  # ImportError: the postgres extra is missing
+        raise fail(message_of(exc)) from None
+    try:
+        if isinstance(store, SQLiteStore) and not create and not store.path.exists():
+            raise fail(f"no database at {store.path}: create a key, or run `interlock db migrate`")
+        store.migrate()
+        yield KeyStore(store, cache_ttl=0)
+    except StoreError as exc:
+        raise fail(message_of(exc)) from None
+    finally:
+        store.close()
+
+
+def _iso(us: int | None) -> str:
+    if us is None:
+        return ""
+    moment = datetime.fromtimestamp(us / 1e6, tz=UTC)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _key_json(key: ApiKey) -> dict[str, Any]:
+    return {**key.as_dict(), "created": _iso(key.created_us), "revoked": _iso(key.revoked_us)}
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option(help="The tenant the key acts in.")],
+    role: Annotated[Role, typer.Option(help="agent, approver or admin.")],
+    name: Annotated[
+        str,
+        typer.Option(
+            help="Who the key speaks for: the agent of its checks, the approver of its "
+            "decisions. A name never decides a request it made."
+        ),
+    ],
+    database: DatabaseOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the key as JSON.")] = False,
+) -> None:
+    """Create an API key and print it — once: only its hash is stored."""
+    with _keys(database, create=True) as keys:
+        try:
+            created = keys.create(tenant=tenant, role=role, name=name)
+        except ApiKeyError as exc:
+            raise fail(message_of(exc)) from None
+    key = created.key
+    if as_json:
+        sys.stdout.write(json.dumps({**_key_json(key), "key": created.token}) + "\n")
+    else:
+        sys.stdout.write(created.token + "\n")
+    err.print(
+        Text(
+            f"created API key {key.id} ({key.role.value} {key.name!r} in tenant "
+            f"{key.tenant!r}). Store it now: it cannot be shown again."
+        )
+    )
+
+
+@keys_app.command("list")
+def keys_list(
+    database: DatabaseOption = None,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON, one object per line.")] = False,
+) -> None:
+    """List API keys (never their secrets), oldest first."""
+    with _keys(database) as keys:
+        found = keys.list_keys(tenant=tenant)
+    if as_json:
+        for key in found:
+            sys.stdout.write(json.dumps(_key_json(key)) + "\n")
+        return
+    if not found:
+        out.print(Text("no API keys" + (f" in tenant {tenant!r}" if tenant else "")))
+        return
+    table = Table()
+    for column in ("id", "tenant", "role", "name", "created", "revoked"):
+        table.add_column(column, overflow="fold", no_wrap=column == "id")
+    for key in found:
+        data = _key_json(key)
+        table.add_row(
+            *(Text(str(data[c])) for c in ("id", "tenant", "role", "name", "created", "revoked"))
+        )
+    out.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id (from `keys list`).")],
+    database: DatabaseOption = None,
+) -> None:
+    """Revoke an API key. A server stops accepting it within its key cache TTL (5 s)."""
+    with _keys(database) as keys:
+        try:
+            key = keys.revoke(key_id)
+        except ApiKeyNotFound as exc:
+            raise fail(message_of(exc), code=EXIT_FAILED) from None
+    out.print(Text(f"revoked API key {key.id} ({key.role.value} {key.name!r}, {key.tenant!r})"))
+
+
+def serve(
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            "-p",
+            help="Policy file (default: $INTERLOCK_POLICY or ./interlock.yaml).",
+            show_default=False,
+        ),
+    ] = None,
+    database: DatabaseOption = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port.")] = DEFAULT_PORT,
+    uds: Annotated[
+        Path | None,
+        typer.Option(help="Listen on this Unix socket instead of TCP.", show_default=False),
+    ] = None,
+    log_level: Annotated[
+        str, typer.Option(help="critical, error, warning, info, debug or trace.")
+    ] = "info",
+) -> None:
+    """Serve the decision point over HTTP: the /v1 API, API keys and /metrics.
+
+    Checks, approvals, budgets and the audit log of every tenant, for API keys made
+    with `interlock keys create`. OpenAPI at /v1/openapi.json."""
+    try:
+        import uvicorn
+
+        from interlock.server.app import create_app
+    except ImportError as exc:
+        raise fail(
+            f"the server needs its extra ({exc.name} is missing): pip install 'interlock[server]'"
+        ) from None
+    from interlock.guard import Guard
+    from interlock.policy.loader import load_policy
+
+    path = policy or Path(os.environ.get("INTERLOCK_POLICY", "interlock.yaml"))
+    try:
+        compiled = load_policy(path)
+    except PolicyError as exc:
+        raise fail(str(exc)) from None
+    try:
+        guard = Guard(compiled, store=database or default_database_url())
+    except (StoreError, ImportError) as exc:
+        raise fail(message_of(exc)) from None
+    try:
+        app = create_app(guard)
+        where = f"unix:{uds}" if uds is not None else f"http://{host}:{port}"
+        assert guard.store is not None
+        err.print(Text(f"interlock: serving {where}/v1 — policy {path}, store {guard.store.url}"))
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            uds=str(uds) if uds is not None else None,
+            log_level=log_level,
+            lifespan="off",
+            server_header=False,
+        )
+        with _stop_on_sigterm():
+            uvicorn.Server(config).run()
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    finally:
+        guard.close()
+        if uds is not None and uds.is_socket():
+            uds.unlink(missing_ok=True)  # a stale socket file would look like a server
+        err.print(Text("interlock: stopped; the audit log and the store are closed"))
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived: leave the server loop and close the guard."""
+
+
+@contextmanager
+def _stop_on_sigterm() -> Iterator[None]:
+    """SIGTERM ends the server cleanly with exit 0. (The server re-raises the signal
+    after its graceful shutdown; met by the default action the process would die
+    before the guard flushed its audit writer and closed its store.)"""
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        raise _Terminated
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    except _Terminated:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)

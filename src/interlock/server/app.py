@@ -1,0 +1,88 @@
+"""The server's FastAPI app: one :class:`~interlock.Guard` behind a versioned HTTP API.
+
+Example::
+
+    from interlock import Guard
+    from interlock.server import create_app
+
+    guard = Guard.from_file("interlock.yaml", store="sqlite:///.interlock/interlock.db")
+    app = create_app(guard)          # serve it with any ASGI server, e.g. uvicorn
+
+Everything is under ``/v1`` (OpenAPI at ``/v1/openapi.json``, its UI at ``/v1/docs``)
+except ``/metrics``. The server keeps no state of its own besides a short key cache:
+approvals, budgets, rate limits and the audit log are in the guard's store, so any
+number of replicas can share one PostgreSQL database.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI
+
+from interlock import __version__
+from interlock.server.body_limit import BodyLimitMiddleware
+from interlock.server.handlers import install_error_handlers
+from interlock.server.keys import KeyStore
+from interlock.server.metrics import HttpMetricsMiddleware, Metrics
+from interlock.server.routes import routers
+from interlock.server.state import ServerState
+
+if TYPE_CHECKING:
+    from interlock.guard import Guard
+
+__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_WAIT", "create_app"]
+
+#: The longest an approval long-poll waits, in seconds (below common proxy timeouts).
+DEFAULT_MAX_WAIT = 60.0
+#: The largest request body accepted (413 above it).
+DEFAULT_MAX_BODY = 1 << 20
+
+_DESCRIPTION = """\
+The Interlock decision point over HTTP: check actions, decide approvals, settle
+budgets, read the audit log. Authenticate with an API key
+(`Authorization: Bearer ilk_...`, see `interlock keys create`); everything is within
+the key's tenant. Errors are `{"error": {"code", "message", "field"}}`.
+"""
+
+
+def create_app(
+    guard: Guard,
+    *,
+    keys: KeyStore | None = None,
+    key_cache_ttl: float = 5.0,
+    max_wait: float = DEFAULT_MAX_WAIT,
+    max_body_size: int = DEFAULT_MAX_BODY,
+) -> FastAPI:
+    """The HTTP API over ``guard``, which must have a store (``Guard(policy,
+    store=url)``): the API keys live there too. ``keys`` replaces the key store (its
+    cache TTL is ``key_cache_ttl`` seconds otherwise); ``max_wait`` bounds an approval
+    long-poll; ``max_body_size`` (bytes) bounds a request body. The caller keeps
+    ownership of ``guard`` and closes it after the app is done."""
+    store = guard.store
+    if store is None:
+        raise ValueError("the server needs a guard with a store: Guard(policy, store=url)")
+    if max_wait <= 0:
+        raise ValueError(f"max_wait must be positive, not {max_wait!r}")
+    metrics = Metrics(store)
+    app = FastAPI(
+        title="Interlock",
+        version=__version__,
+        description=_DESCRIPTION,
+        openapi_url="/v1/openapi.json",
+        docs_url="/v1/docs",
+        redoc_url=None,
+    )
+    app.state.interlock = ServerState(
+        guard=guard,
+        store=store,
+        keys=keys if keys is not None else KeyStore(store, cache_ttl=key_cache_ttl),
+        metrics=metrics,
+        max_wait=max_wait,
+    )
+    install_error_handlers(app)
+    for router in routers():
+        app.include_router(router)
+    app.add_middleware(BodyLimitMiddleware, max_body_size=max_body_size)
+    app.add_middleware(HttpMetricsMiddleware, metrics=metrics)  # outermost: counts 413s too
+    return app

@@ -1,0 +1,85 @@
+"""``POST /v1/check`` and ``POST /v1/check/batch``: the decision point, over HTTP.
+
+The trusted context comes from the API key, never from the body: the tenant is the
+key's tenant and the agent is the key's name (so an approval the check opens is
+requested by that name, which can then never decide it).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+
+from interlock.core.action import Action, Context, Downstream
+from interlock.core.decision import Decision
+from interlock.server.api_models import ActionIn, BatchIn, DecisionOut
+from interlock.server.auth import Permission, require
+from interlock.server.keys import ApiKey
+from interlock.server.routes.common import errors
+from interlock.server.state import ServerState, state_of
+
+__all__ = ["router", "to_action"]
+
+router = APIRouter(prefix="/v1", tags=["check"])
+
+CheckKey = Annotated[ApiKey, Depends(require(Permission.CHECK))]
+
+
+def to_action(body: ActionIn, key: ApiKey) -> Action:
+    """The action the body describes, in the key's trusted context."""
+    stated = body.context
+    downstream = stated.downstream
+    context = Context(
+        tenant=key.tenant,
+        agent=key.identity,
+        agent_type=stated.agent_type,
+        runtime=stated.runtime,
+        session_id=stated.session_id,
+        run_id=stated.run_id,
+        call_id=stated.call_id,
+        idempotency_key=stated.idempotency_key,
+        downstream=None
+        if downstream is None
+        else Downstream(downstream.system, downstream.operation, downstream.endpoint),
+    )
+    return Action(
+        kind=body.kind,
+        name=body.name,
+        arguments=body.arguments,
+        target=body.target,
+        scope=body.scope,
+        description=body.description,
+        schema=body.tool_schema,
+        capabilities=tuple(body.capabilities),
+        context=context,
+    )
+
+
+def _answer(state: ServerState, decision: Decision, started: float) -> DecisionOut:
+    metrics = state.metrics
+    metrics.check_seconds.observe(time.perf_counter() - started)
+    metrics.decisions.labels(decision.verdict.value).inc()
+    return DecisionOut.of(decision, state.guard.redactor)
+
+
+@router.post("/check", response_model=DecisionOut, responses=errors(403))
+async def check(body: ActionIn, request: Request, key: CheckKey) -> DecisionOut:
+    """Decide one action: allow, deny, require_approval or undetermined (which fails
+    closed). Every verdict is a 200; the decision is in the body."""
+    state = state_of(request)
+    started = time.perf_counter()
+    decision = await state.guard.acheck(to_action(body, key))
+    return _answer(state, decision, started)
+
+
+@router.post("/check/batch", response_model=DecisionOut, responses=errors(403))
+async def check_batch(body: BatchIn, request: Request, key: CheckKey) -> DecisionOut:
+    """Decide an ordered list of actions that together make one call: the first
+    verdict that is not allow halts it and is returned; else the last allow is."""
+    state = state_of(request)
+    started = time.perf_counter()
+    decision = await state.guard.acheck_batch([to_action(item, key) for item in body.actions])
+    assert decision is not None  # the list is never empty
+    return _answer(state, decision, started)

@@ -1,0 +1,225 @@
+"""Who may call what: 401 without a live key, 403 for a role that lacks the
+permission, and nobody decides their own request."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from interlock.server import Role
+
+from .harness import Api, bearer
+
+Build = Callable[[Api], Awaitable[dict[str, Any]]]
+
+
+async def _nothing(api: Api) -> dict[str, Any]:
+    return {}
+
+
+async def _approval(api: Api) -> dict[str, Any]:
+    return {"id": await api.pending_approval()}
+
+
+async def _reservation(api: Api) -> dict[str, Any]:
+    decision = await api.check(name="paid_lookup", arguments={"query": "q", "est_cost": 0.1})
+    return {"id": decision["reservation"]["id"]}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    path: str  # the route's template, as OpenAPI names it
+    roles: frozenset[str]  # the roles that may call it
+    make: Build = _nothing  # what the request needs to exist first
+    url: str = ""  # the path with its ids filled in ({id})
+    body: Any = None
+
+    def request(self, values: dict[str, Any]) -> tuple[str, str, Any]:
+        url = (self.url or self.path).format(**values)
+        body = self.body
+        if isinstance(body, dict):
+            body = {k: (v.format(**values) if isinstance(v, str) else v) for k, v in body.items()}
+        return self.method, url, body
+
+
+AGENT, APPROVER, ADMIN = "agent", "approver", "admin"
+EVERYONE = frozenset({AGENT, APPROVER, ADMIN})
+
+ENDPOINTS = [
+    Endpoint("POST", "/v1/check", frozenset({AGENT, ADMIN}), body={"name": "search"}),
+    Endpoint(
+        "POST", "/v1/check/batch", frozenset({AGENT, ADMIN}), body={"actions": [{"name": "x"}]}
+    ),
+    Endpoint("GET", "/v1/approvals", frozenset({APPROVER, ADMIN})),
+    Endpoint("GET", "/v1/approvals/{approval_id}", EVERYONE, _approval, "/v1/approvals/{id}"),
+    Endpoint(
+        "GET",
+        "/v1/approvals/{approval_id}/wait",
+        EVERYONE,
+        _approval,
+        "/v1/approvals/{id}/wait?timeout=0",
+    ),
+    Endpoint(
+        "POST",
+        "/v1/approvals/{approval_id}/approve",
+        frozenset({APPROVER, ADMIN}),
+        _approval,
+        "/v1/approvals/{id}/approve",
+    ),
+    Endpoint(
+        "POST",
+        "/v1/approvals/{approval_id}/deny",
+        frozenset({APPROVER, ADMIN}),
+        _approval,
+        "/v1/approvals/{id}/deny",
+    ),
+    Endpoint("GET", "/v1/budgets", EVERYONE),
+    Endpoint(
+        "POST",
+        "/v1/budgets/reserve",
+        frozenset({AGENT, ADMIN}),
+        body={"lines": [{"budget_id": "lookups", "amount": 1}]},
+    ),
+    Endpoint(
+        "POST",
+        "/v1/budgets/commit",
+        frozenset({AGENT, ADMIN}),
+        _reservation,
+        body={"reservation_id": "{id}"},
+    ),
+    Endpoint(
+        "POST",
+        "/v1/budgets/release",
+        frozenset({AGENT, ADMIN}),
+        _reservation,
+        body={"reservation_id": "{id}"},
+    ),
+    Endpoint("GET", "/v1/audit", frozenset({APPROVER, ADMIN})),
+    Endpoint("GET", "/v1/audit/export", frozenset({APPROVER, ADMIN})),
+    Endpoint("GET", "/v1/audit/verify", frozenset({APPROVER, ADMIN})),
+    Endpoint("GET", "/v1/whoami", EVERYONE),
+]
+
+
+def _id(endpoint: Endpoint) -> str:
+    return f"{endpoint.method} {endpoint.path}"
+
+
+async def send(
+    api: Api, endpoint: Endpoint, headers: dict[str, str], values: dict[str, Any]
+) -> httpx.Response:
+    method, url, body = endpoint.request(values)
+    return await api.client.request(method, url, json=body, headers=headers)
+
+
+async def test_the_matrix_covers_every_route_that_needs_a_key(sqlite_api: Api) -> None:
+    document = (await sqlite_api.client.get("/v1/openapi.json")).json()
+    secured = {
+        f"{method.upper()} {path}"
+        for path, operations in document["paths"].items()
+        for method, operation in operations.items()
+        if operation.get("security")
+    }
+    assert secured == {_id(endpoint) for endpoint in ENDPOINTS}
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=_id)
+@pytest.mark.parametrize("role", [AGENT, APPROVER, ADMIN])
+async def test_each_role_gets_exactly_its_permissions(
+    sqlite_api: Api, endpoint: Endpoint, role: str
+) -> None:
+    values = await endpoint.make(sqlite_api)
+    response = await send(sqlite_api, endpoint, sqlite_api.h(role), values)
+    if role in endpoint.roles:
+        assert response.status_code == 200, response.text
+    else:
+        assert response.status_code == 403, response.text
+        assert response.json()["error"]["code"] == "forbidden"
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=_id)
+async def test_no_live_key_is_401(sqlite_api: Api, endpoint: Endpoint) -> None:
+    values = await endpoint.make(sqlite_api)
+    token = sqlite_api.tokens["admin"]
+    revoked = sqlite_api.keys.create(tenant="acme", role=Role.ADMIN, name="gone")
+    sqlite_api.keys.revoke(revoked.key.id)
+    key_id, secret = token[len("ilk_") :].split("_", 1)
+    wrong_secret = f"ilk_{key_id}_{'A' * len(secret)}"
+    for headers in (
+        {},
+        {"Authorization": f"Basic {token}"},
+        bearer("not-a-key"),
+        bearer(wrong_secret),
+        bearer(f"ilk_{'0' * 16}_{secret}"),  # no such id
+        bearer(revoked.token),
+    ):
+        response = await send(sqlite_api, endpoint, headers, values)
+        assert response.status_code == 401, (headers, response.text)
+        assert response.json()["error"]["code"] == "unauthorized"
+        assert response.headers["www-authenticate"] == "Bearer"
+
+
+async def test_health_ready_metrics_and_openapi_need_no_key(sqlite_api: Api) -> None:
+    for path in ("/v1/health", "/v1/ready", "/metrics", "/v1/openapi.json"):
+        assert (await sqlite_api.client.get(path)).status_code == 200, path
+
+
+# -- nobody decides their own request ------------------------------------------------------
+
+
+async def test_an_agent_key_cannot_approve(sqlite_api: Api) -> None:
+    approval_id = await sqlite_api.pending_approval()
+    for action in ("approve", "deny"):
+        response = await sqlite_api.client.post(
+            f"/v1/approvals/{approval_id}/{action}", headers=sqlite_api.h("agent")
+        )
+        assert response.status_code == 403
+    record = await sqlite_api.client.get(
+        f"/v1/approvals/{approval_id}", headers=sqlite_api.h("agent")
+    )
+    assert record.json()["status"] == "pending"
+
+
+@pytest.mark.parametrize("action", ["approve", "deny"])
+async def test_an_admin_cannot_decide_a_request_its_own_check_made(
+    sqlite_api: Api, action: str
+) -> None:
+    approval_id = await sqlite_api.pending_approval("admin")
+    response = await sqlite_api.client.post(
+        f"/v1/approvals/{approval_id}/{action}", headers=sqlite_api.h("admin")
+    )
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "self_approval"
+    assert sqlite_api.guard.store is not None
+    record = sqlite_api.guard.store.get_approval(approval_id)
+    assert (record.requested_by, record.status.value) == ("root", "pending")
+
+
+@pytest.mark.parametrize("name", ["ops-bot", "OPS-BOT", " ops-bot "])
+async def test_an_approver_key_with_the_requesters_name_cannot_approve(
+    sqlite_api: Api, name: str
+) -> None:
+    approval_id = await sqlite_api.pending_approval("agent")  # requested by ops-bot
+    twin = sqlite_api.keys.create(tenant="acme", role=Role.APPROVER, name=name)
+    response = await sqlite_api.client.post(
+        f"/v1/approvals/{approval_id}/approve", headers=bearer(twin.token)
+    )
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "self_approval"
+    other = await sqlite_api.client.post(
+        f"/v1/approvals/{approval_id}/approve", headers=sqlite_api.h("approver")
+    )
+    assert other.status_code == 200 and other.json()["decided_by"] == "alice"
+
+
+async def test_a_key_revoked_here_is_refused_at_once(sqlite_api: Api) -> None:
+    created = sqlite_api.keys.create(tenant="acme", role=Role.AGENT, name="temp")
+    before = await sqlite_api.client.get("/v1/whoami", headers=bearer(created.token))
+    sqlite_api.keys.revoke(created.key.id)
+    after = await sqlite_api.client.get("/v1/whoami", headers=bearer(created.token))
+    assert (before.status_code, after.status_code) == (200, 401)
