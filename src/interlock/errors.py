@@ -16,7 +16,10 @@ Policy outcomes are kept apart from configuration errors and internal failures::
     │   ├── MappingError            verdict; it never escapes ``check``: it becomes the
     │   ├── EvaluationError         ``cause`` of an undetermined decision
     │   ├── DecisionTimeout         (also a TimeoutError)
-    │   └── AuditFailure            the decision's record could not be made durable
+    │   ├── AuditFailure            the decision's record could not be made durable
+    │   └── RemoteError             the server was unreachable, failed (5xx), or
+    │                               answered something that is not a decision
+    ├── RemoteRefused               the server refused a commit/release/wait (a 4xx)
     └── StoreError                  the store refused or failed an operation (raised by
         │                           store and CLI calls; inside a check it is a cause)
         ├── StoreUnavailable        cannot connect, or the database is locked too long
@@ -67,6 +70,8 @@ __all__ = [
     "MigrationError",
     "PolicyError",
     "PolicyIssue",
+    "RemoteError",
+    "RemoteRefused",
     "ReservationClosed",
     "ReservationError",
     "ReservationNotFound",
@@ -235,6 +240,29 @@ class ReservationNotFound(ReservationError, LookupError):
 
 class ReservationClosed(ReservationError):
     """The reservation was already settled the other way (released, or committed)."""
+
+
+class RemoteError(InternalFailure):
+    """The Interlock server could not be reached, failed, or answered something that
+    is not a decision. A check that meets it is undetermined (fails closed).
+    ``status`` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class RemoteRefused(InterlockError):
+    """The Interlock server refused a request outside a check (committing, releasing,
+    waiting): a 4xx, with the server's error ``code`` and ``field``."""
+
+    def __init__(
+        self, message: str, *, status: int, code: str | None = None, field: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.field = field
 
 
 def message_of(exc: BaseException) -> str:

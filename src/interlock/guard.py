@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from interlock.ledger.llm_call import LLMCall
     from interlock.ledger.usage import Usage
     from interlock.policy.specs import Durability
+    from interlock.remote import RemoteDecider
     from interlock.store.audit import AuditWriter
     from interlock.store.reaper import Reaper
     from interlock.store.records import ApprovalRecord, Reservation
@@ -151,6 +152,37 @@ class Guard:
             )
 
     @classmethod
+    def remote(
+        cls,
+        url: str,
+        api_key: str,
+        *,
+        request_timeout: float = 5.0,
+        transport: Any = None,
+        async_transport: Any = None,
+        **options: Any,
+    ) -> Guard:
+        """A guard whose decisions are made by the Interlock server at ``url``
+        (``http(s)://host:port`` or ``unix:/path/to.sock``), with the local
+        semantics: an unreachable server, a timeout, a 5xx or a garbled answer is
+        undetermined and fails closed. ``commit``, ``release``, ``llm_call`` and
+        ``wait_for_approval`` go to the server too. ``options`` are the guard's own
+        (``context``, ``sink``, ``on_decision``, ``timeout``, ``fail_mode`` ...);
+        ``request_timeout`` bounds each HTTP request. Needs ``interlock[remote]``."""
+        from interlock.remote import RemoteDecider
+
+        if "store" in options or "decider" in options:
+            raise TypeError("a remote guard keeps its state on the server: no store or decider")
+        decider = RemoteDecider(
+            url,
+            api_key,
+            timeout=request_timeout,
+            transport=transport,
+            async_transport=async_transport,
+        )
+        return cls(decider=decider, **options)
+
+    @classmethod
     def from_file(cls, path: str | os.PathLike[str], **options: Any) -> Guard:
         """A guard on the policy in ``path`` (raises PolicyError if it is invalid)."""
         return cls(load_policy(path), **options)
@@ -222,6 +254,9 @@ class Guard:
             self.audit.close()
         if self.store is not None and self._owns_store:
             self.store.close()
+        remote = self._remote()
+        if remote is not None:
+            remote.close()
 
     def __enter__(self) -> Guard:
         return self
@@ -582,6 +617,9 @@ class Guard:
         ref = decision.reservation
         if ref is None:
             return None
+        remote = self._remote()
+        if remote is not None:
+            return remote.commit(decision, usage, model=model)
         store = self._require_store()
         actual = None
         if usage is not None:
@@ -602,6 +640,9 @@ class Guard:
         ref = decision.reservation
         if ref is None:
             return None
+        remote = self._remote()
+        if remote is not None:
+            return remote.release(decision)
         settled = self._require_store().release(ref.id)
         self._record_settled(settled)
         return settled
@@ -641,10 +682,16 @@ class Guard:
         return it; then retry the identical call, which claims the approval once.
         Wakes within milliseconds of the decision (PostgreSQL LISTEN/NOTIFY; on
         SQLite, polling with backoff, and at once for decisions made in-process)."""
+        remote = self._remote()
+        if remote is not None:
+            return remote.wait_for_approval(approval_id, timeout)
         return self._require_store().wait_for_approval(approval_id, timeout)
 
     async def await_approval(self, approval_id: str, timeout: float = 300.0) -> ApprovalRecord:
         """The async twin of :meth:`wait_for_approval`."""
+        remote = self._remote()
+        if remote is not None:
+            return await remote.await_approval(approval_id, timeout)
         return await self._require_store().await_approval(approval_id, timeout)
 
     def llm_call(
@@ -676,6 +723,11 @@ class Guard:
             arguments=arguments,
             timeout=timeout,
         )
+
+    def _remote(self) -> RemoteDecider | None:
+        """The server this guard asks, when it is a remote guard."""
+        decider = self.decider
+        return decider if getattr(decider, "serves_state", False) else None  # type: ignore[return-value]
 
     def _require_store(self) -> SqlStore:
         if self.store is None:
