@@ -83,7 +83,13 @@ def _adapters(calls: int | None, quick: bool) -> BenchResult:
     return adapters.run(calls, quick)
 
 
-#: name -> benchmark. Planned: "server".
+def _server(calls: int | None, quick: bool) -> BenchResult:
+    from bench import server
+
+    return server.run(calls, quick)
+
+
+#: name -> benchmark.
 BENCHMARKS: dict[str, Benchmark] = {
     "check": Benchmark(
         "one decision: guard.check / evaluate vs a dict+regex floor and cedarpy, 100 rules",
@@ -116,6 +122,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the same LangChain agent loop and fake model with and without the guard, per tool "
         "call (--calls: runs of 40 tool calls per subject)",
         _adapters,
+    ),
+    "server": Benchmark(
+        "a remote check through interlock serve vs a fixed-JSON Starlette endpoint, same "
+        "client and uvicorn (--calls: sequential requests per subject)",
+        _server,
     ),
 }
 
