@@ -171,6 +171,14 @@ def serve(
     log_level: Annotated[
         str, typer.Option(help="critical, error, warning, info, debug or trace.")
     ] = "info",
+    reload_interval: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Seconds between looks at the policy file for changes (0: only on SIGHUP). "
+            "A policy that does not load never replaces the one serving.",
+        ),
+    ] = 2.0,
 ) -> None:
     """Serve the decision point over HTTP: the /v1 API, API keys and /metrics.
 
@@ -186,6 +194,7 @@ def serve(
         ) from None
     from interlock.guard import Guard
     from interlock.policy.loader import load_policy
+    from interlock.policy.reload import PolicyWatcher
 
     path = policy or Path(os.environ.get("INTERLOCK_POLICY", "interlock.yaml"))
     try:
@@ -196,8 +205,23 @@ def serve(
         guard = Guard(compiled, store=database or default_database_url())
     except (StoreError, ImportError) as exc:
         raise fail(message_of(exc)) from None
+    watcher = PolicyWatcher(
+        guard,
+        path,
+        interval=reload_interval or 3600.0,
+        on_reload=lambda p: err.print(
+            Text(f"interlock: policy {path} reloaded ({len(p.rules)} rules)")
+        ),
+        on_error=lambda m: err.print(
+            Text(f"interlock: policy NOT reloaded, still serving the last good one: {m}")
+        ),
+    )
     try:
-        app = create_app(guard)
+        if reload_interval > 0:
+            watcher.start()
+        if threading.current_thread() is threading.main_thread():
+            watcher.install_sighup()
+        app = create_app(guard, watcher=watcher)
         where = f"unix:{uds}" if uds is not None else f"http://{host}:{port}"
         assert guard.store is not None
         err.print(Text(f"interlock: serving {where}/v1 — policy {path}, store {guard.store.url}"))
@@ -215,6 +239,7 @@ def serve(
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     finally:
+        watcher.stop()
         guard.close()
         if uds is not None and uds.is_socket():
             uds.unlink(missing_ok=True)  # a stale socket file would look like a server

@@ -30,6 +30,7 @@ from interlock.server.state import ServerState
 
 if TYPE_CHECKING:
     from interlock.guard import Guard
+    from interlock.policy.reload import PolicyWatcher
 
 __all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_WAIT", "create_app"]
 
@@ -53,11 +54,14 @@ def create_app(
     key_cache_ttl: float = 5.0,
     max_wait: float = DEFAULT_MAX_WAIT,
     max_body_size: int = DEFAULT_MAX_BODY,
+    watcher: PolicyWatcher | None = None,
 ) -> FastAPI:
     """The HTTP API over ``guard``, which must have a store (``Guard(policy,
     store=url)``): the API keys live there too. ``keys`` replaces the key store (its
     cache TTL is ``key_cache_ttl`` seconds otherwise); ``max_wait`` bounds an approval
-    long-poll; ``max_body_size`` (bytes) bounds a request body. The caller keeps
+    long-poll; ``max_body_size`` (bytes) bounds a request body; ``watcher`` (the
+    :class:`~interlock.policy.reload.PolicyWatcher` reloading the guard's policy file)
+    has its last reload failure reported by ``/v1/ready``. The caller keeps
     ownership of ``guard`` and closes it after the app is done."""
     store = guard.store
     if store is None:
@@ -79,6 +83,7 @@ def create_app(
         keys=keys if keys is not None else KeyStore(store, cache_ttl=key_cache_ttl),
         metrics=metrics,
         max_wait=max_wait,
+        watcher=watcher,
     )
     install_error_handlers(app)
     for router in routers():

@@ -11,6 +11,7 @@ from starlette.requests import HTTPConnection
 
 if TYPE_CHECKING:
     from interlock.guard import Guard
+    from interlock.policy.reload import PolicyWatcher
     from interlock.server.keys import KeyStore
     from interlock.server.metrics import Metrics
     from interlock.store.sql import SqlStore
@@ -26,6 +27,8 @@ class ServerState:
     metrics: Metrics
     #: The longest an approval long-poll may wait, in seconds.
     max_wait: float
+    #: Reloads the policy file into the guard (``interlock serve``), if any.
+    watcher: PolicyWatcher | None = None
 
 
 def state_of(connection: HTTPConnection) -> ServerState:

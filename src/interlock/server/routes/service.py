@@ -32,13 +32,20 @@ async def health() -> HealthOut:
     responses={503: {"model": ReadyOut, "description": "Not ready: see `checks`."}},
 )
 async def ready(request: Request, response: Response) -> ReadyOut:
-    """Readiness: the store answers and a policy is loaded. No key needed."""
+    """Readiness: the store answers and a policy is loaded. No key needed.
+    ``policy_reload`` reports a policy file that failed to reload; the server stays
+    ready, serving the last good policy."""
     state = state_of(request)
     checks = {
         "store": await run_in_threadpool(_store_check, state),
         "policy": "ok" if state.guard.policy is not None else "no policy loaded",
     }
     ok = all(value == "ok" for value in checks.values())
+    if state.watcher is not None:
+        failed = state.watcher.last_error
+        checks["policy_reload"] = (
+            "ok" if failed is None else f"serving the last good policy: {failed}"
+        )
     if not ok:
         response.status_code = 503
     return ReadyOut(status="ready" if ok else "unavailable", checks=checks)
