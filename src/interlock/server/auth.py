@@ -94,9 +94,14 @@ async def authenticated(
 
 
 def require(permission: Permission) -> Callable[..., Awaitable[ApiKey]]:
-    """A dependency: the request's key, which must hold ``permission`` (else 403)."""
+    """A dependency: the request's key, which must hold ``permission`` (else 403).
+    One level of dependency, not two: it is on every request's path."""
 
-    async def permitted(key: Annotated[ApiKey, Depends(authenticated)]) -> ApiKey:
+    async def permitted(
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> ApiKey:
+        key = await authenticated(request, credentials)
         if permission not in ROLE_PERMISSIONS[key.role]:
             raise ApiError(
                 403,

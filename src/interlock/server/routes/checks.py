@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 
 from interlock.core.action import Action, Context, Downstream
 from interlock.core.decision import Decision
@@ -57,15 +57,18 @@ def to_action(body: ActionIn, key: ApiKey) -> Action:
     )
 
 
-def _answer(state: ServerState, decision: Decision, started: float) -> DecisionOut:
+def _answer(state: ServerState, decision: Decision, started: float) -> Response:
     metrics = state.metrics
     metrics.check_seconds.observe(time.perf_counter() - started)
     metrics.decisions.labels(decision.verdict.value).inc()
-    return DecisionOut.of(decision, state.guard.redactor)
+    # Serialised here, once: returned as a Response, FastAPI does not validate and
+    # encode the model a second time (the route's response_model still documents it).
+    body = DecisionOut.of(decision, state.guard.redactor).model_dump_json()
+    return Response(body, media_type="application/json")
 
 
 @router.post("/check", response_model=DecisionOut, responses=errors(403))
-async def check(body: ActionIn, request: Request, key: CheckKey) -> DecisionOut:
+async def check(body: ActionIn, request: Request, key: CheckKey) -> Response:
     """Decide one action: allow, deny, require_approval or undetermined (which fails
     closed). Every verdict is a 200; the decision is in the body."""
     state = state_of(request)
@@ -75,7 +78,7 @@ async def check(body: ActionIn, request: Request, key: CheckKey) -> DecisionOut:
 
 
 @router.post("/check/batch", response_model=DecisionOut, responses=errors(403))
-async def check_batch(body: BatchIn, request: Request, key: CheckKey) -> DecisionOut:
+async def check_batch(body: BatchIn, request: Request, key: CheckKey) -> Response:
     """Decide an ordered list of actions that together make one call: the first
     verdict that is not allow halts it and is returned; else the last allow is."""
     state = state_of(request)
