@@ -16,6 +16,12 @@ turn, one tool call and the graph's own bookkeeping. Subjects:
 
 each sync (``invoke``) and async (``ainvoke``). The overhead per tool call is the
 guarded median minus the unguarded median; the ratio is guarded / unguarded.
+
+Whole agent runs take milliseconds and swing with the machine's load, so the guard's
+own share is also measured directly: ``wrap_tool_call`` of the guarded middleware and
+of the no-op one, called 20,000 times each with the same request and a handler that
+returns at once (the **hook** subjects). Their difference is what the guard adds to a
+tool call, free of the loop's noise.
 """
 
 from __future__ import annotations
@@ -118,6 +124,40 @@ def _one_run(agent: Any, mode: str, loop: asyncio.Runner) -> int:
     return elapsed // TURNS
 
 
+def _hook_costs(policy: Any, calls: int) -> list[Stats]:
+    """``wrap_tool_call`` alone: the guarded middleware vs the no-op one."""
+    from langchain_core.messages import ToolMessage
+    from langchain_core.tools import tool
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+
+    from bench.harness import time_calls
+    from interlock.adapters.langchain import InterlockMiddleware
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return key
+
+    answer = ToolMessage(content="ok", tool_call_id="c1", name="lookup")
+    request = ToolCallRequest(
+        tool_call={"name": "lookup", "args": {"key": "k1"}, "id": "c1", "type": "tool_call"},
+        tool=lookup,
+        state={},
+        runtime=None,  # type: ignore[arg-type]
+    )
+    out = []
+    for label, middleware in (
+        ("hook: no-op wrap_tool_call", _noop()),
+        ("hook: guarded wrap_tool_call", InterlockMiddleware(Guard(policy))),
+    ):
+        wrap = middleware.wrap_tool_call
+        samples, wall = time_calls(
+            lambda req, wrap=wrap: wrap(req, lambda _: answer), [request], calls, 2_000
+        )
+        out.append(summarise(label, samples, wall))
+    return out
+
+
 def _per_call(label: str, samples: list[int], wall: int) -> Stats:
     stats = summarise(label, samples, wall)
     # calls/s in the table counts tool calls, not runs
@@ -184,6 +224,15 @@ def run(calls: int | None, quick: bool) -> BenchResult:
                 )
         finally:
             stored.close()
+    hooks = _hook_costs(policy, 2_000 if quick else 20_000)
+    result.stats.extend(hooks)
+    added = hooks[1].p50_ns - hooks[0].p50_ns
+    result.info["hook_added_us"] = round(added / 1000, 2)
+    loop = medians["unguarded (sync)"]
+    result.notes.append(
+        f"the guard adds {added / 1000:.1f} µs per tool call at the hook "
+        f"({added / loop:.2%} of an unguarded loop's {loop / 1000:.0f} µs per tool call)"
+    )
     for mode in ("sync", "async"):
         base = medians[f"unguarded ({mode})"]
         for name in ("no-op middleware", "guarded", "guarded, store"):
