@@ -27,6 +27,7 @@ from interlock.server.keys import KeyStore
 from interlock.server.metrics import HttpMetricsMiddleware, Metrics
 from interlock.server.routes import routers
 from interlock.server.state import ServerState
+from interlock.server.ui import mount_ui
 
 if TYPE_CHECKING:
     from interlock.guard import Guard
@@ -88,6 +89,7 @@ def create_app(
     install_error_handlers(app)
     for router in routers():
         app.include_router(router)
+    mount_ui(app)  # the approvals page at /ui/ (its data comes from the API, by key)
     app.add_middleware(BodyLimitMiddleware, max_body_size=max_body_size)
     app.add_middleware(HttpMetricsMiddleware, metrics=metrics)  # outermost: counts 413s too
     return app

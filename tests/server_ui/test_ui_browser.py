@@ -1,0 +1,226 @@
+"""The approvals page in real headless Chromium, against the real server: an agent
+waits on a call, a human decides it in the page, the agent goes on (or not)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from interlock import ActionDenied
+
+from .browser import expect
+from .harness import UiServer, WaitingAgent
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Dialog, Locator, Page
+
+XSS = "<img src=x onerror=alert(1)><script>window.pwned=1</script>"
+
+
+def sign_in(page: Page, server: UiServer, who: str) -> None:
+    page.goto(server.page_url)
+    page.get_by_label("API key").fill(server.tokens[who])
+    page.get_by_role("button", name="Sign in").click()
+
+
+def card(page: Page, approval_id: str) -> Locator:
+    return page.locator(f'[data-testid="approval"][data-approval-id="{approval_id}"]')
+
+
+def test_an_approval_in_the_page_releases_the_waiting_agent_once(
+    server: UiServer, page: Page
+) -> None:
+    sign_in(page, server, "approver")
+    expect(page.get_by_test_id("who-text")).to_have_text(
+        "Signed in as alice (approver, tenant acme)"
+    )
+    expect(page.get_by_test_id("empty")).to_be_visible()
+
+    agent = WaitingAgent(server, amount=500, to="ACME-7781")
+    agent.start()
+    approval_id = agent.approval_requested()
+
+    item = card(page, approval_id)  # appears without a reload
+    expect(item.get_by_test_id("approval-name")).to_have_text("pay")
+    expect(item.get_by_test_id("approval-arguments")).to_contain_text('"to": "ACME-7781"')
+    expect(item.get_by_test_id("approval-arguments")).to_contain_text('"amount": 500')
+    expect(item.get_by_test_id("approval-reason")).to_have_text("payments over 100 need a human")
+    context = item.get_by_test_id("approval-context")
+    for shown in ("ops-bot", "acme", "pay-big", "Requested", "Expires"):
+        expect(context).to_contain_text(shown)
+    assert agent.ran == []
+
+    item.get_by_label("Reason for approving or denying pay").fill("invoice ACME-7781 checked")
+    item.get_by_role("button", name="Approve").click()
+
+    expect(item).to_have_count(0)
+    expect(page.get_by_test_id("notice").first).to_contain_text(f"Approved pay ({approval_id})")
+    agent.finish()
+    assert agent.error is None
+    assert (agent.status, agent.result) == ("approved", "paid 500 to ACME-7781")
+    assert agent.ran == [(500, "ACME-7781")]
+    record = server.approval(approval_id)
+    assert record.decided_by == "alice"
+    assert record.decision_reason == "invoice ACME-7781 checked"
+    assert record.status.value == "claimed"
+    assert "ilk_" not in page.url
+    assert page.context.cookies() == []
+
+
+def test_a_denial_in_the_page_refuses_the_agents_retry(server: UiServer, page: Page) -> None:
+    agent = WaitingAgent(server, amount=900, to="ACME-0001")
+    agent.start()
+    approval_id = agent.approval_requested()
+    sign_in(page, server, "approver")
+
+    item = card(page, approval_id)
+    expect(item.get_by_test_id("approval-arguments")).to_contain_text("ACME-0001")
+    item.get_by_test_id("decision-reason").fill("not a known supplier")
+    item.get_by_role("button", name="Deny").click()
+
+    expect(item).to_have_count(0)
+    agent.finish()
+    assert agent.status == "denied"
+    assert isinstance(agent.error, ActionDenied)
+    assert agent.ran == []
+    record = server.approval(approval_id)
+    assert (record.decided_by, record.decision_reason) == ("alice", "not a known supplier")
+
+
+def test_the_list_follows_the_server_newest_first(server: UiServer, page: Page) -> None:
+    sign_in(page, server, "approver")
+    first = server.ask(amount=150, to="first")
+    expect(card(page, first)).to_be_visible()
+    second = server.ask(amount=250, to="second")
+    expect(card(page, second)).to_be_visible()
+    expect(page.get_by_test_id("approval")).to_have_count(2)
+    assert page.get_by_test_id("approval").evaluate_all(
+        "cards => cards.map(c => c.dataset.approvalId)"
+    ) == [second, first]
+    expect(page.get_by_test_id("pending-count")).to_have_text("2")
+
+    server.decide_elsewhere(first, "deny", "done on another screen")
+    expect(card(page, first)).to_have_count(0)
+    expect(card(page, second)).to_be_visible()
+    expect(page.get_by_test_id("pending-count")).to_have_text("1")
+
+
+def test_an_approval_decided_meanwhile_is_reported_and_leaves_the_list(
+    server: UiServer, page: Page
+) -> None:
+    approval_id = server.ask(amount=300, to="race")
+    sign_in(page, server, "approver")
+    item = card(page, approval_id)
+    expect(item).to_be_visible()
+    # The page goes stale (its polls fail) while someone else decides.
+    page.route("**/v1/approvals?*", lambda route: route.abort())
+    expect(page.get_by_test_id("live")).to_contain_text("Not live")
+    server.decide_elsewhere(approval_id, "approve", "someone was faster")
+    item.get_by_role("button", name="Deny").click()
+
+    expect(page.get_by_test_id("notice").first).to_contain_text("was already decided")
+    expect(page.get_by_test_id("notice").first).to_contain_text("not pending")
+    expect(item).to_have_count(0)
+    page.unroute("**/v1/approvals?*")
+    expect(page.get_by_test_id("live")).to_contain_text("Live:")
+    expect(item).to_have_count(0)
+    assert server.approval(approval_id).decided_by == "alice"
+
+
+def test_a_key_cannot_decide_its_own_request_and_the_page_says_so(
+    server: UiServer, page: Page
+) -> None:
+    approval_id = server.ask(amount=400, to="self")
+    sign_in(page, server, "admin_as_agent")
+    expect(page.get_by_test_id("who-text")).to_contain_text("ops-bot (admin")
+    item = card(page, approval_id)
+    item.get_by_role("button", name="Approve").click()
+
+    error = item.get_by_test_id("approval-error")
+    expect(error).to_contain_text("You cannot decide a request you made yourself")
+    expect(error).to_contain_text("'ops-bot' requested approval")
+    expect(item).to_be_visible()  # still pending: someone else may decide it
+    expect(item.get_by_role("button", name="Approve")).to_be_enabled()
+    assert server.approval(approval_id).status.value == "pending"
+
+
+def test_tool_arguments_render_as_text_never_as_markup(server: UiServer, page: Page) -> None:
+    dialogs: list[str] = []
+
+    def on_dialog(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    approval_id = server.ask(amount=500, to=XSS, memo=XSS)
+    sign_in(page, server, "approver")
+
+    item = card(page, approval_id)
+    expect(item.get_by_test_id("approval-arguments")).to_contain_text(XSS)
+    assert item.locator("img, script").count() == 0
+    assert page.evaluate("typeof window.pwned") == "undefined"
+    assert dialogs == []
+
+
+def test_a_wrong_key_is_refused_with_a_clear_message(server: UiServer, page: Page) -> None:
+    page.goto(server.page_url)
+    page.get_by_label("API key").fill("ilk_0123456789abcdef_notthesecret")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_test_id("sign-in-error")).to_contain_text("This key was not accepted")
+    expect(page.get_by_test_id("queue")).to_be_hidden()
+    assert page.evaluate("sessionStorage.length") == 0
+
+
+def test_an_agent_key_is_told_it_cannot_see_approvals(server: UiServer, page: Page) -> None:
+    sign_in(page, server, "agent")
+    error = page.get_by_test_id("sign-in-error")
+    expect(error).to_contain_text("This key cannot see approvals")
+    expect(error).to_contain_text('agent key "ops-bot"')
+    expect(page.get_by_test_id("queue")).to_be_hidden()
+    assert page.evaluate("sessionStorage.length") == 0
+
+
+def test_the_key_lives_in_the_tab_until_sign_out(server: UiServer, page: Page) -> None:
+    sign_in(page, server, "approver")
+    expect(page.get_by_test_id("who-text")).to_contain_text("alice")
+    stored = page.evaluate("Object.values(sessionStorage)")
+    assert stored == [server.tokens["approver"]]
+    assert page.context.cookies() == []
+
+    page.reload()  # the same tab keeps the session
+    expect(page.get_by_test_id("who-text")).to_contain_text("alice")
+
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_test_id("sign-in")).to_be_visible()
+    expect(page.get_by_test_id("queue")).to_be_hidden()
+    assert page.evaluate("sessionStorage.length") == 0
+    page.reload()
+    expect(page.get_by_test_id("sign-in")).to_be_visible()
+
+
+@pytest.mark.parametrize("path", ["", "app.js", "app.css"])
+def test_the_browser_gets_the_strict_headers(server: UiServer, page: Page, path: str) -> None:
+    response = page.goto(f"{server.page_url}{path}")
+    assert response is not None
+    headers = response.headers
+    assert headers["content-security-policy"].startswith("default-src 'self'")
+    assert headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_link_to_one_approval_brings_it_forward(server: UiServer, page: Page) -> None:
+    older = server.ask(amount=150, to="older")
+    server.ask(amount=250, to="newer")
+    sign_in(page, server, "approver")
+    expect(page.get_by_test_id("approval")).to_have_count(2)
+
+    page.goto(f"{server.page_url}#{older}")  # e.g. the policy's approvals.url
+    item = card(page, older)
+    expect(item).to_have_class("card linked")
+    expect(item.get_by_test_id("decision-reason")).to_be_focused()
+
+    page.goto(f"{server.page_url}#apr_0000000000000000")
+    expect(page.get_by_test_id("notice").first).to_contain_text(
+        "apr_0000000000000000 is not pending"
+    )
+    expect(item).to_have_class("card")
