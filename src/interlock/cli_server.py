@@ -30,6 +30,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from interlock.approvals.webhook import WebhookDispatcher, webhook_secret
 from interlock.cli_console import EXIT_FAILED, err, fail, out
 from interlock.cli_store import DatabaseOption
 from interlock.errors import PolicyError, StoreError, message_of
@@ -179,6 +180,14 @@ def serve(
             "A policy that does not load never replaces the one serving.",
         ),
     ] = 2.0,
+    webhook_url: Annotated[
+        str | None,
+        typer.Option(
+            help="POST each new approval here, signed with $INTERLOCK_WEBHOOK_SECRET "
+            "(see docs/webhooks.md).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve the decision point over HTTP: the /v1 API, API keys and /metrics.
 
@@ -196,6 +205,10 @@ def serve(
     from interlock.policy.loader import load_policy
     from interlock.policy.reload import PolicyWatcher
 
+    try:  # before anything opens: never serve with a webhook that cannot be signed
+        secret = webhook_secret(webhook_url) if webhook_url is not None else ""
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     path = policy or Path(os.environ.get("INTERLOCK_POLICY", "interlock.yaml"))
     try:
         compiled = load_policy(path)
@@ -205,6 +218,7 @@ def serve(
         guard = Guard(compiled, store=database or default_database_url())
     except (StoreError, ImportError) as exc:
         raise fail(message_of(exc)) from None
+    webhook: WebhookDispatcher | None = None
     watcher = PolicyWatcher(
         guard,
         path,
@@ -225,6 +239,12 @@ def serve(
         where = f"unix:{uds}" if uds is not None else f"http://{host}:{port}"
         assert guard.store is not None
         err.print(Text(f"interlock: serving {where}/v1 — policy {path}, store {guard.store.url}"))
+        if webhook_url is not None:
+            webhook = WebhookDispatcher(
+                guard.store, webhook_url, secret, policy_url_template=compiled.approval_url
+            )
+            webhook.start()
+            err.print(Text(f"interlock: new approvals are posted to {webhook.origin}"))
         config = uvicorn.Config(
             app,
             host=host,
@@ -240,6 +260,8 @@ def serve(
         raise typer.Exit(130) from None
     finally:
         watcher.stop()
+        if webhook is not None:
+            webhook.stop()
         guard.close()
         if uds is not None and uds.is_socket():
             uds.unlink(missing_ok=True)  # a stale socket file would look like a server
