@@ -26,6 +26,7 @@ from interlock.server.handlers import install_error_handlers
 from interlock.server.keys import KeyStore
 from interlock.server.metrics import HttpMetricsMiddleware, Metrics
 from interlock.server.routes import routers
+from interlock.server.routes.fast_check import fast_routes
 from interlock.server.state import ServerState
 from interlock.server.ui import mount_ui
 
@@ -89,6 +90,9 @@ def create_app(
     install_error_handlers(app)
     for router in routers():
         app.include_router(router)
+    # The check endpoints' hot path goes first; the FastAPI routes behind it document
+    # them in the OpenAPI schema (see routes/fast_check.py).
+    app.router.routes[0:0] = fast_routes()
     mount_ui(app)  # the approvals page at /ui/ (its data comes from the API, by key)
     app.add_middleware(BodyLimitMiddleware, max_body_size=max_body_size)
     app.add_middleware(HttpMetricsMiddleware, metrics=metrics)  # outermost: counts 413s too
