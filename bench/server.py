@@ -10,7 +10,8 @@ the same client:
   default ``process``, which returns once the record's transaction has committed).
 
 The client is ``httpx.Client`` with keep-alive — what ``Guard.remote`` uses — sending
-one request at a time for latency (p50/p99), then 16 threads at once for throughput.
+one request at a time for latency (p50/p99) — the three servers taken in turn, 50
+requests each, so load drift falls on all alike — then 16 threads at once for throughput.
 Target: a remote check within 1.5× the fixed-JSON latency.
 """
 
@@ -24,9 +25,9 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from bench.harness import BenchResult, Target, summarise
 
@@ -35,6 +36,8 @@ __all__ = ["run"]
 #: sequential timed requests per subject (default, quick)
 CALLS: Final = (3000, 300)
 WARMUP: Final = 200
+#: requests to one server before moving to the next
+BLOCK: Final = 50
 THREADS: Final = 16
 #: requests per thread in the throughput run (default, quick)
 PER_THREAD: Final = (200, 30)
@@ -148,24 +151,6 @@ def _interlock_server(scratch: Path, durability: str) -> Iterator[tuple[str, str
         yield url, key
 
 
-def _latency(url: str, key: str, calls: int) -> tuple[list[int], int]:
-    import httpx
-
-    headers = {"authorization": f"Bearer {key}"}
-    with httpx.Client(base_url=url, headers=headers) as client:
-        for i in range(WARMUP):
-            client.post("/v1/check", json=ACTIONS[i % len(ACTIONS)]).raise_for_status()
-        samples = [0] * calls
-        began = time.perf_counter_ns()
-        for i in range(calls):
-            t0 = time.perf_counter_ns()
-            response = client.post("/v1/check", json=ACTIONS[i % len(ACTIONS)])
-            samples[i] = time.perf_counter_ns() - t0
-            if response.status_code != 200 or "verdict" not in response.json():
-                raise RuntimeError(f"a bad answer: {response.status_code} {response.text[:100]}")
-        return samples, time.perf_counter_ns() - began
-
-
 def _throughput(url: str, key: str, per_thread: int) -> float:
     import httpx
 
@@ -194,30 +179,72 @@ def _throughput(url: str, key: str, per_thread: int) -> float:
     return THREADS * per_thread / elapsed
 
 
+def _interleaved(
+    servers: list[tuple[str, str, str]], calls: int
+) -> dict[str, tuple[list[int], int]]:
+    """Sequential requests to every server in turn, ``BLOCK`` at a time, so drift in the
+    machine's load falls on all of them alike."""
+    import httpx
+
+    clients = {
+        label: httpx.Client(base_url=url, headers={"authorization": f"Bearer {key}"})
+        for label, url, key in servers
+    }
+    samples: dict[str, list[int]] = {label: [] for label, _, _ in servers}
+    walls: dict[str, int] = dict.fromkeys(samples, 0)
+    try:
+        for client in clients.values():
+            for i in range(WARMUP):
+                client.post("/v1/check", json=ACTIONS[i % len(ACTIONS)]).raise_for_status()
+        done = 0
+        while done < calls:
+            block = min(BLOCK, calls - done)
+            for label, client in clients.items():
+                began = time.perf_counter_ns()
+                for i in range(block):
+                    t0 = time.perf_counter_ns()
+                    response = client.post("/v1/check", json=ACTIONS[(done + i) % len(ACTIONS)])
+                    samples[label].append(time.perf_counter_ns() - t0)
+                    if response.status_code != 200 or "verdict" not in response.json():
+                        raise RuntimeError(f"a bad answer: {response.status_code}")
+                walls[label] += time.perf_counter_ns() - began
+            done += block
+    finally:
+        for client in clients.values():
+            client.close()
+    return {label: (samples[label], walls[label]) for label in samples}
+
+
 def run(calls: int | None, quick: bool) -> BenchResult:
     """``calls``: sequential timed requests per subject."""
     count = calls or CALLS[1 if quick else 0]
     per_thread = PER_THREAD[1 if quick else 0]
     result = BenchResult("server")
-    p50: dict[str, int] = {}
+    fixed = "fixed JSON (Starlette)"
+    labels = (
+        ("interlock serve, durability none", "none"),
+        ("interlock serve, durability process", "process"),
+    )
     with tempfile.TemporaryDirectory(prefix="interlock-bench-server-") as scratch_dir:
         scratch = Path(scratch_dir)
-        subjects: list[tuple[str, Any]] = [
-            ("fixed JSON (Starlette)", lambda: _fixed_keyless(scratch)),
-            ("interlock serve, durability none", lambda: _interlock_server(scratch, "none")),
-            ("interlock serve, durability process", lambda: _interlock_server(scratch, "process")),
-        ]
-        for label, open_server in subjects:
-            with open_server() as (url, key):
-                samples, wall = _latency(url, key, count)
-                stats = summarise(label, samples, wall)
+        with ExitStack() as running:
+            servers = [(fixed, *running.enter_context(_fixed_keyless(scratch)))]
+            for label, durability in labels:
+                servers.append(
+                    (label, *running.enter_context(_interlock_server(scratch, durability)))
+                )
+            measured = _interleaved(servers, count)
+            p50: dict[str, int] = {}
+            for label, _, _ in servers:
+                stats = summarise(label, *measured[label])
                 result.stats.append(stats)
                 p50[label] = stats.p50_ns
+            for label, url, key in servers:
                 rate = _throughput(url, key, per_thread)
                 result.info[f"throughput_per_s {label}"] = round(rate, 1)
                 result.notes.append(f"{label}: {rate:,.0f} checks/s with {THREADS} clients")
-    base = p50["fixed JSON (Starlette)"]
-    for label in ("interlock serve, durability none", "interlock serve, durability process"):
+    base = p50[fixed]
+    for label, _ in labels:
         ratio = p50[label] / base
         result.info[f"p50_ratio {label}"] = round(ratio, 3)
         result.notes.append(f"{label}: p50 {ratio:.2f}× the fixed-JSON endpoint")
