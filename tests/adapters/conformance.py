@@ -22,7 +22,7 @@ from interlock import (
 )
 from support import SlowDecider
 
-__all__ = ["POLICY", "ROWS", "Row", "SlowDecider", "make_guard"]
+__all__ = ["POLICY", "ROWS", "STATEFUL_POLICY", "Row", "SlowDecider", "make_guard"]
 
 POLICY = load_policy_text(
     """
@@ -177,3 +177,36 @@ ROWS = [
 def make_guard(row: Row, **extra: Any) -> Guard:
     options = {**row.guard_options, **extra}
     return Guard(POLICY, **options)
+
+
+#: The stateful side of the table: budgets on tools and model calls, an approval.
+STATEFUL_POLICY = """
+version: 1
+default: deny
+approvals:
+  url: "https://approvals.example.com/a/{id}"
+budgets:
+  - id: tool-spend
+    limit: 1
+    unit: USD
+    scope: agent
+    kind: tool
+  - id: model-tokens
+    limit: 1000
+    unit: tokens
+    scope: agent
+    kind: llm
+rules:
+  - id: models-ok
+    decision: allow
+    reason: the model may think
+    kind: llm
+  - id: lookups-ok
+    decision: allow
+    reason: lookups are fine
+    name: paid_lookup
+  - id: wires-need-a-human
+    decision: require_approval
+    reason: wires need a human
+    name: wire
+"""

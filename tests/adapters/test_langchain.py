@@ -288,51 +288,6 @@ def test_guarded_tool_node_refuses_before_the_body(mode: str) -> None:
 
 # -- state: reservations settle around the body, approvals carry their URL ----------------
 
-STATEFUL_POLICY = """
-version: 1
-default: deny
-approvals:
-  url: "https://approvals.example.com/a/{id}"
-budgets:
-  - id: tool-spend
-    limit: 1
-    unit: USD
-    scope: agent
-    kind: tool
-  - id: model-tokens
-    limit: 1000
-    unit: tokens
-    scope: agent
-    kind: llm
-rules:
-  - id: models-ok
-    decision: allow
-    reason: the model may think
-    kind: llm
-  - id: lookups-ok
-    decision: allow
-    reason: lookups are fine
-    name: paid_lookup
-  - id: wires-need-a-human
-    decision: require_approval
-    reason: wires need a human
-    name: wire
-"""
-
-
-@pytest.fixture
-def stateful_guard(tmp_path: Any) -> Any:
-    from interlock import Context, load_policy_text
-    from interlock.store import open_store
-
-    with (
-        open_store(f"sqlite:///{tmp_path / 'state.db'}") as store,
-        Guard(
-            load_policy_text(STATEFUL_POLICY), store=store, context=Context(agent="bot")
-        ) as guard,
-    ):
-        yield guard
-
 
 def _stateful_agent(guard: Guard, fails: bool, *calls: tuple[str, dict[str, Any]]) -> Any:
     @tool

@@ -637,49 +637,6 @@ def test_an_agent_used_as_a_tool_without_failure_handling_lets_the_refusal_out()
 
 # -- state: budgets, approvals, correlation -----------------------------------------------
 
-STATEFUL_POLICY = """
-version: 1
-default: deny
-approvals:
-  url: "https://approvals.example.com/a/{id}"
-budgets:
-  - id: tool-spend
-    limit: 1
-    unit: USD
-    scope: agent
-    kind: tool
-  - id: model-tokens
-    limit: 1000
-    unit: tokens
-    scope: agent
-    kind: llm
-rules:
-  - id: models-ok
-    decision: allow
-    reason: the model may think
-    kind: llm
-  - id: lookups-ok
-    decision: allow
-    reason: lookups are fine
-    name: paid_lookup
-  - id: wires-need-a-human
-    decision: require_approval
-    reason: wires need a human
-    name: wire
-"""
-
-
-@pytest.fixture
-def stateful_guard(tmp_path: Any) -> Any:
-    from interlock import Context
-
-    with Guard(
-        load_policy_text(STATEFUL_POLICY),
-        store=f"sqlite:///{tmp_path / 'state.db'}",
-        context=Context(agent="bot"),
-    ) as guard:
-        yield guard
-
 
 def _budget(guard: Guard, budget_id: str) -> tuple[int, int]:
     assert guard.store is not None
