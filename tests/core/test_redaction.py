@@ -934,3 +934,11 @@ def test_redact_completes_on_1mb_adversarial_input(unit: str) -> None:
 def test_redact_completes_on_1mb_single_unterminated_candidates() -> None:
     for head in ("Bearer ", "https://u:", "-----BEGIN RSA PRIVATE KEY-----", 'password="'):
         assert isinstance(redact(head + "a" * _MB), str)
+
+
+@pytest.mark.parametrize("name", ["idempotency_key", "idempotencyKey", "primary-key", "sort_key"])
+def test_identifiers_named_like_keys_are_kept(name: str) -> None:
+    assert redact_value({name: "order-42", "stripe_api_key": "sk_live_x"}) == {
+        name: "order-42",
+        "stripe_api_key": "[REDACTED]",
+    }

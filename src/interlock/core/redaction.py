@@ -239,6 +239,19 @@ _SECRET_KEY_SUFFIXES: Final = (
     "_credentials",
     "_apikey",
 )
+#: Names that end like a secret's but are identifiers, which a record must keep.
+_NOT_SECRET_KEYS: Final = frozenset(
+    {
+        "idempotency_key",
+        "primary_key",
+        "foreign_key",
+        "sort_key",
+        "partition_key",
+        "cache_key",
+        "dedup_key",
+        "dedupe_key",
+    }
+)
 _CAMEL_RE: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _KEY_SEPARATORS_RE: Final = re.compile(r"[-\s.]+")
 
@@ -247,6 +260,8 @@ _KEY_SEPARATORS_RE: Final = re.compile(r"[-\s.]+")
 def _is_secret_key(key: str) -> bool:
     """Whether a mapping key (a plain str) names a secret: ``apiKey``, ``X-Api-Key``..."""
     norm = _KEY_SEPARATORS_RE.sub("_", _CAMEL_RE.sub("_", key)).lower()
+    if norm in _NOT_SECRET_KEYS:
+        return False
     return norm in _SECRET_KEYS or norm.endswith(_SECRET_KEY_SUFFIXES)
 
 
