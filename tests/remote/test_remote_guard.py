@@ -450,3 +450,45 @@ def test_the_langchain_conformance_table_over_a_remote_guard(
     else:
         assert bodies.ran == []
         assert all(row.says in str(a.content) for a in answers)
+
+
+@pytest.mark.parametrize("row", _TABLE, ids=[row.behaviour for row in _TABLE])
+def test_the_openai_agents_conformance_table_over_a_remote_guard(
+    table_server: Server, row: Any
+) -> None:
+    pytest.importorskip("agents")
+    from agents import Agent
+
+    from adapters.test_openai_agents import Bodies as AgentBodies
+    from adapters.test_openai_agents import ScriptedModel, answer, run, tool_calls
+    from interlock.adapters.openai_agents import guard_tools
+
+    bodies = AgentBodies()
+    with table_server.remote() as remote:
+        model = ScriptedModel(
+            [tool_calls((row.tool, row.args), (row.tool, row.args)), answer("done")]
+        )
+        tools = guard_tools(bodies.tools, remote, refusal="raise", mapper=row.mapper)
+        agent = Agent(name="bot", model=model, tools=tools)
+        if row.error is None:
+            run(agent, "sync")
+        else:
+            with pytest.raises(row.error):
+                run(agent, "sync")
+    assert len(bodies.ran) == (2 if row.runs else 0)
+
+
+@pytest.mark.parametrize("row", _TABLE, ids=[row.behaviour for row in _TABLE])
+async def test_the_mcp_client_conformance_table_over_a_remote_guard(
+    table_server: Server, row: Any
+) -> None:
+    pytest.importorskip("mcp")
+    from adapters.test_mcp import Tools, check_row, connect, twice
+    from interlock.adapters.mcp import guard_session
+
+    tools = Tools()
+    with table_server.remote() as remote:
+        async with connect(tools.server) as client:
+            guard_session(client.session, remote, mapper=row.mapper)
+            results = await twice(lambda: client.session.call_tool(row.tool, row.args))
+    check_row(row, results, tools.ran)
