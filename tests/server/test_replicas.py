@@ -10,13 +10,16 @@ keys created before they start. They are stopped with SIGTERM and must exit 0.
 Skipped when PostgreSQL is unreachable, unless ``INTERLOCK_REQUIRE_POSTGRES=1``.
 
 No timed assertions: timeouts are generous hang guards, and what each request
-returned says what happened.
+returned says what happened. The replicas re-read a waited-on approval only once an
+hour (``approval_poll=3600``), so a waiter released before its deadline was woken by
+PostgreSQL's ``NOTIFY`` from another replica, not by polling.
 """
 
 from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -125,7 +128,8 @@ def cluster(
     policy.write_text(POLICY)
     try:
         tokens = _make_keys(url)  # also creates and migrates the schema
-        replicas = start_replicas(3, url, policy, workdir)
+        # a waiter's safety-net re-read once an hour: only NOTIFY can wake it in time
+        replicas = start_replicas(3, f"{url}&approval_poll=3600", policy, workdir)
         try:
             yield Cluster(url, replicas, tokens)
         finally:
@@ -275,8 +279,10 @@ def test_an_approval_on_one_replica_releases_a_waiter_on_another(cluster: Cluste
                 waited.append(agent_b.wait_for_approval(approval_id, timeout=GENEROUS))
             except Exception as exc:
                 waited.append(exc)
+            waited.append(time.monotonic())
 
         thread = threading.Thread(target=waiter, daemon=True)
+        started = time.monotonic()
         thread.start()
         assert waiting.wait(GENEROUS)
         threading.Event().wait(0.2)  # so the long-poll is (almost surely) in flight; not asserted
@@ -295,8 +301,11 @@ def test_an_approval_on_one_replica_releases_a_waiter_on_another(cluster: Cluste
 
         thread.join(GENEROUS)
         assert not thread.is_alive(), "the waiter on replica B was never released"
-    (record,) = waited
+    record, released = waited
     assert not isinstance(record, Exception), record
+    # Released before its deadline (a re-read only happens at the deadline): replica C's
+    # NOTIFY reached replica B. Not a latency measurement: milliseconds against 30 s.
+    assert released - started < GENEROUS / 2, "replica B was not woken by NOTIFY"
     assert (record.id, record.status.value, record.decided_by) == (approval_id, "approved", "alice")
 
     # The identical retry, sent through all three replicas at once: one claims the grant.

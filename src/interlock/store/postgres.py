@@ -7,7 +7,11 @@ holds. A decided approval is announced with ``NOTIFY``; waiters in every replica
 ``LISTEN`` and wake within milliseconds.
 
 The URL is a libpq one, plus Interlock's own query parameters: ``schema`` (created if
-missing; default ``public``), ``pool_min`` and ``pool_max`` (connections; 1 and 10)::
+missing; default ``public``), ``pool_min`` and ``pool_max`` (connections; 1 and 10),
+and ``approval_poll`` (seconds; default 1): how often a waiter re-reads its approval
+as a safety net while it listens — a ``NOTIFY`` missed while the listener reconnects
+delays a wake-up by at most this; while it cannot listen, waiters poll with a fast
+backoff up to this interval::
 
     postgresql://interlock@db.internal:5432/interlock?schema=interlock&pool_max=20
 
@@ -23,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from interlock.errors import StoreError, StoreUnavailable
@@ -47,7 +51,7 @@ log = logging.getLogger("interlock.store")
 CHANNEL = "interlock_approvals"
 _MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(7366101)"
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-_OWN_PARAMS = ("schema", "pool_min", "pool_max")
+_OWN_PARAMS = ("schema", "pool_min", "pool_max", "approval_poll")
 
 
 class PostgresStore(SqlStore):
@@ -72,6 +76,18 @@ class PostgresStore(SqlStore):
         if not _SCHEMA_NAME.match(self.schema):
             raise StoreError(f"invalid schema name {self.schema!r} in the database URL")
         self._display_url = _hide_password(url)
+        pool_min = _number(own, "pool_min", 1, int, self._display_url)
+        pool_max = _number(own, "pool_max", 10, int, self._display_url)
+        if pool_min < 0 or pool_max < max(pool_min, 1):
+            raise StoreError(
+                f"invalid pool sizes in {self._display_url}: need 0 <= pool_min <= pool_max"
+                f" and pool_max >= 1, got pool_min={pool_min}, pool_max={pool_max}"
+            )
+        self.approval_poll = _number(own, "approval_poll", 1.0, float, self._display_url)
+        if not 0 < self.approval_poll < float("inf"):
+            raise StoreError(
+                f"invalid approval_poll in {self._display_url}: a positive number of seconds"
+            )
         self._conninfo = conninfo
         self._kwargs: dict[str, Any] = {
             "autocommit": True,
@@ -83,8 +99,8 @@ class PostgresStore(SqlStore):
             self.pool: ConnectionPool[Any] = ConnectionPool(
                 conninfo,
                 kwargs=self._kwargs,
-                min_size=int(own.get("pool_min", 1)),
-                max_size=int(own.get("pool_max", 10)),
+                min_size=pool_min,
+                max_size=pool_max,
                 timeout=connect_timeout,
                 open=True,
                 name="interlock",
@@ -149,22 +165,29 @@ class PostgresStore(SqlStore):
     def notify_decided(self, cur: Cursor, approval_id: str) -> None:
         cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, approval_id))
 
-    def _listening(self) -> _Listener:
+    def _listening(self) -> float:
+        """Start the listener (once) and wait until it listens; the delay a waiter's
+        first re-read may take: the safety net's interval while notifications flow,
+        a fast backoff while they do not (the listener cannot connect)."""
         with self._listener_lock:
             if self._listener is None or not self._listener.is_alive():
                 self._listener = _Listener(self)
                 self._listener.start()
             listener = self._listener
         listener.ready.wait(5.0)
-        return listener
+        return self.approval_poll if listener.listening else 0.002
 
     def wait_for_approval(self, approval_id: str, timeout: float) -> ApprovalRecord:
-        self._listening()  # LISTEN before the first read: no decision slips between
-        return self.poll_for_approval(approval_id, timeout, max_delay=1.0)
+        first = self._listening()  # LISTEN before the first read: no decision slips between
+        return self.poll_for_approval(
+            approval_id, timeout, max_delay=self.approval_poll, first_delay=first
+        )
 
     async def await_approval(self, approval_id: str, timeout: float) -> ApprovalRecord:
-        await asyncio.to_thread(self._listening)
-        return await self.apoll_for_approval(approval_id, timeout, max_delay=1.0)
+        first = await asyncio.to_thread(self._listening)
+        return await self.apoll_for_approval(
+            approval_id, timeout, max_delay=self.approval_poll, first_delay=first
+        )
 
     def close(self) -> None:
         super().close()
@@ -181,7 +204,8 @@ class _Listener(threading.Thread):
     def __init__(self, store: PostgresStore) -> None:
         super().__init__(name="interlock-approval-listener", daemon=True)
         self.store = store
-        self.ready = threading.Event()
+        self.ready = threading.Event()  # set once it listens, or once it could not
+        self.listening = False  # LISTEN is active on a live connection
         self._stopping = threading.Event()
 
     def stop(self) -> None:
@@ -194,12 +218,16 @@ class _Listener(threading.Thread):
             try:
                 with psycopg.connect(self.store._conninfo, **self.store._kwargs) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    self.listening = True
                     self.ready.set()
+                    # decisions announced while nobody listened: every waiter re-reads
+                    self.store._approval_waiters.wake_all()
                     backoff = 0.1
                     while not self._stopping.is_set():
                         for notify in conn.notifies(timeout=0.5):
                             self.store._approval_waiters.wake(notify.payload)
             except psycopg.Error as exc:
+                self.listening = False
                 if self._stopping.is_set():
                     return
                 log.warning("interlock: approval listener lost its connection: %s", exc)
@@ -216,6 +244,21 @@ def _split_url(url: str) -> tuple[str, dict[str, str]]:
     own = {k: v for k, v in query if k in _OWN_PARAMS}
     rest = [(k, v) for k, v in query if k not in _OWN_PARAMS]
     return urlunsplit((scheme, parts.netloc, parts.path, urlencode(rest), parts.fragment)), own
+
+
+_N = TypeVar("_N", int, float)
+
+
+def _number(own: dict[str, str], name: str, default: _N, kind: type[_N], url: str) -> _N:
+    """One of Interlock's numeric URL parameters, or a StoreError naming it."""
+    raw = own.get(name)
+    if raw is None:
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise StoreError(f"invalid {name}={raw!r} in {url}: expected {what}") from None
 
 
 def _hide_password(url: str) -> str:

@@ -132,13 +132,19 @@ class SqlStore(ABC):
         """The async twin of :meth:`wait_for_approval`."""
 
     def poll_for_approval(
-        self, approval_id: str, timeout: float, *, max_delay: float = 0.1
+        self,
+        approval_id: str,
+        timeout: float,
+        *,
+        max_delay: float = 0.1,
+        first_delay: float = 0.002,
     ) -> ApprovalRecord:
-        """Wait by re-reading with backoff (2 ms doubling to ``max_delay``); a decision
-        made through this store object, or announced to it, wakes the waiter at once."""
+        """Wait by re-reading with backoff (``first_delay``, doubling to ``max_delay``);
+        a decision made through this store object, or announced to it, wakes the
+        waiter at once."""
         deadline = time.monotonic() + timeout
         with self._approval_waiters.wait(approval_id) as woken:
-            delay = 0.002
+            delay = first_delay
             while True:
                 record = self.get_approval(approval_id)
                 remaining = deadline - time.monotonic()
@@ -149,7 +155,12 @@ class SqlStore(ABC):
                 delay = min(delay * 2, max_delay)
 
     async def apoll_for_approval(
-        self, approval_id: str, timeout: float, *, max_delay: float = 0.05
+        self,
+        approval_id: str,
+        timeout: float,
+        *,
+        max_delay: float = 0.05,
+        first_delay: float = 0.002,
     ) -> ApprovalRecord:
         """The async twin of :meth:`poll_for_approval`."""
         loop = asyncio.get_running_loop()
@@ -161,7 +172,7 @@ class SqlStore(ABC):
         deadline = time.monotonic() + timeout
         self._approval_waiters.register(approval_id, wake)
         try:
-            delay = 0.002
+            delay = first_delay
             while True:
                 record = await asyncio.to_thread(self.get_approval, approval_id)
                 remaining = deadline - time.monotonic()
@@ -996,6 +1007,14 @@ class _Waiters:
             callbacks = list(self._callbacks.get(approval_id, ()))
         for callback in callbacks:
             with contextlib.suppress(RuntimeError):  # a waiter's event loop has closed
+                callback()
+
+    def wake_all(self) -> None:
+        """Every waiter re-reads (announcements may have been missed)."""
+        with self._lock:
+            callbacks = [callback for group in self._callbacks.values() for callback in group]
+        for callback in callbacks:
+            with contextlib.suppress(RuntimeError):
                 callback()
 
     def wait(self, approval_id: str) -> _Waiting:
