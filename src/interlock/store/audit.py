@@ -1,11 +1,18 @@
 """Group commit for the audit log.
 
-Callers hand records to one writer thread per store; it takes everything waiting
-(up to ``max_batch``), redacts and encodes it, and appends it in one transaction. With
-durability ``process`` (the default) or ``power`` a caller gets its verdict only once
-the transaction holding its record has committed, so a decision the caller saw is
-never missing after a crash; many concurrent callers share one commit. With ``none``
+Records are appended in batches, one transaction each: everything waiting (up to
+``max_batch``) is redacted, encoded and committed together. With durability
+``process`` (the default) or ``power`` a caller gets its verdict only once the
+transaction holding its record has committed, so a decision the caller saw is never
+missing after a crash; many concurrent callers share one commit. With ``none``
 callers do not wait (a crash may lose the newest records).
+
+One commit runs at a time. A waiting caller that finds no commit running makes it
+itself, on its own thread (the leader: no hand-off to another thread and back, the
+common case for one agent); callers arriving meanwhile join the next batch, which the
+writer thread commits as soon as the running one ends (group commit). Async callers
+always hand their record to the writer thread, so the event loop never blocks on the
+database.
 
 Example::
 
@@ -102,7 +109,7 @@ class AuditWriter:
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
         self._open = _Batch()  # the batch callers append to
-        self._writing: _Batch | None = None  # the batch being committed
+        self._writing: _Batch | None = None  # the batch being committed (by anyone)
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="interlock-audit", daemon=True)
         self._thread.start()
@@ -150,11 +157,14 @@ class AuditWriter:
         return batch.result(index)
 
     def _write(self, item: _Item) -> int | None:
-        batch, index = self._submit(item)
         if not self.waits:
+            batch, index = self._submit(item)
             if index >= self.max_pending:  # back-pressure: the backlog stays bounded
                 batch.done.wait(self.timeout)
             return None
+        batch, index, lead = self._enqueue(item, None, lead=True)
+        if lead:  # no commit was running: this thread makes it
+            self._lead(batch)
         if not batch.done.wait(self.timeout):
             raise AuditFailure(f"the record was not durable within {self.timeout:.1f} s")
         return batch.result(index)
@@ -162,6 +172,15 @@ class AuditWriter:
     def _submit(
         self, item: _Item, callback: Callable[[], object] | None = None
     ) -> tuple[_Batch, int]:
+        """Add the record to the open batch, for the writer thread to commit."""
+        batch, index, _ = self._enqueue(item, callback, lead=False)
+        return batch, index
+
+    def _enqueue(
+        self, item: _Item, callback: Callable[[], object] | None, *, lead: bool
+    ) -> tuple[_Batch, int, bool]:
+        """Add the record to the open batch. With ``lead``, when no commit is running,
+        the batch is taken for the caller to commit (the third value says so)."""
         with self._lock:  # nothing is added once the writer is told to stop
             if self._closed:
                 raise AuditFailure("the audit writer is closed")
@@ -169,9 +188,26 @@ class AuditWriter:
             batch.items.append(item)
             if callback is not None:
                 batch.callbacks.append(callback)
-            if len(batch.items) == 1:
+            index = len(batch.items) - 1
+            if lead and self._writing is None:
+                self._open = _Batch()
+                self._writing = batch
+                return batch, index, True
+            if index == 0:
                 self._work.notify()
-            return batch, len(batch.items) - 1
+            return batch, index, False
+
+    def _lead(self, batch: _Batch) -> None:
+        """Commit the batch this thread took, then hand over to the writer thread."""
+        try:
+            self._commit(batch)
+        finally:
+            if not batch.done.is_set():  # interrupted (KeyboardInterrupt, ...): fail closed
+                batch.settle([], AuditFailure("the audit commit was interrupted"))
+            with self._lock:
+                self._writing = None
+                if self._open.items or self._closed:
+                    self._work.notify()  # the writer takes what arrived meanwhile
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until everything submitted so far is written; False on timeout."""
@@ -193,7 +229,8 @@ class AuditWriter:
     def _run(self) -> None:
         while True:
             with self._lock:
-                while not self._open.items and not self._closed:
+                # one commit at a time: a leading caller's runs to its end first
+                while self._writing is not None or (not self._open.items and not self._closed):
                     self._work.wait()
                 batch = self._open
                 if not batch.items:  # closed, and everything is written

@@ -1,0 +1,216 @@
+"""Who commits an audit batch: a waiting caller that finds no commit running makes it
+on its own thread (no hand-off); callers arriving meanwhile share the next commit,
+made by the writer thread; never two commits at once; an async caller never commits
+on the event loop; an interrupted leader fails its batch closed and the writer
+carries on."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from interlock import Action
+from interlock.core.events import Event
+from interlock.errors import AuditFailure
+from interlock.store import AuditWriter, SqlStore
+
+WAIT_S = 30.0  # a hang guard
+
+
+class Watched:
+    """Wraps ``store.append_audit``: records the committing thread and the batch size,
+    counts commits running at once, and can hold a commit at a gate."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+        self.real = store.append_audit
+        self.commits: list[tuple[str, int]] = []  # (thread name, records)
+        self.running = 0
+        self.most_at_once = 0
+        self.lock = threading.Lock()
+        self.gate: threading.Event | None = None
+        self.entered = threading.Event()
+        self.fail_with: BaseException | None = None
+        store.append_audit = self.append  # type: ignore[method-assign]
+
+    def append(self, entries: Any, *, durable: bool = False) -> list[int]:
+        with self.lock:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+            self.commits.append((threading.current_thread().name, len(entries)))
+        try:
+            self.entered.set()
+            if self.gate is not None:
+                assert self.gate.wait(WAIT_S)
+            if self.fail_with is not None:
+                failure, self.fail_with = self.fail_with, None
+                raise failure
+            return self.real(entries, durable=durable)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+@pytest.fixture
+def watched(store: SqlStore) -> Iterator[Watched]:
+    watch = Watched(store)
+    yield watch
+    store.append_audit = watch.real  # type: ignore[method-assign]
+
+
+def test_a_lone_caller_commits_its_record_on_its_own_thread(
+    store: SqlStore, watched: Watched
+) -> None:
+    writer = AuditWriter(store)
+    seqs = [writer.write_record("acme", "note", {"n": n}) for n in range(5)]
+    writer.close()
+    assert seqs == [1, 2, 3, 4, 5]
+    me = threading.current_thread().name
+    assert watched.commits == [(me, 1)] * 5  # no hand-off to the writer thread
+    assert store.verify_audit().checked == {"acme": 5}
+
+
+def test_callers_arriving_during_a_commit_share_the_next_one_made_by_the_writer(
+    store: SqlStore, watched: Watched
+) -> None:
+    writer = AuditWriter(store)
+    watched.gate = threading.Event()
+    results: dict[str, int | None] = {}
+
+    def write(name: str) -> None:
+        results[name] = writer.write_record("acme", "note", {"who": name})
+
+    leader = threading.Thread(target=write, args=("leader",), name="leader")
+    leader.start()
+    assert watched.entered.wait(WAIT_S)  # the leader's commit is running (held)
+    followers = [threading.Thread(target=write, args=(f"f{i}",), name=f"f{i}") for i in range(6)]
+    for follower in followers:
+        follower.start()
+    while len(writer._open.items) < 6:  # every follower has queued its record
+        threading.Event().wait(0.005)
+    watched.gate.set()
+    for thread in (leader, *followers):
+        thread.join(WAIT_S)
+    writer.close()
+
+    assert watched.commits[0] == ("leader", 1)
+    assert watched.commits[1:] == [("interlock-audit", 6)]  # one shared commit
+    assert watched.most_at_once == 1
+    assert sorted(v for v in results.values() if v is not None) == list(range(1, 8))
+    assert store.verify_audit().checked == {"acme": 7}
+
+
+def test_many_threads_never_commit_at_once_and_lose_nothing(
+    store: SqlStore, watched: Watched
+) -> None:
+    writer = AuditWriter(store)
+    threads, each = 8, 30
+    start = threading.Barrier(threads)
+    seqs: list[int | None] = []
+    lock = threading.Lock()
+
+    def work(index: int) -> None:
+        start.wait(WAIT_S)
+        for n in range(each):
+            seq = writer.write_record("acme", "note", {"t": index, "n": n})
+            with lock:
+                seqs.append(seq)
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(WAIT_S * 2)
+    writer.close()
+    assert watched.most_at_once == 1
+    assert sorted(s for s in seqs if s is not None) == list(range(1, threads * each + 1))
+    assert sum(size for _, size in watched.commits) == threads * each
+    assert store.verify_audit().checked == {"acme": threads * each}
+
+
+async def test_an_async_caller_never_commits_on_the_event_loop(
+    store: SqlStore, watched: Watched
+) -> None:
+    writer = AuditWriter(store)
+    loop_thread = threading.current_thread().name
+    event = _event()
+    seqs = [await writer.awrite_event("acme", event) for _ in range(3)]
+    writer.close()
+    assert seqs == [1, 2, 3]
+    assert [name for name, _ in watched.commits] == ["interlock-audit"] * 3
+    assert loop_thread not in {name for name, _ in watched.commits}
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_an_interrupted_leader_fails_its_batch_closed_and_the_writer_carries_on(
+    store: SqlStore, watched: Watched, interrupt: Callable[[], BaseException]
+) -> None:
+    writer = AuditWriter(store)
+    watched.fail_with = interrupt()
+    with pytest.raises(interrupt):  # type: ignore[call-overload]
+        writer.write_record("acme", "note", {"n": 1})
+    # the batch it led is settled as failed (nobody waits forever on it)...
+    assert writer._writing is None
+    # ...and the next caller, and the writer thread, still work
+    assert writer.write_record("acme", "note", {"n": 2}) == 1
+    writer.write_event_nowait("acme", _event())
+    assert writer.flush(WAIT_S)
+    writer.close()
+    assert store.verify_audit().checked == {"acme": 2}
+
+
+class HeldWriter(AuditWriter):
+    """A writer whose thread starts working only once ``release`` is set, so a record
+    queued for it is still in the open batch when a caller comes to lead."""
+
+    def __init__(self, store: SqlStore, **options: Any) -> None:
+        self.release = threading.Event()
+        super().__init__(store, **options)
+
+    def _run(self) -> None:
+        assert self.release.wait(WAIT_S)
+        super()._run()
+
+
+def test_a_record_an_interrupted_leader_took_along_fails_closed_at_once(
+    store: SqlStore, watched: Watched
+) -> None:
+    writer = HeldWriter(store, timeout=WAIT_S)
+    outcome: list[BaseException | int | None] = []
+    queued = threading.Event()
+
+    def async_caller() -> None:  # hands its record to the (held) writer thread
+        async def write() -> int | None:
+            task = asyncio.ensure_future(writer.awrite_event("acme", _event()))
+            await asyncio.sleep(0)  # the record is queued
+            queued.set()
+            return await task
+
+        try:
+            outcome.append(asyncio.run(write()))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    other = threading.Thread(target=async_caller)
+    other.start()
+    assert queued.wait(WAIT_S)
+    watched.fail_with = KeyboardInterrupt()
+    with pytest.raises(KeyboardInterrupt):  # this caller leads: its batch holds both
+        writer.write_record("acme", "note", {"n": 1})
+    other.join(WAIT_S / 2)  # released by the failed batch, not by its 30 s timeout
+    assert not other.is_alive()
+    (failure,) = outcome
+    assert isinstance(failure, AuditFailure) and "interrupted" in str(failure)
+    assert watched.commits == [(threading.current_thread().name, 2)]
+    writer.release.set()
+    assert writer.write_record("acme", "note", {"n": 2}) == 1  # and all still works
+    writer.close()
+
+
+def _event() -> Event:
+    return Event("decision", time.time(), Action.tool("read_file", {"path": "a"}), None, 0)
