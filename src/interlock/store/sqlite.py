@@ -6,6 +6,12 @@ waits up to ``busy_timeout`` for it). Commits are ``synchronous=NORMAL``: in WAL
 committed transaction survives the process crashing; ``durable`` audit appends use
 ``synchronous=FULL`` and survive power loss too.
 
+The WAL is checkpointed (copied into the database file, which is then synced) by a
+background thread every ``CHECKPOINT_EVERY`` write transactions, not by whichever
+commit happens to cross SQLite's threshold: a checkpoint costs milliseconds, and it
+would land on one caller's decision. SQLite's own automatic checkpoint stays on at a
+higher threshold as a backstop.
+
 Example::
 
     from interlock.store import open_store
@@ -16,12 +22,14 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
+from typing import Final
 
 from interlock.errors import StoreError, StoreUnavailable
 from interlock.store.migrate import apply_migrations, migration_status
@@ -29,6 +37,14 @@ from interlock.store.records import ApprovalRecord
 from interlock.store.sql import Cursor, SqlStore
 
 __all__ = ["SQLiteStore"]
+
+log = logging.getLogger("interlock.store")
+
+#: write transactions (in this process) between two background checkpoints
+CHECKPOINT_EVERY: Final = 256
+#: WAL pages at which a commit checkpoints itself (SQLite's default is 1,000): the
+#: backstop should the background checkpoints fall behind
+_AUTOCHECKPOINT_PAGES: Final = 8_000
 
 
 class SQLiteStore(SqlStore):
@@ -55,6 +71,8 @@ class SQLiteStore(SqlStore):
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
+        self._writes = 0  # write transactions committed (approximate: not locked)
+        self._checkpointer: _Checkpointer | None = None
         if migrate:
             self._migrate_on_open()
 
@@ -79,6 +97,7 @@ class SQLiteStore(SqlStore):
             self._enable_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+            conn.execute(f"PRAGMA wal_autocheckpoint={_AUTOCHECKPOINT_PAGES}")
         except sqlite3.Error as exc:
             if conn is not None:
                 conn.close()
@@ -135,6 +154,21 @@ class SQLiteStore(SqlStore):
             raise StoreError(f"{self.path}: commit failed: {exc}") from exc
         finally:
             cur.close()
+        if write:
+            self._writes += 1
+            if self._writes % CHECKPOINT_EVERY == 0:
+                self._checkpoint_soon()
+
+    def _checkpoint_soon(self) -> None:
+        checkpointer = self._checkpointer
+        if checkpointer is None and not self._closed and str(self.path) != ":memory:":
+            with self._all_lock:
+                if self._checkpointer is None:
+                    self._checkpointer = _Checkpointer(self)
+                    self._checkpointer.start()
+                checkpointer = self._checkpointer
+        if checkpointer is not None:
+            checkpointer.due.set()
 
     def audit_transaction(self, durable: bool) -> AbstractContextManager[Cursor]:
         if getattr(self._local, "full_sync", False) != durable:
@@ -160,9 +194,42 @@ class SQLiteStore(SqlStore):
 
     def close(self) -> None:
         super().close()
+        checkpointer = self._checkpointer
+        if checkpointer is not None:
+            checkpointer.stop()
         with self._all_lock:
             connections, self._all = self._all, []
         for conn in connections:
             with suppress(sqlite3.Error):
                 conn.close()
         self._local = threading.local()
+
+
+class _Checkpointer(threading.Thread):
+    """Runs a passive WAL checkpoint each time it is told one is due: it copies what
+    no reader still needs, never blocks a writer, and gives up quietly when busy (the
+    next one, or SQLite's backstop, catches up)."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        super().__init__(name="interlock-sqlite-checkpoint", daemon=True)
+        self.store = store
+        self.due = threading.Event()
+        self._stopping = False
+        self.checkpoints = 0  # run so far (for tests)
+
+    def stop(self) -> None:
+        self._stopping = True
+        self.due.set()
+        self.join(timeout=10.0)
+
+    def run(self) -> None:
+        while True:
+            self.due.wait()
+            self.due.clear()
+            if self._stopping:
+                return
+            try:
+                self.store._connection().execute("PRAGMA wal_checkpoint(PASSIVE)")
+                self.checkpoints += 1
+            except (sqlite3.Error, StoreError) as exc:  # closed meanwhile, or busy
+                log.debug("interlock: WAL checkpoint skipped: %s", exc)
