@@ -10,9 +10,11 @@ callers do not wait (a crash may lose the newest records).
 One commit runs at a time. A waiting caller that finds no commit running makes it
 itself, on its own thread (the leader: no hand-off to another thread and back, the
 common case for one agent); callers arriving meanwhile join the next batch, which the
-writer thread commits as soon as the running one ends (group commit). Async callers
-always hand their record to the writer thread, so the event loop never blocks on the
-database.
+writer thread commits as soon as the running one ends (group commit). An async caller
+leads on its event loop's thread only where the store can commit without waiting
+(SQLite with its write lock free, durability ``process``: tens of microseconds, no
+lock wait, no checkpoint, no disk sync); anywhere else its commit runs on another
+thread, so the event loop never waits on the database.
 
 Example::
 
@@ -145,9 +147,15 @@ class AuditWriter:
             return None
         loop = asyncio.get_running_loop()
         done = asyncio.Event()
-        batch, index = self._submit(
-            (tenant, event.kind, event), lambda: loop.call_soon_threadsafe(done.set)
+        batch, index, lead = self._enqueue(
+            (tenant, event.kind, event),
+            lambda: loop.call_soon_threadsafe(done.set),
+            lead=self.durability == "process",  # power syncs the disk: never on the loop
         )
+        if lead:  # no commit was running
+            if self._lead_inline(batch):
+                return batch.result(index)
+            await asyncio.to_thread(self._lead, batch)  # it would wait: a worker commits
         try:
             await asyncio.wait_for(done.wait(), self.timeout)
         except TimeoutError:
@@ -202,12 +210,39 @@ class AuditWriter:
         try:
             self._commit(batch)
         finally:
-            if not batch.done.is_set():  # interrupted (KeyboardInterrupt, ...): fail closed
-                batch.settle([], AuditFailure("the audit commit was interrupted"))
-            with self._lock:
-                self._writing = None
-                if self._open.items or self._closed:
-                    self._work.notify()  # the writer takes what arrived meanwhile
+            self._led(batch)
+
+    def _lead_inline(self, batch: _Batch) -> bool:
+        """Commit the batch on this thread only if the store can without waiting
+        (:meth:`SqlStore.try_append_audit`); False leaves the batch taken and unsettled,
+        for :meth:`_lead` to commit elsewhere."""
+        if len(batch.items) > self.max_batch:
+            return False
+        try:
+            try:
+                seqs = self.store.try_append_audit([self._entry(*item) for item in batch.items])
+            except Exception as exc:  # the worker's commit retries, and reports, as usual
+                log.debug("interlock: inline audit commit failed, handing it over: %s", exc)
+                return False
+            if seqs is None:
+                return False
+            self.batches += 1
+            batch.settle(seqs, None)
+        except BaseException:
+            self._led(batch)
+            raise
+        self._led(batch)
+        return True
+
+    def _led(self, batch: _Batch) -> None:
+        """After a caller's commit: a batch left unsettled (the commit was interrupted:
+        KeyboardInterrupt, ...) fails closed; the writer thread takes what arrived."""
+        if not batch.done.is_set():
+            batch.settle([], AuditFailure("the audit commit was interrupted"))
+        with self._lock:
+            self._writing = None
+            if self._open.items or self._closed:
+                self._work.notify()
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until everything submitted so far is written; False on timeout."""

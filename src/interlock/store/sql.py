@@ -207,6 +207,14 @@ class SqlStore(ABC):
 
     # -- audit -------------------------------------------------------------------------
 
+    def try_append_audit(self, entries: Sequence[AuditEntry]) -> list[int] | None:
+        """Append as :meth:`append_audit` does (durability ``process``) only if that
+        cannot wait — no lock held by another writer, no network round trip, no
+        checkpoint — else write nothing and return ``None``. The audit writer uses it to
+        commit on an event loop's own thread; a back end that cannot promise it (the
+        default) always answers ``None``."""
+        return None
+
     def append_audit(self, entries: Sequence[AuditEntry], *, durable: bool = False) -> list[int]:
         """Append records to their tenants' chains in one transaction; return their
         sequence numbers. ``durable`` asks the back end to sync to disk on commit."""

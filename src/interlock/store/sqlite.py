@@ -26,7 +26,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Final
@@ -34,7 +34,7 @@ from typing import Final
 from interlock.errors import StoreError, StoreUnavailable
 from interlock.store.migrate import apply_migrations, migration_status
 from interlock.store.records import ApprovalRecord
-from interlock.store.sql import Cursor, SqlStore
+from interlock.store.sql import AuditEntry, Cursor, SqlStore
 
 __all__ = ["SQLiteStore"]
 
@@ -72,6 +72,8 @@ class SQLiteStore(SqlStore):
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         self._writes = 0  # write transactions committed (approximate: not locked)
+        self._inline: sqlite3.Connection | None = None  # try_append_audit's own
+        self._inline_lock = threading.Lock()
         self._checkpointer: _Checkpointer | None = None
         if migrate:
             self._migrate_on_open()
@@ -133,6 +135,52 @@ class SQLiteStore(SqlStore):
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except sqlite3.OperationalError as exc:
             raise StoreUnavailable(f"{self.path}: {exc}") from exc
+        with self._begun(conn, write) as cur:
+            yield cur
+
+    def try_append_audit(self, entries: Sequence[AuditEntry]) -> list[int] | None:
+        """On a connection of its own that never waits (``busy_timeout=0``) and never
+        checkpoints: ``None`` at once when another writer holds the lock."""
+        if self._closed or str(self.path) == ":memory:":
+            return None
+        if not self._inline_lock.acquire(blocking=False):
+            return None
+        try:
+            conn = self._inline_connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                    return None
+                raise StoreUnavailable(f"{self.path}: {exc}") from exc
+            with self._begun(conn, write=True) as cur:
+                return self._append(cur, entries)
+        finally:
+            self._inline_lock.release()
+
+    def _inline_connection(self) -> sqlite3.Connection:
+        conn = self._inline
+        if conn is None:
+            try:
+                conn = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False, timeout=0
+                )
+                conn.execute("PRAGMA busy_timeout=0")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA wal_autocheckpoint=0")  # the background thread's job
+            except sqlite3.Error as exc:
+                if conn is not None:
+                    conn.close()
+                raise StoreUnavailable(f"cannot open {self.path}: {exc}") from exc
+            with self._all_lock:
+                self._all.append(conn)
+            self._inline = conn
+        return conn
+
+    @contextmanager
+    def _begun(self, conn: sqlite3.Connection, write: bool) -> Iterator[Cursor]:
+        """The rest of a transaction once ``BEGIN`` succeeded: commit, or roll back on
+        any exception (raised as a StoreError)."""
         cur = conn.cursor()
         try:
             yield cur
@@ -199,9 +247,11 @@ class SQLiteStore(SqlStore):
             checkpointer.stop()
         with self._all_lock:
             connections, self._all = self._all, []
-        for conn in connections:
-            with suppress(sqlite3.Error):
-                conn.close()
+        with self._inline_lock:  # not while an append runs on it
+            self._inline = None
+            for conn in connections:
+                with suppress(sqlite3.Error):
+                    conn.close()
         self._local = threading.local()
 
 
