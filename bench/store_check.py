@@ -18,6 +18,7 @@ verify and hold one record per check.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import threading
 import time
@@ -40,6 +41,8 @@ CALLS: Final = {
     "power": (3_000, 500),
 }
 THREADS: Final = 8
+#: subjects also timed through ``await guard.acheck`` (one task)
+ASYNC_SUBJECTS: Final = ("no store", "process")
 #: calls per thread in the 8-thread runs (default, quick)
 THREAD_CALLS: Final = {"no store": (10_000, 1_000), "process": (2_000, 250), "power": (1_000, 150)}
 WARMUP: Final = 1_000
@@ -76,6 +79,31 @@ def _concurrent(guard: Guard, actions: Sequence[Any], per_thread: int) -> tuple[
     finally:
         gc.enable()
     return [x for mine in samples for x in mine], wall
+
+
+def _async_single(guard: Guard, actions: Sequence[Any], calls: int) -> tuple[list[int], int]:
+    """``await guard.acheck`` one call at a time on one event loop."""
+
+    async def loop() -> tuple[list[int], int]:
+        count = len(actions)
+        for i in range(WARMUP):
+            await guard.acheck(actions[i % count])
+        samples = [0] * calls
+        clock = time.perf_counter_ns
+        gc.collect()
+        gc.disable()
+        try:
+            began = clock()
+            for i in range(calls):
+                action = actions[i % count]
+                t0 = clock()
+                await guard.acheck(action)
+                samples[i] = clock() - t0
+            return samples, clock() - began
+        finally:
+            gc.enable()
+
+    return asyncio.run(loop())
 
 
 def _verify(guard: Guard, expected: int, label: str, result: BenchResult) -> dict[str, Any]:
@@ -132,6 +160,15 @@ def _measure(
         result.info.setdefault("flush_after_single_thread_s", {})[subject] = round(
             (time.perf_counter_ns() - t0) / 1e9, 3
         )
+    if subject in ASYNC_SUBJECTS:
+        samples, wall = _async_single(guard, actions, calls)
+        label_async = label.replace("guard.check", "guard.acheck")
+        result.info.setdefault("async", {})[subject] = summarise(
+            f"{label_async} (1 task)", samples, wall
+        )
+        made += WARMUP + calls
+        if audit is not None:
+            audit.flush()
     multi = None
     if per_thread is not None:
         before = audit.batches if audit is not None else 0
@@ -177,12 +214,20 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
             single[subject] = one
             if many is not None:
                 multi[subject] = many
-    result.stats = [single[k] for k in CALLS] + [multi[k] for k in THREAD_CALLS]
+    async_stats: dict[str, Stats] = result.info.pop("async")
+    result.stats = (
+        [single[k] for k in CALLS]
+        + [async_stats[k] for k in ASYNC_SUBJECTS]
+        + [multi[k] for k in THREAD_CALLS]
+    )
     base = single["no store"]
     ratios: dict[str, float] = {
         f"{k}_over_no_store_p50": single[k].p50_ns / base.p50_ns
         for k in ("none", "process", "power")
     }
+    ratios["process_acheck_over_no_store_acheck_p50"] = (
+        async_stats["process"].p50_ns / async_stats["no store"].p50_ns
+    )
     ratios |= {
         f"{k}_8_threads_over_1_thread_per_s": multi[k].throughput / single[k].throughput
         for k in THREAD_CALLS

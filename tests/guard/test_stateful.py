@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from interlock import Action, ActionDenied, ApprovalRequired, Context, Guard, Verdict
+from interlock.deciders.stateful import StatefulDecider
 from interlock.errors import ActionUndetermined, SelfApproval, StoreError
 from interlock.ledger.usage import Usage
 from interlock.policy import load_policy_text
@@ -314,6 +315,58 @@ def test_a_rate_limit_denies_past_its_burst_and_names_itself(guard: Guard) -> No
 
 
 # -- budgets -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def store_calls(store: SqlStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the stateful store operations the guard calls, in order."""
+    calls: list[str] = []
+    for name in ("reserve", "rate_acquire", "resolve_approval"):
+        real = getattr(store, name)
+
+        def counted(*args: Any, _name: str = name, _real: Any = real, **kwargs: Any) -> Any:
+            calls.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(store, name, counted)
+    real_settle = StatefulDecider.settle
+
+    def settle(self: StatefulDecider, action: Action, decision: Any) -> Any:
+        calls.append(f"settle on {'the caller' if _on_loop() else 'a worker'}")
+        return real_settle(self, action, decision)
+
+    monkeypatch.setattr(StatefulDecider, "settle", settle)
+    return calls
+
+
+def _on_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return threading.current_thread() is threading.main_thread()
+    return True
+
+
+async def test_only_calls_a_budget_rate_limit_or_approval_covers_reach_the_store(
+    guard: Guard, store_calls: list[str]
+) -> None:
+    # allowed, and no budget charges it (no est_cost) nor any rate limit covers it:
+    # decided from the policy alone, sync and async (no store, no thread)
+    assert guard.check(Action.tool("read_file", {"path": "a"})).verdict is Verdict.ALLOW
+    assert (await guard.acheck(Action.tool("paid_lookup", {"q": "a"}))).verdict is Verdict.ALLOW
+    assert guard.check(Action.tool("delete_all", {})).verdict is Verdict.DENY
+    assert store_calls == []
+    # each of the others does
+    assert (await guard.acheck(Action.tool("search", {"q": "a"}))).verdict is Verdict.ALLOW
+    paid = Action.tool("paid_lookup", {"q": "a", "est_cost": 0.1})
+    assert (await guard.acheck(paid)).verdict is Verdict.ALLOW
+    assert (await guard.acheck(refund(500))).verdict is Verdict.REQUIRE_APPROVAL
+    worker = "settle on a worker"  # async: the store is synchronous, so a thread
+    assert store_calls == [
+        *(worker, "rate_acquire"),
+        *(worker, "reserve"),
+        *(worker, "resolve_approval"),
+    ]
 
 
 def test_a_declared_cost_is_reserved_then_committed_by_protect(

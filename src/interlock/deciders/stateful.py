@@ -67,7 +67,7 @@ class StatefulDecider:
         self, action: Action, *, deadline: float | None, cancel: CancelToken | None
     ) -> Decision:
         decision = evaluate(action, self.policy)
-        if not self._needs_state(decision):
+        if not self._needs_state(action, decision):
             return decision
         return self.settle(action, decision)
 
@@ -75,7 +75,7 @@ class StatefulDecider:
         self, action: Action, *, deadline: float | None, cancel: CancelToken | None
     ) -> Decision:
         decision = evaluate(action, self.policy)
-        if not self._needs_state(decision):
+        if not self._needs_state(action, decision):
             return decision
         # The store is synchronous: run it in a thread. If this task is cancelled
         # meanwhile, whatever the thread ends up holding is given back.
@@ -86,12 +86,20 @@ class StatefulDecider:
             work.add_done_callback(self._compensate_when_done)
             raise
 
-    def _needs_state(self, decision: Decision) -> bool:
+    def _needs_state(self, action: Action, decision: Decision) -> bool:
+        """Whether the store has a say: an approval to find or open, or an allowed
+        call some rate limit or budget covers (worked out here, from the policy alone,
+        so the calls nothing covers never reach the store — nor, async, a thread)."""
         verdict = decision.verdict
         if verdict is Verdict.REQUIRE_APPROVAL:
             return True
+        if verdict is not Verdict.ALLOW:
+            return False
         policy = self.policy
-        return verdict is Verdict.ALLOW and bool(policy.budgets or policy.rate_limits)
+        rule_ids = decision.rule_ids
+        if any(spec.selector.matches(action, rule_ids) for spec in policy.rate_limits):
+            return True
+        return bool(policy.budgets) and bool(budget_lines(policy, action, rule_ids))
 
     # -- the stateful steps ----------------------------------------------------------
 
