@@ -7,6 +7,7 @@ message-style adapter hands the model. Adapters differ only in how they drive a 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -210,3 +211,23 @@ rules:
     reason: wires need a human
     name: wire
 """
+
+
+def approve_when_pending(guard: Guard, approve: bool = True) -> threading.Thread:
+    """A supervisor in another thread: approves (or denies) the first pending request
+    on the guard's store."""
+    assert guard.store is not None
+    store = guard.store
+
+    def supervise() -> None:
+        for _ in range(2000):
+            pending = store.list_approvals(status="pending")
+            if pending:
+                decide = store.approve if approve else store.deny
+                decide(pending[0].id, by="supervisor", reason="checked")
+                return
+            threading.Event().wait(0.005)
+
+    thread = threading.Thread(target=supervise, daemon=True)
+    thread.start()
+    return thread

@@ -34,7 +34,7 @@ from interlock.adapters.langchain import (
     guarded_tool_node,
 )
 
-from .conformance import POLICY, ROWS, Row, make_guard
+from .conformance import POLICY, ROWS, Row, approve_when_pending, make_guard
 
 
 class FakeToolModel(FakeMessagesListChatModel):
@@ -477,25 +477,6 @@ def test_the_default_estimate_counts_the_prompt_and_the_output_ceiling() -> None
 # -- a call awaiting approval: refuse, wait, or interrupt the graph -----------------------
 
 
-def _approve_when_pending(guard: Guard, approve: bool = True) -> threading.Thread:
-    """A supervisor in another thread: approves (or denies) the first pending request."""
-    assert guard.store is not None
-    store = guard.store
-
-    def supervise() -> None:
-        for _ in range(2000):
-            pending = store.list_approvals(status="pending")
-            if pending:
-                decide = store.approve if approve else store.deny
-                decide(pending[0].id, by="supervisor", reason="checked")
-                return
-            threading.Event().wait(0.005)
-
-    thread = threading.Thread(target=supervise, daemon=True)
-    thread.start()
-    return thread
-
-
 def _wire_agent(guard: Guard, ran: list[float], **options: Any) -> Any:
     @tool
     def wire(amount: float) -> str:
@@ -513,7 +494,7 @@ def test_on_approval_wait_runs_the_call_once_a_human_approves(
     stateful_guard: Guard, mode: str
 ) -> None:
     ran: list[float] = []
-    supervisor = _approve_when_pending(stateful_guard)
+    supervisor = approve_when_pending(stateful_guard)
     result = run_agent(
         _wire_agent(stateful_guard, ran, on_approval="wait", approval_timeout=60), mode
     )
@@ -528,7 +509,7 @@ def test_on_approval_wait_runs_the_call_once_a_human_approves(
 
 def test_on_approval_wait_refuses_when_the_human_denies(stateful_guard: Guard) -> None:
     ran: list[float] = []
-    supervisor = _approve_when_pending(stateful_guard, approve=False)
+    supervisor = approve_when_pending(stateful_guard, approve=False)
     result = run_agent(
         _wire_agent(stateful_guard, ran, on_approval="wait", approval_timeout=60), "sync"
     )

@@ -68,7 +68,7 @@ from interlock.adapters.openai_agents import (
     guard_tools,
 )
 
-from .conformance import POLICY, ROWS, Row, make_guard
+from .conformance import POLICY, ROWS, Row, approve_when_pending, make_guard
 
 set_tracing_disabled(True)
 
@@ -739,6 +739,75 @@ def test_a_refusal_for_approval_carries_the_approval_url(stateful_guard: Guard) 
     with pytest.raises(ApprovalRequired) as caught:
         run(agent, "sync")
     assert (caught.value.approval_url or "").startswith("https://approvals.example.com/a/")
+
+
+def _wire_agent(guard: Guard, ran: list[float], **options: Any) -> tuple[Agent[Any], ScriptedModel]:
+    def wire(amount: float) -> str:
+        """Wire money."""
+        ran.append(amount)
+        return f"wired {amount}"
+
+    model = ScriptedModel([tool_calls(("wire", {"amount": 5})), answer("done")])
+    tools = guard_tools([function_tool(wire)], guard, **options)
+    return Agent(name="bot", model=model, tools=tools), model
+
+
+@pytest.mark.parametrize("refusal", ["raise", "message"])
+@pytest.mark.parametrize("mode", ["sync", "async", "streamed"])
+def test_on_approval_wait_runs_the_call_once_a_human_approves(
+    stateful_guard: Guard, refusal: str, mode: str
+) -> None:
+    ran: list[float] = []
+    supervisor = approve_when_pending(stateful_guard)
+    agent, model = _wire_agent(
+        stateful_guard, ran, refusal=refusal, on_approval="wait", approval_timeout=60
+    )
+    assert run(agent, mode).final_output == "done"
+    supervisor.join()
+    assert ran == [5]
+    assert final_input_outputs(model)["call-1"] == "wired 5.0"
+    assert stateful_guard.store is not None
+    (approval,) = stateful_guard.store.list_approvals()
+    assert approval.status.value == "claimed"  # the grant was used, once
+
+
+@pytest.mark.parametrize("refusal", ["raise", "message"])
+def test_on_approval_wait_refuses_when_the_human_denies(
+    stateful_guard: Guard, refusal: str
+) -> None:
+    ran: list[float] = []
+    supervisor = approve_when_pending(stateful_guard, approve=False)
+    agent, model = _wire_agent(
+        stateful_guard, ran, refusal=refusal, on_approval="wait", approval_timeout=60
+    )
+    if refusal == "raise":
+        with pytest.raises(ActionDenied, match="denied"):
+            run(agent, "sync")
+    else:
+        assert run(agent, "sync").final_output == "done"
+        assert "denied" in final_input_outputs(model)["call-1"]
+    supervisor.join()
+    assert ran == []
+
+
+def test_on_approval_wait_refuses_when_nobody_decides_in_time(stateful_guard: Guard) -> None:
+    ran: list[float] = []
+    agent, _ = _wire_agent(stateful_guard, ran, on_approval="wait", approval_timeout=0.05)
+    with pytest.raises(ApprovalRequired) as caught:
+        run(agent, "async")
+    assert ran == []
+    assert (caught.value.approval_url or "").startswith("https://approvals.example.com/a/")
+
+
+def test_on_approval_is_checked_when_the_tool_is_guarded() -> None:
+    def wire(amount: float) -> str:
+        """Wire money."""
+        return "wired"
+
+    with pytest.raises(ValueError, match="needs a guard with a store"):
+        guard_tool(function_tool(wire), Guard(POLICY), on_approval="wait")
+    with pytest.raises(ValueError, match="on_approval must be"):
+        guard_tool(function_tool(wire), Guard(POLICY), on_approval="interrupt")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("refusal", ["raise", "message"])

@@ -46,6 +46,7 @@ __all__ = [
     "arun_settled",
     "call_key",
     "judged_by",
+    "pending_approval",
     "register_adapter",
     "run_settled",
     "verdict_outcome",
@@ -119,6 +120,20 @@ CallKey = tuple[str, str]
 _JUDGED: contextvars.ContextVar[frozenset[tuple[int, CallKey]]] = contextvars.ContextVar(
     "interlock_judged", default=frozenset()
 )
+
+
+def pending_approval(decision: Decision) -> str | None:
+    """The id of the approval a ``require_approval`` decision opened (or found) still
+    pending — the one a human is to decide — else ``None``."""
+    approval = decision.approval
+    if (
+        decision.verdict is Verdict.REQUIRE_APPROVAL
+        and approval is not None
+        and approval.id is not None
+        and approval.status == "pending"
+    ):
+        return approval.id
+    return None
 
 
 def call_key(name: str, arguments: Any) -> CallKey:

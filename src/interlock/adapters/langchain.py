@@ -43,12 +43,13 @@ from interlock.adapters.base import (
     already_judged,
     arun_settled,
     call_key,
+    pending_approval,
     register_adapter,
     run_settled,
     verdict_outcome,
 )
 from interlock.core.action import Action, Context
-from interlock.core.decision import Decision, Verdict
+from interlock.core.decision import Decision
 from interlock.errors import Blocked
 from interlock.ledger.usage import Usage
 
@@ -260,13 +261,7 @@ class InterlockMiddleware(AgentMiddleware):
     # -- approvals: refuse, wait, or interrupt the graph --------------------------------
 
     def _awaits_human(self, decision: Decision) -> bool:
-        return (
-            self.on_approval != "refuse"
-            and decision.verdict is Verdict.REQUIRE_APPROVAL
-            and decision.approval is not None
-            and decision.approval.id is not None
-            and decision.approval.status == "pending"
-        )
+        return self.on_approval != "refuse" and pending_approval(decision) is not None
 
     def _after_approval(
         self, decision: Decision, decide: Callable[[], Decision | None]

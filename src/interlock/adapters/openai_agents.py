@@ -52,6 +52,7 @@ from interlock.adapters.base import (
     PatchTarget,
     arun_settled,
     call_key,
+    pending_approval,
     register_adapter,
     verdict_outcome,
 )
@@ -111,6 +112,7 @@ __all__ = [
 log = logging.getLogger("interlock")
 
 Refusal = Literal["raise", "message"]
+OnApproval = Literal["refuse", "wait"]
 Estimator = Callable[[str | None, str | list[TResponseInputItem], ModelSettings], Usage]
 
 #: Characters per token for the default input estimate (a rough, model-agnostic rule).
@@ -233,17 +235,37 @@ class _ToolGate:
     ``on_invoke_tool`` share the gate, so a call is judged once: the guardrail holds an
     allowed decision under the call's id and arguments, and the invoker settles it."""
 
-    def __init__(self, guard: Guard, tool: FunctionTool, mapper: Mapper | None) -> None:
+    def __init__(
+        self,
+        guard: Guard,
+        tool: FunctionTool,
+        mapper: Mapper | None,
+        on_approval: OnApproval = "refuse",
+        approval_timeout: float = 300.0,
+    ) -> None:
         self.guard = guard
         self.tool = tool
         self.mapper = mapper
+        self.on_approval = on_approval
+        self.approval_timeout = approval_timeout
         self.guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(
             guardrail_function=self._judge_in_guardrail, name="interlock"
         )
         self._held: dict[tuple[str, str], Decision | None] = {}
 
     async def decide(self, args_json: str, call_id: str | None) -> Decision | None:
-        """The verdict on one call; ``None`` when the mapper says it is not ours."""
+        """The verdict on one call; ``None`` when the mapper says it is not ours. With
+        ``on_approval="wait"``, a call that opened (or found) a pending approval waits
+        for the human, then is judged again — the identical call claims the grant once;
+        a denial, or no decision in time, is the verdict then."""
+        decision = await self._decide_once(args_json, call_id)
+        approval_id = None if decision is None else pending_approval(decision)
+        if self.on_approval == "wait" and approval_id is not None:
+            await self.guard.await_approval(approval_id, self.approval_timeout)
+            decision = await self._decide_once(args_json, call_id) or decision
+        return decision
+
+    async def _decide_once(self, args_json: str, call_id: str | None) -> Decision | None:
         if self.mapper is None:
             return await self.guard.acheck(tool_action(self.tool, args_json, call_id))
         arguments = normalise_arguments(args_json)
@@ -346,9 +368,18 @@ def guard_tool(
     *,
     refusal: Refusal = "raise",
     mapper: Mapper | None = None,
+    on_approval: OnApproval = "refuse",
+    approval_timeout: float = 300.0,
 ) -> FunctionTool:
     """A guarded copy of ``tool`` (name, description, schema and settings kept); ``tool``
     itself is left as it was.
+
+    ``on_approval`` says what a call that needs a human does: ``"refuse"`` (the refusal
+    above, carrying the approval's id and URL) or ``"wait"`` (the tool call waits until
+    the approval is decided or ``approval_timeout`` seconds pass, then the identical
+    call is judged again and claims the grant once; needs a guard with a store). For a
+    human step inside the SDK's own run state instead, combine a ``refuse`` guard with
+    the SDK's ``needs_approval``.
 
     ``refusal="raise"`` raises ``ActionDenied`` / ``ApprovalRequired`` /
     ``ActionUndetermined`` out of ``Runner.run`` (they are also ``AgentsException``, so
@@ -363,6 +394,12 @@ def guard_tool(
     """
     if refusal not in ("raise", "message"):
         raise ValueError(f"refusal must be 'raise' or 'message', not {refusal!r}")
+    if on_approval not in ("refuse", "wait"):
+        raise ValueError(f"on_approval must be 'refuse' or 'wait', not {on_approval!r}")
+    if on_approval == "wait" and guard.store is None:
+        raise ValueError("on_approval='wait' needs a guard with a store, where approvals live")
+    if not approval_timeout > 0:
+        raise ValueError(f"approval_timeout must be positive, not {approval_timeout!r}")
     guarded = copy.copy(_function_tool(tool))  # FunctionTool.__copy__ rebinds its invoker
     inner = guarded.on_invoke_tool
     guardrails = list(guarded.tool_input_guardrails or ())  # a new list: tool keeps its own
@@ -370,7 +407,7 @@ def guard_tool(
     if earlier is not None:  # re-guarding with the same guard replaces, never stacks
         inner = earlier.inner
         guardrails = [g for g in guardrails if g is not earlier.gate.guardrail]
-    gate = _ToolGate(guard, guarded, mapper)
+    gate = _ToolGate(guard, guarded, mapper, on_approval, approval_timeout)
     guarded.on_invoke_tool = _GatedInvoker(gate, inner, refusal)
     if refusal == "message":
         # Last, so a guardrail of the user's that rejects runs first and no allowed
@@ -387,11 +424,23 @@ def guard_tools(
     *,
     refusal: Refusal = "raise",
     mapper: Mapper | None = None,
+    on_approval: OnApproval = "refuse",
+    approval_timeout: float = 300.0,
 ) -> list[FunctionTool]:
     """:func:`guard_tool` for each of ``tools``, in order (a TypeError names the first
     tool that cannot be gated, before anything is copied)."""
     tools = [_function_tool(tool) for tool in tools]
-    return [guard_tool(tool, guard, refusal=refusal, mapper=mapper) for tool in tools]
+    return [
+        guard_tool(
+            tool,
+            guard,
+            refusal=refusal,
+            mapper=mapper,
+            on_approval=on_approval,
+            approval_timeout=approval_timeout,
+        )
+        for tool in tools
+    ]
 
 
 def _guarded_list(tools: Iterable[Tool], guard: Guard) -> list[Tool]:
