@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from interlock.errors import ApprovalNotFound
-from interlock.store.records import ApprovalRecord
-from interlock.store.sql import _APPROVAL_COLUMNS, SqlStore, _approval
+from interlock.store.records import APPROVAL_COLUMNS, ApprovalRecord
+from interlock.store.sql import SqlStore
 
 __all__ = [
     "NotificationClaim",
@@ -116,12 +116,12 @@ def claim_due(
         "UPDATE approvals SET notify_claimed_until_us = ?, "
         "notify_attempts = notify_attempts + 1 "
         f"WHERE id IN (SELECT id FROM due) AND {_DUE} "
-        f"RETURNING {_APPROVAL_COLUMNS}, notify_attempts"
+        f"RETURNING {APPROVAL_COLUMNS}, notify_attempts"
     )
     with store.transaction(write=True) as cur:
         cur.execute(store.q(sql), ((now,) * _DUE_PARAMS + (until,) + (now,) * _DUE_PARAMS))
         rows = cur.fetchall()
-    claims = [NotificationClaim(_approval(row), int(row[-1]), until) for row in rows]
+    claims = [NotificationClaim(ApprovalRecord.from_row(row), int(row[-1]), until) for row in rows]
     return sorted(claims, key=lambda c: (c.record.created_us, c.record.id))
 
 

@@ -7,12 +7,14 @@ Times are integer microseconds since the epoch (``*_us``); amounts are integer u
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "APPROVAL_COLUMNS",
     "ApprovalRecord",
     "ApprovalStatus",
     "AuditRow",
@@ -92,6 +94,13 @@ class VerifyReport:
         return not self.breaks
 
 
+#: The ``approvals`` columns :meth:`ApprovalRecord.from_row` reads, in its order.
+APPROVAL_COLUMNS = (
+    "id, tenant, intent_hash, status, action, context, rule_ids, reason, requested_by, "
+    "decided_by, decision_reason, created_us, expires_us, decided_us, claimed_us"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class ApprovalRecord:
     """One approval request, bound to one intent hash."""
@@ -111,6 +120,28 @@ class ApprovalRecord:
     expires_us: int
     decided_us: int | None
     claimed_us: int | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> ApprovalRecord:
+        """The record from a row selected as :data:`APPROVAL_COLUMNS` (trailing
+        columns ignored)."""
+        return cls(
+            id=str(row[0]),
+            tenant=str(row[1]),
+            intent_hash=str(row[2]),
+            status=ApprovalStatus(row[3]),
+            action=json.loads(row[4]),
+            context=json.loads(row[5]),
+            rule_ids=tuple(json.loads(row[6])),
+            reason=str(row[7]),
+            requested_by=row[8],
+            decided_by=row[9],
+            decision_reason=row[10],
+            created_us=int(row[11]),
+            expires_us=int(row[12]),
+            decided_us=None if row[13] is None else int(row[13]),
+            claimed_us=None if row[14] is None else int(row[14]),
+        )
 
     @property
     def decided(self) -> bool:

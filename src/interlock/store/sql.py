@@ -32,6 +32,7 @@ from interlock.errors import (
 )
 from interlock.store.chain import GENESIS, audit_key, encode_body, link_hash, verify_rows
 from interlock.store.records import (
+    APPROVAL_COLUMNS,
     ApprovalRecord,
     ApprovalStatus,
     AuditRow,
@@ -54,10 +55,6 @@ __all__ = ["AuditEntry", "Cursor", "SqlStore"]
 #: One audit record to append: tenant, ts_us, kind, decision_id, agent, decision, body.
 AuditEntry = tuple[str, int, str, str | None, str | None, str | None, str]
 
-_APPROVAL_COLUMNS = (
-    "id, tenant, intent_hash, status, action, context, rule_ids, reason, requested_by, "
-    "decided_by, decision_reason, created_us, expires_us, decided_us, claimed_us"
-)
 _RESERVATION_COLUMNS = (
     "id, tenant, idempotency_key, status, lines, created_us, expires_us, settled_us, actual"
 )
@@ -416,23 +413,23 @@ class SqlStore(ABC):
                     "UPDATE approvals SET status = 'claimed', claimed_us = ? "
                     "WHERE tenant = ? AND intent_hash = ? AND status = 'approved' "
                     "AND expires_us > ? "
-                    f"RETURNING {_APPROVAL_COLUMNS}"
+                    f"RETURNING {APPROVAL_COLUMNS}"
                 ),
                 (now, tenant, intent_hash, now),
             )
             row = cur.fetchone()
             if row is not None:
-                return ClaimOutcome(ApprovalStatus.CLAIMED, _approval(row))
+                return ClaimOutcome(ApprovalStatus.CLAIMED, ApprovalRecord.from_row(row))
             found = self._open_or_denied(cur, tenant, intent_hash, now)
             if found is not None:
                 return found
             approval_id = "apr_" + secrets.token_hex(12)
             cur.execute(
                 self.q(
-                    f"INSERT INTO approvals ({_APPROVAL_COLUMNS}, grant_ttl_us) "
+                    f"INSERT INTO approvals ({APPROVAL_COLUMNS}, grant_ttl_us) "
                     "VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, NULL, NULL, ?, ?, NULL, NULL, ?) "
                     "ON CONFLICT (tenant, intent_hash) WHERE status IN ('pending', 'approved') "
-                    f"DO NOTHING RETURNING {_APPROVAL_COLUMNS}"
+                    f"DO NOTHING RETURNING {APPROVAL_COLUMNS}"
                 ),
                 (
                     approval_id,
@@ -450,7 +447,8 @@ class SqlStore(ABC):
             )
             row = cur.fetchone()
             if row is not None:
-                return ClaimOutcome(ApprovalStatus.PENDING, _approval(row), created=True)
+                record = ApprovalRecord.from_row(row)
+                return ClaimOutcome(ApprovalStatus.PENDING, record, created=True)
             # Another replica opened it between our look and our insert.
             found = self._open_or_denied(cur, tenant, intent_hash, now)
             if found is None:  # pragma: no cover - the conflict proves a row exists
@@ -462,7 +460,7 @@ class SqlStore(ABC):
     ) -> ClaimOutcome | None:
         cur.execute(
             self.q(
-                f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE tenant = ? AND intent_hash = ? "
+                f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE tenant = ? AND intent_hash = ? "
                 "AND status IN ('pending', 'denied') AND expires_us > ? "
                 "ORDER BY created_us DESC LIMIT 1"
             ),
@@ -471,7 +469,7 @@ class SqlStore(ABC):
         row = cur.fetchone()
         if row is None:
             return None
-        record = _approval(row)
+        record = ApprovalRecord.from_row(row)
         return ClaimOutcome(record.status, record)
 
     def _expire_intent(self, cur: Cursor, tenant: str, intent_hash: str, now: int) -> None:
@@ -507,13 +505,13 @@ class SqlStore(ABC):
 
     def _read_approval(self, cur: Cursor, approval_id: str, tenant: str | None) -> ApprovalRecord:
         cur.execute(
-            self.q(f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE id = ?{self.for_update}"),
+            self.q(f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?{self.for_update}"),
             (approval_id,),
         )
         row = cur.fetchone()
         if row is None or (tenant is not None and row[1] != tenant):
             raise ApprovalNotFound(f"no approval {approval_id!r}", approval_id=approval_id)
-        return _approval(row)
+        return ApprovalRecord.from_row(row)
 
     def list_approvals(
         self,
@@ -542,13 +540,13 @@ class SqlStore(ABC):
         elif wanted is not None:
             where.append("status = ?")
             params.append(wanted.value)
-        sql = f"SELECT {_APPROVAL_COLUMNS} FROM approvals"
+        sql = f"SELECT {APPROVAL_COLUMNS} FROM approvals"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += f" ORDER BY created_us DESC, id LIMIT {int(limit)}"
         with self.transaction(write=False) as cur:
             cur.execute(self.q(sql), params)
-            records = [_approval(row) for row in cur.fetchall()]
+            records = [ApprovalRecord.from_row(row) for row in cur.fetchall()]
         return [_as_of(r, now) for r in records]
 
     def approve(
@@ -607,7 +605,7 @@ class SqlStore(ABC):
                     self.q(
                         "UPDATE approvals SET status = ?, decided_by = ?, decision_reason = ?, "
                         "decided_us = ?, expires_us = ? + grant_ttl_us "
-                        f"WHERE id = ? AND status = 'pending' RETURNING {_APPROVAL_COLUMNS}"
+                        f"WHERE id = ? AND status = 'pending' RETURNING {APPROVAL_COLUMNS}"
                     ),
                     (status.value, approver, reason, now, now, approval_id),
                 )
@@ -616,7 +614,7 @@ class SqlStore(ABC):
                     raise ApprovalClosed(
                         f"approval {approval_id} was decided meanwhile", approval_id=approval_id
                     )
-                decided = _approval(row)
+                decided = ApprovalRecord.from_row(row)
                 self._append(cur, [_approval_entry(decided)])
                 self.notify_decided(cur, approval_id)
         if lapsed:
@@ -1070,26 +1068,6 @@ def _audit_row(row: Any) -> AuditRow:
         body=str(row[7]),
         prev_hash=str(row[8]),
         hash=str(row[9]),
-    )
-
-
-def _approval(row: Any) -> ApprovalRecord:
-    return ApprovalRecord(
-        id=str(row[0]),
-        tenant=str(row[1]),
-        intent_hash=str(row[2]),
-        status=ApprovalStatus(row[3]),
-        action=json.loads(row[4]),
-        context=json.loads(row[5]),
-        rule_ids=tuple(json.loads(row[6])),
-        reason=str(row[7]),
-        requested_by=row[8],
-        decided_by=row[9],
-        decision_reason=row[10],
-        created_us=int(row[11]),
-        expires_us=int(row[12]),
-        decided_us=None if row[13] is None else int(row[13]),
-        claimed_us=None if row[14] is None else int(row[14]),
     )
 
 
