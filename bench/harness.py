@@ -18,7 +18,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -154,6 +154,32 @@ def time_calls(
             item = inputs[i % count]
             t0 = clock()
             fn(item)
+            samples[i] = clock() - t0
+        wall = clock() - began
+    finally:
+        if was_enabled:
+            gc.enable()
+    return samples, wall
+
+
+async def atime_calls(
+    fn: Callable[[Any], Awaitable[object]], inputs: Sequence[Any], calls: int, warmup: int
+) -> tuple[list[int], int]:
+    """:func:`time_calls` for a coroutine function: each call awaited in turn."""
+    count = len(inputs)
+    for i in range(warmup):
+        await fn(inputs[i % count])
+    samples = [0] * calls
+    clock = time.perf_counter_ns
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        began = clock()
+        for i in range(calls):
+            item = inputs[i % count]
+            t0 = clock()
+            await fn(item)
             samples[i] = clock() - t0
         wall = clock() - began
     finally:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from bench.harness import BenchResult, Stats, Target, summarise, time_calls
+from bench.harness import BenchResult, Stats, Target, atime_calls, summarise, time_calls
 from bench.store import WORKLOAD, example_policy, sqlite_dir, sqlite_facts, workload_actions
 from interlock import Guard
 from interlock.store import open_store
@@ -79,31 +79,6 @@ def _concurrent(guard: Guard, actions: Sequence[Any], per_thread: int) -> tuple[
     finally:
         gc.enable()
     return [x for mine in samples for x in mine], wall
-
-
-def _async_single(guard: Guard, actions: Sequence[Any], calls: int) -> tuple[list[int], int]:
-    """``await guard.acheck`` one call at a time on one event loop."""
-
-    async def loop() -> tuple[list[int], int]:
-        count = len(actions)
-        for i in range(WARMUP):
-            await guard.acheck(actions[i % count])
-        samples = [0] * calls
-        clock = time.perf_counter_ns
-        gc.collect()
-        gc.disable()
-        try:
-            began = clock()
-            for i in range(calls):
-                action = actions[i % count]
-                t0 = clock()
-                await guard.acheck(action)
-                samples[i] = clock() - t0
-            return samples, clock() - began
-        finally:
-            gc.enable()
-
-    return asyncio.run(loop())
 
 
 def _verify(guard: Guard, expected: int, label: str, result: BenchResult) -> dict[str, Any]:
@@ -161,7 +136,7 @@ def _measure(
             (time.perf_counter_ns() - t0) / 1e9, 3
         )
     if subject in ASYNC_SUBJECTS:
-        samples, wall = _async_single(guard, actions, calls)
+        samples, wall = asyncio.run(atime_calls(guard.acheck, actions, calls, WARMUP))
         label_async = label.replace("guard.check", "guard.acheck")
         result.info.setdefault("async", {})[subject] = summarise(
             f"{label_async} (1 task)", samples, wall
