@@ -54,6 +54,7 @@ from interlock.policy.engine import evaluate
 from interlock.policy.loader import load_policy
 
 if TYPE_CHECKING:
+    from interlock.adapters.base import Coverage
     from interlock.ledger.llm_call import LLMCall
     from interlock.ledger.usage import Usage
     from interlock.policy.specs import Durability
@@ -604,6 +605,15 @@ class Guard:
 
         adapter_for(obj).detach(obj)
         return obj
+
+    def coverage(self, obj: object, /) -> Coverage:
+        """What this guard holds of a framework object — an agent, a graph, a tool, an
+        MCP server: its tools (and, where the adapter looks, models), each marked
+        ``guarded`` when its calls pass this guard, however it was guarded (``attach``,
+        a guarded copy, middleware). ``coverage(agent).unguarded`` lists the rest."""
+        from interlock.adapters.base import adapter_for
+
+        return adapter_for(obj).coverage(obj, self)
 
     # -- state: reservations, approvals, model calls ----------------------------------
 

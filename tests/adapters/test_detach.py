@@ -165,3 +165,19 @@ async def test_detach_leaves_everything_attach_touched_exactly_as_it_was(framewo
         guard.detach(obj)
         assert _state(parts) == before
         del held
+
+
+@pytest.mark.parametrize("framework", sorted(SUBJECTS))
+async def test_coverage_follows_attach_and_detach_for_this_guard_only(framework: str) -> None:
+    guard, other = Guard(POLICY), Guard(POLICY)
+    async with SUBJECTS[framework]() as (obj, _):
+
+        def guarded(by: Guard) -> list[bool]:
+            return [binding.guarded for binding in by.coverage(obj).tools]
+
+        assert guarded(guard) and not any(guarded(guard))  # tools seen, none guarded
+        guard.attach(obj)
+        assert all(guarded(guard))
+        assert not any(guarded(other))  # guarded, but not by that guard
+        guard.detach(obj)
+        assert not any(guarded(guard))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from interlock.adapters.base import (
     Adapter,
+    Coverage,
+    LLMBinding,
     Outcome,
     PatchTarget,
     ToolBinding,
@@ -19,6 +21,8 @@ from interlock.adapters.base import (
 
 __all__ = [
     "Adapter",
+    "Coverage",
+    "LLMBinding",
     "Outcome",
     "PatchTarget",
     "ToolBinding",

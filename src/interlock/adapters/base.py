@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Adapter",
     "CallKey",
+    "Coverage",
+    "LLMBinding",
     "Outcome",
     "PatchTarget",
     "ToolBinding",
@@ -75,14 +77,69 @@ class PatchTarget:
 @final
 @dataclass(frozen=True, slots=True)
 class ToolBinding:
-    """A framework tool as the guard sees it: what to judge and where it lives."""
+    """A framework tool as the guard sees it: what is judged, and where it lives.
+
+    ``callable`` is what runs the tool (``None``: it runs elsewhere, a hosted tool);
+    it lives at ``owner.attr`` or at ``container[key]``. ``guarded`` says whether every
+    call of it passes the guard asked about (``note`` says why not, when it cannot)."""
 
     name: str
     description: str | None
-    schema: dict[str, Any] | None
+    schema: dict[str, Any] | None  # the JSON Schema of its arguments, when known
     callable: Callable[..., Any] | None = None
     owner: object | None = None
     attr: str | None = None
+    container: object | None = None
+    key: object | None = None
+    guarded: bool = False
+    note: str | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class LLMBinding:
+    """A model an agent calls, as the guard sees it (``label``: the model's name);
+    where it lives and whether its calls pass the guard, as for :class:`ToolBinding`."""
+
+    label: str
+    callable: Callable[..., Any] | None = None
+    owner: object | None = None
+    attr: str | None = None
+    container: object | None = None
+    key: object | None = None
+    guarded: bool = False
+    note: str | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """What a guard holds of one framework object: its tools and models, each with
+    whether its calls pass the guard. ``guard.coverage(agent).unguarded`` is empty when
+    nothing the adapter can see runs unjudged."""
+
+    framework: str
+    tools: tuple[ToolBinding, ...]
+    llms: tuple[LLMBinding, ...]
+    models_inspected: bool  # False: this adapter does not look at model calls
+
+    @property
+    def unguarded(self) -> list[str]:
+        """The tools (by name) and models (``model:<label>``) whose calls do not pass
+        the guard."""
+        tools = [t.name for t in self.tools if not t.guarded]
+        return tools + [f"model:{m.label}" for m in self.llms if not m.guarded]
+
+    def __str__(self) -> str:
+        lines = [f"{self.framework}: {len(self.tools)} tool(s), {len(self.llms)} model(s)"]
+        for kind, bindings in (("tool", self.tools), ("model", self.llms)):
+            for b in bindings:
+                name = b.name if isinstance(b, ToolBinding) else b.label
+                state = "guarded" if b.guarded else "NOT guarded"
+                lines.append(f"  {kind} {name}: {state}{f' ({b.note})' if b.note else ''}")
+        if not self.models_inspected:
+            lines.append("  (model calls are not inspected for this framework)")
+        return "\n".join(lines)
 
 
 @final
@@ -308,6 +365,32 @@ class Adapter:
 
     def can_wrap(self, obj: object) -> bool:
         return all(isinstance(obj, target.owner) for target in self.targets)
+
+    #: whether :meth:`llm_bindings` reports the object's model calls
+    inspects_models: ClassVar[bool] = False
+
+    def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
+        """The tools of ``obj`` this adapter can guard, each marked ``guarded`` when its
+        calls pass ``guard`` (``None``: any guard)."""
+        return []
+
+    def llm_bindings(self, obj: Any, guard: Guard | None = None) -> list[LLMBinding]:
+        """The models ``obj`` calls, as :meth:`tool_bindings` (when
+        ``inspects_models``)."""
+        return []
+
+    def coverage(self, obj: Any, guard: Guard | None = None) -> Coverage:
+        return Coverage(
+            self.framework,
+            tuple(self.tool_bindings(obj, guard)),
+            tuple(self.llm_bindings(obj, guard)),
+            self.inspects_models,
+        )
+
+    def guarded_by(self, obj: object, guard: Guard | None) -> bool:
+        """Whether ``obj`` is attached here (to ``guard``, or to any guard if ``None``)."""
+        record = self._attached.get(id(obj))
+        return record is not None and (guard is None or record.guard is guard)
 
     def wrap(
         self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard

@@ -33,6 +33,8 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -40,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from interlock.adapters.base import (
     Adapter,
     PatchTarget,
+    ToolBinding,
     already_judged,
     arun_settled,
     call_key,
@@ -495,6 +498,53 @@ class LangChainAdapter(Adapter):
 
         return run
 
+    def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
+        return [tool_binding(obj, self.guarded_by(obj, guard), owner=obj, attr="run")]
+
+
+def tool_binding(tool: BaseTool, guarded: bool, **where: Any) -> ToolBinding:
+    """How the guard sees one LangChain tool (its body, its call schema)."""
+    body = getattr(tool, "func", None) or getattr(tool, "coroutine", None) or tool._run
+    schema: dict[str, Any] | None = None
+    try:
+        schema_type: Any = tool.tool_call_schema
+        if isinstance(schema_type, Mapping):
+            schema = dict(schema_type)
+        elif hasattr(schema_type, "model_json_schema"):
+            schema = schema_type.model_json_schema()
+        else:  # a pydantic v1 model
+            schema = schema_type.schema()
+    except Exception:  # a tool whose schema cannot be rendered still gets a binding
+        schema = None
+    return ToolBinding(tool.name, tool.description or None, schema, body, guarded=guarded, **where)
+
+
+def _middleware_in(wrapper: object, guard: Guard | None) -> bool:
+    """Whether an :class:`InterlockMiddleware` of ``guard`` is among the functions a
+    ``ToolNode`` tool-call wrapper is composed of (``create_agent`` composes the
+    agent's middleware into closures): followed through closures, bound methods and
+    partials only, a bounded number of steps."""
+    todo: list[object] = [wrapper]
+    seen: set[int] = set()
+    while todo and len(seen) < 256:
+        item = todo.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        owner = getattr(item, "__self__", None)
+        if isinstance(owner, InterlockMiddleware):
+            if guard is None or owner.guard is guard:
+                return True
+            continue
+        if isinstance(item, functools.partial):
+            todo.extend((item.func, *item.args, *item.keywords.values()))
+        elif callable(item):
+            for cell in getattr(item, "__closure__", None) or ():
+                with contextlib.suppress(ValueError):  # an empty cell
+                    todo.append(cell.cell_contents)
+            todo.append(getattr(item, "__wrapped__", None))
+    return False
+
 
 def _raise_unless_allowed(decision: Decision, tool: BaseTool, tool_input: Any) -> None:
     outcome = verdict_outcome(decision, Action.tool(tool.name, tool_input))
@@ -539,6 +589,24 @@ class ToolNodeAdapter(Adapter):
 
         return awrap_tool_call
 
+    def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
+        """The node's tools: guarded when the node's tool-call wrapper holds this
+        guard's middleware (``attach``, ``guarded_tool_node``, or ``create_agent``'s
+        ``middleware=[InterlockMiddleware(guard)]``), or the tool itself is attached."""
+        node: ToolNode = obj
+        sync_path = node._wrap_tool_call
+        async_path = node._awrap_tool_call or sync_path  # the node's own fallback
+        whole = _middleware_in(sync_path, guard) and _middleware_in(async_path, guard)
+        return [
+            tool_binding(
+                tool,
+                whole or ADAPTER.guarded_by(tool, guard),
+                container=node.tools_by_name,
+                key=name,
+            )
+            for name, tool in node.tools_by_name.items()
+        ]
+
 
 class GraphAdapter(Adapter):
     """Guards every ``ToolNode`` of a compiled LangGraph graph — the agent
@@ -559,6 +627,9 @@ class GraphAdapter(Adapter):
 
     def tool_nodes(self, graph: Pregel[Any, Any, Any, Any]) -> list[ToolNode]:
         return [n.bound for n in graph.nodes.values() if isinstance(n.bound, ToolNode)]
+
+    def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
+        return [b for node in self.tool_nodes(obj) for b in self.nodes.tool_bindings(node, guard)]
 
     def is_attached(self, obj: object) -> bool:
         return isinstance(obj, Pregel) and any(

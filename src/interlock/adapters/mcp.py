@@ -48,6 +48,7 @@ from interlock.adapters.base import (
     Adapter,
     CallKey,
     PatchTarget,
+    ToolBinding,
     already_judged,
     arun_settled,
     call_key,
@@ -427,6 +428,20 @@ class LowLevelServerAdapter(_OptionsAdapter):
         middleware = InterlockMiddleware(guard, mapper=options.mapper, server=options.server)
         return [*cast("list[Any]", original), middleware]
 
+    def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
+        """One binding for every ``tools/call`` the server answers (a low-level server
+        has no registry to list): guarded when this guard's middleware is on it."""
+        return [
+            ToolBinding(
+                "tools/call",
+                "every tool call this server receives",
+                None,
+                owner=obj,
+                attr="middleware",
+                guarded=self.guarded_by(obj, guard),
+            )
+        ]
+
 
 class MCPServerAdapter(_OptionsAdapter):
     """Guards an ``MCPServer``: the middleware on its low-level server (every
@@ -480,6 +495,25 @@ class MCPServerAdapter(_OptionsAdapter):
             )
 
         return call_tool
+
+    def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
+        """The tools registered on the server (its tool manager), guarded when both
+        gates — the low-level middleware and ``call_tool`` — hold ``guard``."""
+        guarded = self.guarded_by(obj, guard) and LOW_LEVEL.guarded_by(_lowlevel(obj), guard)
+        manager = getattr(obj, "_tool_manager", None)
+        listed = manager.list_tools() if manager is not None else []
+        return [
+            ToolBinding(
+                str(tool.name),
+                getattr(tool, "description", None) or None,
+                dict(getattr(tool, "parameters", None) or {}) or None,
+                getattr(tool, "fn", None),
+                owner=obj,
+                attr="call_tool",
+                guarded=guarded,
+            )
+            for tool in listed
+        ]
 
 
 def _lowlevel(server: MCPServer) -> Server[Any]:
@@ -565,6 +599,20 @@ class ClientSessionAdapter(_OptionsAdapter):
             )
 
         return send_request
+
+    def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
+        """One binding for every ``tools/call`` the session sends (the tools live on
+        the server): guarded when ``send_request`` holds this guard's gate."""
+        return [
+            ToolBinding(
+                "tools/call",
+                "every tool call this session sends",
+                None,
+                owner=obj,
+                attr="send_request",
+                guarded=self.guarded_by(obj, guard),
+            )
+        ]
 
 
 LOW_LEVEL = register_adapter(LowLevelServerAdapter())

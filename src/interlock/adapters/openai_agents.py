@@ -49,7 +49,9 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from interlock.adapters.base import (
     Adapter,
+    LLMBinding,
     PatchTarget,
+    ToolBinding,
     arun_settled,
     call_key,
     pending_approval,
@@ -690,6 +692,37 @@ class FunctionToolAdapter(Adapter):
             return original  # a guarded copy: judging it twice would record it twice
         return _GatedInvoker(_ToolGate(guard, obj, None), original, "raise")
 
+    def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
+        return [tool_binding(obj, guard, owner=obj, attr="on_invoke_tool")]
+
+
+def _guarded(tool: FunctionTool, guard: Guard | None) -> bool:
+    invoker = tool.on_invoke_tool
+    return isinstance(invoker, _GatedInvoker) and (guard is None or invoker.gate.guard is guard)
+
+
+def tool_binding(tool: Tool, guard: Guard | None, **where: Any) -> ToolBinding:
+    """How the guard sees one tool of the SDK (hosted tools: never guarded)."""
+    name = str(getattr(tool, "name", type(tool).__name__))
+    if not isinstance(tool, FunctionTool):
+        return ToolBinding(
+            name,
+            None,
+            None,
+            guarded=False,
+            note=f"a {type(tool).__name__} does not run through on_invoke_tool: "
+            "nothing in this process can gate it",
+            **where,
+        )
+    return ToolBinding(
+        tool.name,
+        tool.description or None,
+        dict(tool.params_json_schema),
+        tool.on_invoke_tool,
+        guarded=_guarded(tool, guard),
+        **where,
+    )
+
 
 class AgentAdapter(Adapter):
     """Guards every tool of an ``Agent`` (raise style): ``tools`` becomes a list of
@@ -702,6 +735,51 @@ class AgentAdapter(Adapter):
     supported = ("0.7", "1")
     extra = "openai-agents"
     targets = (PatchTarget(Agent, "tools"), PatchTarget(Agent, "get_mcp_tools"))
+
+    inspects_models = True
+
+    def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
+        """Its ``tools``, and one binding per MCP server for the tools it lists at run
+        time (guarded when ``guard.attach(agent)`` holds ``get_mcp_tools``)."""
+        agent: Agent[Any] = obj
+        bindings = [
+            tool_binding(tool, guard, container=agent.tools, key=index)
+            for index, tool in enumerate(agent.tools)
+        ]
+        for server in agent.mcp_servers:
+            bindings.append(
+                ToolBinding(
+                    f"mcp:{server.name}",
+                    "the tools this MCP server lists at run time",
+                    None,
+                    owner=agent,
+                    attr="get_mcp_tools",
+                    guarded=self.guarded_by(agent, guard),
+                )
+            )
+        return bindings
+
+    def llm_bindings(self, obj: Any, guard: Guard | None = None) -> list[LLMBinding]:
+        """Its ``model``: guarded when it is a :class:`GuardedModel` of ``guard``. A
+        model named by a string (or none) is resolved by the run's model provider,
+        which the agent does not know."""
+        agent: Agent[Any] = obj
+        model = agent.model
+        if isinstance(model, Model):
+            guarded = isinstance(model, GuardedModel) and (guard is None or model.guard is guard)
+            label = model_name(model.wrapped if isinstance(model, GuardedModel) else model)
+            call = model.get_response
+            return [LLMBinding(label, call, owner=agent, attr="model", guarded=guarded)]
+        return [
+            LLMBinding(
+                model or "(the run's default)",
+                owner=agent,
+                attr="model",
+                guarded=False,
+                note="resolved by the run's model provider: pass "
+                "RunConfig(model_provider=GuardedModelProvider(provider, guard))",
+            )
+        ]
 
     def wrap(self, target: PatchTarget, obj: Any, original: Any, guard: Guard) -> Any:
         if target.attr == "tools":
