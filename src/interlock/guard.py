@@ -51,7 +51,7 @@ from interlock.errors import (
 from interlock.hooks import Hook, HookCaller
 from interlock.policy.compiled import CompiledPolicy
 from interlock.policy.engine import evaluate
-from interlock.policy.loader import load_policy
+from interlock.policy.loader import compile_policy, load_policy
 
 if TYPE_CHECKING:
     from interlock.adapters.base import Coverage
@@ -83,7 +83,8 @@ _DEFAULT_CONTEXT = Context()
 class Guard:
     """The decision point.
 
-    ``Guard(policy)`` takes a compiled policy (or a path to one); ``decider=`` replaces
+    ``Guard(policy)`` takes a compiled policy, a path to a policy file, or the policy as
+    a mapping (validated like a file: a PolicyError names the field); ``decider=`` replaces
     the local engine (a remote server, a test double). ``context`` fills the trusted
     fields (tenant, agent, session) of actions that leave them unset. ``sink``
     receives an event per decision. ``on_decision`` sees every decision and
@@ -102,7 +103,7 @@ class Guard:
 
     def __init__(
         self,
-        policy: CompiledPolicy | str | os.PathLike[str] | None = None,
+        policy: CompiledPolicy | Mapping[str, Any] | str | os.PathLike[str] | None = None,
         *,
         decider: Decider | None = None,
         context: Context | None = None,
@@ -123,6 +124,13 @@ class Guard:
             raise ValueError(f"timeout must be positive, not {timeout!r}")
         if isinstance(policy, (str, os.PathLike)):
             policy = load_policy(policy)
+        elif isinstance(policy, Mapping):
+            policy = compile_policy(policy)
+        elif policy is not None and not isinstance(policy, CompiledPolicy):
+            raise TypeError(
+                "Guard's policy is a file path, a mapping of policy data or a compiled "
+                f"policy (load_policy_text), not {type(policy).__name__}"
+            )
         if decider is None and policy is None:
             raise ValueError("Guard needs a policy or a decider")
         self.redactor = Redactor(extra_patterns=policy.redaction_patterns if policy else ())

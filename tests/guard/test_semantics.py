@@ -27,7 +27,7 @@ from interlock import (
     load_policy_text,
 )
 from interlock.core.events import MemorySink
-from interlock.errors import DecisionTimeout, EvaluationError, MappingError
+from interlock.errors import DecisionTimeout, EvaluationError, MappingError, PolicyError
 from support import SlowDecider
 
 POLICY = load_policy_text(
@@ -453,3 +453,26 @@ def test_fail_open_is_logged(caplog: pytest.LogCaptureFixture) -> None:
         decision = guard.check(shell("pay", {"amount": "lots"}))
     assert decision.allowed and decision.fail_open
     assert "fail-open" in caplog.text
+
+
+# -- what a Guard takes as its policy ------------------------------------------------------
+
+
+def test_a_policy_given_as_a_mapping_is_validated_and_used() -> None:
+    guard = Guard(
+        {
+            "version": 1,
+            "default": "deny",
+            "rules": [{"id": "shell-ok", "decision": "allow", "reason": "ok", "name": "shell"}],
+        }
+    )
+    assert guard.check(Action.tool("shell", {"command": "ls"})).verdict is Verdict.ALLOW
+    assert guard.check(Action.tool("wire", {})).verdict is Verdict.DENY
+    with pytest.raises(PolicyError, match="decision"):
+        Guard({"version": 1, "rules": [{"id": "r", "decision": "perhaps", "name": "x"}]})
+
+
+@pytest.mark.parametrize("wrong", [42, ["version: 1"], b"version: 1"])
+def test_a_policy_of_another_type_is_a_type_error_naming_what_is_accepted(wrong: Any) -> None:
+    with pytest.raises(TypeError, match="a file path, a mapping of policy data or a compiled"):
+        Guard(wrong)
