@@ -33,6 +33,7 @@ from interlock.core.events import JsonlSink
 from interlock.core.redaction import Redactor
 from interlock.errors import PolicyError, describe
 from interlock.guard import Guard
+from interlock.policy.advice import policy_advice
 from interlock.policy.loader import load_policy
 from interlock.policy.schema import policy_json_schema
 
@@ -229,7 +230,8 @@ def policy_lint(
         list[Path] | None, typer.Argument(help="Policy files (default: ./interlock.yaml).")
     ] = None,
 ) -> None:
-    """Validate policy files: schema, regexes, globs and CEL, with file:line for each problem."""
+    """Validate policy files: schema, regexes, globs and CEL, with file:line for each
+    problem (exit 1); then warn (exit 0) about what is valid but probably not meant."""
     failed = False
     for file in files or [_policy_path(None)]:
         try:
@@ -246,6 +248,8 @@ def policy_lint(
             f"default {compiled.default.value}, mode {mode}",
             markup=True,
         )
+        for warning in policy_advice(compiled):
+            err.print(f"[yellow]![/yellow] {warning}", markup=True, highlight=False)
     if failed:
         raise typer.Exit(1)
 

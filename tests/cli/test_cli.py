@@ -130,6 +130,37 @@ def test_policy_lint_reports_every_problem_with_its_line(tmp_path: Path) -> None
     assert "bad.yaml:10: rule 'b': field 'params.comand'" in output
 
 
+TOOLS_ONLY = (
+    "version: 1\ndefault: deny\nrules:\n  - {id: s, decision: allow, reason: ok, name: shell}\n"
+)
+
+
+def test_policy_lint_warns_when_no_rule_allows_model_calls(tmp_path: Path) -> None:
+    tools_only = tmp_path / "tools.yaml"
+    tools_only.write_text(TOOLS_ONLY)
+    code, output = run("policy", "lint", str(tools_only))
+    assert code == 0  # a warning, not an error
+    assert f"! {tools_only}: no rule allows model calls (kind: llm)" in output
+    # a budget on model calls with nothing to allow them: named with its line
+    budgeted = tmp_path / "budgeted.yaml"
+    budgeted.write_text(
+        TOOLS_ONLY + "budgets:\n  - {id: tokens, limit: 1000, unit: tokens, kind: llm}\n"
+    )
+    code, output = run("policy", "lint", str(budgeted))
+    assert code == 0
+    assert f"{budgeted}:6: budget 'tokens' counts model calls" in output
+    # the shipped example allows model calls: no warning
+    code, output = run("policy", "lint", POLICY)
+    assert code == 0 and "!" not in output
+
+
+def test_policy_lint_does_not_warn_about_models_when_the_default_allows(tmp_path: Path) -> None:
+    lenient = tmp_path / "lenient.yaml"
+    lenient.write_text(TOOLS_ONLY.replace("default: deny", "default: allow"))
+    code, output = run("policy", "lint", str(lenient))
+    assert code == 0 and "!" not in output
+
+
 def test_policy_test_runs_the_shipped_cases() -> None:
     code, output = run("policy", "test", str(EXAMPLES / "interlock.cases.yaml"))
     assert code == 0, output
