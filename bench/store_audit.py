@@ -335,7 +335,7 @@ def _timed(totals: dict[str, int], key: str) -> Iterator[None]:
 
 def _instrument(writer: AuditWriter, store: SqlStore, totals: dict[str, int]) -> None:
     """Wrap the writer's steps (instance attributes shadow the methods)."""
-    import interlock.store.sql as sql_module
+    import interlock.store.sql_audit as sql_module
 
     entry, append, transaction = writer._entry, store.append_audit, store.audit_transaction
     lock_head, hasher = store._lock_head, vars(sql_module)["link_hash"]
@@ -427,7 +427,7 @@ def profile(records: int = 16_000) -> str:
     wrappers add about a microsecond per step. The rest of the wall time the writer
     waits for work. On PostgreSQL "open" and "close" include taking the pool
     connection and giving it back."""
-    import interlock.store.sql as sql_module
+    import interlock.store.sql_audit as sql_module
 
     original_hash = vars(sql_module)["link_hash"]
     events = decision_events()

@@ -1,0 +1,356 @@
+"""Approvals in SQL: one open request per intent, decided once (never by the one who
+asked), a grant claimed exactly once, waiting for a decision."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from interlock.core.redaction import Redactor
+from interlock.errors import ApprovalClosed, ApprovalNotFound, SelfApproval
+from interlock.store.chain import encode_body
+from interlock.store.records import (
+    APPROVAL_COLUMNS,
+    ApprovalRecord,
+    ApprovalStatus,
+    ClaimOutcome,
+)
+from interlock.store.sql_audit import AuditStore
+from interlock.store.sql_base import AuditEntry, Cursor, compact_json
+
+__all__ = ["ApprovalStore"]
+
+
+class ApprovalStore(AuditStore):
+    """Approval requests and their decisions (each decision audited in its own
+    transaction, hence on top of :class:`AuditStore`)."""
+
+    def poll_for_approval(
+        self,
+        approval_id: str,
+        timeout: float,
+        *,
+        max_delay: float = 0.1,
+        first_delay: float = 0.002,
+    ) -> ApprovalRecord:
+        """Wait by re-reading with backoff (``first_delay``, doubling to ``max_delay``);
+        a decision made through this store object, or announced to it, wakes the
+        waiter at once."""
+        deadline = time.monotonic() + timeout
+        with self._approval_waiters.wait(approval_id) as woken:
+            delay = first_delay
+            while True:
+                record = self.get_approval(approval_id)
+                remaining = deadline - time.monotonic()
+                if record.status is not ApprovalStatus.PENDING or remaining <= 0:
+                    return record
+                woken.wait(min(delay, remaining))
+                woken.clear()
+                delay = min(delay * 2, max_delay)
+
+    async def apoll_for_approval(
+        self,
+        approval_id: str,
+        timeout: float,
+        *,
+        max_delay: float = 0.05,
+        first_delay: float = 0.002,
+    ) -> ApprovalRecord:
+        """The async twin of :meth:`poll_for_approval`."""
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(woken.set)
+
+        deadline = time.monotonic() + timeout
+        self._approval_waiters.register(approval_id, wake)
+        try:
+            delay = first_delay
+            while True:
+                record = await asyncio.to_thread(self.get_approval, approval_id)
+                remaining = deadline - time.monotonic()
+                if record.status is not ApprovalStatus.PENDING or remaining <= 0:
+                    return record
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), min(delay, remaining))
+                woken.clear()
+                delay = min(delay * 2, max_delay)
+        finally:
+            self._approval_waiters.unregister(approval_id, wake)
+
+    def resolve_approval(
+        self,
+        *,
+        tenant: str,
+        intent_hash: str,
+        action: Mapping[str, Any],
+        context: Mapping[str, Any],
+        rule_ids: Sequence[str],
+        reason: str,
+        requested_by: str | None,
+        ttl_us: int,
+        grant_ttl_us: int,
+    ) -> ClaimOutcome:
+        """For a call that needs approval: claim an approved grant for this exact
+        intent (atomically, once), or find the pending request, or a standing denial,
+        or open a new pending request."""
+        now = self.clock()
+        with self.transaction(write=True) as cur:
+            self._expire_intent(cur, tenant, intent_hash, now)
+            cur.execute(
+                self.q(
+                    "UPDATE approvals SET status = 'claimed', claimed_us = ? "
+                    "WHERE tenant = ? AND intent_hash = ? AND status = 'approved' "
+                    "AND expires_us > ? "
+                    f"RETURNING {APPROVAL_COLUMNS}"
+                ),
+                (now, tenant, intent_hash, now),
+            )
+            row = cur.fetchone()
+            if row is not None:
+                return ClaimOutcome(ApprovalStatus.CLAIMED, ApprovalRecord.from_row(row))
+            found = self._open_or_denied(cur, tenant, intent_hash, now)
+            if found is not None:
+                return found
+            approval_id = "apr_" + secrets.token_hex(12)
+            cur.execute(
+                self.q(
+                    f"INSERT INTO approvals ({APPROVAL_COLUMNS}, grant_ttl_us) "
+                    "VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, NULL, NULL, ?, ?, NULL, NULL, ?) "
+                    "ON CONFLICT (tenant, intent_hash) WHERE status IN ('pending', 'approved') "
+                    f"DO NOTHING RETURNING {APPROVAL_COLUMNS}"
+                ),
+                (
+                    approval_id,
+                    tenant,
+                    intent_hash,
+                    compact_json(action),
+                    compact_json(context),
+                    compact_json(list(rule_ids)),
+                    reason,
+                    requested_by,
+                    now,
+                    now + ttl_us,
+                    grant_ttl_us,
+                ),
+            )
+            row = cur.fetchone()
+            if row is not None:
+                record = ApprovalRecord.from_row(row)
+                return ClaimOutcome(ApprovalStatus.PENDING, record, created=True)
+            # Another replica opened it between our look and our insert.
+            found = self._open_or_denied(cur, tenant, intent_hash, now)
+            if found is None:  # pragma: no cover - the conflict proves a row exists
+                raise RuntimeError("approval vanished while it was being opened")
+            return found
+
+    def _open_or_denied(
+        self, cur: Cursor, tenant: str, intent_hash: str, now: int
+    ) -> ClaimOutcome | None:
+        cur.execute(
+            self.q(
+                f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE tenant = ? AND intent_hash = ? "
+                "AND status IN ('pending', 'denied') AND expires_us > ? "
+                "ORDER BY created_us DESC LIMIT 1"
+            ),
+            (tenant, intent_hash, now),
+        )
+        row = cur.fetchone()
+        if row is None:
+            return None
+        record = ApprovalRecord.from_row(row)
+        return ClaimOutcome(record.status, record)
+
+    def _expire_intent(self, cur: Cursor, tenant: str, intent_hash: str, now: int) -> None:
+        cur.execute(
+            self.q(
+                "UPDATE approvals SET status = 'expired' WHERE tenant = ? AND intent_hash = ? "
+                "AND status IN ('pending', 'approved') AND expires_us <= ?"
+            ),
+            (tenant, intent_hash, now),
+        )
+
+    def unclaim_approval(self, approval_id: str) -> bool:
+        """Give a claimed grant back (the call it was claimed for did not run after
+        all). False when it cannot be: another request for the intent is open, or it
+        was not claimed. A database failure raises."""
+        with self.transaction(write=True) as cur:
+            cur.execute(
+                self.q(
+                    "UPDATE approvals SET status = 'approved', claimed_us = NULL "
+                    "WHERE id = ? AND status = 'claimed' AND NOT EXISTS ("
+                    "SELECT 1 FROM approvals AS open WHERE open.tenant = approvals.tenant "
+                    "AND open.intent_hash = approvals.intent_hash "
+                    "AND open.status IN ('pending', 'approved'))"
+                ),
+                (approval_id,),
+            )
+            return cur.rowcount == 1
+
+    def get_approval(self, approval_id: str, *, tenant: str | None = None) -> ApprovalRecord:
+        with self.transaction(write=False) as cur:
+            record = self._read_approval(cur, approval_id, tenant)
+        return _as_of(record, self.clock())
+
+    def _read_approval(self, cur: Cursor, approval_id: str, tenant: str | None) -> ApprovalRecord:
+        cur.execute(
+            self.q(f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?{self.for_update}"),
+            (approval_id,),
+        )
+        row = cur.fetchone()
+        if row is None or (tenant is not None and row[1] != tenant):
+            raise ApprovalNotFound(f"no approval {approval_id!r}", approval_id=approval_id)
+        return ApprovalRecord.from_row(row)
+
+    def list_approvals(
+        self,
+        *,
+        tenant: str | None = None,
+        status: ApprovalStatus | str | None = None,
+        limit: int = 100,
+    ) -> list[ApprovalRecord]:
+        """Approvals, newest first. A pending or approved one past its expiry shows as
+        expired."""
+        now = self.clock()
+        where: list[str] = []
+        params: list[Any] = []
+        if tenant is not None:
+            where.append("tenant = ?")
+            params.append(tenant)
+        wanted = ApprovalStatus(status) if status is not None else None
+        if wanted in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED):
+            where.append("status = ? AND expires_us > ?")
+            params.extend((wanted.value, now))
+        elif wanted is ApprovalStatus.EXPIRED:
+            where.append(
+                "(status = 'expired' OR (status IN ('pending', 'approved') AND expires_us <= ?))"
+            )
+            params.append(now)
+        elif wanted is not None:
+            where.append("status = ?")
+            params.append(wanted.value)
+        sql = f"SELECT {APPROVAL_COLUMNS} FROM approvals"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += f" ORDER BY created_us DESC, id LIMIT {int(limit)}"
+        with self.transaction(write=False) as cur:
+            cur.execute(self.q(sql), params)
+            records = [ApprovalRecord.from_row(row) for row in cur.fetchall()]
+        return [_as_of(r, now) for r in records]
+
+    def approve(
+        self, approval_id: str, *, by: str, reason: str = "", tenant: str | None = None
+    ) -> ApprovalRecord:
+        """Approve a pending request: the identical call, retried, may then run once.
+        Refuses the requester itself, and anything no longer pending."""
+        return self._decide(approval_id, ApprovalStatus.APPROVED, by, reason, tenant)
+
+    def deny(
+        self, approval_id: str, *, by: str, reason: str = "", tenant: str | None = None
+    ) -> ApprovalRecord:
+        """Deny a pending request: the identical call is denied until the denial
+        lapses (the policy's ``grant_ttl``)."""
+        return self._decide(approval_id, ApprovalStatus.DENIED, by, reason, tenant)
+
+    def _decide(
+        self,
+        approval_id: str,
+        status: ApprovalStatus,
+        by: str,
+        reason: str,
+        tenant: str | None,
+    ) -> ApprovalRecord:
+        approver = by.strip() if isinstance(by, str) else ""
+        if not approver:
+            raise SelfApproval(
+                "an approver identity is required to decide an approval", approval_id=approval_id
+            )
+        now = self.clock()
+        lapsed = False
+        with self.transaction(write=True) as cur:
+            record = self._read_approval(cur, approval_id, tenant)
+            if _same_identity(record.requested_by, approver):
+                raise SelfApproval(
+                    f"{approver!r} requested approval {approval_id} and cannot decide it",
+                    approval_id=approval_id,
+                )
+            if record.status is not ApprovalStatus.PENDING:
+                raise ApprovalClosed(
+                    f"approval {approval_id} is {record.status.value}, not pending",
+                    approval_id=approval_id,
+                )
+            if record.expires_us <= now:
+                # Marked expired here, and refused once this transaction has committed.
+                cur.execute(
+                    self.q(
+                        "UPDATE approvals SET status = 'expired' "
+                        "WHERE id = ? AND status = 'pending'"
+                    ),
+                    (approval_id,),
+                )
+                lapsed = True
+            else:
+                cur.execute(
+                    self.q(
+                        "UPDATE approvals SET status = ?, decided_by = ?, decision_reason = ?, "
+                        "decided_us = ?, expires_us = ? + grant_ttl_us "
+                        f"WHERE id = ? AND status = 'pending' RETURNING {APPROVAL_COLUMNS}"
+                    ),
+                    (status.value, approver, reason, now, now, approval_id),
+                )
+                row = cur.fetchone()
+                if row is None:  # pragma: no cover - the row is locked by the read above
+                    raise ApprovalClosed(
+                        f"approval {approval_id} was decided meanwhile", approval_id=approval_id
+                    )
+                decided = ApprovalRecord.from_row(row)
+                self._append(cur, [_approval_entry(decided)])
+                self.notify_decided(cur, approval_id)
+        if lapsed:
+            raise ApprovalClosed(
+                f"approval {approval_id} expired before it was decided", approval_id=approval_id
+            )
+        self._approval_waiters.wake(approval_id)
+        return decided
+
+
+_REDACTOR = Redactor()
+
+
+def _approval_entry(record: ApprovalRecord) -> AuditEntry:
+    """The audit record of an approval decided: kind ``approval``, the approver as
+    its agent, committed in the same transaction as the decision."""
+    body = encode_body(
+        {
+            "kind": "approval",
+            "approval_id": record.id,
+            "intent_hash": record.intent_hash,
+            "status": record.status.value,
+            "decided_by": record.decided_by,
+            "reason": _REDACTOR.redact(record.decision_reason or ""),
+            "rule_ids": list(record.rule_ids),
+        }
+    )
+    ts_us = record.decided_us if record.decided_us is not None else record.created_us
+    return (record.tenant, ts_us, "approval", None, record.decided_by, None, body)
+
+
+def _same_identity(requested_by: str | None, approver: str) -> bool:
+    """Whether the approver is the requester: compared trimmed and case-folded, so
+    ``"Bot "`` cannot approve what ``"bot"`` asked for."""
+    return requested_by is not None and requested_by.strip().casefold() == approver.casefold()
+
+
+def _as_of(record: ApprovalRecord, now: int) -> ApprovalRecord:
+    """The record as it stands at ``now``: an open one past its expiry is expired,
+    whether or not the reaper has marked it yet."""
+    lapsed = record.status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)
+    if lapsed and record.expires_us <= now:
+        return replace(record, status=ApprovalStatus.EXPIRED)
+    return record
