@@ -183,8 +183,8 @@ def serve(
     webhook_url: Annotated[
         str | None,
         typer.Option(
-            help="POST each new approval here, signed with $INTERLOCK_WEBHOOK_SECRET "
-            "(see docs/webhooks.md).",
+            help="POST each new approval here, and then its decision, signed with "
+            "$INTERLOCK_WEBHOOK_SECRET (see docs/webhooks.md).",
             show_default=False,
         ),
     ] = None,
@@ -244,7 +244,9 @@ def serve(
                 guard.store, webhook_url, secret, policy_url_template=compiled.approval_url
             )
             webhook.start()
-            err.print(Text(f"interlock: new approvals are posted to {webhook.origin}"))
+            err.print(
+                Text(f"interlock: new approvals are posted to {webhook.origin}, and decisions")
+            )
         config = uvicorn.Config(
             app,
             host=host,

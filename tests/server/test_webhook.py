@@ -1,7 +1,8 @@
 """The approval webhook, end to end: approvals opened by a real Guard check, delivered
 by WebhookDispatcher over real HTTP to a receiver that checks each signature with
 ``verify_signature``; failures retried with backoff; decided approvals never sent;
-racing dispatchers and a crashed one; and ``interlock serve --webhook-url``."""
+racing dispatchers and a crashed one; the ``approval.decided`` notice of a delivered
+request, alike, and given up after a day; and ``interlock serve --webhook-url``."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from interlock import Action, Context, Guard, Verdict, load_policy_text
 from interlock.approvals.webhook import WebhookDispatcher, sign, verify_signature
 from interlock.cli import app
 from interlock.store import SqlStore
-from interlock.store.notifications import claim_due, notification_state
+from interlock.store.notifications import claim_due, has_due, notification_state
 
 from .harness import POLICY, bearer
 from .test_serve_process import STARTUP, free_port, interlock_exe, make_keys, wait_until_up
@@ -39,6 +40,8 @@ HOOK_PATH = "/hooks/t0ken-in-the-path"  # chat services put tokens here: never l
 TEMPLATE = "https://interlock.example.com/approvals/{id}"
 HANG = 1.0  # seconds a "hang" answer takes: well past the dispatcher's timeout
 SIGNATURE = re.compile(r"^t=(\d+),v1=([0-9a-f]{64})$")
+DECIDED = "approval.decided"
+DAY = 24 * 3600.0
 
 
 # -- a real receiver ----------------------------------------------------------------
@@ -327,6 +330,189 @@ def test_an_approval_decided_or_expired_before_delivery_is_not_sent(
         assert notification_state(store, approval_id).attempts == 0
 
 
+# -- decisions -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("decision", ["approved", "denied"])
+def test_a_decision_is_delivered_once_after_its_request_signed_with_the_documented_body(
+    store: SqlStore,
+    clock: Any,
+    guard: Guard,
+    receiver: Receiver,
+    make_dispatcher: Callable[..., WebhookDispatcher],
+    decision: str,
+) -> None:
+    approval_id = open_approval(guard, 42)
+    dispatcher = make_dispatcher(store)
+    assert dispatcher.run_once() == 1  # the request
+    assert dispatcher.run_once() == 0  # nothing decided yet
+    clock.advance(90)
+    decide = store.approve if decision == "approved" else store.deny
+    decide(approval_id, by="alice", reason="checked with the customer")
+    assert dispatcher.run_once() == 1
+    assert dispatcher.run_once() == 0
+
+    requested, decided = receiver.deliveries
+    assert requested.headers["X-Interlock-Event"] == "approval.requested"
+    assert requested.headers["X-Interlock-Delivery"] == approval_id
+    assert decided.valid and decided.path == HOOK_PATH
+    assert decided.headers["Content-Type"] == "application/json"
+    assert decided.headers["X-Interlock-Event"] == "approval.decided"
+    assert decided.headers["X-Interlock-Delivery"] == f"{approval_id}.decided"
+    assert SIGNATURE.match(decided.headers["X-Interlock-Signature"])
+    record = store.get_approval(approval_id)
+    assert record.decided_us == clock.now
+    assert decided.event == {
+        "type": "approval.decided",
+        "id": approval_id,
+        "approval": {
+            "id": approval_id,
+            "tenant": "acme",
+            "status": decision,
+            "action": record.action,
+            "context": record.context,
+            "rule_ids": ["refund-large"],
+            "reason": "refunds over 100 need a human",
+            "requested_by": "support-bot",
+            "created_us": record.created_us,
+            "expires_us": record.expires_us,
+            "decided_by": "alice",
+            "decision_reason": "checked with the customer",
+            "decided_us": clock.now,
+        },
+        "url": f"https://interlock.example.com/approvals/{approval_id}",
+    }
+    assert requested.event["approval"]["status"] == "pending"
+    assert "decided_by" not in requested.event["approval"]
+    state = notification_state(store, approval_id, event=DECIDED)
+    assert state.notified_us == clock.now and state.attempts == 1
+    assert notification_state(store, approval_id).attempts == 1  # the request: once
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_decision_reason_is_sent_redacted(
+    store: SqlStore,
+    guard: Guard,
+    receiver: Receiver,
+    make_dispatcher: Callable[..., WebhookDispatcher],
+) -> None:
+    approval_id = open_approval(guard, 5)
+    dispatcher = make_dispatcher(store)
+    assert dispatcher.run_once() == 1
+    store.deny(approval_id, by="alice", reason="no: key sk-live-0123456789abcdefghij leaked")
+    assert dispatcher.run_once() == 1
+    decided = receiver.deliveries[-1]
+    assert b"0123456789abcdefghij" not in decided.body
+    assert decided.event["approval"]["decision_reason"] == "no: key sk-[REDACTED] leaked"
+
+
+def test_no_decision_is_sent_without_a_delivered_request_nor_for_an_approval_that_expired(
+    store: SqlStore,
+    clock: Any,
+    guard: Guard,
+    receiver: Receiver,
+    make_dispatcher: Callable[..., WebhookDispatcher],
+) -> None:
+    decided_first = open_approval(guard, 1)
+    store.approve(decided_first, by="alice")  # before any dispatcher ran
+    lapsing, granted = open_approval(guard, 2), open_approval(guard, 3)
+    dispatcher = make_dispatcher(store)
+    assert dispatcher.run_once() == 2  # the two pending requests
+    store.approve(granted, by="alice")
+    clock.advance(3600)  # the policy's approvals.ttl; the grant's 15 min too
+    store.reap()  # lapsing expired while pending; granted expired unused, after approval
+    assert store.get_approval(lapsing).status.value == "expired"
+    assert dispatcher.run_once() == 1
+    assert dispatcher.run_once() == 0
+    delivered = [d.headers["X-Interlock-Delivery"] for d in receiver.deliveries]
+    assert sorted(delivered) == sorted([lapsing, granted, f"{granted}.decided"])
+    (decided,) = [d for d in receiver.deliveries if d.headers["X-Interlock-Event"] == DECIDED]
+    assert decided.event["approval"]["status"] == "expired"
+    assert decided.event["approval"]["decided_by"] == "alice"
+    for approval_id in (decided_first, lapsing):
+        assert notification_state(store, approval_id, event=DECIDED).attempts == 0
+    assert notification_state(store, decided_first).attempts == 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_failing_receiver_gets_the_decision_on_the_third_try_after_backoff(
+    store: SqlStore,
+    clock: Any,
+    guard: Guard,
+    receiver: Receiver,
+    make_dispatcher: Callable[..., WebhookDispatcher],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    receiver.script = ["ok", "500", "hang"]
+    approval_id = open_approval(guard, 1)
+    dispatcher = make_dispatcher(store, timeout=0.2, lease=1.0, backoff_base=1.0)
+    caplog.set_level(logging.WARNING, logger="interlock.webhook")
+    assert dispatcher.run_once() == 1  # the request, accepted
+    store.deny(approval_id, by="alice")
+
+    assert dispatcher.run_once() == 1  # 500
+    state = notification_state(store, approval_id, event=DECIDED)
+    assert (state.attempts, state.error, state.notified_us) == (
+        1,
+        "HTTP 500 Internal Server Error",
+        None,
+    )
+    assert (state.next_us, state.claimed_until_us) == (clock.now + 1_000_000, None)
+    assert dispatcher.run_once() == 0  # backing off: 1 s
+    clock.advance(0.999)
+    assert dispatcher.run_once() == 0
+    clock.advance(0.001)
+
+    assert dispatcher.run_once() == 1  # a timeout
+    state = notification_state(store, approval_id, event=DECIDED)
+    assert state.attempts == 2 and state.error is not None and "Timeout" in state.error
+    assert state.next_us == clock.now + 2_000_000  # doubled
+    clock.advance(1.999)
+    assert dispatcher.run_once() == 0
+    clock.advance(0.001)
+
+    assert dispatcher.run_once() == 1  # delivered
+    assert dispatcher.run_once() == 0
+    state = notification_state(store, approval_id, event=DECIDED)
+    assert state.attempts == 3 and state.notified_us == clock.now
+    request = notification_state(store, approval_id)
+    assert (request.attempts, request.error) == (1, None)  # untouched by the decision's
+    assert [d.answer for d in receiver.deliveries] == ["ok", "500", "hang", "ok"]
+    assert [d.headers["X-Interlock-Delivery"] for d in receiver.deliveries] == [
+        approval_id,
+        *[f"{approval_id}.decided"] * 3,
+    ]
+    assert all(d.valid for d in receiver.deliveries)
+
+    failures = [r.getMessage() for r in caplog.records if r.name == "interlock.webhook"]
+    assert len(failures) == 2
+    assert all(DECIDED in m and approval_id in m and "after the decision" in m for m in failures)
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert SECRET not in logged and HOOK_PATH not in logged
+
+
+def test_a_decision_no_receiver_accepted_for_a_day_is_given_up(
+    store: SqlStore,
+    clock: Any,
+    guard: Guard,
+    receiver: Receiver,
+    make_dispatcher: Callable[..., WebhookDispatcher],
+) -> None:
+    receiver.script = ["ok", "500"]
+    approval_id = open_approval(guard, 1)
+    dispatcher = make_dispatcher(store)
+    assert dispatcher.run_once() == 1
+    store.approve(approval_id, by="alice")
+    assert dispatcher.run_once() == 1  # 500: to be retried in 1 s ...
+    clock.advance(DAY - 0.000001)
+    assert has_due(store, event=DECIDED)  # ... for as long as a day after the decision
+    clock.advance(0.000001)
+    assert dispatcher.run_once() == 0  # then never
+    assert [d.answer for d in receiver.deliveries] == ["ok", "500"]
+    state = notification_state(store, approval_id, event=DECIDED)
+    assert (state.notified_us, state.attempts) == (None, 1)
+
+
 # -- replicas ------------------------------------------------------------------------
 
 
@@ -391,6 +577,104 @@ def test_a_dispatcher_that_claimed_and_died_leaves_the_approval_to_another_after
     (delivery,) = receiver.wait_for(1)
     assert delivery.headers["X-Interlock-Delivery"] == held.record.id == approval_id
     assert notification_state(store, approval_id).attempts == 2  # the lost one counts
+
+
+def test_three_dispatchers_racing_on_one_database_deliver_each_decision_exactly_once(
+    store: SqlStore,
+    guard: Guard,
+    receiver: Receiver,
+    open_replica: Callable[..., SqlStore],
+    make_dispatcher: Callable[..., WebhookDispatcher],
+) -> None:
+    opened = {open_approval(guard, n) for n in range(30)}
+    first = make_dispatcher(store, batch=30)
+    while first.run_once():  # the requests, by one dispatcher
+        pass
+    assert len(receiver.accepted()) == len(opened)
+    for n, approval_id in enumerate(sorted(opened)):
+        (store.approve if n % 2 else store.deny)(approval_id, by="alice")
+    receiver.delay = 0.002  # deliveries overlap the other dispatchers' claims
+    dispatchers = [make_dispatcher(open_replica(clock=None), batch=4) for _ in range(3)]
+    barrier = threading.Barrier(len(dispatchers))
+    attempted: list[int] = []
+    errors: list[BaseException] = []
+
+    def rounds(dispatcher: WebhookDispatcher) -> None:
+        """Lockstep: all three claim at once, then all look at what was delivered."""
+        try:
+            for _ in range(50):
+                barrier.wait(30)
+                attempted.append(dispatcher.run_once())
+                barrier.wait(30)
+                if len(receiver.accepted()) >= 2 * len(opened):
+                    return
+        except BaseException as exc:
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=rounds, args=(d,)) for d in dispatchers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    delivered = Counter(
+        d.headers["X-Interlock-Delivery"]
+        for d in receiver.deliveries
+        if d.headers["X-Interlock-Event"] == DECIDED
+    )
+    assert delivered == Counter(f"{a}.decided" for a in opened)  # each exactly once
+    assert sum(attempted) == len(opened)
+    assert len(receiver.deliveries) == 2 * len(opened)  # no request sent again
+    assert all(d.valid for d in receiver.deliveries)
+    assert all(notification_state(store, a, event=DECIDED).notified_us is not None for a in opened)
+
+
+def test_a_dispatcher_that_claimed_a_decision_and_died_leaves_it_to_another_after_its_lease(
+    store: SqlStore,
+    clock: Any,
+    guard: Guard,
+    receiver: Receiver,
+    open_replica: Callable[..., SqlStore],
+    make_dispatcher: Callable[..., WebhookDispatcher],
+) -> None:
+    approval_id = open_approval(guard, 9)
+    survivor = make_dispatcher(store, lease=30.0)
+    assert survivor.run_once() == 1
+    store.deny(approval_id, by="alice")
+    crashed = open_replica()
+    (held,) = claim_due(crashed, limit=10, lease_us=30_000_000, event=DECIDED)  # ... and dies
+    crashed.close()
+    assert held.event == DECIDED
+    assert survivor.run_once() == 0
+    clock.advance(29.9)
+    assert survivor.run_once() == 0
+    clock.advance(0.1)
+    assert survivor.run_once() == 1
+    (_, delivery) = receiver.wait_for(2)
+    assert delivery.headers["X-Interlock-Delivery"] == f"{held.record.id}.decided"
+    assert notification_state(store, approval_id, event=DECIDED).attempts == 2
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_one_round_sends_requests_before_decisions_within_one_batch(
+    store: SqlStore,
+    guard: Guard,
+    receiver: Receiver,
+    make_dispatcher: Callable[..., WebhookDispatcher],
+) -> None:
+    first, second = open_approval(guard, 1), open_approval(guard, 2)
+    dispatcher = make_dispatcher(store, batch=3)
+    assert dispatcher.run_once() == 2
+    store.approve(first, by="alice")
+    store.deny(second, by="alice")
+    newer = [open_approval(guard, n) for n in (3, 4)]
+    assert dispatcher.run_once() == 3  # two requests, then one decision: the batch
+    assert dispatcher.run_once() == 1
+    assert dispatcher.run_once() == 0
+    events = [d.headers["X-Interlock-Event"] for d in receiver.deliveries[2:]]
+    assert events == ["approval.requested"] * 2 + [DECIDED] * 2
+    assert {d.headers["X-Interlock-Delivery"] for d in receiver.deliveries[2:4]} == set(newer)
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])

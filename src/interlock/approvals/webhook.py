@@ -1,20 +1,35 @@
 """A signed webhook for each new approval, so that a chat channel or an on-call tool
-hears about a request the moment an agent makes it.
+hears about a request the moment an agent makes it, and again when a human decides.
 
-:class:`WebhookDispatcher` polls the store for pending approvals not yet notified,
-leases a few (atomically: replicas on one database never take the same one), and
-POSTs each as JSON, signed with HMAC-SHA256 of a shared secret::
+:class:`WebhookDispatcher` polls the store for notices due, leases a few (atomically:
+replicas on one database never take the same one), and POSTs each as JSON, signed
+with HMAC-SHA256 of a shared secret. Two events are sent:
+
+- ``approval.requested``: a new approval, while it is pending. Its body is
+  :func:`approval_event`: the approval as the store keeps it, and ``url``, where a
+  human decides it::
 
     X-Interlock-Event: approval.requested
     X-Interlock-Delivery: apr_...                    # the approval id: deduplicate on it
     X-Interlock-Signature: t=1767225600,v1=5f1c...   # HMAC(secret, f"{t}." + body)
 
-A 2xx answer marks the approval notified. Anything else — another status, a timeout,
-a refused connection — is tried again after 1 s, 2 s, 4 s … (at most 5 min) for as
-long as the approval is pending; a decided or expired one is never sent. A dispatcher
-that dies mid-delivery leaves its lease to lapse, and another delivers: at least
-once, so a receiver deduplicates on the delivery id. Receivers check the signature
-with :func:`verify_signature`, which needs nothing but the standard library::
+- ``approval.decided``: a human approved or denied it, so that a chat message posted
+  for the request can be updated. Sent only for an approval whose request was
+  delivered (an approval decided before that gets neither), for up to a day after
+  the decision. The body is the same, its ``type`` ``approval.decided`` and its
+  approval also carrying ``decided_by``, ``decision_reason`` and ``decided_us``
+  (``status``: approved, denied, claimed, or expired after approval)::
+
+    X-Interlock-Event: approval.decided
+    X-Interlock-Delivery: apr_....decided            # the approval id + ".decided"
+
+A 2xx answer marks the notice delivered. Anything else — another status, a timeout,
+a refused connection — is tried again after 1 s, 2 s, 4 s … (at most 5 min): a
+request for as long as the approval is pending (a decided or expired one is never
+sent), a decision for a day after it was taken. A dispatcher that dies mid-delivery
+leaves its lease to lapse, and another delivers: at least once, so a receiver
+deduplicates on the delivery id. Receivers check the signature with
+:func:`verify_signature`, which needs nothing but the standard library::
 
     from interlock.approvals.webhook import verify_signature
 
@@ -39,9 +54,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
+from interlock.core.redaction import redact
 from interlock.errors import describe
 from interlock.store.notifications import (
+    DECIDED,
+    REQUESTED,
     NotificationClaim,
+    NotificationEvent,
     claim_due,
     has_due,
     mark_failed,
@@ -56,6 +75,7 @@ if TYPE_CHECKING:
     from interlock.store.sql import SqlStore
 
 __all__ = [
+    "DECIDED_EVENT",
     "EVENT",
     "MAX_BACKOFF",
     "SECRET_ENV",
@@ -71,7 +91,9 @@ __all__ = [
 log = logging.getLogger("interlock.webhook")
 
 #: The event type of a new approval (``type`` in the body, ``X-Interlock-Event``).
-EVENT: Final = "approval.requested"
+EVENT: Final = REQUESTED
+#: The event type of a human's decision on an approval whose request was delivered.
+DECIDED_EVENT: Final = DECIDED
 #: The environment variable holding the signing secret.
 SECRET_ENV: Final = "INTERLOCK_WEBHOOK_SECRET"
 #: The longest wait between two tries, in seconds.
@@ -151,26 +173,37 @@ def _parse_signature(header: str | None) -> tuple[int, list[str]] | None:
 # -- the event -----------------------------------------------------------------------
 
 
-def approval_event(record: ApprovalRecord, url: str | None) -> dict[str, Any]:
-    """The body of an ``approval.requested`` delivery: the approval as the store keeps
-    it (the action and context already redacted) and where a human decides it."""
-    return {
-        "type": EVENT,
+def approval_event(
+    record: ApprovalRecord, url: str | None, event: NotificationEvent = EVENT
+) -> dict[str, Any]:
+    """The body of an ``event`` delivery: the approval as the store keeps it (the
+    action and context already redacted) and where a human decides it. For
+    ``approval.decided`` the approval also carries who decided it, why and when."""
+    approval: dict[str, Any] = {
         "id": record.id,
-        "approval": {
-            "id": record.id,
-            "tenant": record.tenant,
-            "status": record.status.value,
-            "action": record.action,
-            "context": record.context,
-            "rule_ids": list(record.rule_ids),
-            "reason": record.reason,
-            "requested_by": record.requested_by,
-            "created_us": record.created_us,
-            "expires_us": record.expires_us,
-        },
-        "url": url,
+        "tenant": record.tenant,
+        "status": record.status.value,
+        "action": record.action,
+        "context": record.context,
+        "rule_ids": list(record.rule_ids),
+        "reason": record.reason,
+        "requested_by": record.requested_by,
+        "created_us": record.created_us,
+        "expires_us": record.expires_us,
     }
+    if event == DECIDED_EVENT:
+        # The approver's words go to a channel, as to the audit log: redacted alike.
+        reason = record.decision_reason
+        approval["decided_by"] = record.decided_by
+        approval["decision_reason"] = None if reason is None else redact(reason)
+        approval["decided_us"] = record.decided_us
+    return {"type": event, "id": record.id, "approval": approval, "url": url}
+
+
+def _delivery_id(approval_id: str, event: NotificationEvent) -> str:
+    """``X-Interlock-Delivery``, what a receiver deduplicates on: one per approval and
+    event (a request's is the bare approval id, as it was before decisions were sent)."""
+    return approval_id if event == EVENT else f"{approval_id}.decided"
 
 
 def encode_event(event: Mapping[str, Any]) -> bytes:
@@ -230,15 +263,16 @@ def _import_httpx() -> Any:
 
 
 class WebhookDispatcher:
-    """Delivers every new approval in ``store`` to ``url``, signed with ``secret``.
+    """Delivers every new approval in ``store`` to ``url``, and then its decision,
+    signed with ``secret``.
 
     ``interval``: seconds between looks at the store when idle. ``timeout``: seconds
     for each of connecting, sending and reading an answer. ``lease``: how long a
-    claimed approval is this dispatcher's alone (another replica takes it after; at
+    claimed notice is this dispatcher's alone (another replica takes it after; at
     least 3 × ``timeout``, and a batch is cut short before its lease could lapse).
     ``backoff_base``: the first retry delay, doubled on each failure up to 5 min.
     ``policy_url_template``: the policy's ``approvals.url`` (``{id}`` replaced), sent
-    as ``url``. ``batch``: approvals leased at a time.
+    as ``url``. ``batch``: notices leased in a round, requests first, then decisions.
 
     Example::
 
@@ -292,28 +326,37 @@ class WebhookDispatcher:
     # -- one round -------------------------------------------------------------------
 
     def run_once(self) -> int:
-        """Lease the due approvals (up to ``batch``) and deliver each; return how many
-        deliveries were attempted. Store errors propagate."""
-        if not has_due(self.store):
-            return 0
-        claims = claim_due(self.store, limit=self.batch, lease_us=round(self.lease * 1e6))
-        # Start a delivery only if it can end (3 timeouts) before the lease lapses:
-        # past that, another replica may take the approval and send it too.
-        last_start = time.monotonic() + self.lease - 3 * self.timeout
-        for done, claim in enumerate(claims):
-            if time.monotonic() > last_start:
-                release(self.store, claims[done:])
-                return done
-            self._deliver(claim)
-        return len(claims)
+        """Lease the due notices (up to ``batch`` in all: new approvals first, then
+        decisions) and deliver each; return how many deliveries were attempted. Store
+        errors propagate."""
+        attempted = 0
+        # Requests first: a decision is sent only once its request was delivered, and
+        # a human waits on a request, whereas a decision only updates a message.
+        for event in (EVENT, DECIDED_EVENT):
+            room = self.batch - attempted
+            if room < 1 or not has_due(self.store, event=event):
+                continue
+            claims = claim_due(
+                self.store, limit=room, lease_us=round(self.lease * 1e6), event=event
+            )
+            # Start a delivery only if it can end (3 timeouts) before the lease lapses:
+            # past that, another replica may take the notice and send it too.
+            last_start = time.monotonic() + self.lease - 3 * self.timeout
+            for done, claim in enumerate(claims):
+                if time.monotonic() > last_start:
+                    release(self.store, claims[done:])
+                    return attempted + done
+                self._deliver(claim)
+            attempted += len(claims)
+        return attempted
 
     def _deliver(self, claim: NotificationClaim) -> None:
-        record = claim.record
-        body = encode_event(approval_event(record, self._approval_url(record.id)))
+        record, event = claim.record, claim.event
+        body = encode_event(approval_event(record, self._approval_url(record.id), event))
         headers = {
             "Content-Type": "application/json",
-            "X-Interlock-Event": EVENT,
-            "X-Interlock-Delivery": record.id,
+            "X-Interlock-Event": event,
+            "X-Interlock-Delivery": _delivery_id(record.id, event),
             "X-Interlock-Signature": sign(self._secret, body, int(time.time())),
         }
         try:
@@ -324,8 +367,8 @@ class WebhookDispatcher:
             self._failed(claim, describe(exc).replace(self.url, self.origin))
             return
         if 200 <= status < 300:
-            mark_notified(self.store, record.id)
-            log.debug("interlock: approval %s delivered to %s", record.id, self.origin)
+            mark_notified(self.store, record.id, event=event)
+            log.debug("interlock: %s of approval %s delivered to %s", event, record.id, self.origin)
         else:
             self._failed(claim, f"HTTP {status} {phrase}".strip())
 
@@ -334,13 +377,15 @@ class WebhookDispatcher:
         retry_at = self.store.clock() + round(delay * 1e6)
         mark_failed(self.store, claim, error, retry_at_us=retry_at)
         log.warning(
-            "interlock: webhook delivery of approval %s to %s failed (attempt %d): %s; "
-            "next try in %.1f s while it is pending",
+            "interlock: webhook delivery of %s for approval %s to %s failed (attempt %d): "
+            "%s; next try in %.1f s %s",
+            claim.event,
             claim.record.id,
             self.origin,
             claim.attempt,
             error,
             delay,
+            "while it is pending" if claim.event == EVENT else "until a day after the decision",
         )
 
     def _approval_url(self, approval_id: str) -> str | None:
