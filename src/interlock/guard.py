@@ -889,6 +889,10 @@ def raise_for(decision: Decision, action: Action | None = None) -> None:
     redactor = _REDACTOR
     reason = redactor.redact(decision.reason)
     if verdict is Verdict.DENY:
+        if action is not None and action.kind == "llm" and not decision.rule_ids:
+            # The policy's default refused a model call: the usual cause is a policy
+            # written for tools only, meeting a guard that also checks model calls.
+            reason += "; no rule allows this model: add one with kind: llm"
         raise ActionDenied(f"Interlock denied {what}: {reason}", decision=decision)
     if verdict is Verdict.REQUIRE_APPROVAL:
         url = decision.approval.url if decision.approval else None

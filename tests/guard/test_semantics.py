@@ -476,3 +476,27 @@ def test_a_policy_given_as_a_mapping_is_validated_and_used() -> None:
 def test_a_policy_of_another_type_is_a_type_error_naming_what_is_accepted(wrong: Any) -> None:
     with pytest.raises(TypeError, match="a file path, a mapping of policy data or a compiled"):
         Guard(wrong)
+
+
+def test_a_model_call_the_default_denies_says_how_to_allow_models() -> None:
+    guard = Guard(
+        {
+            "version": 1,
+            "default": "deny",
+            "rules": [
+                {"id": "shell-ok", "decision": "allow", "reason": "ok", "name": "shell"},
+                {"id": "no-big", "decision": "deny", "reason": "too big", "name": "big-*"},
+            ],
+        }
+    )
+    with pytest.raises(ActionDenied) as refused, guard.llm_call("gpt-4.1-mini"):
+        pass
+    assert "no rule allows this model: add one with kind: llm" in str(refused.value)
+    assert refused.value.rule_ids == ()
+    # a rule that denies a model says its own reason, and a tool gets no such hint
+    with pytest.raises(ActionDenied) as by_rule, guard.llm_call("big-model"):
+        pass
+    assert str(by_rule.value).endswith("too big")
+    with pytest.raises(ActionDenied) as tool:
+        guard.enforce(Action.tool("wire", {}))
+    assert "kind: llm" not in str(tool.value)
