@@ -3,8 +3,12 @@ waits on a call, a human decides it in the page, the agent goes on (or not)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+import re
+import time
+from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 
 from interlock import ActionDenied
@@ -224,3 +228,224 @@ def test_a_link_to_one_approval_brings_it_forward(server: UiServer, page: Page) 
         "apr_0000000000000000 is not pending"
     )
     expect(item).to_have_class("card")
+
+
+# -- recently decided ----------------------------------------------------------------------
+
+
+def decided(page: Page, approval_id: str) -> Locator:
+    return page.locator(f'[data-testid="decided"][data-approval-id="{approval_id}"]')
+
+
+def decide_in_page(page: Page, approval_id: str, verdict: str, reason: str) -> None:
+    item = card(page, approval_id)
+    item.get_by_test_id("decision-reason").fill(reason)
+    item.get_by_role("button", name=verdict).click()
+    expect(item).to_have_count(0)
+
+
+def test_decisions_in_the_page_move_to_recently_decided_with_who_and_why(
+    server: UiServer, page: Page
+) -> None:
+    dialogs: list[str] = []
+
+    def on_dialog(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    agent = WaitingAgent(server, amount=500, to="ACME-7781")
+    agent.start()
+    used = agent.approval_requested()
+    refused = server.ask(amount=900, to="unknown-supplier")
+    approved = server.ask(amount=150, to="ACME-0002")
+    sign_in(page, server, "approver")
+    expect(page.get_by_test_id("approval")).to_have_count(3)
+
+    # Decided in another order than they were asked (the server lists by creation).
+    decide_in_page(page, approved, "Approve", "")
+    decide_in_page(page, used, "Approve", "invoice ACME-7781 checked")
+    decide_in_page(page, refused, "Deny", f"not a known supplier {XSS}")
+
+    expect(page.get_by_test_id("pending-count")).to_have_text("0")
+    expect(page.get_by_test_id("empty")).to_be_visible()
+    region = page.get_by_role("region", name="Recently decided")
+    items = region.get_by_role("listitem")
+    expect(items).to_have_count(3)
+    expect(page.get_by_test_id("recent-empty")).to_be_hidden()
+    for index, approval_id in enumerate([refused, used, approved]):  # newest decision first
+        expect(items.nth(index)).to_have_attribute("data-approval-id", approval_id)
+
+    agent.finish()  # the agent's retry uses the approval: "claimed"
+    assert (agent.status, agent.ran) == ("approved", [(500, "ACME-7781")])
+    item = decided(page, used)
+    expect(item.get_by_test_id("decided-status")).to_have_text("Approved and used")
+    expect(item.get_by_test_id("decided-by")).to_have_text("alice")
+    expect(item.get_by_test_id("decided-reason")).to_have_text("invoice ACME-7781 checked")
+    expect(item.get_by_test_id("approval-name")).to_have_text("pay")
+    expect(item.get_by_test_id("approval-arguments")).to_contain_text('"to": "ACME-7781"')
+
+    item = decided(page, refused)
+    expect(item.get_by_test_id("decided-status")).to_have_text("Denied")
+    expect(item.get_by_test_id("decided-by")).to_have_text("alice")
+    expect(item.get_by_test_id("decided-reason")).to_have_text(f"not a known supplier {XSS}")
+    assert page.locator("img, script:not([src])").count() == 0
+    assert page.evaluate("typeof window.pwned") == "undefined"
+    assert dialogs == []
+
+    item = decided(page, approved)
+    expect(item.get_by_test_id("decided-status")).to_have_text("Approved")
+    expect(item.get_by_test_id("decided-by")).to_have_text("alice")
+    expect(item.get_by_test_id("decided-reason")).to_have_text("(no reason given)")
+    expect(page.get_by_test_id("approval")).to_have_count(0)  # no poll revives one
+
+
+def test_recently_decided_is_empty_until_a_decision_then_shows_a_colleagues(
+    server: UiServer, page: Page
+) -> None:
+    waiting = server.ask(amount=150, to="waiting")
+    sign_in(page, server, "approver")
+    expect(card(page, waiting)).to_be_visible()  # the first poll has been answered
+    region = page.get_by_role("region", name="Recently decided")
+    expect(region.get_by_role("heading", name="Recently decided")).to_be_visible()
+    expect(page.get_by_test_id("recent-empty")).to_be_visible()
+    expect(page.get_by_test_id("recent-empty")).to_contain_text("Nothing decided yet")
+    expect(region.get_by_role("listitem")).to_have_count(0)
+
+    server.decide_elsewhere(waiting, "deny", "done on another screen")
+    item = decided(page, waiting)
+    expect(item.get_by_test_id("decided-status")).to_have_text("Denied")
+    expect(item.get_by_test_id("decided-reason")).to_have_text("done on another screen")
+    expect(page.get_by_test_id("recent-empty")).to_be_hidden()
+    expect(card(page, waiting)).to_have_count(0)
+
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_test_id("recent")).to_be_hidden()
+    expect(page.get_by_test_id("decided")).to_have_count(0)
+
+
+def closed_approval(
+    approval_id: str,
+    status: str,
+    *,
+    created: float,
+    decided: float | None,
+    by: str | None = None,
+    reason: str | None = None,
+) -> dict[str, Any]:
+    """An approval as the API lists it; times are seconds from now (negative: past)."""
+    now_us = int(time.time() * 1_000_000)
+    return {
+        "id": approval_id,
+        "tenant": "acme",
+        "intent_hash": "0" * 64,
+        "status": status,
+        "action": {"kind": "tool", "name": "pay", "arguments": {"amount": 150}},
+        "context": {"session_id": "s-ui"},
+        "rule_ids": ["pay-big"],
+        "reason": "payments over 100 need a human",
+        "requested_by": "ops-bot",
+        "decided_by": by,
+        "decision_reason": reason,
+        "created_us": now_us + int(created * 1_000_000),
+        "expires_us": now_us + int((created + 3600) * 1_000_000),
+        "decided_us": None if decided is None else now_us + int(decided * 1_000_000),
+        "claimed_us": None,
+    }
+
+
+def test_recently_decided_orders_by_decision_and_spells_out_each_outcome(
+    server: UiServer, page: Page
+) -> None:
+    # The API lists by creation; the page must order by when each left the queue.
+    approvals = [
+        closed_approval("apr_pending", "pending", created=-60, decided=None),
+        closed_approval("apr_used", "claimed", created=-600, decided=-540, by="bob", reason="ok"),
+        closed_approval("apr_lapsed", "expired", created=-3660, decided=None),
+        closed_approval("apr_unused", "expired", created=-3700, decided=-300, by="carol"),
+    ]
+    approvals += [
+        closed_approval(f"apr_old{n:02}", "denied", created=-9000 - n, decided=-8000 - n, by="dan")
+        for n in range(25)
+    ]
+    fresh = closed_approval("apr_fresh", "approved", created=-120, decided=-30, by="erin")
+    answer = {"body": json.dumps({"approvals": [approvals[0], fresh, *approvals[1:]]})}
+    page.route(
+        re.compile(r"/v1/approvals\?status=all&"),
+        lambda route: route.fulfill(status=200, content_type="application/json", **answer),
+    )
+    sign_in(page, server, "approver")
+
+    items = page.get_by_test_id("decided")
+    expect(items).to_have_count(20)  # the 20 latest, pending left out
+    order = ["apr_fresh", "apr_lapsed", "apr_unused", "apr_used", "apr_old00", "apr_old01"]
+    for index, approval_id in enumerate(order):
+        expect(items.nth(index)).to_have_attribute("data-approval-id", approval_id)
+    expect(items.last).to_have_attribute("data-approval-id", "apr_old15")
+
+    lapsed = decided(page, "apr_lapsed")
+    expect(lapsed.get_by_test_id("decided-status")).to_have_text("Expired")
+    expect(lapsed).to_contain_text("no one decided it in time")
+    expect(lapsed.get_by_test_id("decided-ago")).to_have_text(" (1 min ago)")
+    assert lapsed.get_by_test_id("decided-by").count() == 0
+    unused = decided(page, "apr_unused")
+    expect(unused.get_by_test_id("decided-status")).to_have_text("Expired")
+    expect(unused).to_contain_text("approved by carol, never used")
+    expect(unused.get_by_test_id("decided-reason")).to_have_text("(no reason given)")
+    used = decided(page, "apr_used")
+    expect(used.get_by_test_id("decided-status")).to_have_text("Approved and used")
+    expect(used.get_by_test_id("decided-by")).to_have_text("bob")
+    expect(used.get_by_test_id("decided-ago")).to_have_text(" (9 min ago)")
+    expect(used.get_by_test_id("decided-when").locator("time")).to_have_attribute(
+        "datetime", re.compile(r"^\d{4}-\d\d-\d\dT")
+    )
+    old = decided(page, "apr_old00")
+    expect(old.get_by_test_id("decided-status")).to_have_text("Denied")
+    expect(old.get_by_test_id("decided-ago")).to_have_text(" (2 h ago)")
+
+    # The agent retries: the approval is used, and its item says so.
+    fresh_item = decided(page, "apr_fresh")
+    expect(fresh_item.get_by_test_id("decided-status")).to_have_text("Approved")
+    fresh["status"] = "claimed"
+    fresh["claimed_us"] = fresh["decided_us"] + 20_000_000
+    answer["body"] = json.dumps({"approvals": [approvals[0], fresh, *approvals[1:]]})
+    expect(fresh_item.get_by_test_id("decided-status")).to_have_text("Approved and used")
+    expect(fresh_item.get_by_test_id("decided-by")).to_have_text("erin")
+    expect(items.first).to_have_attribute("data-approval-id", "apr_fresh")
+
+
+def test_a_stale_pending_answer_does_not_keep_a_decided_approval_listed(
+    server: UiServer, page: Page
+) -> None:
+    approval_id = server.ask(amount=300, to="stale")
+    sign_in(page, server, "approver")
+    expect(card(page, approval_id)).to_be_visible()
+    # The pending answers stay as they were before the decision (read just before it);
+    # the other answer of each poll says it was decided: decided wins.
+    stale = httpx.get(
+        f"{server.url}/v1/approvals?status=pending", headers=server.bearer("approver")
+    ).text
+    page.route(
+        re.compile(r"/v1/approvals\?status=pending&"),
+        lambda route: route.fulfill(status=200, content_type="application/json", body=stale),
+    )
+    server.decide_elsewhere(approval_id, "approve", "checked by phone")
+    expect(decided(page, approval_id).get_by_test_id("decided-status")).to_have_text("Approved")
+    expect(card(page, approval_id)).to_have_count(0)
+    expect(page.get_by_test_id("pending-count")).to_have_text("0")
+
+
+def test_a_backlog_of_pending_approvals_does_not_push_out_the_recent_decisions(
+    server: UiServer, page: Page
+) -> None:
+    early = server.ask(amount=150, to="early")
+    server.decide_elsewhere(early, "approve", "handled first")
+    backlog = [server.ask(amount=200, to=f"backlog-{n}") for n in range(100)]
+    sign_in(page, server, "approver")
+    expect(card(page, backlog[-1])).to_be_visible()
+    expect(page.get_by_test_id("pending-count")).to_have_text("100")
+
+    item = decided(page, early)  # older than the 100 pending: the window grows with them
+    expect(item.get_by_test_id("decided-status")).to_have_text("Approved")
+    expect(item.get_by_test_id("decided-reason")).to_have_text("handled first")
+    expect(page.get_by_test_id("decided")).to_have_count(1)

@@ -1,5 +1,6 @@
 // The Interlock approvals page: sign in with an API key, watch the tenant's pending
-// approvals, approve or deny each with a reason.
+// approvals, approve or deny each with a reason, see what was decided last (by whom,
+// why).
 //
 // Rules this file keeps (the server's Content-Security-Policy enforces most of them):
 // - the key lives in sessionStorage only: never a cookie, never a URL;
@@ -13,6 +14,15 @@
   const POLL_MS = 1000;
   const PAGE_SIZE = 200;
   const MAX_NOTICES = 5;
+  // "Recently decided" shows the RECENT_SHOWN latest decisions (by decision time), picked
+  // from the tenant's newest approvals of every status: as many as were pending at the
+  // last poll plus RECENT_WINDOW, at most MAX_LIMIT (the API's cap). The API lists by
+  // creation and has no "not pending" filter, so a decision drops out of this list once
+  // about RECENT_WINDOW approvals newer than the one decided have been closed; the audit
+  // log keeps them all.
+  const RECENT_SHOWN = 20;
+  const RECENT_WINDOW = 100;
+  const MAX_LIMIT = 1000;
   // The UI is served at <root>/ui/ and the API at <root>/v1/: relative, so the pair
   // also works behind a proxy that serves the server under a path prefix.
   const API = new URL("../v1/", document.baseURI);
@@ -29,6 +39,14 @@
     ["idempotency_key", "Idempotency key"],
   ];
   const SHOWN_ACTION_FIELDS = new Set(["kind", "name", "arguments"]);
+  // How each closed status reads. The status is always spelled out: the colour (the
+  // class) only repeats it.
+  const STATUS_LABELS = new Map([
+    ["approved", "Approved"],
+    ["claimed", "Approved and used"],
+    ["denied", "Denied"],
+    ["expired", "Expired"],
+  ]);
 
   const byId = (id) => {
     const node = document.getElementById(id);
@@ -51,6 +69,9 @@
     empty: byId("empty"),
     truncated: byId("truncated"),
     list: byId("pending"),
+    recent: byId("recent"),
+    recentEmpty: byId("recent-empty"),
+    decided: byId("decided"),
   };
 
   /** An error answer of the API (or no answer: status 0). */
@@ -70,6 +91,8 @@
     timer: null,
   };
   const cards = new Map(); // approval id -> card (see buildCard)
+  const closed = new Map(); // approval id -> item of "Recently decided" (see buildClosed)
+  let pendingSeen = 0; // how many the last pending answer held (sizes the recent window)
   // An approval named in the URL's fragment (/ui/#apr_...: the policy's approvals.url
   // may point there). The fragment never reaches the server.
   let linked = null;
@@ -154,6 +177,15 @@
     return `in ${Math.round(minutes / 60)} h`;
   }
 
+  function ago(microseconds) {
+    const minutes = Math.round((Date.now() - microseconds / 1000) / 60000);
+    if (minutes <= 0) return "just now";
+    if (minutes < 120) return `${minutes} min ago`;
+    const hours = Math.round(minutes / 60);
+    if (hours < 48) return `${hours} h ago`;
+    return `${Math.round(hours / 24)} d ago`;
+  }
+
   function display(value) {
     return typeof value === "string" ? value : JSON.stringify(value);
   }
@@ -187,6 +219,7 @@
     ui.who.hidden = false;
     ui.signIn.hidden = true;
     ui.queue.hidden = false;
+    ui.recent.hidden = false;
     hide(ui.signInError);
     ui.keyInput.value = "";
     ui.live.textContent = "Connecting…";
@@ -199,11 +232,14 @@
     session.key = null;
     sessionStorage.removeItem(KEY_SLOT);
     for (const id of [...cards.keys()]) removeCard(id);
+    for (const id of [...closed.keys()]) removeClosed(id);
+    pendingSeen = 0;
     gone.clear();
     ui.notices.replaceChildren();
     ui.who.hidden = true;
     ui.whoText.textContent = "";
     ui.queue.hidden = true;
+    ui.recent.hidden = true;
     ui.signIn.hidden = false;
     if (problem) show(ui.signInError, problem);
     else hide(ui.signInError);
@@ -243,9 +279,22 @@
   async function poll(generation) {
     if (generation !== session.generation) return;
     try {
-      const page = await api("GET", `approvals?status=pending&limit=${PAGE_SIZE}`);
+      // Two requests, sent together (one round trip). A single status=all page cannot
+      // stand in for the pending one: it is ordered by creation, so how many pending
+      // approvals it holds would depend on how many were decided since, and the
+      // "newest PAGE_SIZE pending" note could no longer be told; fetching enough to be
+      // sure would mean up to 1000 full approvals a second. The pending request stays
+      // as it was; the second one is small unless many are pending.
+      const recentLimit = Math.min(MAX_LIMIT, pendingSeen + RECENT_WINDOW);
+      const [pending, latest] = await Promise.all([
+        api("GET", `approvals?status=pending&limit=${PAGE_SIZE}`),
+        api("GET", `approvals?status=all&limit=${recentLimit}`),
+      ]);
       if (generation !== session.generation) return;
-      render(page.approvals);
+      pendingSeen = pending.approvals.length;
+      const decided = latest.approvals.filter((approval) => approval.status !== "pending");
+      render(pending.approvals, new Set(decided.map((approval) => approval.id)));
+      renderClosed(decided);
       setLive("Live: new requests appear here as they come.", false);
     } catch (failure) {
       if (generation !== session.generation) return;
@@ -265,10 +314,15 @@
     ui.live.classList.toggle("stale", stale);
   }
 
-  function render(approvals) {
+  /** The pending list. `decided`: the ids the other answer of the same poll shows
+   * decided. A decision is final, so when the two answers disagree (one was read just
+   * before a decision, the other just after) the decided one is the newer. */
+  function render(approvals, decided) {
     const listed = new Set(approvals.map((approval) => approval.id));
     for (const id of [...gone]) if (!listed.has(id)) gone.delete(id);
-    const shown = approvals.filter((approval) => !gone.has(approval.id));
+    const shown = approvals.filter(
+      (approval) => !gone.has(approval.id) && !decided.has(approval.id),
+    );
     const wanted = new Set(shown.map((approval) => approval.id));
     for (const id of [...cards.keys()]) if (!wanted.has(id)) removeCard(id);
     // Newest first, as the server lists them. A card is only moved when it is out of
@@ -330,6 +384,23 @@
     return { rows, expiry };
   }
 
+  /** The heading of an approval, in both lists: its kind, its name and its id. */
+  function summary(approval) {
+    const action = approval.action ?? {};
+    return h(
+      "div",
+      { class: "card-head" },
+      h(
+        "h3",
+        {},
+        h("span", { class: "kind", "data-testid": "approval-kind" }, display(action.kind ?? "call")),
+        " ",
+        h("code", { "data-testid": "approval-name" }, display(action.name ?? "(unnamed)")),
+      ),
+      h("span", { class: "id", "data-testid": "approval-id" }, approval.id),
+    );
+  }
+
   /** One approval as a card: the exact call, its context, and the decision controls. */
   function buildCard(approval) {
     const action = approval.action ?? {};
@@ -350,18 +421,7 @@
     const node = h(
       "li",
       { class: "card", "data-testid": "approval", "data-approval-id": approval.id },
-      h(
-        "div",
-        { class: "card-head" },
-        h(
-          "h3",
-          {},
-          h("span", { class: "kind", "data-testid": "approval-kind" }, display(action.kind ?? "call")),
-          " ",
-          h("code", { "data-testid": "approval-name" }, name),
-        ),
-        h("span", { class: "id", "data-testid": "approval-id" }, approval.id),
-      ),
+      summary(approval),
       h("p", { class: "why", "data-testid": "approval-reason" }, approval.reason || "(no reason given)"),
       h("dl", { class: "context", "data-testid": "approval-context" }, ...rows),
       h("h4", {}, "Arguments"),
@@ -379,6 +439,104 @@
     approveButton.addEventListener("click", () => decide(approval.id, card, "approve"));
     denyButton.addEventListener("click", () => decide(approval.id, card, "deny"));
     return card;
+  }
+
+  // -- recently decided ---------------------------------------------------------------
+
+  /** When an approval left the queue: its decision, or (expired undecided) its expiry. */
+  function closedAt(approval) {
+    return approval.decided_us ?? approval.expires_us;
+  }
+
+  function renderClosed(approvals) {
+    const latest = approvals
+      .map((approval) => ({ approval, at: closedAt(approval) }))
+      .sort((one, other) => other.at - one.at)
+      .slice(0, RECENT_SHOWN);
+    const wanted = new Set(latest.map(({ approval }) => approval.id));
+    for (const id of [...closed.keys()]) if (!wanted.has(id)) removeClosed(id);
+    latest.forEach(({ approval, at }, index) => {
+      // An item is rebuilt only when its approval changed (approved, then used or
+      // expired), its arguments left open if they were; otherwise only "… ago" moves on.
+      const version = `${approval.status} ${approval.decided_us} ${approval.claimed_us}`;
+      let item = closed.get(approval.id);
+      const open = item !== undefined && item.details.open;
+      if (item !== undefined && item.version !== version) {
+        removeClosed(approval.id);
+        item = undefined;
+      }
+      if (item === undefined) {
+        item = buildClosed(approval, version, at);
+        item.details.open = open;
+        closed.set(approval.id, item);
+      }
+      item.ago.textContent = ` (${ago(at)})`;
+      const here = ui.decided.children[index] ?? null;
+      if (here !== item.node) ui.decided.insertBefore(item.node, here);
+    });
+    ui.recentEmpty.hidden = closed.size > 0;
+  }
+
+  function removeClosed(id) {
+    const item = closed.get(id);
+    if (item === undefined) return;
+    item.node.remove();
+    closed.delete(id);
+    ui.recentEmpty.hidden = closed.size > 0;
+  }
+
+  /** Who closed it, spelled out: "by alice", or how it expired. */
+  function closedBy(approval) {
+    const by = (name) => h("span", { class: "by", "data-testid": "decided-by" }, name);
+    if (approval.status !== "expired") {
+      return approval.decided_by ? [" by ", by(approval.decided_by)] : [];
+    }
+    if (approval.decided_by) return [": approved by ", by(approval.decided_by), ", never used"];
+    return [": no one decided it in time"];
+  }
+
+  /** One approval of "Recently decided": the call, how it ended, who, why and when. */
+  function buildClosed(approval, version, at) {
+    const status = STATUS_LABELS.has(approval.status) ? approval.status : "other";
+    const label = STATUS_LABELS.get(status) ?? display(approval.status);
+    const since = h("span", { "data-testid": "decided-ago" });
+    const undecided = approval.decided_us === null || approval.decided_us === undefined;
+    const reason = approval.decision_reason ?? "";
+    const details = h(
+      "details",
+      {},
+      h("summary", {}, "Arguments"),
+      h(
+        "pre",
+        { class: "arguments", "data-testid": "approval-arguments" },
+        JSON.stringify((approval.action ?? {}).arguments ?? {}, null, 2),
+      ),
+    );
+    const node = h(
+      "li",
+      { class: "card closed", "data-testid": "decided", "data-approval-id": approval.id },
+      summary(approval),
+      h(
+        "p",
+        { class: "outcome" },
+        h("strong", { class: `status ${status}`, "data-testid": "decided-status" }, label),
+        ...closedBy(approval),
+        " · ",
+        h("span", { "data-testid": "decided-when" }, timeOf(at), since),
+      ),
+      undecided
+        ? null
+        : h(
+            "p",
+            { class: "decision-reason" },
+            "Reason: ",
+            reason === ""
+              ? h("span", { class: "hint", "data-testid": "decided-reason" }, "(no reason given)")
+              : h("q", { "data-testid": "decided-reason" }, reason),
+          ),
+      details,
+    );
+    return { node, version, details, ago: since };
   }
 
   // -- deciding -----------------------------------------------------------------------
