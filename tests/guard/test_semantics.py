@@ -143,16 +143,23 @@ ROWS = [
         ("no-rm",),
     ),
     Row(
-        "a declared path key does move the scope",
+        "a declared path key adds the filesystem scope, and never removes the shell one",
         Action(
             kind="tool",
             name="run",
             arguments={"command": "rm -rf /", "path": "/tmp"},
             schema={"type": "object", "properties": {"command": {}, "path": {}}},
         ),
-        Verdict.ALLOW,
-        True,
-        ("files-ok",),
+        Verdict.DENY,
+        False,
+        ("no-rm",),
+    ),
+    Row(
+        "an undeclared key cannot take the shell scope away either",
+        Action(kind="tool", name="run", arguments={"command": "rm -rf /", "url": "https://x.io"}),
+        Verdict.DENY,
+        False,
+        ("no-rm",),
     ),
     Row(
         "a hook that throws changes nothing (allow stays allow)",

@@ -95,11 +95,46 @@ def test_name_tokens_split_snake_kebab_and_camel_case() -> None:
         ({"file_path": "a/./b"}, {"path": "a/b"}),
         (
             {"url": "https://Docs.Example.COM./x?q=1"},
-            {"url": "https://Docs.Example.COM./x?q=1", "domain": "docs.example.com"},
+            {
+                "url": "https://Docs.Example.COM./x?q=1",
+                "domain": "docs.example.com",
+                "site": "example.com",
+                "scheme": "https",
+                "port": 443,
+            },
         ),
-        ({"url": "example.org/path"}, {"url": "example.org/path", "domain": "example.org"}),
-        ({"domain": "API.github.com"}, {"domain": "api.github.com"}),
-        ({"url": "https://a.io/x", "domain": "a.io"}, {"url": "https://a.io/x", "domain": "a.io"}),
+        (
+            {"url": "example.org/path"},
+            {
+                "url": "example.org/path",
+                "domain": "example.org",
+                "site": "example.org",
+                "scheme": "http",
+                "port": 80,
+            },
+        ),
+        ({"domain": "API.github.com"}, {"domain": "api.github.com", "site": "github.com"}),
+        (
+            {"url": "https://a.io/x", "domain": "a.io"},
+            {
+                "url": "https://a.io/x",
+                "domain": "a.io",
+                "site": "a.io",
+                "scheme": "https",
+                "port": 443,
+            },
+        ),
+        (
+            {"url": "http://0x7f.1:8080/"},
+            {
+                "url": "http://0x7f.1:8080/",
+                "domain": "127.0.0.1",
+                "scheme": "http",
+                "port": 8080,
+                "ip_class": "loopback",
+            },
+        ),
+        ({"host": "Docs.Example.com."}, {"domain": "docs.example.com", "site": "example.com"}),
         ({"session_id": "s-1", "est_cost": 0.25}, {"session_id": "s-1", "est_cost": 0.25}),
     ],
 )
@@ -168,7 +203,7 @@ def test_undeclared_keys_cannot_steer_scope() -> None:
         ({"est_cost": float("nan")}, "finite number"),
         ({"est_cost": "cheap"}, "finite number"),
         ({"est_cost": True}, "finite number"),
-        ({"url": "http://[::1"}, "not a valid URL"),
+        ({"url": "http://[::1"}, "not a URL"),
         ({"command": "x" * 70_000}, "over the 65536 limit"),
     ],
 )

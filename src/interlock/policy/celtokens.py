@@ -10,7 +10,7 @@ from typing import Final
 __all__ = ["MACRO_BINDING", "ROOTS", "Token", "roots_shadowed", "tokens"]
 
 #: The variables a ``when:`` expression may use.
-ROOTS: Final[frozenset[str]] = frozenset({"action", "args", "params", "context"})
+ROOTS: Final[frozenset[str]] = frozenset({"action", "args", "params", "context", "shell"})
 
 MACRO_BINDING: Final = re.compile(
     r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,"

@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interlock.core.decision import Verdict
+from interlock.errors import EvaluationError
 from interlock.ledger.pricing import DEFAULT_PRICING, PricingTable
 from interlock.policy.celexpr import CelCondition
 from interlock.policy.extract import Facts
 from interlock.policy.matchers import CompiledCondition, GlobSet
+from interlock.policy.shellmatch import ShellMatcher
 from interlock.policy.specs import ApprovalPolicy, AuditPolicy, BudgetSpec, RateLimitSpec
 
 __all__ = ["CandidateSet", "CompiledPolicy", "CompiledRule"]
@@ -33,6 +35,7 @@ class CompiledRule:
     conditions: tuple[CompiledCondition, ...]
     when: CelCondition | None
     line: int | None = None
+    shell: ShellMatcher | None = None
     # The per-check test, specialised to the matchers this rule has (built once).
     test: RuleTest = field(init=False, repr=False, compare=False)
 
@@ -70,6 +73,8 @@ def _build_test(rule: CompiledRule) -> RuleTest:
         checks.append(lambda facts: tenant_match(facts.context.tenant) is not None)
     for condition in rule.conditions:
         checks.append(condition.test)
+    if rule.shell is not None:
+        checks.append(rule.shell.test)
     when = rule.when
     if when is not None:
         checks.append(_when_test(when, rule.id))
@@ -94,6 +99,25 @@ def _build_test(rule: CompiledRule) -> RuleTest:
 def _when_test(when: CelCondition, rule_id: str) -> RuleTest:
     """``when.evaluate`` on the check's roots, with the Python tree called directly
     (one call fewer on every check, where most `when:` are decided)."""
+    test = _plain_when_test(when, rule_id)
+    if "params" not in when.variables:
+        return test
+
+    def exact_when_test(facts: Facts) -> bool:
+        # A parameter known only as a pattern (`*/etc/passwd`) would read as text to
+        # CEL, and `startsWith('/etc')` would be false where the path may be /etc/...
+        if facts.inexact:
+            raise EvaluationError(
+                f"rule {rule_id!r}: `when` reads params, and a parameter of this call is "
+                "only known as a pattern (see docs/policy.md, Paths)",
+                rule_id=rule_id,
+            )
+        return test(facts)
+
+    return exact_when_test
+
+
+def _plain_when_test(when: CelCondition, rule_id: str) -> RuleTest:
     run = when.run
     if when.partial is None:
         return lambda facts: run(facts.root, rule_id)
@@ -167,6 +191,7 @@ class CompiledPolicy:
     approval_policy: ApprovalPolicy = field(default_factory=ApprovalPolicy)
     _candidates: dict[tuple[str, str, str], CandidateSet] = field(default_factory=dict)
     _pins: dict[str, str | None] = field(default_factory=dict)
+    _refusers: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.default_reason = f"no rule matched; the policy default is {self.default.value}"
@@ -193,6 +218,25 @@ class CompiledPolicy:
             if rule.applies_to(kind, name, scope):
                 (shadow if rule.shadow or self.shadow_mode else enforced).append(rule)
         return CandidateSet.of(enforced, shadow)
+
+    def refusers(self, kind: str, name: str) -> frozenset[str]:
+        """The scopes among filesystem and network whose deny or approval rules
+        (enforced or shadow) could apply to this kind and name: what a shell
+        command's files and URLs are judged against (memoised)."""
+        key = (kind, name)
+        found = self._refusers.get(key)
+        if found is None:
+            scopes = set()
+            for scope in ("filesystem", "network"):
+                candidates = self.candidates(kind, name, scope)
+                tiers = candidates.with_shadow or candidates.enforced
+                if any(verdict is not Verdict.ALLOW for verdict, _ in tiers):
+                    scopes.add(scope)
+            found = frozenset(scopes)
+            if len(self._refusers) >= _CACHE_LIMIT:
+                self._refusers.clear()
+            self._refusers[key] = found
+        return found
 
     def pinned_scope(self, name: str) -> str | None:
         """The scope ``scopes.tools`` pins for this tool name, if any (memoised)."""

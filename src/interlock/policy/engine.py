@@ -25,17 +25,27 @@ from interlock.core.action import Action
 from interlock.core.decision import ApprovalRef, Decision, ShadowVerdict, Verdict
 from interlock.errors import EvaluationError, describe, message_of
 from interlock.policy.compiled import CompiledPolicy, CompiledRule, Tier
-from interlock.policy.extract import AliasConflict, Facts, check_limits, extract, project_arguments
+from interlock.policy.extract import (
+    AliasConflict,
+    AmbiguousUrl,
+    Facts,
+    check_limits,
+    extract,
+    project_arguments,
+)
+from interlock.policy.facets import Outcome, evaluate_facets, needs_facets
 
-__all__ = ["CONFLICTING_ALIASES_RULE", "evaluate", "facts_for"]
+__all__ = ["AMBIGUOUS_URL_RULE", "CONFLICTING_ALIASES_RULE", "evaluate", "facts_for"]
 
 #: The rule id reported when conflicting aliases are refused before policy evaluation.
 CONFLICTING_ALIASES_RULE = "interlock:conflicting-aliases"
+#: The rule id reported when a URL's host depends on the parser that reads it.
+AMBIGUOUS_URL_RULE = "interlock:ambiguous-url"
 
 
 # An outcome: the verdict, the rules that matched (sorted by id) or the errors that
 # left it open. A plain tuple: this is built on every check.
-_Outcome = tuple[Verdict, tuple[CompiledRule, ...], tuple[EvaluationError, ...]]
+_Outcome = Outcome  # (verdict, rules that decided, errors that left it open)
 _NO_RULES: tuple[CompiledRule, ...] = ()
 _NO_ERRORS: tuple[EvaluationError, ...] = ()
 
@@ -72,6 +82,12 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
             reason=str(conflict),
             rule_ids=(CONFLICTING_ALIASES_RULE,),
         )
+    except AmbiguousUrl as ambiguous:
+        return Decision(
+            verdict=Verdict.DENY,
+            reason=str(ambiguous),
+            rule_ids=(AMBIGUOUS_URL_RULE,),
+        )
     except EvaluationError as exc:
         return Decision.undetermined(exc, reason=f"cannot judge this call: {message_of(exc)}")
     except Exception as exc:  # a hostile argument that breaks extraction
@@ -80,16 +96,37 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
             reason="cannot judge this call: its arguments could not be read",
         )
 
+    if needs_facets(facts, policy):
+        try:
+            enforced, would, note = evaluate_facets(facts, policy, _judge)
+        except Exception as exc:
+            return Decision.undetermined(
+                EvaluationError(f"cannot judge this call: {describe(exc)}"),
+                reason="cannot judge this call: what it does could not be read",
+            )
+        return _finish(enforced, would, policy, note)
+
     candidates = policy.candidates(facts.kind, facts.name, facts.scope)
     enforced = _judge(facts, candidates.enforced, policy.default)
 
-    shadow: ShadowVerdict | None = None
+    with_shadow: _Outcome | None = None
     if candidates.with_shadow is not None or policy.shadow_mode:
-        would = _judge(facts, candidates.with_shadow or (), policy.default)
-        if policy.shadow_mode or would[0] is not enforced[0] or would[1] != enforced[1]:
-            shadow = ShadowVerdict(
-                verdict=would[0], reason=_reason(would, policy), rule_ids=_ids(would)
-            )
+        with_shadow = _judge(facts, candidates.with_shadow or (), policy.default)
+    return _finish(enforced, with_shadow, policy)
+
+
+def _finish(
+    enforced: Outcome, would: Outcome | None, policy: CompiledPolicy, note: str | None = None
+) -> Decision:
+    """The decision from the enforced outcome and, when shadow rules applied, the
+    outcome with them; ``note`` says what part of the call the verdict is about."""
+    shadow: ShadowVerdict | None = None
+    if would is not None and (
+        policy.shadow_mode or would[0] is not enforced[0] or would[1] != enforced[1]
+    ):
+        shadow = ShadowVerdict(
+            verdict=would[0], reason=_reason(would, policy), rule_ids=_ids(would)
+        )
     if policy.shadow_mode:
         assert shadow is not None  # every rule is a shadow rule in shadow mode
         return Decision(
@@ -97,7 +134,7 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
             reason=f"shadow mode: would {shadow.verdict.value}: {shadow.reason}",
             shadow=shadow,
         )
-    return _decision(enforced, policy, shadow)
+    return _decision(enforced, policy, shadow, note)
 
 
 def _judge(facts: Facts, tiers: tuple[Tier, ...], default: Verdict) -> _Outcome:
@@ -157,20 +194,29 @@ def _reason(outcome: _Outcome, policy: CompiledPolicy) -> str:
     return policy.default_reason
 
 
-def _decision(outcome: _Outcome, policy: CompiledPolicy, shadow: ShadowVerdict | None) -> Decision:
+def _decision(
+    outcome: _Outcome,
+    policy: CompiledPolicy,
+    shadow: ShadowVerdict | None,
+    note: str | None = None,
+) -> Decision:
     verdict, rules, errors = outcome
     if verdict is not Verdict.UNDETERMINED:
         rule_ids: tuple[str, ...]
-        if len(rules) == 1:  # the common case, without the helpers' calls
+        if len(rules) == 1 and note is None:  # the common case, without the helpers
             reason, rule_ids = rules[0].reason, (rules[0].id,)
         else:
             reason, rule_ids = _reason(outcome, policy), _ids(outcome)
+            if note is not None:
+                reason = f"{reason} ({note})"
         approval = None
         if verdict is Verdict.REQUIRE_APPROVAL:
             approval = ApprovalRef(id=None, url=policy.approval_link(None))
         # Positional: this runs on every check, and keywords cost more.
         return Decision(verdict, reason, rule_ids, None, "", approval, shadow)
     reason = _reason(outcome, policy)
+    if note is not None:
+        reason = f"{reason} ({note})"
     cause = errors[0]
     if len(errors) > 1:
         cause = EvaluationError(reason, rule_id=errors[0].rule_id)

@@ -21,19 +21,22 @@ The steps, in order, for each check:
 from __future__ import annotations
 
 import math
-import posixpath
 import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import unquote
 
 from interlock.errors import EvaluationError
+from interlock.facts.paths import PathPattern, normalise_path
+from interlock.facts.url import UrlError, registrable_domain, url_facts
 
 __all__ = [
+    "SCOPE_KEYS",
     "AliasConflict",
+    "AmbiguousUrl",
     "Facts",
     "infer_keyword_scope",
     "name_tokens",
@@ -190,6 +193,17 @@ def project_arguments(
     return {key: value for key, value in arguments.items() if key in properties}
 
 
+class AmbiguousUrl(Exception):
+    """A URL whose host depends on which parser reads it."""
+
+    def __init__(self, url: str, why: str) -> None:
+        super().__init__(
+            f"the URL {url!r} goes to different hosts depending on the client ({why}), "
+            "so the call is refused"
+        )
+        self.url = url
+
+
 class AliasConflict(Exception):
     """Two names of one parameter disagree."""
 
@@ -216,6 +230,13 @@ class Facts:
     target: str | None
     capabilities: tuple[str, ...]
     _roots: _Roots | None = None
+    #: every scope of the call, when it has more than one (the first is ``scope``)
+    scopes: tuple[str, ...] | None = None
+    #: parameter sets, one per combination of listed paths and URLs, to judge each
+    variants: tuple[dict[str, Any], ...] | None = None
+    #: the check is judged for a derived use (a file a shell command reads): only the
+    #: rules that could refuse it count
+    derived: str | None = None
 
     @property
     def root(self) -> Callable[[str], Mapping[str, Any]]:
@@ -243,7 +264,52 @@ class Facts:
             }
         if name == "context":
             return dict(self.context.as_dict())
+        if name == "shell":
+            return _shell_root(self)
         raise KeyError(name)
+
+    @property
+    def inexact(self) -> bool:
+        """Whether some parameter is known only as a pattern (see facts.paths)."""
+        return any(type(value) is PathPattern for value in self.params.values())
+
+    def with_params(self, scope: str, params: dict[str, Any], derived: str | None = None) -> Facts:
+        """A copy judged under ``scope`` with ``params`` (for one scope, one listed
+        value, or one file a command uses)."""
+        return Facts(
+            self.kind,
+            self.name,
+            scope,
+            params.get("verb", self.verb) if derived else self.verb,
+            self.args,
+            params,
+            self.context,
+            self.target,
+            self.capabilities,
+            derived=derived,
+        )
+
+
+def _shell_root(facts: Facts) -> Mapping[str, Any]:
+    """``shell`` for CEL: the facts of the call's command (empty without one).
+    Incomplete facts make the expression unevaluable: CEL never sees a guess."""
+    from interlock.policy.shellmatch import facts_of_command
+
+    shell = facts_of_command(facts)
+    if shell is None:
+        return {
+            "programs": [],
+            "commands": [],
+            "reads": [],
+            "writes": [],
+            "deletes": [],
+            "touches": [],
+            "urls": [],
+            "complete": True,
+        }
+    if not shell.complete:
+        raise EvaluationError(f"cannot judge the shell command: {shell.unknown}")
+    return shell.as_cel()
 
 
 class _Roots(dict[str, Mapping[str, Any]]):
@@ -326,17 +392,55 @@ def _as_text(name: str, value: Any, max_chars: int) -> str:
     return text
 
 
-def _domain_of_url(url: str) -> str | None:
-    try:
-        parts = urlsplit(url if "//" in url else f"//{url}")
-        host = parts.hostname
-    except ValueError as exc:
-        raise EvaluationError(f"parameter 'url' is not a valid URL: {exc}") from exc
-    return _normal_domain(host) if host else None
+def _texts(name: str, value: Any, max_chars: int) -> list[str]:
+    """One value or a list of them, each as text (a list of paths or URLs names
+    several, each judged)."""
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return []
+        return [_as_text(name, item, max_chars) for item in value]
+    return [_as_text(name, value, max_chars)]
 
 
 def _normal_domain(domain: str) -> str:
     return domain.strip().rstrip(".").lower()
+
+
+# Argument names, by the parameter they give. A name of each group adds the scope.
+_PATH_KEYS: Final = ("path", "file_path", "paths", "file_paths", "filepath", "filename")
+_URL_KEYS: Final = ("url", "urls", "uri", "uris", "href")
+_HOST_KEYS: Final = ("domain", "host", "hostname")
+#: Argument names that add a scope to a call (an argument can add one, never remove).
+SCOPE_KEYS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
+    ("network", _URL_KEYS + _HOST_KEYS),
+    ("filesystem", _PATH_KEYS),
+    ("shell", ("command", "cmd")),
+)
+#: The most combinations of listed values (paths x URLs) one call may ask to judge.
+MAX_VARIANTS: Final = 256
+
+
+def _url_params(text: str) -> dict[str, Any]:
+    try:
+        found = url_facts(text)
+    except UrlError as exc:
+        raise EvaluationError(f"parameter 'url': {exc}") from None
+    if found.ambiguous is not None:
+        raise AmbiguousUrl(text, found.ambiguous)
+    params: dict[str, Any] = {
+        "url": text,
+        "domain": found.host,
+        "scheme": found.scheme,
+    }
+    if found.port is not None:
+        params["port"] = found.port
+    if found.site is not None:
+        params["site"] = found.site
+    if found.ip_class is not None:
+        params["ip_class"] = found.ip_class
+    if found.scheme == "file" and found.path:
+        params["@file"] = normalise_path(unquote(found.path))
+    return params
 
 
 def extract(
@@ -352,8 +456,10 @@ def extract(
     default_scope: str,
     max_param_chars: int,
 ) -> Facts:
-    """Derive the parameters and the scope. Raises AliasConflict or EvaluationError."""
+    """Derive the parameters and the scopes. Raises AliasConflict, AmbiguousUrl or
+    EvaluationError."""
     params: dict[str, Any] = {}
+    variants: list[list[dict[str, Any]]] = []
 
     # An explicit None is an unset optional parameter, not a value. The aliases are
     # read here so that the usual call, with neither, costs no call to _pick.
@@ -364,22 +470,38 @@ def extract(
 
     path, file_path = arguments.get("path"), arguments.get("file_path")
     if path is not None or file_path is not None:
-        text = _as_text("path", _pick("path", "file_path", path, file_path), max_param_chars)
-        params["path"] = posixpath.normpath(text) if text else text
+        _pick("path", "file_path", path, file_path)
+    paths = _gather(arguments, _PATH_KEYS, max_param_chars)
+    if paths:
+        normal = [normalise_path(p) if p else p for p in dict.fromkeys(paths)]
+        if len(normal) == 1:
+            params["path"] = normal[0]
+        else:
+            variants.append([{"path": p} for p in normal])
 
-    url = arguments.get("url", _MISSING)
-    url_domain: str | None = None
-    if url is not _MISSING:
-        params["url"] = _as_text("url", url, max_param_chars)
-        url_domain = _domain_of_url(params["url"])
-    domain = arguments.get("domain", _MISSING)
-    if domain is not _MISSING:
-        given = _normal_domain(_as_text("domain", domain, max_param_chars))
-        if url_domain is not None and given != url_domain:
-            raise AliasConflict("domain", "url", domain, url)
-        params["domain"] = given
-    elif url_domain is not None:
-        params["domain"] = url_domain
+    urls = _gather(arguments, _URL_KEYS, max_param_chars)
+    hosts = _gather(arguments, _HOST_KEYS, max_param_chars)
+    stated: str | None = None
+    if hosts:
+        normal_hosts = {_stated_host(h) for h in hosts}
+        if len(normal_hosts) > 1:
+            first, second = sorted(normal_hosts)[:2]
+            raise AliasConflict("domain", "host", first, second)
+        stated = normal_hosts.pop()
+    if urls:
+        found = [_url_params(u) for u in dict.fromkeys(urls)]
+        for entry in found:
+            if stated is not None and entry["domain"] and entry["domain"] != stated:
+                raise AliasConflict("domain", "url", stated, entry["url"])
+        if len(found) == 1:
+            params.update(found[0])
+        else:
+            variants.append(found)
+    elif stated is not None:
+        params["domain"] = stated
+        site = registrable_domain(stated) if stated else None
+        if site is not None:
+            params["site"] = site
 
     session_id = arguments.get("session_id", _MISSING)
     if session_id is not _MISSING:
@@ -401,33 +523,88 @@ def extract(
     if target is not None:
         params["target"] = target
 
-    scope = (
-        pinned_scope
-        if pinned_scope is not None  # the usual case: decided without a call
-        else _scope(kind, name, description, arguments, default_scope)
-    )
+    if pinned_scope is not None:  # the usual case: decided without a call
+        scopes: tuple[str, ...] = (pinned_scope,)
+    else:
+        scopes = _scopes(kind, name, description, arguments, default_scope)
+    scope = scopes[0]
     if "command" not in params and scope == "shell" and set(arguments) == {"input"}:
         params["command"] = _as_text("command", arguments["input"], max_param_chars)
 
     # Positional, in field order (kind, name, scope, verb, args, params, context,
     # target, capabilities): built on every check, and keywords cost more.
-    return Facts(kind, name, scope, verb, arguments, params, context, target, capabilities)
+    facts = Facts(kind, name, scope, verb, arguments, params, context, target, capabilities)
+    if len(scopes) > 1:
+        facts.scopes = scopes
+    if variants:
+        facts.variants = _combine(variants)
+    return facts
 
 
-def _scope(
+def _gather(arguments: Mapping[str, Any], keys: tuple[str, ...], max_chars: int) -> list[str]:
+    found: list[str] = []
+    for key in keys:
+        value = arguments.get(key)
+        if value is not None:
+            found.extend(_texts(key, value, max_chars))
+    return found
+
+
+def _stated_host(text: str) -> str:
+    if "\x00" in text:
+        raise EvaluationError("a host with a NUL byte cannot be judged")
+    host = _normal_domain(text)
+    if not host:
+        return host
+    try:
+        found = url_facts(
+            f"http://[{host}]/" if ":" in host and "[" not in host else f"http://{host}/"
+        )
+    except UrlError:
+        return host
+    return found.host
+
+
+def _combine(variants: list[list[dict[str, Any]]]) -> tuple[dict[str, Any], ...]:
+    total = 1
+    for values in variants:
+        total *= len(values)
+    if total > MAX_VARIANTS:
+        raise EvaluationError(
+            f"the call lists {total} combinations of paths and URLs, over the "
+            f"{MAX_VARIANTS} judged in one check"
+        )
+    combined: list[dict[str, Any]] = [{}]
+    for values in variants:
+        combined = [{**base, **value} for base in combined for value in values]
+    return tuple(combined)
+
+
+def _scopes(
     kind: str,
     name: str,
     description: str | None,
     arguments: Mapping[str, Any],
     default_scope: str,
-) -> str:
-    """The scope when none is pinned."""
+) -> tuple[str, ...]:
+    """Every scope of a call when none is pinned: the argument names' (first), then
+    the tool's name or description's; the default only when nothing else gives one.
+    An argument can add a scope, never take one away: ``shell(command=..., url=...)``
+    is judged under shell and network rules alike."""
     if kind == "llm":
-        return "llm"
+        return ("llm",)
     if kind == "browser":
-        return "browser"
-    if "url" in arguments or "domain" in arguments:
-        return "network"
-    if "path" in arguments or "file_path" in arguments:
-        return "filesystem"
-    return infer_keyword_scope(name, description) or default_scope
+        return ("browser",)
+    found: list[str] = []
+    if arguments:
+        for scope, keys in SCOPE_KEYS:
+            for key in keys:
+                if arguments.get(key) is not None:
+                    found.append(scope)
+                    break
+    keyword = infer_keyword_scope(name, description)
+    if keyword is not None and keyword not in found:
+        found.append(keyword)
+    if not found:
+        return (default_scope,)
+    return tuple(found)

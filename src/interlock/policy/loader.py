@@ -25,7 +25,7 @@ from interlock.errors import PolicyError, PolicyIssue
 from interlock.ledger.pricing import DEFAULT_PRICING, ModelPrice, PricingTable
 from interlock.policy.celexpr import MACRO_BINDING, ROOTS, CelCondition, compile_condition
 from interlock.policy.compiled import CompiledPolicy, CompiledRule
-from interlock.policy.matchers import MISSING, CompiledCondition, GlobSet, RegexSet
+from interlock.policy.matchers import MISSING, CompiledCondition, GlobSet, RegexError, RegexSet
 from interlock.policy.schema import (
     EXTRACTED_PARAMS,
     BudgetModel,
@@ -33,7 +33,9 @@ from interlock.policy.schema import (
     PolicyModel,
     RateLimitModel,
     RuleModel,
+    ShellCondition,
 )
+from interlock.policy.shellmatch import CommandMatcher, ShellMatcher
 from interlock.policy.source import SourceDocument, parse_yaml
 from interlock.policy.specs import (
     ApprovalPolicy,
@@ -368,9 +370,16 @@ class _Compiler:
                     rule.id,
                 )
                 continue
-            compiled = self.condition(key, condition, (*base, "params", key), rule.id)
+            compiled = self.condition(
+                key,
+                condition,
+                (*base, "params", key),
+                rule.id,
+                possible=rule.decision != "allow",
+            )
             if compiled is not None:
                 conditions.append(compiled)
+        shell = _shell_matcher(rule.shell) if rule.shell is not None else None
         when: CelCondition | None = None
         if rule.when is not None:
             try:
@@ -401,31 +410,49 @@ class _Compiler:
             conditions=tuple(conditions),
             when=when,
             line=self.line_of(base),
+            shell=shell,
         )
 
     def condition(
-        self, key: str, condition: Condition, path: tuple[str | int, ...], rule_id: str
+        self,
+        key: str,
+        condition: Condition,
+        path: tuple[str | int, ...],
+        rule_id: str,
+        *,
+        possible: bool = False,
     ) -> CompiledCondition | None:
         regexes: dict[str, RegexSet | None] = {"regex": None, "not_regex": None}
         for name in regexes:
             value = getattr(condition, name)
             if value is None:
                 continue
-            try:
-                regexes[name] = RegexSet.of(value)
-            except re.error as exc:
-                self.issue(f"invalid regex: {exc}", (*path, name), rule_id)
-                return None
+            for index, pattern in enumerate([value] if isinstance(value, str) else value):
+                try:
+                    RegexSet.of(pattern)
+                except RegexError as exc:
+                    where = (*path, name) if isinstance(value, str) else (*path, name, index)
+                    self.issue(f"invalid regex {pattern!r}: {exc}", where, rule_id)
+                    return None
+            regexes[name] = RegexSet.of(value)
         bounds = tuple(
             (op, float(getattr(condition, op)))
             for op in ("gt", "gte", "lt", "lte")
             if getattr(condition, op) is not None
         )
         fields = condition.model_fields_set
+        # Paths: a deny's glob matches whatever case (the file system may ignore it),
+        # an allow's not_glob likewise — each the stricter reading.
+        folded_glob = key == "path" and possible
+        folded_not_glob = key == "path" and not possible
         return CompiledCondition(
             key=key,
-            glob=GlobSet.of(condition.glob) if condition.glob is not None else None,
-            not_glob=GlobSet.of(condition.not_glob) if condition.not_glob is not None else None,
+            glob=GlobSet.of(condition.glob, ignore_case=folded_glob)
+            if condition.glob is not None
+            else None,
+            not_glob=GlobSet.of(condition.not_glob, ignore_case=folded_not_glob)
+            if condition.not_glob is not None
+            else None,
             regex=regexes["regex"],
             not_regex=regexes["not_regex"],
             eq=condition.eq if "eq" in fields else MISSING,
@@ -434,7 +461,25 @@ class _Compiler:
             not_in=tuple(condition.not_in) if condition.not_in is not None else None,
             bounds=bounds,
             exists=condition.exists,
+            possible=possible,
         )
+
+
+def _shell_matcher(condition: ShellCondition) -> ShellMatcher:
+    commands = tuple(
+        CommandMatcher(
+            programs=GlobSet.of(pattern.program),
+            flags=tuple(pattern.flags or ()),
+            subcommand=GlobSet.of(pattern.subcommand) if pattern.subcommand is not None else None,
+            args=tuple(GlobSet.of(glob) for glob in _list(pattern.args)),
+        )
+        for pattern in condition.commands or ()
+    )
+    return ShellMatcher(
+        programs=GlobSet.of(condition.programs) if condition.programs is not None else None,
+        commands=commands,
+        writes=condition.writes,
+    )
 
 
 def _cel_bound_names(expression: str) -> set[str]:

@@ -10,27 +10,40 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Final
 
 from interlock.errors import EvaluationError
+from interlock.facts.globs import could_match, covers
+from interlock.facts.paths import PathPattern
 
-__all__ = ["MISSING", "CompiledCondition", "GlobSet", "RegexSet", "lookup"]
+__all__ = [
+    "MISSING",
+    "CompiledCondition",
+    "GlobSet",
+    "RegexError",
+    "RegexSet",
+    "compile_re2",
+    "lookup",
+]
 
 MISSING: Final = object()
 
 
 @dataclass(frozen=True, slots=True)
 class GlobSet:
-    """Any-of fnmatch globs, compiled into one anchored regex. Case-sensitive."""
+    """Any-of fnmatch globs, compiled into one anchored regex. Case-sensitive unless
+    built with ``ignore_case``."""
 
     patterns: tuple[str, ...]
     _regex: re.Pattern[str]
 
     @classmethod
-    def of(cls, globs: str | Sequence[str]) -> GlobSet:
+    def of(cls, globs: str | Sequence[str], *, ignore_case: bool = False) -> GlobSet:
         patterns = (globs,) if isinstance(globs, str) else tuple(globs)
         body = "|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)
-        return cls(patterns, re.compile(body, re.DOTALL))
+        flags = re.DOTALL | (re.IGNORECASE if ignore_case else 0)
+        return cls(patterns, re.compile(body, flags))
 
     @property
     def literal(self) -> frozenset[str] | None:
@@ -49,28 +62,73 @@ class GlobSet:
         return self._regex.match
 
 
+class RegexError(ValueError):
+    """A pattern RE2 does not accept (a backreference, a lookaround...)."""
+
+
+@lru_cache(maxsize=1)
+def _re2_options() -> Any:
+    import re2
+
+    options = re2.Options()
+    options.never_capture = True  # a match is a yes/no: no groups to fill
+    options.log_errors = False  # errors are raised, not printed
+    return options
+
+
+def compile_re2(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (linear time in the text, whatever the pattern).
+    Raises :class:`RegexError` naming what RE2 refuses."""
+    import re2
+
+    try:
+        return re2.compile(pattern, _re2_options())._regexp
+    except re2.error as exc:
+        message = str(exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc)
+        raise RegexError(
+            f"{message} (policy regexes use RE2 syntax, which runs in linear time: no "
+            "backreferences or lookarounds)"
+        ) from None
+
+
 @dataclass(frozen=True, slots=True)
 class RegexSet:
-    """Any-of regexes, searched (not anchored)."""
+    """Any-of regexes, searched (not anchored), on RE2: the cost of a search is linear
+    in the text whatever the patterns, so no pattern can stall a check."""
 
     patterns: tuple[str, ...]
-    _regex: re.Pattern[str]
+    _regex: Any  # re2._re2.RE2
 
     @classmethod
     def of(cls, regexes: str | Sequence[str]) -> RegexSet:
         patterns = (regexes,) if isinstance(regexes, str) else tuple(regexes)
         for pattern in patterns:
-            re.compile(pattern)  # raise on the one that is wrong, by itself
+            compile_re2(pattern)  # raise on the one that is wrong, by itself
         body = "|".join(f"(?:{p})" for p in patterns)
-        return cls(patterns, re.compile(body))
+        return cls(patterns, compile_re2(body))
 
     def matches(self, text: str) -> bool:
-        return self._regex.search(text) is not None
+        data = text.encode("utf-8", "surrogatepass")
+        return bool(self._regex.Match(_unanchored(), data, 0, len(data))[0][0] >= 0)
 
     @property
-    def search(self) -> Callable[[str], re.Match[str] | None]:
-        """The regex's own ``search``, for a hot caller to bind once (see GlobSet.match)."""
-        return self._regex.search
+    def search(self) -> Callable[[str], object | None]:
+        """A search for a hot caller to bind once: a truthy value when found."""
+        match = self._regex.Match
+        anchor = _unanchored()
+
+        def search(text: str) -> object | None:
+            data = text.encode("utf-8", "surrogatepass")
+            return True if match(anchor, data, 0, len(data))[0][0] >= 0 else None
+
+        return search
+
+
+@lru_cache(maxsize=1)
+def _unanchored() -> Any:
+    from re2 import _re2
+
+    return _re2.RE2.Anchor.UNANCHORED
 
 
 def lookup(key: str, params: Mapping[str, Any], args: Mapping[str, Any]) -> Any:
@@ -119,6 +177,10 @@ class CompiledCondition:
     not_in: tuple[Any, ...] | None = None
     bounds: tuple[tuple[str, float], ...] = ()
     exists: bool | None = None
+    #: A deny or approval rule's condition ("could the call be this?"); an allow
+    #: rule's is False ("is the call certainly this?"). Decides values known only as
+    #: a pattern, and the case of paths (see docs/policy.md, "Paths").
+    possible: bool = False
 
     # The per-check test, specialised to this condition's key and tests (built once).
     test: Callable[[Any], bool] = field(init=False, repr=False, compare=False)
@@ -185,7 +247,7 @@ class CompiledCondition:
 
         return param_test
 
-    def _text_only(self) -> tuple[Callable[[str], re.Match[str] | None], bool] | None:
+    def _text_only(self) -> tuple[Callable[[str], object | None], bool] | None:
         """When the condition is one glob or regex test (negated or not) and nothing
         else: the compiled regex's own match or search and the outcome that passes."""
         tests = self._tests()
@@ -215,6 +277,8 @@ class CompiledCondition:
 
     def _judge(self, value: Any) -> bool:
         """The tests on a present value."""
+        if type(value) is PathPattern:
+            return self._judge_pattern(value)
         if self.glob or self.not_glob or self.regex or self.not_regex:
             text = self._text(value)
             if self.glob is not None and not self.glob.matches(text):
@@ -234,6 +298,40 @@ class CompiledCondition:
         if self.not_in is not None and any(_equal(value, v) for v in self.not_in):
             return False
         return not self.bounds or self._within(value)
+
+    def _judge_pattern(self, value: PathPattern) -> bool:
+        """The tests on a value known only as a glob (``*/etc/passwd``, ``*.pem``).
+        For an allow rule they hold only when certain; for a deny or approval rule a
+        test that only *may* hold leaves the rule unevaluable (the verdict open)."""
+        unsure: str | None = None
+        others = self._tests() - {"glob", "not_glob"}
+        if others:
+            unsure = f"a {'/'.join(sorted(others))} test cannot judge it"
+        fold = self.key == "path"
+        if self.glob is not None:
+            inside, maybe = _glob_relation(self.glob.patterns, value, fold and self.possible)
+            if not inside:
+                if not maybe or not self.possible:
+                    return False
+                unsure = unsure or f"it could match {_any_of(self.glob.patterns)}"
+        if self.not_glob is not None:
+            inside, maybe = _glob_relation(
+                self.not_glob.patterns, value, fold and not self.possible
+            )
+            if inside:
+                return False
+            if maybe:
+                if not self.possible:
+                    return False
+                unsure = unsure or f"it could match {_any_of(self.not_glob.patterns)}"
+        if unsure is None:
+            return True
+        if not self.possible:
+            return False
+        raise EvaluationError(
+            f"parameter {self.key!r} is only known as the pattern {str(value)!r} (it "
+            f"depends on what the call expands or where it runs), and {unsure}"
+        )
 
     def _text(self, value: Any) -> str:
         if isinstance(value, str):
@@ -258,6 +356,20 @@ class CompiledCondition:
             if op == "lte" and not value <= bound:
                 return False
         return True
+
+
+def _glob_relation(globs: tuple[str, ...], value: str, fold: bool) -> tuple[bool, bool]:
+    """(every string of the pattern ``value`` matches some glob, some string may)."""
+    if fold:
+        value = value.casefold()
+        globs = tuple(g.casefold() for g in globs)
+    if any(covers(glob, value) for glob in globs):
+        return True, True
+    return False, any(could_match(glob, value) for glob in globs)
+
+
+def _any_of(globs: tuple[str, ...]) -> str:
+    return repr(globs[0]) if len(globs) == 1 else f"one of {list(globs)!r}"
 
 
 def _short(value: Any) -> str:

@@ -30,6 +30,7 @@ __all__ = [
     "ApprovalSettings",
     "AuditSettings",
     "BudgetModel",
+    "CommandPattern",
     "Condition",
     "Limits",
     "PolicyModel",
@@ -38,6 +39,7 @@ __all__ = [
     "RedactionSettings",
     "RuleModel",
     "ScopeSettings",
+    "ShellCondition",
     "TokenPrice",
     "policy_json_schema",
 ]
@@ -48,6 +50,10 @@ EXTRACTED_PARAMS: tuple[str, ...] = (
     "command",
     "url",
     "domain",
+    "site",
+    "scheme",
+    "port",
+    "ip_class",
     "path",
     "verb",
     "session_id",
@@ -116,7 +122,8 @@ class Condition(_Strict):
     )
     not_glob: Globs | None = Field(None, description="Matches if no glob matches.")
     regex: Globs | None = Field(
-        None, description="Matches if any regex is found (re.search; anchor with ^ and $)."
+        None,
+        description="Matches if any regex is found (RE2 syntax, linear time; anchor with ^ and $).",
     )
     not_regex: Globs | None = Field(None, description="Matches if no regex is found.")
     eq: str | int | float | bool | None = None
@@ -169,6 +176,55 @@ class Condition(_Strict):
         return self
 
 
+class CommandPattern(_Strict):
+    """One simple command of a shell call, as a deny (or approval) rule names it."""
+
+    program: Globs = Field(
+        description="Globs on the program, resolved: `/bin/rm`, `\\rm`, `'rm'` and "
+        "`sudo rm` are all `rm`."
+    )
+    flags: list[str] | None = Field(
+        None,
+        description="Flags the command must all have, normalised for the program: for "
+        "rm, `-r` matches -r, -R, -rf, --recursive and --rec.",
+    )
+    subcommand: Globs | None = Field(
+        None, description="Globs on the first operand (git push, docker run, kubectl delete)."
+    )
+    args: Globs | None = Field(
+        None, description="Globs each of which must match some operand of the command."
+    )
+
+
+class ShellCondition(_Strict):
+    """Conditions on what a shell call's command string will run (its `command`),
+    parsed as bash: every simple command in lists, pipelines, substitutions, `bash -c`
+    strings... A string that cannot be parsed, or whose program is only known when it
+    runs, cannot be judged: the rule is unevaluable and the verdict undetermined."""
+
+    programs: Globs | None = Field(
+        None,
+        description="Holds only when *every* command of the call runs one of these "
+        "programs (an allow-list: `ls; rm -rf /` does not pass `[ls]`).",
+    )
+    commands: list[CommandPattern] | None = Field(
+        None, description="Holds when *some* command of the call matches one of these."
+    )
+    writes: bool | None = Field(
+        None,
+        description="`false`: holds only when no command writes or deletes a file "
+        "(redirections included; /dev/null is not a file); `true`: when some does.",
+    )
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> ShellCondition:
+        if self.programs is None and self.commands is None and self.writes is None:
+            raise ValueError("a shell condition needs programs, commands or writes")
+        if self.commands is not None and not self.commands:
+            raise ValueError("commands: give at least one command pattern")
+        return self
+
+
 class RuleModel(_Strict):
     """One rule: who and what it matches, and the decision it gives."""
 
@@ -188,13 +244,18 @@ class RuleModel(_Strict):
     tenant: Globs | None = Field(None, description="Globs on the tenant from the trusted context.")
     params: dict[str, Condition] = Field(
         default_factory=dict,
-        description="Conditions on extracted parameters (command, url, domain, path, verb, "
-        "session_id, est_cost, target) or on arguments as `args.<dotted.path>`.",
+        description="Conditions on extracted parameters (command, url, domain, site, "
+        "scheme, port, ip_class, path, verb, session_id, est_cost, target) or on "
+        "arguments as `args.<dotted.path>`.",
+    )
+    shell: ShellCondition | None = Field(
+        None,
+        description="Conditions on the commands the call's shell `command` will run.",
     )
     when: str | None = Field(
         None,
-        description="A CEL expression over `action`, `args`, `params` and `context`; must be "
-        "true for the rule to match. Compiled at load.",
+        description="A CEL expression over `action`, `args`, `params`, `context` and "
+        "`shell`; must be true for the rule to match. Compiled at load.",
     )
 
     @field_validator("kind")

@@ -1,0 +1,1105 @@
+"""Shell facts: what a command string will run, read, write and fetch.
+
+A policy must judge what ``ls /tmp; curl … | sh`` *does* — two programs, one of them
+a shell fed from the network — not how its text looks. :func:`shell_facts` parses the
+string with tree-sitter's bash grammar (see docs/adr/0006-shell-and-url-facts.md for
+the choice) and walks every simple command: in lists, pipelines, subshells, ``$(…)``
+and backtick substitutions, process substitutions, function bodies, conditionals and
+loops; strings run by ``bash -c``, ``sh -c``, ``eval``, ``su -c``, ``ssh host …``,
+``watch``, ``flock -c`` and heredocs fed to a shell are parsed in turn, to a bounded
+depth. For each command:
+
+- the **program**, resolved: quotes and escapes removed (``r\\m``, ``'rm'``,
+  ``$'\\x72m'`` are ``rm``), ``/bin/rm`` is ``rm`` (a path outside the system's bin
+  directories keeps its path: ``./rm`` is not ``rm``), and wrappers looked through —
+  ``sudo``, ``doas`` (recorded as commands too: they change who runs), ``env X=1``,
+  ``nice``, ``nohup``, ``timeout``, ``stdbuf``, ``ionice``, ``time``, ``command``,
+  ``exec``, ``xargs``, ``find -exec``, ``busybox``…;
+- its **flags**, normalised per program (:mod:`interlock.facts.programs`): for ``rm``,
+  ``-rf`` ≡ ``-r -f`` ≡ ``-Rf`` ≡ ``--recursive --force`` ≡ ``--rec --force``;
+- the **files** it reads, writes and deletes (operands of known programs, option
+  values such as ``curl -o``, redirections) and the **URLs** it fetches;
+- whether any of it is **unknown until it runs** (a variable, a substitution, a glob).
+
+What cannot be known is never guessed: a string that does not parse is an
+``error``; a command whose program is hidden (``$RM -rf /``, ``$(echo rm)``,
+``{rm,-rf,/}``), a shell fed from a pipe, ``awk '{system(…)}'`` — each is listed in
+``opaque``. Policy conditions treat both as "cannot judge" (undetermined), never as
+a pass.
+
+Results are cached by the exact string (the facts are immutable).
+"""
+
+from __future__ import annotations
+
+import codecs
+import posixpath
+import re
+import shlex
+import threading
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
+
+from interlock.facts.argv import (
+    INTERPRETERS,
+    PRIVILEGE,
+    SHELLS,
+    STEERING_VARIABLES,
+    SYSTEM_DIRS,
+    WRAPPER_VALUES,
+    Parsed,
+    Word,
+    parse_options,
+)
+from interlock.facts.globs import escape
+from interlock.facts.paths import PathError, PathPattern, normalise_path
+from interlock.facts.programs import GIT_SUBCOMMANDS, Program, generic, program_spec
+
+if TYPE_CHECKING:
+    from tree_sitter import Node, Parser
+
+__all__ = ["Command", "PathUse", "ShellFacts", "UrlUse", "shell_facts"]
+
+FileUse = Literal["read", "write", "delete", "touched"]
+
+#: How deep ``bash -c "bash -c '…'"`` and ``$( $( … ) )`` are followed.
+MAX_DEPTH: Final = 8
+#: The most simple commands one string may hold before it is refused as unjudgeable.
+MAX_COMMANDS: Final = 2_000
+#: The longest command string read as shell (the policy's max_param_chars bounds
+#: every parameter; this bounds the parse whatever that limit is set to).
+MAX_CHARS: Final = 262_144
+#: The most files and URLs one command string may name before it is unjudgeable.
+MAX_USES: Final = 4_096
+
+#: Wrappers that run their command as it is (the command is what is judged).
+_TRANSPARENT: Final = frozenset(WRAPPER_VALUES) - PRIVILEGE - {"xargs", "watch", "flock"}
+_HARMLESS_FILES: Final = frozenset(
+    {
+        "/dev/null",
+        "/dev/stdout",
+        "/dev/stderr",
+        "/dev/stdin",
+        "/dev/tty",
+        "/dev/zero",
+        "/dev/random",
+        "/dev/urandom",
+    }
+)
+_AWK_EXEC: Final = re.compile(r"\bsystem\s*\(|\|\s*getline|\|\s*\"|print[^;}]*\|")
+_SED_EXEC: Final = re.compile(
+    r"(?:^|[;{}\n]\s*)e(?:\s|$|;)|s(.)(?:(?!\1).|\\.)*\1(?:(?!\1).|\\.)*\1[a-zA-Z0-9]*e"
+)
+_SED_WRITE: Final = re.compile(
+    r"(?:^|[;{}\n]\s*)[wW]\s*\S|s(.)(?:(?!\1).|\\.)*\1(?:(?!\1).|\\.)*\1[a-zA-Z0-9]*w"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PathUse:
+    """A file a command uses. ``path`` is normalised (a ``PathPattern`` when not known
+    exactly); ``use`` is read, write, delete, or touched (a file of unknown use)."""
+
+    path: str
+    use: FileUse
+    program: str
+
+
+@dataclass(frozen=True, slots=True)
+class UrlUse:
+    """A URL a command fetches or sends to. ``exact`` is False when part of it is only
+    known when the command runs."""
+
+    url: str
+    program: str
+    exact: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One simple command, as it will run."""
+
+    program: str  # resolved: "rm" (also for /bin/rm); "./rm" for a path outside bin dirs
+    name: str  # the basename, always: "rm" for ./rm too
+    flags: frozenset[str]  # canonical spellings, e.g. {"--recursive", "--force"}
+    operands: tuple[str, ...]  # words that are not flags (a glob where not known exactly)
+    subcommand: str | None = None  # git push -> "push"
+    via: tuple[str, ...] = ()  # wrappers looked through: ("sudo",), ("xargs",)
+    dynamic: bool = False  # some argument is only known when it runs
+    dynamic_flags: bool = False  # ... and could be a flag
+    runs_code: bool = False  # inline code for an interpreter (python -c, node -e)
+    text: str = ""  # the source text of the command
+
+    def as_dict(self) -> dict[str, Any]:
+        """The command for CEL (``shell.commands``)."""
+        return {
+            "program": self.program,
+            "name": self.name,
+            "flags": sorted(self.flags),
+            "args": list(self.operands),
+            "subcommand": self.subcommand or "",
+            "via": list(self.via),
+            "dynamic": self.dynamic,
+            "runs_code": self.runs_code,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ShellFacts:
+    """Everything a command string does, as far as it can be known before it runs."""
+
+    text: str
+    commands: tuple[Command, ...] = ()
+    paths: tuple[PathUse, ...] = ()
+    urls: tuple[UrlUse, ...] = ()
+    opaque: tuple[str, ...] = ()  # parts that cannot be judged, each said in words
+    error: str | None = None  # the whole string cannot be judged
+    _cel: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every command of the string is known."""
+        return self.error is None and not self.opaque
+
+    @property
+    def unknown(self) -> str | None:
+        """Why the facts are not complete, in words; None when they are."""
+        if self.error is not None:
+            return self.error
+        if self.opaque:
+            return "; ".join(self.opaque)
+        return None
+
+    @property
+    def writes(self) -> tuple[PathUse, ...]:
+        """Files written or deleted (not counting /dev/null and the like)."""
+        return tuple(
+            p for p in self.paths if p.use in ("write", "delete") and p.path not in _HARMLESS_FILES
+        )
+
+    def as_cel(self) -> dict[str, Any]:
+        """The facts for CEL: ``shell.programs``, ``shell.commands``, ``shell.reads``..."""
+        cel = self._cel
+        if cel is None:
+            cel = {
+                "programs": sorted({c.program for c in self.commands}),
+                "commands": [c.as_dict() for c in self.commands],
+                "reads": [p.path for p in self.paths if p.use == "read"],
+                "writes": [p.path for p in self.paths if p.use == "write"],
+                "deletes": [p.path for p in self.paths if p.use == "delete"],
+                "touches": [p.path for p in self.paths],
+                "urls": [u.url for u in self.urls],
+                "complete": self.complete,
+            }
+            object.__setattr__(self, "_cel", cel)
+        return cel
+
+
+# -- parsing ---------------------------------------------------------------------------
+
+_local = threading.local()
+
+
+def _parser() -> Parser:
+    parser: Parser | None = getattr(_local, "parser", None)
+    if parser is None:
+        import tree_sitter_bash
+        from tree_sitter import Language, Parser
+
+        parser = Parser(Language(tree_sitter_bash.language()))
+        _local.parser = parser
+    return parser
+
+
+@lru_cache(maxsize=4096)
+def shell_facts(text: str) -> ShellFacts:
+    """The facts of the command string ``text`` (cached; never raises)."""
+    if len(text) > MAX_CHARS:
+        return ShellFacts(
+            text=text,
+            error=f"the command is {len(text)} characters long, over the {MAX_CHARS} read as shell",
+        )
+    try:
+        walker = _Walker()
+        walker.script(text, depth=0)
+    except _Unjudgeable as exc:
+        return ShellFacts(text=text, error=str(exc))
+    except RecursionError:
+        return ShellFacts(text=text, error="the command is nested too deeply to judge")
+    return ShellFacts(
+        text=text,
+        commands=tuple(walker.commands),
+        paths=tuple(dict.fromkeys(walker.paths)),
+        urls=tuple(dict.fromkeys(walker.urls)),
+        opaque=tuple(dict.fromkeys(walker.opaque)),
+    )
+
+
+class _Unjudgeable(Exception):
+    pass
+
+
+_QUOTED_ESCAPES: Final = frozenset('$`"\\\n')
+
+
+class _Walker:
+    def __init__(self) -> None:
+        self.commands: list[Command] = []
+        self.paths: list[PathUse] = []
+        self.urls: list[UrlUse] = []
+        self.opaque: list[str] = []
+        self.variables: dict[str, str | None] = {}  # name -> static value, None: unknown
+        self.functions: set[str] = set()
+
+    # -- scripts -------------------------------------------------------------------
+
+    def script(self, text: str, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise _Unjudgeable(f"commands are nested more than {MAX_DEPTH} levels deep")
+        if "\x00" in text:
+            raise _Unjudgeable("the command holds a NUL byte")
+        data = text.encode("utf-8", "surrogatepass")
+        tree = _parser().parse(data)
+        root = tree.root_node
+        if root.has_error:
+            raise _Unjudgeable(f"the command cannot be parsed as shell: {_near_error(root)}")
+        self._assignments(root)
+        self._walk(root, depth)
+
+    def _assignments(self, root: Node) -> None:
+        """Variables set in the script: a name set once to a static value is known;
+        set twice, dynamically, by ``read`` or a loop, unknown."""
+        seen: dict[str, int] = {}
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            kind = node.type
+            if kind == "variable_assignment":
+                name_node = node.child_by_field_name("name")
+                if name_node is not None:
+                    name = _text(name_node)
+                    seen[name] = seen.get(name, 0) + 1
+                    value = node.child_by_field_name("value")
+                    word = self._word(value) if value is not None else Word("", "", True, False)
+                    known = word.text if word.exact else None
+                    self.variables[name] = known if seen[name] == 1 else None
+            elif kind in ("for_statement", "c_style_for_statement"):
+                variable = node.child_by_field_name("variable")
+                if variable is not None:
+                    self.variables[_text(variable)] = None
+            elif kind == "function_definition":
+                name_node = node.child_by_field_name("name")
+                if name_node is not None:
+                    self.functions.add(_text(name_node))
+            elif kind == "command":
+                name_node = node.child_by_field_name("name")
+                if name_node is not None and _text(name_node) in (
+                    "read",
+                    "mapfile",
+                    "readarray",
+                    "getopts",
+                    "printf",
+                    "let",
+                ):
+                    for child in node.children_by_field_name("argument"):
+                        target = _text(child)
+                        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", target):
+                            self.variables[target] = None
+            stack.extend(node.children)
+
+    def _walk(self, root: Node, depth: int) -> None:
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            kind = node.type
+            if kind == "command":
+                self._command(node, depth)
+            elif kind in ("declaration_command", "unset_command"):
+                first = node.children[0] if node.children else None
+                program = _text(first) if first is not None else "declare"
+                self._add(
+                    Command(
+                        program=program,
+                        name=program,
+                        flags=frozenset(),
+                        operands=(),
+                        text=_text(node),
+                    )
+                )
+                for child in node.named_children:
+                    if child.type == "variable_assignment":
+                        self._steering(child)
+            elif (
+                kind == "variable_assignment"
+                and node.parent is not None
+                and node.parent.type
+                in (
+                    "program",
+                    "list",
+                    "compound_statement",
+                    "subshell",
+                    "do_group",
+                    "pipeline",
+                    "if_statement",
+                    "elif_clause",
+                    "else_clause",
+                    "case_item",
+                    "variable_assignments",
+                )
+            ):
+                self._steering(node)
+            elif kind == "file_redirect":
+                self._redirect(node)
+            elif kind in {"heredoc_redirect", "herestring_redirect"}:
+                pass  # handled with the command they feed (see _feeds_shell)
+            elif kind == "comment":
+                continue
+            elif kind == "ERROR" or node.is_missing:
+                raise _Unjudgeable("the command cannot be parsed as shell")
+            children = node.children
+            if children:
+                stack.extend(reversed(children))
+
+    def _steering(self, assignment: Node) -> None:
+        name_node = assignment.child_by_field_name("name")
+        if name_node is not None and _text(name_node) in STEERING_VARIABLES:
+            self.opaque.append(f"`{_text(assignment)}` changes what later commands run")
+
+    # -- words ---------------------------------------------------------------------
+
+    def _word(self, node: Node) -> Word:
+        kind = node.type
+        if kind == "command_name":
+            parts = [self._word(child) for child in node.children]
+            return parts[0] if len(parts) == 1 else self._concat(parts)
+        if kind in {"word", "number"}:
+            return self._bare(_text(node))
+        if kind == "raw_string":
+            inner = _text(node)[1:-1]
+            return Word(inner, escape(inner), True, False)
+        if kind == "ansi_c_string":
+            inner = _ansi_c(_text(node)[2:-1])
+            return Word(inner, escape(inner), True, False)
+        if kind in ("string", "translated_string"):
+            return self._double_quoted(node)
+        if kind == "concatenation":
+            return self._concat([self._word(child) for child in node.children])
+        if kind in {"simple_expansion", "expansion"}:
+            return self._expansion(node)
+        if kind in ("string_content", "heredoc_content"):
+            text = _text(node)
+            return Word(text, escape(text), True, False)
+        # command_substitution, process_substitution, arithmetic_expansion, brace
+        # expressions, extglobs...: only known when it runs.
+        return Word(_text(node), "*", False, False)
+
+    def _bare(self, raw: str) -> Word:
+        if "\\" not in raw and "{" not in raw:  # the usual word: nothing to undo
+            magic = "*" in raw or "?" in raw or "[" in raw
+            return Word(raw, raw, True, magic)
+        text: list[str] = []
+        pattern: list[str] = []
+        magic = False
+        i, n = 0, len(raw)
+        while i < n:
+            ch = raw[i]
+            if ch == "\\" and i + 1 < n:
+                nxt = raw[i + 1]
+                i += 2
+                if nxt == "\n":
+                    continue
+                text.append(nxt)
+                pattern.append(escape(nxt))
+                continue
+            if ch in "*?[":
+                magic = True
+                pattern.append(ch)
+            else:
+                pattern.append(ch)
+            text.append(ch)
+            i += 1
+        value = "".join(text)
+        static = True
+        if "{" in value and "}" in value and re.search(r"\{[^{}]*(,|\.\.)[^{}]*\}", value):
+            static = False  # brace expansion: one word becomes several
+            return Word(value, "*", False, True)
+        return Word(value, "".join(pattern), static, magic)
+
+    def _double_quoted(self, node: Node) -> Word:
+        parts: list[Word] = []
+        for child in node.children:
+            kind = child.type
+            if kind in {'"', '$"'}:
+                continue
+            if kind == "string_content":
+                text = _unescape_double(_text(child))
+                parts.append(Word(text, escape(text), True, False))
+            else:
+                parts.append(self._word(child))
+        if not parts:
+            return Word("", "", True, False)
+        return self._concat(parts, quoted=True)
+
+    def _concat(self, parts: list[Word], quoted: bool = False) -> Word:
+        text = "".join(p.text for p in parts)
+        pattern = "".join(p.pattern for p in parts)
+        static = all(p.static for p in parts)
+        magic = not quoted and any(p.magic for p in parts)
+        if static and not quoted:
+            joined = text
+            if re.search(r"\{[^{}]*(,|\.\.)[^{}]*\}", joined) and any(
+                "{" in p.text for p in parts if p.static
+            ):
+                return Word(text, "*", False, True)
+        return Word(text, pattern, static, magic)
+
+    def _expansion(self, node: Node) -> Word:
+        text = _text(node)
+        match = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", text)
+        if match is not None:
+            name = match.group(1)
+            if name == "HOME":
+                return Word("~", "~", True, False)
+            value = self.variables.get(name)
+            if value is not None:
+                return Word(value, escape(value), True, False)
+        return Word(text, "*", False, False)
+
+    # -- commands ------------------------------------------------------------------
+
+    def _command(self, node: Node, depth: int) -> None:
+        name_node = node.child_by_field_name("name")
+        prefix = [c for c in node.children if c.type == "variable_assignment"]
+        for assignment in prefix:
+            self._steering(assignment)
+        if name_node is None:
+            return  # assignments only
+        words = [self._word(name_node)]
+        words += [self._word(arg) for arg in node.children_by_field_name("argument")]
+        feed = _fed_text(node, self)
+        self._argv(words, via=(), depth=depth, text=_text(node), feed=feed)
+
+    def _argv(
+        self,
+        words: list[Word],
+        *,
+        via: tuple[str, ...],
+        depth: int,
+        text: str,
+        feed: str | None = None,
+        extra_dynamic: bool = False,
+    ) -> None:
+        if len(self.commands) > MAX_COMMANDS:
+            raise _Unjudgeable(f"the command holds more than {MAX_COMMANDS} simple commands")
+        if not words:
+            return
+        head = words[0]
+        if not head.exact:
+            self.opaque.append(f"the program of `{text}` is not known until it runs")
+            for word in words[1:]:
+                if not (word.exact and word.text.startswith("-")):
+                    self._touch(word, "touched", "?")
+            return
+        program, name = _resolve(head.text)
+        args = words[1:]
+        if name in PRIVILEGE:
+            self._add(
+                Command(
+                    program, name, frozenset(), tuple(w.pattern for w in args), via=via, text=text
+                )
+            )
+            self._privileged(name, args, (*via, name), depth, text)
+            return
+        if name in _TRANSPARENT or name == "busybox":
+            inner = self._unwrap(name, args)
+            if inner is None:
+                self._add(Command(program, name, frozenset(), (), via=via, text=text))
+            elif inner:
+                self._argv(inner, via=(*via, name), depth=depth, text=text, feed=feed)
+            else:
+                self.opaque.append(f"`{text}` runs a command that is not known until it runs")
+            return
+        if name == "xargs":
+            inner = self._unwrap(name, args)
+            if inner is None or not inner:
+                inner = [Word("echo", "echo", True, False)]
+            self._argv(inner, via=(*via, name), depth=depth, text=text, extra_dynamic=True)
+            return
+        if name in ("watch", "flock"):
+            self._watch_flock(name, args, via, depth, text)
+            return
+        if name in SHELLS or name == "eval":
+            self._shell(program, name, args, via, depth, text, feed)
+            return
+        if name == "ssh":
+            self._ssh(program, args, via, depth, text)
+            return
+        if name == "find":
+            self._find(program, args, via, depth, text)
+            return
+        self._plain(program, name, args, via, text, extra_dynamic)
+
+    def _plain(
+        self,
+        program: str,
+        name: str,
+        args: list[Word],
+        via: tuple[str, ...],
+        text: str,
+        extra_dynamic: bool = False,
+    ) -> None:
+        spec = program_spec(name)
+        interpreter = _interpreter(name)
+        if interpreter is not None:
+            spec = _interpreter_spec(interpreter)
+        subcommand: str | None = None
+        parsed = parse_options(spec, args, stop_at_operand=spec.operands == "subcommand")
+        operands = parsed.operands
+        flags = parsed.flags
+        if spec.operands == "subcommand" and operands:
+            head = operands[0]
+            subcommand = head.text if head.exact else "*"
+            sub = GIT_SUBCOMMANDS.get(head.text) if name == "git" and head.exact else None
+            rest = parse_options(sub or generic, operands[1:])
+            flags = flags | rest.flags
+            operands = [head, *rest.operands]
+            parsed.file_options.extend(rest.file_options)
+            parsed.dynamic_flags = parsed.dynamic_flags or rest.dynamic_flags
+            if sub is not None and sub.operands == "delete":
+                for word in rest.operands:
+                    self._touch(word, "delete", program)
+        runs_code = False
+        if interpreter is not None:
+            runs_code = bool(parsed.seen & interpreter) or not operands
+        if name in ("awk", "gawk", "mawk", "nawk"):
+            script = parsed.script or (operands[0] if operands else None)
+            if script is None or not script.static or _AWK_EXEC.search(script.text):
+                self.opaque.append(f"`{text}` runs commands inside its awk program")
+        if name == "sed":
+            script = parsed.script or (operands[0] if operands else None)
+            if script is not None and script.static and _SED_WRITE.search(script.text):
+                self._touch(Word("*", "*", False, True), "write", program)
+            if script is None or not script.static or _SED_EXEC.search(script.text):
+                self.opaque.append(f"`{text}` runs commands inside its sed script")
+        dynamic = extra_dynamic or any(not w.static for w in args)
+        command = Command(
+            program=program,
+            name=name,
+            flags=flags,
+            operands=tuple(w.text if w.exact else w.pattern for w in operands),
+            subcommand=subcommand,
+            via=via,
+            dynamic=dynamic,
+            dynamic_flags=parsed.dynamic_flags or extra_dynamic,
+            runs_code=runs_code,
+            text=text,
+        )
+        self._add(command)
+        for option, word in parsed.file_options:
+            use = spec.file_options.get(option) or spec.file_options.get(spec.canonical(option))
+            if use is not None:
+                self._touch(word, use, program)
+        for _, word in parsed.url_options:
+            self._url(word, program)
+        if extra_dynamic:
+            self._touch(Word("*", "*", False, True), "touched", program)
+        self._operands(spec, name, parsed, operands, flags, program)
+
+    def _operands(
+        self,
+        spec: Program,
+        name: str,
+        parsed: Parsed,
+        operands: list[Word],
+        flags: frozenset[str],
+        program: str,
+    ) -> None:
+        role = spec.operands
+        if role in {"none", "subcommand"}:
+            return
+        if role in ("pattern-then-read", "script-then-read"):
+            files = operands if parsed.script is not None else operands[1:]
+            use: FileUse = "read"
+            if name == "sed" and "--in-place" in flags:
+                use = "write"
+            if name in ("awk", "gawk", "mawk", "nawk"):
+                files = [w for w in files if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w.text)]
+            for word in files:
+                self._touch(word, use, program)
+            return
+        if role in ("copy", "move", "link"):
+            target_given = any(o in ("-t", "--target-directory") for o, _ in parsed.file_options)
+            sources = operands if target_given else operands[:-1]
+            destination = [] if target_given else operands[-1:]
+            source_use: FileUse = "delete" if role == "move" else "read"
+            if role == "link":
+                sources = []
+            for word in sources:
+                self._touch(word, source_use, program)
+                if role == "move":
+                    self._touch(word, "read", program)
+            for word in destination:
+                self._touch(word, "write", program)
+            return
+        if role == "mode-then-write":
+            reference = any(o == "--reference" for o, _ in parsed.file_options)
+            for word in operands if reference else operands[1:]:
+                self._touch(word, "write", program)
+            return
+        if role == "dd":
+            for word in operands:
+                key, eq, value = word.text.partition("=")
+                if not eq:
+                    continue
+                inner = Word(value, word.pattern.partition("=")[2], word.static, word.magic)
+                if key == "if":
+                    self._touch(inner, "read", program)
+                elif key == "of":
+                    self._touch(inner, "write", program)
+            return
+        if role == "urls":
+            for word in operands:
+                self._url(word, program)
+            return
+        use = cast(FileUse, role)  # read / write / delete / touched: what is left
+        for word in operands:
+            self._touch(word, use, program)
+
+    def _add(self, command: Command) -> None:
+        self.commands.append(command)
+
+    def _touch(self, word: Word, use: FileUse, program: str) -> None:
+        if word.exact:
+            if not word.text or word.text == "-":
+                return
+            try:
+                path = normalise_path(word.text)
+            except PathError as exc:
+                raise _Unjudgeable(str(exc)) from None
+        else:
+            try:
+                path = normalise_path(word.pattern) if word.pattern else word.pattern
+            except PathError as exc:
+                raise _Unjudgeable(str(exc)) from None
+            path = PathPattern(path or "*")
+        if len(self.paths) >= MAX_USES:
+            raise _Unjudgeable(f"the command names more than {MAX_USES} files")
+        self.paths.append(PathUse(path, use, program))
+
+    def _url(self, word: Word, program: str) -> None:
+        if len(self.urls) >= MAX_USES:
+            raise _Unjudgeable(f"the command names more than {MAX_USES} URLs")
+        if word.exact:
+            text = word.text
+            if text.startswith("@") or not text:
+                return
+            self.urls.append(UrlUse(text, program))
+        else:
+            self.urls.append(UrlUse(word.pattern, program, exact=False))
+
+    # -- wrappers and shells -------------------------------------------------------
+
+    def _unwrap(self, name: str, args: list[Word]) -> list[Word] | None:
+        """The inner command of a wrapper; None when it runs none (``env`` alone,
+        ``command -v``); [] when it cannot be known."""
+        shorts, longs = WRAPPER_VALUES.get(name, ("", frozenset()))
+        i = 0
+        positional_skip = {"timeout": 1, "chroot": 1, "taskset": 1, "chrt": 1}.get(name, 0)
+        while i < len(args):
+            word = args[i]
+            if not word.static:
+                return []  # an option or a command we cannot see
+            text = word.text
+            if name == "env" and "=" in text and not text.startswith("-"):
+                key = text.partition("=")[0]
+                if key in STEERING_VARIABLES:
+                    self.opaque.append(f"`{text}` changes what the command runs")
+                i += 1
+                continue
+            if text == "--":
+                i += 1
+                break
+            if text.startswith("-") and len(text) > 1 and name != "busybox":
+                if name == "command" and text in ("-v", "-V"):
+                    return None
+                if name == "env" and text in ("-S", "--split-string") and i + 1 < len(args):
+                    split = args[i + 1]
+                    if not split.static:
+                        return []
+                    rest = [Word(w, escape(w), True, False) for w in shlex.split(split.text)]
+                    return rest + args[i + 2 :]
+                if name == "nice" and re.fullmatch(r"-\d+", text):
+                    i += 1
+                    continue
+                option, eq, _ = text.partition("=")
+                if option.startswith("--"):
+                    i += 1 if eq or option not in longs else 2
+                elif len(option) == 2 and option[1] in shorts:
+                    i += 2
+                elif len(option) > 2 and option[1] in shorts:
+                    i += 1
+                else:
+                    i += 1
+                continue
+            break
+        i += positional_skip
+        inner = args[i:]
+        if not inner:
+            return None
+        return inner
+
+    def _privileged(
+        self, name: str, args: list[Word], via: tuple[str, ...], depth: int, text: str
+    ) -> None:
+        if name == "su":
+            for index, word in enumerate(args):
+                if word.static and word.text in ("-c", "--command") and index + 1 < len(args):
+                    self._nested(args[index + 1], via, depth, text)
+                    return
+            return  # an interactive shell: `su` itself is the command
+        if name == "sudoedit":
+            for word in args:
+                if not word.text.startswith("-"):
+                    self._touch(word, "write", name)
+            return
+        if name == "sudo":
+            for index, word in enumerate(args):
+                if word.static and word.text in ("-e", "--edit"):
+                    for target in args[index + 1 :]:
+                        self._touch(target, "write", name)
+                    return
+                if not word.static or not word.text.startswith("-"):
+                    break
+        inner = self._unwrap(name, args)
+        if inner:
+            self._argv(inner, via=via, depth=depth, text=text)
+        elif inner == []:
+            self.opaque.append(f"`{text}` runs a command that is not known until it runs")
+
+    def _watch_flock(
+        self, name: str, args: list[Word], via: tuple[str, ...], depth: int, text: str
+    ) -> None:
+        self._add(Command(name, name, frozenset(), (), via=via, text=text))
+        if name == "flock":
+            for index, word in enumerate(args):
+                if word.static and word.text in ("-c", "--command") and index + 1 < len(args):
+                    self._nested(args[index + 1], (*via, name), depth, text)
+                    return
+            inner = self._unwrap(name, args)
+            if inner:
+                self._touch(inner[0], "write", name)
+                if len(inner) > 1:
+                    self._argv(inner[1:], via=(*via, name), depth=depth, text=text)
+            return
+        exec_direct = any(w.static and w.text in ("-x", "--exec") for w in args)
+        inner = self._unwrap(name, args)
+        if not inner:
+            if inner == []:
+                self.opaque.append(f"`{text}` runs a command that is not known until it runs")
+            return
+        if exec_direct:
+            self._argv(inner, via=(*via, name), depth=depth, text=text)
+        else:  # watch runs its arguments, joined, with sh -c
+            joined = " ".join(w.text for w in inner)
+            self._nested(
+                Word(joined, escape(joined), all(w.static for w in inner), False),
+                (*via, name),
+                depth,
+                text,
+            )
+
+    def _shell(
+        self,
+        program: str,
+        name: str,
+        args: list[Word],
+        via: tuple[str, ...],
+        depth: int,
+        text: str,
+        feed: str | None,
+    ) -> None:
+        self._add(
+            Command(program, name, frozenset(), tuple(w.pattern for w in args), via=via, text=text)
+        )
+        if name == "eval":
+            if not args:
+                return
+            joined = " ".join(w.text for w in args)
+            self._nested(Word(joined, "*", all(w.static for w in args), False), via, depth, text)
+            return
+        index = 0
+        while index < len(args):
+            word = args[index]
+            if not word.static:
+                self.opaque.append(f"`{text}` runs a shell with options not known until it runs")
+                return
+            option = word.text
+            if option == "--":
+                index += 1
+                break
+            if (option.startswith("-") and len(option) > 1) or option.startswith("+"):
+                if "c" in option.lstrip("-+") and not option.startswith("--"):
+                    if index + 1 >= len(args):
+                        self.opaque.append(f"`{text}` runs a shell without its command")
+                        return
+                    self._nested(args[index + 1], (*via, name), depth, text)
+                    return
+                if option in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+                    index += 2
+                    continue
+                index += 1
+                continue
+            break
+        if index < len(args):  # a script file: its content is not in the command
+            script = args[index]
+            self._touch(script, "read", program)
+            self.opaque.append(
+                f"`{text}` runs the script {script.text or script.pattern!r}, whose "
+                "commands Interlock cannot see"
+            )
+            return
+        if feed is not None:
+            self._nested(Word(feed, "*", True, False), (*via, name), depth, text)
+            return
+        self.opaque.append(f"`{text}` runs commands from its input, which Interlock cannot see")
+
+    def _nested(self, word: Word, via: tuple[str, ...], depth: int, text: str) -> None:
+        if not word.static:
+            self.opaque.append(f"`{text}` runs a command string not known until it runs")
+            return
+        saved = self.variables
+        self.variables = dict(saved)
+        try:
+            self.script(word.text, depth + 1)
+        finally:
+            self.variables = saved
+
+    def _ssh(
+        self, program: str, args: list[Word], via: tuple[str, ...], depth: int, text: str
+    ) -> None:
+        shorts = "bcDEeFIiJLlmOopQRSWw"
+        index = 0
+        while index < len(args):
+            word = args[index]
+            if not word.static:
+                self.opaque.append(f"`{text}` has ssh options not known until it runs")
+                return
+            option = word.text
+            if option.startswith("-") and len(option) > 1:
+                index += 2 if len(option) == 2 and option[1] in shorts else 1
+                continue
+            break
+        host = args[index] if index < len(args) else None
+        remote = args[index + 1 :]
+        self._add(
+            Command(
+                program, "ssh", frozenset(), (host.pattern,) if host else (), via=via, text=text
+            )
+        )
+        if remote:
+            joined = " ".join(w.text for w in remote)
+            self._nested(
+                Word(joined, "*", all(w.static for w in remote), False),
+                (*via, "ssh"),
+                depth,
+                text,
+            )
+
+    def _find(
+        self, program: str, args: list[Word], via: tuple[str, ...], depth: int, text: str
+    ) -> None:
+        roots: list[Word] = []
+        index = 0
+        while index < len(args) and not _find_expression(args[index]):
+            roots.append(args[index])
+            index += 1
+        if not roots:
+            roots = [Word(".", ".", True, False)]
+        flags: set[str] = set()
+        dynamic = any(not w.static for w in args)
+        inner_commands: list[list[Word]] = []
+        while index < len(args):
+            word = args[index]
+            option = word.text if word.static else ""
+            if option in ("-exec", "-execdir", "-ok", "-okdir"):
+                flags.add(option)
+                end = index + 1
+                while end < len(args) and not (args[end].static and args[end].text in (";", "+")):
+                    end += 1
+                inner_commands.append(args[index + 1 : end])
+                index = end + 1
+                continue
+            if option in ("-fprint", "-fprint0", "-fls", "-fprintf"):
+                flags.add(option)
+                if index + 1 < len(args):
+                    self._touch(args[index + 1], "write", program)
+                index += 3 if option == "-fprintf" else 2
+                continue
+            if option.startswith("-"):
+                flags.add(option)
+            index += 1
+        self._add(
+            Command(
+                program,
+                "find",
+                frozenset(flags),
+                tuple(w.text if w.exact else w.pattern for w in roots),
+                via=via,
+                dynamic=dynamic,
+                text=text,
+            )
+        )
+        use: FileUse = "delete" if "-delete" in flags else "read"
+        for root in roots:
+            self._touch(root, use, program)
+            below = Word(
+                root.text.rstrip("/") + "/*", escape(root.text.rstrip("/")) + "/*", False, True
+            )
+            self._touch(below, use, program)
+        for inner in inner_commands:
+            # {} is a path find found under a root: never a flag (a root is given first)
+            found = [Word(w.text, "*", False, False) if "{}" in w.text else w for w in inner]
+            if not found:
+                continue
+            self._argv(found, via=(*via, "find"), depth=depth, text=text)
+            for root in roots:
+                below = Word(
+                    root.text.rstrip("/") + "/*", escape(root.text.rstrip("/")) + "/*", False, True
+                )
+                inner_name = _resolve(found[0].text)[1] if found[0].exact else "?"
+                if inner_name in ("rm", "unlink", "shred", "rmdir"):
+                    self._touch(below, "delete", inner_name)
+
+    # -- redirections --------------------------------------------------------------
+
+    def _redirect(self, node: Node) -> None:
+        operator = ""
+        destination: Node | None = None
+        descriptor_given = False
+        for index, child in enumerate(node.children):
+            field_name = node.field_name_for_child(index)
+            if field_name == "destination":
+                destination = child
+            elif field_name == "descriptor":
+                descriptor_given = True
+            elif not child.is_named:
+                operator += child.type
+        if destination is None:
+            return
+        if destination.type == "number" and ("&" in operator):
+            return  # 2>&1: a descriptor, not a file
+        word = self._word(destination)
+        if word.static and word.text == "-" and "&" in operator:
+            return  # >&- closes a descriptor
+        del descriptor_given
+        use: FileUse = "read" if operator in ("<",) else "write"
+        if operator in ("<&", ">&") and word.static and word.text.isdigit():
+            return
+        self._touch(word, use, "redirect")
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def _text(node: Node) -> str:
+    data = node.text
+    return data.decode("utf-8", "surrogatepass") if data is not None else ""
+
+
+def _near_error(root: Node) -> str:
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type == "ERROR" or node.is_missing:
+            snippet = _text(node)[:40] or node.type
+            return f"unexpected {snippet!r} at character {node.start_byte + 1}"
+        stack.extend(reversed([c for c in node.children if c.has_error or c.is_missing]))
+    return "unbalanced quotes or brackets"
+
+
+def _resolve(word: str) -> tuple[str, str]:
+    """(program, name): ``/bin/rm`` -> (rm, rm); ``./rm`` -> (./rm, rm)."""
+    if "/" not in word:
+        return word, word
+    directory, _, base = word.rstrip("/").rpartition("/")
+    directory = posixpath.normpath(directory or "/")
+    if directory in SYSTEM_DIRS:
+        return base, base
+    return word, base
+
+
+def _interpreter(name: str) -> frozenset[str] | None:
+    for prefix, options in INTERPRETERS.items():
+        if name == prefix or (
+            name.startswith(prefix) and re.fullmatch(r"[\d.]*", name[len(prefix) :])
+        ):
+            return options
+    return None
+
+
+@lru_cache(maxsize=64)
+def _interpreter_spec(options: frozenset[str]) -> Program:
+    """An interpreter reads the code option's value (not an operand), then runs a
+    script file (read) with its arguments."""
+    return Program(
+        operands="read",
+        short_values="".join(o[1] for o in options if len(o) == 2 and o[0] == "-"),
+        long_values=frozenset(o for o in options if o.startswith("--") or len(o) > 2),
+        file_options={},
+        aliases={},
+        single_dash_long=any(len(o) > 2 and not o.startswith("--") for o in options),
+    )
+
+
+
+def _find_expression(word: Word) -> bool:
+    if not word.static:
+        return False
+    return word.text.startswith("-") or word.text in ("(", ")", "!", ",", "\\(", "\\)")
+
+
+def _fed_text(node: Node, walker: _Walker) -> str | None:
+    """The heredoc or here-string fed to the command at ``node``, if static."""
+    parents = [node]
+    if node.parent is not None and node.parent.type == "redirected_statement":
+        parents.append(node.parent)
+    for holder in parents:
+        for child in holder.children:
+            if child.type == "heredoc_redirect":
+                for part in child.children:
+                    if part.type == "heredoc_body":
+                        return _text(part)
+                return ""
+            if child.type == "herestring_redirect":
+                for part in child.named_children:
+                    word = walker._word(part)
+                    return word.text if word.static else None
+    return None
+
+
+def _unescape_double(text: str) -> str:
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\" and i + 1 < n and text[i + 1] in _QUOTED_ESCAPES:
+            if text[i + 1] != "\n":
+                out.append(text[i + 1])
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _ansi_c(body: str) -> str:
+    """The value of ``$'...'``."""
+    body = re.sub(r"\\c(.)", lambda m: chr(ord(m.group(1).upper()) ^ 0x40), body)
+    body = re.sub(r"\\([0-7]{1,3})", lambda m: chr(int(m.group(1), 8)), body)
+    body = re.sub(r"\\e|\\E", "\x1b", body)
+    body = body.replace("\\'", "'").replace('\\"', '"').replace("\\?", "?")
+    try:
+        return codecs.decode(body.encode("latin-1", "backslashreplace"), "unicode_escape")
+    except (UnicodeDecodeError, ValueError):
+        return body
