@@ -1052,7 +1052,6 @@ def _interpreter_spec(options: frozenset[str]) -> Program:
     )
 
 
-
 def _find_expression(word: Word) -> bool:
     if not word.static:
         return False
