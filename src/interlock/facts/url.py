@@ -180,7 +180,9 @@ def _second_opinion(text: str, host: str) -> str | None:
         return None  # urllib refuses it: a client using it fails, it goes nowhere
     if not other:
         return None
-    normal = _normal_host(other)
+    # A host with a character the WHATWG parser reads as syntax (a backslash, an
+    # escape) is not "the same host in another spelling": the parsers disagree.
+    normal = other if any(ch in other for ch in "\\%@/?# \t") else _normal_host(other)
     if normal is None or normal == host:
         return None
     return (
