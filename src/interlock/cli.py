@@ -229,9 +229,18 @@ def policy_lint(
     files: Annotated[
         list[Path] | None, typer.Argument(help="Policy files (default: ./interlock.yaml).")
     ] = None,
+    tools: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tools",
+            help="module:object — an agent (or tool, list of tools, MCP server) whose tools' "
+            "argument schemas every `args.<name>` a rule reads is checked against.",
+        ),
+    ] = None,
 ) -> None:
     """Validate policy files: schema, regexes, globs and CEL, with file:line for each
     problem (exit 1); then warn (exit 0) about what is valid but probably not meant."""
+    schemas = _tool_schemas(tools or [])
     failed = False
     for file in files or [_policy_path(None)]:
         try:
@@ -241,6 +250,15 @@ def policy_lint(
             for issue in exc.issues:
                 err.print(f"[red]✗[/red] {issue}", markup=True)
             continue
+        if schemas:
+            from interlock.policy.toolschema import argument_issues
+
+            problems = argument_issues(compiled, schemas)
+            for issue in problems:
+                err.print(f"[red]✗[/red] {issue}", markup=True)
+            if problems:
+                failed = True
+                continue
         shadow = sum(rule.shadow for rule in compiled.rules)
         mode = "shadow" if compiled.shadow_mode else "enforce"
         out.print(
@@ -252,6 +270,19 @@ def policy_lint(
             err.print(f"[yellow]![/yellow] {warning}", markup=True, highlight=False)
     if failed:
         raise typer.Exit(1)
+
+
+def _tool_schemas(specs: list[str]) -> dict[str, Any]:
+    """The tools of every ``module:object`` given, by name."""
+    from interlock.policy.toolschema import load_object, schemas_of
+
+    found: dict[str, Any] = {}
+    for spec in specs:
+        try:
+            found.update(schemas_of(load_object(spec)))
+        except Exception as exc:
+            raise fail(f"--tools {spec}: {describe(exc)}") from None
+    return found
 
 
 @policy_app.command("test")

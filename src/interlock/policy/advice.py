@@ -1,7 +1,17 @@
 """Advice on a policy that loads: things that are valid but probably not meant.
 
 ``interlock policy lint`` prints these as warnings (the exit status stays 0). Each
-names the file and line it is about when the policy came from a file.
+names the file and line it is about when the policy came from a file. Today:
+
+- no rule allows model calls under a default that refuses them;
+- a pattern on the raw text of a shell ``command`` — an allow glob passes
+  ``ls; rm -rf /``, a deny regex misses ``/bin/rm -Rf``: use ``shell:``;
+- a pattern on the text of a ``url`` — ``*docs.example.com*`` passes
+  ``https://evil.example/?docs.example.com``: match ``domain`` or ``site``;
+- a ``domain`` glob that also matches other sites (``*example.com`` matches
+  ``evilexample.com``; ``*.co.uk`` every site under a public suffix);
+- a CEL ``when:`` reading ``command`` or ``url`` text with ``contains`` /
+  ``startsWith`` / ``endsWith`` / ``matches``.
 
 Example::
 
@@ -14,10 +24,18 @@ Example::
 
 from __future__ import annotations
 
+import re
+from typing import Final
+
 from interlock.core.decision import Verdict
-from interlock.policy.compiled import CompiledPolicy
+from interlock.policy.compiled import CompiledPolicy, CompiledRule
+from interlock.policy.matchers import MISSING
 
 __all__ = ["policy_advice"]
+
+_TEXT_TESTS: Final = re.compile(
+    r"\b(?:params|args)\.(command|cmd|url)\s*\.\s*(contains|startsWith|endsWith|matches)\s*\("
+)
 
 
 def _allows_models(policy: CompiledPolicy) -> bool:
@@ -53,4 +71,72 @@ def policy_advice(policy: CompiledPolicy) -> list[str]:
                 "would refuse them all; add a rule such as "
                 "{id: models, decision: allow, reason: ..., kind: llm, name: 'gpt-*'}"
             )
+    for rule in policy.rules:
+        at = f"{where}:{rule.line}" if rule.line else where
+        advice.extend(f"{at}: rule {rule.id!r}: {text}" for text in _pattern_advice(rule))
     return advice
+
+
+def _pattern_advice(rule: CompiledRule) -> list[str]:
+    found: list[str] = []
+    allow = rule.verdict is Verdict.ALLOW
+    for condition in rule.conditions:
+        key = condition.key
+        texts = condition.glob or condition.regex or condition.eq is not MISSING
+        if key in ("command", "args.command", "args.cmd") and (texts or condition.in_):
+            if allow:
+                found.append(
+                    f"an allow on the raw text of {key!r} also passes what follows an "
+                    "allowed command (`ls *` passes `ls; rm -rf /` and `ls $(rm -rf /)`): "
+                    "use `shell: {programs: [...]}`, which holds only when every command "
+                    "of the string is listed"
+                )
+            else:
+                found.append(
+                    f"a pattern on the raw text of {key!r} misses the same command written "
+                    "another way (`/bin/rm -Rf`, `r\\m -r -f`, `sudo rm`, `bash -c '...'`): "
+                    "use `shell: {commands: [{program: rm, flags: [-r]}]}`"
+                )
+        if key in ("url", "args.url") and (
+            condition.glob or condition.regex or condition.not_glob or condition.not_regex
+        ):
+            found.append(
+                f"a pattern on the text of {key!r} is not its host "
+                "(`*docs.example.com*` matches `https://evil.example/?docs.example.com`, "
+                "`https://docs.example.com\\@evil.example/`): match `domain` (the host a "
+                "client connects to) or `site` (its registrable domain)"
+            )
+        if key == "domain" and condition.glob is not None:
+            found.extend(_domain_glob_advice(condition.glob.patterns))
+    when = rule.when
+    if when is not None:
+        for match in _TEXT_TESTS.finditer(when.source):
+            name, method = match.groups()
+            hint = (
+                "use `shell:` or the `shell` CEL variable"
+                if name in ("command", "cmd")
+                else "use `params.domain` or `params.site`"
+            )
+            found.append(f"`when` reads the text of {name} with {method}(): {hint}")
+    return found
+
+
+def _domain_glob_advice(patterns: tuple[str, ...]) -> list[str]:
+    from interlock.facts.url import registrable_domain
+
+    found: list[str] = []
+    for pattern in patterns:
+        if pattern.startswith("*") and not pattern.startswith("*."):
+            found.append(
+                f"the domain glob {pattern!r} also matches other sites "
+                f"(`evil{pattern.lstrip('*')}`): write `*.{pattern.lstrip('*.')}` and "
+                f"`{pattern.lstrip('*.')}`, or use `site`"
+            )
+        elif pattern.startswith("*.") and "*" not in pattern[2:]:
+            suffix = pattern[2:]
+            if registrable_domain(f"x.{suffix}") == f"x.{suffix}":
+                found.append(
+                    f"the domain glob {pattern!r} matches every site under the public "
+                    f"suffix {suffix!r}, not one organisation's hosts"
+                )
+    return found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interlock.core.decision import Verdict
 from interlock.errors import EvaluationError
@@ -14,6 +14,9 @@ from interlock.policy.extract import Facts
 from interlock.policy.matchers import CompiledCondition, GlobSet
 from interlock.policy.shellmatch import ShellMatcher
 from interlock.policy.specs import ApprovalPolicy, AuditPolicy, BudgetSpec, RateLimitSpec
+
+if TYPE_CHECKING:
+    from interlock.policy.toolschema import ArgumentRef
 
 __all__ = ["CandidateSet", "CompiledPolicy", "CompiledRule"]
 
@@ -36,6 +39,8 @@ class CompiledRule:
     when: CelCondition | None
     line: int | None = None
     shell: ShellMatcher | None = None
+    #: the arguments the rule reads (params and `when`), for checks against tool schemas
+    arguments: tuple[ArgumentRef, ...] = ()
     # The per-check test, specialised to the matchers this rule has (built once).
     test: RuleTest = field(init=False, repr=False, compare=False)
 

@@ -24,6 +24,7 @@ from interlock.core.decision import Verdict
 from interlock.errors import PolicyError, PolicyIssue
 from interlock.ledger.pricing import DEFAULT_PRICING, ModelPrice, PricingTable
 from interlock.policy.celexpr import MACRO_BINDING, ROOTS, CelCondition, compile_condition
+from interlock.policy.celtokens import tokens as cel_tokens
 from interlock.policy.compiled import CompiledPolicy, CompiledRule
 from interlock.policy.matchers import MISSING, CompiledCondition, GlobSet, RegexError, RegexSet
 from interlock.policy.schema import (
@@ -47,6 +48,7 @@ from interlock.policy.specs import (
     to_units,
     units_to_amount,
 )
+from interlock.policy.toolschema import ArgumentRef, argument_issues
 
 __all__ = ["CEL_VARIABLES", "compile_policy", "load_policy", "load_policy_text"]
 
@@ -226,6 +228,9 @@ class _Compiler:
         budgets = self.budgets(pricing.currency)
         rate_limits = self.rate_limits({rule.id for rule in model.rules})
         approval_policy = self.approval_policy()
+        if model.tools and not self.issues:
+            declared = {name: tool.parameters for name, tool in model.tools.items()}
+            self.issues.extend(argument_issues(rules, declared, source=file))
         if self.issues:
             raise PolicyError(self.issues)
         return CompiledPolicy(
@@ -380,6 +385,7 @@ class _Compiler:
             if compiled is not None:
                 conditions.append(compiled)
         shell = _shell_matcher(rule.shell) if rule.shell is not None else None
+        arguments = self.arguments(rule, base)
         when: CelCondition | None = None
         if rule.when is not None:
             try:
@@ -411,7 +417,21 @@ class _Compiler:
             when=when,
             line=self.line_of(base),
             shell=shell,
+            arguments=arguments,
         )
+
+    def arguments(self, rule: RuleModel, base: tuple[str | int, ...]) -> tuple[ArgumentRef, ...]:
+        """What ``rule`` reads of a call's arguments, each with its line."""
+        refs = [
+            ArgumentRef(key[5:], self.line_of((*base, "params", key)), f"params.{key}")
+            for key in rule.params
+            if key.startswith("args.")
+        ]
+        if rule.when is not None:
+            line = self.line_of((*base, "when"))
+            for path in _cel_arguments(rule.when):
+                refs.append(ArgumentRef(path, line, "when"))
+        return tuple(refs)
 
     def condition(
         self,
@@ -480,6 +500,28 @@ def _shell_matcher(condition: ShellCondition) -> ShellMatcher:
         commands=commands,
         writes=condition.writes,
     )
+
+
+def _cel_arguments(expression: str) -> list[str]:
+    """The ``args.a.b`` paths a CEL expression reads (``has(args.x)`` included; a
+    field of a macro variable or inside a string is not one)."""
+    found: list[str] = []
+    tokens = cel_tokens(expression)
+    for i, token in enumerate(tokens):
+        if token.kind != "ident" or token.text != "args":
+            continue
+        if i > 0 and tokens[i - 1].text == ".":
+            continue
+        parts: list[str] = []
+        j = i
+        while j + 2 < len(tokens) and tokens[j + 1].text == "." and tokens[j + 2].kind == "ident":
+            if j + 3 < len(tokens) and tokens[j + 3].text == "(":
+                break  # a method call (`args.to.endsWith(...)`): not a field
+            parts.append(tokens[j + 2].text)
+            j += 2
+        if parts and "args" not in _cel_bound_names(expression):
+            found.append(".".join(parts))
+    return list(dict.fromkeys(found))
 
 
 def _cel_bound_names(expression: str) -> set[str]:

@@ -41,6 +41,7 @@ __all__ = [
     "ScopeSettings",
     "ShellCondition",
     "TokenPrice",
+    "ToolModel",
     "policy_json_schema",
 ]
 
@@ -425,6 +426,16 @@ class AuditSettings(_Strict):
     )
 
 
+class ToolModel(_Strict):
+    """A tool the agent has, as the policy knows it: ``interlock policy lint`` checks
+    every ``args.<name>`` a rule reads against these."""
+
+    description: str | None = None
+    parameters: dict[str, Any] = Field(
+        description="The JSON Schema of the tool's arguments (an object with `properties`)."
+    )
+
+
 class PolicyModel(_Strict):
     """An ``interlock.yaml`` file."""
 
@@ -453,6 +464,12 @@ class PolicyModel(_Strict):
     audit: AuditSettings = Field(
         default_factory=AuditSettings,  # type: ignore[arg-type]
         description="How decision records are made durable.",
+    )
+    tools: dict[Annotated[str, Field(min_length=1)], ToolModel] = Field(
+        default_factory=dict,
+        description="Tool name → its argument schema. When given, a rule that reads an "
+        "argument none of its tools has is a load error (a typo caught at lint time, not "
+        "an undetermined verdict at run time).",
     )
 
 
