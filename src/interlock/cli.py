@@ -61,6 +61,67 @@ app.add_typer(budgets_app, name="budgets")
 app.add_typer(keys_app, name="keys")
 app.command("serve")(serve)
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from interlock import __version__
+
+        out.print(f"interlock {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print Interlock's version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """Interlock: one decision point before every agent action."""
+
+
+@app.command()
+def init(
+    directory: Annotated[
+        Path, typer.Argument(help="Where to write the files (default: here).")
+    ] = Path("."),
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite files that already exist.")
+    ] = False,
+) -> None:
+    """Write a starter policy (interlock.yaml: the safe example) and its test cases
+    (interlock.cases.yaml), ready for `interlock policy test`."""
+    from importlib import resources
+
+    examples = resources.files("interlock").joinpath("examples")
+    files = {name: examples.joinpath(name).read_text("utf-8") for name in _STARTER_FILES}
+    existing = [name for name in files if (directory / name).exists()]
+    if existing and not force:
+        raise fail(
+            f"{', '.join(str(directory / n) for n in existing)} already "
+            f"{'exists' if len(existing) == 1 else 'exist'}; use --force to overwrite"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (directory / name).write_text(text, encoding="utf-8")
+        out.print(f"wrote {directory / name}")
+    cases = directory / "interlock.cases.yaml"
+    out.print(
+        "next:\n"
+        f"  interlock policy lint {directory / 'interlock.yaml'}\n"
+        f"  interlock policy test {cases}\n"
+        f"  interlock check -p {directory / 'interlock.yaml'} --name shell "
+        "--arg command='ls -la; rm -rf /'"
+    )
+
+
+_STARTER_FILES = ("interlock.yaml", "interlock.cases.yaml")
+
 _STYLE = {
     Verdict.ALLOW: "green",
     Verdict.DENY: "red",

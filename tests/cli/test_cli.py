@@ -282,3 +282,34 @@ def test_the_console_script_is_installed() -> None:
     )
     assert result.returncode == 3
     assert "deny" in result.stdout
+
+
+def test_version_prints_the_package_version() -> None:
+    from interlock import __version__
+
+    code, output = run("--version")
+    assert (code, output.strip()) == (0, f"interlock {__version__}")
+
+
+def test_init_writes_a_starter_policy_whose_cases_pass(tmp_path: Path) -> None:
+    code, output = run("init", str(tmp_path / "project"))
+    assert code == 0, output
+    policy = tmp_path / "project" / "interlock.yaml"
+    cases = tmp_path / "project" / "interlock.cases.yaml"
+    assert policy.read_text() == (EXAMPLES / "interlock.yaml").read_text()
+    code, output = run("policy", "test", str(cases))
+    assert code == 0 and "FAIL" not in output, output
+    code, output = run(
+        "check", "-p", str(policy), "--name", "shell", "--arg", "command=ls; rm -rf /"
+    )
+    assert code == 3, output
+
+
+def test_init_never_overwrites_without_force(tmp_path: Path) -> None:
+    (tmp_path / "interlock.yaml").write_text("mine")
+    code, output = run("init", str(tmp_path))
+    assert code == 2 and "already exists; use --force" in output
+    assert (tmp_path / "interlock.yaml").read_text() == "mine"
+    assert not (tmp_path / "interlock.cases.yaml").exists()
+    code, output = run("init", str(tmp_path), "--force")
+    assert code == 0 and (tmp_path / "interlock.yaml").read_text() != "mine"
