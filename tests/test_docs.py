@@ -5,10 +5,12 @@
   or `when:` must compile inside a rule;
 - the ```python blocks of one document run in order, in one namespace, in a scratch
   directory whose `interlock.yaml` is the document's first policy (or the shipped
-  example when it has none);
+  example when it has none); a block that starts with `# name.py ` is a complete file,
+  also saved there under that name (for an example that runs it as a process);
 - a ```bash line that runs `interlock` and carries `# exit N` runs and exits N; the
-  lines of one document run in order, in one scratch directory, with no
-  `INTERLOCK_*` variable set.
+  lines of one document run in order, in one scratch directory (holding the document's
+  first policy as `interlock.yaml`, unless its first command is `interlock init`), with
+  no `INTERLOCK_*` variable set.
 """
 
 from __future__ import annotations
@@ -76,6 +78,9 @@ def test_python_examples_run(path: Path, tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {"__name__": "docs_example"}
     for number, body in enumerate(blocks(path, "python"), 1):
+        saved = re.match(r"# ([\w.-]+\.py) ", body)
+        if saved is not None:  # a complete file, as shown: saved for what runs it
+            (tmp_path / saved.group(1)).write_text(body)
         code = compile(body, f"{doc_id(path)} python block {number}", "exec")
         exec(code, namespace)
     sink = namespace.get("sink")
@@ -95,14 +100,16 @@ def _interlock_lines(path: Path) -> list[tuple[str, int]]:
 
 @pytest.mark.parametrize("path", [p for p in DOCS if _interlock_lines(p)], ids=doc_id)
 def test_command_line_examples_exit_as_documented(path: Path, tmp_path: Path) -> None:
-    (tmp_path / "interlock.yaml").write_text(policy_of(path))
+    lines = _interlock_lines(path)
+    if lines[0][0] != "interlock init":  # a document that starts with init starts empty
+        (tmp_path / "interlock.yaml").write_text(policy_of(path))
     exe = shutil.which("interlock", path=str(Path(sys.executable).parent))
     assert exe is not None
     # The examples describe a fresh environment: no database, data dir, key or approver
     # of the developer's may leak in.
     env = {k: v for k, v in os.environ.items() if not k.startswith("INTERLOCK_")}
     env["PATH"] = f"{Path(exe).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    for command, code in _interlock_lines(path):
+    for command, code in lines:
         shlex.split(command)  # the example is valid shell
         result = subprocess.run(
             command,
