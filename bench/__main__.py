@@ -89,12 +89,23 @@ def _server(calls: int | None, quick: bool) -> BenchResult:
     return server.run(calls, quick)
 
 
+def _facts(calls: int | None, quick: bool) -> BenchResult:
+    from bench import facts
+
+    return facts.run(calls, quick)
+
+
 #: name -> benchmark.
 BENCHMARKS: dict[str, Benchmark] = {
     "check": Benchmark(
         "one decision: guard.check / evaluate vs a dict+regex floor and cedarpy, 100 rules",
         _check,
         _check_profile,
+    ),
+    "facts": Benchmark(
+        "shell and URL facts vs shlex.split / urlsplit, and evaluate with shell, URL and "
+        "file calls in the 100-rule workload (--calls: calls per subject)",
+        _facts,
     ),
     "store-budget": Benchmark(
         "reserve+commit vs the raw conditional UPDATE, SQLite and PostgreSQL, and a hot "

@@ -276,6 +276,19 @@ def p_regex_cedar(key: str, regexes: Sequence[str], *, cedar: str) -> Param:
     return Param(key, {"regex": list(regexes)}, f"{has} && ({cedar.replace('$', value)})")
 
 
+def p_regex_unless_cedar(
+    key: str, regexes: Sequence[str], unless: Sequence[str], *, cedar: str
+) -> Param:
+    """A regex condition with a ``not_regex`` (RE2 has no lookarounds: "matches A but
+    not B" is two tests), and a free-form Cedar approximation (``$`` is the value)."""
+    has, value = _cedar_has(key)
+    return Param(
+        key,
+        {"regex": list(regexes), "not_regex": list(unless)},
+        f"{has} && ({cedar.replace('$', value)})",
+    )
+
+
 def p_in(key: str, *values: str) -> Param:
     has, value = _cedar_has(key)
     items = ", ".join(_q(v) for v in values)
@@ -818,9 +831,10 @@ def rules() -> list[Rule]:
             "an UPDATE or DELETE without WHERE is refused",
             names=("db_write",),
             params=(
-                p_regex_cedar(
+                p_regex_unless_cedar(
                     "args.sql",
-                    [r"(?is:^\s*(delete|update)\b(?!.*\bwhere\b))"],
+                    [r"(?is:^\s*(delete|update)\b)"],
+                    [r"(?is:\bwhere\b)"],
                     cedar='($ like "DELETE*" || $ like "UPDATE*" || $ like "delete*" || '
                     '$ like "update*") && !($ like "*WHERE*" || $ like "*where*")',
                 ),
@@ -1440,6 +1454,7 @@ def build() -> Setup:
         "with_cel_when": sum(r.when is not None for r in spec),
         "with_params": sum(bool(r.params) for r in spec),
         "with_regex": sum(any("regex" in p.yaml for p in r.params) for r in spec),
+        "regex_engine": "RE2",
         "exact_name_rules": sum(
             r.names is not None and all("*" not in n for n in r.names) for r in spec
         ),

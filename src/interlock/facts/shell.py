@@ -2,7 +2,7 @@
 
 A policy must judge what ``ls /tmp; curl … | sh`` *does* — two programs, one of them
 a shell fed from the network — not how its text looks. :func:`shell_facts` parses the
-string with tree-sitter's bash grammar (see docs/adr/0006-shell-and-url-facts.md for
+string with tree-sitter's bash grammar (see docs/adr/0011-shell-url-and-pattern-facts.md for
 the choice) and walks every simple command: in lists, pipelines, subshells, ``$(…)``
 and backtick substitutions, process substitutions, function bodies, conditionals and
 loops; strings run by ``bash -c``, ``sh -c``, ``eval``, ``su -c``, ``ssh host …``,
@@ -39,7 +39,7 @@ import shlex
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 from interlock.facts.argv import (
     INTERPRETERS,
@@ -73,8 +73,33 @@ MAX_CHARS: Final = 262_144
 #: The most files and URLs one command string may name before it is unjudgeable.
 MAX_USES: Final = 4_096
 
+#: Node types no command can be inside: the walk does not descend into them.
+_LEAVES: Final = frozenset(
+    {
+        "word",
+        "raw_string",
+        "number",
+        "string_content",
+        "variable_name",
+        "file_descriptor",
+        "comment",
+        "ansi_c_string",
+        "heredoc_start",
+        "heredoc_end",
+        "heredoc_content",
+        "special_variable_name",
+        "test_operator",
+        "regex",
+    }
+)
+#: Parents whose assignments are judged with them (a prefix `X=1 cmd`, `export X=1`).
+_ASSIGNMENT_HANDLED: Final = frozenset({"command", "declaration_command"})
 #: Wrappers that run their command as it is (the command is what is judged).
 _TRANSPARENT: Final = frozenset(WRAPPER_VALUES) - PRIVILEGE - {"xargs", "watch", "flock"}
+#: Text that may set a variable (an assignment, a loop, read, a function).
+_MAY_ASSIGN: Final = re.compile(
+    r"=|\bfor\b|\bread\b|\bmapfile\b|\breadarray\b|\bgetopts\b|\bprintf\b|\blet\b|\(\s*\)"
+)
 _HARMLESS_FILES: Final = frozenset(
     {
         "/dev/null",
@@ -96,8 +121,7 @@ _SED_WRITE: Final = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class PathUse:
+class PathUse(NamedTuple):
     """A file a command uses. ``path`` is normalised (a ``PathPattern`` when not known
     exactly); ``use`` is read, write, delete, or touched (a file of unknown use)."""
 
@@ -106,8 +130,7 @@ class PathUse:
     program: str
 
 
-@dataclass(frozen=True, slots=True)
-class UrlUse:
+class UrlUse(NamedTuple):
     """A URL a command fetches or sends to. ``exact`` is False when part of it is only
     known when the command runs."""
 
@@ -116,9 +139,9 @@ class UrlUse:
     exact: bool = True
 
 
-@dataclass(frozen=True, slots=True)
-class Command:
-    """One simple command, as it will run."""
+class Command(NamedTuple):
+    """One simple command, as it will run. (Named tuples: built for every command of
+    every new string, where a frozen dataclass costs several times more.)"""
 
     program: str  # resolved: "rm" (also for /bin/rm); "./rm" for a path outside bin dirs
     name: str  # the basename, always: "rm" for ./rm too
@@ -264,7 +287,8 @@ class _Walker:
         root = tree.root_node
         if root.has_error:
             raise _Unjudgeable(f"the command cannot be parsed as shell: {_near_error(root)}")
-        self._assignments(root)
+        if _MAY_ASSIGN.search(text):  # most commands set no variable: skip the pass
+            self._assignments(root)
         self._walk(root, depth)
 
     def _assignments(self, root: Node) -> None:
@@ -313,51 +337,26 @@ class _Walker:
         while stack:
             node = stack.pop()
             kind = node.type
+            if kind in _LEAVES:
+                continue  # no command can be inside
             if kind == "command":
                 self._command(node, depth)
             elif kind in ("declaration_command", "unset_command"):
                 first = node.children[0] if node.children else None
                 program = _text(first) if first is not None else "declare"
-                self._add(
-                    Command(
-                        program=program,
-                        name=program,
-                        flags=frozenset(),
-                        operands=(),
-                        text=_text(node),
-                    )
-                )
+                self._add(Command(program, program, frozenset(), (), text=_text(node)))
                 for child in node.named_children:
                     if child.type == "variable_assignment":
                         self._steering(child)
-            elif (
-                kind == "variable_assignment"
-                and node.parent is not None
-                and node.parent.type
-                in (
-                    "program",
-                    "list",
-                    "compound_statement",
-                    "subshell",
-                    "do_group",
-                    "pipeline",
-                    "if_statement",
-                    "elif_clause",
-                    "else_clause",
-                    "case_item",
-                    "variable_assignments",
-                )
-            ):
-                self._steering(node)
+            elif kind == "variable_assignment":
+                parent = node.parent
+                if parent is not None and parent.type not in _ASSIGNMENT_HANDLED:
+                    self._steering(node)  # `PATH=/tmp; ls`: a statement of its own
             elif kind == "file_redirect":
                 self._redirect(node)
-            elif kind in {"heredoc_redirect", "herestring_redirect"}:
-                pass  # handled with the command they feed (see _feeds_shell)
-            elif kind == "comment":
-                continue
             elif kind == "ERROR" or node.is_missing:
                 raise _Unjudgeable("the command cannot be parsed as shell")
-            children = node.children
+            children = node.named_children
             if children:
                 stack.extend(reversed(children))
 
@@ -1029,6 +1028,7 @@ def _resolve(word: str) -> tuple[str, str]:
     return word, base
 
 
+@lru_cache(maxsize=1024)
 def _interpreter(name: str) -> frozenset[str] | None:
     for prefix, options in INTERPRETERS.items():
         if name == prefix or (
