@@ -60,3 +60,17 @@ def test_import_interlock_imports_no_framework_or_server_stack() -> None:
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_every_source_folder_is_a_package() -> None:
+    """A folder of modules without __init__.py imports from a checkout (a namespace
+    package) but is left out of a built wheel: every one must be a package."""
+    from pathlib import Path
+
+    import interlock
+
+    root = Path(interlock.__file__).parent
+    folders = {p.parent for p in root.rglob("*.py") if "__pycache__" not in p.parts}
+    assert (
+        sorted(str(f.relative_to(root)) for f in folders if not (f / "__init__.py").exists()) == []
+    )
