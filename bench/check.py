@@ -43,6 +43,7 @@ import cProfile
 import functools
 import io
 import json
+import ipaddress
 import posixpath
 import pstats
 import re
@@ -1314,7 +1315,18 @@ def cedar_context(item: Item) -> dict[str, Any]:
     if "path" in args:
         params["path"] = posixpath.normpath(args["path"])
     if "url" in args and (host := urlsplit(args["url"]).hostname):
+        # The URL facts, computed independently here from the stdlib (the workload's
+        # URLs are plain: the stdlib and the WHATWG parser agree on them).
+        parts = urlsplit(args["url"])
         params["domain"] = host.lower()
+        params["scheme"] = parts.scheme
+        params["port"] = parts.port or {"http": 80, "https": 443}[parts.scheme]
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            params["site"] = ".".join(host.lower().split(".")[-2:])
+        else:
+            params["ip_class"] = "link-local" if address.is_link_local else "global"
     verb = _verb(item.name)
     if verb is not None:
         params["verb"] = verb

@@ -416,6 +416,8 @@ SCOPE_KEYS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
     ("filesystem", _PATH_KEYS),
     ("shell", ("command", "cmd")),
 )
+_ALIAS_KEYS: Final = frozenset(_PATH_KEYS + _URL_KEYS + _HOST_KEYS + ("command", "cmd"))
+_NONE: Final[frozenset[str]] = frozenset()
 #: The most combinations of listed values (paths x URLs) one call may ask to judge.
 MAX_VARIANTS: Final = 256
 
@@ -468,10 +470,13 @@ def extract(
         command = _pick("command", "cmd", command, cmd)
         params["command"] = _as_text("command", command, max_param_chars)
 
+    # Which alias names the call uses at all (usually none): one set operation
+    # instead of a lookup per name.
+    present = _ALIAS_KEYS.intersection(arguments) if arguments else _NONE
     path, file_path = arguments.get("path"), arguments.get("file_path")
     if path is not None or file_path is not None:
         _pick("path", "file_path", path, file_path)
-    paths = _gather(arguments, _PATH_KEYS, max_param_chars)
+    paths = _gather(arguments, _PATH_KEYS, max_param_chars, present)
     if paths:
         normal = [normalise_path(p) if p else p for p in dict.fromkeys(paths)]
         if len(normal) == 1:
@@ -479,8 +484,8 @@ def extract(
         else:
             variants.append([{"path": p} for p in normal])
 
-    urls = _gather(arguments, _URL_KEYS, max_param_chars)
-    hosts = _gather(arguments, _HOST_KEYS, max_param_chars)
+    urls = _gather(arguments, _URL_KEYS, max_param_chars, present)
+    hosts = _gather(arguments, _HOST_KEYS, max_param_chars, present)
     stated: str | None = None
     if hosts:
         normal_hosts = {_stated_host(h) for h in hosts}
@@ -541,8 +546,12 @@ def extract(
     return facts
 
 
-def _gather(arguments: Mapping[str, Any], keys: tuple[str, ...], max_chars: int) -> list[str]:
+def _gather(
+    arguments: Mapping[str, Any], keys: tuple[str, ...], max_chars: int, present: frozenset[str]
+) -> list[str]:
     found: list[str] = []
+    if not present:
+        return found
     for key in keys:
         value = arguments.get(key)
         if value is not None:
@@ -596,7 +605,7 @@ def _scopes(
     if kind == "browser":
         return ("browser",)
     found: list[str] = []
-    if arguments:
+    if arguments and not _ALIAS_KEYS.isdisjoint(arguments):
         for scope, keys in SCOPE_KEYS:
             for key in keys:
                 if arguments.get(key) is not None:
