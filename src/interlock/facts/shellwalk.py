@@ -1,0 +1,808 @@
+"""The walk behind :func:`interlock.facts.shell.shell_facts`: from bash's syntax
+tree to the commands a string runs, through wrappers, nested shells, ``find -exec`` and
+redirections. Anything it cannot see is recorded as opaque, never guessed."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+import threading
+from functools import lru_cache
+from typing import TYPE_CHECKING, Final, cast
+
+from interlock.facts.argv import (
+    INTERPRETERS,
+    PRIVILEGE,
+    SHELLS,
+    STEERING_VARIABLES,
+    SYSTEM_DIRS,
+    WRAPPER_VALUES,
+    Parsed,
+    Word,
+    parse_options,
+)
+from interlock.facts.commands import Command, FileUse, PathUse, UrlUse
+from interlock.facts.globs import escape
+from interlock.facts.paths import PathError, PathPattern, normalise_path
+from interlock.facts.programs import GIT_SUBCOMMANDS, Program, generic, program_spec
+from interlock.facts.shellwords import node_text, read_word
+
+if TYPE_CHECKING:
+    from tree_sitter import Node, Parser
+
+__all__ = ["MAX_CHARS", "MAX_COMMANDS", "MAX_DEPTH", "MAX_USES", "Unjudgeable", "Walker"]
+
+#: How deep ``bash -c "bash -c '…'"`` and ``$( $( … ) )`` are followed.
+MAX_DEPTH: Final = 8
+#: The most simple commands one string may hold before it is refused as unjudgeable.
+MAX_COMMANDS: Final = 2_000
+#: The longest command string read as shell (the policy's max_param_chars bounds
+#: every parameter; this bounds the parse whatever that limit is set to).
+MAX_CHARS: Final = 262_144
+#: The most files and URLs one command string may name before it is unjudgeable.
+MAX_USES: Final = 4_096
+
+#: Node types no command can be inside: the walk does not descend into them.
+_LEAVES: Final = frozenset(
+    {
+        "word",
+        "raw_string",
+        "number",
+        "string_content",
+        "variable_name",
+        "file_descriptor",
+        "comment",
+        "ansi_c_string",
+        "heredoc_start",
+        "heredoc_end",
+        "heredoc_content",
+        "special_variable_name",
+        "test_operator",
+        "regex",
+    }
+)
+#: Parents whose assignments are judged with them (a prefix `X=1 cmd`, `export X=1`).
+_ASSIGNMENT_HANDLED: Final = frozenset({"command", "declaration_command"})
+#: Wrappers that run their command as it is (the command is what is judged).
+_TRANSPARENT: Final = frozenset(WRAPPER_VALUES) - PRIVILEGE - {"xargs", "watch", "flock"}
+#: Text that may set a variable (an assignment, a loop, read, a function).
+_MAY_ASSIGN: Final = re.compile(
+    r"=|\bfor\b|\bread\b|\bmapfile\b|\breadarray\b|\bgetopts\b|\bprintf\b|\blet\b|\(\s*\)"
+)
+_AWK_EXEC: Final = re.compile(r"\bsystem\s*\(|\|\s*getline|\|\s*\"|print[^;}]*\|")
+_SED_EXEC: Final = re.compile(
+    r"(?:^|[;{}\n]\s*)e(?:\s|$|;)|s(.)(?:(?!\1).|\\.)*\1(?:(?!\1).|\\.)*\1[a-zA-Z0-9]*e"
+)
+_SED_WRITE: Final = re.compile(
+    r"(?:^|[;{}\n]\s*)[wW]\s*\S|s(.)(?:(?!\1).|\\.)*\1(?:(?!\1).|\\.)*\1[a-zA-Z0-9]*w"
+)
+
+
+class Unjudgeable(Exception):
+    """The string (or a part that decides it) cannot be judged."""
+
+
+_local = threading.local()
+
+
+def _parser() -> Parser:
+    parser: Parser | None = getattr(_local, "parser", None)
+    if parser is None:
+        import tree_sitter_bash
+        from tree_sitter import Language, Parser
+
+        parser = Parser(Language(tree_sitter_bash.language()))
+        _local.parser = parser
+    return parser
+
+
+class Walker:
+    """Walks one command string's syntax tree into commands, files and URLs."""
+
+    def word(self, node: Node) -> Word:
+        return read_word(node, self.variables)
+
+    def __init__(self) -> None:
+        self.commands: list[Command] = []
+        self.paths: list[PathUse] = []
+        self.urls: list[UrlUse] = []
+        self.opaque: list[str] = []
+        self.variables: dict[str, str | None] = {}  # name -> static value, None: unknown
+        self.functions: set[str] = set()
+
+    # -- scripts -------------------------------------------------------------------
+
+    def script(self, text: str, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise Unjudgeable(f"commands are nested more than {MAX_DEPTH} levels deep")
+        if "\x00" in text:
+            raise Unjudgeable("the command holds a NUL byte")
+        data = text.encode("utf-8", "surrogatepass")
+        tree = _parser().parse(data)
+        root = tree.root_node
+        if root.has_error:
+            raise Unjudgeable(f"the command cannot be parsed as shell: {_near_error(root)}")
+        if _MAY_ASSIGN.search(text):  # most commands set no variable: skip the pass
+            self._assignments(root)
+        self._walk(root, depth)
+
+    def _assignments(self, root: Node) -> None:
+        """Variables set in the script: a name set once to a static value is known;
+        set twice, dynamically, by ``read`` or a loop, unknown."""
+        seen: dict[str, int] = {}
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            kind = node.type
+            if kind == "variable_assignment":
+                name_node = node.child_by_field_name("name")
+                if name_node is not None:
+                    name = node_text(name_node)
+                    seen[name] = seen.get(name, 0) + 1
+                    value = node.child_by_field_name("value")
+                    word = self.word(value) if value is not None else Word("", "", True, False)
+                    known = word.text if word.exact else None
+                    self.variables[name] = known if seen[name] == 1 else None
+            elif kind in ("for_statement", "c_style_for_statement"):
+                variable = node.child_by_field_name("variable")
+                if variable is not None:
+                    self.variables[node_text(variable)] = None
+            elif kind == "function_definition":
+                name_node = node.child_by_field_name("name")
+                if name_node is not None:
+                    self.functions.add(node_text(name_node))
+            elif kind == "command":
+                name_node = node.child_by_field_name("name")
+                if name_node is not None and node_text(name_node) in (
+                    "read",
+                    "mapfile",
+                    "readarray",
+                    "getopts",
+                    "printf",
+                    "let",
+                ):
+                    for child in node.children_by_field_name("argument"):
+                        target = node_text(child)
+                        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", target):
+                            self.variables[target] = None
+            stack.extend(node.children)
+
+    def _walk(self, root: Node, depth: int) -> None:
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            kind = node.type
+            if kind in _LEAVES:
+                continue  # no command can be inside
+            if kind == "command":
+                self._command(node, depth)
+            elif kind in ("declaration_command", "unset_command"):
+                first = node.children[0] if node.children else None
+                program = node_text(first) if first is not None else "declare"
+                self._add(Command(program, program, frozenset(), (), text=node_text(node)))
+                for child in node.named_children:
+                    if child.type == "variable_assignment":
+                        self._steering(child)
+            elif kind == "variable_assignment":
+                parent = node.parent
+                if parent is not None and parent.type not in _ASSIGNMENT_HANDLED:
+                    self._steering(node)  # `PATH=/tmp; ls`: a statement of its own
+            elif kind == "file_redirect":
+                self._redirect(node)
+            elif kind == "ERROR" or node.is_missing:
+                raise Unjudgeable("the command cannot be parsed as shell")
+            children = node.named_children
+            if children:
+                stack.extend(reversed(children))
+
+    def _steering(self, assignment: Node) -> None:
+        name_node = assignment.child_by_field_name("name")
+        if name_node is not None and node_text(name_node) in STEERING_VARIABLES:
+            self.opaque.append(f"`{node_text(assignment)}` changes what later commands run")
+
+    # -- commands ------------------------------------------------------------------
+
+    def _command(self, node: Node, depth: int) -> None:
+        name_node = node.child_by_field_name("name")
+        prefix = [c for c in node.children if c.type == "variable_assignment"]
+        for assignment in prefix:
+            self._steering(assignment)
+        if name_node is None:
+            return  # assignments only
+        words = [self.word(name_node)]
+        words += [self.word(arg) for arg in node.children_by_field_name("argument")]
+        feed = _fednode_text(node, self)
+        self._argv(words, via=(), depth=depth, text=node_text(node), feed=feed)
+
+    def _argv(
+        self,
+        words: list[Word],
+        *,
+        via: tuple[str, ...],
+        depth: int,
+        text: str,
+        feed: str | None = None,
+        extra_dynamic: bool = False,
+    ) -> None:
+        if len(self.commands) > MAX_COMMANDS:
+            raise Unjudgeable(f"the command holds more than {MAX_COMMANDS} simple commands")
+        if not words:
+            return
+        head = words[0]
+        if not head.exact:
+            self.opaque.append(f"the program of `{text}` is not known until it runs")
+            for word in words[1:]:
+                if not (word.exact and word.text.startswith("-")):
+                    self._touch(word, "touched", "?")
+            return
+        program, name = _resolve(head.text)
+        args = words[1:]
+        if name in PRIVILEGE:
+            self._add(
+                Command(
+                    program, name, frozenset(), tuple(w.pattern for w in args), via=via, text=text
+                )
+            )
+            self._privileged(name, args, (*via, name), depth, text)
+            return
+        if name in _TRANSPARENT or name == "busybox":
+            inner = self._unwrap(name, args)
+            if inner is None:
+                self._add(Command(program, name, frozenset(), (), via=via, text=text))
+            elif inner:
+                self._argv(inner, via=(*via, name), depth=depth, text=text, feed=feed)
+            else:
+                self.opaque.append(f"`{text}` runs a command that is not known until it runs")
+            return
+        if name == "xargs":
+            inner = self._unwrap(name, args)
+            if inner is None or not inner:
+                inner = [Word("echo", "echo", True, False)]
+            self._argv(inner, via=(*via, name), depth=depth, text=text, extra_dynamic=True)
+            return
+        if name in ("watch", "flock"):
+            self._watch_flock(name, args, via, depth, text)
+            return
+        if name in SHELLS or name == "eval":
+            self._shell(program, name, args, via, depth, text, feed)
+            return
+        if name == "ssh":
+            self._ssh(program, args, via, depth, text)
+            return
+        if name == "find":
+            self._find(program, args, via, depth, text)
+            return
+        self._plain(program, name, args, via, text, extra_dynamic)
+
+    def _plain(
+        self,
+        program: str,
+        name: str,
+        args: list[Word],
+        via: tuple[str, ...],
+        text: str,
+        extra_dynamic: bool = False,
+    ) -> None:
+        spec = program_spec(name)
+        interpreter = _interpreter(name)
+        if interpreter is not None:
+            spec = _interpreter_spec(interpreter)
+        subcommand: str | None = None
+        parsed = parse_options(spec, args, stop_at_operand=spec.operands == "subcommand")
+        operands = parsed.operands
+        flags = parsed.flags
+        if spec.operands == "subcommand" and operands:
+            head = operands[0]
+            subcommand = head.text if head.exact else "*"
+            sub = GIT_SUBCOMMANDS.get(head.text) if name == "git" and head.exact else None
+            rest = parse_options(sub or generic, operands[1:])
+            flags = flags | rest.flags
+            operands = [head, *rest.operands]
+            parsed.file_options.extend(rest.file_options)
+            parsed.dynamic_flags = parsed.dynamic_flags or rest.dynamic_flags
+            if sub is not None and sub.operands == "delete":
+                for word in rest.operands:
+                    self._touch(word, "delete", program)
+        runs_code = False
+        if interpreter is not None:
+            runs_code = bool(parsed.seen & interpreter) or not operands
+        if name in ("awk", "gawk", "mawk", "nawk"):
+            script = parsed.script or (operands[0] if operands else None)
+            if script is None or not script.static or _AWK_EXEC.search(script.text):
+                self.opaque.append(f"`{text}` runs commands inside its awk program")
+        if name == "sed":
+            script = parsed.script or (operands[0] if operands else None)
+            if script is not None and script.static and _SED_WRITE.search(script.text):
+                self._touch(Word("*", "*", False, True), "write", program)
+            if script is None or not script.static or _SED_EXEC.search(script.text):
+                self.opaque.append(f"`{text}` runs commands inside its sed script")
+        dynamic = extra_dynamic or any(not w.static for w in args)
+        command = Command(
+            program=program,
+            name=name,
+            flags=flags,
+            operands=tuple(w.text if w.exact else w.pattern for w in operands),
+            subcommand=subcommand,
+            via=via,
+            dynamic=dynamic,
+            dynamic_flags=parsed.dynamic_flags or extra_dynamic,
+            runs_code=runs_code,
+            text=text,
+        )
+        self._add(command)
+        for option, word in parsed.file_options:
+            use = spec.file_options.get(option) or spec.file_options.get(spec.canonical(option))
+            if use is not None:
+                self._touch(word, use, program)
+        for _, word in parsed.url_options:
+            self._url(word, program)
+        if extra_dynamic:
+            self._touch(Word("*", "*", False, True), "touched", program)
+        self._operands(spec, name, parsed, operands, flags, program)
+
+    def _operands(
+        self,
+        spec: Program,
+        name: str,
+        parsed: Parsed,
+        operands: list[Word],
+        flags: frozenset[str],
+        program: str,
+    ) -> None:
+        role = spec.operands
+        if role in {"none", "subcommand"}:
+            return
+        if role in ("pattern-then-read", "script-then-read"):
+            files = operands if parsed.script is not None else operands[1:]
+            use: FileUse = "read"
+            if name == "sed" and "--in-place" in flags:
+                use = "write"
+            if name in ("awk", "gawk", "mawk", "nawk"):
+                files = [w for w in files if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w.text)]
+            for word in files:
+                self._touch(word, use, program)
+            return
+        if role in ("copy", "move", "link"):
+            target_given = any(o in ("-t", "--target-directory") for o, _ in parsed.file_options)
+            sources = operands if target_given else operands[:-1]
+            destination = [] if target_given else operands[-1:]
+            source_use: FileUse = "delete" if role == "move" else "read"
+            if role == "link":
+                sources = []
+            for word in sources:
+                self._touch(word, source_use, program)
+                if role == "move":
+                    self._touch(word, "read", program)
+            for word in destination:
+                self._touch(word, "write", program)
+            return
+        if role == "mode-then-write":
+            reference = any(o == "--reference" for o, _ in parsed.file_options)
+            for word in operands if reference else operands[1:]:
+                self._touch(word, "write", program)
+            return
+        if role == "dd":
+            for word in operands:
+                key, eq, value = word.text.partition("=")
+                if not eq:
+                    continue
+                inner = Word(value, word.pattern.partition("=")[2], word.static, word.magic)
+                if key == "if":
+                    self._touch(inner, "read", program)
+                elif key == "of":
+                    self._touch(inner, "write", program)
+            return
+        if role == "urls":
+            for word in operands:
+                self._url(word, program)
+            return
+        use = cast(FileUse, role)  # read / write / delete / touched: what is left
+        for word in operands:
+            self._touch(word, use, program)
+
+    def _add(self, command: Command) -> None:
+        self.commands.append(command)
+
+    def _touch(self, word: Word, use: FileUse, program: str) -> None:
+        if word.exact:
+            if not word.text or word.text == "-":
+                return
+            try:
+                path = normalise_path(word.text)
+            except PathError as exc:
+                raise Unjudgeable(str(exc)) from None
+        else:
+            try:
+                path = normalise_path(word.pattern) if word.pattern else word.pattern
+            except PathError as exc:
+                raise Unjudgeable(str(exc)) from None
+            path = PathPattern(path or "*")
+        if len(self.paths) >= MAX_USES:
+            raise Unjudgeable(f"the command names more than {MAX_USES} files")
+        self.paths.append(PathUse(path, use, program))
+
+    def _url(self, word: Word, program: str) -> None:
+        if len(self.urls) >= MAX_USES:
+            raise Unjudgeable(f"the command names more than {MAX_USES} URLs")
+        if word.exact:
+            text = word.text
+            if text.startswith("@") or not text:
+                return
+            self.urls.append(UrlUse(text, program))
+        else:
+            self.urls.append(UrlUse(word.pattern, program, exact=False))
+
+    # -- wrappers and shells -------------------------------------------------------
+
+    def _unwrap(self, name: str, args: list[Word]) -> list[Word] | None:
+        """The inner command of a wrapper; None when it runs none (``env`` alone,
+        ``command -v``); [] when it cannot be known."""
+        shorts, longs = WRAPPER_VALUES.get(name, ("", frozenset()))
+        i = 0
+        positional_skip = {"timeout": 1, "chroot": 1, "taskset": 1, "chrt": 1}.get(name, 0)
+        while i < len(args):
+            word = args[i]
+            if not word.static:
+                return []  # an option or a command we cannot see
+            text = word.text
+            if name == "env" and "=" in text and not text.startswith("-"):
+                key = text.partition("=")[0]
+                if key in STEERING_VARIABLES:
+                    self.opaque.append(f"`{text}` changes what the command runs")
+                i += 1
+                continue
+            if text == "--":
+                i += 1
+                break
+            if text.startswith("-") and len(text) > 1 and name != "busybox":
+                if name == "command" and text in ("-v", "-V"):
+                    return None
+                if name == "env" and text in ("-S", "--split-string") and i + 1 < len(args):
+                    split = args[i + 1]
+                    if not split.static:
+                        return []
+                    rest = [Word(w, escape(w), True, False) for w in shlex.split(split.text)]
+                    return rest + args[i + 2 :]
+                if name == "nice" and re.fullmatch(r"-\d+", text):
+                    i += 1
+                    continue
+                option, eq, _ = text.partition("=")
+                if option.startswith("--"):
+                    i += 1 if eq or option not in longs else 2
+                elif len(option) == 2 and option[1] in shorts:
+                    i += 2
+                elif len(option) > 2 and option[1] in shorts:
+                    i += 1
+                else:
+                    i += 1
+                continue
+            break
+        i += positional_skip
+        inner = args[i:]
+        if not inner:
+            return None
+        return inner
+
+    def _privileged(
+        self, name: str, args: list[Word], via: tuple[str, ...], depth: int, text: str
+    ) -> None:
+        if name == "su":
+            for index, word in enumerate(args):
+                if word.static and word.text in ("-c", "--command") and index + 1 < len(args):
+                    self._nested(args[index + 1], via, depth, text)
+                    return
+            return  # an interactive shell: `su` itself is the command
+        if name == "sudoedit":
+            for word in args:
+                if not word.text.startswith("-"):
+                    self._touch(word, "write", name)
+            return
+        if name == "sudo":
+            for index, word in enumerate(args):
+                if word.static and word.text in ("-e", "--edit"):
+                    for target in args[index + 1 :]:
+                        self._touch(target, "write", name)
+                    return
+                if not word.static or not word.text.startswith("-"):
+                    break
+        inner = self._unwrap(name, args)
+        if inner:
+            self._argv(inner, via=via, depth=depth, text=text)
+        elif inner == []:
+            self.opaque.append(f"`{text}` runs a command that is not known until it runs")
+
+    def _watch_flock(
+        self, name: str, args: list[Word], via: tuple[str, ...], depth: int, text: str
+    ) -> None:
+        self._add(Command(name, name, frozenset(), (), via=via, text=text))
+        if name == "flock":
+            for index, word in enumerate(args):
+                if word.static and word.text in ("-c", "--command") and index + 1 < len(args):
+                    self._nested(args[index + 1], (*via, name), depth, text)
+                    return
+            inner = self._unwrap(name, args)
+            if inner:
+                self._touch(inner[0], "write", name)
+                if len(inner) > 1:
+                    self._argv(inner[1:], via=(*via, name), depth=depth, text=text)
+            return
+        exec_direct = any(w.static and w.text in ("-x", "--exec") for w in args)
+        inner = self._unwrap(name, args)
+        if not inner:
+            if inner == []:
+                self.opaque.append(f"`{text}` runs a command that is not known until it runs")
+            return
+        if exec_direct:
+            self._argv(inner, via=(*via, name), depth=depth, text=text)
+        else:  # watch runs its arguments, joined, with sh -c
+            joined = " ".join(w.text for w in inner)
+            self._nested(
+                Word(joined, escape(joined), all(w.static for w in inner), False),
+                (*via, name),
+                depth,
+                text,
+            )
+
+    def _shell(
+        self,
+        program: str,
+        name: str,
+        args: list[Word],
+        via: tuple[str, ...],
+        depth: int,
+        text: str,
+        feed: str | None,
+    ) -> None:
+        self._add(
+            Command(program, name, frozenset(), tuple(w.pattern for w in args), via=via, text=text)
+        )
+        if name == "eval":
+            if not args:
+                return
+            joined = " ".join(w.text for w in args)
+            self._nested(Word(joined, "*", all(w.static for w in args), False), via, depth, text)
+            return
+        index = 0
+        while index < len(args):
+            word = args[index]
+            if not word.static:
+                self.opaque.append(f"`{text}` runs a shell with options not known until it runs")
+                return
+            option = word.text
+            if option == "--":
+                index += 1
+                break
+            if (option.startswith("-") and len(option) > 1) or option.startswith("+"):
+                if "c" in option.lstrip("-+") and not option.startswith("--"):
+                    if index + 1 >= len(args):
+                        self.opaque.append(f"`{text}` runs a shell without its command")
+                        return
+                    self._nested(args[index + 1], (*via, name), depth, text)
+                    return
+                if option in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+                    index += 2
+                    continue
+                index += 1
+                continue
+            break
+        if index < len(args):  # a script file: its content is not in the command
+            script = args[index]
+            self._touch(script, "read", program)
+            self.opaque.append(
+                f"`{text}` runs the script {script.text or script.pattern!r}, whose "
+                "commands Interlock cannot see"
+            )
+            return
+        if feed is not None:
+            self._nested(Word(feed, "*", True, False), (*via, name), depth, text)
+            return
+        self.opaque.append(f"`{text}` runs commands from its input, which Interlock cannot see")
+
+    def _nested(self, word: Word, via: tuple[str, ...], depth: int, text: str) -> None:
+        if not word.static:
+            self.opaque.append(f"`{text}` runs a command string not known until it runs")
+            return
+        saved = self.variables
+        self.variables = dict(saved)
+        try:
+            self.script(word.text, depth + 1)
+        finally:
+            self.variables = saved
+
+    def _ssh(
+        self, program: str, args: list[Word], via: tuple[str, ...], depth: int, text: str
+    ) -> None:
+        shorts = "bcDEeFIiJLlmOopQRSWw"
+        index = 0
+        while index < len(args):
+            word = args[index]
+            if not word.static:
+                self.opaque.append(f"`{text}` has ssh options not known until it runs")
+                return
+            option = word.text
+            if option.startswith("-") and len(option) > 1:
+                index += 2 if len(option) == 2 and option[1] in shorts else 1
+                continue
+            break
+        host = args[index] if index < len(args) else None
+        remote = args[index + 1 :]
+        self._add(
+            Command(
+                program, "ssh", frozenset(), (host.pattern,) if host else (), via=via, text=text
+            )
+        )
+        if remote:
+            joined = " ".join(w.text for w in remote)
+            self._nested(
+                Word(joined, "*", all(w.static for w in remote), False),
+                (*via, "ssh"),
+                depth,
+                text,
+            )
+
+    def _find(
+        self, program: str, args: list[Word], via: tuple[str, ...], depth: int, text: str
+    ) -> None:
+        roots: list[Word] = []
+        index = 0
+        while index < len(args) and not _find_expression(args[index]):
+            roots.append(args[index])
+            index += 1
+        if not roots:
+            roots = [Word(".", ".", True, False)]
+        flags: set[str] = set()
+        dynamic = any(not w.static for w in args)
+        inner_commands: list[list[Word]] = []
+        while index < len(args):
+            word = args[index]
+            option = word.text if word.static else ""
+            if option in ("-exec", "-execdir", "-ok", "-okdir"):
+                flags.add(option)
+                end = index + 1
+                while end < len(args) and not (args[end].static and args[end].text in (";", "+")):
+                    end += 1
+                inner_commands.append(args[index + 1 : end])
+                index = end + 1
+                continue
+            if option in ("-fprint", "-fprint0", "-fls", "-fprintf"):
+                flags.add(option)
+                if index + 1 < len(args):
+                    self._touch(args[index + 1], "write", program)
+                index += 3 if option == "-fprintf" else 2
+                continue
+            if option.startswith("-"):
+                flags.add(option)
+            index += 1
+        self._add(
+            Command(
+                program,
+                "find",
+                frozenset(flags),
+                tuple(w.text if w.exact else w.pattern for w in roots),
+                via=via,
+                dynamic=dynamic,
+                text=text,
+            )
+        )
+        use: FileUse = "delete" if "-delete" in flags else "read"
+        for root in roots:
+            self._touch(root, use, program)
+            below = Word(
+                root.text.rstrip("/") + "/*", escape(root.text.rstrip("/")) + "/*", False, True
+            )
+            self._touch(below, use, program)
+        for inner in inner_commands:
+            # {} is a path find found under a root: never a flag (a root is given first)
+            found = [Word(w.text, "*", False, False) if "{}" in w.text else w for w in inner]
+            if not found:
+                continue
+            self._argv(found, via=(*via, "find"), depth=depth, text=text)
+            for root in roots:
+                below = Word(
+                    root.text.rstrip("/") + "/*", escape(root.text.rstrip("/")) + "/*", False, True
+                )
+                inner_name = _resolve(found[0].text)[1] if found[0].exact else "?"
+                if inner_name in ("rm", "unlink", "shred", "rmdir"):
+                    self._touch(below, "delete", inner_name)
+
+    # -- redirections --------------------------------------------------------------
+
+    def _redirect(self, node: Node) -> None:
+        operator = ""
+        destination: Node | None = None
+        descriptor_given = False
+        for index, child in enumerate(node.children):
+            field_name = node.field_name_for_child(index)
+            if field_name == "destination":
+                destination = child
+            elif field_name == "descriptor":
+                descriptor_given = True
+            elif not child.is_named:
+                operator += child.type
+        if destination is None:
+            return
+        if destination.type == "number" and ("&" in operator):
+            return  # 2>&1: a descriptor, not a file
+        word = self.word(destination)
+        if word.static and word.text == "-" and "&" in operator:
+            return  # >&- closes a descriptor
+        del descriptor_given
+        use: FileUse = "read" if operator in ("<",) else "write"
+        if operator in ("<&", ">&") and word.static and word.text.isdigit():
+            return
+        self._touch(word, use, "redirect")
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def _near_error(root: Node) -> str:
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type == "ERROR" or node.is_missing:
+            snippet = node_text(node)[:40] or node.type
+            return f"unexpected {snippet!r} at character {node.start_byte + 1}"
+        stack.extend(reversed([c for c in node.children if c.has_error or c.is_missing]))
+    return "unbalanced quotes or brackets"
+
+
+def _resolve(word: str) -> tuple[str, str]:
+    """(program, name): ``/bin/rm`` -> (rm, rm); ``./rm`` -> (./rm, rm)."""
+    if "/" not in word:
+        return word, word
+    directory, _, base = word.rstrip("/").rpartition("/")
+    directory = posixpath.normpath(directory or "/")
+    if directory in SYSTEM_DIRS:
+        return base, base
+    return word, base
+
+
+@lru_cache(maxsize=1024)
+def _interpreter(name: str) -> frozenset[str] | None:
+    for prefix, options in INTERPRETERS.items():
+        if name == prefix or (
+            name.startswith(prefix) and re.fullmatch(r"[\d.]*", name[len(prefix) :])
+        ):
+            return options
+    return None
+
+
+@lru_cache(maxsize=64)
+def _interpreter_spec(options: frozenset[str]) -> Program:
+    """An interpreter reads the code option's value (not an operand), then runs a
+    script file (read) with its arguments."""
+    return Program(
+        operands="read",
+        short_values="".join(o[1] for o in options if len(o) == 2 and o[0] == "-"),
+        long_values=frozenset(o for o in options if o.startswith("--") or len(o) > 2),
+        file_options={},
+        aliases={},
+        single_dash_long=any(len(o) > 2 and not o.startswith("--") for o in options),
+    )
+
+
+def _find_expression(word: Word) -> bool:
+    if not word.static:
+        return False
+    return word.text.startswith("-") or word.text in ("(", ")", "!", ",", "\\(", "\\)")
+
+
+def _fednode_text(node: Node, walker: Walker) -> str | None:
+    """The heredoc or here-string fed to the command at ``node``, if static."""
+    parents = [node]
+    if node.parent is not None and node.parent.type == "redirected_statement":
+        parents.append(node.parent)
+    for holder in parents:
+        for child in holder.children:
+            if child.type == "heredoc_redirect":
+                for part in child.children:
+                    if part.type == "heredoc_body":
+                        return node_text(part)
+                return ""
+            if child.type == "herestring_redirect":
+                for part in child.named_children:
+                    word = walker.word(part)
+                    return word.text if word.static else None
+    return None
