@@ -42,8 +42,8 @@ from __future__ import annotations
 import cProfile
 import functools
 import io
-import json
 import ipaddress
+import json
 import posixpath
 import pstats
 import re
