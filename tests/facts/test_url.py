@@ -267,3 +267,18 @@ def test_the_fast_path_agrees_with_the_whatwg_parser(
         slow.host_kind,
         slow.site,
     ), url
+
+
+@pytest.mark.parametrize(
+    ("url", "host", "ip_class"),
+    [
+        ("tcp://0x7f.1:4444/", "127.0.0.1", "loopback"),
+        ("ssh://10.0.0.5/", "10.0.0.5", "private"),
+        ("git+https://x.example/y", "x.example", None),
+    ],
+)
+def test_hosts_of_other_schemes_are_read_as_connections_read_them(
+    url: str, host: str, ip_class: str | None
+) -> None:
+    found = url_facts(url)
+    assert (found.host, found.ip_class) == (host, ip_class)

@@ -79,6 +79,14 @@ _SED_WRITE: Final = re.compile(
 )
 
 
+#: ``/dev/tcp/HOST/PORT`` and ``/dev/udp/...``: a network connection in bash.
+_DEV_SOCKET: Final = re.compile(r"^/dev/(?:tcp|udp)/([^/]+)/(\d+)$")
+#: An operand that is a URL, whatever the program (``git clone https://…``).
+_URL_OPERAND: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+#: Programs whose first operand is a host they connect to.
+_HOST_FIRST: Final = frozenset({"nc", "ncat", "netcat", "telnet", "socat"})
+
+
 class Unjudgeable(Exception):
     """The string (or a part that decides it) cannot be judged."""
 
@@ -340,6 +348,12 @@ class Walker:
         if extra_dynamic:
             self._touch(Word("*", "*", False, True), "touched", program)
         self._operands(spec, name, parsed, operands, flags, program)
+        if spec.operands != "urls":
+            for word in operands:
+                if word.exact and _URL_OPERAND.match(word.text):
+                    self._url(word, program)
+        if name in _HOST_FIRST and operands:
+            self._host(operands[0], program, "tcp")
 
     def _operands(
         self,
@@ -421,6 +435,19 @@ class Walker:
         if len(self.paths) >= MAX_USES:
             raise Unjudgeable(f"the command names more than {MAX_USES} files")
         self.paths.append(PathUse(path, use, program))
+        socket = _DEV_SOCKET.match(str(path))
+        if socket is not None:  # bash opens a connection for /dev/tcp/HOST/PORT
+            host, port = socket.groups()
+            self._url(Word(f"http://{host}:{port}/", "", type(path) is str, False), program)
+
+    def _host(self, word: Word, program: str, scheme: str) -> None:
+        """A host a command connects to (``ssh user@host``, ``nc host 80``)."""
+        if not word.exact:
+            self._url(Word("", f"{scheme}://*", False, False), program)
+            return
+        host = word.text.rpartition("@")[2].partition(":")[0] if scheme == "ssh" else word.text
+        if host and not host.startswith("-"):
+            self._url(Word(f"{scheme}://{host}/", "", True, False), program)
 
     def _url(self, word: Word, program: str) -> None:
         if len(self.urls) >= MAX_USES:
@@ -627,6 +654,8 @@ class Walker:
             break
         host = args[index] if index < len(args) else None
         remote = args[index + 1 :]
+        if host is not None:
+            self._host(host, "ssh", "ssh")
         self._add(
             Command(
                 program, "ssh", frozenset(), (host.pattern,) if host else (), via=via, text=text

@@ -42,6 +42,8 @@ __all__ = ["UrlError", "UrlFacts", "registrable_domain", "url_facts"]
 HostKind = Literal["domain", "ipv4", "ipv6", "none"]
 
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
+#: The WHATWG "special" schemes, whose hosts are parsed as hosts (the rest are opaque).
+_SPECIAL: Final = frozenset({"http", "https", "ws", "wss", "ftp", "file"})
 # Schemes that never reach a network host: no scheme is added to these.
 _LOCAL_SCHEMES: Final = frozenset(
     {"javascript", "data", "mailto", "about", "blob", "tel", "sms", "file", "urn", "news"}
@@ -125,6 +127,14 @@ def _from_parser(text: str) -> UrlFacts:
         raise UrlError(f"not a URL: {_short(text)}")
     url, given = parsed
     scheme = url.protocol.rstrip(":").lower()
+    if scheme not in _SPECIAL and url.hostname and "://" in given:
+        # A scheme the standard does not know (git+https:, ssh:, tcp:) keeps its host
+        # "opaque": read it as a connection would, with the special-host rules
+        # (IPv4 forms, IDNA), or `tcp://0x7f.1` would not be loopback.
+        try:
+            url = ada_url.URL("http://" + given.split("://", 1)[1])
+        except ValueError:
+            raise UrlError(f"not a URL: {_short(text)}") from None
     host = url.hostname
     kind: HostKind = "none"
     ip_class: str | None = None
