@@ -36,6 +36,7 @@ from interlock.cli_store import DatabaseOption
 from interlock.errors import PolicyError, StoreError, message_of
 from interlock.server.errors import ApiKeyError, ApiKeyNotFound
 from interlock.server.keys import ApiKey, KeyStore, Role
+from interlock.server.limits import DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH_LIMIT
 from interlock.store import default_database_url, open_store
 from interlock.store.sqlite import SQLiteStore
 
@@ -188,6 +189,15 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    max_json_depth: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=MAX_JSON_DEPTH_LIMIT,
+            help="How deep a request's JSON may nest (arrays and objects); deeper is a "
+            "400 too_deep.",
+        ),
+    ] = DEFAULT_MAX_JSON_DEPTH,
 ) -> None:
     """Serve the decision point over HTTP: the /v1 API, API keys and /metrics.
 
@@ -235,7 +245,7 @@ def serve(
             watcher.start()
         if threading.current_thread() is threading.main_thread():
             watcher.install_sighup()
-        app = create_app(guard, watcher=watcher)
+        app = create_app(guard, watcher=watcher, max_json_depth=max_json_depth)
         where = f"unix:{uds}" if uds is not None else f"http://{host}:{port}"
         assert guard.store is not None
         err.print(Text(f"interlock: serving {where}/v1 — policy {path}, store {guard.store.url}"))
