@@ -5,11 +5,13 @@
     interlock keys create --tenant acme --role agent --name ops-bot
     interlock keys list --tenant acme
     interlock keys revoke 3f2a9c0d1e4b5a67
+    interlock keys check                    # look-alike key names made before they were refused
 
 ``keys`` commands take the same ``--database/-d URL`` as the server (default:
 ``$INTERLOCK_DATABASE_URL``, else ``sqlite:///.interlock/interlock.db``). Exit codes:
-0 done; 1 a key that does not exist; 2 a usage error, an invalid policy or a store
-that cannot be used.
+0 done; 1 a key that does not exist, or look-alike key names found by ``keys check``;
+2 a usage error (a look-alike name included), an invalid policy or a store that
+cannot be used.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from interlock.server.errors import ApiKeyError, ApiKeyNotFound
 from interlock.server.keys import ApiKey, KeyStore, Role
 from interlock.server.limits import DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH_LIMIT
 from interlock.store import default_database_url, open_store
+from interlock.store.sql import SqlStore
 from interlock.store.sqlite import SQLiteStore
 
 __all__ = ["DEFAULT_PORT", "keys_app", "serve"]
@@ -153,6 +156,30 @@ def keys_revoke(
     out.print(Text(f"revoked API key {key.id} ({key.role.value} {key.name!r}, {key.tenant!r})"))
 
 
+@keys_app.command("check")
+def keys_check(
+    database: DatabaseOption = None,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
+) -> None:
+    """Report key names that are one identity written differently (case, width,
+    invisible characters, look-alike letters), made before such names were refused.
+    Exit 1 when there are any."""
+    with _keys(database) as keys:
+        found = keys.collisions(tenant=tenant)
+    for collision in found:
+        out.print(Text(collision.describe()))
+    if found:
+        out.print(
+            Text(
+                f"{len(found)} identit{'y has' if len(found) == 1 else 'ies have'} more than "
+                "one name: keep one name per identity (revoke the keys of the others)"
+            )
+        )
+        raise typer.Exit(EXIT_FAILED)
+    where = f" in tenant {tenant!r}" if tenant else ""
+    out.print(Text(f"every identity has one key name{where}"))
+
+
 def serve(
     policy: Annotated[
         Path | None,
@@ -245,6 +272,7 @@ def serve(
             watcher.start()
         if threading.current_thread() is threading.main_thread():
             watcher.install_sighup()
+        _warn_of_look_alike_names(guard.store)
         app = create_app(guard, watcher=watcher, max_json_depth=max_json_depth)
         where = f"unix:{uds}" if uds is not None else f"http://{host}:{port}"
         assert guard.store is not None
@@ -278,6 +306,20 @@ def serve(
         if uds is not None and uds.is_socket():
             uds.unlink(missing_ok=True)  # a stale socket file would look like a server
         err.print(Text("interlock: stopped; the audit log and the store are closed"))
+
+
+def _warn_of_look_alike_names(store: SqlStore | None) -> None:
+    """Say at startup which key names are one identity written differently: their
+    keys cannot decide each other's approvals, and the names should be one."""
+    if store is None:
+        return
+    for collision in KeyStore(store, cache_ttl=0).collisions():
+        err.print(
+            Text(
+                f"interlock: WARNING: look-alike key names, {collision.describe()}; "
+                "they cannot decide each other's approvals (see `interlock keys check`)"
+            )
+        )
 
 
 class _Terminated(Exception):
