@@ -36,6 +36,12 @@ from interlock.approvals.webhook import WebhookDispatcher, webhook_secret
 from interlock.cli_console import EXIT_FAILED, err, fail, out
 from interlock.cli_store import DatabaseOption
 from interlock.errors import PolicyError, StoreError, message_of
+from interlock.policy.reload import (
+    DEFAULT_MAX_REMOVED,
+    DEFAULT_SETTLE,
+    PolicyWatcher,
+    sidecar_problem,
+)
 from interlock.server.errors import ApiKeyError, ApiKeyNotFound
 from interlock.server.keys import ApiKey, KeyStore, Role
 from interlock.server.limits import DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH_LIMIT
@@ -208,6 +214,23 @@ def serve(
             "A policy that does not load never replaces the one serving.",
         ),
     ] = 2.0,
+    reload_settle: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Seconds a policy file changed in place must stay unchanged before it is "
+            "read (a file renamed into place is read at once).",
+        ),
+    ] = DEFAULT_SETTLE,
+    reload_max_removed: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            max=1,
+            help="The share of the rules a reload may remove (0.5: half); one that removes "
+            "more is held until confirmed (POST /v1/policy/reload/confirm) or a restart.",
+        ),
+    ] = DEFAULT_MAX_REMOVED,
     webhook_url: Annotated[
         str | None,
         typer.Option(
@@ -240,7 +263,6 @@ def serve(
         ) from None
     from interlock.guard import Guard
     from interlock.policy.loader import load_policy
-    from interlock.policy.reload import PolicyWatcher
 
     try:  # before anything opens: never serve with a webhook that cannot be signed
         secret = webhook_secret(webhook_url) if webhook_url is not None else ""
@@ -251,6 +273,12 @@ def serve(
         compiled = load_policy(path)
     except PolicyError as exc:
         raise fail(str(exc)) from None
+    try:  # a policy with a digest sidecar must match it, at startup as on a reload
+        problem = sidecar_problem(path, path.read_bytes())
+    except OSError as exc:
+        problem = f"{path}: cannot read the policy file: {exc}"
+    if problem is not None:
+        raise fail(problem)
     try:
         guard = Guard(compiled, store=database or default_database_url())
     except (StoreError, ImportError) as exc:
@@ -260,11 +288,16 @@ def serve(
         guard,
         path,
         interval=reload_interval or 3600.0,
+        settle=reload_settle,
+        max_removed=reload_max_removed,
         on_reload=lambda p: err.print(
             Text(f"interlock: policy {path} reloaded ({len(p.rules)} rules)")
         ),
         on_error=lambda m: err.print(
             Text(f"interlock: policy NOT reloaded, still serving the last good one: {m}")
+        ),
+        on_held=lambda held: err.print(
+            Text(f"interlock: policy {path} reload HELD (sha256 {held.sha256}): {held.reason}")
         ),
     )
     try:

@@ -3,16 +3,19 @@ permission, and nobody decides their own request."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from interlock.policy.reload import PolicyWatcher
 from interlock.server import Role
 
-from .harness import Api, bearer, legacy_key
+from .harness import POLICY, Api, bearer, legacy_key
 
 Build = Callable[[Api], Awaitable[dict[str, Any]]]
 
@@ -28,6 +31,18 @@ async def _approval(api: Api) -> dict[str, Any]:
 async def _reservation(api: Api) -> dict[str, Any]:
     decision = await api.check(name="paid_lookup", arguments={"query": "q", "est_cost": 0.1})
     return {"id": decision["reservation"]["id"]}
+
+
+async def _held_reload(api: Api) -> dict[str, Any]:
+    """A reload of the server's policy file held for confirmation (4 of 5 rules
+    removed); its digest."""
+    path = Path(tempfile.mkdtemp()) / "interlock.yaml"
+    path.write_text(POLICY)
+    watcher = PolicyWatcher(api.guard, path)
+    path.write_text(POLICY[: POLICY.index("  - id: no-shell")])
+    assert watcher.reload() is False and watcher.held is not None
+    api.app.state.interlock = replace(api.app.state.interlock, watcher=watcher)
+    return {"sha256": watcher.held.sha256}
 
 
 @dataclass(frozen=True)
@@ -103,6 +118,13 @@ ENDPOINTS = [
     Endpoint("GET", "/v1/audit/export", frozenset({APPROVER, ADMIN})),
     Endpoint("GET", "/v1/audit/verify", frozenset({APPROVER, ADMIN})),
     Endpoint("GET", "/v1/whoami", EVERYONE),
+    Endpoint(
+        "POST",
+        "/v1/policy/reload/confirm",
+        frozenset({ADMIN}),
+        _held_reload,
+        body={"sha256": "{sha256}"},
+    ),
 ]
 
 
