@@ -143,3 +143,24 @@ def test_the_table_is_built_once() -> None:
     assert same_identity("ops-bot", "\u043eps-bot")
     assert same_identity("root", "r\u043e\u043et")
     assert identity._prototypes.cache_info().misses <= 1
+
+
+def test_the_shipped_confusable_data_is_a_star_around_each_prototype() -> None:
+    # What the prototype table rests on: each class has at most one member with more
+    # than one confusable (confusables.txt maps every character to one prototype).
+    import json
+    from importlib import resources
+
+    source = resources.files("confusable_homoglyphs").joinpath("confusables.json")
+    data = json.loads(source.read_text(encoding="utf-8"))
+    neighbours: dict[str, set[str]] = {}
+    for key, entries in data.items():
+        for entry in entries:
+            first = unicodedata.normalize("NFD", key.translate(identity._DISPLAY_MARKS))
+            second = unicodedata.normalize("NFD", entry["c"].translate(identity._DISPLAY_MARKS))
+            if first != second:
+                neighbours.setdefault(first, set()).add(second)
+                neighbours.setdefault(second, set()).add(first)
+    for node, linked in neighbours.items():
+        if len(linked) > 1:  # a centre: its neighbours are leaves
+            assert all(len(neighbours[leaf]) == 1 for leaf in linked), node
