@@ -65,6 +65,25 @@ async def test_json_nested_100000_deep_is_a_4xx_on_every_post_route(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
+async def test_a_deep_body_sent_to_any_other_route_is_refused_too(sqlite_api: Api) -> None:
+    # The audit routes, budgets, approvals, whoami... take no body; one sent anyway is
+    # measured like any other.
+    paths = sqlite_api.app.openapi()["paths"]
+    routes = [
+        (method.upper(), path.replace("{approval_id}", "apr_0"))
+        for path, operations in paths.items()
+        for method in operations
+        if method != "post"
+    ]
+    assert ("GET", "/v1/audit") in routes and ("GET", "/v1/audit/export") in routes
+    for method, route in routes:
+        response = await sqlite_api.client.request(
+            method, route, content=_deep("[", "]"), headers=sqlite_api.h("admin")
+        )
+        assert response.status_code == 400, (method, route, response.text)
+        assert error_of(response)["code"] == "too_deep"
+
+
 async def test_the_depth_is_judged_before_the_key(sqlite_api: Api) -> None:
     # Nothing of a refused body is parsed: not even the key is looked up for it.
     response = await sqlite_api.client.post(
