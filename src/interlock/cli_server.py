@@ -5,11 +5,13 @@
     interlock keys create --tenant acme --role agent --name ops-bot
     interlock keys list --tenant acme
     interlock keys revoke 3f2a9c0d1e4b5a67
+    interlock keys check                    # look-alike key names made before they were refused
 
 ``keys`` commands take the same ``--database/-d URL`` as the server (default:
 ``$INTERLOCK_DATABASE_URL``, else ``sqlite:///.interlock/interlock.db``). Exit codes:
-0 done; 1 a key that does not exist; 2 a usage error, an invalid policy or a store
-that cannot be used.
+0 done; 1 a key that does not exist, or look-alike key names found by ``keys check``;
+2 a usage error (a look-alike name included), an invalid policy or a store that
+cannot be used.
 """
 
 from __future__ import annotations
@@ -34,9 +36,17 @@ from interlock.approvals.webhook import WebhookDispatcher, webhook_secret
 from interlock.cli_console import EXIT_FAILED, err, fail, out
 from interlock.cli_store import DatabaseOption
 from interlock.errors import PolicyError, StoreError, message_of
+from interlock.policy.reload import (
+    DEFAULT_MAX_REMOVED,
+    DEFAULT_SETTLE,
+    PolicyWatcher,
+    sidecar_problem,
+)
 from interlock.server.errors import ApiKeyError, ApiKeyNotFound
 from interlock.server.keys import ApiKey, KeyStore, Role
+from interlock.server.limits import DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH_LIMIT
 from interlock.store import default_database_url, open_store
+from interlock.store.sql import SqlStore
 from interlock.store.sqlite import SQLiteStore
 
 __all__ = ["DEFAULT_PORT", "keys_app", "serve"]
@@ -152,6 +162,30 @@ def keys_revoke(
     out.print(Text(f"revoked API key {key.id} ({key.role.value} {key.name!r}, {key.tenant!r})"))
 
 
+@keys_app.command("check")
+def keys_check(
+    database: DatabaseOption = None,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
+) -> None:
+    """Report key names that are one identity written differently (case, width,
+    invisible characters, look-alike letters), made before such names were refused.
+    Exit 1 when there are any."""
+    with _keys(database) as keys:
+        found = keys.collisions(tenant=tenant)
+    for collision in found:
+        out.print(Text(collision.describe()))
+    if found:
+        out.print(
+            Text(
+                f"{len(found)} identit{'y has' if len(found) == 1 else 'ies have'} more than "
+                "one name: keep one name per identity (revoke the keys of the others)"
+            )
+        )
+        raise typer.Exit(EXIT_FAILED)
+    where = f" in tenant {tenant!r}" if tenant else ""
+    out.print(Text(f"every identity has one key name{where}"))
+
+
 def serve(
     policy: Annotated[
         Path | None,
@@ -180,6 +214,23 @@ def serve(
             "A policy that does not load never replaces the one serving.",
         ),
     ] = 2.0,
+    reload_settle: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Seconds a policy file changed in place must stay unchanged before it is "
+            "read (a file renamed into place is read at once).",
+        ),
+    ] = DEFAULT_SETTLE,
+    reload_max_removed: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            max=1,
+            help="The share of the rules a reload may remove (0.5: half); one that removes "
+            "more is held until confirmed (POST /v1/policy/reload/confirm) or a restart.",
+        ),
+    ] = DEFAULT_MAX_REMOVED,
     webhook_url: Annotated[
         str | None,
         typer.Option(
@@ -188,6 +239,15 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    max_json_depth: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=MAX_JSON_DEPTH_LIMIT,
+            help="How deep a request's JSON may nest (arrays and objects); deeper is a "
+            "400 too_deep.",
+        ),
+    ] = DEFAULT_MAX_JSON_DEPTH,
 ) -> None:
     """Serve the decision point over HTTP: the /v1 API, API keys and /metrics.
 
@@ -203,7 +263,6 @@ def serve(
         ) from None
     from interlock.guard import Guard
     from interlock.policy.loader import load_policy
-    from interlock.policy.reload import PolicyWatcher
 
     try:  # before anything opens: never serve with a webhook that cannot be signed
         secret = webhook_secret(webhook_url) if webhook_url is not None else ""
@@ -214,6 +273,12 @@ def serve(
         compiled = load_policy(path)
     except PolicyError as exc:
         raise fail(str(exc)) from None
+    try:  # a policy with a digest sidecar must match it, at startup as on a reload
+        problem = sidecar_problem(path, path.read_bytes())
+    except OSError as exc:
+        problem = f"{path}: cannot read the policy file: {exc}"
+    if problem is not None:
+        raise fail(problem)
     try:
         guard = Guard(compiled, store=database or default_database_url())
     except (StoreError, ImportError) as exc:
@@ -223,11 +288,16 @@ def serve(
         guard,
         path,
         interval=reload_interval or 3600.0,
+        settle=reload_settle,
+        max_removed=reload_max_removed,
         on_reload=lambda p: err.print(
             Text(f"interlock: policy {path} reloaded ({len(p.rules)} rules)")
         ),
         on_error=lambda m: err.print(
             Text(f"interlock: policy NOT reloaded, still serving the last good one: {m}")
+        ),
+        on_held=lambda held: err.print(
+            Text(f"interlock: policy {path} reload HELD (sha256 {held.sha256}): {held.reason}")
         ),
     )
     try:
@@ -235,7 +305,8 @@ def serve(
             watcher.start()
         if threading.current_thread() is threading.main_thread():
             watcher.install_sighup()
-        app = create_app(guard, watcher=watcher)
+        _warn_of_look_alike_names(guard.store)
+        app = create_app(guard, watcher=watcher, max_json_depth=max_json_depth)
         where = f"unix:{uds}" if uds is not None else f"http://{host}:{port}"
         assert guard.store is not None
         err.print(Text(f"interlock: serving {where}/v1 — policy {path}, store {guard.store.url}"))
@@ -268,6 +339,20 @@ def serve(
         if uds is not None and uds.is_socket():
             uds.unlink(missing_ok=True)  # a stale socket file would look like a server
         err.print(Text("interlock: stopped; the audit log and the store are closed"))
+
+
+def _warn_of_look_alike_names(store: SqlStore | None) -> None:
+    """Say at startup which key names are one identity written differently: their
+    keys cannot decide each other's approvals, and the names should be one."""
+    if store is None:
+        return
+    for collision in KeyStore(store, cache_ttl=0).collisions():
+        err.print(
+            Text(
+                f"interlock: WARNING: look-alike key names, {collision.describe()}; "
+                "they cannot decide each other's approvals (see `interlock keys check`)"
+            )
+        )
 
 
 class _Terminated(Exception):

@@ -600,14 +600,18 @@ def test_deciding_without_an_approver_exits_2(
 
 
 @pytest.mark.parametrize("command", ["approve", "deny"])
-@pytest.mark.parametrize("identity", ["bot", " bot "], ids=["same", "padded"])
+@pytest.mark.parametrize(
+    "identity",
+    ["bot", " bot ", "\uff42\uff4f\uff54", "b\u200bot", "b\u043et", "B0T"],
+    ids=["same", "padded", "fullwidth", "zero width", "cyrillic o", "zero for o"],
+)
 def test_the_requester_cannot_decide_its_own_request(
     url: str, store: SqlStore, command: str, identity: str
 ) -> None:
     record = open_approval(store, agent="bot")
     result = run(url, "approvals", command, record.id, "--as", identity)
     assert result.exit_code == 1
-    assert "'bot' requested approval" in result.output and "cannot decide it" in result.output
+    assert "'bot'" in result.output and "cannot decide it" in result.output
     assert store.get_approval(record.id).status is ApprovalStatus.PENDING
     assert json_lines(run(url, "audit", "export")) == []
 

@@ -14,6 +14,8 @@ with httpx through its ASGI transport.
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ from fastapi import FastAPI
 
 from interlock import Guard
 from interlock.server import KeyStore, Role, create_app
+from interlock.store import SqlStore
 
 POLICY = """\
 version: 1
@@ -121,6 +124,21 @@ class Api:
         assert decision["verdict"] == "require_approval", decision
         approval_id: str = decision["approval"]["id"]
         return approval_id
+
+
+def legacy_key(store: SqlStore, *, tenant: str, role: str, name: str) -> str:
+    """A key as a version before look-alike names were refused could make it: written
+    into the table directly. Its token."""
+    key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
+    with store.transaction(write=True) as cur:
+        cur.execute(
+            store.q(
+                "INSERT INTO api_keys (id, tenant, role, name, secret_hash, created_us, "
+                "revoked_us) VALUES (?, ?, ?, ?, ?, ?, NULL)"
+            ),
+            (key_id, tenant, role, name, hashlib.sha256(secret.encode()).hexdigest(), 1),
+        )
+    return f"ilk_{key_id}_{secret}"
 
 
 def open_guard(url: str, policy_file: Path) -> Guard:

@@ -356,7 +356,11 @@ async def test_health_and_ready_need_no_key(api: Api) -> None:
     assert (health.status_code, health.json()) == (200, {"status": "ok"})
     assert (ready.status_code, ready.json()) == (
         200,
-        {"status": "ready", "checks": {"store": "ok", "policy": "ok"}},
+        {
+            "status": "ready",
+            "checks": {"store": "ok", "policy": "ok"},
+            "policy_reload_held": None,
+        },
     )
 
 

@@ -3,16 +3,19 @@ permission, and nobody decides their own request."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from interlock.policy.reload import PolicyWatcher
 from interlock.server import Role
 
-from .harness import Api, bearer
+from .harness import POLICY, Api, bearer, legacy_key
 
 Build = Callable[[Api], Awaitable[dict[str, Any]]]
 
@@ -28,6 +31,18 @@ async def _approval(api: Api) -> dict[str, Any]:
 async def _reservation(api: Api) -> dict[str, Any]:
     decision = await api.check(name="paid_lookup", arguments={"query": "q", "est_cost": 0.1})
     return {"id": decision["reservation"]["id"]}
+
+
+async def _held_reload(api: Api) -> dict[str, Any]:
+    """A reload of the server's policy file held for confirmation (4 of 5 rules
+    removed); its digest."""
+    path = Path(tempfile.mkdtemp()) / "interlock.yaml"
+    path.write_text(POLICY)
+    watcher = PolicyWatcher(api.guard, path)
+    path.write_text(POLICY[: POLICY.index("  - id: no-shell")])
+    assert watcher.reload() is False and watcher.held is not None
+    api.app.state.interlock = replace(api.app.state.interlock, watcher=watcher)
+    return {"sha256": watcher.held.sha256}
 
 
 @dataclass(frozen=True)
@@ -103,6 +118,13 @@ ENDPOINTS = [
     Endpoint("GET", "/v1/audit/export", frozenset({APPROVER, ADMIN})),
     Endpoint("GET", "/v1/audit/verify", frozenset({APPROVER, ADMIN})),
     Endpoint("GET", "/v1/whoami", EVERYONE),
+    Endpoint(
+        "POST",
+        "/v1/policy/reload/confirm",
+        frozenset({ADMIN}),
+        _held_reload,
+        body={"sha256": "{sha256}"},
+    ),
 ]
 
 
@@ -200,7 +222,7 @@ async def test_an_admin_cannot_decide_a_request_its_own_check_made(
     assert (record.requested_by, record.status.value) == ("root", "pending")
 
 
-@pytest.mark.parametrize("name", ["ops-bot", "OPS-BOT", " ops-bot "])
+@pytest.mark.parametrize("name", ["ops-bot", " ops-bot "])
 async def test_an_approver_key_with_the_requesters_name_cannot_approve(
     sqlite_api: Api, name: str
 ) -> None:
@@ -215,6 +237,33 @@ async def test_an_approver_key_with_the_requesters_name_cannot_approve(
         f"/v1/approvals/{approval_id}/approve", headers=sqlite_api.h("approver")
     )
     assert other.status_code == 200 and other.json()["decided_by"] == "alice"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "OPS-BOT",
+        "\uff4f\uff50\uff53-\uff42\uff4f\uff54",  # fullwidth
+        "ops\u200b-bot",
+        "\ufeffops-bot",
+        "ops\u00ad-bot",
+        "\u043eps-bot",  # Cyrillic o
+        "o\u0440s-bot",  # Cyrillic er
+        "ops-b0t",
+    ],
+)
+@pytest.mark.parametrize("action", ["approve", "deny"])
+async def test_a_key_named_like_the_requester_before_such_names_were_refused_cannot_decide(
+    api: Api, name: str, action: str
+) -> None:
+    approval_id = await api.pending_approval("agent")  # requested by ops-bot
+    assert api.guard.store is not None
+    twin = legacy_key(api.guard.store, tenant="acme", role="approver", name=name)
+    response = await api.client.post(f"/v1/approvals/{approval_id}/{action}", headers=bearer(twin))
+    assert response.status_code == 403, response.text
+    error = response.json()["error"]
+    assert error["code"] == "self_approval" and "'ops-bot'" in error["message"]
+    assert api.guard.store.get_approval(approval_id).status.value == "pending"
 
 
 async def test_a_key_revoked_here_is_refused_at_once(sqlite_api: Api) -> None:

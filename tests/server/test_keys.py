@@ -7,6 +7,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,11 @@ import pytest
 from typer.testing import CliRunner
 
 from interlock.cli import app as cli
-from interlock.server import ApiKeyError, ApiKeyNotFound, KeyStore, Role
+from interlock.server import ApiKeyError, ApiKeyNotFound, KeyNameTaken, KeyStore, Role
 from interlock.server.keys import parse_token
-from interlock.store import SqlStore
+from interlock.store import SqlStore, open_store
 
-from .harness import bearer, open_api
+from .harness import bearer, legacy_key, open_api
 
 runner = CliRunner()
 
@@ -89,6 +90,98 @@ def test_a_key_needs_a_tenant_a_role_and_a_name(
 ) -> None:
     with pytest.raises(ApiKeyError):
         KeyStore(store).create(tenant=tenant, role=role, name=name)
+
+
+# -- names: one identity, one name ----------------------------------------------------------
+
+LOOK_ALIKES = [
+    "ALICE",
+    "\uff41\uff4c\uff49\uff43\uff45",  # fullwidth
+    "al\u200bice",
+    "\u0430lice",  # Cyrillic a
+    "aIice",  # capital I
+    "a1ice",
+    "alice\ufe0f",
+]
+
+
+@pytest.mark.parametrize("look_alike", LOOK_ALIKES)
+def test_a_key_named_like_another_keys_name_is_refused(store: SqlStore, look_alike: str) -> None:
+    keys = KeyStore(store)
+    existing = keys.create(tenant="acme", role=Role.APPROVER, name="alice").key
+    with pytest.raises(KeyNameTaken) as refused:
+        keys.create(tenant="acme", role=Role.AGENT, name=look_alike)
+    assert (refused.value.name, refused.value.existing) == (look_alike, "alice")
+    assert "looks like the key name 'alice'" in str(refused.value)
+    assert keys.list_keys() == [existing]
+
+
+def test_the_same_name_again_is_the_same_identity_a_rotation(store: SqlStore) -> None:
+    keys = KeyStore(store)
+    first = keys.create(tenant="acme", role=Role.AGENT, name="ops-bot").key
+    second = keys.create(tenant="acme", role=Role.APPROVER, name=" ops-bot ").key
+    third = keys.create(tenant="globex", role=Role.AGENT, name="\u043eps-bot").key  # another tenant
+    assert (first.name, second.name, third.name) == ("ops-bot", "ops-bot", "\u043eps-bot")
+
+
+def test_a_revoked_keys_name_still_cannot_be_imitated(store: SqlStore) -> None:
+    keys = KeyStore(store)
+    keys.revoke(keys.create(tenant="acme", role=Role.APPROVER, name="alice").key.id)
+    with pytest.raises(KeyNameTaken):
+        keys.create(tenant="acme", role=Role.AGENT, name="\u0430lice")
+
+
+def test_names_a_reader_tells_apart_are_two_keys(store: SqlStore) -> None:
+    keys = KeyStore(store)
+    for name in ("alice", "alicia", "bob", "rob", "ops-bot", "ops-bot-2"):
+        keys.create(tenant="acme", role=Role.AGENT, name=name)
+    assert len(keys.list_keys()) == 6
+
+
+def test_a_name_with_nothing_visible_is_refused(store: SqlStore) -> None:
+    with pytest.raises(ApiKeyError, match="nothing visible"):
+        KeyStore(store).create(tenant="acme", role=Role.AGENT, name="\u200b\u200d")
+
+
+def test_look_alike_names_racing_each_other_make_one_key(
+    store: SqlStore, open_replica: Any
+) -> None:
+    names = ["alice", "\u0430lice", "ALICE", "al\u200bice", "\uff41lice"]  # pairwise one
+    stores = [store, *(open_replica() for _ in names[1:])]
+    start = threading.Barrier(len(names))
+    outcomes: list[str] = []
+
+    def create(replica: SqlStore, name: str) -> None:
+        start.wait()
+        try:
+            KeyStore(replica).create(tenant="acme", role=Role.AGENT, name=name)
+            outcomes.append("created")
+        except KeyNameTaken:
+            outcomes.append("refused")
+
+    threads = [
+        threading.Thread(target=create, args=pair) for pair in zip(stores, names, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["created"] + ["refused"] * (len(names) - 1)
+    assert len(KeyStore(store).list_keys()) == 1
+
+
+def test_look_alike_names_made_before_are_reported(store: SqlStore) -> None:
+    keys = KeyStore(store)
+    alice = keys.create(tenant="acme", role=Role.APPROVER, name="alice").key
+    legacy_key(store, tenant="acme", role="agent", name="\u0430lice")
+    legacy_key(store, tenant="acme", role="agent", name="al\u200bice")
+    legacy_key(store, tenant="globex", role="agent", name="alice")  # another tenant: fine
+    keys.create(tenant="acme", role=Role.AGENT, name="bob")
+    (found,) = keys.collisions()
+    assert found.tenant == "acme"
+    assert found.names == ("alice", "al\u200bice", "\u0430lice")
+    assert alice.id in found.key_ids and len(found.key_ids) == 3
+    assert keys.collisions(tenant="globex") == []
 
 
 def test_a_revocation_elsewhere_takes_effect_within_the_cache_ttl(store: SqlStore) -> None:
@@ -178,6 +271,26 @@ async def test_a_key_revoked_with_the_cli_gets_401(sqlite_url: str, policy_file:
         assert code == 0 and f"revoked API key {key_id}" in stdout
         assert (before.status_code, after.status_code) == (200, 401)
         assert after.json()["error"]["code"] == "unauthorized"
+
+
+def test_keys_create_refuses_a_look_alike_and_keys_check_reports_old_ones(
+    sqlite_url: str,
+) -> None:
+    create = ("create", "--tenant", "acme", "--role")
+    assert keys_cli(sqlite_url, *create, "approver", "--name", "alice")[0] == 0
+    code, stdout, stderr = keys_cli(sqlite_url, *create, "agent", "--name", "\u0430lice")
+    assert code == 2 and not stdout
+    assert "looks like the key name 'alice'" in stderr and "\\u0430lice" in stderr
+    assert keys_cli(sqlite_url, "check")[0] == 0
+
+    store = open_store(sqlite_url)
+    try:
+        legacy_key(store, tenant="acme", role="agent", name="al\u200bice")
+    finally:
+        store.close()
+    code, stdout, _ = keys_cli(sqlite_url, "check")
+    assert code == 1
+    assert "tenant 'acme'" in stdout and "'alice'" in stdout and "\\u200b" in stdout
 
 
 def test_the_keys_commands_do_not_need_the_server_stack() -> None:

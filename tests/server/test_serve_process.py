@@ -21,7 +21,7 @@ import pytest
 from interlock.server import KeyStore, Role
 from interlock.store import open_store
 
-from .harness import POLICY, bearer
+from .harness import POLICY, bearer, legacy_key
 
 pytestmark = pytest.mark.slow
 
@@ -110,6 +110,20 @@ def exercise(client: httpx.Client, tokens: dict[str, str]) -> None:
     assert client.get("/v1/whoami").status_code == 401
     metrics = client.get("/metrics").text
     assert 'interlock_decisions_total{verdict="allow"} 1.0' in metrics
+
+
+def test_serve_warns_of_look_alike_key_names_at_startup(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'i.db'}"
+    make_keys(url)
+    with open_store(url) as store:
+        legacy_key(store, tenant="acme", role="approver", name="\u043eps-bot")  # Cyrillic o
+    port = free_port()
+    with serving(tmp_path, "--port", str(port)) as proc:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=STARTUP) as client:
+            wait_until_up(proc, client)
+        output = stop(proc)
+    assert "WARNING: look-alike key names, tenant 'acme'" in output
+    assert "'ops-bot'" in output and "\\u043eps-bot" in output
 
 
 def test_serve_on_a_tcp_port(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ policy never replaces a good one: the error is reported and the old one keeps se
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import time
@@ -10,6 +11,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from interlock.server import KeyStore, Role
+from interlock.store import open_store
 
 from .harness import POLICY, bearer
 from .test_serve_process import free_port, make_keys, serving, stop, wait_until_up
@@ -84,3 +88,49 @@ def test_serve_reloads_a_good_policy_and_keeps_serving_through_a_bad_one(
         assert client.get("/v1/ready").json()["checks"]["policy_reload"] == "ok"
         output = stop(proc)
     assert "policy NOT reloaded" in output and "reloaded (" in output
+
+
+def test_serve_holds_a_reload_that_removes_most_rules_until_an_admin_confirms(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'i.db'}"
+    keys = make_keys(url)
+    with open_store(url) as store:
+        admin = KeyStore(store).create(tenant="acme", role=Role.ADMIN, name="root").token
+    port = free_port()
+    truncated = POLICY[: POLICY.index("  - id: no-shell")]  # 1 rule of 5 left
+    with (
+        serving(tmp_path, "--port", str(port), "--reload-interval", "0.05") as proc,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}") as client,
+    ):
+        wait_until_up(proc, client)
+        _write(tmp_path / "interlock.yaml", truncated)
+        assert _eventually(lambda: client.get("/v1/ready").json()["policy_reload_held"])
+        ready = client.get("/v1/ready")
+        assert ready.status_code == 200 and ready.json()["status"] == "ready"
+        held = ready.json()["policy_reload_held"]
+        assert _verdict(client, keys["agent"]) == "deny"  # still the five rules
+
+        confirmed = client.post(
+            "/v1/policy/reload/confirm", json={"sha256": held["sha256"]}, headers=bearer(admin)
+        )
+        assert confirmed.status_code == 200, confirmed.text
+        assert confirmed.json()["rules"] == 1
+        assert client.get("/v1/ready").json()["checks"]["policy_reload"] == "ok"
+        output = stop(proc)
+    assert "reload HELD" in output and "removes 4 of 5 rules" in output
+
+
+def test_serve_refuses_a_policy_that_does_not_match_its_digest_sidecar(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from interlock.cli import app as cli
+
+    policy = tmp_path / "interlock.yaml"
+    policy.write_text(POLICY)
+    sidecar = tmp_path / "interlock.yaml.sha256"
+    sidecar.write_text(f"{hashlib.sha256(b'another file').hexdigest()}  interlock.yaml\n")
+    args = ["serve", "-p", str(policy), "-d", f"sqlite:///{tmp_path / 'i.db'}"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert "does not match its digest in interlock.yaml.sha256" in result.stderr

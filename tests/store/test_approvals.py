@@ -85,6 +85,55 @@ def test_the_requester_cannot_approve_its_own_request(store: SqlStore) -> None:
     assert store.get_approval(request.id).status is ApprovalStatus.PENDING
 
 
+# The requester's name written so that it looks — or is — the same: each must be refused.
+LOOK_ALIKES = {
+    "fullwidth": "\uff41\uff4c\uff49\uff43\uff45",  # ａｌｉｃｅ
+    "zero width space": "al\u200bice",
+    "zero width joiner": "ali\u200dce",
+    "byte order mark": "\ufeffalice",
+    "soft hyphen": "ali\u00adce",
+    "word joiner and bidi override": "\u2060\u202ealice\u202c",
+    "variation selector": "alice\ufe0f",
+    "tag characters": "alice\U000e0041\U000e007f",
+    "cyrillic a": "\u0430lice",
+    "cyrillic e and o": "alic\u0435",
+    "cyrillic c": "ali\u0441e",
+    "greek capital alpha": "\u0391LICE",
+    "capital I for l": "aIice",
+    "digit one for l": "a1ice",
+    "mixed case": "ALiCe",
+    "padded": "  alice\t",
+    "decomposed accent": "ren\u0065\u0301e",
+}
+LOOK_ALIKE_OF = {name: ("ren\u00e9e" if "accent" in name else "alice") for name in LOOK_ALIKES}
+
+
+@pytest.mark.parametrize("variant", sorted(LOOK_ALIKES), ids=str)
+def test_the_requester_cannot_approve_under_a_look_alike_name(
+    store: SqlStore, variant: str
+) -> None:
+    request = ask(store, requested_by=LOOK_ALIKE_OF[variant]).record
+    for decide in (store.approve, store.deny):
+        with pytest.raises(SelfApproval, match="cannot decide it"):
+            decide(request.id, by=LOOK_ALIKES[variant])
+    assert store.get_approval(request.id).status is ApprovalStatus.PENDING
+
+
+@pytest.mark.parametrize("invisible", ["\u200b", "\u200d\ufeff", "\u00ad", "\U000e0020"])
+def test_an_approver_made_only_of_invisible_characters_is_no_approver(
+    store: SqlStore, invisible: str
+) -> None:
+    request = ask(store).record
+    with pytest.raises(SelfApproval, match="approver identity is required"):
+        store.approve(request.id, by=invisible)
+
+
+@pytest.mark.parametrize(("requester", "approver"), [("alice", "alicia"), ("bob", "rob")])
+def test_distinct_names_stay_distinct(store: SqlStore, requester: str, approver: str) -> None:
+    request = ask(store, requested_by=requester).record
+    assert store.approve(request.id, by=approver).status is ApprovalStatus.APPROVED
+
+
 def test_an_approved_request_is_claimed_exactly_once_then_a_new_request_opens(
     store: SqlStore, clock: Any
 ) -> None:

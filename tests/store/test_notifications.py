@@ -419,7 +419,7 @@ def test_decisions_taken_before_the_decided_notice_existed_are_never_sent(
     monkeypatch.undo()
 
     with open_store(store_url, clock=clock, migrate=False) as upgraded:
-        assert upgraded.migrate() == ["0004_approval_decided_notices"]
+        assert upgraded.migrate()[:1] == ["0004_approval_decided_notices"]  # and later ones
         for approval_id in (approved, denied):
             state = notification_state(upgraded, approval_id, event=DECIDED)
             assert state == NotificationState(decided_us[approval_id], 0, None, None, None)

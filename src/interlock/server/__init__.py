@@ -19,8 +19,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from interlock.server.errors import ApiError, ApiKeyError, ApiKeyNotFound, ServerError
-from interlock.server.keys import ApiKey, KeyStore, NewKey, Role
+from interlock.server.errors import (
+    ApiError,
+    ApiKeyError,
+    ApiKeyNotFound,
+    KeyNameTaken,
+    ServerError,
+)
+from interlock.server.keys import ApiKey, KeyStore, NameCollision, NewKey, Role
 
 if TYPE_CHECKING:
     from interlock.server.app import create_app
@@ -30,7 +36,9 @@ __all__ = [
     "ApiKey",
     "ApiKeyError",
     "ApiKeyNotFound",
+    "KeyNameTaken",
     "KeyStore",
+    "NameCollision",
     "NewKey",
     "Role",
     "ServerError",

@@ -37,11 +37,14 @@ __all__ = [
     "BudgetList",
     "BudgetRowOut",
     "CommitIn",
+    "ConfirmReloadIn",
     "ContextIn",
     "DecideIn",
     "DecisionOut",
     "ErrorOut",
     "HealthOut",
+    "HeldReloadOut",
+    "PolicyReloadOut",
     "ReadyOut",
     "ReleaseIn",
     "ReservationOut",
@@ -447,9 +450,40 @@ class HealthOut(BaseModel):
     status: Literal["ok"]
 
 
+class HeldReloadOut(BaseModel):
+    """A policy reload held for confirmation: the file's digest, how many rules serve,
+    how many the file has, how many it would remove, and since when (epoch
+    seconds)."""
+
+    sha256: str
+    serving_rules: int
+    new_rules: int
+    removed_rules: int
+    held_since: float
+    reason: str
+
+
 class ReadyOut(BaseModel):
+    """``checks`` names each check and its outcome (``ok`` or why not).
+    ``policy_reload_held`` is set while a reload of the policy file waits for
+    confirmation: the old policy serves, and the server stays ready."""
+
     status: Literal["ready", "unavailable"]
     checks: dict[str, str]
+    policy_reload_held: HeldReloadOut | None = None
+
+
+class ConfirmReloadIn(_In):
+    sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{64}$")] = Field(
+        description="The digest of the held file, as `/v1/ready` shows it."
+    )
+
+
+class PolicyReloadOut(BaseModel):
+    """The policy serving after a confirmed reload."""
+
+    serving_sha256: str
+    rules: int
 
 
 class WhoAmIOut(BaseModel):

@@ -24,6 +24,7 @@ from interlock import __version__
 from interlock.server.body_limit import BodyLimitMiddleware
 from interlock.server.handlers import install_error_handlers
 from interlock.server.keys import KeyStore
+from interlock.server.limits import DEFAULT_MAX_BODY, DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH_LIMIT
 from interlock.server.metrics import HttpMetricsMiddleware, Metrics
 from interlock.server.routes import routers
 from interlock.server.routes.fast_check import fast_routes
@@ -34,12 +35,10 @@ if TYPE_CHECKING:
     from interlock.guard import Guard
     from interlock.policy.reload import PolicyWatcher
 
-__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_WAIT", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_JSON_DEPTH", "DEFAULT_MAX_WAIT", "create_app"]
 
 #: The longest an approval long-poll waits, in seconds (below common proxy timeouts).
 DEFAULT_MAX_WAIT = 60.0
-#: The largest request body accepted (413 above it).
-DEFAULT_MAX_BODY = 1 << 20
 
 _DESCRIPTION = """\
 The Interlock decision point over HTTP: check actions, decide approvals, settle
@@ -56,12 +55,15 @@ def create_app(
     key_cache_ttl: float = 5.0,
     max_wait: float = DEFAULT_MAX_WAIT,
     max_body_size: int = DEFAULT_MAX_BODY,
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
     watcher: PolicyWatcher | None = None,
 ) -> FastAPI:
     """The HTTP API over ``guard``, which must have a store (``Guard(policy,
     store=url)``): the API keys live there too. ``keys`` replaces the key store (its
     cache TTL is ``key_cache_ttl`` seconds otherwise); ``max_wait`` bounds an approval
-    long-poll; ``max_body_size`` (bytes) bounds a request body; ``watcher`` (the
+    long-poll; ``max_body_size`` (bytes) bounds a request body (413 above it) and
+    ``max_json_depth`` how deep its JSON may nest (400 ``too_deep`` below it, at most
+    512); ``watcher`` (the
     :class:`~interlock.policy.reload.PolicyWatcher` reloading the guard's policy file)
     has its last reload failure reported by ``/v1/ready``. The caller keeps
     ownership of ``guard`` and closes it after the app is done."""
@@ -70,6 +72,10 @@ def create_app(
         raise ValueError("the server needs a guard with a store: Guard(policy, store=url)")
     if max_wait <= 0:
         raise ValueError(f"max_wait must be positive, not {max_wait!r}")
+    if not 1 <= max_json_depth <= MAX_JSON_DEPTH_LIMIT:
+        raise ValueError(
+            f"max_json_depth must be between 1 and {MAX_JSON_DEPTH_LIMIT}, not {max_json_depth!r}"
+        )
     metrics = Metrics(store)
     app = FastAPI(
         title="Interlock",
@@ -94,6 +100,8 @@ def create_app(
     # them in the OpenAPI schema (see routes/fast_check.py).
     app.router.routes[0:0] = fast_routes()
     mount_ui(app)  # the approvals page at /ui/ (its data comes from the API, by key)
-    app.add_middleware(BodyLimitMiddleware, max_body_size=max_body_size)
+    app.add_middleware(
+        BodyLimitMiddleware, max_body_size=max_body_size, max_json_depth=max_json_depth
+    )
     app.add_middleware(HttpMetricsMiddleware, metrics=metrics)  # outermost: counts 413s too
     return app

@@ -10,6 +10,7 @@ role's permissions.
 | ``approvals:list`` | | ✓ | ✓ |
 | ``approvals:decide`` (approve, deny) | | ✓ | ✓ |
 | ``audit:read`` (query, export, verify) | | ✓ | ✓ |
+| ``policy:admin`` (confirm a held policy reload) | | | ✓ |
 
 Every permission is within the key's own tenant: nothing of another tenant is
 visible, and another tenant's approval id is "not found", exactly like an id that
@@ -42,6 +43,7 @@ class Permission(StrEnum):
     APPROVALS_LIST = "approvals:list"
     APPROVALS_DECIDE = "approvals:decide"
     AUDIT_READ = "audit:read"
+    POLICY_ADMIN = "policy:admin"
 
 
 ROLE_PERMISSIONS: Final[dict[Role, frozenset[Permission]]] = {

@@ -5,7 +5,8 @@
     InterlockError
     └── ServerError
         ├── ApiKeyError          (also a ValueError) a key could not be created or used
-        │   └── ApiKeyNotFound   (also a LookupError) no key with that id
+        │   ├── ApiKeyNotFound   (also a LookupError) no key with that id
+        │   └── KeyNameTaken     the name is another key's name written another way
         └── ApiError             an HTTP error answer: status, code, message, field
 
 Every error answer of the HTTP API has one shape::
@@ -15,7 +16,7 @@ Every error answer of the HTTP API has one shape::
 
 from __future__ import annotations
 
-__all__ = ["ApiError", "ApiKeyError", "ApiKeyNotFound", "ServerError"]
+__all__ = ["ApiError", "ApiKeyError", "ApiKeyNotFound", "KeyNameTaken", "ServerError"]
 
 from interlock.errors import InterlockError
 
@@ -34,6 +35,17 @@ class ApiKeyNotFound(ApiKeyError, LookupError):
     def __init__(self, message: str, *, key_id: str) -> None:
         super().__init__(message)
         self.key_id = key_id
+
+
+class KeyNameTaken(ApiKeyError):
+    """A key's name is the identity of another key's ``existing`` name in the tenant,
+    written another way (case, width, invisible characters, look-alike letters)."""
+
+    def __init__(self, message: str, *, name: str, existing: str, tenant: str) -> None:
+        super().__init__(message)
+        self.name = name
+        self.existing = existing
+        self.tenant = tenant
 
 
 class ApiError(ServerError):

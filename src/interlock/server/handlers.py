@@ -4,6 +4,8 @@ the status that says what went wrong: bad input is a 4xx, never a 5xx.
 | raised | status | code |
 | --- | --- | --- |
 | invalid body, query or path | 422 | ``invalid_request`` (``field`` names it) |
+| a body over the size limit | 413 | ``too_large`` (see :mod:`~interlock.server.body_limit`) |
+| JSON nested deeper than the depth limit | 400 | ``too_deep`` (ditto) |
 | :class:`ApiError` | its own | its own |
 | ``ApprovalNotFound``, ``ReservationNotFound`` | 404 | ``not_found`` |
 | ``SelfApproval`` | 403 | ``self_approval`` |

@@ -7,6 +7,15 @@ when it is created. A key's *identity* is its ``name``: the server records it as
 agent of the checks the key makes and as the approver of the approvals it decides,
 and refuses to let one identity decide its own request.
 
+One identity has one name in a tenant. Names are compared as
+:mod:`interlock.core.identity` does (case, width, invisible characters and
+look-alike letters do not make another identity), and a key whose name is another
+key's name written another way — ``аlice`` with a Cyrillic ``а`` beside ``alice`` — is
+refused (:class:`~interlock.server.errors.KeyNameTaken`); the same name again is the
+same identity (how a key is rotated). Table ``api_key_names`` holds the names given,
+so that two look-alikes created at once on two replicas end with one key;
+:meth:`KeyStore.collisions` reports look-alikes made before this was enforced.
+
 Lookups are cached in-process for ``cache_ttl`` seconds (5 by default): a key revoked
 through another process or replica stops working within that time; one revoked
 through this :class:`KeyStore` stops at once.
@@ -35,10 +44,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from interlock.server.errors import ApiKeyError, ApiKeyNotFound
+from interlock.core.identity import identity_forms, same_identity
+from interlock.server.errors import ApiKeyError, ApiKeyNotFound, KeyNameTaken
 from interlock.store.sql import SqlStore
+from interlock.store.sql_base import Cursor
 
-__all__ = ["ApiKey", "KeyStore", "NewKey", "Role", "parse_token"]
+__all__ = ["ApiKey", "KeyStore", "NameCollision", "NewKey", "Role", "parse_token"]
 
 PREFIX: Final = "ilk_"
 _ID = re.compile(r"^[0-9a-f]{16}$")
@@ -70,7 +81,8 @@ class ApiKey:
     @property
     def identity(self) -> str:
         """Who the key speaks for: the agent of its checks, the approver of its
-        decisions."""
+        decisions. Compared by identity (:func:`~interlock.core.identity.same_identity`),
+        never as plain text."""
         return self.name
 
     @property
@@ -97,6 +109,21 @@ class NewKey:
 
 
 @dataclass(frozen=True, slots=True)
+class NameCollision:
+    """Names given to keys of ``tenant`` that are one identity written differently
+    (made before look-alike names were refused): ``names`` sorted, ``key_ids`` the keys
+    that carry them."""
+
+    tenant: str
+    names: tuple[str, ...]
+    key_ids: tuple[str, ...]
+
+    def describe(self) -> str:
+        shown = ", ".join(_shown(name) for name in self.names)
+        return f"tenant {self.tenant!r}: {shown} are one identity (keys {', '.join(self.key_ids)})"
+
+
+@dataclass(frozen=True, slots=True)
 class _Row:
     key: ApiKey
     secret_hash: str
@@ -110,6 +137,14 @@ def parse_token(token: str) -> tuple[str, str] | None:
     if not sep or not _ID.match(key_id) or not _SECRET.match(secret):
         return None
     return key_id, secret
+
+
+def _shown(name: str) -> str:
+    """A name quoted, and spelled in escapes when it holds more than ASCII: a reader
+    must see why two names that look the same are two strings."""
+    plain = repr(name)
+    escaped = ascii(name)
+    return plain if plain == escaped else f"{plain} ({escaped})"
 
 
 def _hash(secret: str) -> str:
@@ -154,9 +189,12 @@ class KeyStore:
 
     def create(self, *, tenant: str, role: Role | str, name: str) -> NewKey:
         """A new key for ``name`` in ``tenant`` with ``role``; the token is in the
-        result and nowhere else."""
+        result and nowhere else. Refuses (:class:`KeyNameTaken`) a name that is
+        another key's name in the tenant written another way."""
         tenant = _label("tenant", tenant)
         name = _label("name", name)
+        if not identity_forms(name):
+            raise ApiKeyError(f"the name {_shown(name)} has nothing visible in it")
         try:
             role = Role(role)
         except ValueError:
@@ -166,11 +204,70 @@ class KeyStore:
         secret = secrets.token_urlsafe(32)
         key = ApiKey(key_id, tenant, role, name, self.store.clock())
         with self.store.transaction(write=True) as cur:
+            self._claim_name(cur, tenant, name, key.created_us)
             cur.execute(
                 self.store.q(f"INSERT INTO api_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, NULL)"),
                 (key_id, tenant, role.value, name, _hash(secret), key.created_us),
             )
         return NewKey(key, f"{PREFIX}{key_id}_{secret}")
+
+    def _claim_name(self, cur: Cursor, tenant: str, name: str, now: int) -> None:
+        """Record ``name`` as given in ``tenant``, or refuse it as a look-alike of a
+        name given before — in this transaction, so that of two look-alikes created
+        at once only one is."""
+        q = self.store.q
+        # Names given before table api_key_names existed are only in api_keys.
+        cur.execute(q("SELECT DISTINCT name FROM api_keys WHERE tenant = ?"), (tenant,))
+        for (given,) in cur.fetchall():
+            if given != name and same_identity(given, name):
+                raise _taken(tenant, name, str(given))
+        for form in sorted(identity_forms(name)):
+            cur.execute(
+                q(
+                    "INSERT INTO api_key_names (tenant, form, name, created_us) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (tenant, form) DO NOTHING"
+                ),
+                (tenant, form, name, now),
+            )
+            cur.execute(
+                q("SELECT name FROM api_key_names WHERE tenant = ? AND form = ?"),
+                (tenant, form),
+            )
+            row = cur.fetchone()
+            if row is not None and row[0] != name:
+                raise _taken(tenant, name, str(row[0]))
+
+    def collisions(self, *, tenant: str | None = None) -> list[NameCollision]:
+        """Names of keys (revoked ones included) that are one identity written
+        differently, by tenant: made before such names were refused, or by writing
+        to the table directly. Empty when every identity has one name."""
+        groups: dict[tuple[str, str], set[str]] = {}
+        for key in self.list_keys(tenant=tenant):
+            for form in identity_forms(key.name):
+                groups.setdefault((key.tenant, form), set()).add(key.name)
+        # Names that share a form are one identity; join the groups that share a name.
+        merged: dict[str, list[set[str]]] = {}
+        for (group_tenant, _), names in groups.items():
+            if len(names) < 2:
+                continue
+            sets = merged.setdefault(group_tenant, [])
+            joined = set(names)
+            for found in [s for s in sets if not s.isdisjoint(names)]:
+                sets.remove(found)
+                joined |= found
+            sets.append(joined)
+        keys_by_name: dict[tuple[str, str], list[str]] = {}
+        for key in self.list_keys(tenant=tenant):
+            keys_by_name.setdefault((key.tenant, key.name), []).append(key.id)
+        return [
+            NameCollision(
+                group_tenant,
+                tuple(sorted(names)),
+                tuple(i for n in sorted(names) for i in keys_by_name[(group_tenant, n)]),
+            )
+            for group_tenant in sorted(merged)
+            for names in sorted(merged[group_tenant], key=sorted)
+        ]
 
     def list_keys(self, *, tenant: str | None = None, include_revoked: bool = True) -> list[ApiKey]:
         """Keys, oldest first."""
@@ -250,6 +347,17 @@ class KeyStore:
             )
             raw = cur.fetchone()
         return None if raw is None else _row(raw)
+
+
+def _taken(tenant: str, name: str, existing: str) -> KeyNameTaken:
+    return KeyNameTaken(
+        f"the name {_shown(name)} looks like the key name {existing!r} in tenant "
+        f"{tenant!r}: it would be the same identity under another name. Use exactly "
+        f"{existing!r} for another key of that identity, or a name that reads differently",
+        name=name,
+        existing=existing,
+        tenant=tenant,
+    )
 
 
 def _verified(row: _Row | None, secret: str) -> ApiKey | None:

@@ -1,5 +1,6 @@
 """Approvals in SQL: one open request per intent, decided once (never by the one who
-asked), a grant claimed exactly once, waiting for a decision."""
+asked, under any name that is the same identity: :mod:`interlock.core.identity`), a
+grant claimed exactly once, waiting for a decision."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from interlock.core.identity import identity_forms, same_identity
 from interlock.core.redaction import Redactor
 from interlock.errors import ApprovalClosed, ApprovalNotFound, SelfApproval
 from interlock.store.chain import encode_body
@@ -267,7 +269,7 @@ class ApprovalStore(AuditStore):
         tenant: str | None,
     ) -> ApprovalRecord:
         approver = by.strip() if isinstance(by, str) else ""
-        if not approver:
+        if not identity_forms(approver):  # empty, or nothing in it that can be seen
             raise SelfApproval(
                 "an approver identity is required to decide an approval", approval_id=approval_id
             )
@@ -275,11 +277,8 @@ class ApprovalStore(AuditStore):
         lapsed = False
         with self.transaction(write=True) as cur:
             record = self._read_approval(cur, approval_id, tenant)
-            if _same_identity(record.requested_by, approver):
-                raise SelfApproval(
-                    f"{approver!r} requested approval {approval_id} and cannot decide it",
-                    approval_id=approval_id,
-                )
+            if same_identity(record.requested_by, approver):
+                raise SelfApproval(_self_approval(approver, record), approval_id=approval_id)
             if record.status is not ApprovalStatus.PENDING:
                 raise ApprovalClosed(
                     f"approval {approval_id} is {record.status.value}, not pending",
@@ -341,10 +340,16 @@ def _approval_entry(record: ApprovalRecord) -> AuditEntry:
     return (record.tenant, ts_us, "approval", None, record.decided_by, None, body)
 
 
-def _same_identity(requested_by: str | None, approver: str) -> bool:
-    """Whether the approver is the requester: compared trimmed and case-folded, so
-    ``"Bot "`` cannot approve what ``"bot"`` asked for."""
-    return requested_by is not None and requested_by.strip().casefold() == approver.casefold()
+def _self_approval(approver: str, record: ApprovalRecord) -> str:
+    """Why ``approver`` may not decide ``record``: it is the requester, or a name
+    that is the requester's identity written another way (see
+    :mod:`interlock.core.identity`)."""
+    if approver == record.requested_by:
+        return f"{approver!r} requested approval {record.id} and cannot decide it"
+    return (
+        f"{approver!r} is the same identity as {record.requested_by!r}, which requested "
+        f"approval {record.id}: it cannot decide it"
+    )
 
 
 def _as_of(record: ApprovalRecord, now: int) -> ApprovalRecord:

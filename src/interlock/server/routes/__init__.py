@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from interlock.server.routes import approvals, audit, budgets, checks, service
+from interlock.server.routes import approvals, audit, budgets, checks, policy, service
 
 __all__ = ["routers"]
 
@@ -16,5 +16,6 @@ def routers() -> list[APIRouter]:
         approvals.router,
         budgets.router,
         audit.router,
+        policy.router,
         service.metrics_router,
     ]

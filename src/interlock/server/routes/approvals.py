@@ -1,7 +1,8 @@
 """Approvals of the key's tenant: list, read, wait for, approve and deny.
 
-An approval decided here is decided by the key's name; the store refuses the name
-that requested it (``403 self_approval``). Another tenant's approval is ``404``, like
+An approval decided here is decided by the key's name; the store refuses the identity
+that requested it — its name, or that name written another way (``403
+self_approval``; see :mod:`interlock.core.identity`). Another tenant's approval is ``404``, like
 one that does not exist.
 """
 

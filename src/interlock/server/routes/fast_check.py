@@ -67,6 +67,8 @@ async def _json(request: Request) -> object:
     except ValueError as exc:
         problem = {"type": "json_invalid", "loc": ("body", 0), "msg": f"JSON decode error: {exc}"}
         raise RequestValidationError([problem]) from None
+    except RecursionError:  # the body limit's depth check comes first; this is a backstop
+        raise ApiError(400, "too_deep", "the request's JSON is nested too deep") from None
 
 
 async def _check(request: Request) -> Response:

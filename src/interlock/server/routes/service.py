@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from interlock.errors import describe
-from interlock.server.api_models import HealthOut, ReadyOut, WhoAmIOut
+from interlock.server.api_models import HealthOut, HeldReloadOut, ReadyOut, WhoAmIOut
 from interlock.server.auth import authenticated
 from interlock.server.keys import ApiKey
 from interlock.server.routes.common import errors
@@ -33,22 +33,39 @@ async def health() -> HealthOut:
 )
 async def ready(request: Request, response: Response) -> ReadyOut:
     """Readiness: the store answers and a policy is loaded. No key needed.
-    ``policy_reload`` reports a policy file that failed to reload; the server stays
-    ready, serving the last good policy."""
+    ``checks.policy_reload`` reports a policy file that failed to reload, or a reload
+    held for confirmation (then also ``policy_reload_held``); either way the server
+    stays ready, serving the policy in force."""
     state = state_of(request)
     checks = {
         "store": await run_in_threadpool(_store_check, state),
         "policy": "ok" if state.guard.policy is not None else "no policy loaded",
     }
     ok = all(value == "ok" for value in checks.values())
+    held_out: HeldReloadOut | None = None
     if state.watcher is not None:
-        failed = state.watcher.last_error
-        checks["policy_reload"] = (
-            "ok" if failed is None else f"serving the last good policy: {failed}"
-        )
+        status = state.watcher.status
+        held = status.held
+        if status.last_error is not None:
+            checks["policy_reload"] = f"serving the last good policy: {status.last_error}"
+        elif held is not None:
+            checks["policy_reload"] = f"held: {held.reason}"
+        else:
+            checks["policy_reload"] = "ok"
+        if held is not None:
+            held_out = HeldReloadOut(
+                sha256=held.sha256,
+                serving_rules=held.serving_rules,
+                new_rules=held.new_rules,
+                removed_rules=len(held.removed),
+                held_since=held.held_at,
+                reason=held.reason,
+            )
     if not ok:
         response.status_code = 503
-    return ReadyOut(status="ready" if ok else "unavailable", checks=checks)
+    return ReadyOut(
+        status="ready" if ok else "unavailable", checks=checks, policy_reload_held=held_out
+    )
 
 
 def _store_check(state: ServerState) -> str:
