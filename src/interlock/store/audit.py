@@ -169,11 +169,14 @@ class AuditWriter:
         return self._checkpointer.checkpoint() if self._checkpointer is not None else 0
 
     def integrity_report(self) -> list[str]:
-        """What protects this writer's log, one line each, for a startup log."""
-        lines = [f"audit log: {self.store.audit_keys.describe()}"]
+        """What protects this writer's log, one line each, for a startup log; a line
+        about a missing protection starts with ``WARNING:``."""
+        keys = self.store.audit_keys.describe()
+        warn = "WARNING: " if keys.startswith("NOT keyed") else ""
+        lines = [f"{warn}audit log: {keys}"]
         settings = self.checkpoint_settings
         if settings is None:
-            lines.append(f"audit checkpoints: NONE — {_NO_CHECKPOINTS}")
+            lines.append(f"WARNING: audit checkpoints: NONE — {_NO_CHECKPOINTS}")
         else:
             public = settings.public_key()
             lines.append(
