@@ -106,7 +106,7 @@ def audit_verify(
         report = store.verify_audit(tenant, checkpoints=log, require_keyed=require_keyed)
         source = store.audit_keys.source
     links = _links(keys, source)
-    _print_report(report, links, log, trusted)
+    _print_report(report, links, log, trusted, keyed=keys is not None)
 
 
 def _links(keys: AuditKeyring | None, source: str) -> str:
@@ -158,12 +158,21 @@ def _trusted_keys(store: SqlStore, given: list[str] | None) -> list[PublicKey]:
 
 
 def _print_report(
-    report: VerifyReport, links: str, log: CheckpointLog | None, trusted: list[PublicKey]
+    report: VerifyReport,
+    links: str,
+    log: CheckpointLog | None,
+    trusted: list[PublicKey],
+    *,
+    keyed: bool,
 ) -> None:
     lines = {}
     for name, count in report.checked.items():
         unkeyed = report.unkeyed.get(name, 0)
-        note = f" ({unkeyed} of them unkeyed, sealed by a keyed record)" if unkeyed else ""
+        note = ""
+        if unkeyed and keyed:
+            note = f" ({unkeyed} of them unkeyed, sealed by a keyed record)"
+        elif unkeyed:
+            note = " (unkeyed: plain SHA-256, which anyone can recompute)"
         lines[name] = f"tenant {name!r}: {_count(count, 'record')}, intact{note}"
     lines.update((broken.tenant, str(broken)) for broken in report.breaks)
     for name in sorted(lines):

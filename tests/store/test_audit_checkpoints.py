@@ -283,3 +283,22 @@ def test_public_keys_read_from_text_a_file_or_pem(tmp_path: Path, signing_key: P
     assert load_public_key(public_key_text(other)).key_id not in loaded
     with pytest.raises(ValueError, match="ed25519:"):
         load_public_key("not a key")
+
+
+def test_a_last_line_cut_short_is_noted_but_a_broken_line_inside_is_a_problem(
+    store: SqlStore, tmp_path: Path, signing_key: Path
+) -> None:
+    writer = AuditWriter(store, checkpoints=settings(tmp_path, signing_key))
+    writer.write_record("acme", "note", {"n": 1})
+    writer.close()
+    path = tmp_path / "checkpoints.jsonl"
+    public = settings(tmp_path, signing_key).public_key()
+    complete = path.read_text()
+    path.write_text(complete + '{"type": "interlock.audit.chec')  # a crash mid-write
+    cut = read_checkpoints([path], trusted=[public])
+    assert cut.problems == []
+    assert any("incomplete last line" in note for note in cut.notes)
+
+    path.write_text('{"type": "interlock.audit.chec\n' + complete)
+    broken = read_checkpoints([path], trusted=[public])
+    assert [(p.line, "not JSON" in p.problem) for p in broken.problems] == [(1, True)]

@@ -272,6 +272,8 @@ class AuditKeys:
         """The keys to write with, creating a missing key file where that is allowed.
         ``None`` means unkeyed: warned about once per store, or refused under
         ``INTERLOCK_AUDIT_REQUIRE_KEY=1``."""
+        if self._checked_for_writing:  # every append asks: no lock once settled
+            return self._ring
         with self._lock:
             ring = self._load(create=self._create)
             if ring is None and not self._checked_for_writing:

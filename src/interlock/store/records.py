@@ -11,7 +11,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "APPROVAL_COLUMNS",
@@ -75,10 +75,9 @@ class AuditRow:
     key_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ChainHead:
+class ChainHead(NamedTuple):
     """The newest record a commit wrote to one tenant's chain (what a signed
-    checkpoint attests)."""
+    checkpoint attests). A named tuple: one is made per append, on the check's path."""
 
     tenant: str
     seq: int
