@@ -156,9 +156,10 @@ class AuditWriter:
         settings = settings_for(store, option)
         self.checkpoint_settings: CheckpointSettings | None = settings
         if settings is None:
-            # A SQLite file has its defaults; only an in-memory one (tests) goes without.
-            shared = store.file_path() is None and not str(store.url).startswith("sqlite:")
-            if option is not False and store.checkpoints is not False and shared:
+            # Not asked for, and not a SQLite store (an in-memory one, for tests, is fine
+            # without): a shared database whose operator did not set checkpoints up.
+            unasked = option is not False and store.checkpoints is not False
+            if unasked and not str(store.url).startswith("sqlite:"):
                 log.warning("interlock: %s", _NO_CHECKPOINTS)
             return None
         return Checkpointer(settings, clock=store.clock)

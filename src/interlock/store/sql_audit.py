@@ -4,10 +4,11 @@ and :mod:`.audit` for the group-commit writer that calls :meth:`AuditStore.appen
 
 from __future__ import annotations
 
-import hashlib
+import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from hashlib import sha256
 from typing import TYPE_CHECKING, Any
 
 from interlock.errors import AuditKeyError
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from interlock.store.checkpoints import CheckpointLog
 
 __all__ = ["AppendListener", "AuditStore"]
+
+log = logging.getLogger("interlock.audit")
 
 _AUDIT_COLUMNS = (
     "tenant, seq, ts_us, kind, decision_id, agent, decision, body, prev_hash, hash, key_id"
@@ -68,7 +71,10 @@ class AuditStore(StoreBase):
 
     def _appended(self, heads: Mapping[str, ChainHead]) -> None:
         for listener in self._audit_listeners:  # a tuple, replaced whole: no lock needed
-            listener(heads)
+            try:
+                listener(heads)
+            except Exception:  # the records are committed: never report them as failed
+                log.exception("interlock: an audit listener failed")
 
     def _append(self, cur: Cursor, entries: Sequence[AuditEntry]) -> list[int]:
         """Append inside the caller's transaction (so a state change and its record
@@ -95,7 +101,7 @@ class AuditStore(StoreBase):
             material = link_material(
                 prev, tenant, seq, ts_us, kind, decision_id, agent, decision, body, key_id
             )
-            digest = key.digest(material) if key else hashlib.sha256(material).hexdigest()
+            digest = key.digest(material) if key is not None else sha256(material).hexdigest()
             rows.append(
                 (tenant, seq, ts_us, kind, decision_id, agent, decision, body, prev, digest, key_id)
             )
