@@ -4,6 +4,7 @@ keys (shown by id, never by secret).
     interlock audit verify                           # the chains, and the checkpoint file
     interlock audit verify --checkpoints shipped.jsonl --public-key ed25519:...
     interlock audit verify --require-keyed           # any unkeyed record is a break
+    interlock audit seal                             # vouch for records older than the key
     interlock audit key                              # where the HMAC key is, and its id
     interlock audit key --rotate                     # a new key; older ones kept to verify
     interlock audit checkpoint-key                   # the public key to pin off-host
@@ -211,6 +212,27 @@ def _print_report(
         return
     records = _count(sum(report.checked.values()), "record")
     out.print(Text(f"chain intact: {records} in {tenants}, {links}{against}"))
+
+
+@audit_app.command("seal")
+def audit_seal(database: DatabaseOption = None) -> None:
+    """Vouch for the unkeyed records of a log that has just been given a key: append
+    a keyed record to every chain that ends unkeyed. Verify the log first (without
+    the key): a verifier with the key trusts what this seals."""
+    with _opened(database) as store:
+        try:
+            if store.audit_keys.for_writing() is None:
+                raise fail(
+                    f"the audit log of {store.url} has no key ({store.audit_keys.source}): "
+                    "give it one first (INTERLOCK_AUDIT_KEY_FILE)"
+                )
+            sealed = store.seal_unkeyed_chains()
+        except AuditKeyError as exc:
+            raise fail(message_of(exc)) from None
+    if not sealed:
+        out.print(Text("no chain ends unkeyed: nothing to seal"))
+        return
+    out.print(Text(f"sealed {_count(len(sealed), 'chain')}: {', '.join(map(repr, sealed))}"))
 
 
 # -- keys -----------------------------------------------------------------------------

@@ -205,3 +205,25 @@ def test_require_keyed_fails_on_unkeyed_records(tmp_path: Path) -> None:
     strict = run(url, "audit", "verify", "--require-keyed")
     assert strict.exit_code == 1
     assert "tenant 'acme'" in strict.output and "unkeyed" in strict.output
+
+
+def test_seal_vouches_for_an_unkeyed_log_given_a_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'i.db'}"
+    with open_store(url, audit_key=False) as store:
+        store.append_audit([("acme", 1, "note", None, None, None, "{}")])
+    key_file = tmp_path / "audit-key"
+    assert run(url, "audit", "key", "--create", "--key-file", str(key_file)).exit_code == 0
+    monkeypatch.setenv("INTERLOCK_AUDIT_KEY_FILE", str(key_file))
+    before = run(url, "audit", "verify")
+    assert before.exit_code == 1
+    assert "interlock audit seal" in before.output
+
+    sealed = run(url, "audit", "seal")
+    assert sealed.exit_code == 0, sealed.output
+    assert "sealed 1 chain: 'acme'" in sealed.output
+    after = run(url, "audit", "verify")
+    assert after.exit_code == 0, after.output
+    assert "1 of them unkeyed, sealed by a keyed record" in after.output
+    assert "nothing to seal" in run(url, "audit", "seal").output

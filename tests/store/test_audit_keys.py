@@ -6,6 +6,7 @@ chain; rotation keeps old records verifiable."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -13,6 +14,7 @@ import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -284,28 +286,92 @@ def test_an_unkeyed_store_never_appends_to_a_keyed_chain(
 # -- unkeyed records: sealed, and no downgrade ------------------------------------------
 
 
-def test_the_first_keyed_writer_seals_unkeyed_chains(
+def test_the_writer_that_creates_a_sqlite_stores_key_seals_the_chains_there(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'interlock.db'}"
+    with open_store(url, audit_key=False) as before:  # as an older Interlock wrote it
+        before.append_audit([entry("acme", n) for n in range(1, 4)])
+
+    with open_store(url) as store:
+        AuditWriter(store, checkpoints=False).close()  # creates the key: seals the chain
+        rows = list(store.audit_chain("acme"))
+        assert [r.key_id is None for r in rows] == [True, True, True, False]
+        assert rows[-1].kind == "audit.sealed"
+        report = store.verify_audit()
+        assert report.ok, report
+        assert report.unkeyed == {"acme": 3}
+    with open_store(url, audit_key=False) as keyless:
+        assert not keyless.verify_audit().ok  # the sealing record needs the key
+
+
+def test_an_explicit_key_seals_an_unkeyed_log_only_when_told(
     open_replica: Callable[..., SqlStore],
 ) -> None:
-    store = open_replica(audit_key=KEY)
     unkeyed = open_replica(audit_key=False)
     unkeyed.append_audit([entry("acme", n) for n in range(1, 4)])
     assert unkeyed.verify_audit().ok
+    store = open_replica(audit_key=KEY)
+    AuditWriter(store, checkpoints=False).close()
 
     # A verifier with the key does not trust an unkeyed tail: anyone could have written it.
     report = store.verify_audit()
     assert not report.ok
     assert "no keyed record follows" in report.breaks[0].problem
+    assert "interlock audit seal" in report.breaks[0].problem
 
-    AuditWriter(store).close()  # a keyed writer starts: it seals the chain
-
-    rows = list(store.audit_chain("acme"))
-    assert [r.key_id is None for r in rows] == [True, True, True, False]
-    assert rows[-1].kind == "audit.sealed"
+    assert store.seal_unkeyed_chains() == ["acme"]  # what `interlock audit seal` does
     report = store.verify_audit()
     assert report.ok, report
     assert report.unkeyed == {"acme": 3}
-    assert unkeyed.verify_audit().ok is False  # the sealing record needs the key
+
+
+def test_a_chain_rewritten_unkeyed_is_not_sealed_by_a_restart(
+    open_replica: Callable[..., SqlStore], tmp_path: Path
+) -> None:
+    """Were every starting writer to seal unkeyed chains, rewriting a keyed chain as
+    SHA-256 records (and its head) and waiting for a restart would launder it."""
+    store = open_replica(audit_key=KEY)
+    writer = AuditWriter(store, checkpoints=False)
+    for n in range(3):
+        writer.write_record("acme", "note", {"n": n})
+    writer.close()
+    prev = "0" * 64
+    for row in list(store.audit_chain("acme")):
+        forged = dataclasses.replace(row, prev_hash=prev, key_id=None, body='{"forged":1}')
+        digest = hashlib.sha256(link_material(*_fields(forged))).hexdigest()
+        execute(
+            store,
+            "UPDATE audit_events SET prev_hash = ?, hash = ?, key_id = NULL, body = ? "
+            "WHERE tenant = 'acme' AND seq = ?",
+            prev,
+            digest,
+            forged.body,
+            row.seq,
+        )
+        prev = digest
+    execute(store, "UPDATE audit_heads SET hash = ?, key_id = NULL WHERE tenant = 'acme'", prev)
+
+    restarted = open_replica(audit_key=KEY)
+    AuditWriter(restarted, checkpoints=False).close()
+
+    assert len(list(restarted.audit_chain("acme"))) == 3  # nothing appended to it
+    (found,) = restarted.verify_audit().breaks
+    assert (found.seq, "unkeyed" in found.problem) == (1, True)
+
+
+def _fields(row: Any) -> tuple[Any, ...]:
+    return (
+        row.prev_hash,
+        row.tenant,
+        row.seq,
+        row.ts_us,
+        row.kind,
+        row.decision_id,
+        row.agent,
+        row.decision,
+        row.body,
+    )
 
 
 # -- rotation -------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from interlock.core.redaction import Redactor
-from interlock.errors import AuditFailure, AuditKeyError, StoreError, describe
+from interlock.errors import AuditFailure, StoreError, describe
 from interlock.store.chain import encode_body
 from interlock.store.sql import AuditEntry, SqlStore
 
@@ -98,10 +98,10 @@ class AuditWriter:
     :class:`~interlock.errors.AuditFailure`.
 
     Starting, it reads (or creates) the store's audit key — refusing one that others
-    can read, warning when there is none — and seals unkeyed chains (see
-    :mod:`.audit_keys`); it signs checkpoints of the heads it writes, in the
-    background and at :meth:`close` (``checkpoints``: settings, ``False`` for none,
-    ``None`` for the store's — see :mod:`.checkpoints`)."""
+    can read, warning when there is none — and, if it created the key, seals the
+    unkeyed chains there (see :mod:`.audit_keys`); it signs checkpoints of the heads
+    it writes, in the background and at :meth:`close` (``checkpoints``: settings,
+    ``False`` for none, ``None`` for the store's — see :mod:`.checkpoints`)."""
 
     def __init__(
         self,
@@ -147,12 +147,19 @@ class AuditWriter:
         from interlock.store.checkpoints import settings_for
 
         store.audit_keys.for_writing()
-        try:
-            store.seal_unkeyed_chains()
-        except AuditKeyError:
-            raise
-        except StoreError as exc:  # unreachable now: writes will fail closed anyway
-            log.warning("interlock: could not seal unkeyed audit chains: %s", exc)
+        # Only where this writer just made the key: the log's unkeyed records are all
+        # from before it. Sealing at every start would launder a chain rewritten as
+        # SHA-256 records since (a downgrade) into one that verifies.
+        if store.audit_keys.created_here:
+            try:
+                sealed = store.seal_unkeyed_chains()
+            except StoreError as exc:  # unreachable now; `interlock audit seal` later
+                log.warning("interlock: could not seal the unkeyed audit chains: %s", exc)
+            else:
+                if sealed:
+                    log.info(
+                        "interlock: sealed %d unkeyed audit chain(s) with the new key", len(sealed)
+                    )
         settings = settings_for(store, option)
         self.checkpoint_settings: CheckpointSettings | None = settings
         if settings is None:

@@ -17,6 +17,13 @@ one, or append one that verifies. Where the key comes from, first match wins:
    the store writes unkeyed records, marked as such, and warns loudly when a writer
    starts (``INTERLOCK_AUDIT_REQUIRE_KEY=1`` makes that a refusal).
 
+Unkeyed records are trusted by a verifier with a key only where a keyed record follows
+them (see :mod:`.chain`). The audit writer that creates a SQLite store's key file —
+the moment an existing log first gets a key — seals every chain there with a keyed
+record (:meth:`~interlock.store.sql_audit.AuditStore.seal_unkeyed_chains`); a key given
+to an existing unkeyed log any other way seals it only when told to (``interlock audit
+seal``, after verifying it), since sealing vouches for records nobody can authenticate.
+
 A key file holds one key per line (at least 16 characters; ``#`` comments allowed):
 the first is the one new records are written with, the others are older keys, kept
 so records written before a rotation still verify (:func:`rotate_key_file`). Only a
@@ -215,6 +222,8 @@ class AuditKeys:
         self._where = where
         self._lock = threading.Lock()
         self._checked_for_writing = False
+        #: This object created the key file (the one moment the log had no key before).
+        self.created_here = False
 
     @classmethod
     def resolve(
@@ -313,7 +322,7 @@ class AuditKeys:
             self._ring = _ring(read_key_file(self.file))
         except FileNotFoundError:
             if create:
-                create_key_file(self.file)
+                self.created_here = create_key_file(self.file)
                 self._ring = _ring(read_key_file(self.file))
             elif self._explicit_file or self._checked_for_writing:
                 raise AuditKeyError(self._missing_file_message()) from None

@@ -309,8 +309,8 @@ class _Walk:
                 self.unsealed_from,
                 f"records {self.unsealed_from}..{last_seq} are unkeyed (plain SHA-256) and no "
                 "keyed record follows them: anyone could have written them (rewritten "
-                "without the key, or by a process without it). A keyed writer seals an "
-                "unkeyed chain when it starts",
+                "without the key, or by a process without it). If they predate the key, "
+                "vouch for them once with `interlock audit seal`",
             )
         return None
 

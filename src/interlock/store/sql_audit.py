@@ -31,7 +31,7 @@ _AUDIT_COLUMNS = (
 AppendListener = Callable[[Mapping[str, ChainHead]], object]
 _NO_LISTENERS: tuple[AppendListener, ...] = ()
 
-#: The kind of the record a keyed writer adds to seal an unkeyed chain.
+#: The kind of the keyed record that seals an unkeyed chain.
 SEALED_KIND = "audit.sealed"
 
 
@@ -131,8 +131,10 @@ class AuditStore(StoreBase):
     def seal_unkeyed_chains(self) -> list[str]:
         """Append a keyed record to every chain whose newest record is unkeyed (written
         before the key, or by a process without it), so that its unkeyed records are
-        linked from a record nobody can forge. Returns the tenants sealed; nothing
-        without a key."""
+        linked from a record nobody can forge: this vouches for them, so do it only
+        for records known to predate the key (``interlock audit seal``; the writer
+        that creates a SQLite store's key does it then). Returns the tenants sealed;
+        nothing without a key."""
         keyring = self.audit_keys.for_writing()
         if keyring is None:
             return []
