@@ -285,20 +285,36 @@ def test_public_keys_read_from_text_a_file_or_pem(tmp_path: Path, signing_key: P
         load_public_key("not a key")
 
 
-def test_a_last_line_cut_short_is_noted_but_a_broken_line_inside_is_a_problem(
+def test_lines_that_are_not_checkpoints_are_skipped_and_a_garbled_one_shows_as_missing(
     store: SqlStore, tmp_path: Path, signing_key: Path
 ) -> None:
     writer = AuditWriter(store, checkpoints=settings(tmp_path, signing_key))
     writer.write_record("acme", "note", {"n": 1})
+    writer.checkpoint()
+    writer.write_record("acme", "note", {"n": 2})
     writer.close()
     path = tmp_path / "checkpoints.jsonl"
     public = settings(tmp_path, signing_key).public_key()
-    complete = path.read_text()
-    path.write_text(complete + '{"type": "interlock.audit.chec')  # a crash mid-write
-    cut = read_checkpoints([path], trusted=[public])
-    assert cut.problems == []
-    assert any("incomplete last line" in note for note in cut.notes)
+    lines = path.read_text().splitlines()
+    # A shipped log: an access-log line, a prefix before each line, and the last write
+    # cut short by a crash.
+    shipped = [
+        'INFO:     127.0.0.1:5000 - "POST /v1/check HTTP/1.1" 200 OK',
+        *(f"2026-12-03T10:30:00Z host interlock[42]: {line}" for line in lines),
+        lines[0][:80],
+    ]
+    path.write_text("\n".join(shipped))
+    read = read_checkpoints([path], trusted=[public])
+    assert read.problems == []
+    assert read.lines == 3
+    assert any("2 line(s) that are not checkpoints skipped (line 1, 5)" in n for n in read.notes)
 
-    path.write_text('{"type": "interlock.audit.chec\n' + complete)
-    broken = read_checkpoints([path], trusted=[public])
-    assert [(p.line, "not JSON" in p.problem) for p in broken.problems] == [(1, True)]
+    garbled = [
+        lines[0].replace("interlock.audit.checkpoint", "interlock.audit.garbled"),
+        *lines[1:],
+    ]
+    path.write_text("\n".join(garbled) + "\n")
+    checked = read_checkpoints([path], trusted=[public])
+    assert [(p.line, "checkpoint 1 of stream" in p.problem) for p in checked.problems] == [
+        (2, True)
+    ]

@@ -376,18 +376,23 @@ def read_checkpoints(paths: Sequence[Path | str], *, trusted: Sequence[PublicKey
         except (OSError, UnicodeDecodeError) as exc:
             log.problems.append(CheckpointProblem(str(path), 0, f"cannot be read: {exc}"))
             continue
-        raws = text.splitlines()
-        for number, raw in enumerate(raws, 1):
-            if not raw.strip():
+        skipped: list[int] = []
+        for number, raw in enumerate(text.splitlines(), 1):
+            fields = _checkpoint_fields(raw)
+            if fields is None:
+                # Not a checkpoint: a shipped log's other lines, a write cut short. A
+                # checkpoint garbled into one is missing from its stream, which shows.
+                if raw.strip():
+                    skipped.append(number)
                 continue
-            if number == len(raws) and not text.endswith("\n") and not _parses(raw):
-                # A write cut short (a crash, a full disk): as good as a deleted last
-                # line, which no file can show anyway — noted, not a failure.
-                log.notes.append(f"{path}, line {number}: an incomplete last line (ignored)")
-                continue
-            line = _check_line(str(path), number, raw, keys, log)
+            line = _check_line(str(path), number, fields, keys, log)
             if line is not None:
                 accepted.append(line)
+        if skipped:
+            shown = ", ".join(map(str, skipped[:5])) + (", ..." if len(skipped) > 5 else "")
+            log.notes.append(
+                f"{path}: {len(skipped)} line(s) that are not checkpoints skipped (line {shown})"
+            )
     streams = _dedupe(accepted, log)
     for lines in streams.values():
         _check_stream(lines, log)
@@ -398,28 +403,31 @@ def read_checkpoints(paths: Sequence[Path | str], *, trusted: Sequence[PublicKey
     return log
 
 
-def _parses(raw: str) -> bool:
+def _checkpoint_fields(raw: str) -> dict[str, Any] | None:
+    """The line's fields if it is a checkpoint line (possibly after a prefix a log
+    shipper added), else ``None``."""
+    start = raw.find("{")
+    if start < 0 or LINE_TYPE not in raw:
+        return None
     try:
-        json.loads(raw)
+        fields = json.loads(raw[start:])
     except ValueError:
-        return False
-    return True
+        return None
+    if not isinstance(fields, dict) or fields.get("type") != LINE_TYPE:
+        return None
+    return fields
 
 
 def _check_line(
-    file: str, number: int, raw: str, keys: Mapping[str, PublicKey], log: CheckpointLog
+    file: str,
+    number: int,
+    fields: dict[str, Any],
+    keys: Mapping[str, PublicKey],
+    log: CheckpointLog,
 ) -> _Line | None:
     def problem(text: str) -> None:
         log.problems.append(CheckpointProblem(file, number, text))
 
-    try:
-        fields = json.loads(raw)
-    except ValueError:
-        problem("not JSON: not a checkpoint line")
-        return None
-    if not isinstance(fields, dict) or fields.get("type") != LINE_TYPE:
-        problem(f'not a checkpoint line (no "type": "{LINE_TYPE}")')
-        return None
     where = f"checkpoint {fields.get('n')} of stream {fields.get('stream')}"
     key = keys.get(str(fields.get("signer")))
     if key is None:
