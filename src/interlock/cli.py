@@ -7,7 +7,8 @@
     interlock demo
 
 The commands over the durable store (``db``, ``audit``, ``approvals``, ``budgets``)
-live in :mod:`interlock.cli_store`.
+live in :mod:`interlock.cli_store`; the audit log's integrity (``audit verify``,
+``audit key``, ``audit checkpoint-key``) in :mod:`interlock.cli_audit`.
 
 Exit codes of ``check``: 0 allow, 3 deny, 4 require_approval, 5 undetermined; 2 for a
 usage error or an invalid policy or input.
@@ -25,9 +26,10 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
+from interlock.cli_audit import audit_app
 from interlock.cli_console import err, fail, out
 from interlock.cli_server import keys_app, serve
-from interlock.cli_store import approvals_app, audit_app, budgets_app, db_app
+from interlock.cli_store import approvals_app, budgets_app, db_app
 from interlock.core.decision import Decision, Verdict
 from interlock.core.events import JsonlSink
 from interlock.core.redaction import Redactor

@@ -308,8 +308,12 @@ def serve(
         _warn_of_look_alike_names(guard.store)
         app = create_app(guard, watcher=watcher, max_json_depth=max_json_depth)
         where = f"unix:{uds}" if uds is not None else f"http://{host}:{port}"
-        assert guard.store is not None
+        assert guard.store is not None and guard.audit is not None
         err.print(Text(f"interlock: serving {where}/v1 — policy {path}, store {guard.store.url}"))
+        for line in guard.audit.integrity_report():  # keyed? checkpointed? said at startup
+            err.print(
+                Text(f"interlock: {line}"), style="yellow" if line.startswith("WARNING:") else None
+            )
         if webhook_url is not None:
             webhook = WebhookDispatcher(
                 guard.store, webhook_url, secret, policy_url_template=compiled.approval_url

@@ -2,7 +2,7 @@
 
     interlock db migrate                       # apply pending migrations
     interlock db status                        # exit 1 while one is pending
-    interlock audit verify                     # exit 1 naming each broken link
+    interlock audit verify                     # exit 1 naming each broken link (cli_audit)
     interlock audit tail -n 20                 # newest records, newest last
     interlock audit export --since 2024-05-01 --output audit.jsonl
     interlock approvals list                   # pending requests
@@ -252,38 +252,6 @@ def _outcome(record: dict[str, Any]) -> str:
 def _rules(record: dict[str, Any]) -> str:
     rule_ids = record.get("rule_ids")
     return ", ".join(str(rule) for rule in rule_ids) if isinstance(rule_ids, list) else ""
-
-
-@audit_app.command("verify")
-def audit_verify(database: DatabaseOption = None, tenant: TenantOption = None) -> None:
-    """Walk every tenant's hash chain; exit 1 naming the first broken link of each."""
-    with _opened(database) as store:
-        report = store.verify_audit(tenant)
-        keyed = store.audit_key is not None
-    links = "HMAC-SHA256 links (INTERLOCK_AUDIT_KEY)" if keyed else "SHA-256 links"
-    lines = {
-        name: f"tenant {name!r}: {_count(n, 'record')}, intact"
-        for name, n in report.checked.items()
-    }
-    lines.update((broken.tenant, str(broken)) for broken in report.breaks)
-    for name in sorted(lines):
-        out.print(Text(lines[name]), style=None if name in report.checked else "red")
-    tenants = _count(len(lines), "tenant")
-    if report.breaks:
-        out.print(Text(f"chain BROKEN in {len(report.breaks)} of {tenants}, checked as {links}"))
-        if all(b.seq == 1 and "hash mismatch" in b.problem for b in report.breaks):
-            out.print(
-                Text(
-                    "every chain breaks at record 1: was the log written with another "
-                    "INTERLOCK_AUDIT_KEY (or none)?"
-                )
-            )
-        raise typer.Exit(EXIT_FAILED)
-    if not lines:
-        out.print(Text("no audit records yet"))
-        return
-    records = _count(sum(report.checked.values()), "record")
-    out.print(Text(f"chain intact: {records} in {tenants}, {links}"))
 
 
 @audit_app.command("tail")

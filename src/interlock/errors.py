@@ -24,6 +24,8 @@ Policy outcomes are kept apart from configuration errors and internal failures::
         │                           store and CLI calls; inside a check it is a cause)
         ├── StoreUnavailable        cannot connect, or the database is locked too long
         ├── MigrationError          the schema is newer than this Interlock, or broken
+        ├── AuditKeyError           an audit key or checkpoint signing key cannot be
+        │                           used (missing, malformed, readable by others)
         ├── ApprovalError           (also a ValueError) approve/deny refused:
         │   ├── ApprovalNotFound    (also a LookupError) no such approval for this tenant
         │   ├── SelfApproval        the requester tried to decide its own request
@@ -61,6 +63,7 @@ __all__ = [
     "ApprovalNotFound",
     "ApprovalRequired",
     "AuditFailure",
+    "AuditKeyError",
     "Blocked",
     "DecisionTimeout",
     "EvaluationError",
@@ -204,6 +207,12 @@ class StoreUnavailable(StoreError):
 
 class MigrationError(StoreError):
     """The database schema is newer than this Interlock knows, or a migration failed."""
+
+
+class AuditKeyError(StoreError):
+    """An audit key or a checkpoint signing key cannot be used: missing where it must
+    be given, malformed, or in a file that others can read or replace. The message
+    names the file and how to fix it."""
 
 
 class ApprovalError(StoreError, ValueError):

@@ -1,6 +1,7 @@
 """The audit log: one hash chain per tenant that names the first tampered record,
-HMAC links under INTERLOCK_AUDIT_KEY, filtered and paged reads, and the group-commit
-writer."""
+HMAC links under the audit key, filtered and paged reads, and the group-commit
+writer. (Every kind of tampering, against the key and signed checkpoints together, is
+in test_audit_tampering.py.)"""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from interlock.errors import AuditFailure, StoreError
-from interlock.store import AuditRow, AuditWriter, ChainBreak, SqlStore
+from interlock.store import AuditRow, AuditWriter, SqlStore
 from interlock.store.chain import row_hash
 from interlock.store.sql import AuditEntry
 
@@ -145,13 +146,21 @@ TAMPERS = [
     ("edit the timestamp", edit("ts_us", T0 - 1), 3, "modified"),
     ("edit the decision id", edit("decision_id", "dec_other"), 3, "modified"),
     ("edit the prev hash", edit("prev_hash", "f" * 64), 3, "prev_hash does not match"),
-    ("edit the body and re-hash it", edit_body_and_rehash_it, 4, "prev_hash does not match"),
+    ("edit the body and re-hash it", edit_body_and_rehash_it, 3, "modified"),
     ("delete a middle record", delete_record(3), 3, "record 3 is missing"),
     ("delete the newest record", delete_record(5), 5, "records 5..5 are missing"),
     ("delete the head row", delete_head_row, 5, "no head record"),
     ("swap two records' seq", swap_records_2_and_4, 2, "prev_hash does not match"),
-    ("append a forged record", append_forged_record, 6, "head does not match"),
+    ("append a forged record", append_forged_record, 6, "unkeyed (plain SHA-256) after keyed"),
 ]
+
+KEY = "the audit key of these tests"
+
+
+@pytest.fixture
+def keyed(open_replica: Callable[..., SqlStore]) -> SqlStore:
+    """The store with an audit key on both back ends (PostgreSQL has none by default)."""
+    return open_replica(audit_key=KEY)
 
 
 @pytest.mark.parametrize(
@@ -159,8 +168,9 @@ TAMPERS = [
     [pytest.param(t, s, p, id=name) for name, t, s, p in TAMPERS],
 )
 def test_verify_names_the_tenant_and_record_of_every_tamper(
-    store: SqlStore, tamper: Callable[[SqlStore], None], seq: int, problem: str
+    keyed: SqlStore, tamper: Callable[[SqlStore], None], seq: int, problem: str
 ) -> None:
+    store = keyed
     store.append_audit([entry("acme", n) for n in range(1, 6)])
     store.append_audit([entry("globex", n) for n in range(1, 4)])
     assert store.verify_audit().ok
@@ -179,36 +189,39 @@ def test_verify_names_the_tenant_and_record_of_every_tamper(
 
 
 def test_with_an_audit_key_a_chain_rehashed_without_the_key_fails(
-    open_replica: Callable[..., SqlStore], monkeypatch: pytest.MonkeyPatch
+    keyed: SqlStore, open_replica: Callable[..., SqlStore]
 ) -> None:
-    monkeypatch.delenv("INTERLOCK_AUDIT_KEY", raising=False)
-    unkeyed = open_replica()
-    monkeypatch.setenv("INTERLOCK_AUDIT_KEY", "correct horse battery staple")
-    keyed = open_replica()
+    unkeyed = open_replica(audit_key=False)
     keyed.append_audit([entry("acme", n) for n in range(1, 5)])
     assert keyed.verify_audit().ok
-    assert not unkeyed.verify_audit().ok  # HMAC links do not check as plain SHA-256
+    # Keyed records name their key: a verifier without it cannot pass them.
+    (cannot,) = unkeyed.verify_audit().breaks
+    assert "which this verifier does not have" in cannot.problem
 
-    # A forger with write access but no key rewrites the whole chain with SHA-256.
+    # A forger with write access but no key rewrites the whole chain with SHA-256 (and
+    # clears the key ids, as unkeyed records have none).
     prev = "0" * 64
     for row in chain(keyed, "acme"):
-        digest = rehash(row, prev, key=None)
+        digest = rehash(dataclasses.replace(row, key_id=None), prev, key=None)
         execute(
             keyed,
-            "UPDATE audit_events SET prev_hash = ?, hash = ? WHERE tenant = ? AND seq = ?",
+            "UPDATE audit_events SET prev_hash = ?, hash = ?, key_id = NULL "
+            "WHERE tenant = ? AND seq = ?",
             prev,
             digest,
             row.tenant,
             row.seq,
         )
         prev = digest
-    execute(keyed, "UPDATE audit_heads SET hash = ? WHERE tenant = 'acme'", prev)
+    execute(keyed, "UPDATE audit_heads SET hash = ?, key_id = NULL WHERE tenant = 'acme'", prev)
 
-    report = keyed.verify_audit()
-    assert report.breaks == (ChainBreak("acme", 1, "hash mismatch: the record was modified"),)
+    (found,) = keyed.verify_audit().breaks
+    assert (found.tenant, found.seq) == ("acme", 1)
+    assert "records 1..4 are unkeyed (plain SHA-256) and no keyed record follows" in found.problem
     # Without the key, the same forgery passes: that is what the key is for.
     assert unkeyed.verify_audit().ok
     assert unkeyed.verify_audit().checked == {"acme": 4}
+    assert unkeyed.verify_audit().unkeyed == {"acme": 4}
 
 
 # -- appends from several replicas -----------------------------------------------------

@@ -408,7 +408,12 @@ def test_decisions_taken_before_the_decided_notice_existed_are_never_sent(
     notified, its pending approvals get a decided notice once decided."""
     every = migrations.known_migrations
     assert [m.version for m in every("sqlite")][3:4] == [4]
-    monkeypatch.setattr(migrations, "known_migrations", lambda dialect: every(dialect)[:3])
+    # Every migration but 4: the later ones add columns today's code writes (audit key ids).
+    monkeypatch.setattr(
+        migrations,
+        "known_migrations",
+        lambda dialect: [m for m in every(dialect) if m.version != 4],
+    )
     with open_store(store_url, clock=clock) as old:
         approved, denied = ask_delivered(old, "approve-me"), ask_delivered(old, "deny-me")
         pending = ask_delivered(old, "decided-after")

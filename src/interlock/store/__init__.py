@@ -1,7 +1,9 @@
 """Durable state: the hash-chained audit log, approvals, budgets and rate limits.
 
 One schema, two back ends: SQLite (the embedded default) and PostgreSQL (for fleets),
-chosen by one URL. Migrations are applied when a store opens.
+chosen by one URL. Migrations are applied when a store opens. The audit log is keyed
+(:mod:`.audit_keys`) and its heads are checkpointed, signed, outside the database
+(:mod:`.checkpoints`).
 
 Example::
 
@@ -14,6 +16,8 @@ Example::
 from __future__ import annotations
 
 from interlock.store.audit import AuditWriter
+from interlock.store.audit_keys import AuditKeyProvider
+from interlock.store.checkpoints import CheckpointSettings, read_checkpoints
 from interlock.store.records import (
     ApprovalRecord,
     ApprovalStatus,
@@ -38,11 +42,13 @@ Store = SqlStore
 __all__ = [
     "ApprovalRecord",
     "ApprovalStatus",
+    "AuditKeyProvider",
     "AuditRow",
     "AuditWriter",
     "BudgetLine",
     "BudgetRow",
     "ChainBreak",
+    "CheckpointSettings",
     "ClaimOutcome",
     "RateOutcome",
     "ReapResult",
@@ -55,4 +61,5 @@ __all__ = [
     "VerifyReport",
     "default_database_url",
     "open_store",
+    "read_checkpoints",
 ]

@@ -36,19 +36,26 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from interlock.core.redaction import Redactor
-from interlock.errors import AuditFailure, describe
+from interlock.errors import AuditFailure, StoreError, describe
 from interlock.store.chain import encode_body
 from interlock.store.sql import AuditEntry, SqlStore
 
 if TYPE_CHECKING:
     from interlock.core.events import Event
     from interlock.policy.specs import Durability
+    from interlock.store.checkpointer import Checkpointer
+    from interlock.store.checkpoints import CheckpointOption, CheckpointSettings
 
 __all__ = ["AuditWriter"]
 
 log = logging.getLogger("interlock.audit")
 
 _RETRIES: Final = (0.01, 0.05, 0.2)
+_NO_CHECKPOINTS: Final = (
+    "no audit checkpoints are written: a cut tail or a deleted tenant cannot be "
+    "detected. Set INTERLOCK_CHECKPOINTS (a file, stdout, log or an https:// URL) and "
+    "INTERLOCK_CHECKPOINT_KEY_FILE (see docs/operations.md)"
+)
 
 # One record on its way: (tenant, kind, payload); payload is an Event or a plain dict.
 _Item = tuple[str, str, Any]
@@ -88,7 +95,13 @@ class AuditWriter:
     wait — until ``max_pending`` records wait to be written: then callers wait too, so
     the backlog, and what a crash can lose, stays bounded). ``timeout`` bounds each
     wait (seconds); a record not durable by then is an
-    :class:`~interlock.errors.AuditFailure`."""
+    :class:`~interlock.errors.AuditFailure`.
+
+    Starting, it reads (or creates) the store's audit key — refusing one that others
+    can read, warning when there is none — and, if it created the key, seals the
+    unkeyed chains there (see :mod:`.audit_keys`); it signs checkpoints of the heads
+    it writes, in the background and at :meth:`close` (``checkpoints``: settings,
+    ``False`` for none, ``None`` for the store's — see :mod:`.checkpoints`)."""
 
     def __init__(
         self,
@@ -99,10 +112,14 @@ class AuditWriter:
         max_batch: int = 2048,
         max_pending: int = 20_000,
         timeout: float = 30.0,
+        checkpoints: CheckpointOption = None,
     ) -> None:
         if durability not in ("none", "process", "power"):
             raise ValueError(f"durability must be none, process or power, not {durability!r}")
         self.store = store
+        self._checkpointer = self._start_integrity(store, checkpoints)
+        if self._checkpointer is not None:
+            store.add_audit_listener(self._checkpointer.note)
         self.durability = durability
         self.redactor = redactor or Redactor()
         self.max_batch = max_batch
@@ -120,6 +137,62 @@ class AuditWriter:
     @property
     def waits(self) -> bool:
         return self.durability != "none"
+
+    # -- integrity: the key and the checkpoints --------------------------------------------
+
+    def _start_integrity(self, store: SqlStore, option: CheckpointOption) -> Checkpointer | None:
+        """Read or create the audit key (refusing a bad one now, not at the first
+        check), seal unkeyed chains, and start the checkpointer."""
+        from interlock.store.checkpointer import Checkpointer
+        from interlock.store.checkpoints import settings_for
+
+        store.audit_keys.for_writing()
+        # Only where this writer just made the key: the log's unkeyed records are all
+        # from before it. Sealing at every start would launder a chain rewritten as
+        # SHA-256 records since (a downgrade) into one that verifies.
+        if store.audit_keys.created_here:
+            try:
+                sealed = store.seal_unkeyed_chains()
+            except StoreError as exc:  # unreachable now; `interlock audit seal` later
+                log.warning("interlock: could not seal the unkeyed audit chains: %s", exc)
+            else:
+                if sealed:
+                    log.info(
+                        "interlock: sealed %d unkeyed audit chain(s) with the new key", len(sealed)
+                    )
+        settings = settings_for(store, option)
+        self.checkpoint_settings: CheckpointSettings | None = settings
+        if settings is None:
+            # Not asked for, and not a SQLite store (an in-memory one, for tests, is fine
+            # without): a shared database whose operator did not set checkpoints up.
+            unasked = option is not False and store.checkpoints is not False
+            if unasked and not str(store.url).startswith("sqlite:"):
+                log.warning("interlock: %s", _NO_CHECKPOINTS)
+            return None
+        return Checkpointer(settings, clock=store.clock)
+
+    def checkpoint(self) -> int:
+        """Sign and write a checkpoint of every chain head written since the last one,
+        now; the number of lines written (0 without checkpoints)."""
+        return self._checkpointer.checkpoint() if self._checkpointer is not None else 0
+
+    def integrity_report(self) -> list[str]:
+        """What protects this writer's log, one line each, for a startup log; a line
+        about a missing protection starts with ``WARNING:``."""
+        keys = self.store.audit_keys.describe()
+        warn = "WARNING: " if keys.startswith("NOT keyed") else ""
+        lines = [f"{warn}audit log: {keys}"]
+        settings = self.checkpoint_settings
+        if settings is None:
+            lines.append(f"WARNING: audit checkpoints: NONE — {_NO_CHECKPOINTS}")
+        else:
+            public = settings.public_key()
+            lines.append(
+                f"audit checkpoints: signed by {public.text} (key id {public.key_id}), every "
+                f"{settings.every} records or {settings.interval:g} s, to "
+                f"{', '.join(settings.destinations)}"
+            )
+        return lines
 
     # -- submitting ----------------------------------------------------------------------
 
@@ -251,13 +324,16 @@ class AuditWriter:
         return True if batch is None else batch.done.wait(timeout)
 
     def close(self, timeout: float = 30.0) -> None:
-        """Write what is queued, then stop the writer."""
+        """Write what is queued, then stop the writer; sign the last checkpoints."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             self._work.notify()
         self._thread.join(timeout)
+        if self._checkpointer is not None:
+            self.store.remove_audit_listener(self._checkpointer.note)
+            self._checkpointer.close(timeout)
 
     # -- the writer thread -------------------------------------------------------------
 

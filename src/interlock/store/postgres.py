@@ -8,10 +8,11 @@ holds. A decided approval is announced with ``NOTIFY``; waiters in every replica
 
 The URL is a libpq one, plus Interlock's own query parameters: ``schema`` (created if
 missing; default ``public``), ``pool_min`` and ``pool_max`` (connections; 1 and 10),
-and ``approval_poll`` (seconds; default 1): how often a waiter re-reads its approval
-as a safety net while it listens — a ``NOTIFY`` missed while the listener reconnects
-delays a wake-up by at most this; while it cannot listen, waiters poll with a fast
-backoff up to this interval::
+``audit_key_file`` (where the audit key is: see :mod:`.audit_keys` — a shared
+database gets no key made up for it), and ``approval_poll`` (seconds; default 1): how
+often a waiter re-reads its approval as a safety net while it listens — a ``NOTIFY``
+missed while the listener reconnects delays a wake-up by at most this; while it cannot
+listen, waiters poll with a fast backoff up to this interval::
 
     postgresql://interlock@db.internal:5432/interlock?schema=interlock&pool_max=20
 
@@ -27,13 +28,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from interlock.errors import StoreError, StoreUnavailable
+from interlock.store.audit_keys import AuditKeys, AuditKeySetting
 from interlock.store.migrate import apply_migrations, migration_status
 from interlock.store.records import ApprovalRecord
 from interlock.store.sql import Cursor, SqlStore
+
+if TYPE_CHECKING:
+    from interlock.store.checkpoints import CheckpointOption
 
 try:
     import psycopg
@@ -51,7 +56,7 @@ log = logging.getLogger("interlock.store")
 CHANNEL = "interlock_approvals"
 _MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(7366101)"
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-_OWN_PARAMS = ("schema", "pool_min", "pool_max", "approval_poll")
+_OWN_PARAMS = ("schema", "pool_min", "pool_max", "approval_poll", "audit_key_file")
 
 
 class PostgresStore(SqlStore):
@@ -69,9 +74,15 @@ class PostgresStore(SqlStore):
         migrate: bool = True,
         connect_timeout: float = 10.0,
         clock: Callable[[], int] | None = None,
+        audit_key: AuditKeySetting = None,
+        checkpoints: CheckpointOption = None,
     ) -> None:
-        super().__init__(clock=clock)
         conninfo, own = _split_url(url)
+        # Shared by replicas that must hold the same key: never a key made up here.
+        keys = AuditKeys.resolve(
+            audit_key, url_file=own.get("audit_key_file"), shared=True, where=_hide_password(url)
+        )
+        super().__init__(clock=clock, audit_keys=keys, checkpoints=checkpoints)
         self.schema = own.get("schema", "public")
         if not _SCHEMA_NAME.match(self.schema):
             raise StoreError(f"invalid schema name {self.schema!r} in the database URL")

@@ -11,7 +11,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "APPROVAL_COLUMNS",
@@ -21,6 +21,8 @@ __all__ = [
     "BudgetLine",
     "BudgetRow",
     "ChainBreak",
+    "ChainHead",
+    "CheckpointProblem",
     "ClaimOutcome",
     "RateOutcome",
     "ReapResult",
@@ -56,7 +58,9 @@ class ReservationStatus(StrEnum):
 @dataclass(frozen=True, slots=True)
 class AuditRow:
     """One link of a tenant's hash chain. ``body`` is the redacted record as stored
-    (sorted-key JSON); ``hash`` covers every other field and ``prev_hash``."""
+    (sorted-key JSON); ``hash`` covers every other field and ``prev_hash``.
+    ``key_id`` names the audit key the link is HMAC'd under (``None``: unkeyed, plain
+    SHA-256, or written before key ids existed)."""
 
     tenant: str
     seq: int
@@ -68,6 +72,18 @@ class AuditRow:
     body: str
     prev_hash: str
     hash: str
+    key_id: str | None = None
+
+
+class ChainHead(NamedTuple):
+    """The newest record a commit wrote to one tenant's chain (what a signed
+    checkpoint attests). A named tuple: one is made per append, on the check's path."""
+
+    tenant: str
+    seq: int
+    hash: str
+    key_id: str | None
+    ts_us: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,15 +99,33 @@ class ChainBreak:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckpointProblem:
+    """Something wrong in a checkpoint file: which file and line, and what."""
+
+    file: str
+    line: int
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.file}, line {self.line}: {self.problem}"
+
+
+@dataclass(frozen=True, slots=True)
 class VerifyReport:
-    """What ``audit verify`` found: records checked per tenant and the breaks."""
+    """What ``audit verify`` found: records checked per tenant, the breaks, and — when
+    checked against signed checkpoints — what is wrong in their files. ``unkeyed``
+    counts, per tenant, records that verified only as plain SHA-256; ``notes`` are
+    observations that are not failures (a checkpoint stream without its end)."""
 
     checked: dict[str, int] = field(default_factory=dict)
     breaks: tuple[ChainBreak, ...] = ()
+    unkeyed: dict[str, int] = field(default_factory=dict)
+    checkpoint_problems: tuple[CheckpointProblem, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return not self.breaks
+        return not self.breaks and not self.checkpoint_problems
 
 
 #: The ``approvals`` columns :meth:`ApprovalRecord.from_row` reads, in its order.

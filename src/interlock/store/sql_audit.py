@@ -1,24 +1,45 @@
 """The audit log in SQL: appending to each tenant's hash chain, reading it back,
-verifying it (see :mod:`.chain` for the link encoding and :mod:`.audit` for the
-group-commit writer that calls :meth:`AuditStore.append_audit`)."""
+verifying it (see :mod:`.chain` for the link encoding, :mod:`.audit_keys` for the key,
+and :mod:`.audit` for the group-commit writer that calls :meth:`AuditStore.append_audit`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from hashlib import sha256
+from typing import TYPE_CHECKING, Any
 
-from interlock.store.chain import GENESIS, link_hash, verify_rows
-from interlock.store.records import AuditRow, ChainBreak, VerifyReport
+from interlock.errors import AuditKeyError
+from interlock.store.chain import GENESIS, encode_body, link_material, verify_chain
+from interlock.store.records import AuditRow, ChainBreak, ChainHead, VerifyReport
 from interlock.store.sql_base import AuditEntry, Cursor, StoreBase
 
-__all__ = ["AuditStore"]
+if TYPE_CHECKING:
+    from interlock.store.checkpoints import CheckpointLog
 
-_AUDIT_COLUMNS = "tenant, seq, ts_us, kind, decision_id, agent, decision, body, prev_hash, hash"
+__all__ = ["AppendListener", "AuditStore"]
+
+log = logging.getLogger("interlock.audit")
+
+_AUDIT_COLUMNS = (
+    "tenant, seq, ts_us, kind, decision_id, agent, decision, body, prev_hash, hash, key_id"
+)
+
+#: Told, after a commit, the newest record it wrote to each tenant's chain.
+AppendListener = Callable[[Mapping[str, ChainHead]], object]
+_NO_LISTENERS: tuple[AppendListener, ...] = ()
+
+#: The kind of the keyed record that seals an unkeyed chain.
+SEALED_KIND = "audit.sealed"
 
 
 class AuditStore(StoreBase):
     """Appends to and reads the per-tenant audit chains."""
+
+    _audit_listeners = _NO_LISTENERS
+    _listeners_lock = threading.Lock()  # adding and removing are rare: one lock for all
 
     def try_append_audit(self, entries: Sequence[AuditEntry]) -> list[int] | None:
         """Append as :meth:`append_audit` does (durability ``process``) only if that
@@ -30,46 +51,114 @@ class AuditStore(StoreBase):
 
     def append_audit(self, entries: Sequence[AuditEntry], *, durable: bool = False) -> list[int]:
         """Append records to their tenants' chains in one transaction; return their
-        sequence numbers. ``durable`` asks the back end to sync to disk on commit."""
+        sequence numbers. ``durable`` asks the back end to sync to disk on commit.
+        Once committed, the listeners (:meth:`add_audit_listener`) hear the new heads."""
         with self.audit_transaction(durable) as cur:
-            return self._append(cur, entries)
+            seqs, heads = self._append_chain(cur, entries)
+        self._appended(heads)
+        return seqs
+
+    def add_audit_listener(self, listener: AppendListener) -> None:
+        """Tell ``listener`` each chain's new head after every commit of
+        :meth:`append_audit` or :meth:`try_append_audit` (the audit writer's
+        checkpointer listens). Called on the committing thread: it must be quick."""
+        with self._listeners_lock:
+            self._audit_listeners = (*self._audit_listeners, listener)
+
+    def remove_audit_listener(self, listener: AppendListener) -> None:
+        with self._listeners_lock:
+            self._audit_listeners = tuple(x for x in self._audit_listeners if x != listener)
+
+    def _appended(self, heads: Mapping[str, ChainHead]) -> None:
+        for listener in self._audit_listeners:  # a tuple, replaced whole: no lock needed
+            try:
+                listener(heads)
+            except Exception:  # the records are committed: never report them as failed
+                log.exception("interlock: an audit listener failed")
 
     def _append(self, cur: Cursor, entries: Sequence[AuditEntry]) -> list[int]:
         """Append inside the caller's transaction (so a state change and its record
         commit together)."""
+        return self._append_chain(cur, entries)[0]
+
+    def _append_chain(
+        self, cur: Cursor, entries: Sequence[AuditEntry]
+    ) -> tuple[list[int], dict[str, ChainHead]]:
+        """Append inside the caller's transaction; the sequence numbers, and each
+        chain's new head."""
+        keyring = self.audit_keys.for_writing()
+        key = keyring.current if keyring is not None else None
+        key_id = key.key_id if key is not None else None
         seqs: list[int] = []
         # Lock the heads in one order (sorted), whatever the entries' order: two
         # replicas appending to the same tenants must not deadlock.
         heads = {t: self._lock_head(cur, t) for t in sorted({e[0] for e in entries})}
+        if key is None:
+            self._refuse_downgrade(heads)
         rows: list[tuple[Any, ...]] = []
         for tenant, ts_us, kind, decision_id, agent, decision, body in entries:
-            seq, prev = heads[tenant][0] + 1, heads[tenant][1]
-            digest = link_hash(
-                prev,
-                tenant,
-                seq,
-                ts_us,
-                kind,
-                decision_id,
-                agent,
-                decision,
-                body,
-                self.audit_key,
+            seq, prev = heads[tenant].seq + 1, heads[tenant].hash
+            material = link_material(
+                prev, tenant, seq, ts_us, kind, decision_id, agent, decision, body, key_id
             )
+            digest = key.digest(material) if key is not None else sha256(material).hexdigest()
             rows.append(
-                (tenant, seq, ts_us, kind, decision_id, agent, decision, body, prev, digest)
+                (tenant, seq, ts_us, kind, decision_id, agent, decision, body, prev, digest, key_id)
             )
-            heads[tenant] = (seq, digest)
+            heads[tenant] = ChainHead(tenant, seq, digest, key_id, ts_us)
             seqs.append(seq)
         cur.executemany(
-            self.q(f"INSERT INTO audit_events ({_AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"),
+            self.q(f"INSERT INTO audit_events ({_AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"),
             rows,
         )
         cur.executemany(
-            self.q("UPDATE audit_heads SET seq = ?, hash = ? WHERE tenant = ?"),
-            [(seq, digest, tenant) for tenant, (seq, digest) in heads.items()],
+            self.q("UPDATE audit_heads SET seq = ?, hash = ?, key_id = ? WHERE tenant = ?"),
+            [(head.seq, head.hash, head.key_id, tenant) for tenant, head in heads.items()],
         )
-        return seqs
+        return seqs, heads
+
+    def _refuse_downgrade(self, heads: Mapping[str, ChainHead]) -> None:
+        """A process without the key must not append to a keyed chain: its records
+        would break the chain for every verifier (and look like a downgrade)."""
+        for tenant, head in heads.items():
+            if head.key_id is not None:
+                raise AuditKeyError(
+                    f"tenant {tenant!r}'s audit chain is keyed (key id {head.key_id}) and "
+                    f"this process has no audit key ({self.audit_keys.source}): give it "
+                    "the key the other writers use"
+                )
+
+    def seal_unkeyed_chains(self) -> list[str]:
+        """Append a keyed record to every chain whose newest record is unkeyed (written
+        before the key, or by a process without it), so that its unkeyed records are
+        linked from a record nobody can forge: this vouches for them, so do it only
+        for records known to predate the key (``interlock audit seal``; the writer
+        that creates a SQLite store's key does it then). Returns the tenants sealed;
+        nothing without a key."""
+        keyring = self.audit_keys.for_writing()
+        if keyring is None:
+            return []
+        with self.transaction(write=False) as cur:
+            cur.execute(self.q("SELECT tenant FROM audit_heads WHERE key_id IS NULL AND seq > 0"))
+            tenants = sorted(str(row[0]) for row in cur.fetchall())
+        sealed: list[str] = []
+        for tenant in tenants:
+            with self.audit_transaction(False) as cur:
+                head = self._lock_head(cur, tenant)
+                if head.key_id is not None or head.seq == 0:  # another writer sealed it
+                    continue
+                body = encode_body(
+                    {
+                        "kind": SEALED_KIND,
+                        "key_id": keyring.current.key_id,
+                        "unkeyed_records": head.seq,
+                    }
+                )
+                self._append_chain(
+                    cur, [(tenant, self.clock(), SEALED_KIND, None, None, None, body)]
+                )
+            sealed.append(tenant)
+        return sealed
 
     def audit_transaction(self, durable: bool) -> AbstractContextManager[Cursor]:
         """The write transaction audit appends run in; ``durable`` makes its commit
@@ -77,7 +166,7 @@ class AuditStore(StoreBase):
         for this transaction, whatever the server's default)."""
         return self.transaction(write=True)
 
-    def _lock_head(self, cur: Cursor, tenant: str) -> tuple[int, str]:
+    def _lock_head(self, cur: Cursor, tenant: str) -> ChainHead:
         cur.execute(
             self.q(
                 "INSERT INTO audit_heads (tenant, seq, hash) VALUES (?, 0, ?) "
@@ -86,11 +175,11 @@ class AuditStore(StoreBase):
             (tenant, GENESIS),
         )
         cur.execute(
-            self.q(f"SELECT seq, hash FROM audit_heads WHERE tenant = ?{self.for_update}"),
+            self.q(f"SELECT seq, hash, key_id FROM audit_heads WHERE tenant = ?{self.for_update}"),
             (tenant,),
         )
-        seq, digest = cur.fetchone()
-        return int(seq), str(digest)
+        seq, digest, key_id = cur.fetchone()
+        return ChainHead(tenant, int(seq), str(digest), key_id, 0)
 
     def audit_tenants(self) -> list[str]:
         with self.transaction(write=False) as cur:
@@ -179,19 +268,53 @@ class AuditStore(StoreBase):
             row = cur.fetchone()
         return None if row is None else (int(row[0]), str(row[1]))
 
-    def verify_audit(self, tenant: str | None = None) -> VerifyReport:
-        """Walk every tenant's chain (or one) and name the first broken link of each."""
-        tenants = [tenant] if tenant is not None else self._chain_tenants()
+    def verify_audit(
+        self,
+        tenant: str | None = None,
+        *,
+        checkpoints: CheckpointLog | None = None,
+        require_keyed: bool = False,
+    ) -> VerifyReport:
+        """Walk every tenant's chain (or one) and name the first broken link of each.
+
+        With ``checkpoints`` (:func:`~interlock.store.checkpoints.read_checkpoints`)
+        every record a signed checkpoint saw must still be there with the hash it saw
+        — a cut tail, a moved head, a deleted tenant or a rewrite before it breaks —
+        and the checkpoint file's own problems are reported too. ``require_keyed``
+        makes any unkeyed record a break."""
+        keys = self.audit_keys.for_verifying()
+        anchors = checkpoints.anchors if checkpoints is not None else {}
+        if tenant is not None:
+            tenants = [tenant]
+        else:
+            tenants = sorted(set(self._chain_tenants()) | set(anchors))
         checked: dict[str, int] = {}
+        unkeyed: dict[str, int] = {}
         breaks: list[ChainBreak] = []
         for name in tenants:
             head = self.audit_head(name)
-            for outcome in verify_rows(name, self.audit_chain(name), head, self.audit_key):
-                if isinstance(outcome, ChainBreak):
-                    breaks.append(outcome)
-                else:
-                    checked[name] = outcome
-        return VerifyReport(checked=checked, breaks=tuple(breaks))
+            outcome = verify_chain(name, self.audit_chain(name), head, keys, anchors.get(name))
+            broken = outcome.broken
+            if broken is None and require_keyed and outcome.first_unkeyed is not None:
+                broken = ChainBreak(
+                    name,
+                    outcome.first_unkeyed,
+                    f"{outcome.unkeyed} record(s) are unkeyed (plain SHA-256), the first "
+                    "here, and every record must be keyed",
+                )
+            if broken is not None:
+                breaks.append(broken)
+                continue
+            checked[name] = outcome.checked
+            if outcome.unkeyed:
+                unkeyed[name] = outcome.unkeyed
+        return VerifyReport(
+            checked=checked,
+            breaks=tuple(breaks),
+            unkeyed=unkeyed,
+            checkpoint_problems=tuple(checkpoints.problems) if checkpoints else (),
+            notes=tuple(checkpoints.notes) if checkpoints else (),
+        )
 
     def _chain_tenants(self) -> list[str]:
         with self.transaction(write=False) as cur:
@@ -216,4 +339,5 @@ def _audit_row(row: Any) -> AuditRow:
         body=str(row[7]),
         prev_hash=str(row[8]),
         hash=str(row[9]),
+        key_id=row[10],
     )

@@ -16,10 +16,15 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
-from interlock.store.chain import audit_key
+from interlock.store.audit_keys import AuditKeys
 from interlock.store.records import ApprovalRecord, now_us
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from interlock.store.checkpoints import CheckpointOption
 
 __all__ = ["AuditEntry", "Cursor", "StoreBase", "compact_json"]
 
@@ -45,7 +50,10 @@ class Cursor(Protocol):
 class StoreBase(ABC):
     """What every part of the store needs from a back end, and shares.
 
-    ``clock`` returns microseconds since the epoch (tests pass a fake one).
+    ``clock`` returns microseconds since the epoch (tests pass a fake one);
+    ``audit_keys`` is where the audit key comes from (:mod:`.audit_keys`; none if not
+    given); ``checkpoints`` the signed checkpoints' settings for the audit writers on
+    this store (:mod:`.checkpoints`: ``None`` finds them, ``False`` turns them off).
     """
 
     #: The SQL function for the larger of two values.
@@ -55,9 +63,16 @@ class StoreBase(ABC):
     #: Appended to the reaper's SELECT so that replicas share the work.
     skip_locked = ""
 
-    def __init__(self, *, clock: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], int] | None = None,
+        audit_keys: AuditKeys | None = None,
+        checkpoints: CheckpointOption = None,
+    ) -> None:
         self.clock: Callable[[], int] = clock or now_us
-        self.audit_key = audit_key()
+        self.audit_keys = audit_keys or AuditKeys(source="none given")
+        self.checkpoints: CheckpointOption = checkpoints
         self._approval_waiters = _Waiters()
         self._closed = False
 
@@ -92,6 +107,11 @@ class StoreBase(ABC):
     @abstractmethod
     async def await_approval(self, approval_id: str, timeout: float) -> ApprovalRecord:
         """The async twin of :meth:`wait_for_approval`."""
+
+    def file_path(self) -> Path | None:
+        """The database file, for a back end that keeps one (the default place of
+        its key files and checkpoints); ``None`` otherwise."""
+        return None
 
     def notify_decided(self, cur: Cursor, approval_id: str) -> None:  # noqa: B027
         """Called inside the transaction that decides an approval (PostgreSQL NOTIFYs)."""

@@ -29,12 +29,16 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from interlock.errors import StoreError, StoreUnavailable
+from interlock.store.audit_keys import AuditKeys, AuditKeySetting
 from interlock.store.migrate import apply_migrations, migration_status
 from interlock.store.records import ApprovalRecord
 from interlock.store.sql import AuditEntry, Cursor, SqlStore
+
+if TYPE_CHECKING:
+    from interlock.store.checkpoints import CheckpointOption
 
 __all__ = ["SQLiteStore"]
 
@@ -49,7 +53,9 @@ _AUTOCHECKPOINT_PAGES: Final = 8_000
 
 class SQLiteStore(SqlStore):
     """The store in one SQLite file. ``busy_timeout`` (seconds) bounds how long a
-    write waits for another process's write lock before it fails."""
+    write waits for another process's write lock before it fails. The audit key is
+    ``audit_key``, else the file ``audit_key_file`` (the URL's parameter), else the
+    environment's, else ``<path>.audit-key`` — see :mod:`.audit_keys`."""
 
     dialect = "sqlite"
 
@@ -60,13 +66,24 @@ class SQLiteStore(SqlStore):
         busy_timeout: float = 10.0,
         migrate: bool = True,
         clock: Callable[[], int] | None = None,
+        audit_key: AuditKeySetting = None,
+        audit_key_file: str | None = None,
+        checkpoints: CheckpointOption = None,
     ) -> None:
-        super().__init__(clock=clock)
+        memory = str(path) == ":memory:"
         # Absolute now: connections open lazily, one per thread, and a relative path
         # must not follow a later change of working directory.
-        self.path = Path(path) if str(path) == ":memory:" else Path(path).absolute()
-        if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = Path(path) if memory else Path(path).absolute()
+        keys = AuditKeys.resolve(
+            audit_key,
+            url_file=audit_key_file,
+            default_file=None if memory else self.path.with_name(self.path.name + ".audit-key"),
+            ephemeral=memory,
+            where=f"sqlite:///{self.path}",
+        )
+        super().__init__(clock=clock, audit_keys=keys, checkpoints=checkpoints)
+        if not memory:  # private: it holds the log, and by default the keys beside it
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.busy_timeout = busy_timeout
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -138,6 +155,9 @@ class SQLiteStore(SqlStore):
         with self._begun(conn, write) as cur:
             yield cur
 
+    def file_path(self) -> Path | None:
+        return None if str(self.path) == ":memory:" else self.path
+
     def try_append_audit(self, entries: Sequence[AuditEntry]) -> list[int] | None:
         """On a connection of its own that never waits (``busy_timeout=0``) and never
         checkpoints: ``None`` at once when another writer holds the lock."""
@@ -154,9 +174,11 @@ class SQLiteStore(SqlStore):
                     return None
                 raise StoreUnavailable(f"{self.path}: {exc}") from exc
             with self._begun(conn, write=True) as cur:
-                return self._append(cur, entries)
+                seqs, heads = self._append_chain(cur, entries)
         finally:
             self._inline_lock.release()
+        self._appended(heads)
+        return seqs
 
     def _inline_connection(self) -> sqlite3.Connection:
         conn = self._inline
