@@ -119,7 +119,8 @@ def hammer(args: argparse.Namespace) -> None:
         for i in range(args.iterations):
             key = f"{args.worker_id}-{index}-{i}"
             amount = rng.randint(1, 30)
-            line = BudgetLine(args.budget, "global", 0, "units", args.cap, amount)
+            # headroom 4: the commits below run at most 4 past the reservation
+            line = BudgetLine(args.budget, "global", 0, "units", args.cap, amount, 4)
             outcome = store.reserve(
                 tenant=args.tenant, idempotency_key=key, lines=[line], ttl_us=HOUR_US
             )

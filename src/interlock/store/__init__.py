@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from interlock.store.audit import AuditWriter
 from interlock.store.records import (
+    ANY_AGENT,
     ApprovalRecord,
     ApprovalStatus,
     AuditRow,
+    BudgetClosure,
     BudgetLine,
     BudgetRow,
     ChainBreak,
@@ -36,10 +38,12 @@ from interlock.store.url import default_database_url, open_store
 Store = SqlStore
 
 __all__ = [
+    "ANY_AGENT",
     "ApprovalRecord",
     "ApprovalStatus",
     "AuditRow",
     "AuditWriter",
+    "BudgetClosure",
     "BudgetLine",
     "BudgetRow",
     "ChainBreak",
