@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interlock.core.decision import Verdict
+from interlock.ledger.estimate import MaxTokensTable
 from interlock.ledger.pricing import DEFAULT_PRICING, PricingTable
 from interlock.policy.celexpr import CelCondition
 from interlock.policy.extract import Facts
@@ -163,6 +164,7 @@ class CompiledPolicy:
     budgets: tuple[BudgetSpec, ...] = ()
     rate_limits: tuple[RateLimitSpec, ...] = ()
     pricing: PricingTable = DEFAULT_PRICING
+    default_max_tokens: MaxTokensTable = field(default_factory=MaxTokensTable)
     audit: AuditPolicy = field(default_factory=AuditPolicy)
     approval_policy: ApprovalPolicy = field(default_factory=ApprovalPolicy)
     _candidates: dict[tuple[str, str, str], CandidateSet] = field(default_factory=dict)

@@ -25,14 +25,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from interlock.errors import AmountOutOfRange
-from interlock.store.records import BudgetLine
+from interlock.errors import AmountOutOfRange, ReservationNotOwned
+from interlock.store.records import ANY_AGENT, BudgetLine, Reservation, Settler
 
 __all__ = [
     "CEILING",
     "MAX_UNITS",
     "Settlement",
     "admits",
+    "check_owner",
     "committed",
     "expired",
     "released",
@@ -54,6 +55,19 @@ def units(value: Any, what: str, *, least: int = 0) -> int:
     if not least <= value <= MAX_UNITS:
         raise AmountOutOfRange(f"{what} must be from {least} to 2**53 units, not {value}")
     return value
+
+
+def check_owner(reservation: Reservation, by: Settler) -> None:
+    """Raise :class:`ReservationNotOwned` unless ``by`` may settle ``reservation``:
+    the agent that made it, or :data:`ANY_AGENT`. (The message does not say whose it
+    is: the caller is not entitled to know.)"""
+    if by is ANY_AGENT or by == reservation.owner:
+        return
+    raise ReservationNotOwned(
+        f"reservation {reservation.id} was made by another agent: only that agent or an "
+        "admin may settle it",
+        reservation_id=reservation.id,
+    )
 
 
 def admits(spent: int, reserved: int, headroom: int, line: BudgetLine) -> bool:

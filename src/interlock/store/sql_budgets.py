@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from interlock.errors import ReservationClosed, ReservationNotFound, ReservationNotOwned
+from interlock.errors import ReservationClosed, ReservationNotFound
 from interlock.store.records import (
     ANY_AGENT,
     BudgetClosure,
@@ -24,7 +24,15 @@ from interlock.store.records import (
     ReserveOutcome,
     Settler,
 )
-from interlock.store.settle import CEILING, Settlement, committed, expired, released, units
+from interlock.store.settle import (
+    CEILING,
+    Settlement,
+    check_owner,
+    committed,
+    expired,
+    released,
+    units,
+)
 from interlock.store.sql_base import Cursor, StoreBase, compact_json
 
 __all__ = ["BudgetStore"]
@@ -203,7 +211,7 @@ class BudgetStore(StoreBase):
         now = self.clock()
         with self.transaction(write=True) as cur:
             reservation = self._read_reservation(cur, reservation_id)
-            _check_owner(reservation, by)
+            check_owner(reservation, by)
             status = reservation.status
             if status is ReservationStatus.COMMITTED:
                 return _replayed(reservation)
@@ -243,7 +251,7 @@ class BudgetStore(StoreBase):
         now = self.clock()
         with self.transaction(write=True) as cur:
             reservation = self._read_reservation(cur, reservation_id)
-            _check_owner(reservation, by)
+            check_owner(reservation, by)
             if reservation.status in (ReservationStatus.RELEASED, ReservationStatus.EXPIRED):
                 return _replayed(reservation)
             if reservation.status is ReservationStatus.COMMITTED:
@@ -478,16 +486,6 @@ def _line(fields: list[Any]) -> BudgetLine:
     headroom = int(rest[0]) if rest else 0
     return BudgetLine(
         str(budget_id), str(scope_key), int(window), str(unit), int(cap), int(amount), headroom
-    )
-
-
-def _check_owner(reservation: Reservation, by: Settler) -> None:
-    if by is ANY_AGENT or by == reservation.owner:
-        return
-    raise ReservationNotOwned(
-        f"reservation {reservation.id} was made by another agent: only that agent or an "
-        "admin may settle it",
-        reservation_id=reservation.id,
     )
 
 
