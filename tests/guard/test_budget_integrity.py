@@ -59,10 +59,13 @@ def test_a_model_call_that_states_no_cost_is_refused_and_never_runs(
     store: SqlStore, estimate: Usage | None
 ) -> None:
     ran: list[bool] = []
-    with Guard(model_policy(), store=store, context=AGENT, reap_interval=None) as guard:
-        with pytest.raises(ActionDenied) as refused, guard.llm_call("m", estimate=estimate) as call:
-            ran.append(True)
-            call.record(Usage(1_000_000, 500_000))
+    with (
+        Guard(model_policy(), store=store, context=AGENT, reap_interval=None) as guard,
+        pytest.raises(ActionDenied) as refused,
+        guard.llm_call("m", estimate=estimate) as call,
+    ):
+        ran.append(True)
+        call.record(Usage(1_000_000, 500_000))
     assert ran == []
     assert refused.value.rule_ids == ("budget:tokens",)
     reason = refused.value.reason

@@ -1,7 +1,7 @@
 """Under contention and crashes: a budget hammered by many processes never overspends
 and ends exactly where its clients say; a client killed between reserve and commit
-leaves a reservation the reaper charges (the call may have run); a writer killed mid-batch loses no record
-it reported durable."""
+leaves a reservation the reaper charges (the call may have run); a writer killed
+mid-batch loses no record it reported durable."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_a_hammered_budget_never_overspends_and_ends_where_its_clients_say(
     assert monitor.errors == []
     assert len(monitor.samples) > 10
     for sample in monitor.samples:
-        spent, held, overage, headroom, excess = sample
+        spent, held, _, headroom, excess = sample
         assert held >= 0 and headroom >= 0 and excess == 0, sample
         assert spent + held + headroom <= CAP, sample
 
