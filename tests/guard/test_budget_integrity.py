@@ -242,3 +242,37 @@ def test_a_guard_without_a_store_enforces_budgets_and_rate_limits_in_memory(
     searches = [guard.check(Action.tool("search", {"q": "x"})).verdict for _ in range(3)]
     assert searches == [Verdict.ALLOW, Verdict.ALLOW, Verdict.DENY]
     guard.close()
+
+
+def test_a_guard_without_a_store_reserves_and_commits_model_calls_sync_and_async() -> None:
+    import asyncio
+
+    guard = Guard(model_policy(limit=1000), context=AGENT)
+    with guard.llm_call("m", estimate=Usage(100, 100)) as call:
+        call.record(Usage(150, 100))
+
+    async def twice() -> None:
+        async with guard.llm_call("m", estimate=Usage(100, 100)) as call:
+            call.record(Usage(100, 50))
+        decision = await guard.acheck(Action.llm("m", arguments={"max_tokens": 400}))
+        assert decision.verdict is Verdict.DENY  # 250 + 150 spent; 400 + 400 held: over
+
+    asyncio.run(twice())
+    assert guard.ledger is not None and guard.store is None
+    (row,) = guard.ledger.budget_rows()
+    assert (row.spent, row.reserved, row.headroom) == (400, 0, 0)
+    # a new policy keeps the counts: they live in the guard's ledger, not the policy
+    guard.replace_policy(model_policy(limit=500))
+    assert guard.check(Action.llm("m", arguments={"max_tokens": 60})).verdict is Verdict.DENY
+    assert guard.check(Action.llm("m", arguments={"max_tokens": 50})).verdict is Verdict.ALLOW
+    guard.close()
+
+
+def test_a_guard_without_a_store_or_budgets_keeps_no_ledger(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="interlock"):
+        guard = Guard(
+            load_policy_text(NO_STORE_POLICY.split("budgets:", maxsplit=1)[0] + "rules: []\n")
+        )
+    assert guard.ledger is None and caplog.text == ""
