@@ -419,7 +419,8 @@ def test_decisions_taken_before_the_decided_notice_existed_are_never_sent(
     monkeypatch.undo()
 
     with open_store(store_url, clock=clock, migrate=False) as upgraded:
-        assert upgraded.migrate() == ["0004_approval_decided_notices"]
+        # 0004 first (later migrations, if any, follow it)
+        assert upgraded.migrate()[:1] == ["0004_approval_decided_notices"]
         for approval_id in (approved, denied):
             state = notification_state(upgraded, approval_id, event=DECIDED)
             assert state == NotificationState(decided_us[approval_id], 0, None, None, None)
