@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -280,3 +281,19 @@ def test_the_console_script_is_installed() -> None:
     )
     assert result.returncode == 3
     assert "deny" in result.stdout
+
+
+def test_check_applies_the_policys_budgets_to_the_one_call_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    policy = tmp_path / "budgeted.yaml"
+    policy.write_text(
+        "version: 1\nrules:\n  - {id: models, decision: allow, reason: ok, kind: llm}\n"
+        "budgets:\n  - {id: tokens, limit: 1000, unit: tokens, kind: llm}\n"
+    )
+    check = ("check", "--policy", str(policy), "--kind", "llm", "--name", "m")
+    with caplog.at_level(logging.WARNING, logger="interlock"):
+        code, output = run(*check, "--arg", "max_tokens=100")
+    assert code == 0 and caplog.records == []  # no word of budgets kept in memory
+    code, output = run(*check)
+    assert code == 3 and "names no max_tokens" in output
