@@ -276,16 +276,18 @@ class BudgetStore(StoreBase):
             for index, value in enumerate((s.reserved, s.headroom, s.charge, s.overage, s.excess)):
                 total[index] += value
         least = self.least
-        cur.executemany(
-            self.q(
-                "UPDATE budgets SET reserved = reserved - ?, headroom = headroom - ?, "
-                f"spent = {least}(spent + ?, {CEILING}), "
-                f"overage = {least}(overage + ?, {CEILING}), "
-                f"excess = {least}(excess + ?, {CEILING}), updated_us = ? "
-                "WHERE tenant = ? AND budget_id = ? AND scope_key = ? AND window_start = ?"
-            ),
-            [(*owed[key], now, tenant, *key) for key in sorted(owed)],
+        statement = self.q(
+            "UPDATE budgets SET reserved = reserved - ?, headroom = headroom - ?, "
+            f"spent = {least}(spent + ?, {CEILING}), "
+            f"overage = {least}(overage + ?, {CEILING}), "
+            f"excess = {least}(excess + ?, {CEILING}), updated_us = ? "
+            "WHERE tenant = ? AND budget_id = ? AND scope_key = ? AND window_start = ?"
         )
+        rows = [(*owed[key], now, tenant, *key) for key in sorted(owed)]
+        if len(rows) == 1:  # the usual settlement: one budget, no executemany round
+            cur.execute(statement, rows[0])
+        else:
+            cur.executemany(statement, rows)
 
     def _close(
         self, cur: Cursor, reservation: Reservation, line: BudgetLine, excess: int, now: int
