@@ -17,6 +17,7 @@ usage error or an invalid policy or input.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -263,7 +264,15 @@ def check(
         )
         raise fail(f"invalid action: {problems}") from None
     sink = JsonlSink(events) if events is not None else None
-    guard = Guard(compiled, sink=sink)
+    # One call in one process: budgets kept in its memory are all a check can have, so
+    # the guard's warning that they are would only be noise here.
+    interlock_log = logging.getLogger("interlock")
+    level = interlock_log.level
+    interlock_log.setLevel(logging.ERROR)
+    try:
+        guard = Guard(compiled, sink=sink)
+    finally:
+        interlock_log.setLevel(level)
     decision = guard.check(action)
     if sink is not None:
         sink.close()

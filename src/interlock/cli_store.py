@@ -9,6 +9,7 @@
     interlock approvals approve apr_... --as alice --reason "order checked"
     interlock budgets status
     interlock budgets reap
+    interlock budgets reopen BUDGET_ID --tenant T [--scope KEY] --as ADMIN
 
 Every command takes ``--database/-d URL`` (default: ``$INTERLOCK_DATABASE_URL``, else
 ``sqlite:///$INTERLOCK_DATA_DIR/interlock.db``, i.e. ``./.interlock/interlock.db``).
@@ -583,13 +584,15 @@ _BUDGET_COLUMNS = (
     ("cap", "cap"),
     ("spent", "spent"),
     ("reserved", "reserved"),
+    ("held for overruns", "headroom"),
     ("available", "available"),
     ("overage", "overage"),
+    ("excess", "excess"),
+    ("closed since", "closed"),
 )
 
 
 def _budget_json(row: BudgetRow) -> dict[str, Any]:
-    available = max(0, row.cap - row.spent - row.reserved)
     return {
         "tenant": row.tenant,
         "budget_id": row.budget_id,
@@ -602,10 +605,13 @@ def _budget_json(row: BudgetRow) -> dict[str, Any]:
                 ("cap", row.cap),
                 ("spent", row.spent),
                 ("reserved", row.reserved),
-                ("available", available),
+                ("headroom", row.headroom),
+                ("available", row.available),
                 ("overage", row.overage),
+                ("excess", row.excess),
             )
         },
+        "closed": None if row.closed_us is None else _iso(row.closed_us),
         "updated": _iso(row.updated_us),
     }
 
@@ -617,7 +623,8 @@ def budgets_status(
     budget: Annotated[str | None, typer.Option(help="Only this budget id.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Every budget counter: cap, spent, reserved, available and overage."""
+    """Every budget counter: cap, spent, reserved, held for overruns, available,
+    overage, excess, and since when an overrun closed it."""
     with _opened(database) as store:
         rows = store.budget_rows(tenant=tenant, budget_id=budget)
     data = [_budget_json(row) for row in rows]
@@ -635,12 +642,79 @@ def budgets_status(
 
 @budgets_app.command("reap")
 def budgets_reap(database: DatabaseOption = None) -> None:
-    """Release reservations past their TTL and expire lapsed approvals, now."""
+    """Expire reservations past their TTL (charged in full: nobody said the call did
+    not run) and lapsed approvals, now."""
     with _opened(database) as store:
         result = store.reap()
     out.print(
         Text(
-            f"released {result.reservations} expired reservation(s); "
+            f"charged {result.reservations} expired reservation(s); "
             f"expired {result.approvals} approval(s)"
         )
     )
+
+
+@budgets_app.command("reopen")
+def budgets_reopen(
+    budget_id: Annotated[str, typer.Argument(help="The budget's id in the policy.")],
+    tenant: Annotated[str, typer.Option(help="The tenant whose budget it is.")],
+    scope: Annotated[
+        str | None,
+        typer.Option(
+            help="Only this scope key (e.g. agent:support-bot); default: every closed one.",
+            show_default=False,
+        ),
+    ] = None,
+    admin: Annotated[
+        str | None,
+        typer.Option(
+            "--as",
+            help="Who reopens, for the audit log (default: $INTERLOCK_ADMIN). Required.",
+            show_default=False,
+        ),
+    ] = None,
+    database: DatabaseOption = None,
+) -> None:
+    """Reopen a budget a call's overrun closed: it admits reservations again (its
+    counters keep what they spent). Recorded in the tenant's audit log."""
+    from interlock.store.audit import AuditWriter
+
+    identity = (admin if admin is not None else os.environ.get("INTERLOCK_ADMIN", "")).strip()
+    if not identity:
+        raise fail("reopening a budget names who does it: pass --as NAME or set INTERLOCK_ADMIN")
+    with _opened(database) as store:
+        lifted = store.reopen_budget(tenant=tenant, budget_id=budget_id, scope_key=scope)
+        if not lifted:
+            where = f" ({scope})" if scope else ""
+            raise fail(
+                f"budget {budget_id!r}{where} of tenant {tenant!r} is not closed",
+                code=EXIT_FAILED,
+            )
+        writer = AuditWriter(store, durability="process")
+        try:
+            writer.write_record(
+                tenant,
+                "budget",
+                {
+                    "status": "reopened",
+                    "budget_id": budget_id,
+                    "reopened": [closure.as_dict() for closure in lifted],
+                    "by": identity,
+                },
+            )
+        finally:
+            writer.close()
+        units = {
+            row.scope_key: row.unit for row in store.budget_rows(tenant=tenant, budget_id=budget_id)
+        }
+    for closure in lifted:
+        excess = closure.excess
+        unit = units.get(closure.scope_key)
+        shown = f"{_amount(excess, unit)} {unit}" if unit else f"{excess} units"
+        out.print(
+            Text(
+                f"budget {budget_id} ({closure.scope_key}) reopened by {identity}; closed "
+                f"since {_iso(closure.closed_us)}, when reservation {closure.reservation_id} "
+                f"ran {shown} past its reservation and max_overage"
+            )
+        )

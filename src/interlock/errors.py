@@ -15,6 +15,9 @@ Policy outcomes are kept apart from configuration errors and internal failures::
     ├── InternalFailure             something inside Interlock went wrong on the way to a
     │   ├── MappingError            verdict; it never escapes ``check``: it becomes the
     │   ├── EvaluationError         ``cause`` of an undetermined decision
+    │   │   └── CostUnknown         a budget covers the call, but neither the call nor
+    │   │                           the policy says what it may cost (the stateful
+    │   │                           decider turns it into a deny naming the budget)
     │   ├── DecisionTimeout         (also a TimeoutError)
     │   ├── AuditFailure            the decision's record could not be made durable
     │   └── RemoteError             the server was unreachable, failed (5xx), or
@@ -30,8 +33,11 @@ Policy outcomes are kept apart from configuration errors and internal failures::
         │   ├── ApprovalNotFound    (also a LookupError) no such approval for this tenant
         │   ├── SelfApproval        the requester tried to decide its own request
         │   └── ApprovalClosed      it is no longer pending (decided, claimed, expired)
+        ├── AmountOutOfRange        (also a ValueError) an amount or usage that no
+        │                           budget counts: negative, not an integer, > 2**53
         └── ReservationError        (also a ValueError) commit/release refused:
             ├── ReservationNotFound (also a LookupError)
+            ├── ReservationNotOwned (also a PermissionError) made by another agent
             └── ReservationClosed   already settled the other way (released vs committed)
 
 ``Blocked`` errors carry the ``Decision`` that produced them (``exc.decision``), so
@@ -58,6 +64,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ActionDenied",
     "ActionUndetermined",
+    "AmountOutOfRange",
     "ApprovalClosed",
     "ApprovalError",
     "ApprovalNotFound",
@@ -65,6 +72,7 @@ __all__ = [
     "AuditFailure",
     "AuditKeyError",
     "Blocked",
+    "CostUnknown",
     "DecisionTimeout",
     "EvaluationError",
     "InterlockError",
@@ -78,6 +86,7 @@ __all__ = [
     "ReservationClosed",
     "ReservationError",
     "ReservationNotFound",
+    "ReservationNotOwned",
     "SelfApproval",
     "StoreError",
     "StoreUnavailable",
@@ -189,6 +198,16 @@ class EvaluationError(InternalFailure):
         self.rule_id = rule_id
 
 
+class CostUnknown(EvaluationError):
+    """A budget covers the call, but neither the call (``max_tokens``, the prompt,
+    ``est_cost``) nor the policy (``default_estimate``, ``pricing.default_max_tokens``)
+    says what it may cost. ``budget_id`` names the budget."""
+
+    def __init__(self, message: str, *, budget_id: str) -> None:
+        super().__init__(message)
+        self.budget_id = budget_id
+
+
 class DecisionTimeout(InternalFailure, TimeoutError):
     """No verdict arrived before the deadline."""
 
@@ -235,6 +254,11 @@ class ApprovalClosed(ApprovalError):
     """The approval is no longer pending: decided, claimed or expired."""
 
 
+class AmountOutOfRange(StoreError, ValueError):
+    """An amount, cap or usage no budget counts: negative, not an integer, or larger
+    than 2**53 units. Nothing was changed."""
+
+
 class ReservationError(StoreError, ValueError):
     """Committing or releasing a reservation was refused."""
 
@@ -245,6 +269,11 @@ class ReservationError(StoreError, ValueError):
 
 class ReservationNotFound(ReservationError, LookupError):
     """No reservation with that id."""
+
+
+class ReservationNotOwned(ReservationError, PermissionError):
+    """The reservation was made by another agent: only that agent (or an admin key)
+    may commit or release it."""
 
 
 class ReservationClosed(ReservationError):

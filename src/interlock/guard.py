@@ -28,7 +28,8 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, cast, overload
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Final, Literal, ParamSpec, TypeVar, cast, overload
 
 from interlock.core.action import Action, Context
 from interlock.core.decision import Decision, Verdict
@@ -45,6 +46,7 @@ from interlock.errors import (
     DecisionTimeout,
     InternalFailure,
     MappingError,
+    ReservationNotOwned,
     StoreError,
     describe,
 )
@@ -52,16 +54,19 @@ from interlock.hooks import Hook, HookCaller
 from interlock.policy.compiled import CompiledPolicy
 from interlock.policy.engine import evaluate
 from interlock.policy.loader import compile_policy, load_policy
+from interlock.store.settle import check_owner
 
 if TYPE_CHECKING:
     from interlock.adapters.base import Coverage
+    from interlock.core.decision import ReservationRef
     from interlock.ledger.llm_call import LLMCall
+    from interlock.ledger.memory import MemoryLedger
     from interlock.ledger.usage import Usage
     from interlock.policy.specs import Durability
     from interlock.remote import RemoteDecider
     from interlock.store.audit import AuditWriter
     from interlock.store.reaper import Reaper
-    from interlock.store.records import ApprovalRecord, Reservation
+    from interlock.store.records import ApprovalRecord, Reservation, Settler
     from interlock.store.sql import SqlStore
 
 __all__ = ["Guard", "Mapper", "raise_for"]
@@ -80,6 +85,14 @@ Mapper = Callable[..., MapperResult]
 _DEFAULT_CONTEXT = Context()
 
 
+class _Unset(Enum):
+    UNSET = "unset"
+
+
+# ``commit``/``release`` settle as the agent the decision names (see ``_settler``).
+_AS_DECIDED: Final = _Unset.UNSET
+
+
 class Guard:
     """The decision point.
 
@@ -95,10 +108,15 @@ class Guard:
     ``"sqlite:///.interlock/interlock.db"``) makes the guard stateful: every decision
     is written to the hash-chained audit log before it is returned (the policy's
     ``audit.durability``, or ``durability=``), ``require_approval`` opens an approval
-    bound to the exact call, and the policy's rate limits and budgets apply. A
-    reservation an allowed call holds is released after ``reservation_ttl`` seconds
-    unless committed or released first: a reaper thread looks every
-    ``reap_interval`` seconds (``None``: no reaper in this guard).
+    bound to the exact call, and the policy's rate limits and budgets apply, shared
+    by every guard on the store. A reservation an allowed call holds and nobody
+    settles within ``reservation_ttl`` seconds is charged in full (the call may have
+    run): a reaper thread looks every ``reap_interval`` seconds (``None``: no reaper
+    in this guard).
+
+    Without a store, a policy's budgets and rate limits are kept in this process's
+    memory (``guard.ledger``, a :class:`~interlock.ledger.memory.MemoryLedger`), with
+    the same semantics, for this one process only; a warning says so.
     """
 
     def __init__(
@@ -135,6 +153,9 @@ class Guard:
             raise ValueError("Guard needs a policy or a decider")
         self.redactor = Redactor(extra_patterns=policy.redaction_patterns if policy else ())
         self.store: SqlStore | None = None
+        #: Where budgets and rate limits are kept: the store, this process's memory
+        #: (no store, a policy with budgets or rate limits), or nowhere.
+        self.ledger: SqlStore | MemoryLedger | None = None
         self.audit: AuditWriter | None = None
         self._owns_store = False
         self._reaper: Reaper | None = None
@@ -211,6 +232,7 @@ class Guard:
             store = open_store(store)
             self._owns_store = True
         self.store = store
+        self.ledger = store
         if durability is None:
             durability = policy.audit.durability if policy is not None else "process"
         self.audit = AuditWriter(store, durability=durability, redactor=self.redactor)
@@ -219,12 +241,29 @@ class Guard:
             self._reaper.start()
 
     def _decider_for(self, policy: CompiledPolicy, redactor: Redactor) -> Decider:
-        if self.store is None:
-            return LocalDecider(policy)
         from interlock.deciders.stateful import StatefulDecider
 
+        if self.store is not None:
+            return StatefulDecider(
+                policy, self.store, reservation_ttl=self._reservation_ttl, redactor=redactor
+            )
+        if not (policy.budgets or policy.rate_limits):
+            return LocalDecider(policy)
+        if self.ledger is None:
+            from interlock.ledger.memory import MemoryLedger
+
+            log.warning(
+                "interlock: this guard has no store, so the policy's budgets and rate "
+                "limits are kept in this process's memory: one process only (another "
+                "process does not share them, and a restart forgets them); give the "
+                "guard a store to share them"
+            )
+            self.ledger = MemoryLedger()
         return StatefulDecider(
-            policy, self.store, reservation_ttl=self._reservation_ttl, redactor=redactor
+            policy,
+            ledger=cast("MemoryLedger", self.ledger),
+            reservation_ttl=self._reservation_ttl,
+            redactor=redactor,
         )
 
     def replace_policy(self, policy: CompiledPolicy) -> None:
@@ -434,7 +473,7 @@ class Guard:
         the earlier actions are charged what they declared, now."""
         for decision in held[:-1]:
             if decision.reservation is not None:
-                self.commit(decision)
+                self.commit(decision, by=decision.reservation.owner)
 
     def check_mapped(
         self,
@@ -626,53 +665,87 @@ class Guard:
     # -- state: reservations, approvals, model calls ----------------------------------
 
     def commit(
-        self, decision: Decision, usage: object | None = None, *, model: str | None = None
+        self,
+        decision: Decision,
+        usage: object | None = None,
+        *,
+        model: str | None = None,
+        by: Settler | _Unset = _AS_DECIDED,
     ) -> Reservation | None:
         """Spend the budget reservation an allowed decision holds: what was reserved,
         or what ``usage`` (a :class:`~interlock.ledger.usage.Usage`, a provider's usage
-        object or a mapping of token counts) says a call to ``model`` used. Committing
-        twice changes nothing. ``None`` when the decision holds no reservation."""
+        object or a mapping of token counts) says a call to ``model`` used — charged
+        in full, whatever was reserved. Committing twice changes nothing. ``None``
+        when the decision holds no reservation.
+
+        Only the agent the reservation was made for settles it: by default the agent
+        the decision names, which must be this guard's context agent when it names
+        one (:class:`~interlock.errors.ReservationNotOwned` otherwise). ``by`` settles
+        as another identity (the server passes its key's; ``ANY_AGENT`` an admin's)."""
         ref = decision.reservation
         if ref is None:
             return None
         remote = self._remote()
         if remote is not None:
             return remote.commit(decision, usage, model=model)
-        store = self._require_store()
+        ledger = self._require_ledger()
+        settler = self._settler(ref, by)
         actual = None
         if usage is not None:
             from interlock.ledger.budgets import actual_units
 
-            reservation = store.get_reservation(ref.id)
+            reservation = ledger.get_reservation(ref.id)
+            check_owner(reservation, settler)  # before pricing: a stranger learns nothing
             policy = self.policy
             if policy is None:
                 raise StoreError("committing actual usage needs the guard's policy (pricing)")
             actual = actual_units(reservation.lines, policy, model, usage)
-        settled = store.commit(ref.id, actual)
+        settled = ledger.commit(ref.id, actual, by=settler)
         self._record_settled(settled)
         return settled
 
-    def release(self, decision: Decision) -> Reservation | None:
+    def release(
+        self, decision: Decision, *, by: Settler | _Unset = _AS_DECIDED
+    ) -> Reservation | None:
         """Give back the reservation an allowed decision holds (the action did not
-        run, or failed before it spent anything). Releasing twice changes nothing."""
+        run, or failed before it spent anything). Releasing twice changes nothing.
+        Who may: as for :meth:`commit`."""
         ref = decision.reservation
         if ref is None:
             return None
         remote = self._remote()
         if remote is not None:
             return remote.release(decision)
-        settled = self._require_store().release(ref.id)
+        ledger = self._require_ledger()
+        settled = ledger.release(ref.id, by=self._settler(ref, by))
         self._record_settled(settled)
         return settled
+
+    def _settler(self, ref: ReservationRef, by: Settler | _Unset) -> Settler:
+        """Who settles ``ref``: ``by`` when given; else the agent the decision names,
+        which must be this guard's own agent when its context names one (so a
+        decision of another agent's — or one made up around its reservation id —
+        cannot settle it here)."""
+        if not isinstance(by, _Unset):
+            return by
+        agent = self.context.agent
+        if agent is not None and ref.owner != agent:
+            raise ReservationNotOwned(
+                f"reservation {ref.id} was made for another agent than this guard's "
+                f"({agent!r}): only that agent or an admin may settle it",
+                reservation_id=ref.id,
+            )
+        return ref.owner
 
     def _settle_quietly(self, decision: Decision, *, spent: bool) -> None:
         """Commit or release after the body ran; a failure is logged, never raised
         over the body's own result or error (the reaper releases after the TTL)."""
-        try:
+        owner = decision.reservation.owner if decision.reservation else None
+        try:  # the guard's own decision: settled as the agent it was made for
             if spent:
-                self.commit(decision)
+                self.commit(decision, by=owner)
             else:
-                self.release(decision)
+                self.release(decision, by=owner)
         except Exception as exc:
             log.error(
                 "interlock: could not %s reservation %s: %s",
@@ -690,6 +763,7 @@ class Guard:
             {
                 "reservation_id": reservation.id,
                 "status": reservation.status.value,
+                "owner": reservation.owner,
                 "reserved": {line.budget_id: line.amount for line in reservation.lines},
                 "actual": reservation.actual,
             },
@@ -753,6 +827,14 @@ class Guard:
                 "this guard has no store: create it with Guard(policy, store='sqlite:///...')"
             )
         return self.store
+
+    def _require_ledger(self) -> SqlStore | MemoryLedger:
+        if self.ledger is None:
+            raise StoreError(
+                "this guard keeps no budgets: its policy has none, and it has no store "
+                "(Guard(policy, store='sqlite:///...'))"
+            )
+        return self.ledger
 
     # -- internals -------------------------------------------------------------------
 

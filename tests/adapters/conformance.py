@@ -192,11 +192,14 @@ budgets:
     unit: USD
     scope: agent
     kind: tool
+    name: paid_lookup
+    max_overage: 0        # the declared cost is what is charged
   - id: model-tokens
     limit: 1000
     unit: tokens
     scope: agent
     kind: llm
+    default_estimate: 200 # the fake models name no max_tokens
 rules:
   - id: models-ok
     decision: allow

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -313,3 +314,19 @@ def test_init_never_overwrites_without_force(tmp_path: Path) -> None:
     assert not (tmp_path / "interlock.cases.yaml").exists()
     code, output = run("init", str(tmp_path), "--force")
     assert code == 0 and (tmp_path / "interlock.yaml").read_text() != "mine"
+
+
+def test_check_applies_the_policys_budgets_to_the_one_call_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    policy = tmp_path / "budgeted.yaml"
+    policy.write_text(
+        "version: 1\nrules:\n  - {id: models, decision: allow, reason: ok, kind: llm}\n"
+        "budgets:\n  - {id: tokens, limit: 1000, unit: tokens, kind: llm}\n"
+    )
+    check = ("check", "--policy", str(policy), "--kind", "llm", "--name", "m")
+    with caplog.at_level(logging.WARNING, logger="interlock"):
+        code, output = run(*check, "--arg", "max_tokens=100")
+    assert code == 0 and caplog.records == []  # no word of budgets kept in memory
+    code, output = run(*check)
+    assert code == 3 and "names no max_tokens" in output

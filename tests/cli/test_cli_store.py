@@ -647,14 +647,15 @@ def test_deciding_a_missing_approval_exits_1(url: str, store: SqlStore) -> None:
 
 
 def fill_budgets(store: SqlStore) -> None:
-    """acme's daily USD budget (cap 10): 2 spent of 1.5 reserved (0.5 over); a
-    token budget with no window: 2500 reserved of 100000; beta: 1 USD reserved."""
+    """acme's daily USD budget (cap 10): 2 spent of 1.5 reserved (0.5 over, within the
+    1 held for overruns); a token budget with no window: 2500 reserved of 100000, 500
+    held for overruns; beta: 1 USD reserved."""
     day = 1_714_521_600  # 2024-05-01T00:00:00Z, in seconds
-    usd = BudgetLine("daily-usd", "agent:bot", day, "USD", 10_000_000, 1_500_000)
+    usd = BudgetLine("daily-usd", "agent:bot", day, "USD", 10_000_000, 1_500_000, 1_000_000)
     spent = store.reserve(tenant="acme", idempotency_key="k1", lines=[usd], ttl_us=HOUR_US)
     assert spent.reservation is not None
     store.commit(spent.reservation.id, {"daily-usd": 2_000_000})
-    tokens = BudgetLine("tokens", "tenant", 0, "tokens", 100_000, 2_500)
+    tokens = BudgetLine("tokens", "tenant", 0, "tokens", 100_000, 2_500, 500)
     store.reserve(tenant="acme", idempotency_key="k2", lines=[tokens], ttl_us=HOUR_US)
     beta = BudgetLine("daily-usd", "agent:bot", day, "USD", 10_000_000, 1_000_000)
     store.reserve(tenant="beta", idempotency_key="k3", lines=[beta], ttl_us=HOUR_US)
@@ -673,8 +674,11 @@ def test_budgets_status_shows_amounts_in_their_unit(url: str, store: SqlStore) -
             "cap": "10",
             "spent": "2",
             "reserved": "0",
+            "headroom": "0",
             "available": "8",
             "overage": "0.5",
+            "excess": "0",
+            "closed": None,
             "updated": rows[0]["updated"],
         },
         {
@@ -686,14 +690,17 @@ def test_budgets_status_shows_amounts_in_their_unit(url: str, store: SqlStore) -
             "cap": "100000",
             "spent": "0",
             "reserved": "2500",
-            "available": "97500",
+            "headroom": "500",
+            "available": "97000",
             "overage": "0",
+            "excess": "0",
+            "closed": None,
             "updated": rows[1]["updated"],
         },
     ]
     table = run(url, "budgets", "status")
     assert table.exit_code == 0
-    for text in ("daily-usd", "2024-05-01T00:00:00Z", "—", "97500", "0.5", "beta"):
+    for text in ("daily-usd", "2024-05-01T00:00:00Z", "—", "97000", "0.5", "beta"):
         assert text in table.output
     only = json_lines(run(url, "budgets", "status", "--budget", "daily-usd", "--json"))
     assert [(r["tenant"], r["reserved"]) for r in only] == [("acme", "0"), ("beta", "1")]
@@ -705,7 +712,7 @@ def test_budgets_status_with_no_counters(url: str, store: SqlStore) -> None:
     assert "no budget counters yet" in result.output
 
 
-def test_budgets_reap_releases_expired_reservations_and_expires_approvals(
+def test_budgets_reap_charges_expired_reservations_and_expires_approvals(
     url: str, store: SqlStore
 ) -> None:
     past = open_store(url, clock=lambda: now_us() - 2 * HOUR_US)
@@ -716,13 +723,39 @@ def test_budgets_reap_releases_expired_reservations_and_expires_approvals(
     fresh = open_approval(store)
     result = run(url, "budgets", "reap")
     assert result.exit_code == 0, result.output
-    assert "released 1 expired reservation(s); expired 1 approval(s)" in result.output
+    assert "charged 1 expired reservation(s); expired 1 approval(s)" in result.output
     assert stale.reservation is not None
     assert store.get_reservation(stale.reservation.id).status is ReservationStatus.EXPIRED
-    assert store.budget_rows()[0].reserved == 0
+    assert (store.budget_rows()[0].reserved, store.budget_rows()[0].spent) == (0, 400)
     assert store.get_approval(fresh.id).status is ApprovalStatus.PENDING
     again = run(url, "budgets", "reap")
-    assert "released 0 expired reservation(s); expired 0 approval(s)" in again.output
+    assert "charged 0 expired reservation(s); expired 0 approval(s)" in again.output
+
+
+def test_budgets_reopen_lifts_a_closure_names_who_and_audits_it(url: str, store: SqlStore) -> None:
+    line = BudgetLine("daily-usd", "agent:bot", 0, "USD", 10_000_000, 1_000_000)
+    overrun = store.reserve(tenant="acme", idempotency_key="k1", lines=[line], ttl_us=HOUR_US)
+    assert overrun.reservation is not None
+    store.commit(overrun.reservation.id, {"daily-usd": 1_250_000})
+    status = json_lines(run(url, "budgets", "status", "--json"))
+    assert (status[0]["excess"], status[0]["closed"] is not None) == ("0.25", True)
+
+    nameless = run(url, "budgets", "reopen", "daily-usd", "--tenant", "acme")
+    assert nameless.exit_code == 2 and "--as" in nameless.output
+    wrong = run(url, "budgets", "reopen", "daily-usd", "--tenant", "beta", "--as", "root")
+    assert wrong.exit_code == 1 and "is not closed" in wrong.output
+    done = run(url, "budgets", "reopen", "daily-usd", "--tenant", "acme", "--as", "root")
+    assert done.exit_code == 0, done.output
+    assert "budget daily-usd (agent:bot) reopened by root" in done.output
+    assert "ran 0.25 USD past" in done.output
+    assert store.budget_closures() == []
+    (record,) = [r for r in store.audit_rows(tenant="acme") if r.kind == "budget"]
+    body = json.loads(record.body)
+    assert (body["status"], body["by"], body["reopened"][0]["excess"]) == (
+        "reopened",
+        "root",
+        250_000,
+    )
 
 
 # -- both back ends --------------------------------------------------------------------

@@ -35,6 +35,8 @@ budgets:
     unit: USD
     scope: agent
     kind: tool
+    name: "paid_*"
+    max_overage: 0       # a declared cost is what is charged: no overrun to hold for
   - id: big-spend
     limit: 100
     unit: USD
@@ -331,9 +333,9 @@ def store_calls(store: SqlStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
         monkeypatch.setattr(store, name, counted)
     real_settle = StatefulDecider.settle
 
-    def settle(self: StatefulDecider, action: Action, decision: Any) -> Any:
+    def settle(self: StatefulDecider, action: Action, decision: Any, lines: Any = None) -> Any:
         calls.append(f"settle on {'the caller' if _on_loop() else 'a worker'}")
-        return real_settle(self, action, decision)
+        return real_settle(self, action, decision, lines)
 
     monkeypatch.setattr(StatefulDecider, "settle", settle)
     return calls
@@ -350,10 +352,12 @@ def _on_loop() -> bool:
 async def test_only_calls_a_budget_rate_limit_or_approval_covers_reach_the_store(
     guard: Guard, store_calls: list[str]
 ) -> None:
-    # allowed, and no budget charges it (no est_cost) nor any rate limit covers it:
-    # decided from the policy alone, sync and async (no store, no thread)
+    # allowed, and no budget nor rate limit covers it; a budget covers it but it states
+    # no cost (refused); denied: decided from the policy alone, sync and async (no
+    # store, no thread)
     assert guard.check(Action.tool("read_file", {"path": "a"})).verdict is Verdict.ALLOW
-    assert (await guard.acheck(Action.tool("paid_lookup", {"q": "a"}))).verdict is Verdict.ALLOW
+    assert (await guard.acheck(Action.tool("read_file", {"path": "b"}))).verdict is Verdict.ALLOW
+    assert (await guard.acheck(Action.tool("paid_lookup", {"q": "a"}))).verdict is Verdict.DENY
     assert guard.check(Action.tool("delete_all", {})).verdict is Verdict.DENY
     assert store_calls == []
     # each of the others does
@@ -566,7 +570,7 @@ def test_guard_opens_and_closes_a_store_from_a_url(tmp_path: Path) -> None:
         assert store.verify_audit().checked == {"acme": 1}
 
 
-def test_the_guards_reaper_releases_what_a_crashed_agent_reserved(tmp_path: Path) -> None:
+def test_the_guards_reaper_charges_what_a_crashed_agent_left_reserved(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'reap.db'}"
     with open_store(url) as crashed_agents_store:
         crashed = Guard(
@@ -587,7 +591,7 @@ def test_the_guards_reaper_releases_what_a_crashed_agent_reserved(tmp_path: Path
             if row.reserved == 0:
                 break
             time.sleep(0.05)
-        assert (row.spent, row.reserved) == (0, 0)
+        assert (row.spent, row.reserved) == (500_000, 0)  # the lookup may have run
         assert survivor.store.get_reservation(held.reservation.id).status is (
             ReservationStatus.EXPIRED
         )

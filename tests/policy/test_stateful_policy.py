@@ -54,6 +54,8 @@ budgets:
   - id: tokens
     limit: 1000
     unit: tokens
+    default_estimate: 50
+    max_overage: 10
 rate_limits:
   - id: shell-burst
     limit: 10
@@ -73,6 +75,8 @@ pricing:
   models:
     "gpt-5": {input: 1.5, output: 12}
     "my-model-*": {input: 0.1, output: 0.4}
+  default_max_tokens:
+    "gpt-*": 4096
 audit:
   durability: power
 approvals:
@@ -158,7 +162,7 @@ def test_a_rate_limit_compiles_every_field() -> None:
         "session",
     )
     assert first.reason == "no floods"
-    assert first.line == 25
+    assert first.line == 27
     assert first.selector == Selector(
         kinds=frozenset({"tool", "mcp"}),
         names=GlobSet.of("shell*"),

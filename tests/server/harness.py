@@ -46,6 +46,8 @@ budgets:
     scope: agent
     window: day
     kind: tool
+    name: paid_lookup
+    max_overage: 0
   - id: model-tokens
     limit: 20000
     unit: tokens

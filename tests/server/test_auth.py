@@ -114,6 +114,7 @@ ENDPOINTS = [
         _reservation,
         body={"reservation_id": "{id}"},
     ),
+    Endpoint("POST", "/v1/budgets/reopen", frozenset({ADMIN}), body={"budget_id": "lookups"}),
     Endpoint("GET", "/v1/audit", frozenset({APPROVER, ADMIN})),
     Endpoint("GET", "/v1/audit/export", frozenset({APPROVER, ADMIN})),
     Endpoint("GET", "/v1/audit/verify", frozenset({APPROVER, ADMIN})),

@@ -51,7 +51,8 @@ budgets:
     unit: USD
     scope: tenant
     window: none
-    kind: tool
+    name: paid_lookup
+    max_overage: 0     # a declared cost is what is charged
 rules:
   - id: lookups
     decision: allow

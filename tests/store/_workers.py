@@ -119,7 +119,8 @@ def hammer(args: argparse.Namespace) -> None:
         for i in range(args.iterations):
             key = f"{args.worker_id}-{index}-{i}"
             amount = rng.randint(1, 30)
-            line = BudgetLine(args.budget, "global", 0, "units", args.cap, amount)
+            # headroom 4: the commits below run at most 4 past the reservation
+            line = BudgetLine(args.budget, "global", 0, "units", args.cap, amount, 4)
             outcome = store.reserve(
                 tenant=args.tenant, idempotency_key=key, lines=[line], ttl_us=HOUR_US
             )
@@ -188,6 +189,71 @@ def reserve_and_hang(args: argparse.Namespace) -> None:
     time.sleep(600)
 
 
+def torture(args: argparse.Namespace) -> None:
+    """One agent of the budget torture: model calls through a Guard on the store, with
+    random estimates (none, zero, some), each allowed one committed with a random real
+    usage (within its max_overage, or now and then past it) or released. Before each
+    settlement it writes what it is about to report to ``args.out`` (a line, flushed):
+    the client's own log, which a kill -9 cannot take back."""
+    from interlock import Action, Context, Guard, Verdict
+    from interlock.ledger.usage import Usage
+    from interlock.policy import load_policy
+
+    policy = load_policy(args.policy)
+    (spec,) = policy.budgets
+    rng = random.Random(args.seed)
+    guard = Guard(
+        policy,
+        store=args.url,
+        context=Context(tenant=args.tenant, agent=args.worker_id),
+        reservation_ttl=args.ttl,
+        reap_interval=None,
+    )
+    log = open(args.out, "a", encoding="utf-8")  # noqa: SIM115 - kept open until killed
+    ready_then_wait_for_go()
+    deadline = time.monotonic() + args.seconds
+    calls = 0
+    while time.monotonic() < deadline:
+        calls += 1
+        shape = rng.random()
+        if shape < 0.2:
+            arguments: dict[str, Any] = {}  # no estimate: the budget's default
+        elif shape < 0.35:
+            arguments = {"input_tokens": 0, "max_output_tokens": 0}  # zero: the same
+        else:
+            arguments = {
+                "messages": [{"role": "user", "content": "x" * rng.randint(0, 200)}],
+                "max_tokens": rng.randint(1, 120),
+            }
+        decision = guard.check(Action.llm("m", arguments=arguments))
+        if decision.verdict is not Verdict.ALLOW:
+            if decision.verdict is Verdict.UNDETERMINED:
+                raise SystemExit(f"undetermined: {decision.reason}")
+            time.sleep(0.002)
+            continue
+        assert decision.reservation is not None
+        ((_, amount, _),) = decision.reservation.amounts
+        headroom = spec.headroom(amount)
+        fate = rng.random()
+        if fate < 0.1:
+            used = None  # the call failed: released
+        elif fate < 0.13:
+            used = amount + headroom + rng.randint(1, 40)  # past its bound: excess
+        else:
+            used = rng.randint(0, amount + headroom)  # above the reservation, within
+        entry = {"id": decision.reservation.id, "amount": amount, "headroom": headroom}
+        log.write(json.dumps({**entry, "used": used}) + "\n")
+        log.flush()
+        if used is None:
+            guard.release(decision)
+        else:
+            guard.commit(decision, Usage(used, 0), model="m")
+        log.write(json.dumps({"settled": decision.reservation.id}) + "\n")
+        log.flush()
+    guard.close()
+    emit(done=calls)
+
+
 def audit_writer(args: argparse.Namespace) -> None:
     """Threads write records through one group-commit writer, forever; each record's
     (tenant, seq, marker) is printed the moment ``write_record`` returns it."""
@@ -245,6 +311,17 @@ def main(argv: list[str] | None = None) -> None:
     hang.add_argument("--amount", type=int, default=100)
     hang.add_argument("--ttl-us", type=int, default=1_000_000)
     hang.set_defaults(run=reserve_and_hang)
+
+    tortured = commands.add_parser("torture")
+    tortured.add_argument("url")
+    tortured.add_argument("policy")
+    tortured.add_argument("out")
+    tortured.add_argument("--worker-id", required=True)
+    tortured.add_argument("--tenant", default="torture")
+    tortured.add_argument("--seconds", type=float, default=4.0)
+    tortured.add_argument("--ttl", type=float, default=120.0)
+    tortured.add_argument("--seed", type=int, default=0)
+    tortured.set_defaults(run=torture)
 
     auditing = commands.add_parser("audit-writer")
     auditing.add_argument("url")

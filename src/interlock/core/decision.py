@@ -68,10 +68,12 @@ class ApprovalRef:
 @dataclass(frozen=True, slots=True)
 class ReservationRef:
     """The budget reservation an allowed action holds until it is committed or
-    released. ``amounts`` are ``(budget id, units, unit)``."""
+    released. ``amounts`` are ``(budget id, units, unit)``; ``owner`` is the agent it
+    was made for: only that agent (or an admin) may settle it."""
 
     id: str
     amounts: tuple[tuple[str, int, str], ...] = ()
+    owner: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,12 +3,18 @@ verdict.
 
 1. The pure engine decides (``evaluate``).
 2. ``require_approval`` → the call's approval request: a claimed grant turns it into
-   ``allow``; a standing denial into ``deny``; otherwise it stays pending.
+   ``allow``; a standing denial into ``deny``; otherwise it stays pending. (Without a
+   store there are no approval requests: the verdict stays as the engine gave it.)
 3. ``allow`` → each rate limit that applies takes a slot, or the call is denied.
-4. ``allow`` → one reservation on every budget the call costs something against, or
-   the budget's ``on_exceed`` verdict (``deny``, or an approval request of its own:
-   once approved, the retried call reserves past the cap and the overspend is
-   recorded).
+4. ``allow`` → one reservation, owned by the call's agent, on every budget that
+   covers the call (a positive amount each, with its headroom), or: a deny naming
+   the budget when nothing says what the call may cost, a deny when the budget is
+   closed, else the budget's ``on_exceed`` verdict (``deny``, or an approval request
+   of its own: once approved, the retried call reserves past the cap and the
+   overspend is recorded).
+
+The ledger is the store, or — for a guard without one — a
+:class:`~interlock.ledger.memory.MemoryLedger` of this process.
 
 Whatever this step holds for an ``allow`` — a reservation, a claimed grant — is given
 back by :meth:`StatefulDecider.compensate` when the guard does not let the action run
@@ -24,15 +30,16 @@ from typing import TYPE_CHECKING
 from interlock.approvals.requests import approval_decision, request_approval
 from interlock.core.decision import Decision, ReservationRef, Verdict
 from interlock.core.redaction import Redactor
-from interlock.errors import describe
+from interlock.errors import CostUnknown, describe
 from interlock.ledger.budgets import budget_lines, refusal_reason
 from interlock.policy.engine import evaluate
 from interlock.policy.specs import scope_key
-from interlock.store.records import ApprovalStatus, Reservation
+from interlock.store.records import ANY_AGENT, ApprovalStatus, BudgetLine, Reservation
 
 if TYPE_CHECKING:
     from interlock.core.action import Action
     from interlock.deciders.base import CancelToken
+    from interlock.ledger.memory import MemoryLedger
     from interlock.policy.compiled import CompiledPolicy
     from interlock.store.sql import SqlStore
 
@@ -42,22 +49,35 @@ log = logging.getLogger("interlock")
 
 
 class StatefulDecider:
-    """Evaluates in-process and keeps approvals, rate limits and budgets in ``store``.
+    """Evaluates in-process and keeps approvals, rate limits and budgets in ``store``
+    — or, with ``store=None``, rate limits and budgets in ``ledger`` (a
+    :class:`~interlock.ledger.memory.MemoryLedger`) and no approval requests.
     ``reservation_ttl`` (seconds) is how long an unsettled reservation is held before
-    the reaper gives it back."""
+    the reaper charges it."""
 
     def __init__(
         self,
         policy: CompiledPolicy,
-        store: SqlStore,
+        store: SqlStore | None = None,
         *,
+        ledger: MemoryLedger | None = None,
         reservation_ttl: float = 300.0,
         redactor: Redactor | None = None,
     ) -> None:
         if reservation_ttl <= 0:
             raise ValueError(f"reservation_ttl must be positive, not {reservation_ttl!r}")
+        if (store is None) == (ledger is None):
+            raise ValueError("a StatefulDecider keeps its state in a store or in a ledger")
         self.policy = policy
         self.store = store
+        self.ledger: SqlStore | MemoryLedger
+        if store is not None:
+            self.ledger = store
+        else:
+            assert ledger is not None  # checked above
+            self.ledger = ledger
+        # The store does I/O: an async check settles on a thread. Memory does not.
+        self._blocking = store is not None
         self.reservation_ttl = reservation_ttl
         self.redactor = redactor or Redactor(extra_patterns=policy.redaction_patterns)
 
@@ -69,7 +89,10 @@ class StatefulDecider:
         decision = evaluate(action, self.policy)
         if not self._needs_state(action, decision):
             return decision
-        return self.settle(action, decision)
+        lines = self._lines(action, decision)
+        if isinstance(lines, Decision):
+            return lines
+        return self.settle(action, decision, lines)
 
     async def adecide(
         self, action: Action, *, deadline: float | None, cancel: CancelToken | None
@@ -77,9 +100,14 @@ class StatefulDecider:
         decision = evaluate(action, self.policy)
         if not self._needs_state(action, decision):
             return decision
+        lines = self._lines(action, decision)
+        if isinstance(lines, Decision):
+            return lines
+        if not self._blocking:
+            return self.settle(action, decision, lines)
         # The store is synchronous: run it in a thread. If this task is cancelled
         # meanwhile, whatever the thread ends up holding is given back.
-        work = asyncio.ensure_future(asyncio.to_thread(self.settle, action, decision))
+        work = asyncio.ensure_future(asyncio.to_thread(self.settle, action, decision, lines))
         try:
             return await asyncio.shield(work)
         except asyncio.CancelledError:
@@ -87,24 +115,42 @@ class StatefulDecider:
             raise
 
     def _needs_state(self, action: Action, decision: Decision) -> bool:
-        """Whether the store has a say: an approval to find or open, or an allowed
+        """Whether the ledger has a say: an approval to find or open, or an allowed
         call some rate limit or budget covers (worked out here, from the policy alone,
         so the calls nothing covers never reach the store — nor, async, a thread)."""
         verdict = decision.verdict
         if verdict is Verdict.REQUIRE_APPROVAL:
-            return True
+            return self.store is not None
         if verdict is not Verdict.ALLOW:
             return False
-        policy = self.policy
         rule_ids = decision.rule_ids
-        if any(spec.selector.matches(action, rule_ids) for spec in policy.rate_limits):
-            return True
-        return bool(policy.budgets) and bool(budget_lines(policy, action, rule_ids))
+        policy = self.policy
+        return any(spec.selector.matches(action, rule_ids) for spec in policy.rate_limits) or any(
+            spec.selector.matches(action, rule_ids) for spec in policy.budgets
+        )
+
+    def _lines(self, action: Action, decision: Decision) -> list[BudgetLine] | Decision:
+        """What the call would reserve, worked out from the policy alone — or the deny
+        of a budget that covers it when nothing says what it may cost (so that refusal
+        never reaches the store)."""
+        try:
+            return budget_lines(self.policy, action, decision.rule_ids)
+        except CostUnknown as unknown:  # a refusal of the policy's, not a failure
+            return Decision(
+                Verdict.DENY,
+                str(unknown),
+                (f"budget:{unknown.budget_id}",),
+                None,
+                decision.decision_id,
+            )
 
     # -- the stateful steps ----------------------------------------------------------
 
-    def settle(self, action: Action, decision: Decision) -> Decision:
-        """Steps 2–4 on a pure verdict. Store failures propagate (the guard makes
+    def settle(
+        self, action: Action, decision: Decision, lines: list[BudgetLine] | None = None
+    ) -> Decision:
+        """Steps 2–4 on a pure verdict (``lines``: what :func:`budget_lines` gives the
+        call, when already worked out). Store failures propagate (the guard makes
         them undetermined)."""
         claimed: str | None = None
         if decision.verdict is Verdict.REQUIRE_APPROVAL:
@@ -117,7 +163,7 @@ class StatefulDecider:
             if limited is not None:
                 self.compensate(decision)
                 return limited
-            return self._reserve(action, decision, claimed)
+            return self._reserve(action, decision, claimed, lines)
         except BaseException:
             self.compensate(decision)
             raise
@@ -125,6 +171,8 @@ class StatefulDecider:
     def _approval(
         self, action: Action, decision: Decision, rule_ids: tuple[str, ...], reason: str
     ) -> Decision:
+        if self.store is None:  # no store, no approval requests: the verdict stands
+            return Decision(Verdict.REQUIRE_APPROVAL, reason, rule_ids, None, decision.decision_id)
         outcome = request_approval(
             self.store,
             self.policy,
@@ -145,7 +193,7 @@ class StatefulDecider:
             if not spec.selector.matches(action, decision.rule_ids):
                 continue
             key = scope_key(spec.key, action)
-            outcome = self.store.rate_acquire(
+            outcome = self.ledger.rate_acquire(
                 tenant=action.context.tenant,
                 limit_id=spec.id,
                 key=key,
@@ -164,19 +212,30 @@ class StatefulDecider:
                 )
         return None
 
-    def _reserve(self, action: Action, decision: Decision, claimed: str | None) -> Decision:
-        lines = budget_lines(self.policy, action, decision.rule_ids)
+    def _reserve(
+        self,
+        action: Action,
+        decision: Decision,
+        claimed: str | None,
+        lines: list[BudgetLine] | None = None,
+    ) -> Decision:
+        if lines is None:
+            found = self._lines(action, decision)
+            if isinstance(found, Decision):
+                return found
+            lines = found
         if not lines:
             return decision
         context = action.context
         key = context.idempotency_key
         idempotency_key = f"{key}:{_intent(action)}" if key else decision.decision_id
-        outcome = self.store.reserve(
+        outcome = self.ledger.reserve(
             tenant=context.tenant,
             idempotency_key=idempotency_key,
             lines=lines,
             ttl_us=int(self.reservation_ttl * 1_000_000),
             force=claimed is not None,
+            owner=context.agent,
         )
         if outcome.reservation is not None:
             return decision._replace(reservation=_ref(outcome.reservation))
@@ -187,10 +246,12 @@ class StatefulDecider:
         if spec.reason:
             reason = f"{spec.reason}: {reason}"
         budget_rule = (f"budget:{spec.id}",)
-        if spec.on_exceed is Verdict.REQUIRE_APPROVAL:
+        # A closed budget waits for an admin, not for an approver.
+        if spec.on_exceed is Verdict.REQUIRE_APPROVAL and refusal.closed is None:
             asked = self._approval(action, decision, budget_rule, reason)
             if asked.verdict is Verdict.ALLOW:  # approved: reserve past the cap
-                return self._reserve(action, asked, asked.approval.id if asked.approval else "")
+                claim = asked.approval.id if asked.approval else ""
+                return self._reserve(action, asked, claim, lines)
             return asked
         return Decision(Verdict.DENY, reason, budget_rule, None, decision.decision_id)
 
@@ -203,7 +264,7 @@ class StatefulDecider:
         reservation = decision.reservation
         if reservation is not None:
             try:
-                self.store.release(reservation.id)
+                self.ledger.release(reservation.id, by=ANY_AGENT)
             except Exception as exc:
                 log.warning(
                     "interlock: could not release reservation %s: %s",
@@ -212,7 +273,8 @@ class StatefulDecider:
                 )
         approval = decision.approval
         if (
-            approval is None
+            self.store is None
+            or approval is None
             or approval.id is None
             or approval.status != ApprovalStatus.CLAIMED.value
         ):
@@ -248,4 +310,5 @@ def _ref(reservation: Reservation) -> ReservationRef:
     return ReservationRef(
         id=reservation.id,
         amounts=tuple((line.budget_id, line.amount, line.unit) for line in reservation.lines),
+        owner=reservation.owner,
     )

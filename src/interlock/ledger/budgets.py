@@ -1,9 +1,18 @@
 """What an action costs against each budget that applies to it. Pure.
 
-A currency budget charges a model call its priced token estimate and any other call
-its declared ``est_cost`` argument; a token budget charges a model call its tokens
-(input + maximum output). A call that costs nothing against a budget takes no
-reservation on it.
+Every call a budget covers reserves a positive amount on it, or is refused:
+
+- a model call, on a ``tokens`` budget its estimated tokens (input + output bound),
+  on a currency budget those tokens priced (:mod:`interlock.ledger.estimate` reads
+  the estimate from the request; ``pricing.default_max_tokens`` bounds an output the
+  call leaves open);
+- any other call, on a currency budget its declared ``est_cost`` argument;
+- else the budget's ``default_estimate`` (for a model call whose output nothing
+  bounds: the larger of it and what the prompt alone costs);
+- else :class:`~interlock.errors.CostUnknown`, which the stateful decider turns into
+  a deny that says how to fix it.
+
+A stated zero states nothing. A reservation is never less than one unit.
 
 Example::
 
@@ -18,10 +27,12 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from interlock.errors import EvaluationError
+from interlock.errors import AmountOutOfRange, CostUnknown, EvaluationError
+from interlock.ledger.estimate import estimate_model_call
 from interlock.ledger.usage import Usage
 from interlock.policy.specs import BudgetSpec, to_units, units_to_amount, window_start
 from interlock.store.records import BudgetLine, Refusal
+from interlock.store.settle import MAX_UNITS
 
 if TYPE_CHECKING:
     from interlock.core.action import Action
@@ -37,37 +48,67 @@ def budget_lines(
     *,
     now: float | None = None,
 ) -> list[BudgetLine]:
-    """One line per budget that applies to ``action`` and that it costs something
-    against. Raises EvaluationError when a cost cannot be worked out (a model with no
-    price, an ``est_cost`` that is not a number)."""
+    """One line per budget that covers ``action``: its amount, and the headroom its
+    ``max_overage`` holds besides. Raises CostUnknown when a budget covers the call but
+    nothing says what it may cost, EvaluationError when a cost cannot be worked out (a
+    model with no price, an ``est_cost`` that is not a number)."""
     lines = []
     for spec in policy.budgets:
         if not spec.selector.matches(action, rule_ids):
             continue
         amount = charge(spec, action, policy)
-        if amount > 0:
-            lines.append(
-                BudgetLine(
-                    budget_id=spec.id,
-                    scope_key=spec.key(action),
-                    window_start=window_start(spec.window, now),
-                    unit=spec.unit,
-                    cap=spec.limit,
-                    amount=amount,
-                )
+        lines.append(
+            BudgetLine(
+                budget_id=spec.id,
+                scope_key=spec.key(action),
+                window_start=window_start(spec.window, now),
+                unit=spec.unit,
+                cap=spec.limit,
+                amount=amount,
+                headroom=min(spec.headroom(amount), MAX_UNITS),
             )
+        )
     return lines
 
 
 def charge(spec: BudgetSpec, action: Action, policy: CompiledPolicy) -> int:
-    """What ``action`` is estimated to cost against ``spec``, in units."""
+    """What ``action`` reserves on ``spec``, in units: at least 1 (see the module
+    docstring for where it comes from)."""
     if action.kind == "llm":
-        usage = Usage.from_arguments(action.arguments)
-        if spec.is_tokens:
-            return usage.total
-        return _priced(policy, action.name, usage, spec.unit)
+        estimate = estimate_model_call(action.arguments, policy.default_max_tokens.get(action.name))
+        if estimate.bounded:
+            return _counted(spec, _cost(spec, policy, action.name, estimate.usage()))
+        if spec.default_estimate is None:
+            raise CostUnknown(
+                f"budget {spec.id!r} covers model {action.name!r}, but the call names no "
+                "max_tokens (or max_output_tokens), so what it may cost is unknown: state "
+                "max_tokens in the call, or set default_estimate on the budget (or "
+                "pricing.default_max_tokens for the model)",
+                budget_id=spec.id,
+            )
+        prompt = Usage(estimate.input_tokens, 0)
+        return max(_counted(spec, _cost(spec, policy, action.name, prompt)), spec.default_estimate)
+    if not spec.is_tokens:
+        declared = _declared_cost(spec, action)
+        if declared:
+            return _counted(spec, declared)
+    if spec.default_estimate is not None:
+        return spec.default_estimate
+    what = f"{action.kind} {action.name!r}"
     if spec.is_tokens:
-        return 0
+        message = (
+            f"budget {spec.id!r} counts tokens and covers {what}, which states none: set "
+            "default_estimate on the budget, or narrow it to model calls (kind: llm)"
+        )
+    else:
+        message = (
+            f"budget {spec.id!r} covers {what}, but the call declares no est_cost, so what "
+            "it may cost is unknown: declare est_cost, or set default_estimate on the budget"
+        )
+    raise CostUnknown(message, budget_id=spec.id)
+
+
+def _declared_cost(spec: BudgetSpec, action: Action) -> int:
     declared = action.arguments.get("est_cost")
     if declared is None:
         return 0
@@ -77,6 +118,21 @@ def charge(spec: BudgetSpec, action: Action, policy: CompiledPolicy) -> int:
         return to_units(declared, spec.unit)
     except (ValueError, ArithmeticError) as exc:
         raise EvaluationError(f"est_cost {declared!r} is not a cost: {exc}") from exc
+
+
+def _counted(spec: BudgetSpec, units: int) -> int:
+    """``units`` as a reservation: at least one, at most what a budget counts."""
+    if units > MAX_UNITS:
+        raise EvaluationError(
+            f"budget {spec.id!r} cannot count {units} units in one call (at most 2**53)"
+        )
+    return max(1, units)
+
+
+def _cost(spec: BudgetSpec, policy: CompiledPolicy, model: str, usage: Usage) -> int:
+    if spec.is_tokens:
+        return usage.total
+    return _priced(policy, model, usage, spec.unit)
 
 
 def _priced(policy: CompiledPolicy, model: str, usage: Usage, unit: str) -> int:
@@ -92,14 +148,32 @@ def _priced(policy: CompiledPolicy, model: str, usage: Usage, unit: str) -> int:
 def actual_units(
     lines: tuple[BudgetLine, ...], policy: CompiledPolicy, model: str | None, usage: Any
 ) -> dict[str, int]:
-    """What a finished call really cost against each of its reservation's lines."""
-    real = Usage.of(usage)
+    """What a finished call really used against each of its reservation's lines: its
+    tokens, or — on a currency budget — those tokens priced for ``model``. Raises
+    EvaluationError when the usage cannot be read or a currency line has no model (or
+    no price) to price it, AmountOutOfRange when an amount is more than a budget
+    counts (2**53 units)."""
+    try:
+        real = Usage.of(usage)
+    except ValueError as exc:
+        raise EvaluationError(f"the usage cannot be read: {exc}") from exc
     out: dict[str, int] = {}
     for line in lines:
         if line.unit == "tokens":
-            out[line.budget_id] = real.total
+            units = real.total
         elif model is not None:
-            out[line.budget_id] = _priced(policy, model, real, line.unit)
+            units = _priced(policy, model, real, line.unit)
+        else:
+            raise EvaluationError(
+                f"budget {line.budget_id!r} counts {line.unit}: name the model whose usage "
+                "this is, to price it"
+            )
+        if units > MAX_UNITS:
+            raise AmountOutOfRange(
+                f"a usage of {real.total} tokens is {units} units on budget "
+                f"{line.budget_id!r}, more than a budget counts (2**53)"
+            )
+        out[line.budget_id] = units
     return out
 
 
@@ -113,8 +187,22 @@ def refusal_reason(refusal: Refusal) -> str:
         text = f"{amount.normalize():f}" if unit != "tokens" else str(int(amount))
         return f"{text} {unit}"
 
+    closed = refusal.closed
+    if closed is not None:
+        return (
+            f"budget {line.budget_id!r} ({line.scope_key}) is closed: a call ran "
+            f"{show(closed.excess)} past its reservation and max_overage "
+            f"(reservation {closed.reservation_id}); an admin must reopen it "
+            f"(interlock budgets reopen {line.budget_id} --tenant {closed.tenant} "
+            f"--scope {line.scope_key})"
+        )
+    wanted = show(line.amount)
+    if line.headroom:
+        wanted += f" (+{show(line.headroom)} max_overage held)"
+    held = f"{show(refusal.spent)} spent, {show(refusal.reserved)} reserved"
+    if refusal.headroom:
+        held += f", {show(refusal.headroom)} held for overruns"
     return (
-        f"budget {line.budget_id!r} ({line.scope_key}) cannot take {show(line.amount)}: "
-        f"{show(refusal.available)} of {show(line.cap)} left "
-        f"({show(refusal.spent)} spent, {show(refusal.reserved)} reserved)"
+        f"budget {line.budget_id!r} ({line.scope_key}) cannot take {wanted}: "
+        f"{show(refusal.available)} of {show(line.cap)} left ({held})"
     )

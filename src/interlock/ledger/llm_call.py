@@ -13,11 +13,14 @@ Example::
         call.record(message.usage)
 
 On entry the call is checked like any action (kind ``llm``, the model as its name, the
-estimate as ``input_tokens`` / ``max_output_tokens``): anything but ``allow`` raises
-before the model is called, a budget that cannot take the estimate included. On a
-normal exit the reservation is committed with the recorded usage (or, when nothing
-was recorded, with the estimate: the call happened and its cost is not known to be
-lower). On an exception or a cancellation it is released. Exactly one of the two.
+estimate as ``input_tokens`` / ``max_output_tokens``, with ``arguments`` such as the
+``messages``): anything but ``allow`` raises before the model is called — a budget
+that cannot take the estimate, and a budget that covers the call when nothing says
+what it may cost (no estimate, and no ``default_estimate`` in the policy), included.
+On a normal exit the reservation is committed with the recorded usage, charged in
+full (or, when nothing was recorded, with what was reserved: the call happened and its
+cost is not known to be lower). On an exception or a cancellation it is released.
+Exactly one of the two.
 """
 
 from __future__ import annotations
@@ -59,9 +62,10 @@ class LLMCall:
     ) -> None:
         self.guard = guard
         self.model = model
-        self.estimate = Usage() if estimate is None else Usage.of(estimate)
+        self.estimate = None if estimate is None else Usage.of(estimate)
         args = dict(arguments or {})
-        args.update(self.estimate.as_arguments())
+        if self.estimate is not None:
+            args.update(self.estimate.as_arguments())
         self.action = Action.llm(model, arguments=args, context=context or Context())
         self.timeout = timeout
         self.decision: Decision | None = None
@@ -123,7 +127,8 @@ class LLMCall:
     def _started(self) -> None:
         self._began = time.perf_counter_ns()
         if self.guard.sink is not None and self.decision is not None:
-            emit_phase(self.guard, LLMInput(self.model, self.decision.decision_id, self.estimate))
+            estimate = self.estimate or Usage()  # none stated: the event says zero
+            emit_phase(self.guard, LLMInput(self.model, self.decision.decision_id, estimate))
 
     def _finished(self, error: BaseException | None, *, failed: bool) -> None:
         if self.guard.sink is None or self.decision is None:
@@ -147,11 +152,14 @@ class LLMCall:
         if decision is None or decision.reservation is None or self._settled:
             return
         self._settled = True
+        owner = decision.reservation.owner  # the guard's own decision: settled as decided
         try:
             if failed:
-                self.guard.release(decision)
+                self.guard.release(decision, by=owner)
+            elif self.usage is None:
+                self.guard.commit(decision, by=owner)
             else:
-                self.guard.commit(decision, self.usage or self.estimate, model=self.model)
+                self.guard.commit(decision, self.usage, model=self.model, by=owner)
         except Exception as exc:
             # The reaper releases the reservation after its TTL; say so loudly.
             log.error(

@@ -16,6 +16,9 @@ from typing import Any
 
 __all__ = ["Usage"]
 
+# The most tokens a usage counts: more is not a usage, it is a mistake or an attack.
+_MOST = 2**53
+
 _INPUT_NAMES = ("input_tokens", "prompt_tokens")
 _OUTPUT_NAMES = ("output_tokens", "completion_tokens", "max_output_tokens", "max_tokens")
 
@@ -30,8 +33,8 @@ class Usage:
     def __post_init__(self) -> None:
         for name in ("input_tokens", "output_tokens"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an integer ≥ 0, not {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MOST:
+                raise ValueError(f"{name} must be an integer from 0 to 2**53, not {value!r}")
 
     @property
     def total(self) -> int:
@@ -82,5 +85,7 @@ def _first(get: Any, names: tuple[str, ...]) -> int | None:
             continue
         if isinstance(found, bool) or not isinstance(found, (int, float)):
             raise ValueError(f"{name} must be a number, not {found!r}")
+        if isinstance(found, float) and not found.is_integer():
+            raise ValueError(f"{name} must be a whole number, not {found!r}")
         return int(found)
     return None

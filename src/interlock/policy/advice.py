@@ -51,10 +51,29 @@ def _allows_models(policy: CompiledPolicy) -> bool:
     return False
 
 
+def _token_budgets_over_other_calls(policy: CompiledPolicy, where: str) -> list[str]:
+    """A ``tokens`` budget that covers calls other than model calls, with no
+    ``default_estimate``: those calls state no tokens and will be refused."""
+    advice = []
+    for budget in policy.budgets:
+        kinds = budget.selector.kinds
+        if not budget.is_tokens or budget.default_estimate is not None:
+            continue
+        if kinds is not None and kinds <= {"llm"}:
+            continue
+        line = f":{budget.line}" if budget.line else ""
+        advice.append(
+            f"{where}{line}: budget {budget.id!r} counts tokens but also covers calls that "
+            "are not model calls, which state no tokens: they will be refused; add "
+            "kind: llm, or a default_estimate"
+        )
+    return advice
+
+
 def policy_advice(policy: CompiledPolicy) -> list[str]:
     """Warnings for ``policy``, each a line of text (``file:line: …`` when known)."""
     where = policy.source or "<policy>"
-    advice: list[str] = []
+    advice: list[str] = _token_budgets_over_other_calls(policy, where)
     if policy.default is not Verdict.ALLOW and not _allows_models(policy):
         counted = [b for b in policy.budgets if b.selector.kinds and "llm" in b.selector.kinds]
         for budget in counted:

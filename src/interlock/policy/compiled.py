@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlock.core.decision import Verdict
 from interlock.errors import EvaluationError
+from interlock.ledger.estimate import MaxTokensTable
 from interlock.ledger.pricing import DEFAULT_PRICING, PricingTable
 from interlock.policy.celexpr import CelCondition
 from interlock.policy.extract import Facts
@@ -192,6 +193,7 @@ class CompiledPolicy:
     budgets: tuple[BudgetSpec, ...] = ()
     rate_limits: tuple[RateLimitSpec, ...] = ()
     pricing: PricingTable = DEFAULT_PRICING
+    default_max_tokens: MaxTokensTable = field(default_factory=MaxTokensTable)
     audit: AuditPolicy = field(default_factory=AuditPolicy)
     approval_policy: ApprovalPolicy = field(default_factory=ApprovalPolicy)
     _candidates: dict[tuple[str, str, str], CandidateSet] = field(default_factory=dict)

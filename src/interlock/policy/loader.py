@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from pydantic import ValidationError
 
 from interlock.core.decision import Verdict
 from interlock.errors import PolicyError, PolicyIssue
+from interlock.ledger.estimate import MaxTokensTable
 from interlock.ledger.pricing import DEFAULT_PRICING, ModelPrice, PricingTable
 from interlock.policy.celexpr import MACRO_BINDING, ROOTS, CelCondition, compile_condition
 from interlock.policy.celtokens import tokens as cel_tokens
@@ -39,9 +41,11 @@ from interlock.policy.schema import (
 from interlock.policy.shellmatch import CommandMatcher, ShellMatcher
 from interlock.policy.source import SourceDocument, parse_yaml
 from interlock.policy.specs import (
+    DEFAULT_OVERAGE,
     ApprovalPolicy,
     AuditPolicy,
     BudgetSpec,
+    Overage,
     RateLimitSpec,
     Selector,
     parse_duration,
@@ -55,8 +59,8 @@ __all__ = ["CEL_VARIABLES", "compile_policy", "load_policy", "load_policy_text"]
 #: The variables a ``when:`` expression may use.
 CEL_VARIABLES: frozenset[str] = ROOTS
 
-# The store counts units in signed 64-bit integers.
-_MAX_UNITS = 2**63 - 1
+# The most units a budget counts in one amount (the store refuses more).
+_MAX_UNITS = 2**53
 
 # Top-level lists whose entries have an id, and what an entry is called in messages.
 _ENTRY_NAMES = {"budgets": "budget", "rate_limits": "rate limit"}
@@ -249,6 +253,7 @@ class _Compiler:
             budgets=budgets,
             rate_limits=rate_limits,
             pricing=pricing,
+            default_max_tokens=MaxTokensTable(tuple(model.pricing.default_max_tokens.items())),
             audit=AuditPolicy(durability=model.audit.durability),
             approval_policy=approval_policy,
         )
@@ -291,13 +296,16 @@ class _Compiler:
                     (*base, "unit"),
                 )
                 continue
-            limit = to_units(budget.limit, budget.unit)
-            if limit > _MAX_UNITS:
-                most = units_to_amount(_MAX_UNITS, budget.unit)
-                self.issue(
-                    f"budget {budget.id!r}: the limit is too large (at most {most} {budget.unit})",
-                    (*base, "limit"),
+            limit = self.units(budget.id, "limit", budget.limit, budget.unit, base)
+            default = (
+                None
+                if budget.default_estimate is None
+                else self.units(
+                    budget.id, "default_estimate", budget.default_estimate, budget.unit, base
                 )
+            )
+            overage = self.overage(budget, base)
+            if limit is None or overage is None or (budget.default_estimate and default is None):
                 continue
             specs.append(
                 BudgetSpec(
@@ -310,9 +318,38 @@ class _Compiler:
                     selector=_selector(budget),
                     reason=budget.reason,
                     line=self.line_of(base),
+                    default_estimate=default,
+                    max_overage=overage,
                 )
             )
         return tuple(specs)
+
+    def units(
+        self,
+        budget_id: str,
+        name: str,
+        amount: Decimal,
+        unit: str,
+        base: tuple[str | int, ...],
+    ) -> int | None:
+        """``amount`` in units, or None after recording an issue (too large)."""
+        units = to_units(amount, unit)
+        if units > _MAX_UNITS:
+            most = units_to_amount(_MAX_UNITS, unit)
+            self.issue(
+                f"budget {budget_id!r}: the {name} is too large (at most {most} {unit})",
+                (*base, name),
+            )
+            return None
+        return units
+
+    def overage(self, budget: BudgetModel, base: tuple[str | int, ...]) -> Overage | None:
+        value = budget.max_overage
+        if isinstance(value, str):
+            percent = Decimal(value.rstrip("%").strip())
+            return DEFAULT_OVERAGE if percent == 100 else Overage(percent=percent)
+        units = self.units(budget.id, "max_overage", value, budget.unit, base)
+        return None if units is None else Overage(units=units)
 
     def rate_limits(self, rule_ids: set[str]) -> tuple[RateLimitSpec, ...]:
         seen: dict[str, int] = {}

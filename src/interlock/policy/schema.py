@@ -8,6 +8,7 @@ model into the compiled form the engine evaluates.
 from __future__ import annotations
 
 import math
+import re
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -95,6 +96,36 @@ Price = Annotated[
     BeforeValidator(_a_number),
     Field(ge=0, allow_inf_nan=False),
     WithJsonSchema({"type": "number", "minimum": 0}),
+]
+_PERCENT = r"^\s*\d+(\.\d+)?\s*%\s*$"
+
+
+def _an_overage(value: Any) -> Any:
+    # An amount (a number ≥ 0, as for `limit`) or a share of each reservation ("50%").
+    if isinstance(value, str):
+        if re.fullmatch(_PERCENT, value) is None:
+            raise ValueError(f"expected an amount ≥ 0 or a percentage such as '50%', not {value!r}")
+        if Decimal(value.strip().rstrip("%").strip()) > 1000:
+            raise ValueError(f"a percentage of at most 1000%, not {value!r}")
+        return value.strip()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"expected an amount ≥ 0 or a percentage such as '50%', not {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"expected an amount ≥ 0, not {value!r}")
+    return Decimal(str(value))
+
+
+Overage = Annotated[
+    Decimal | str,
+    BeforeValidator(_an_overage),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": _PERCENT},
+            ]
+        }
+    ),
 ]
 Duration = Annotated[
     str | int | float,
@@ -363,6 +394,20 @@ class BudgetModel(_Strict):
     reason: str | None = Field(
         None, min_length=1, description="Why the budget exists, in words for people."
     )
+    default_estimate: Amount | None = Field(
+        None,
+        description="What a call the budget covers reserves when it states no cost of its "
+        "own, in `unit`; > 0: a tool call without `est_cost`, a model call that names no "
+        "`max_tokens` (and has no `pricing.default_max_tokens`), at least. Without it such "
+        "a call is refused.",
+    )
+    max_overage: Overage = Field(
+        "100%",
+        description="How far a call may really cost more than it reserved: an amount in "
+        "`unit` (≥ 0), or a percentage of each reservation. The budget holds it against the "
+        "limit while the call is in flight; a commit past it is charged, recorded as excess "
+        "and closes the budget until an admin reopens it. Default `100%`.",
+    )
     kind: KindSelector = None
     name: NameSelector = None
     agent: AgentSelector = None
@@ -413,6 +458,14 @@ class PricingSettings(_Strict):
         default_factory=dict,
         description="Model name or glob → price per million tokens. Exact names win over "
         "globs, globs apply in file order, and all win over the shipped defaults.",
+    )
+    default_max_tokens: dict[
+        Annotated[str, Field(min_length=1)], Annotated[int, Field(strict=True, ge=1, le=2**53)]
+    ] = Field(
+        default_factory=dict,
+        description="Model name or glob → the output tokens a call to it is assumed to ask "
+        "for when it names no `max_tokens`, for its reservation. Exact names win over globs, "
+        "globs apply in file order.",
     )
 
 

@@ -22,12 +22,14 @@ if TYPE_CHECKING:
     from interlock.core.action import Action
 
 __all__ = [
+    "DEFAULT_OVERAGE",
     "MICRO",
     "ApprovalPolicy",
     "AuditPolicy",
     "BudgetSpec",
     "Durability",
     "KeyScope",
+    "Overage",
     "RateLimitSpec",
     "Selector",
     "Window",
@@ -144,8 +146,29 @@ class Selector:
 
 
 @dataclass(frozen=True, slots=True)
+class Overage:
+    """How far a call may really cost more than it reserved (a budget's
+    ``max_overage``): ``units`` flat, or ``percent`` of each reservation."""
+
+    units: int | None = None
+    percent: Decimal | None = None
+
+    def headroom(self, amount: int) -> int:
+        """The units a reservation of ``amount`` holds besides, for its overrun."""
+        if self.units is not None:
+            return self.units
+        share = Decimal(amount) * (self.percent or Decimal(0)) / 100
+        return int(share.to_integral_value(rounding=ROUND_CEILING))
+
+
+#: The default ``max_overage``: a call may cost up to twice what it reserved.
+DEFAULT_OVERAGE: Final = Overage(percent=Decimal(100))
+
+
+@dataclass(frozen=True, slots=True)
 class BudgetSpec:
-    """A spending cap. ``limit`` is in units (see :func:`to_units`)."""
+    """A spending cap. ``limit`` and ``default_estimate`` are in units (see
+    :func:`to_units`); ``max_overage`` says how much headroom each reservation holds."""
 
     id: str
     limit: int
@@ -156,6 +179,8 @@ class BudgetSpec:
     selector: Selector
     reason: str | None = None
     line: int | None = None
+    default_estimate: int | None = None  # None: a call that states no cost is refused
+    max_overage: Overage = DEFAULT_OVERAGE
 
     @property
     def is_tokens(self) -> bool:
@@ -163,6 +188,9 @@ class BudgetSpec:
 
     def key(self, action: Action) -> str:
         return scope_key(self.scope, action)
+
+    def headroom(self, amount: int) -> int:
+        return self.max_overage.headroom(amount)
 
 
 @dataclass(frozen=True, slots=True)

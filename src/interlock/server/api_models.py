@@ -22,6 +22,7 @@ from interlock.server.keys import ApiKey
 from interlock.store.records import (
     ApprovalRecord,
     AuditRow,
+    BudgetClosure,
     BudgetRow,
     Refusal,
     Reservation,
@@ -36,6 +37,7 @@ __all__ = [
     "BatchIn",
     "BudgetList",
     "BudgetRowOut",
+    "ClosureOut",
     "CommitIn",
     "ConfirmReloadIn",
     "ContextIn",
@@ -47,6 +49,8 @@ __all__ = [
     "PolicyReloadOut",
     "ReadyOut",
     "ReleaseIn",
+    "ReopenIn",
+    "ReopenOut",
     "ReservationOut",
     "ReserveIn",
     "ReserveOut",
@@ -62,8 +66,11 @@ Label = Annotated[
 Text = Annotated[str, StringConstraints(max_length=4000, pattern=r"^[^\x00]*$")]
 #: Store ids (``apr_...``, ``res_...``).
 RecordId = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[\w-]+$")]
-#: A non-negative integer a BIGINT column holds.
-Units = Annotated[int, Field(ge=0, le=2**62)]
+#: A count of units or tokens: a JSON integer (not 1.0, not "1", not true) from 0 to
+#: 2**53, the most a budget counts.
+Units = Annotated[int, Field(strict=True, ge=0, le=2**53)]
+#: An amount to reserve: as :data:`Units`, at least 1.
+PositiveUnits = Annotated[int, Field(strict=True, ge=1, le=2**53)]
 
 Verdict = Literal["allow", "deny", "require_approval", "undetermined"]
 
@@ -258,7 +265,9 @@ class DecideIn(_In):
 
 class ReserveLineIn(_In):
     budget_id: Label
-    amount: Units = Field(description="Units: currency micro-units or tokens.")
+    amount: PositiveUnits = Field(
+        description="Units: currency micro-units or tokens; from 1 to 2**53."
+    )
 
 
 class ReserveIn(_In):
@@ -277,6 +286,8 @@ class ReserveIn(_In):
 
 
 class UsageIn(_In):
+    """What a model call really used, in tokens: integers from 0 to 2**53."""
+
     input_tokens: Units = 0
     output_tokens: Units = 0
 
@@ -287,7 +298,9 @@ class ReleaseIn(_In):
 
 class CommitIn(_In):
     """Spend a reservation: what was reserved, or — given ``usage`` — what a call to
-    ``model`` really used (priced by the policy for currency budgets)."""
+    ``model`` really used (priced by the policy for currency budgets), charged in full
+    whatever was reserved. Only the key that made the reservation (its name), or an
+    admin key, may commit it."""
 
     reservation_id: RecordId
     usage: UsageIn | None = None
@@ -301,6 +314,7 @@ class BudgetLineOut(BaseModel):
     unit: str
     cap: int
     amount: int
+    headroom: int = Field(description="Held besides the amount, for the call's overrun.")
 
 
 class ReservationOut(BaseModel):
@@ -308,6 +322,7 @@ class ReservationOut(BaseModel):
     tenant: str
     idempotency_key: str
     status: Literal["reserved", "committed", "released", "expired"]
+    owner: str | None = Field(description="The agent (key name) that made it.")
     lines: list[BudgetLineOut]
     created_us: int
     expires_us: int
@@ -329,6 +344,7 @@ class RefusalOut(BaseModel):
     spent: int
     reserved: int
     available: int
+    closed: bool = Field(description="The budget is closed until an admin reopens it.")
     reason: str
 
     @classmethod
@@ -343,6 +359,7 @@ class RefusalOut(BaseModel):
             spent=refusal.spent,
             reserved=refusal.reserved,
             available=refusal.available,
+            closed=refusal.closed is not None,
             reason=reason,
         )
 
@@ -363,15 +380,47 @@ class BudgetRowOut(BaseModel):
     cap: int
     spent: int
     reserved: int
+    headroom: int = Field(description="Held for the overruns of the calls in flight.")
     available: int
-    overage: int
+    overage: int = Field(description="Charged beyond reservations.")
+    excess: int = Field(description="Charged beyond reservations and their max_overage.")
+    closed: bool = Field(description="Closed by an excess until an admin reopens it.")
+    closed_us: int | None
     updated_us: int
 
     @classmethod
     def of(cls, row: BudgetRow) -> BudgetRowOut:
         data = row.as_dict()
         del data["tenant"]
-        return cls(**data, available=max(0, row.cap - row.spent - row.reserved))
+        return cls(**data, available=row.available, closed=row.closed_us is not None)
+
+
+class ReopenIn(_In):
+    """Reopen a budget an overrun closed: one scope key (``agent:ops-bot``), or every
+    closed scope key of the budget."""
+
+    budget_id: Label
+    scope_key: Label | None = None
+
+
+class ClosureOut(BaseModel):
+    budget_id: str
+    scope_key: str
+    closed_us: int
+    reservation_id: str = Field(description="The reservation whose commit closed it.")
+    excess: int
+
+    @classmethod
+    def of(cls, closure: BudgetClosure) -> ClosureOut:
+        data = closure.as_dict()
+        del data["tenant"]
+        return cls(**data)
+
+
+class ReopenOut(BaseModel):
+    """What was reopened (empty: nothing of that budget was closed)."""
+
+    reopened: list[ClosureOut]
 
 
 class BudgetList(BaseModel):

@@ -6,6 +6,7 @@ role's permissions.
 | ``check`` (check, batch check) | ✓ | | ✓ |
 | ``budgets:write`` (reserve, commit, release) | ✓ | | ✓ |
 | ``budgets:read`` (budget status) | ✓ | ✓ | ✓ |
+| ``budgets:admin`` (reopen a closed budget; settle any key's reservation) | | | ✓ |
 | ``approvals:read`` (get one, wait for one) | ✓ | ✓ | ✓ |
 | ``approvals:list`` | | ✓ | ✓ |
 | ``approvals:decide`` (approve, deny) | | ✓ | ✓ |
@@ -39,6 +40,7 @@ class Permission(StrEnum):
     CHECK = "check"
     BUDGETS_WRITE = "budgets:write"
     BUDGETS_READ = "budgets:read"
+    BUDGETS_ADMIN = "budgets:admin"
     APPROVALS_READ = "approvals:read"
     APPROVALS_LIST = "approvals:list"
     APPROVALS_DECIDE = "approvals:decide"

@@ -9,6 +9,8 @@ the status that says what went wrong: bad input is a 4xx, never a 5xx.
 | :class:`ApiError` | its own | its own |
 | ``ApprovalNotFound``, ``ReservationNotFound`` | 404 | ``not_found`` |
 | ``SelfApproval`` | 403 | ``self_approval`` |
+| ``ReservationNotOwned`` | 403 | ``forbidden`` |
+| ``AmountOutOfRange`` | 422 | ``invalid_request`` |
 | ``ApprovalClosed``, ``ReservationClosed`` | 409 | ``conflict`` |
 | ``StoreUnavailable`` | 503 | ``unavailable`` |
 | an HTTP error of the framework (404 route, 405, 413...) | its own | by status |
@@ -27,10 +29,12 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from interlock.errors import (
+    AmountOutOfRange,
     ApprovalClosed,
     ApprovalNotFound,
     ReservationClosed,
     ReservationNotFound,
+    ReservationNotOwned,
     SelfApproval,
     StoreUnavailable,
     message_of,
@@ -59,6 +63,8 @@ _MAPPED: tuple[tuple[type[Exception], int, str], ...] = (
     (ApprovalNotFound, 404, "not_found"),
     (ReservationNotFound, 404, "not_found"),
     (SelfApproval, 403, "self_approval"),
+    (ReservationNotOwned, 403, "forbidden"),
+    (AmountOutOfRange, 422, "invalid_request"),
     (ApprovalClosed, 409, "conflict"),
     (ReservationClosed, 409, "conflict"),
     (StoreUnavailable, 503, "unavailable"),

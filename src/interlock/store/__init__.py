@@ -19,9 +19,11 @@ from interlock.store.audit import AuditWriter
 from interlock.store.audit_keys import AuditKeyProvider
 from interlock.store.checkpoints import CheckpointSettings, read_checkpoints
 from interlock.store.records import (
+    ANY_AGENT,
     ApprovalRecord,
     ApprovalStatus,
     AuditRow,
+    BudgetClosure,
     BudgetLine,
     BudgetRow,
     ChainBreak,
@@ -40,11 +42,13 @@ from interlock.store.url import default_database_url, open_store
 Store = SqlStore
 
 __all__ = [
+    "ANY_AGENT",
     "ApprovalRecord",
     "ApprovalStatus",
     "AuditKeyProvider",
     "AuditRow",
     "AuditWriter",
+    "BudgetClosure",
     "BudgetLine",
     "BudgetRow",
     "ChainBreak",

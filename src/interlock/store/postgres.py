@@ -64,6 +64,7 @@ class PostgresStore(SqlStore):
 
     dialect = "postgres"
     greatest = "GREATEST"
+    least = "LEAST"
     for_update = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
 

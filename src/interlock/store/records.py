@@ -10,14 +10,17 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any, NamedTuple
+from enum import Enum, StrEnum
+from typing import Any, Final, Literal, NamedTuple
 
 __all__ = [
+    "ANY_AGENT",
     "APPROVAL_COLUMNS",
+    "AnyAgent",
     "ApprovalRecord",
     "ApprovalStatus",
     "AuditRow",
+    "BudgetClosure",
     "BudgetLine",
     "BudgetRow",
     "ChainBreak",
@@ -30,6 +33,7 @@ __all__ = [
     "Reservation",
     "ReservationStatus",
     "ReserveOutcome",
+    "Settler",
     "VerifyReport",
     "now_us",
 ]
@@ -52,7 +56,20 @@ class ReservationStatus(StrEnum):
     RESERVED = "reserved"
     COMMITTED = "committed"
     RELEASED = "released"
-    EXPIRED = "expired"  # released by the reaper after its TTL
+    EXPIRED = "expired"  # charged in full by the reaper after its TTL (it may have run)
+
+
+class AnyAgent(Enum):
+    """The type of :data:`ANY_AGENT`."""
+
+    ANY_AGENT = "any agent"
+
+
+#: Settles a reservation whoever made it (an admin key; the reaper).
+ANY_AGENT: Final = AnyAgent.ANY_AGENT
+#: Who settles a reservation: the agent that made it (its identity, ``None`` for a
+#: call without one), or :data:`ANY_AGENT`.
+Settler = str | None | Literal[AnyAgent.ANY_AGENT]
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +230,10 @@ class ClaimOutcome:
 
 @dataclass(frozen=True, slots=True)
 class BudgetLine:
-    """One budget a reservation draws on: which counter, its cap, and how much."""
+    """One budget a reservation draws on: which counter, its cap, how much, and the
+    ``headroom`` it holds besides: how far the call may run past ``amount`` before the
+    excess closes the budget (the budget's ``max_overage``). The budget admits the line
+    only while everything it holds, headroom included, stays within the cap."""
 
     budget_id: str
     scope_key: str
@@ -221,10 +241,16 @@ class BudgetLine:
     unit: str
     cap: int
     amount: int
+    headroom: int = 0
 
     @property
     def key(self) -> tuple[str, str, int]:
         return (self.budget_id, self.scope_key, self.window_start)
+
+    @property
+    def held(self) -> int:
+        """What the line holds against the cap while it is in flight."""
+        return self.amount + self.headroom
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,8 +263,10 @@ class Reservation:
     created_us: int
     expires_us: int
     settled_us: int | None = None
-    actual: dict[str, int] | None = None  # budget id -> units committed
+    # budget id -> units the call used (committed), or charged by the reaper (expired)
+    actual: dict[str, int] | None = None
     replayed: bool = False  # an earlier reserve with the same idempotency key
+    owner: str | None = None  # the agent that made it: only it (or an admin) settles it
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -246,6 +274,7 @@ class Reservation:
             "tenant": self.tenant,
             "idempotency_key": self.idempotency_key,
             "status": self.status.value,
+            "owner": self.owner,
             "lines": [
                 {
                     "budget_id": line.budget_id,
@@ -254,6 +283,7 @@ class Reservation:
                     "unit": line.unit,
                     "cap": line.cap,
                     "amount": line.amount,
+                    "headroom": line.headroom,
                 }
                 for line in self.lines
             ],
@@ -265,16 +295,44 @@ class Reservation:
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetClosure:
+    """A budget counter closed because a call ran past its reservation and its
+    ``max_overage``: it admits nothing, in any window, until an admin reopens it.
+    ``excess`` is what ran past (summed over every overrun while it was closed)."""
+
+    tenant: str
+    budget_id: str
+    scope_key: str
+    closed_us: int
+    reservation_id: str
+    excess: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tenant": self.tenant,
+            "budget_id": self.budget_id,
+            "scope_key": self.scope_key,
+            "closed_us": self.closed_us,
+            "reservation_id": self.reservation_id,
+            "excess": self.excess,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Refusal:
-    """A budget that could not take a reservation, with its state at that moment."""
+    """A budget that could not take a reservation, with its state at that moment:
+    full (``spent + reserved + headroom`` left no room for the line), or ``closed``."""
 
     line: BudgetLine
     spent: int
     reserved: int
+    headroom: int = 0
+    closed: BudgetClosure | None = None
 
     @property
     def available(self) -> int:
-        return max(0, self.line.cap - self.spent - self.reserved)
+        """Units a line (with its own headroom) may still hold."""
+        return max(0, self.line.cap - self.spent - self.reserved - self.headroom)
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +345,11 @@ class ReserveOutcome:
 
 @dataclass(frozen=True, slots=True)
 class BudgetRow:
+    """One budget counter. ``reserved`` and ``headroom`` are held by calls in flight;
+    ``overage`` is what commits charged beyond their reservations, ``excess`` the part
+    of it beyond their ``max_overage`` as well. ``closed_us``: when an excess closed
+    the counter (``None``: open)."""
+
     tenant: str
     budget_id: str
     scope_key: str
@@ -297,6 +360,13 @@ class BudgetRow:
     reserved: int
     overage: int
     updated_us: int
+    headroom: int = 0
+    excess: int = 0
+    closed_us: int | None = None
+
+    @property
+    def available(self) -> int:
+        return max(0, self.cap - self.spent - self.reserved - self.headroom)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -308,7 +378,10 @@ class BudgetRow:
             "cap": self.cap,
             "spent": self.spent,
             "reserved": self.reserved,
+            "headroom": self.headroom,
             "overage": self.overage,
+            "excess": self.excess,
+            "closed_us": self.closed_us,
             "updated_us": self.updated_us,
         }
 

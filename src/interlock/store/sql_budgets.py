@@ -1,6 +1,7 @@
 """Budgets in SQL: all-or-nothing reservations by one conditional upsert per budget,
-committed from actual usage or released exactly once, and the reaper that releases
-what a crashed caller left reserved."""
+committed from actual usage or released exactly once, the reaper that charges what a
+crashed caller left reserved, and the closures an overrun leaves until an admin
+reopens them. The arithmetic is :mod:`interlock.store.settle`'s."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Any
 
 from interlock.errors import ReservationClosed, ReservationNotFound
 from interlock.store.records import (
+    ANY_AGENT,
+    BudgetClosure,
     BudgetLine,
     BudgetRow,
     ReapResult,
@@ -19,19 +22,37 @@ from interlock.store.records import (
     Reservation,
     ReservationStatus,
     ReserveOutcome,
+    Settler,
+)
+from interlock.store.settle import (
+    CEILING,
+    Settlement,
+    check_owner,
+    committed,
+    expired,
+    released,
+    units,
 )
 from interlock.store.sql_base import Cursor, StoreBase, compact_json
 
 __all__ = ["BudgetStore"]
 
 _RESERVATION_COLUMNS = (
-    "id, tenant, idempotency_key, status, lines, created_us, expires_us, settled_us, actual"
+    "id, tenant, idempotency_key, status, lines, created_us, expires_us, settled_us, actual, owner"
 )
+_CLOSURE_COLUMNS = "tenant, budget_id, scope_key, closed_us, reservation_id, excess"
 _REAP_BATCH = 500
+# A forced (human-approved) reservation skips the cap, not this: what is held in
+# flight stays far enough from 2**63 that no sum of the columns can overflow.
+_FORCED_LIMIT = 2**60
 
 
 class BudgetStore(StoreBase):
-    """Reservations against the policy's budgets, and reaping them."""
+    """Reservations against the policy's budgets, settling them, reaping them, and
+    the closures overruns leave."""
+
+    #: The SQL function for the smaller of two values.
+    least = "MIN"
 
     def reserve(
         self,
@@ -41,65 +62,27 @@ class BudgetStore(StoreBase):
         lines: Sequence[BudgetLine],
         ttl_us: int,
         force: bool = False,
+        owner: str | None = None,
     ) -> ReserveOutcome:
-        """Reserve ``amount`` on every line at once, or on none. A line whose budget
-        cannot take it refuses the whole reservation (``force`` records it anyway:
-        an approved overspend). The same ``idempotency_key`` returns the first
-        reservation again (``replayed``) and reserves nothing more."""
+        """Reserve every line (its amount and its headroom) at once, or none. A line
+        whose budget cannot hold it, or whose budget is closed, refuses the whole
+        reservation (``force`` records it past the cap anyway — an approved
+        overspend — but never on a closed budget). The same ``idempotency_key``
+        returns the first reservation again (``replayed``) and reserves nothing more.
+        ``owner`` is the agent making it: only it (or an admin) may settle it."""
+        for line in lines:
+            units(line.amount, f"the amount on budget {line.budget_id!r}", least=1)
+            units(line.headroom, f"the headroom on budget {line.budget_id!r}")
+            units(line.cap, f"the cap of budget {line.budget_id!r}")
         now = self.clock()
         ordered = sorted(lines, key=lambda line: line.key)  # one lock order: no deadlock
         if not force:
             for line in ordered:
-                if line.amount > line.cap:
+                if line.held > line.cap:
                     return ReserveOutcome(None, Refusal(line, spent=0, reserved=0))
         reservation_id = "res_" + secrets.token_hex(12)
         try:
             return self._reserve(
-                tenant, idempotency_key, reservation_id, ordered, now, ttl_us, force
-            )
-        except _Refused as refused:  # raised inside the transaction: it rolled back
-            return ReserveOutcome(None, refused.refusal)
-
-    def _reserve(
-        self,
-        tenant: str,
-        idempotency_key: str,
-        reservation_id: str,
-        ordered: list[BudgetLine],
-        now: int,
-        ttl_us: int,
-        force: bool,
-    ) -> ReserveOutcome:
-        with self.transaction(write=True) as cur:
-            cur.execute(
-                self.q(
-                    f"INSERT INTO reservations ({_RESERVATION_COLUMNS}) "
-                    "VALUES (?, ?, ?, 'reserved', ?, ?, ?, NULL, NULL) "
-                    "ON CONFLICT (tenant, idempotency_key) DO NOTHING RETURNING id"
-                ),
-                (
-                    reservation_id,
-                    tenant,
-                    idempotency_key,
-                    _lines_json(ordered),
-                    now,
-                    now + ttl_us,
-                ),
-            )
-            if cur.fetchone() is None:
-                cur.execute(
-                    self.q(
-                        f"SELECT {_RESERVATION_COLUMNS} FROM reservations "
-                        "WHERE tenant = ? AND idempotency_key = ?"
-                    ),
-                    (tenant, idempotency_key),
-                )
-                return ReserveOutcome(_reservation(cur.fetchone(), replayed=True))
-            for line in ordered:
-                if not self._take(cur, tenant, line, now, force):
-                    refusal = self._refusal(cur, tenant, line)
-                    raise _Refused(refusal)
-            return ReserveOutcome(
                 Reservation(
                     id=reservation_id,
                     tenant=tenant,
@@ -108,24 +91,68 @@ class BudgetStore(StoreBase):
                     lines=tuple(ordered),
                     created_us=now,
                     expires_us=now + ttl_us,
-                )
+                    owner=owner,
+                ),
+                force,
             )
+        except _Refused as refused:  # raised inside the transaction: it rolled back
+            return ReserveOutcome(None, refused.refusal)
+
+    def _reserve(self, reservation: Reservation, force: bool) -> ReserveOutcome:
+        tenant = reservation.tenant
+        with self.transaction(write=True) as cur:
+            cur.execute(
+                self.q(
+                    f"INSERT INTO reservations ({_RESERVATION_COLUMNS}) "
+                    "VALUES (?, ?, ?, 'reserved', ?, ?, ?, NULL, NULL, ?) "
+                    "ON CONFLICT (tenant, idempotency_key) DO NOTHING RETURNING id"
+                ),
+                (
+                    reservation.id,
+                    tenant,
+                    reservation.idempotency_key,
+                    _lines_json(reservation.lines),
+                    reservation.created_us,
+                    reservation.expires_us,
+                    reservation.owner,
+                ),
+            )
+            if cur.fetchone() is None:
+                cur.execute(
+                    self.q(
+                        f"SELECT {_RESERVATION_COLUMNS} FROM reservations "
+                        "WHERE tenant = ? AND idempotency_key = ?"
+                    ),
+                    (tenant, reservation.idempotency_key),
+                )
+                return ReserveOutcome(_reservation(cur.fetchone(), replayed=True))
+            for line in reservation.lines:
+                if not self._take(cur, tenant, line, reservation.created_us, force):
+                    raise _Refused(self._refusal(cur, tenant, line))
+            return ReserveOutcome(reservation)
 
     def _take(self, cur: Cursor, tenant: str, line: BudgetLine, now: int, force: bool) -> bool:
-        """The one conditional statement that reserves on one budget."""
+        """The one conditional statement that reserves on one budget: nothing when the
+        budget is closed (the SELECT yields no row), else a new counter, else the
+        counter's update where it can hold the line."""
         condition = (
-            ""
+            f"budgets.reserved + budgets.headroom <= {_FORCED_LIMIT}"
             if force
-            else (" WHERE budgets.spent + budgets.reserved + excluded.reserved <= excluded.cap")
+            else "budgets.spent + budgets.reserved + budgets.headroom "
+            "+ excluded.reserved + excluded.headroom <= excluded.cap"
         )
         cur.execute(
             self.q(
                 "INSERT INTO budgets (tenant, budget_id, scope_key, window_start, unit, cap, "
-                "spent, reserved, overage, updated_us) VALUES (?, ?, ?, ?, ?, ?, 0, ?, 0, ?) "
+                "spent, reserved, headroom, overage, excess, updated_us) "
+                "SELECT ?, ?, ?, CAST(? AS BIGINT), ?, CAST(? AS BIGINT), 0, CAST(? AS BIGINT), "
+                "CAST(? AS BIGINT), 0, 0, CAST(? AS BIGINT) WHERE NOT EXISTS (SELECT 1 FROM "
+                "budget_closures WHERE tenant = ? AND budget_id = ? AND scope_key = ?) "
                 "ON CONFLICT (tenant, budget_id, scope_key, window_start) DO UPDATE SET "
-                "reserved = budgets.reserved + excluded.reserved, cap = excluded.cap, "
-                "unit = excluded.unit, updated_us = excluded.updated_us"
-                f"{condition} RETURNING 1"
+                "reserved = budgets.reserved + excluded.reserved, "
+                "headroom = budgets.headroom + excluded.headroom, cap = excluded.cap, "
+                f"unit = excluded.unit, updated_us = excluded.updated_us WHERE {condition} "
+                "RETURNING 1"
             ),
             (
                 tenant,
@@ -135,7 +162,11 @@ class BudgetStore(StoreBase):
                 line.unit,
                 line.cap,
                 line.amount,
+                line.headroom,
                 now,
+                tenant,
+                line.budget_id,
+                line.scope_key,
             ),
         )
         return cur.fetchone() is not None
@@ -143,23 +174,44 @@ class BudgetStore(StoreBase):
     def _refusal(self, cur: Cursor, tenant: str, line: BudgetLine) -> Refusal:
         cur.execute(
             self.q(
-                "SELECT spent, reserved FROM budgets WHERE tenant = ? AND budget_id = ? "
-                "AND scope_key = ? AND window_start = ?"
+                "SELECT spent, reserved, headroom FROM budgets WHERE tenant = ? "
+                "AND budget_id = ? AND scope_key = ? AND window_start = ?"
             ),
             (tenant, line.budget_id, line.scope_key, line.window_start),
         )
         row = cur.fetchone()
-        spent, reserved = (int(row[0]), int(row[1])) if row else (0, 0)
-        return Refusal(line, spent=spent, reserved=reserved)
+        spent, reserved, headroom = (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
+        closed = self._closures(cur, tenant, line.budget_id, line.scope_key)
+        return Refusal(
+            line,
+            spent=spent,
+            reserved=reserved,
+            headroom=headroom,
+            closed=closed[0] if closed else None,
+        )
 
-    def commit(self, reservation_id: str, actual: Mapping[str, int] | None = None) -> Reservation:
-        """Spend a reservation. ``actual`` maps budget id → units really used (it may
-        exceed the reservation: the excess is recorded as overage); a budget left out
-        is charged what was reserved. Committing twice changes nothing; committing
-        one the reaper already expired still charges what was spent (late)."""
+    def commit(
+        self,
+        reservation_id: str,
+        actual: Mapping[str, int] | None = None,
+        *,
+        by: Settler = ANY_AGENT,
+    ) -> Reservation:
+        """Spend a reservation. ``actual`` maps budget id → units really used, charged
+        in full whatever was reserved: beyond the reservation it is overage, beyond
+        the reservation and its headroom also excess, which closes the budget. A
+        budget left out is charged what was reserved. Committing twice changes
+        nothing; committing one the reaper expired (and charged) adds what ran past
+        its reservation, all of it excess. ``by`` is the agent committing: another
+        agent's reservation raises :class:`ReservationNotOwned`."""
+        checked = {
+            budget_id: units(used, f"the usage on budget {budget_id!r}")
+            for budget_id, used in (actual or {}).items()
+        }
         now = self.clock()
         with self.transaction(write=True) as cur:
             reservation = self._read_reservation(cur, reservation_id)
+            check_owner(reservation, by)
             status = reservation.status
             if status is ReservationStatus.COMMITTED:
                 return _replayed(reservation)
@@ -168,51 +220,38 @@ class BudgetStore(StoreBase):
                     f"reservation {reservation_id} was released; it cannot be committed",
                     reservation_id=reservation_id,
                 )
-            spent = {
-                line.budget_id: max(0, int((actual or {}).get(line.budget_id, line.amount)))
+            used = {
+                line.budget_id: checked.get(line.budget_id, line.amount)
                 for line in reservation.lines
             }
-            still_reserved = status is ReservationStatus.RESERVED
+            in_flight = status is ReservationStatus.RESERVED
             cur.execute(
                 self.q(
                     "UPDATE reservations SET status = 'committed', settled_us = ?, actual = ? "
                     "WHERE id = ?"
                 ),
-                (now, compact_json(spent), reservation_id),
+                (now, compact_json(used), reservation_id),
             )
             # The budget rows last: a hot budget stays locked for the least time.
-            for line in reservation.lines:
-                used = spent[line.budget_id]
-                cur.execute(
-                    self.q(
-                        "UPDATE budgets SET reserved = reserved - ?, spent = spent + ?, "
-                        "overage = overage + ?, updated_us = ? WHERE tenant = ? AND budget_id = ? "
-                        "AND scope_key = ? AND window_start = ?"
-                    ),
-                    (
-                        line.amount if still_reserved else 0,
-                        used,
-                        # Spend beyond what was reserved; a late commit had its
-                        # reservation given back already, so all of it is beyond.
-                        max(0, used - line.amount) if still_reserved else used,
-                        now,
-                        reservation.tenant,
-                        line.budget_id,
-                        line.scope_key,
-                        line.window_start,
-                    ),
-                )
+            settlements = [
+                (line, committed(line, used[line.budget_id], in_flight=in_flight))
+                for line in reservation.lines
+            ]
+            self._settle(cur, reservation.tenant, settlements, now)
+            for line, settlement in settlements:
+                if settlement.excess:
+                    self._close(cur, reservation, line, settlement.excess, now)
         # The row is locked and read above: what it now holds is known.
-        return replace(
-            reservation, status=ReservationStatus.COMMITTED, settled_us=now, actual=spent
-        )
+        return replace(reservation, status=ReservationStatus.COMMITTED, settled_us=now, actual=used)
 
-    def release(self, reservation_id: str) -> Reservation:
-        """Return a reservation's amounts to its budgets. Releasing twice (or one the
-        reaper expired) changes nothing; a committed one cannot be released."""
+    def release(self, reservation_id: str, *, by: Settler = ANY_AGENT) -> Reservation:
+        """Return a reservation's amounts to its budgets: the call did not run.
+        Releasing twice (or one the reaper expired) changes nothing; a committed one
+        cannot be released. ``by`` is the agent releasing (see :meth:`commit`)."""
         now = self.clock()
         with self.transaction(write=True) as cur:
             reservation = self._read_reservation(cur, reservation_id)
+            check_owner(reservation, by)
             if reservation.status in (ReservationStatus.RELEASED, ReservationStatus.EXPIRED):
                 return _replayed(reservation)
             if reservation.status is ReservationStatus.COMMITTED:
@@ -220,12 +259,47 @@ class BudgetStore(StoreBase):
                     f"reservation {reservation_id} was committed; it cannot be released",
                     reservation_id=reservation_id,
                 )
-            return self._give_back(cur, reservation, ReservationStatus.RELEASED, now)
+            return self._give_back_all(cur, [reservation], ReservationStatus.RELEASED, now)[0]
 
-    def _give_back(
-        self, cur: Cursor, reservation: Reservation, status: ReservationStatus, now: int
-    ) -> Reservation:
-        return self._give_back_all(cur, [reservation], status, now)[0]
+    def _settle(
+        self,
+        cur: Cursor,
+        tenant: str,
+        settlements: Sequence[tuple[BudgetLine, Settlement]],
+        now: int,
+    ) -> None:
+        """Apply settlements to their counters, each counter once, in the sorted order
+        ``reserve`` locks them in (no deadlock); the totals saturate at CEILING."""
+        owed: dict[tuple[str, str, int], list[int]] = {}
+        for line, s in settlements:
+            total = owed.setdefault(line.key, [0, 0, 0, 0, 0])
+            for index, value in enumerate((s.reserved, s.headroom, s.charge, s.overage, s.excess)):
+                total[index] += value
+        least = self.least
+        statement = self.q(
+            "UPDATE budgets SET reserved = reserved - ?, headroom = headroom - ?, "
+            f"spent = {least}(spent + ?, {CEILING}), "
+            f"overage = {least}(overage + ?, {CEILING}), "
+            f"excess = {least}(excess + ?, {CEILING}), updated_us = ? "
+            "WHERE tenant = ? AND budget_id = ? AND scope_key = ? AND window_start = ?"
+        )
+        rows = [(*owed[key], now, tenant, *key) for key in sorted(owed)]
+        if len(rows) == 1:  # the usual settlement: one budget, no executemany round
+            cur.execute(statement, rows[0])
+        else:
+            cur.executemany(statement, rows)
+
+    def _close(
+        self, cur: Cursor, reservation: Reservation, line: BudgetLine, excess: int, now: int
+    ) -> None:
+        cur.execute(
+            self.q(
+                f"INSERT INTO budget_closures ({_CLOSURE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant, budget_id, scope_key) DO UPDATE SET "
+                f"excess = {self.least}(budget_closures.excess + excluded.excess, {CEILING})"
+            ),
+            (reservation.tenant, line.budget_id, line.scope_key, now, reservation.id, excess),
+        )
 
     def _give_back_all(
         self,
@@ -234,25 +308,38 @@ class BudgetStore(StoreBase):
         status: ReservationStatus,
         now: int,
     ) -> list[Reservation]:
-        """Return reservations' amounts to their budgets, touching each budget once and
-        in the same (sorted) order as ``reserve`` locks them: no deadlock."""
-        owed: dict[tuple[str, str, str, int], int] = {}
+        """Settle reservations nobody committed: released (nothing charged) or
+        expired by the reaper (charged in full: the call may have run)."""
+        settle = expired if status is ReservationStatus.EXPIRED else released
+        charged: dict[str, dict[str, int] | None] = {}
         for reservation in reservations:
-            for line in reservation.lines:
-                key = (reservation.tenant, line.budget_id, line.scope_key, line.window_start)
-                owed[key] = owed.get(key, 0) + line.amount
+            charged[reservation.id] = (
+                {line.budget_id: line.amount for line in reservation.lines}
+                if status is ReservationStatus.EXPIRED
+                else None
+            )
         cur.executemany(
-            self.q("UPDATE reservations SET status = ?, settled_us = ? WHERE id = ?"),
-            [(status.value, now, reservation.id) for reservation in reservations],
+            self.q("UPDATE reservations SET status = ?, settled_us = ?, actual = ? WHERE id = ?"),
+            [
+                (
+                    status.value,
+                    now,
+                    None if charged[r.id] is None else compact_json(charged[r.id]),
+                    r.id,
+                )
+                for r in reservations
+            ],
         )
-        cur.executemany(  # the budget rows last: a hot budget stays locked the least
-            self.q(
-                "UPDATE budgets SET reserved = reserved - ?, updated_us = ? WHERE tenant = ? "
-                "AND budget_id = ? AND scope_key = ? AND window_start = ?"
-            ),
-            [(owed[key], now, *key) for key in sorted(owed)],
-        )
-        return [replace(r, status=status, settled_us=now) for r in reservations]
+        by_tenant: dict[str, list[tuple[BudgetLine, Settlement]]] = {}
+        for reservation in reservations:
+            by_tenant.setdefault(reservation.tenant, []).extend(
+                (line, settle(line)) for line in reservation.lines
+            )
+        for tenant in sorted(by_tenant):  # the budget rows last, in lock order
+            self._settle(cur, tenant, by_tenant[tenant], now)
+        return [
+            replace(r, status=status, settled_us=now, actual=charged[r.id]) for r in reservations
+        ]
 
     def get_reservation(self, reservation_id: str) -> Reservation:
         with self.transaction(write=False) as cur:
@@ -278,43 +365,69 @@ class BudgetStore(StoreBase):
     def budget_rows(
         self, *, tenant: str | None = None, budget_id: str | None = None
     ) -> list[BudgetRow]:
+        """Every budget counter (of ``tenant``, of ``budget_id``), with its closure."""
         where: list[str] = []
         params: list[Any] = []
         if tenant is not None:
-            where.append("tenant = ?")
+            where.append("b.tenant = ?")
             params.append(tenant)
         if budget_id is not None:
-            where.append("budget_id = ?")
+            where.append("b.budget_id = ?")
             params.append(budget_id)
         sql = (
-            "SELECT tenant, budget_id, scope_key, window_start, unit, cap, spent, reserved, "
-            "overage, updated_us FROM budgets"
+            "SELECT b.tenant, b.budget_id, b.scope_key, b.window_start, b.unit, b.cap, b.spent, "
+            "b.reserved, b.overage, b.updated_us, b.headroom, b.excess, c.closed_us "
+            "FROM budgets b LEFT JOIN budget_closures c ON c.tenant = b.tenant "
+            "AND c.budget_id = b.budget_id AND c.scope_key = b.scope_key"
         )
         if where:
             sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY tenant, budget_id, scope_key, window_start"
+        sql += " ORDER BY b.tenant, b.budget_id, b.scope_key, b.window_start"
         with self.transaction(write=False) as cur:
             cur.execute(self.q(sql), params)
-            return [
-                BudgetRow(
-                    str(r[0]),
-                    str(r[1]),
-                    str(r[2]),
-                    int(r[3]),
-                    str(r[4]),
-                    int(r[5]),
-                    int(r[6]),
-                    int(r[7]),
-                    int(r[8]),
-                    int(r[9]),
-                )
-                for r in cur.fetchall()
-            ]
+            return [_budget_row(r) for r in cur.fetchall()]
+
+    def budget_closures(
+        self, *, tenant: str | None = None, budget_id: str | None = None
+    ) -> list[BudgetClosure]:
+        """The closed budget counters (of ``tenant``, of ``budget_id``)."""
+        with self.transaction(write=False) as cur:
+            return self._closures(cur, tenant, budget_id, None)
+
+    def _closures(
+        self, cur: Cursor, tenant: str | None, budget_id: str | None, scope_key: str | None
+    ) -> list[BudgetClosure]:
+        where, params = _filters(tenant=tenant, budget_id=budget_id, scope_key=scope_key)
+        cur.execute(
+            self.q(
+                f"SELECT {_CLOSURE_COLUMNS} FROM budget_closures{where} "
+                "ORDER BY tenant, budget_id, scope_key"
+            ),
+            params,
+        )
+        return [_closure(row) for row in cur.fetchall()]
+
+    def reopen_budget(
+        self, *, tenant: str, budget_id: str, scope_key: str | None = None
+    ) -> list[BudgetClosure]:
+        """Lift the closures of ``budget_id`` in ``tenant`` (of one ``scope_key``, or
+        all of them) and return what was lifted (empty: nothing was closed). The
+        counters keep what they spent: a budget spent past its cap still refuses until
+        its window restarts. An admin's act — record it in the audit log."""
+        where, params = _filters(tenant=tenant, budget_id=budget_id, scope_key=scope_key)
+        with self.transaction(write=True) as cur:
+            cur.execute(
+                self.q(f"DELETE FROM budget_closures{where} RETURNING {_CLOSURE_COLUMNS}"),
+                params,
+            )
+            lifted = [_closure(row) for row in cur.fetchall()]
+        return sorted(lifted, key=lambda c: (c.budget_id, c.scope_key))
 
     def reap(self, *, now: int | None = None) -> ReapResult:
-        """Release reservations past their TTL and expire lapsed approvals."""
+        """Expire reservations past their TTL — charged in full: nobody said the call
+        did not run — and expire lapsed approvals."""
         now = self.clock() if now is None else now
-        released = 0
+        reaped = 0
         while True:
             with self.transaction(write=True) as cur:
                 cur.execute(
@@ -329,7 +442,7 @@ class BudgetStore(StoreBase):
                 batch = [_reservation(row) for row in cur.fetchall()]
                 if batch:
                     self._give_back_all(cur, batch, ReservationStatus.EXPIRED, now)
-            released += len(batch)
+            reaped += len(batch)
             if len(batch) < _REAP_BATCH:
                 break
         with self.transaction(write=True) as cur:
@@ -340,8 +453,8 @@ class BudgetStore(StoreBase):
                 ),
                 (now,),
             )
-            expired = max(cur.rowcount, 0)
-        return ReapResult(reservations=released, approvals=expired)
+            expired_approvals = max(cur.rowcount, 0)
+        return ReapResult(reservations=reaped, approvals=expired_approvals)
 
 
 class _Refused(Exception):
@@ -355,17 +468,66 @@ class _Refused(Exception):
 def _lines_json(lines: Sequence[BudgetLine]) -> str:
     return compact_json(
         [
-            [line.budget_id, line.scope_key, line.window_start, line.unit, line.cap, line.amount]
+            [
+                line.budget_id,
+                line.scope_key,
+                line.window_start,
+                line.unit,
+                line.cap,
+                line.amount,
+                line.headroom,
+            ]
             for line in lines
         ]
     )
 
 
-def _reservation(row: Any, *, replayed: bool = False) -> Reservation:
-    lines = tuple(
-        BudgetLine(str(b), str(s), int(w), str(u), int(c), int(a))
-        for b, s, w, u, c, a in json.loads(row[4])
+def _line(fields: list[Any]) -> BudgetLine:
+    # Reservations made before schema 6 have six fields: no headroom.
+    budget_id, scope_key, window, unit, cap, amount, *rest = fields
+    headroom = int(rest[0]) if rest else 0
+    return BudgetLine(
+        str(budget_id), str(scope_key), int(window), str(unit), int(cap), int(amount), headroom
     )
+
+
+def _filters(**columns: str | None) -> tuple[str, list[str]]:
+    """`` WHERE a = ? AND b = ?`` for the columns given (not None), and their values."""
+    named = [(column, value) for column, value in columns.items() if value is not None]
+    if not named:
+        return "", []
+    return (
+        " WHERE " + " AND ".join(f"{column} = ?" for column, _ in named),
+        [value for _, value in named],
+    )
+
+
+def _budget_row(r: Any) -> BudgetRow:
+    return BudgetRow(
+        tenant=str(r[0]),
+        budget_id=str(r[1]),
+        scope_key=str(r[2]),
+        window_start=int(r[3]),
+        unit=str(r[4]),
+        cap=int(r[5]),
+        spent=int(r[6]),
+        reserved=int(r[7]),
+        overage=int(r[8]),
+        updated_us=int(r[9]),
+        headroom=int(r[10]),
+        excess=int(r[11]),
+        closed_us=None if r[12] is None else int(r[12]),
+    )
+
+
+def _closure(row: Any) -> BudgetClosure:
+    return BudgetClosure(
+        str(row[0]), str(row[1]), str(row[2]), int(row[3]), str(row[4]), int(row[5])
+    )
+
+
+def _reservation(row: Any, *, replayed: bool = False) -> Reservation:
+    lines = tuple(_line(fields) for fields in json.loads(row[4]))
     return Reservation(
         id=str(row[0]),
         tenant=str(row[1]),
@@ -377,6 +539,7 @@ def _reservation(row: Any, *, replayed: bool = False) -> Reservation:
         settled_us=None if row[7] is None else int(row[7]),
         actual=None if row[8] is None else {k: int(v) for k, v in json.loads(row[8]).items()},
         replayed=replayed,
+        owner=None if row[9] is None else str(row[9]),
     )
 
 
