@@ -9,25 +9,26 @@ the cost of finding and replacing.
 The baseline in the same run is ``json.dumps`` of the same arguments (the encoding the
 record goes through next). With ``INTERLOCK_BENCH_BASELINE_SRC`` set to another source
 tree (``.../src`` of a checkout of main), the same subjects are also timed against that
-tree's redaction module (loaded in the same process), alternating rounds of the two,
-and the ratio of this tree to that one is reported per subject (best p50 of the rounds).
+tree's redaction module (loaded in the same process), the two called in turn, and the
+ratio of this tree's p50 to that one's is reported per subject.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import BenchResult, Target, summarise, time_calls
+from bench.harness import BenchResult, Target, summarise
 
 __all__ = ["DEFAULT_CALLS", "run", "subjects"]
 
 DEFAULT_CALLS = 20_000
-_ROUNDS = 7  # alternating rounds per contender
 
 TYPICAL: dict[str, Any] = {
     "shell": {"command": "ls -la /var/log && grep -i error /var/log/syslog | tail -n 50"},
@@ -81,10 +82,32 @@ def subjects(module: Any) -> Subjects:
     return out
 
 
-def _p50(fn: Any, item: Any, calls: int) -> tuple[int, int]:
-    samples, wall = time_calls(fn, [item], calls, min(500, calls))
-    stats = summarise("", samples, wall)
-    return stats.p50_ns, stats.p99_ns
+def _interleaved(
+    one: tuple[Any, Any], other: tuple[Any, Any], calls: int
+) -> tuple[list[int], list[int]]:
+    """Per-call times of two contenders, called in turn (one, other, one, ...) so that
+    both meet the same moments of a shared, noisy machine."""
+    (f, x), (g, y) = one, other
+    for _ in range(min(500, calls)):
+        f(x)
+        g(y)
+    clock = time.perf_counter_ns
+    ones, others = [0] * calls, [0] * calls
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for i in range(calls):
+            t0 = clock()
+            f(x)
+            t1 = clock()
+            g(y)
+            ones[i] = t1 - t0
+            others[i] = clock() - t1
+    finally:
+        if was_enabled:
+            gc.enable()
+    return ones, others
 
 
 def _baseline_module(src: str) -> Any:
@@ -109,25 +132,19 @@ def run(calls: int | None, quick: bool) -> BenchResult:
     mine = subjects(redaction)
     baseline_src = os.environ.get("INTERLOCK_BENCH_BASELINE_SRC")
     theirs = subjects(_baseline_module(baseline_src)) if baseline_src else {}
-    per_round = max(1, calls // _ROUNDS)
     for name, (fn, item) in mine.items():
-        best: dict[str, tuple[int, int]] = {}
-        contenders = {"this tree": (fn, item)}
-        if name in theirs:
-            contenders["baseline tree"] = theirs[name]
-        else:
-            contenders["json.dumps"] = (json.dumps, item)
-        for _ in range(_ROUNDS):  # alternate, so that every contender meets the same noise
-            for label, (call, arg) in contenders.items():
-                figures = _p50(call, arg, per_round)
-                if label not in best or figures[0] < best[label][0]:
-                    best[label] = figures
+        reference = "baseline tree" if name in theirs else "json.dumps"
+        other = theirs.get(name, (json.dumps, item))
+        ones, others = _interleaved((fn, item), other, calls)
+        best = {
+            "this tree": (summarise("", ones, 0).p50_ns, summarise("", ones, 0).p99_ns),
+            reference: (summarise("", others, 0).p50_ns, summarise("", others, 0).p99_ns),
+        }
         result.info[name] = {
             label: {"p50_ns": p50, "p99_ns": p99} for label, (p50, p99) in best.items()
         }
-        (reference,) = (label for label in best if label != "this tree")
         ratio = best["this tree"][0] / best[reference][0]
-        limit = (1.2 if name.startswith("redact_value") else 2.0) if theirs else 20.0
+        limit = (1.2 if name.startswith("redact_value") else 2.5) if theirs else 20.0
         result.targets.append(Target(f"{name} p50 vs {reference}", ratio, "<=", limit, "×"))
         result.notes.append(
             f"{name}: p50 {best['this tree'][0] / 1000:.2f} µs vs {reference} "

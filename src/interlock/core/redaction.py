@@ -37,7 +37,15 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
-from interlock.core.redaction_rules import COMBINED, RULES, TRIGGER_RE, key_kind, marker, shape_kind
+from interlock.core.redaction_rules import (
+    COMBINED,
+    RULES,
+    TRIGGER_RE,
+    combined_for,
+    key_kind,
+    marker,
+    shape_kind,
+)
 from interlock.core.redaction_slots import SlotReader
 
 REDACTED: str = "[REDACTED]"
@@ -58,6 +66,7 @@ _INT_MAX_BITS: Final = 13_000
 _WORD_BREAK: Final = re.compile(r"[\s;&|<>()`]|\$[({]")
 # A key (or flag) name around a key=value match, to name the kind of secret.
 _KEY_CHARS: Final = re.compile(r"[A-Za-z0-9_.\-]{0,64}")
+_KEY_BEFORE: Final = re.compile(r"[A-Za-z0-9_.\-]+\Z")
 _COOKIE_PAIR: Final = re.compile(r";([ \t]*)([^=;\s]+)=([^;\s]+)")
 _OPAQUE: Final = re.compile(r"[A-Za-z0-9_%+=\-]{16,}")
 _KEEP_PREFIX: Final = tuple(rule.keep_prefix for rule in RULES)
@@ -237,8 +246,9 @@ class Redactor:
         if not isinstance(text, str):
             raise TypeError(f"redact() takes a str, not {_type_name(text)}")
         lowered = str.lower(text)  # str.lower: a str subclass cannot lie about it
-        if TRIGGER_RE.search(lowered) is not None:
-            text = COMBINED.sub(_Builtin(), text)
+        builtin = combined_for(lowered)
+        if builtin is not None:
+            text = builtin.sub(_Builtin(), text)
         for pattern in self._extra:
             text = pattern.sub(_replace_extra, text)
         return text
@@ -513,11 +523,8 @@ def _key_at(text: str, start: int) -> str:
     if text.startswith("<", start):
         tag = text[start + 1 : text.index(">", start)]
         return tag.rpartition(":")[2]
-    begin = start
-    while (
-        begin > 0 and start - begin < 64 and (text[begin - 1].isalnum() or text[begin - 1] in "_.-")
-    ):
-        begin -= 1
+    before = _KEY_BEFORE.search(text, max(0, start - 64), start)
+    begin = start if before is None else before.start()
     found = _KEY_CHARS.match(text, start)
     return text[begin : found.end() if found else start]
 

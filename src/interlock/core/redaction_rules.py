@@ -21,14 +21,17 @@ something it cannot match. A rule is ``first`` (a one-character class) followed 
 with the class of all first characters, which the engine scans for without trying
 every rule at every position; word-boundary checks are therefore written after the
 first character, as ``(?<!X.)``. ``triggers`` are lowercase literals one of which
-occurs in every match: text with none of them skips the regex altogether.
+occurs in every match: text with none of them skips the regex altogether. They are
+chosen to start with few distinct characters (``pm_``, not ``npm_``): the scan for
+them skips every position whose character starts none.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "COMBINED",
@@ -36,6 +39,7 @@ __all__ = [
     "RULES",
     "TRIGGER_RE",
     "Rule",
+    "combined_for",
     "key_kind",
     "marker",
     "shape_kind",
@@ -55,6 +59,7 @@ class Rule:
     rescan_prefix: bool = False  # redact that kept text too (it may hold a token)
     slot: bool = False  # the secret may be a word of its own: check it is an argument
     shape: bool = False  # the match is the whole secret (used to name a slot's value)
+    also: tuple[str, ...] = ()  # lowercase literals one of which must occur too
 
 
 # -- building blocks -------------------------------------------------------------------
@@ -102,13 +107,23 @@ def _words(names: tuple[str, ...]) -> tuple[str, str]:
 
 
 def _tool(
-    name: str, tools: tuple[str, ...], option: str, *, after: str = "", login: bool = False
+    name: str,
+    tools: tuple[str, ...],
+    option: str,
+    triggers: tuple[str, ...],
+    *,
+    after: str = "",
+    login: bool = False,
 ) -> Rule:
-    """A password given to a known program with a short option (``sshpass -p x``)."""
+    """A password given to a known program with a short option (``sshpass -p x``).
+    The triggers are the option (``-p``; ``-a `` where a word like ``user-agent`` would
+    wake it for nothing): a dash is rarer than the programs' letters, so text without
+    one is passed over quickly; the program's name is checked after."""
     first, program = _words(tools)
     then = r"[ \t]+login(?![A-Za-z0-9_-])" if login else ""
     rest = rf"{program}{then}{_SAME_COMMAND}{option}{after}(?P<s>(?!-){_VALUE})"
-    return Rule(name, "password", first, rest, tuple(t.lower() for t in tools), slot=True)
+    names = tuple(sorted({tool.lower() for tool in tools}))
+    return Rule(name, "password", first, rest, triggers, slot=True, also=names)
 
 
 _MYSQL = (
@@ -188,7 +203,7 @@ RULES: Final[tuple[Rule, ...]] = (
         "[rRsS]",
         r"(?<![A-Za-z0-9_].)(?:(?<=[rR])(?i:esponse)|(?<=[sS])(?i:ignature))=(?:\\?\")?"
         r"(?P<s>[0-9a-fA-F]{32,128}+)(?![0-9A-Za-z])",
-        ("response=", "signature="),
+        ("esponse=", "signature="),
     ),
     Rule(
         # password=..., "token": "...", ?access_token=...&x=1, PGPASSWORD=..., any key
@@ -236,27 +251,35 @@ RULES: Final[tuple[Rule, ...]] = (
         ("pass", "token", "key", "secret"),
         slot=True,
     ),
-    _tool("sshpass", ("sshpass",), r"-p[ \t]*+"),
-    _tool("mysql", _MYSQL, "-p"),
-    _tool("mongo", _MONGO, r"-p[ \t]++"),
-    _tool("redis_cli", ("redis-cli",), r"-a[ \t]++"),
-    _tool("sqlcmd", ("sqlcmd", "bcp"), r"-P[ \t]*+"),
-    _tool("zip", ("zip", "unzip", "zipcloak"), r"-P[ \t]++"),
-    _tool("7z", ("7z", "7za", "7zr"), "-p"),
-    _tool("ldap", _LDAP, r"-w[ \t]++"),
+    _tool("sshpass", ("sshpass",), r"-p[ \t]*+", ("-p",)),
+    _tool("mysql", _MYSQL, "-p", ("-p",)),
+    _tool("mongo", _MONGO, r"-p[ \t]++", ("-p",)),
+    _tool("redis_cli", ("redis-cli",), r"-a[ \t]++", ("-a ", "-a\t")),
+    _tool("sqlcmd", ("sqlcmd", "bcp"), r"-P[ \t]*+", ("-p",)),
+    _tool("zip", ("zip", "unzip", "zipcloak"), r"-P[ \t]++", ("-p",)),
+    _tool("7z", ("7z", "7za", "7zr"), "-p", ("-p",)),
+    _tool("ldap", _LDAP, r"-w[ \t]++", ("-w ", "-w\t")),
     _tool(
         "smb",
         ("smbclient", "rpcclient", "smbget", "smbcacls"),
         r"(?:-U[ \t]*+|--user=)",
+        ("-u",),
         after=r"[^\s%:'\"\\;&|<>()`$]{0,128}+%",
     ),
     _tool(
         "curl",
         ("curl",),
         r"(?:-u|--user|-U|--proxy-user)(?:[ \t]++|=)?",
+        ("-u",),
         after=r"[^\s:'\"\\;&|<>()`$]{0,128}+:",
     ),
-    _tool("registry_login", ("docker", "podman", "nerdctl", "buildah"), r"-p[ \t]++", login=True),
+    _tool(
+        "registry_login",
+        ("docker", "podman", "nerdctl", "buildah"),
+        r"-p[ \t]++",
+        ("-p",),
+        login=True,
+    ),
     Rule(
         # scheme://user:password@host -- the password, up to the last '@'. The match
         # starts at "://" (the scheme stays outside it, untouched).
@@ -324,7 +347,7 @@ RULES: Final[tuple[Rule, ...]] = (
         "[rsw]",
         r"(?<![A-Za-z0-9_].)"
         r"(?P<s>(?:(?<=[rs])k_(?:live|test)_[A-Za-z0-9]{16,}+|(?<=w)hsec_[A-Za-z0-9]{32,}+))",
-        ("sk_", "rk_", "whsec_"),
+        ("k_live_", "k_test_", "hsec_"),
         keep_prefix=False,
         shape=True,
     ),
@@ -382,7 +405,7 @@ RULES: Final[tuple[Rule, ...]] = (
         "npm-token",
         "n",
         r"(?<![A-Za-z0-9_].)(?P<s>pm_[A-Za-z0-9]{36})(?![A-Za-z0-9])",
-        ("npm_",),
+        ("pm_",),
         keep_prefix=False,
         shape=True,
     ),
@@ -460,29 +483,104 @@ def _chars(first: str) -> str:
     return first[1:-1] if first.startswith("[") else first
 
 
-def _combine(rules: tuple[Rule, ...]) -> re.Pattern[str]:
-    """``[all first chars](?:(?<=first_0)rest_0|...)``; rule i's group becomes ``s{i}``."""
-    firsts = "".join(sorted({c for rule in rules for c in _chars(rule.first)}))
+def _combine(indices: tuple[int, ...]) -> re.Pattern[str]:
+    """``[all first chars](?:(?<=first_0)rest_0|...)`` of the rules at ``indices`` (in
+    table order); rule i's group becomes ``s{i}``."""
+    firsts = "".join(sorted({c for i in indices for c in _chars(RULES[i].first)}))
     branches = [
-        f"(?<={rule.first}){rule.rest.replace('(?P<s>', f'(?P<s{i}>', 1)}"
-        for i, rule in enumerate(rules)
+        f"(?<={RULES[i].first}){RULES[i].rest.replace('(?P<s>', f'(?P<s{i}>', 1)}" for i in indices
     ]
     return re.compile(f"[{re.escape(firsts)}](?:{'|'.join(branches)})", re.ASCII)
 
 
-COMBINED: Final = _combine(RULES)
-TRIGGER_RE: Final = re.compile(
-    "|".join(re.escape(t) for t in sorted({t for rule in RULES for t in rule.triggers}))
-)
+def _trie(words: set[str]) -> str:
+    """One regex for ``words`` as a prefix tree (``a(?:iza|kia)|b…``): the engine
+    tries one branch per first character instead of every word at every position,
+    and a word another one starts with is dropped (finding the shorter suffices)."""
+    tree: dict[str, dict[str, Any]] = {}
+    for word in words:
+        node = tree
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
 
-_SHAPES: Final = tuple(rule for rule in RULES if rule.shape)
-_SHAPE_RE: Final = re.compile(
-    "|".join(
-        f"(?P<k{i}>{rule.first}{rule.rest.replace('(?P<s>', '(?:', 1)})"
-        for i, rule in enumerate(_SHAPES)
-    ),
-    re.ASCII,
-)
+    def emit(node: dict[str, Any]) -> str:
+        if "" in node:
+            return ""
+        branches = [re.escape(char) + emit(child) for char, child in sorted(node.items())]
+        return branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
+
+    return emit(tree)
+
+
+COMBINED: Final = _combine(tuple(range(len(RULES))))
+TRIGGER_RE: Final = re.compile(_trie({t for rule in RULES for t in rule.triggers}))
+# The rules a found trigger may start (a found trigger is one no other one starts).
+_RULES_OF: Final[dict[str, frozenset[int]]] = {}
+for _i, _rule in enumerate(RULES):
+    for _trigger in _rule.triggers:
+        for _found in {t for r in RULES for t in r.triggers}:
+            if _trigger.startswith(_found):
+                _RULES_OF[_found] = _RULES_OF.get(_found, frozenset()) | {_i}
+
+
+_ALSO: Final = tuple(frozenset(rule.also) for rule in RULES)
+_ALSO_RE: Final = re.compile(_trie({name for rule in RULES for name in rule.also}))
+
+
+def combined_for(lowered: str) -> re.Pattern[str] | None:
+    """The combined regex of the rules that can match in a text whose lowercase form
+    is ``lowered`` (only rules one of whose triggers it holds), or ``None`` when no
+    rule can. Gives what :data:`COMBINED` gives, faster: most texts wake a rule or two."""
+    hit = TRIGGER_RE.search(lowered)  # the usual text has none: one quick scan
+    if hit is None:
+        return None
+    found: set[str] = set()
+    while hit is not None:  # every hit, overlapping ones too ("ldappasswd=": "pass")
+        found.add(hit.group(0))
+        hit = TRIGGER_RE.search(lowered, hit.start() + 1)
+    triggers = frozenset(found)
+    if not _NEEDS_NAMES[triggers]:
+        return _pattern_for(triggers, frozenset())
+    # A program's option ("-p") is common: its rule runs only if the program is named.
+    return _pattern_for(triggers, frozenset(hit.group(0) for hit in _ALSO_RE.finditer(lowered)))
+
+
+class _NeedsNames(dict[frozenset[str], bool]):
+    """Whether any rule the triggers wake also needs a program's name (memoised)."""
+
+    def __missing__(self, triggers: frozenset[str]) -> bool:
+        needs = any(_ALSO[i] for trigger in triggers for i in _RULES_OF[trigger])
+        if len(self) < 4096:
+            self[triggers] = needs
+        return needs
+
+
+_NEEDS_NAMES: Final = _NeedsNames()
+
+
+@functools.lru_cache(maxsize=512)
+def _pattern_for(triggers: frozenset[str], named: frozenset[str]) -> re.Pattern[str] | None:
+    """The combined regex of the rules ``triggers`` wake whose program, if they need
+    one, is among ``named``."""
+    indices = {
+        i for trigger in triggers for i in _RULES_OF[trigger] if not _ALSO[i] or _ALSO[i] & named
+    }
+    return _combined(tuple(sorted(indices))) if indices else None
+
+
+@functools.lru_cache(maxsize=256)
+def _combined(indices: tuple[int, ...]) -> re.Pattern[str]:
+    return _combine(indices)
+
+
+# Per first character, the shapes a whole value may be (to name a slot's value).
+_SHAPES_BY_FIRST: Final[dict[str, tuple[tuple[re.Pattern[str], str], ...]]] = {}
+for _rule in RULES:
+    if _rule.shape:
+        _whole = re.compile(f"{_rule.first}{_rule.rest.replace('(?P<s>', '(?:', 1)}", re.ASCII)
+        for _char in _chars(_rule.first):
+            _SHAPES_BY_FIRST[_char] = (*_SHAPES_BY_FIRST.get(_char, ()), (_whole, _rule.kind))
 _MARKERS: dict[str, str] = {}
 
 
@@ -496,10 +594,10 @@ def marker(kind: str) -> str:
 
 def shape_kind(value: str) -> str | None:
     """The kind of ``value`` when it is, whole, a token of a known shape."""
-    found = _SHAPE_RE.fullmatch(value)
-    if found is None or found.lastgroup is None:
-        return None
-    return _SHAPES[int(found.lastgroup[1:])].kind
+    for whole, kind in _SHAPES_BY_FIRST.get(value[:1], ()):
+        if whole.fullmatch(value):
+            return kind
+    return None
 
 
 def key_kind(key: str, value: str = "") -> str | None:

@@ -34,6 +34,12 @@ _COMMENT: Final = 3
 # Where something happens, per state (everything in between is plain word text).
 _NORMAL_STOP: Final = re.compile(r"""[ \t\n;&|()<>'"\\`$#]""")
 _DOUBLE_STOP: Final = re.compile(r'["\\`$]')
+# Plain words, each followed by blanks (the last one is kept in group 1): unquoted
+# text without expansions, and whole quoted strings without expansions or escapes.
+_PLAIN_WORDS: Final = re.compile(
+    r"""(?:((?:[^\s;&|()<>'"\\`$#]|'[^']*+'|"[^"\\`$]*+")"""
+    r"""(?:[^\s;&|()<>'"\\`$]++|'[^']*+'|"[^"\\`$]*+")*+)[ \t]++)++"""
+)
 # A shell assignment word: NAME=, NAME+=, NAME[i]=.
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 # The same, anywhere in quoted text and whatever quotes or escapes precede it.
@@ -147,6 +153,11 @@ class SlotReader:
 
     def _read_normal(self, pos: int, end: int) -> int:
         text = self._text
+        if self._word_start == -1:  # between words: take a run of plain ones at once
+            run = _PLAIN_WORDS.match(text, pos, end)
+            if run is not None:
+                self._prev = _kind(run.group(1))
+                return run.end()
         found = _NORMAL_STOP.search(text, pos, end)
         stop = end if found is None else found.start()
         if stop > pos and self._word_start == -1:
@@ -180,14 +191,15 @@ class SlotReader:
     def _end_word(self, at: int) -> None:
         if self._word_start == -1:
             return
-        word = self._text[self._word_start : at]
-        if _ASSIGNMENT.match(word):
-            self._prev = "assign"
-        elif word in _COMMAND_WORDS:
-            self._prev = None
-        else:
-            self._prev = "word"
+        self._prev = _kind(self._text[self._word_start : at])
         self._word_start = -1
+
+
+def _kind(word: str) -> str | None:
+    """What a complete word is, for the word after it."""
+    if _ASSIGNMENT.match(word):
+        return "assign"
+    return None if word in _COMMAND_WORDS else "word"
 
 
 def _expands(text: str, dollar: int) -> bool:
