@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from interlock.core.redaction import Redactor
 from interlock.errors import EvaluationError
 
 __all__ = ["MISSING", "CompiledCondition", "GlobSet", "RegexSet", "lookup"]
@@ -260,6 +261,9 @@ class CompiledCondition:
         return True
 
 
+_REDACTOR: Final = Redactor()
+
+
 def _short(value: Any) -> str:
     """A short, never-raising description of a value for an error message."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -269,5 +273,6 @@ def _short(value: Any) -> str:
             return f"a {type(value).__name__}"
         return text if len(text) <= 40 else f"a {type(value).__name__}"
     if isinstance(value, str):
-        return repr(value[:40] + ("…" if len(value) > 40 else ""))
+        # Redacted before it is cut: a cut key would be too short to be recognised.
+        return repr(_REDACTOR.cut(value, 40))
     return f"a {type(value).__name__}"
