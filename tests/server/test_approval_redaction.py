@@ -42,7 +42,9 @@ async def test_an_approval_shows_the_whole_command_and_names_each_redaction(api:
         for secret in (STRIPE, GITLAB, HUGGING_FACE, NPM, SENDGRID, PASSWORD):
             assert secret not in served
 
-    record = (await api.client.get(f"/v1/approvals/{approval_id}", headers=api.h("approver"))).json()
+    record = (
+        await api.client.get(f"/v1/approvals/{approval_id}", headers=api.h("approver"))
+    ).json()
     shown = record["action"]["arguments"]
     assert shown["note"] == f"echo cookie: [REDACTED:cookie]; {HIDDEN}"
     assert shown["header"] == f"echo Authorization: Bearer [REDACTED:authorization] && {HIDDEN}"

@@ -38,9 +38,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from interlock.core.redaction_rules import (
-    COMBINED,
     RULES,
-    TRIGGER_RE,
     combined_for,
     key_kind,
     marker,
@@ -495,7 +493,9 @@ class _Builtin:
             kind = shape_kind(secret) or kind
         prefix = text[whole_start:start] if _KEEP_PREFIX[index] else ""
         if _RESCAN[index]:
-            prefix = COMBINED.sub(self, prefix)
+            rules = combined_for(prefix.lower())
+            if rules is not None:
+                prefix = rules.sub(self, prefix)
         suffix = text[end:whole_end]
         if suffix and _NAME[index] == "cookie_header":
             suffix = self._cookie_pairs(text, end, suffix)
@@ -531,9 +531,8 @@ def _key_at(text: str, start: int) -> str:
 
 def _shapes_in(word: str) -> str:
     """``word`` with only the tokens of a known shape in it replaced."""
-    if TRIGGER_RE.search(word.lower()) is None:
-        return word
-    return COMBINED.sub(_ShapesOnly(), word)
+    rules = combined_for(word.lower())
+    return word if rules is None else rules.sub(_ShapesOnly(), word)
 
 
 class _ShapesOnly(_Builtin):

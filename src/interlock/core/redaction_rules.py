@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 __all__ = [
-    "COMBINED",
     "KINDS",
     "RULES",
     "TRIGGER_RE",
@@ -513,7 +512,6 @@ def _trie(words: set[str]) -> str:
     return emit(tree)
 
 
-COMBINED: Final = _combine(tuple(range(len(RULES))))
 TRIGGER_RE: Final = re.compile(_trie({t for rule in RULES for t in rule.triggers}))
 # The rules a found trigger may start (a found trigger is one no other one starts).
 _RULES_OF: Final[dict[str, frozenset[int]]] = {}
@@ -531,7 +529,8 @@ _ALSO_RE: Final = re.compile(_trie({name for rule in RULES for name in rule.also
 def combined_for(lowered: str) -> re.Pattern[str] | None:
     """The combined regex of the rules that can match in a text whose lowercase form
     is ``lowered`` (only rules one of whose triggers it holds), or ``None`` when no
-    rule can. Gives what :data:`COMBINED` gives, faster: most texts wake a rule or two."""
+    rule can. Gives what all the rules combined give, faster: most texts wake a rule or
+    two, and the regex of each set of rules is compiled once, when first needed."""
     hit = TRIGGER_RE.search(lowered)  # the usual text has none: one quick scan
     if hit is None:
         return None
@@ -575,12 +574,23 @@ def _combined(indices: tuple[int, ...]) -> re.Pattern[str]:
 
 
 # Per first character, the shapes a whole value may be (to name a slot's value).
-_SHAPES_BY_FIRST: Final[dict[str, tuple[tuple[re.Pattern[str], str], ...]]] = {}
+_SHAPE_RULES_BY_FIRST: Final[dict[str, tuple[Rule, ...]]] = {}
 for _rule in RULES:
     if _rule.shape:
-        _whole = re.compile(f"{_rule.first}{_rule.rest.replace('(?P<s>', '(?:', 1)}", re.ASCII)
         for _char in _chars(_rule.first):
-            _SHAPES_BY_FIRST[_char] = (*_SHAPES_BY_FIRST.get(_char, ()), (_whole, _rule.kind))
+            _SHAPE_RULES_BY_FIRST[_char] = (*_SHAPE_RULES_BY_FIRST.get(_char, ()), _rule)
+
+
+@functools.lru_cache(maxsize=64)
+def _shapes_starting(char: str) -> tuple[tuple[re.Pattern[str], str], ...]:
+    """The whole-value regexes (and kinds) of the shapes that start with ``char``,
+    compiled when first needed."""
+    return tuple(
+        (re.compile(f"{rule.first}{rule.rest.replace('(?P<s>', '(?:', 1)}", re.ASCII), rule.kind)
+        for rule in _SHAPE_RULES_BY_FIRST.get(char, ())
+    )
+
+
 _MARKERS: dict[str, str] = {}
 
 
@@ -594,7 +604,9 @@ def marker(kind: str) -> str:
 
 def shape_kind(value: str) -> str | None:
     """The kind of ``value`` when it is, whole, a token of a known shape."""
-    for whole, kind in _SHAPES_BY_FIRST.get(value[:1], ()):
+    if value[:1] not in _SHAPE_RULES_BY_FIRST:
+        return None
+    for whole, kind in _shapes_starting(value[:1]):
         if whole.fullmatch(value):
             return kind
     return None
