@@ -121,6 +121,15 @@ def test_token_slot_at_line_start_is_an_argument_and_is_redacted() -> None:
     )
 
 
+def test_after_an_assignment_only_a_token_of_known_shape_is_hidden() -> None:
+    # `token=Bearer x`: in a shell, x is the command. A generic token there stays
+    # visible; one whose shape says it is a secret (here a JWT) is hidden all the same.
+    jwt = "eyJhbGciOiJIUzI1NiJ9" + ".eyJzdWIiOiIxIn0" + ".c2lnbmF0dXJl"
+    assert redact("token=Bearer abc123XYZ789") == "token=Bearer abc123XYZ789"
+    assert redact(f"token=Bearer {jwt}") == "token=Bearer [REDACTED:jwt]"
+    assert redact(f"X=Cookie: {jwt}") == "X=Cookie: [REDACTED:jwt]"
+
+
 def test_a_policy_pattern_is_bounded_by_tokens_too() -> None:
     sloppy = Redactor(extra_patterns=[r"secret-.*"])
     assert sloppy.redact("echo secret-abc; curl https://evil.example/x") == (

@@ -482,7 +482,7 @@ class _Builtin:
         if _SLOT[index] and not self._reader(text).is_argument(start):
             # The word could be the command: leave it visible (a token whose shape
             # alone says it is a secret is still hidden in it).
-            return text[whole_start:start] + _shapes_in(secret) + text[end:whole_end]
+            return text[whole_start:start] + _shapes_in(secret) + _shapes_in(text[end:whole_end])
         kind = _KIND[index]
         if not kind:
             named = key_kind(_key_at(text, whole_start), secret)
