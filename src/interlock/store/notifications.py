@@ -272,7 +272,7 @@ def mark_failed(store: SqlStore, claim: NotificationClaim, error: str, *, retry_
             ),
             (
                 retry_at_us,
-                _REDACTOR.cut(error, MAX_ERROR_CHARS),
+                _REDACTOR.cut(error, MAX_ERROR_CHARS, ellipsis=""),
                 claim.record.id,
                 claim.lease_until_us,
             ),
