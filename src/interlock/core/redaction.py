@@ -52,7 +52,7 @@ REDACTED: str = "[REDACTED]"
 MARKER_RE: Final = re.compile(r"\[REDACTED(?::([a-z0-9-]+))?\]")
 """Finds the markers in redacted text; group 1 is the kind (empty for :data:`REDACTED`)."""
 
-POLICY_KIND: Final = "policy"
+_POLICY_KIND: Final = "policy"
 
 _TRUNCATED: Final = "<truncated: depth>"
 _CYCLE: Final = "<cycle>"
@@ -562,7 +562,7 @@ def _replace_extra(match: re.Match[str]) -> str:
         end = cut.start()
     if end <= start:
         return match.group(0)
-    return text[match.start() : start] + marker(POLICY_KIND) + text[end : match.end()]
+    return text[match.start() : start] + marker(_POLICY_KIND) + text[end : match.end()]
 
 
 _DEFAULT: Final = Redactor()
