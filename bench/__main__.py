@@ -83,6 +83,12 @@ def _adapters(calls: int | None, quick: bool) -> BenchResult:
     return adapters.run(calls, quick)
 
 
+def _redaction(calls: int | None, quick: bool) -> BenchResult:
+    from bench import redaction
+
+    return redaction.run(calls, quick)
+
+
 def _server(calls: int | None, quick: bool) -> BenchResult:
     from bench import server
 
@@ -133,6 +139,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the same LangChain agent loop and fake model with and without the guard, per tool "
         "call (--calls: runs of 40 tool calls per subject)",
         _adapters,
+    ),
+    "redaction": Benchmark(
+        "redact_value over typical arguments (vs json.dumps, and vs another tree with "
+        "INTERLOCK_BENCH_BASELINE_SRC) and redact over secret-bearing strings "
+        "(--calls: calls per subject)",
+        _redaction,
     ),
     "server": Benchmark(
         "a remote check through interlock serve vs a fixed-JSON Starlette endpoint, same "

@@ -32,7 +32,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Final, Literal, ParamSpec, TypeVar, cast, overload
 
 from interlock.core.action import Action, Context
-from interlock.core.decision import Decision, Verdict
+from interlock.core.decision import Decision, ShadowVerdict, Verdict
 from interlock.core.events import Event, EventSink, new_event
 from interlock.core.redaction import Redactor
 from interlock.deciders.base import CancelToken, Decider
@@ -402,11 +402,12 @@ class Guard:
     def _finish_detached(self, action: Action | None, decision: Decision, start: int) -> None:
         """Record a decision from a task that is being cancelled: the audit record is
         queued, not awaited (the verdict is undetermined either way)."""
+        decision = self._told(decision)
         audit = self.audit
         if audit is None:
             self._finish(action, decision, start)
             return
-        event = Event("decision", time.time(), action, decision, time.perf_counter_ns() - start)
+        event = self._event(action, decision, start)
         try:
             audit.write_event_nowait(self._tenant(action), event)
         except Exception:
@@ -856,6 +857,7 @@ class Guard:
         return action.with_context(action.context.merged_over(base))
 
     def _finish(self, action: Action | None, decision: Decision, start: int) -> Decision:
+        decision = self._told(decision)
         if action is not None and not (
             (type(action) is Action and type(action.context) is Context)
             or (isinstance(action, Action) and isinstance(action.context, Context))
@@ -866,7 +868,7 @@ class Guard:
         event: Event | None = None
         audit, sink = self.audit, self.sink
         if audit is not None or sink is not None:  # the usual guard has neither
-            event = Event("decision", time.time(), action, decision, time.perf_counter_ns() - start)
+            event = self._event(action, decision, start)
             if audit is not None:
                 try:
                     audit.write_event(self._tenant(action), event)
@@ -880,13 +882,14 @@ class Guard:
         """:meth:`_finish`, awaiting the audit commit without blocking the loop."""
         if self.audit is None:
             return self._finish(action, decision, start)
+        decision = self._told(decision)
         if action is not None and not (
             isinstance(action, Action) and isinstance(action.context, Context)
         ):
             action = None
         if decision.verdict is Verdict.UNDETERMINED and self.fail_mode == "open":
             decision = self._failed_open(action, decision)
-        event = Event("decision", time.time(), action, decision, time.perf_counter_ns() - start)
+        event = self._event(action, decision, start)
         try:
             await self.audit.awrite_event(self._tenant(action), event)
         except Exception as exc:
@@ -894,6 +897,26 @@ class Guard:
             event = event._replace(decision=decision)
         self._publish(action, decision, event)
         return decision
+
+    def _event(self, action: Action | None, decision: Decision, start: int) -> Event:
+        latency = time.perf_counter_ns() - start
+        return Event("decision", time.time(), action, decision, latency, None, self.redactor)
+
+    def _told(self, decision: Decision) -> Decision:
+        """A refusal as the agent is told it: its reason redacted with the policy's
+        patterns too (the reason often quotes the call: an error, a value). An allow
+        is returned as it is: nothing is said to anyone, and it is the hot path."""
+        if decision.verdict is Verdict.ALLOW:
+            return decision
+        reason = self.redactor.redact(decision.reason)
+        shadow = decision.shadow
+        if shadow is not None:
+            shown = self.redactor.redact(shadow.reason)
+            if shown != shadow.reason:
+                shadow = ShadowVerdict(shadow.verdict, shown, shadow.rule_ids)
+        if reason == decision.reason and shadow is decision.shadow:
+            return decision
+        return decision._replace(reason=reason, shadow=shadow)
 
     def _tenant(self, action: Action | None) -> str:
         return action.context.tenant if action is not None else self.context.tenant
@@ -949,7 +972,7 @@ class Guard:
             self._hooks.call(self.on_blocked, decision, action)
 
     def _emit_pass_through(self, start: int) -> None:
-        event = new_event("pass_through", None, None, time.perf_counter_ns() - start)
+        event = new_event("pass_through", None, None, time.perf_counter_ns() - start, self.redactor)
         if self.audit is not None:
             try:
                 self.audit.write_event(self.context.tenant, event)

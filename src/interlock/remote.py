@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from interlock.core.action import Action
 from interlock.core.decision import ApprovalRef, Decision, ReservationRef, ShadowVerdict, Verdict
+from interlock.core.redaction import Redactor
 from interlock.errors import RemoteError, RemoteRefused, describe
 from interlock.ledger.usage import Usage
 from interlock.store.records import (
@@ -61,6 +62,7 @@ _CONTEXT_FIELDS: Final = (
 )
 #: Longest single long-poll; waiting longer repeats it.
 _LONG_POLL: Final = 30.0
+_REDACTOR: Final = Redactor()
 
 
 def _import_httpx() -> Any:
@@ -283,12 +285,13 @@ def _answer(response: httpx.Response, method: str, path: str, *, check: bool) ->
     except (ValueError, json.JSONDecodeError):
         body = None
     if status >= 500 or (check and status != 200):
-        detail = _error_text(body) or response.text[:200]
+        detail = _error_text(body) or _REDACTOR.cut(response.text, 200)  # redacted, then cut
         raise RemoteError(f"{method} {path}: HTTP {status}: {detail}", status=status)
     if status >= 400:
         error = body.get("error", {}) if isinstance(body, dict) else {}
+        detail = _error_text(body) or _REDACTOR.cut(response.text, 200)
         raise RemoteRefused(
-            f"{method} {path}: HTTP {status}: {_error_text(body) or response.text[:200]}",
+            f"{method} {path}: HTTP {status}: {detail}",
             status=status,
             code=error.get("code") if isinstance(error, dict) else None,
             field=error.get("field") if isinstance(error, dict) else None,

@@ -54,51 +54,59 @@ POSITIVE = [
     pytest.param(
         "GET /v1 with Bearer abc.def-123 ok",
         "abc.def-123",
-        "GET /v1 with Bearer [REDACTED] ok",
+        "GET /v1 with Bearer [REDACTED:bearer-token] ok",
         id="bearer",
     ),
     pytest.param(
-        "auth: bearer abc.def-123\n", "abc.def-123", "auth: bearer [REDACTED]\n", id="bearer-lower"
+        "auth: bearer abc.def-123\n",
+        "abc.def-123",
+        "auth: bearer [REDACTED:bearer-token]\n",
+        id="bearer-lower",
     ),
     pytest.param(
         f"key id AKIA{AWS_ID_BODY} in config",
         AWS_ID_BODY,
-        "key id AKIA[REDACTED] in config",
+        "key id [REDACTED:aws-access-key-id] in config",
         id="aws-access-key-id",
     ),
     pytest.param(
-        f"temp ASIA{AWS_STS_BODY}.", AWS_STS_BODY, "temp ASIA[REDACTED].", id="aws-sts-key-id"
+        f"temp ASIA{AWS_STS_BODY}.",
+        AWS_STS_BODY,
+        "temp [REDACTED:aws-access-key-id].",
+        id="aws-sts-key-id",
     ),
     pytest.param(
         f"aws_secret_access_key={AWS_SECRET} region=us-east-1",
         AWS_SECRET,
-        "aws_secret_access_key=[REDACTED] region=us-east-1",
+        "aws_secret_access_key=[REDACTED:aws-secret-key] region=us-east-1",
         id="aws-secret-key",
     ),
     pytest.param(
         f"[default]\naws_secret_access_key = {AWS_SECRET}\n",
         AWS_SECRET,
-        "[default]\naws_secret_access_key = [REDACTED]\n",
+        "[default]\naws_secret_access_key = [REDACTED:aws-secret-key]\n",
         id="aws-secret-key-ini",
     ),
-    pytest.param(f"using sk-{SK_BODY} now", SK_BODY, "using sk-[REDACTED] now", id="openai-sk"),
+    pytest.param(
+        f"using sk-{SK_BODY} now", SK_BODY, "using [REDACTED:openai-key] now", id="openai-sk"
+    ),
     pytest.param(
         f"OPENAI_KEY is sk-proj-{SK_BODY}!",
         SK_BODY,
-        "OPENAI_KEY is sk-proj-[REDACTED]!",
+        "OPENAI_KEY is [REDACTED:openai-key]!",
         id="openai-sk-proj",
     ),
     pytest.param(
         f"x sk-ant-api03-{SK_BODY} y",
         SK_BODY,
-        "x sk-ant-[REDACTED] y",
+        "x [REDACTED:anthropic-key] y",
         id="anthropic-sk-ant",
     ),
     *[
         pytest.param(
             f"push with {prefix}{GH_BODY} done",
             GH_BODY,
-            f"push with {prefix}[REDACTED] done",
+            "push with [REDACTED:github-token] done",
             id=f"github-{prefix[:-1]}",
         )
         for prefix in ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")
@@ -107,26 +115,29 @@ POSITIVE = [
         f"pat=github_pat_{GH_PAT_BODY}",
         GH_PAT_BODY,
         # key_value does not apply ("pat" is no secret key word); the github rule does.
-        "pat=github_pat_[REDACTED]",
+        "pat=[REDACTED:github-token]",
         id="github-fine-grained-pat",
     ),
     pytest.param(
         "slack " + "xox" + f"b-{SLACK_BODY} sent",
         SLACK_BODY,
-        "slack " + "xox" + "b-[REDACTED] sent",
+        "slack [REDACTED:slack-token] sent",
         id="slack-bot",
     ),
-    pytest.param("xox" + f"p-{SLACK_BODY}", SLACK_BODY, "xox" + "p-[REDACTED]", id="slack-user"),
+    pytest.param("xox" + f"p-{SLACK_BODY}", SLACK_BODY, "[REDACTED:slack-token]", id="slack-user"),
     pytest.param(
-        f"maps AIza{GOOGLE_BODY} ok", GOOGLE_BODY, "maps AIza[REDACTED] ok", id="google-api-key"
+        f"maps AIza{GOOGLE_BODY} ok",
+        GOOGLE_BODY,
+        "maps [REDACTED:google-api-key] ok",
+        id="google-api-key",
     ),
-    pytest.param(f"jwt {JWT} end", JWT, "jwt [REDACTED] end", id="jwt"),
-    pytest.param(f"({JWT}).", JWT, "([REDACTED]).", id="jwt-in-parentheses"),
+    pytest.param(f"jwt {JWT} end", JWT, "jwt [REDACTED:jwt] end", id="jwt"),
+    pytest.param(f"({JWT}).", JWT, "([REDACTED:jwt]).", id="jwt-in-parentheses"),
     *[
         pytest.param(
             f"before\n{_pem(label)}\nafter",
             PEM_BODY_LINE,
-            f"before\n-----BEGIN {label}-----[REDACTED]-----END {label}-----\nafter",
+            f"before\n-----BEGIN {label}-----[REDACTED:private-key]-----END {label}-----\nafter",
             id=f"pem-{label.split()[0].lower()}",
         )
         for label in (
@@ -140,158 +151,173 @@ POSITIVE = [
     pytest.param(
         json.dumps({"key": _pem("PRIVATE KEY") + "\n", "n": 1}),
         PEM_BODY_LINE,
-        '{"key": "-----BEGIN PRIVATE KEY-----[REDACTED]-----END PRIVATE KEY-----\\n", "n": 1}',
+        '{"key": "-----BEGIN PRIVATE KEY-----[REDACTED:private-key]-----END PRIVATE KEY-----\\n", '
+        '"n": 1}',
         id="pem-inside-json",
     ),
     pytest.param(
         f'{{"key": "-----BEGIN RSA PRIVATE KEY-----\\n{PEM_BODY_LINE}", "n": 1}}',
         PEM_BODY_LINE,
-        '{"key": "-----BEGIN RSA PRIVATE KEY-----[REDACTED]", "n": 1}',
+        '{"key": "-----BEGIN RSA PRIVATE KEY-----[REDACTED:private-key]", "n": 1}',
         id="pem-truncated-without-end-line",
     ),
     pytest.param(
         f"private_key: {_pem('EC PRIVATE KEY')}\nnext: 1",
         PEM_BODY_LINE,
-        "private_key: -----BEGIN EC PRIVATE KEY-----[REDACTED]-----END EC PRIVATE KEY-----\n"
+        "private_key: -----BEGIN EC PRIVATE KEY-----[REDACTED:private-key]"
+        "-----END EC PRIVATE KEY-----\n"
         "next: 1",
         id="pem-as-value-of-secret-key",
     ),
     pytest.param(
-        "password=hunter2 user=bob", "hunter2", "password=[REDACTED] user=bob", id="kv-password"
+        "password=hunter2 user=bob",
+        "hunter2",
+        "password=[REDACTED:password] user=bob",
+        id="kv-password",
     ),
-    pytest.param("passwd: hunter2", "hunter2", "passwd: [REDACTED]", id="kv-passwd"),
-    pytest.param("PWD=hunter2;", "hunter2", "PWD=[REDACTED];", id="kv-pwd-uppercase"),
-    pytest.param("secret = s3cr3t, n=1", "s3cr3t", "secret = [REDACTED], n=1", id="kv-secret"),
-    pytest.param("token: abc123xyz", "abc123xyz", "token: [REDACTED]", id="kv-token"),
-    pytest.param("api_key=abc123xyz", "abc123xyz", "api_key=[REDACTED]", id="kv-api-key"),
-    pytest.param("APIKEY=abc123xyz", "abc123xyz", "APIKEY=[REDACTED]", id="kv-apikey"),
+    pytest.param("passwd: hunter2", "hunter2", "passwd: [REDACTED:password]", id="kv-passwd"),
+    pytest.param("PWD=hunter2;", "hunter2", "PWD=[REDACTED:password];", id="kv-pwd-uppercase"),
     pytest.param(
-        "access_token=abc123xyz", "abc123xyz", "access_token=[REDACTED]", id="kv-access-token"
+        "secret = s3cr3t, n=1", "s3cr3t", "secret = [REDACTED:secret], n=1", id="kv-secret"
+    ),
+    pytest.param("token: abc123xyz", "abc123xyz", "token: [REDACTED:token]", id="kv-token"),
+    pytest.param("api_key=abc123xyz", "abc123xyz", "api_key=[REDACTED:api-key]", id="kv-api-key"),
+    pytest.param("APIKEY=abc123xyz", "abc123xyz", "APIKEY=[REDACTED:api-key]", id="kv-apikey"),
+    pytest.param(
+        "access_token=abc123xyz", "abc123xyz", "access_token=[REDACTED:token]", id="kv-access-token"
     ),
     pytest.param(
-        "client_secret=abc123xyz", "abc123xyz", "client_secret=[REDACTED]", id="kv-client-secret"
+        "client_secret=abc123xyz",
+        "abc123xyz",
+        "client_secret=[REDACTED:secret]",
+        id="kv-client-secret",
     ),
     pytest.param(
-        "DB_PASSWORD=hunter2 ./run", "hunter2", "DB_PASSWORD=[REDACTED] ./run", id="kv-env-var"
+        "DB_PASSWORD=hunter2 ./run",
+        "hunter2",
+        "DB_PASSWORD=[REDACTED:password] ./run",
+        id="kv-env-var",
     ),
     pytest.param(
         "mysql --password=hunter2 -h db",
         "hunter2",
-        "mysql --password=[REDACTED] -h db",
+        "mysql --password=[REDACTED:password] -h db",
         id="kv-cli-flag",
     ),
     pytest.param(
         "GET https://x.io/cb?token=abc123&x=1 200",
         "abc123",
-        "GET https://x.io/cb?token=[REDACTED]&x=1 200",
+        "GET https://x.io/cb?token=[REDACTED:token]&x=1 200",
         id="kv-query-string",
     ),
     pytest.param(
         "/cb?a=1&client_secret=abc123&b=2",
         "abc123",
-        "/cb?a=1&client_secret=[REDACTED]&b=2",
+        "/cb?a=1&client_secret=[REDACTED:secret]&b=2",
         id="kv-query-string-middle",
     ),
     pytest.param(
-        'password="hunter 2" next',
-        "hunter 2",
-        'password="[REDACTED]" next',
+        # One word at most: the word after a space may be a command (see
+        # test_redaction_bounds), so a two-word value keeps its second word.
+        'password="hunter2 x" next',
+        "hunter2",
+        'password="[REDACTED:password] x" next',
         id="kv-double-quoted",
     ),
     pytest.param(
         "{'password': 'hunter2', 'user': 'bob'}",
         "hunter2",
-        "{'password': '[REDACTED]', 'user': 'bob'}",
+        "{'password': '[REDACTED:password]', 'user': 'bob'}",
         id="kv-python-repr",
     ),
     pytest.param(
         '{"api_key": "abc123xyz", "user": "bob"}',
         "abc123xyz",
-        '{"api_key": "[REDACTED]", "user": "bob"}',
+        '{"api_key": "[REDACTED:api-key]", "user": "bob"}',
         id="kv-json",
     ),
     pytest.param(
         '"{\\"password\\": \\"hunter2\\", \\"user\\": \\"bob\\"}"',
         "hunter2",
-        '"{\\"password\\": \\"[REDACTED]\\", \\"user\\": \\"bob\\"}"',
+        '"{\\"password\\": \\"[REDACTED:password]\\", \\"user\\": \\"bob\\"}"',
         id="kv-json-inside-json-string",
     ),
     pytest.param(
-        "token=Bearer abc123xyz next",
+        "token: Bearer abc123xyz next",
         "abc123xyz",
-        "token=[REDACTED] next",
+        "token: Bearer [REDACTED:bearer-token] next",
         id="kv-value-with-auth-scheme",
     ),
     pytest.param(
         "Authorization: Basic dXNlcjpwYXNz\nHost: example.com",
         "dXNlcjpwYXNz",
-        "Authorization: [REDACTED]\nHost: example.com",
+        "Authorization: Basic [REDACTED:authorization]\nHost: example.com",
         id="header-authorization",
     ),
     pytest.param(
         "Proxy-Authorization: Bearer abc.def-123\n",
         "abc.def-123",
-        "Proxy-Authorization: [REDACTED]\n",
+        "Proxy-Authorization: Bearer [REDACTED:authorization]\n",
         id="header-proxy-authorization",
     ),
     pytest.param(
-        "x-api-key: abc 123\r\nAccept: */*",
-        "abc 123",
-        "x-api-key: [REDACTED]\r\nAccept: */*",
+        "x-api-key: abc123xyz\r\nAccept: */*",
+        "abc123xyz",
+        "x-api-key: [REDACTED:api-key]\r\nAccept: */*",
         id="header-x-api-key-to-end-of-line",
     ),
     pytest.param(
         '{"authorization": "Bearer abc.def-123", "accept": "json"}',
         "abc.def-123",
-        '{"authorization": "[REDACTED]", "accept": "json"}',
+        '{"authorization": "Bearer [REDACTED:authorization]", "accept": "json"}',
         id="header-json-ish",
     ),
     pytest.param(
         "{'X-Api-Key': 'abc123xyz', 'Accept': 'json'}",
         "abc123xyz",
-        "{'X-Api-Key': '[REDACTED]', 'Accept': 'json'}",
+        "{'X-Api-Key': '[REDACTED:api-key]', 'Accept': 'json'}",
         id="header-python-repr",
     ),
     pytest.param(
         "curl -H 'Authorization: Bearer abc.def-123' https://api.example.com",
         "abc.def-123",
-        "curl -H 'Authorization: [REDACTED]' https://api.example.com",
+        "curl -H 'Authorization: Bearer [REDACTED:authorization]' https://api.example.com",
         id="header-in-shell-quotes",
     ),
     pytest.param(
-        'Authorization: Digest username="bob", response="6629fae4"\nX: 1',
+        'Authorization: Digest username="bob", response="6629fae4' + "0" * 24 + '"\nX: 1',
         "6629fae4",
-        "Authorization: [REDACTED]\nX: 1",
+        'Authorization: Digest username="bob", response="[REDACTED:signature]"\nX: 1',
         id="header-digest-with-quotes",
     ),
     pytest.param(
         "Cookie: session=abc123; theme=dark\nX: y",
         "abc123",
-        "Cookie: [REDACTED]\nX: y",
+        "Cookie: session=[REDACTED:cookie]; theme=dark\nX: y",
         id="header-cookie",
     ),
     pytest.param(
-        "git clone https://user:pass@host/repo.git",
-        "pass",
-        "git clone https://user:[REDACTED]@host/repo.git",
+        "git clone https://user:s3cr3t@host/repo.git",
+        "s3cr3t",
+        "git clone https://user:[REDACTED:url-password]@host/repo.git",
         id="url-credentials",
     ),
     pytest.param(
         "DSN postgres://admin:p@ss@db:5432/app",
         "p@ss",
-        "DSN postgres://admin:[REDACTED]@db:5432/app",
+        "DSN postgres://admin:[REDACTED:url-password]@db:5432/app",
         id="url-credentials-password-with-at",
     ),
     pytest.param(
         "redis://:s3cr3tpw@cache:6379/0",
         "s3cr3tpw",
-        "redis://:[REDACTED]@cache:6379/0",
+        "redis://:[REDACTED:url-password]@cache:6379/0",
         id="url-credentials-empty-user",
     ),
     pytest.param(
         f"https://ghp_{GH_BODY}:x-oauth-basic@github.com/o/r",
         GH_BODY,
-        "https://ghp_[REDACTED]:[REDACTED]@github.com/o/r",
+        "https://[REDACTED:github-token]:[REDACTED:url-password]@github.com/o/r",
         id="url-credentials-token-as-user",
     ),
 ]
@@ -363,8 +389,8 @@ def test_redacted_marker_is_the_documented_string() -> None:
 def test_redact_finds_every_secret_in_a_mixed_log_line() -> None:
     line = f"user=bob password=hunter2 key=AKIA{AWS_ID_BODY} url=https://bob:pw@h/x jwt={JWT} ok"
     assert redact(line) == (
-        "user=bob password=[REDACTED] key=AKIA[REDACTED] "
-        "url=https://bob:[REDACTED]@h/x jwt=[REDACTED] ok"
+        "user=bob password=[REDACTED:password] key=[REDACTED:aws-access-key-id] "
+        "url=https://bob:[REDACTED:url-password]@h/x jwt=[REDACTED:jwt] ok"
     )
 
 
@@ -395,7 +421,7 @@ def test_redact_value_walks_nested_structures() -> None:
     assert redact_value(value) == {
         "user": "bob",
         "headers": {"Authorization": REDACTED, "Accept": "json"},
-        "args": ["--password=[REDACTED]", ("x", "sk-[REDACTED]")],
+        "args": ["--password=[REDACTED:password]", ("x", "[REDACTED:openai-key]")],
         "n": 3,
         "ratio": 1.5,
         "ok": True,
@@ -453,13 +479,13 @@ def test_redact_value_keeps_values_of_ordinary_keys(key: str) -> None:
 
 
 def test_redact_value_redacts_secrets_inside_keys() -> None:
-    assert redact_value({"Bearer abc.def-123": 1}) == {"Bearer [REDACTED]": 1}
+    assert redact_value({"Bearer abc.def-123": 1}) == {"Bearer [REDACTED:bearer-token]": 1}
 
 
 def test_redact_value_keeps_both_keys_that_redact_to_the_same_text() -> None:
     assert redact_value({"token=abc": 1, "token=xyz": 2}) == {
-        "token=[REDACTED]": 1,
-        "token=[REDACTED]#2": 2,
+        "token=[REDACTED:token]": 1,
+        "token=[REDACTED:token]#2": 2,
     }
 
 
@@ -517,7 +543,7 @@ def test_redact_value_walks_100000_deep_nesting_iteratively_when_allowed() -> No
     result = redact_value(_nested_list(100_000, "password=hunter2"), max_depth=200_000)
     depth, leaf = _depth_of(result)
     assert depth == 100_000
-    assert leaf == "password=[REDACTED]"
+    assert leaf == "password=[REDACTED:password]"
 
 
 def test_redact_value_handles_deep_dict_nesting() -> None:
@@ -530,7 +556,7 @@ def test_redact_value_handles_deep_dict_nesting() -> None:
         depth += 1
         result = result["d"]
     assert depth == 100_000
-    assert result == {"leaf": "token=[REDACTED]"}
+    assert result == {"leaf": "token=[REDACTED:token]"}
 
 
 @pytest.mark.parametrize(
@@ -560,7 +586,7 @@ def test_redact_value_shares_work_for_shared_subtrees() -> None:
     for _ in range(200):
         assert isinstance(result, list)
         result = result[1]
-    assert result == ["token=[REDACTED]"]
+    assert result == ["token=[REDACTED:token]"]
 
 
 class _Odd:
@@ -580,7 +606,7 @@ class _ReprRaises:
 
 class _ReprLeaks:
     def __repr__(self) -> str:
-        return f"<Client api_key=abc123 auth=Bearer abc.def-123 key=sk-{SK_BODY}>"
+        return f"<Client api_key=abc123 auth: Bearer abc.def-123 key=sk-{SK_BODY}>"
 
 
 class _ReprHuge:
@@ -606,7 +632,10 @@ def test_redact_value_survives_repr_that_raises() -> None:
 
 def test_redact_value_redacts_repr_of_odd_objects() -> None:
     out = redact_value(_ReprLeaks())
-    assert out == "<Client api_key=[REDACTED] auth=Bearer [REDACTED] key=sk-[REDACTED]>"
+    assert out == (
+        "<Client api_key=[REDACTED:api-key] auth: Bearer [REDACTED:bearer-token] "
+        "key=[REDACTED:openai-key]>"
+    )
 
 
 def test_redact_value_cuts_long_repr_to_200_chars() -> None:
@@ -622,14 +651,14 @@ def test_redact_value_redacts_before_cutting_the_repr() -> None:
     out = redact_value(_Odd("a" * 184 + " sk-" + SK_BODY))
     assert isinstance(out, str)
     assert SK_BODY[:12] not in out
-    assert out.startswith("a" * 184 + " sk-[REDACTED]")
+    assert out == "a" * 184 + " ..."  # the cut falls in the marker: the word is dropped
 
 
 def test_redact_value_reads_real_contents_of_misbehaving_subclasses() -> None:
     broken_dict = _DictWithBrokenItems(password="x", note="token=abc")
     broken_list = _ListWithBrokenIter(["token=abc"])
-    assert redact_value(broken_dict) == {"password": REDACTED, "note": "token=[REDACTED]"}
-    assert redact_value(broken_list) == ["token=[REDACTED]"]
+    assert redact_value(broken_dict) == {"password": REDACTED, "note": "token=[REDACTED:token]"}
+    assert redact_value(broken_list) == ["token=[REDACTED:token]"]
 
 
 class _HostileStr(str):
@@ -651,7 +680,10 @@ def test_redact_value_copies_str_subclasses_as_plain_str() -> None:
         _HostileStr("plain"): _HostileStr("text"),
     }
     out = redact_value(value)
-    assert out == {"k password=[REDACTED]": "token=[REDACTED]", "plain": "text"}
+    assert out == {
+        "k password=[REDACTED:password]": "token=[REDACTED:token]",
+        "plain": "text",
+    }
     assert isinstance(out, dict)
     assert all(type(item) is str for pair in out.items() for item in pair)
 
@@ -668,18 +700,18 @@ def test_redact_value_isolates_an_object_whose_class_lookup_raises() -> None:
     # The odd entry degrades to a placeholder; its siblings are still redacted normally.
     assert out == {
         "<unrepresentable: _ClassRaises>": "<unrepresentable: _ClassRaises>",
-        "note": "password=[REDACTED]",
+        "note": "password=[REDACTED:password]",
     }
 
 
 def test_redactor_accepts_any_iterable_of_patterns_once() -> None:
     redactor = Redactor(extra_patterns=iter(["ACME-[0-9]+"]))  # type: ignore[arg-type]
     assert redactor.extra_patterns == ("ACME-[0-9]+",)
-    assert redactor.redact("ACME-1") == REDACTED
+    assert redactor.redact("ACME-1") == "[REDACTED:policy]"
 
 
 def test_redact_value_turns_other_containers_into_redacted_repr() -> None:
-    assert redact_value({"password=hunter2"}) == "{'password=[REDACTED]'}"
+    assert redact_value({"password=hunter2"}) == "{'password=[REDACTED:password]'}"
 
 
 def test_redact_value_output_is_json_serialisable() -> None:
@@ -703,23 +735,25 @@ def test_module_functions_match_a_default_redactor() -> None:
 
 def test_extra_pattern_is_redacted_alongside_builtins() -> None:
     redactor = Redactor(extra_patterns=[r"ACME-[0-9]{6}"])
-    assert redactor.redact("id ACME-123456 password=x") == "id [REDACTED] password=[REDACTED]"
-    assert redactor.redact_value({"id": "ACME-654321"}) == {"id": REDACTED}
+    assert redactor.redact("id ACME-123456 password=x") == (
+        "id [REDACTED:policy] password=[REDACTED:password]"
+    )
+    assert redactor.redact_value({"id": "ACME-654321"}) == {"id": "[REDACTED:policy]"}
     assert redactor.extra_patterns == ("ACME-[0-9]{6}",)
 
 
 def test_extra_pattern_secret_group_keeps_the_rest_as_hint() -> None:
     redactor = Redactor(extra_patterns=[r"session=(?P<secret>\w+)"])
-    assert redactor.redact("session=abc123; path=/") == "session=[REDACTED]; path=/"
+    assert redactor.redact("session=abc123; path=/") == "session=[REDACTED:policy]; path=/"
 
 
 def test_extra_pattern_with_inline_flags_is_compiled_on_its_own() -> None:
     redactor = Redactor(extra_patterns=[r"(?i)internal-\d+", r"(\w)\1{5}"])
-    assert redactor.redact("INTERNAL-42 zzzzzz") == "[REDACTED] [REDACTED]"
+    assert redactor.redact("INTERNAL-42 zzzzzz") == "[REDACTED:policy] [REDACTED:policy]"
 
 
 def test_extra_pattern_matching_empty_string_inserts_nothing() -> None:
-    assert Redactor(extra_patterns=[r"x*"]).redact("abc xx") == "abc [REDACTED]"
+    assert Redactor(extra_patterns=[r"x*"]).redact("abc xx") == "abc [REDACTED:policy]"
 
 
 def test_invalid_extra_pattern_raises_value_error_naming_it() -> None:
@@ -751,7 +785,8 @@ def _run(alphabet: str, lo: int, hi: int) -> st.SearchStrategy[str]:
 
 
 # Each strategy yields (full text of the secret, the part that must disappear).
-_SECRETS: st.SearchStrategy[tuple[str, str]] = st.one_of(
+# Tokens whose shape alone says they are secrets: hidden wherever they are.
+_SHAPED: st.SearchStrategy[tuple[str, str]] = st.one_of(
     st.tuples(st.sampled_from(["AKIA", "ASIA"]), _run(_UPPER_DIGITS, 16, 16)).map(
         lambda t: (t[0] + t[1], t[1])
     ),
@@ -769,30 +804,40 @@ _SECRETS: st.SearchStrategy[tuple[str, str]] = st.one_of(
     st.tuples(_run(_B64URL, 1, 30), _run(_B64URL, 12, 60), _run(_B64URL, 12, 60)).map(
         lambda t: (f"eyJ{t[0]}.{t[1]}.{t[2]}", f"{t[1]}.{t[2]}")
     ),
-    st.tuples(_run(_B64, 8, 40), st.sampled_from("0123456789.-_~+/")).map(
-        lambda t: (f"Bearer {t[0]}{t[1]}", t[0] + t[1])
-    ),
     st.tuples(st.sampled_from(["RSA ", "EC ", "OPENSSH ", ""]), _run(_B64 + "+/=", 12, 200)).map(
         lambda t: (
             f"-----BEGIN {t[0]}PRIVATE KEY-----\n{t[1]}\n-----END {t[0]}PRIVATE KEY-----",
             t[1],
         )
     ),
+    _run(_B64 + "!$*+.~_-", 12, 40).map(lambda p: (f"https://user:{p}@host/path", p)),
+)
+# Values a label announces. A value that is a word of its own is hidden only where the
+# text before it reads plainly (test_redaction_bounds covers the rest).
+_LABELLED: st.SearchStrategy[tuple[str, str]] = st.one_of(
+    st.tuples(_run(_B64, 8, 40), st.sampled_from("0123456789.-_~+/")).map(
+        lambda t: (f"Bearer {t[0]}{t[1]}", t[0] + t[1])
+    ),
     st.tuples(
         st.sampled_from(["password", "passwd", "pwd", "secret", "token", "api_key", "apikey"]),
         st.sampled_from(["=", ": ", " = "]),
-        _run(_B64 + "!#$%*+./:<>?@^_~-", 12, 40),
-    ).map(lambda t: (t[0] + t[1] + t[2], t[2])),
-    _run(_B64 + "!$*+.~_-", 12, 40).map(lambda p: (f"https://user:{p}@host/path", p)),
+        _run(_B64, 1, 1),
+        _run(_B64 + "!#%*+./:?@^_~-", 11, 39),
+    ).map(lambda t: (t[0] + t[1] + t[2] + t[3], t[2] + t[3])),
     _run(_B64 + "+/=", 12, 60).map(lambda v: (f"Authorization: Basic {v}", v)),
 )
 _SEPARATORS = st.sampled_from([" ", "\n", "\t", " \n "])
+# Text a shell reads plainly: no quote, escape, expansion or here-document.
+_PLAIN = st.text(
+    alphabet=st.characters(blacklist_characters="`$<'\"\\", blacklist_categories=("Cs",)),
+    max_size=80,
+)
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(
     prefix=st.text(max_size=80),
-    secret=_SECRETS,
+    secret=_SHAPED,
     before=_SEPARATORS,
     after=_SEPARATORS,
     suffix=st.text(max_size=80),
@@ -803,6 +848,22 @@ def test_redact_removes_a_secret_embedded_in_random_text(
     full, sensitive = secret
     out = redact(prefix + before + full + after + suffix)
     # (Secrets contain no whitespace, so only the random parts could hold a copy.)
+    assert sensitive not in out or sensitive in prefix or sensitive in suffix
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    prefix=_PLAIN,
+    secret=_LABELLED,
+    before=_SEPARATORS,
+    after=_SEPARATORS,
+    suffix=st.text(max_size=80),
+)
+def test_redact_removes_a_labelled_secret_after_plain_text(
+    prefix: str, secret: tuple[str, str], before: str, after: str, suffix: str
+) -> None:
+    full, sensitive = secret
+    out = redact(prefix + before + full + after + suffix)
     assert sensitive not in out or sensitive in prefix or sensitive in suffix
 
 

@@ -64,7 +64,10 @@ def test_secret_keys_and_values_are_redacted_on_the_fast_path() -> None:
     out = REDACTOR.redact_value(
         {"api_key": "x", "args": {"note": "token=abcdef123456 INTERNAL-1234", "n": 1}}
     )
-    assert out == {"api_key": REDACTED, "args": {"note": f"token={REDACTED} {REDACTED}", "n": 1}}
+    assert out == {
+        "api_key": REDACTED,
+        "args": {"note": "token=[REDACTED:token] [REDACTED:policy]", "n": 1},
+    }
 
 
 def test_what_the_fast_path_refuses_still_gets_redacted() -> None:

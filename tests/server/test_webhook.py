@@ -403,7 +403,7 @@ def test_a_decision_reason_is_sent_redacted(
     assert dispatcher.run_once() == 1
     decided = receiver.deliveries[-1]
     assert b"0123456789abcdefghij" not in decided.body
-    assert decided.event["approval"]["decision_reason"] == "no: key sk-[REDACTED] leaked"
+    assert decided.event["approval"]["decision_reason"] == "no: key [REDACTED:openai-key] leaked"
 
 
 def test_no_decision_is_sent_without_a_delivered_request_nor_for_an_approval_that_expired(

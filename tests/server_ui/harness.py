@@ -37,6 +37,10 @@ rules:
     reason: payments over 100 need a human
     name: pay
     when: "args.amount > 100"
+  - id: shell-needs-a-human
+    decision: require_approval
+    reason: shell commands need a human
+    name: shell
 """
 
 KEYS = {

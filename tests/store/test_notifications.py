@@ -432,3 +432,13 @@ def test_decisions_taken_before_the_decided_notice_existed_are_never_sent(
         assert not has_due(upgraded, event=DECIDED) and claim_decided(upgraded) == []
         upgraded.approve(pending, by="alice")
         assert ids(claim_decided(upgraded)) == [pending]
+
+
+def test_a_long_error_is_redacted_before_it_is_cut(store: SqlStore) -> None:
+    approval_id = ask(store)
+    (held,) = claim(store)
+    secret = "Zq8Xv2Lm9Pw4Rt7Ks1Nb6Hy3"  # cut first, 13 characters of it would be kept
+    mark_failed(store, held, "e" * 480 + " token=" + secret, retry_at_us=0)
+    error = notification_state(store, approval_id).error
+    assert error is not None and len(error) <= 500
+    assert secret[:6] not in error

@@ -61,7 +61,13 @@ from interlock.errors import MappingError, describe
 try:
     from mcp import ClientSession
     from mcp.server import MCPServer, Server
-    from mcp_types import CallToolRequestParams, CallToolResult, InputRequiredResult, Tool
+    from mcp_types import (
+        CallToolRequestParams,
+        CallToolResult,
+        InputRequiredResult,
+        TextContent,
+        Tool,
+    )
     from mcp_types.methods import serialize_server_result
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -73,6 +79,7 @@ if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult
 
     from interlock.core.decision import Decision
+    from interlock.core.redaction import Redactor
     from interlock.guard import Guard, Mapper
 
 __all__ = [
@@ -260,7 +267,9 @@ async def _settled(
     guard: Guard, decision: Decision, body: Callable[[], Awaitable[T]], call: CallKey
 ) -> T:
     """Run an allowed call: commit its reservation when the tool completed, release it
-    when it failed — MCP reports a failed tool as an ``isError`` result, not a raise."""
+    when it failed — MCP reports a failed tool as an ``isError`` result, not a raise.
+    A failed tool's error text is redacted before it goes on (the model reads it, and
+    errors quote what they failed on: a connection string, an argument's value)."""
 
     async def run() -> T:
         result = await body()
@@ -271,7 +280,32 @@ async def _settled(
     try:
         return await arun_settled(guard, decision, run, call)
     except _Unfinished as unfinished:
-        return cast("T", unfinished.result)
+        return cast("T", _redacted_error(unfinished.result, guard.redactor))
+
+
+def _redacted_error(result: object, redactor: Redactor) -> object:
+    """``result`` with the text of an error result redacted (anything else as it is)."""
+    if isinstance(result, CallToolResult):
+        if not result.is_error:
+            return result
+        content = [
+            block.model_copy(update={"text": redactor.redact(block.text)})
+            if isinstance(block, TextContent)
+            else block
+            for block in result.content
+        ]
+        return result.model_copy(update={"content": content})
+    if isinstance(result, Mapping) and result.get("isError"):
+        blocks = result.get("content")
+        if isinstance(blocks, list):
+            wire = [
+                {**block, "text": redactor.redact(block["text"])}
+                if isinstance(block, Mapping) and isinstance(block.get("text"), str)
+                else block
+                for block in blocks
+            ]
+            return {**result, "content": wire}
+    return result
 
 
 # -- server side -----------------------------------------------------------------------

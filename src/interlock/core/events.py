@@ -2,7 +2,10 @@
 
 An :class:`Event` is built on the hot path from references only; redaction and JSON
 encoding happen when a sink writes it, off the hot path (the JSONL sink writes from a
-background thread). Nothing unredacted is ever written.
+background thread). Nothing unredacted is ever written. An event carries the redactor
+of the guard that made it — the built-in secret shapes and the policy's
+``redaction.patterns`` — so every sink, a sink of the user's own included, redacts
+with the policy's patterns through :meth:`Event.to_record`.
 
 Example::
 
@@ -14,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -53,10 +57,12 @@ class Event(NamedTuple):
     decision: Decision | None
     latency_ns: int
     detail: Mapping[str, Any] | None = None  # a phase event's fields (see core.phases)
+    redactor: Redactor | None = None  # the guard's: built-in shapes + the policy's patterns
 
     def to_record(self, redactor: Redactor | None = None) -> dict[str, Any]:
-        """The redacted, JSON-ready form of this event."""
-        redactor = redactor or _DEFAULT_REDACTOR
+        """The redacted, JSON-ready form of this event: redacted by the event's own
+        redactor (the guard's) and, when given, ``redactor`` too."""
+        redactor = _both(self.redactor, redactor)
         record: dict[str, Any] = {
             "kind": self.kind,
             "ts": self.ts,
@@ -97,9 +103,30 @@ class Event(NamedTuple):
 
 
 def new_event(
-    kind: str, action: Action | None, decision: Decision | None, latency_ns: int
+    kind: str,
+    action: Action | None,
+    decision: Decision | None,
+    latency_ns: int,
+    redactor: Redactor | None = None,
 ) -> Event:
-    return Event(kind, time.time(), action, decision, latency_ns)
+    return Event(kind, time.time(), action, decision, latency_ns, None, redactor)
+
+
+def _both(own: Redactor | None, given: Redactor | None) -> Redactor:
+    """One redactor with the patterns of both (either may be missing)."""
+    if given is None or given is own:
+        return own or _DEFAULT_REDACTOR
+    if own is None or not own.extra_patterns or own.extra_patterns == given.extra_patterns:
+        return given
+    if not given.extra_patterns:
+        return own
+    return _union(own, given)
+
+
+@functools.lru_cache(maxsize=64)
+def _union(own: Redactor, given: Redactor) -> Redactor:
+    patterns = dict.fromkeys((*own.extra_patterns, *given.extra_patterns))
+    return Redactor(extra_patterns=tuple(patterns))
 
 
 @runtime_checkable
@@ -132,15 +159,17 @@ _STOP = object()
 class JsonlSink:
     """Appends redacted events to a JSON Lines file from a background thread.
 
-    ``flush()`` blocks until everything emitted so far is written; ``close()`` flushes
-    and stops the writer. Durable, hash-chained storage is the store's job; this sink
-    is for local runs and the CLI.
+    Each event is redacted by the redactor it carries (its guard's: the policy's
+    patterns included) and by ``redactor`` when one is given. ``flush()`` blocks until
+    everything emitted so far is written; ``close()`` flushes and stops the writer.
+    Durable, hash-chained storage is the store's job; this sink is for local runs and
+    the CLI.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, redactor: Redactor | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._redactor = redactor or _DEFAULT_REDACTOR
+        self._redactor = redactor
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="interlock-jsonl-sink", daemon=True)
@@ -204,7 +233,7 @@ class JsonlSink:
 def _json_default(value: Any) -> Any:
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
-    return repr(value)[:200]
+    return _DEFAULT_REDACTOR.cut(repr(value), 200)  # redacted before it is cut
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from interlock.core.events import Event
+from interlock.core.redaction import Redactor
 from interlock.errors import describe
 
 if TYPE_CHECKING:
@@ -44,12 +45,21 @@ log = logging.getLogger("interlock")
 
 #: The longest output preview a tool_result carries, in characters.
 PREVIEW_CHARS: Final = 200
+_REDACTOR: Final = Redactor()
 
 
-def preview(value: object) -> str:
-    """A short text form of a result, for the record (redacted by the sink)."""
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+def preview(value: object, redactor: Redactor | None = None) -> str:
+    """A short text form of a result, for the record: redacted before it is cut (a cut
+    must not leave part of a secret too short to be recognised), then by the sink."""
+    text = value if isinstance(value, str) else _repr(value)
+    return (redactor or _REDACTOR).cut(text, PREVIEW_CHARS)
+
+
+def _repr(value: object) -> str:
+    try:
+        return repr(value)
+    except Exception:
+        return f"<unrepresentable: {type(value).__name__}>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +142,9 @@ def emit_phase(guard: Guard, phase: Phase) -> None:
         return
     duration = getattr(phase, "duration_ns", 0)
     try:
-        sink.emit(Event(phase.kind, time.time(), None, None, duration, phase.fields()))
+        sink.emit(
+            Event(phase.kind, time.time(), None, None, duration, phase.fields(), guard.redactor)
+        )
     except Exception:
         log.exception("interlock: the event sink failed on a %s event", phase.kind)
 
@@ -165,7 +177,7 @@ def tool_finished(
             name,
             decision.decision_id,
             ok=error is None,
-            output=None if error is not None else preview(result),
+            output=None if error is not None else preview(result, guard.redactor),
             error=None if error is None else describe(error),
             duration_ns=time.perf_counter_ns() - started,
         ),

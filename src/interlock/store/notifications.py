@@ -55,6 +55,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from interlock.core.redaction import Redactor
 from interlock.errors import ApprovalNotFound
 from interlock.store.records import APPROVAL_COLUMNS, ApprovalRecord
 from interlock.store.sql import SqlStore
@@ -87,6 +88,7 @@ DECIDED_GIVE_UP_US: Final = 24 * 3600 * 1_000_000
 
 #: The longest failure text kept (a receiver's error can be anything).
 MAX_ERROR_CHARS = 500
+_REDACTOR = Redactor()  # a failure text is redacted before it is cut to MAX_ERROR_CHARS
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +270,12 @@ def mark_failed(store: SqlStore, claim: NotificationClaim, error: str, *, retry_
                 f"{notice.claimed_until} = NULL "
                 f"WHERE id = ? AND {notice.notified} IS NULL AND {notice.claimed_until} = ?"
             ),
-            (retry_at_us, error[:MAX_ERROR_CHARS], claim.record.id, claim.lease_until_us),
+            (
+                retry_at_us,
+                _REDACTOR.cut(error, MAX_ERROR_CHARS, ellipsis=""),
+                claim.record.id,
+                claim.lease_until_us,
+            ),
         )
         return cur.rowcount == 1
 

@@ -6,6 +6,8 @@
 // - the key lives in sessionStorage only: never a cookie, never a URL;
 // - every piece of server data reaches the page through textContent or a Text node,
 //   never through innerHTML, so a tool argument is always shown as text;
+// - what the server redacted is shown as a marked span naming the kind of secret, so a
+//   hidden span can never pass for part of the command around it;
 // - no inline handlers: listeners are attached here.
 "use strict";
 
@@ -39,6 +41,9 @@
     ["idempotency_key", "Idempotency key"],
   ];
   const SHOWN_ACTION_FIELDS = new Set(["kind", "name", "arguments"]);
+  // The server replaces each secret with [REDACTED:<kind>] (a value under a key that
+  // names a secret reads [REDACTED]); nothing else is ever hidden.
+  const MARKER = /\[REDACTED(?::([a-z0-9-]+))?\]/g;
   // How each closed status reads. The status is always spelled out: the colour (the
   // class) only repeats it.
   const STATUS_LABELS = new Map([
@@ -188,6 +193,45 @@
 
   function display(value) {
     return typeof value === "string" ? value : JSON.stringify(value);
+  }
+
+  /** ``text`` as nodes for h(): plain text, and each redaction marker as a <mark>. */
+  function marked(text) {
+    const nodes = [];
+    let last = 0;
+    for (const found of text.matchAll(MARKER)) {
+      if (found.index > last) nodes.push(text.slice(last, found.index));
+      const kind = found[1] ?? "secret";
+      nodes.push(
+        h(
+          "mark",
+          {
+            class: "redacted",
+            "data-testid": "redacted",
+            "data-kind": kind,
+            title: `Hidden by the server: ${kind}`,
+          },
+          found[0],
+        ),
+      );
+      last = found.index + found[0].length;
+    }
+    if (last < text.length) nodes.push(text.slice(last));
+    return nodes;
+  }
+
+  /** A line that says how many secrets the text had hidden, and of which kinds (none:
+   * no line). The marks themselves show where. */
+  function redactionSummary(text) {
+    const kinds = [...text.matchAll(MARKER)].map((found) => found[1] ?? "secret");
+    if (kinds.length === 0) return null;
+    const count = kinds.length === 1 ? "1 secret hidden" : `${kinds.length} secrets hidden`;
+    return h(
+      "p",
+      { class: "redaction-summary", "data-testid": "redaction-summary" },
+      `${count} (${[...new Set(kinds)].join(", ")}), marked below; ` +
+        "everything else is shown as the tool receives it.",
+    );
   }
 
   // -- signing in and out -------------------------------------------------------------
@@ -362,19 +406,20 @@
     const context = approval.context ?? {};
     const rows = [];
     const add = (label, value) => rows.push(h("dt", {}, label), h("dd", {}, value));
+    const addText = (label, value) => add(label, h("span", {}, ...marked(display(value))));
     const agent = approval.requested_by ?? context.agent;
     for (const [field, label] of CONTEXT_LABELS) {
       const value = field === "agent" ? agent : context[field];
-      if (value !== null && value !== undefined && value !== "") add(label, display(value));
+      if (value !== null && value !== undefined && value !== "") addText(label, value);
     }
     for (const [field, value] of Object.entries(context)) {
       const known = CONTEXT_LABELS.some(([name]) => name === field);
-      if (!known && value !== null && value !== undefined) add(field, display(value));
+      if (!known && value !== null && value !== undefined) addText(field, value);
     }
     const action = approval.action ?? {};
     for (const [field, value] of Object.entries(action)) {
       if (!SHOWN_ACTION_FIELDS.has(field) && value !== null && value !== undefined) {
-        add(field, display(value));
+        addText(field, value);
       }
     }
     add("Rules", (approval.rule_ids ?? []).join(", ") || "—");
@@ -407,6 +452,7 @@
     const name = display(action.name ?? "(unnamed)");
     const reasonId = `reason-${approval.id}`;
     const { rows, expiry } = contextRows(approval);
+    const argumentsText = JSON.stringify(action.arguments ?? {}, null, 2);
     const reasonBox = h("textarea", {
       id: reasonId,
       rows: 2,
@@ -422,10 +468,11 @@
       "li",
       { class: "card", "data-testid": "approval", "data-approval-id": approval.id },
       summary(approval),
-      h("p", { class: "why", "data-testid": "approval-reason" }, approval.reason || "(no reason given)"),
+      h("p", { class: "why", "data-testid": "approval-reason" }, ...marked(approval.reason || "(no reason given)")),
       h("dl", { class: "context", "data-testid": "approval-context" }, ...rows),
       h("h4", {}, "Arguments"),
-      h("pre", { class: "arguments", "data-testid": "approval-arguments" }, JSON.stringify(action.arguments ?? {}, null, 2)),
+      redactionSummary(argumentsText),
+      h("pre", { class: "arguments", "data-testid": "approval-arguments" }, ...marked(argumentsText)),
       h(
         "div",
         { class: "decide" },
@@ -502,15 +549,13 @@
     const since = h("span", { "data-testid": "decided-ago" });
     const undecided = approval.decided_us === null || approval.decided_us === undefined;
     const reason = approval.decision_reason ?? "";
+    const argumentsText = JSON.stringify((approval.action ?? {}).arguments ?? {}, null, 2);
     const details = h(
       "details",
       {},
       h("summary", {}, "Arguments"),
-      h(
-        "pre",
-        { class: "arguments", "data-testid": "approval-arguments" },
-        JSON.stringify((approval.action ?? {}).arguments ?? {}, null, 2),
-      ),
+      redactionSummary(argumentsText),
+      h("pre", { class: "arguments", "data-testid": "approval-arguments" }, ...marked(argumentsText)),
     );
     const node = h(
       "li",
@@ -532,7 +577,7 @@
             "Reason: ",
             reason === ""
               ? h("span", { class: "hint", "data-testid": "decided-reason" }, "(no reason given)")
-              : h("q", { "data-testid": "decided-reason" }, reason),
+              : h("q", { "data-testid": "decided-reason" }, ...marked(reason)),
           ),
       details,
     );
