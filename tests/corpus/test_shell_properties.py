@@ -73,7 +73,7 @@ WRAPPERS: Final = (
     "doas ",
     "/usr/bin/env ",
 )
-#: ``\\rm`` is left out while a newline followed by a backslash is glued onto the line
+#: ``\rm`` is left out while a newline followed by a backslash is glued onto the line
 #: before it (corpus rows ``sh-sem-newline-escaped-*``, a recorded bypass): put it back
 #: when that is fixed.
 RM_SPELLINGS: Final = (
