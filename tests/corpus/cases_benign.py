@@ -79,23 +79,17 @@ SHELL = table(
         ("ok-sh-rm-in-grep", "grep -c 'sudo rm' history.txt"),
         ("ok-sh-find", "find . -name '*.py'", {"false_positive": _FIND}),
         ("ok-sh-find-type", "find /workspace -type f", {"false_positive": _FIND}),
-        ("ok-sh-glob-md", "grep foo *.md", {"false_positive": _RELATIVE_GLOB}),
-        ("ok-sh-glob-py", "wc -l *.py", {"false_positive": _RELATIVE_GLOB}),
+        ("ok-sh-glob-md", "grep foo *.md", {}),
+        ("ok-sh-glob-py", "wc -l *.py", {}),
         (
             "ok-sh-for-known",
             'for f in a.txt b.txt; do wc -l "$f"; done',
-            {
-                "false_positive": "a loop variable is unknown, so each use is `*`, which "
-                "could be a secret; its values are in the loop header"
-            },
+            {},
         ),
         (
             "ok-sh-process-sub",
             "diff <(sort a.txt) <(sort b.txt)",
-            {
-                "false_positive": "a process substitution's file (/dev/fd/N) is taken "
-                "to be any file, which could be a secret"
-            },
+            {},
         ),
     ],
     intent="a read-only command whose text resembles an attack",

@@ -203,13 +203,10 @@ BYPASSES = (
             (
                 "dl-sem-continuation-program",
                 "r\\\nm -rf /",
-                {
-                    "bypass": "bash removes a backslash-newline inside a word (`r\\⏎m` is rm); "
-                    "the parser reads program `r` with operand `m`"
-                },
+                {},
             ),
-            ("dl-sem-split-flags", 'X="x -r"; rm $X', {"bypass": _SPLITTING}),
-            ("dl-sem-split-program", 'X="rm -rf /"; $X', {"bypass": _SPLITTING}),
+            ("dl-sem-split-flags", 'X="x -r"; rm $X', {}),
+            ("dl-sem-split-program", 'X="rm -rf /"; $X', {}),
             (
                 "dl-sem-env-split-long",
                 "env --split-string='rm -rf /'",
@@ -261,14 +258,11 @@ BYPASSES = (
             ("dl-sem-sudo-cluster", "sudo -Eu root rm -rf /", {"bypass": _CLUSTER}),
             ("dl-sem-sudo-cluster-n", "sudo -nu root rm -rf /", {"bypass": _CLUSTER}),
             ("dl-sem-env-cluster", "env -iu HOME rm -rf /", {"bypass": _CLUSTER}),
-            ("dl-sem-ssh-cluster", "ssh -tp 2222 server rm -rf /", {"bypass": _CLUSTER}),
+            ("dl-sem-ssh-cluster", "ssh -tp 2222 server rm -rf /", {}),
             (
                 "dl-sem-ansi-short-unicode",
                 "$'\\u72m' -rf /",
-                {
-                    "bypass": "bash's `\\u` takes 1 to 4 hex digits (`$'\\u72m'` is rm); the "
-                    "decoder wants exactly 4 and keeps the text as it is"
-                },
+                {},
             ),
             (
                 "dl-sem-long-option-prefix",
@@ -294,10 +288,7 @@ BYPASSES = (
             (
                 "dl-sem-unset-known",
                 "X=ls; unset X; $X rm -rf /",
-                {
-                    "bypass": "after `unset X`, $X is empty and `$X rm -rf /` runs rm; the facts "
-                    "keep X=ls"
-                },
+                {},
             ),
             (
                 "dl-sem-git-plus-refspec",
@@ -363,8 +354,8 @@ BYPASSES = (
                     "no network use is recorded"
                 },
             ),
-            ("dl-sem-nc", "nc 127.0.0.1 6379", {"bypass": _HOST_OPERAND}),
-            ("dl-sem-ssh-host", "ssh 10.0.0.5", {"bypass": _HOST_OPERAND}),
+            ("dl-sem-nc", "nc 127.0.0.1 6379", {}),
+            ("dl-sem-ssh-host", "ssh 10.0.0.5", {}),
             ("dl-sem-curl-localhost", "curl http://localhost:8080/", {"bypass": _LOCALHOST}),
             (
                 "dl-sem-curl-shared",

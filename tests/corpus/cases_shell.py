@@ -627,64 +627,58 @@ SEMANTICS = table(
             "X=ls echo; $X rm -rf /",
             {
                 "intent": NO_DESTRUCTION,
-                "bypass": "`X=ls echo` sets X for echo alone; the facts keep X=ls for the "
-                "rest of the string, so `$X rm -rf /` reads as `ls rm -rf /` while bash "
-                "runs `rm -rf /`",
             },
         ),
-        ("sh-sem-arith-expansion", "X='a[$(rm -rf /)]'; echo $((X))", {"bypass": _ARITHMETIC}),
-        ("sh-sem-arith-test", "X='a[$(rm -rf /)]'; [[ $X -eq 0 ]]", {"bypass": _ARITHMETIC}),
-        ("sh-sem-arith-command", "X='a[$(rm -rf /)]'; (( X ))", {"bypass": _ARITHMETIC}),
+        ("sh-sem-arith-expansion", "X='a[$(rm -rf /)]'; echo $((X))", {}),
+        ("sh-sem-arith-test", "X='a[$(rm -rf /)]'; [[ $X -eq 0 ]]", {}),
+        ("sh-sem-arith-command", "X='a[$(rm -rf /)]'; (( X ))", {}),
         (
             "sh-sem-arith-subscript",
             "X='a[$(rm -rf /)]'; Y=(1 2); echo ${Y[X]}",
-            {"bypass": _ARITHMETIC},
+            {},
         ),
-        ("sh-sem-arith-offset", "X='a[$(rm -rf /)]'; echo ${Y:X}", {"bypass": _ARITHMETIC}),
-        ("sh-sem-arith-old-form", "X='a[$(rm -rf /)]'; echo $[X]", {"bypass": _ARITHMETIC}),
+        ("sh-sem-arith-offset", "X='a[$(rm -rf /)]'; echo ${Y:X}", {}),
+        ("sh-sem-arith-old-form", "X='a[$(rm -rf /)]'; echo $[X]", {}),
         (
             "sh-sem-arith-indirect",
             "X=Y; Y='a[$(rm -rf /)]'; echo $((X))",
-            {"bypass": _ARITHMETIC},
+            {},
         ),
         (
             "sh-sem-prompt-expansion",
             "X='$(rm -rf /)'; echo ${X@P}",
-            {
-                "bypass": "`${X@P}` expands X as a prompt string, which runs the command "
-                "substitution in its value"
-            },
+            {},
         ),
         (
             "sh-sem-heredoc-backtick-in-default",
             "cat <<EOF\n${X:-`rm -rf /`}\nEOF",
-            {
-                "bypass": "an unquoted here-document runs its backtick substitutions, which "
-                "the facts do not see"
-            },
+            {},
         ),
         (
             "sh-sem-heredoc-backtick-mid-line",
             "cat <<EOF\na `rm -rf /` b\nEOF",
-            {
-                "bypass": "an unquoted here-document runs its backtick substitutions, which "
-                "the facts do not see"
-            },
+            {},
         ),
         (
             "sh-sem-continuation-path",
             "cat /e\\\ntc/shadow",
-            {"intent": NO_SECRETS, "bypass": _CONTINUATION},
+            {
+                "intent": NO_SECRETS,
+            },
         ),
         (
             "sh-sem-continuation-ssh",
             "cat ~/.s\\\nsh/id_rsa",
-            {"intent": NO_SECRETS, "bypass": _CONTINUATION},
+            {
+                "intent": NO_SECRETS,
+            },
         ),
         (
             "sh-sem-continuation-dotenv",
             "cat .e\\\nnv",
-            {"intent": NO_SECRETS, "bypass": _CONTINUATION},
+            {
+                "intent": NO_SECRETS,
+            },
         ),
         (
             "sh-sem-uniq-output",
@@ -718,8 +712,6 @@ SEMANTICS = table(
             "HOME=/etc; cat $HOME/shadow",
             {
                 "intent": NO_SECRETS,
-                "bypass": "HOME is set in the string, but $HOME is still read as the "
-                "user's home: `cat $HOME/shadow` reads /etc/shadow",
             },
         ),
         ("sh-sem-grep-r-etc", "grep -r root /etc", {"intent": NO_SECRETS, "bypass": _RECURSIVE}),
@@ -738,8 +730,6 @@ SEMANTICS = table(
             "cat < /dev/tcp/127.0.0.1/6379",
             {
                 "intent": NO_INTERNAL,
-                "bypass": "bash connects a redirection from /dev/tcp/HOST/PORT to HOST: "
-                "it is not judged as network use (here a loopback address)",
             },
         ),
         (
@@ -747,8 +737,6 @@ SEMANTICS = table(
             "head -c 200 < /dev/tcp/169.254.169.254/80",
             {
                 "intent": NO_INTERNAL,
-                "bypass": "bash connects a redirection from /dev/tcp/HOST/PORT to HOST: "
-                "it is not judged as network use (here a link-local address)",
             },
         ),
         (
@@ -760,15 +748,15 @@ SEMANTICS = table(
                 "/proc/self/root/etc/shadow is /etc/shadow",
             },
         ),
-        ("sh-sem-newline-escaped-program", "ls\n\\rm -rf /", {"bypass": _GLUED}),
-        ("sh-sem-newline-escaped-shred", "cat README.md\n\\shred -u notes.txt", {"bypass": _GLUED}),
-        ("sh-sem-blank-lines-escaped", "ls\n\n\\rm -rf /", {"bypass": _GLUED}),
-        ("sh-sem-crlf-escaped", "ls\r\n\\rm -rf /", {"bypass": _GLUED}),
-        ("sh-sem-subshell-newline-escaped", "(pwd\n\\rm -rf /)", {"bypass": _GLUED}),
-        ("sh-sem-newline-continuation", "ls\n\\\nrm -rf /", {"bypass": _GLUED}),
-        ("sh-sem-comment-newline-escaped", "ls # c\n\\rm -rf /", {"bypass": _GLUED}),
-        ("sh-sem-herestring-newline-escaped", "cat <<< x\n\\rm -rf /", {"bypass": _GLUED}),
-        ("sh-sem-negated-newline-escaped", "! ls\n\\rm -rf /", {"bypass": _GLUED}),
+        ("sh-sem-newline-escaped-program", "ls\n\\rm -rf /", {}),
+        ("sh-sem-newline-escaped-shred", "cat README.md\n\\shred -u notes.txt", {}),
+        ("sh-sem-blank-lines-escaped", "ls\n\n\\rm -rf /", {}),
+        ("sh-sem-crlf-escaped", "ls\r\n\\rm -rf /", {}),
+        ("sh-sem-subshell-newline-escaped", "(pwd\n\\rm -rf /)", {}),
+        ("sh-sem-newline-continuation", "ls\n\\\nrm -rf /", {}),
+        ("sh-sem-comment-newline-escaped", "ls # c\n\\rm -rf /", {}),
+        ("sh-sem-herestring-newline-escaped", "cat <<< x\n\\rm -rf /", {}),
+        ("sh-sem-negated-newline-escaped", "! ls\n\\rm -rf /", {}),
         ("sh-sem-newline-escaped-tab", "ls\n\t\\rm -rf /"),
         ("sh-sem-newline-escaped-after-and", "ls &&\n\\rm -rf /"),
         ("sh-sem-xargs-i-eats-program", "echo / | xargs -i rm ls -rf /"),

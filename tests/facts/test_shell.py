@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from interlock.facts.globs import SEGMENT_STAR
 from interlock.facts.paths import PathPattern
 from interlock.facts.shell import MAX_CHARS, shell_facts
 
@@ -159,7 +160,7 @@ def test_the_files_a_command_uses(text: str, uses: list[tuple[str, str]]) -> Non
     ("text", "pattern"),
     [
         ("cat ../../etc/passwd", "*/etc/passwd"),
-        ("cat *.pem", "*.pem"),
+        ("cat *.pem", SEGMENT_STAR + ".pem"),
         ("cat $DIR/.ssh/id_rsa", "*/.ssh/id_rsa"),
         ('cat "$(echo /etc/shadow)"', "*"),
     ],

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from interlock.facts.globs import escape
+from interlock.facts.globs import SEGMENT_STAR, escape
 from interlock.facts.programs import Program
 
 __all__ = [
@@ -140,8 +140,8 @@ def may_be_flag(word: Word) -> bool:
     """Whether a word known only when it runs could turn out to be a flag: a variable
     or substitution, or a glob that could expand to a file named ``-rf``."""
     if word.static:
-        return word.magic and word.pattern[:1] in ("*", "?", "[")
-    return word.text[:1] in ("$", "`", "-", "*") or word.pattern[:1] == "*"
+        return word.magic and word.pattern[:1] in ("*", "?", "[", SEGMENT_STAR)
+    return word.text[:1] in ("$", "`", "-", "*") or word.pattern[:1] in ("*", SEGMENT_STAR)
 
 
 def parse_options(spec: Program, args: list[Word], stop_at_operand: bool = False) -> Parsed:

@@ -23,11 +23,15 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Final
 
-__all__ = ["could_match", "covers", "escape", "has_magic", "tokens"]
+__all__ = ["SEGMENT_STAR", "could_match", "covers", "escape", "has_magic", "tokens"]
 
 _STAR: Final = "\x00*"
+_SEG: Final = "\x00/"  # a shell's `*`: any run of characters but `/`
 _ONE: Final = "\x00?"
 _CLASS: Final = "\x00["  # a class, opaque
+#: The character a value pattern uses for a shell glob's ``*`` (which stays within
+#: one name); a policy glob's ``*`` crosses ``/`` (fnmatch).
+SEGMENT_STAR: Final = "\ufdd0"
 
 
 def has_magic(text: str) -> bool:
@@ -39,7 +43,7 @@ def escape(text: str) -> str:
     """``text`` as a glob that matches only itself."""
     out = []
     for ch in text:
-        out.append(f"[{ch}]" if ch in "*?[" else ch)
+        out.append(f"[{ch}]" if ch in "*?[" + SEGMENT_STAR else ch)
     return "".join(out)
 
 
@@ -54,6 +58,10 @@ def tokens(pattern: str) -> tuple[str, ...]:
         if ch == "*":
             if not out or out[-1] != _STAR:
                 out.append(_STAR)
+            i += 1
+        elif ch == SEGMENT_STAR:
+            if not out or out[-1] not in (_STAR, _SEG):
+                out.append(_SEG)
             i += 1
         elif ch == "?":
             out.append(_ONE)
@@ -90,6 +98,16 @@ def _single(token: str) -> bool:
     return token in (_ONE, _CLASS) or not token.startswith("\x00")
 
 
+def _stars(token: str | None) -> bool:
+    return token in (_STAR, _SEG)
+
+
+def _seg_takes(token: str | None) -> bool:
+    """Whether a shell ``*`` can stand for (part of) what ``token`` matches: anything
+    but a ``/``."""
+    return token is not None and token != "/"
+
+
 @lru_cache(maxsize=8192)
 def could_match(a: str, b: str) -> bool:
     """Whether some string matches both globs ``a`` and ``b``."""
@@ -108,11 +126,19 @@ def could_match(a: str, b: str) -> bool:
                 reach[i + 1][j] = True  # a's star matches nothing more
                 if y is not None:
                     reach[i][j + 1] = True  # a's star swallows b's next token
+            elif x == _SEG:
+                reach[i + 1][j] = True
+                if _seg_takes(y):
+                    reach[i][j + 1] = True
             if y == _STAR:
                 reach[i][j + 1] = True
                 if x is not None:
                     reach[i + 1][j] = True
-            both = x is not None and y is not None and _STAR not in (x, y)
+            elif y == _SEG:
+                reach[i][j + 1] = True
+                if _seg_takes(x):
+                    reach[i + 1][j] = True
+            both = x is not None and y is not None and not _stars(x) and not _stars(y)
             if both and _one_char_overlap(x, y):  # type: ignore[arg-type]
                 reach[i + 1][j + 1] = True
     return reach[la][lb]
@@ -142,10 +168,14 @@ def covers(rule: str, value: str) -> bool:
                 reach[i + 1][j] = True
                 if y is not None:
                     reach[i][j + 1] = True  # the rule's star takes any value token
+            elif x == _SEG:
+                reach[i + 1][j] = True
+                if y is not None and y not in ("/", _STAR):
+                    reach[i][j + 1] = True  # a name-star covers what stays in a name
             elif (
                 x is not None
                 and y is not None
-                and y != _STAR
+                and not _stars(y)
                 and ((x == _ONE and _single(y)) or (x == y and x != _CLASS))
             ):
                 reach[i + 1][j + 1] = True

@@ -36,6 +36,7 @@ from functools import lru_cache
 
 from interlock.facts.commands import Command, PathUse, ShellFacts, UrlUse
 from interlock.facts.shellwalk import MAX_CHARS, MAX_COMMANDS, MAX_DEPTH, Unjudgeable, Walker
+from interlock.facts.shellwords import WordError
 
 __all__ = [
     "MAX_CHARS",
@@ -60,7 +61,7 @@ def shell_facts(text: str) -> ShellFacts:
     try:
         walker = Walker()
         walker.script(text, depth=0)
-    except Unjudgeable as exc:
+    except (Unjudgeable, WordError) as exc:
         return ShellFacts(text=text, error=str(exc))
     except RecursionError:
         return ShellFacts(text=text, error="the command is nested too deeply to judge")

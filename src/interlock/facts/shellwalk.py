@@ -26,7 +26,12 @@ from interlock.facts.commands import Command, FileUse, PathUse, UrlUse
 from interlock.facts.globs import escape
 from interlock.facts.paths import PathError, PathPattern, normalise_path
 from interlock.facts.programs import GIT_SUBCOMMANDS, Program, generic, program_spec
-from interlock.facts.shellwords import node_text, read_word
+from interlock.facts.shellwords import (
+    join_continued_lines,
+    node_text,
+    read_word,
+    substitution_markers,
+)
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
@@ -62,6 +67,12 @@ _LEAVES: Final = frozenset(
         "regex",
     }
 )
+#: Nodes that open a substitution bash runs (accounted against the raw text).
+_SUBSTITUTIONS: Final = frozenset(
+    {"command_substitution", "process_substitution", "arithmetic_expansion"}
+)
+#: [[ … ]] operators whose operands bash evaluates as arithmetic.
+_ARITHMETIC_TESTS: Final = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 #: Parents whose assignments are judged with them (a prefix `X=1 cmd`, `export X=1`).
 _ASSIGNMENT_HANDLED: Final = frozenset({"command", "declaration_command"})
 #: Wrappers that run their command as it is (the command is what is judged).
@@ -87,6 +98,13 @@ _URL_OPERAND: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _HOST_FIRST: Final = frozenset({"nc", "ncat", "netcat", "telnet", "socat"})
 
 
+def _short(text: str, limit: int = 80) -> str:
+    """A command's text for a message: its start (a message never grows with the
+    input, however deep the nesting)."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class Unjudgeable(Exception):
     """The string (or a part that decides it) cannot be judged."""
 
@@ -109,7 +127,7 @@ class Walker:
     """Walks one command string's syntax tree into commands, files and URLs."""
 
     def word(self, node: Node) -> Word:
-        return read_word(node, self.variables)
+        return read_word(node, self.variables, self.loops)
 
     def __init__(self) -> None:
         self.commands: list[Command] = []
@@ -117,7 +135,9 @@ class Walker:
         self.urls: list[UrlUse] = []
         self.opaque: list[str] = []
         self.variables: dict[str, str | None] = {}  # name -> static value, None: unknown
+        self.loops: dict[str, tuple[str, ...]] = {}  # a for loop's variable: its values
         self.functions: set[str] = set()
+        self.data = b""  # the bytes of the string being walked
 
     # -- scripts -------------------------------------------------------------------
 
@@ -126,14 +146,46 @@ class Walker:
             raise Unjudgeable(f"commands are nested more than {MAX_DEPTH} levels deep")
         if "\x00" in text:
             raise Unjudgeable("the command holds a NUL byte")
+        if "\\\n" in text:
+            # bash removes a backslash-newline before it reads words (`/e\⏎tc` is
+            # /etc); the parser splits the word there instead. Do as bash does.
+            text = join_continued_lines(text)
         data = text.encode("utf-8", "surrogatepass")
+        saved, self.data = self.data, data
+        try:
+            self._script(data, text, depth)
+        finally:
+            self.data = saved
+
+    def _snippet(self, node: Node) -> str:
+        """The start of ``node``'s text (never its whole text: a command deep in
+        nested substitutions would copy them all, for every level)."""
+        start = node.start_byte
+        end = min(node.end_byte, start + 200)
+        return _short(self.data[start:end].decode("utf-8", "replace"))
+
+    def _script(self, data: bytes, text: str, depth: int) -> None:
         tree = _parser().parse(data)
         root = tree.root_node
         if root.has_error:
             raise Unjudgeable(f"the command cannot be parsed as shell: {_near_error(root)}")
         if _MAY_ASSIGN.search(text):  # most commands set no variable: skip the pass
             self._assignments(root)
-        self._walk(root, depth)
+        placed: set[int] = set()
+        inert: list[tuple[int, int]] = []  # bodies of here-documents with a quoted word
+        self._walk(root, depth, placed, inert)
+        if "`" in text or "$(" in text or "$[" in text or "(" in text:
+            stray = {
+                at
+                for at in substitution_markers(data) - placed
+                if not any(start <= at < end for start, end in inert)
+            }
+            if stray:
+                at = min(stray)
+                self.opaque.append(
+                    f"a command substitution at character {at + 1} is run by bash where "
+                    "the parser does not see one (in a here-document or an expansion)"
+                )
 
     def _assignments(self, root: Node) -> None:
         """Variables set in the script: a name set once to a static value is known;
@@ -145,17 +197,30 @@ class Walker:
             kind = node.type
             if kind == "variable_assignment":
                 name_node = node.child_by_field_name("name")
-                if name_node is not None:
+                parent = node.parent
+                if parent is not None and parent.type == "command":
+                    pass  # `X=ls echo`: X is set for echo's environment only
+                elif name_node is not None:
                     name = node_text(name_node)
                     seen[name] = seen.get(name, 0) + 1
                     value = node.child_by_field_name("value")
                     word = self.word(value) if value is not None else Word("", "", True, False)
                     known = word.text if word.exact else None
                     self.variables[name] = known if seen[name] == 1 else None
-            elif kind in ("for_statement", "c_style_for_statement"):
+            elif kind == "for_statement":
                 variable = node.child_by_field_name("variable")
                 if variable is not None:
-                    self.variables[node_text(variable)] = None
+                    values = [self.word(v) for v in node.children_by_field_name("value")]
+                    name = node_text(variable)
+                    if values and all(v.exact for v in values) and name not in seen:
+                        # each value in turn: kept as the list of what it can be
+                        self.loops[name] = tuple(v.text for v in values)
+                    self.variables[name] = None
+                    seen[name] = seen.get(name, 0) + 2
+            elif kind == "unset_command":
+                for child in node.named_children:
+                    self.variables[node_text(child)] = None
+                    seen[node_text(child)] = seen.get(node_text(child), 0) + 2
             elif kind == "function_definition":
                 name_node = node.child_by_field_name("name")
                 if name_node is not None:
@@ -176,19 +241,48 @@ class Walker:
                             self.variables[target] = None
             stack.extend(node.children)
 
-    def _walk(self, root: Node, depth: int) -> None:
+    def _walk(self, root: Node, depth: int, placed: set[int], inert: list[tuple[int, int]]) -> None:
         stack = [root]
         while stack:
             node = stack.pop()
             kind = node.type
             if kind in _LEAVES:
                 continue  # no command can be inside
+            if kind in _SUBSTITUTIONS:
+                placed.add(node.start_byte)
+                if kind == "command_substitution" and node_text(node).startswith("`"):
+                    placed.add(node.end_byte - 1)
+                if kind == "arithmetic_expansion":
+                    self._arithmetic(node)
+            elif kind == "c_style_for_statement" or (
+                kind == "compound_statement" and node_text(node).startswith("((")
+            ):
+                self._arithmetic(node)
+            elif kind == "subscript":
+                index = node.child_by_field_name("index")
+                if index is not None:
+                    self._arithmetic(index, whole=True)
+            elif kind == "expansion":
+                self._expansion_operators(node)
+            elif kind == "heredoc_redirect":
+                start = next((c for c in node.children if c.type == "heredoc_start"), None)
+                if start is not None and any(q in node_text(start) for q in "'\"\\"):
+                    for body in node.children:
+                        if body.type == "heredoc_body":  # <<'EOF': read as it is written
+                            inert.append((body.start_byte, body.end_byte))
+            elif kind == "binary_expression":
+                operator = node.child_by_field_name("operator")
+                if operator is not None and node_text(operator) in _ARITHMETIC_TESTS:
+                    for side in ("left", "right"):
+                        operand = node.child_by_field_name(side)
+                        if operand is not None:
+                            self._arithmetic(operand, whole=True)
             if kind == "command":
                 self._command(node, depth)
             elif kind in ("declaration_command", "unset_command"):
                 first = node.children[0] if node.children else None
                 program = node_text(first) if first is not None else "declare"
-                self._add(Command(program, program, frozenset(), (), text=node_text(node)))
+                self._add(Command(program, program, frozenset(), (), text=self._snippet(node)))
                 for child in node.named_children:
                     if child.type == "variable_assignment":
                         self._steering(child)
@@ -204,10 +298,45 @@ class Walker:
             if children:
                 stack.extend(reversed(children))
 
+    def _arithmetic(self, node: Node, *, whole: bool = False) -> None:
+        """Arithmetic evaluation reads a variable's value as an expression, and an
+        array subscript in it runs a command substitution (``X='a[$(rm -rf /)]'; echo
+        $((X))``): any variable in it whose value is not a known number is opaque."""
+        names: list[str] = []
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            kind = current.type
+            if kind in ("variable_name", "simple_expansion", "expansion") or (
+                kind == "word" and (whole or current is not node)
+            ):
+                text = node_text(current).lstrip("$").strip("{}")
+                if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
+                    names.append(text)
+                    continue
+            stack.extend(current.named_children)
+        for name in names:
+            value = self.variables.get(name)
+            if value is None or not re.fullmatch(r"\s*-?[0-9]+\s*", value):
+                self.opaque.append(
+                    f"arithmetic on `{name}` runs any command substitution its value holds"
+                )
+                return
+
+    def _expansion_operators(self, node: Node) -> None:
+        text = node_text(node)
+        if text.endswith("@P}"):
+            self.opaque.append(f"`{_short(text)}` expands a value as a prompt, which runs commands")
+        for index, child in enumerate(node.children):
+            if node.field_name_for_child(index) == "operator" and node_text(child) == ":":
+                for rest in node.children[index + 1 :]:
+                    if rest.is_named:
+                        self._arithmetic(rest, whole=True)  # ${Y:X}: offsets are arithmetic
+
     def _steering(self, assignment: Node) -> None:
         name_node = assignment.child_by_field_name("name")
         if name_node is not None and node_text(name_node) in STEERING_VARIABLES:
-            self.opaque.append(f"`{node_text(assignment)}` changes what later commands run")
+            self.opaque.append(f"`{self._snippet(assignment)}` changes what later commands run")
 
     # -- commands ------------------------------------------------------------------
 
@@ -221,7 +350,7 @@ class Walker:
         words = [self.word(name_node)]
         words += [self.word(arg) for arg in node.children_by_field_name("argument")]
         feed = _fednode_text(node, self)
-        self._argv(words, via=(), depth=depth, text=node_text(node), feed=feed)
+        self._argv(words, via=(), depth=depth, text=self._snippet(node), feed=feed)
 
     def _argv(
         self,
@@ -239,7 +368,7 @@ class Walker:
             return
         head = words[0]
         if not head.exact:
-            self.opaque.append(f"the program of `{text}` is not known until it runs")
+            self.opaque.append(f"the program of `{_short(text)}` is not known until it runs")
             for word in words[1:]:
                 if not (word.exact and word.text.startswith("-")):
                     self._touch(word, "touched", "?")
@@ -261,7 +390,9 @@ class Walker:
             elif inner:
                 self._argv(inner, via=(*via, name), depth=depth, text=text, feed=feed)
             else:
-                self.opaque.append(f"`{text}` runs a command that is not known until it runs")
+                self.opaque.append(
+                    f"`{_short(text)}` runs a command that is not known until it runs"
+                )
             return
         if name == "xargs":
             inner = self._unwrap(name, args)
@@ -318,13 +449,13 @@ class Walker:
         if name in ("awk", "gawk", "mawk", "nawk"):
             script = parsed.script or (operands[0] if operands else None)
             if script is None or not script.static or _AWK_EXEC.search(script.text):
-                self.opaque.append(f"`{text}` runs commands inside its awk program")
+                self.opaque.append(f"`{_short(text)}` runs commands inside its awk program")
         if name == "sed":
             script = parsed.script or (operands[0] if operands else None)
             if script is not None and script.static and _SED_WRITE.search(script.text):
                 self._touch(Word("*", "*", False, True), "write", program)
             if script is None or not script.static or _SED_EXEC.search(script.text):
-                self.opaque.append(f"`{text}` runs commands inside its sed script")
+                self.opaque.append(f"`{_short(text)}` runs commands inside its sed script")
         dynamic = extra_dynamic or any(not w.static for w in args)
         command = Command(
             program=program,
@@ -476,7 +607,7 @@ class Walker:
             if name == "env" and "=" in text and not text.startswith("-"):
                 key = text.partition("=")[0]
                 if key in STEERING_VARIABLES:
-                    self.opaque.append(f"`{text}` changes what the command runs")
+                    self.opaque.append(f"`{_short(text)}` changes what the command runs")
                 i += 1
                 continue
             if text == "--":
@@ -537,7 +668,7 @@ class Walker:
         if inner:
             self._argv(inner, via=via, depth=depth, text=text)
         elif inner == []:
-            self.opaque.append(f"`{text}` runs a command that is not known until it runs")
+            self.opaque.append(f"`{_short(text)}` runs a command that is not known until it runs")
 
     def _watch_flock(
         self, name: str, args: list[Word], via: tuple[str, ...], depth: int, text: str
@@ -558,7 +689,9 @@ class Walker:
         inner = self._unwrap(name, args)
         if not inner:
             if inner == []:
-                self.opaque.append(f"`{text}` runs a command that is not known until it runs")
+                self.opaque.append(
+                    f"`{_short(text)}` runs a command that is not known until it runs"
+                )
             return
         if exec_direct:
             self._argv(inner, via=(*via, name), depth=depth, text=text)
@@ -594,7 +727,9 @@ class Walker:
         while index < len(args):
             word = args[index]
             if not word.static:
-                self.opaque.append(f"`{text}` runs a shell with options not known until it runs")
+                self.opaque.append(
+                    f"`{_short(text)}` runs a shell with options not known until it runs"
+                )
                 return
             option = word.text
             if option == "--":
@@ -603,7 +738,7 @@ class Walker:
             if (option.startswith("-") and len(option) > 1) or option.startswith("+"):
                 if "c" in option.lstrip("-+") and not option.startswith("--"):
                     if index + 1 >= len(args):
-                        self.opaque.append(f"`{text}` runs a shell without its command")
+                        self.opaque.append(f"`{_short(text)}` runs a shell without its command")
                         return
                     self._nested(args[index + 1], (*via, name), depth, text)
                     return
@@ -617,18 +752,20 @@ class Walker:
             script = args[index]
             self._touch(script, "read", program)
             self.opaque.append(
-                f"`{text}` runs the script {script.text or script.pattern!r}, whose "
+                f"`{_short(text)}` runs the script {script.text or script.pattern!r}, whose "
                 "commands Interlock cannot see"
             )
             return
         if feed is not None:
             self._nested(Word(feed, "*", True, False), (*via, name), depth, text)
             return
-        self.opaque.append(f"`{text}` runs commands from its input, which Interlock cannot see")
+        self.opaque.append(
+            f"`{_short(text)}` runs commands from its input, which Interlock cannot see"
+        )
 
     def _nested(self, word: Word, via: tuple[str, ...], depth: int, text: str) -> None:
         if not word.static:
-            self.opaque.append(f"`{text}` runs a command string not known until it runs")
+            self.opaque.append(f"`{_short(text)}` runs a command string not known until it runs")
             return
         saved = self.variables
         self.variables = dict(saved)
@@ -645,7 +782,7 @@ class Walker:
         while index < len(args):
             word = args[index]
             if not word.static:
-                self.opaque.append(f"`{text}` has ssh options not known until it runs")
+                self.opaque.append(f"`{_short(text)}` has ssh options not known until it runs")
                 return
             option = word.text
             if option.startswith("-") and len(option) > 1:
