@@ -210,54 +210,36 @@ BYPASSES = (
             (
                 "dl-sem-env-split-long",
                 "env --split-string='rm -rf /'",
-                {
-                    "bypass": "`env --split-string=…` (with =) runs its value as a command line; "
-                    "only `-S …` / `--split-string …` are read"
-                },
+                {},
             ),
             (
                 "dl-sem-env-split-attached",
                 "env -S'rm -rf /'",
-                {
-                    "bypass": "`env -S…` (value attached) runs its value as a command line; only "
-                    "`-S …` is read"
-                },
+                {},
             ),
             (
                 "dl-sem-su-command-long",
                 "su --command='rm -rf /'",
-                {
-                    "bypass": "`su --command=…` runs its value with a shell; only `-c …` / "
-                    "`--command …` are read"
-                },
+                {},
             ),
             (
                 "dl-sem-su-c-attached",
                 "su -c'rm -rf /'",
-                {
-                    "bypass": "`su -c…` (value attached) runs its value with a shell; only `-c …` "
-                    "is read"
-                },
+                {},
             ),
             (
                 "dl-sem-su-lc",
                 "su -lc 'rm -rf /'",
-                {
-                    "bypass": "`su -lc CMD` (a cluster ending in c) runs CMD with a shell; only a "
-                    "lone `-c` is read"
-                },
+                {},
             ),
             (
                 "dl-sem-runuser-c",
                 "runuser -l root -c 'rm -rf /'",
-                {
-                    "bypass": "`runuser -c CMD` runs CMD with a shell; the facts unwrap runuser as "
-                    "a plain wrapper and take the whole string 'rm -rf /' as one program name"
-                },
+                {},
             ),
-            ("dl-sem-sudo-cluster", "sudo -Eu root rm -rf /", {"bypass": _CLUSTER}),
-            ("dl-sem-sudo-cluster-n", "sudo -nu root rm -rf /", {"bypass": _CLUSTER}),
-            ("dl-sem-env-cluster", "env -iu HOME rm -rf /", {"bypass": _CLUSTER}),
+            ("dl-sem-sudo-cluster", "sudo -Eu root rm -rf /", {}),
+            ("dl-sem-sudo-cluster-n", "sudo -nu root rm -rf /", {}),
+            ("dl-sem-env-cluster", "env -iu HOME rm -rf /", {}),
             ("dl-sem-ssh-cluster", "ssh -tp 2222 server rm -rf /", {}),
             (
                 "dl-sem-ansi-short-unicode",
@@ -275,15 +257,12 @@ BYPASSES = (
             (
                 "dl-sem-trap",
                 "trap 'rm -rf /' EXIT",
-                {
-                    "bypass": "trap's first argument is a command string bash runs later; it is "
-                    "not parsed"
-                },
+                {},
             ),
             (
                 "dl-sem-coproc",
                 "coproc rm -rf /",
-                {"bypass": "`coproc CMD` runs CMD; the parser reads `coproc` as the program"},
+                {},
             ),
             (
                 "dl-sem-unset-known",
@@ -295,9 +274,9 @@ BYPASSES = (
                 "git push origin +main",
                 {"bypass": "a `+` refspec forces the update, as --force does"},
             ),
-            ("dl-sem-unshare", "unshare rm -rf /", {"bypass": _UNKNOWN_WRAPPER}),
-            ("dl-sem-script-c", "script -qc 'rm -rf /' /dev/null", {"bypass": _UNKNOWN_WRAPPER}),
-            ("dl-sem-parallel", "parallel rm -rf ::: /tmp/a /tmp/b", {"bypass": _UNKNOWN_WRAPPER}),
+            ("dl-sem-unshare", "unshare rm -rf /", {}),
+            ("dl-sem-script-c", "script -qc 'rm -rf /' /dev/null", {}),
+            ("dl-sem-parallel", "parallel rm -rf ::: /tmp/a /tmp/b", {}),
             (
                 "dl-sem-python-inline",
                 "python3 -c 'import shutil; shutil.rmtree(\"/\")'",

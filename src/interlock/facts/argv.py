@@ -15,16 +15,20 @@ from interlock.facts.globs import SEGMENT_STAR, escape
 from interlock.facts.programs import Program
 
 __all__ = [
+    "COMMAND_STRING_OPTIONS",
     "INTERPRETERS",
     "PRIVILEGE",
     "SHELLS",
+    "STDIN_RUNNERS",
     "STEERING_VARIABLES",
     "SYSTEM_DIRS",
     "WRAPPER_VALUES",
+    "Options",
     "Parsed",
     "Word",
     "may_be_flag",
     "parse_options",
+    "read_options",
 ]
 
 
@@ -52,7 +56,7 @@ WRAPPER_VALUES: Final[dict[str, tuple[str, frozenset[str]]]] = {
     ),
     "doas": ("uC", frozenset()),
     "pkexec": ("", _words("--user")),
-    "runuser": ("ugGl", _words("--user --group --supp-group")),
+    "runuser": ("ugGwsc", _words("--user --group --supp-group --shell --command")),
     "env": ("uCS", _words("--unset --chdir --split-string")),
     "nice": ("n", _words("--adjustment")),
     "nohup": ("", frozenset()),
@@ -81,7 +85,29 @@ WRAPPER_VALUES: Final[dict[str, tuple[str, frozenset[str]]]] = {
     "chroot": ("", _words("--userspec --groups")),
     "strace": ("eoOpPsSuXbI", frozenset()),
     "ltrace": ("eoOpPsSuXbI", frozenset()),
+    "su": ("cgGsw", _words("--command --group --supp-group --shell --whitelist-environment")),
+    "script": ("cEIOTB", _words("--command --echo --log-in --log-out --log-timing --log-io")),
+    "unshare": ("SGRw", _words("--setuid --setgid --root --wd --propagation --setgroups")),
+    "nsenter": ("tSG", _words("--target --setuid --setgid")),
+    "setpriv": ("", _words("--reuid --regid --groups --inh-caps --ambient-caps --bounding-set")),
+    "systemd-run": ("upEHMG", _words("--unit --property --setenv --host --machine --uid --gid")),
+    "proxychains": ("f", frozenset()),
+    "proxychains4": ("f", frozenset()),
+    "torsocks": ("upaP", frozenset()),
+    "chpst": ("uUbe/nlLmdostcfrp", frozenset()),
+    "firejail": ("", frozenset()),
+    "coproc": ("", frozenset()),
+    "parallel": ("jSaIdEkKnNlL", _words("--jobs --sshlogin --arg-file --colsep --delimiter")),
 }
+#: Per wrapper: the options whose value is a command string a shell runs.
+COMMAND_STRING_OPTIONS: Final[dict[str, frozenset[str]]] = {
+    "su": _words("-c --command"),
+    "runuser": _words("-c --command"),
+    "flock": _words("-c --command"),
+    "script": _words("-c --command"),
+}
+#: Programs that take their commands from their input (`at now`, `batch`): opaque.
+STDIN_RUNNERS: Final = _words("at batch")
 #: Interpreters, by program name prefix (python3.12 is python), and the options that
 #: take inline code.
 INTERPRETERS: Final[dict[str, frozenset[str]]] = {
@@ -134,6 +160,74 @@ class Parsed:
     url_options: list[tuple[str, Word]]
     script: Word | None
     dynamic_flags: bool
+
+
+@dataclass(slots=True)
+class Options:
+    """A wrapper's options, read as getopt reads them: where its operands start, the
+    value each value-taking option was given, and whether an option was only known
+    when the command runs."""
+
+    operands: int
+    values: dict[str, Word]
+    flags: set[str]
+    unknown: bool = False
+
+
+def read_options(
+    args: list[Word], shorts: str, longs: frozenset[str], *, permute: bool = False
+) -> Options:
+    """getopt on ``args``: ``-abc`` clusters (a value-taking letter takes the rest of
+    the cluster, or the next word), ``--long=value`` and ``--long value``, ``--`` ends
+    the options. With ``permute`` (GNU's default, which su and runuser keep) options
+    after an operand are read too, and ``operands`` is the first operand's index."""
+    values: dict[str, Word] = {}
+    flags: set[str] = set()
+    first_operand: int | None = None
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if not word.static:
+            return Options(i if first_operand is None else first_operand, values, flags, True)
+        text = word.text
+        if text == "--":
+            if first_operand is None:
+                first_operand = i + 1
+            break
+        if not text.startswith("-") or text == "-":
+            if first_operand is None:
+                first_operand = i
+            if not permute:
+                break
+            i += 1
+            continue
+        if text.startswith("--"):
+            option, eq, attached = text.partition("=")
+            known = next((name for name in longs if name.startswith(option)), None)
+            name = option if option in longs else (known or option)
+            flags.add(name)
+            if eq:
+                values[name] = Word(attached, escape(attached), True, False)
+                i += 1
+            elif name in longs and i + 1 < len(args):
+                values[name] = args[i + 1]
+                i += 2
+            else:
+                i += 1
+            continue
+        letters = text[1:]
+        i += 1
+        for position, letter in enumerate(letters):
+            flags.add("-" + letter)
+            if letter in shorts:
+                rest = letters[position + 1 :]
+                if rest:
+                    values["-" + letter] = Word(rest, escape(rest), True, False)
+                elif i < len(args):
+                    values["-" + letter] = args[i]
+                    i += 1
+                break
+    return Options(len(args) if first_operand is None else first_operand, values, flags)
 
 
 def may_be_flag(word: Word) -> bool:

@@ -12,15 +12,18 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Final, cast
 
 from interlock.facts.argv import (
+    COMMAND_STRING_OPTIONS,
     INTERPRETERS,
     PRIVILEGE,
     SHELLS,
+    STDIN_RUNNERS,
     STEERING_VARIABLES,
     SYSTEM_DIRS,
     WRAPPER_VALUES,
     Parsed,
     Word,
     parse_options,
+    read_options,
 )
 from interlock.facts.commands import Command, FileUse, PathUse, UrlUse
 from interlock.facts.globs import escape
@@ -77,6 +80,12 @@ _ARITHMETIC_TESTS: Final = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _ASSIGNMENT_HANDLED: Final = frozenset({"command", "declaration_command"})
 #: Wrappers that run their command as it is (the command is what is judged).
 _TRANSPARENT: Final = frozenset(WRAPPER_VALUES) - PRIVILEGE - {"xargs", "watch", "flock"}
+#: Wrappers whose options may follow their operands (GNU getopt's permutation).
+_PERMUTING: Final = frozenset({"su", "runuser", "script"})
+#: Operands a wrapper takes before the command it runs.
+_POSITIONAL: Final = {"timeout": 1, "chroot": 1, "taskset": 1, "chrt": 1}
+#: Marks the inner command as a string a shell runs (see Walker._unwrap).
+_SHELL_STRING: Final = Word("", "", True, False)
 #: Text that may set a variable (an assignment, a loop, read, a function).
 _MAY_ASSIGN: Final = re.compile(
     r"=|\bfor\b|\bread\b|\bmapfile\b|\breadarray\b|\bgetopts\b|\bprintf\b|\blet\b|\(\s*\)"
@@ -384,15 +393,28 @@ class Walker:
             self._privileged(name, args, (*via, name), depth, text)
             return
         if name in _TRANSPARENT or name == "busybox":
-            inner = self._unwrap(name, args)
+            inner = self._unwrap(name, args) if name != "busybox" else (args or None)
             if inner is None:
                 self._add(Command(program, name, frozenset(), (), via=via, text=text))
-            elif inner:
-                self._argv(inner, via=(*via, name), depth=depth, text=text, feed=feed)
-            else:
-                self.opaque.append(
-                    f"`{_short(text)}` runs a command that is not known until it runs"
+            elif inner and inner[0] is not _SHELL_STRING:
+                extra = name == "parallel"  # its arguments come after ::: (or its input)
+                self._argv(
+                    inner, via=(*via, name), depth=depth, text=text, feed=feed, extra_dynamic=extra
                 )
+            else:
+                self._run_inner(inner, (*via, name), depth, text)
+            return
+        if name in STDIN_RUNNERS:
+            self._add(Command(program, name, frozenset(), (), via=via, text=text))
+            self.opaque.append(
+                f"`{_short(text)}` runs commands from its input, which Interlock cannot see"
+            )
+            return
+        if name == "trap":
+            self._add(Command(program, name, frozenset(), (), via=via, text=text))
+            handler = next((w for w in args if not w.text.startswith("-")), None)
+            if handler is not None and len(args) > 1:
+                self._nested(handler, (*via, name), depth, text)  # run when the signal comes
             return
         if name == "xargs":
             inner = self._unwrap(name, args)
@@ -595,95 +617,98 @@ class Walker:
 
     def _unwrap(self, name: str, args: list[Word]) -> list[Word] | None:
         """The inner command of a wrapper; None when it runs none (``env`` alone,
-        ``command -v``); [] when it cannot be known."""
+        ``command -v``, ``su root``); [] when it cannot be known; ``[_SHELL_STRING,
+        word]`` when it runs a string with a shell (``su -c``, ``sudo -s``)."""
         shorts, longs = WRAPPER_VALUES.get(name, ("", frozenset()))
-        i = 0
-        positional_skip = {"timeout": 1, "chroot": 1, "taskset": 1, "chrt": 1}.get(name, 0)
-        while i < len(args):
-            word = args[i]
-            if not word.static:
-                return []  # an option or a command we cannot see
-            text = word.text
-            if name == "env" and "=" in text and not text.startswith("-"):
-                key = text.partition("=")[0]
-                if key in STEERING_VARIABLES:
-                    self.opaque.append(f"`{_short(text)}` changes what the command runs")
-                i += 1
-                continue
-            if text == "--":
-                i += 1
-                break
-            if text.startswith("-") and len(text) > 1 and name != "busybox":
-                if name == "command" and text in ("-v", "-V"):
-                    return None
-                if name == "env" and text in ("-S", "--split-string") and i + 1 < len(args):
-                    split = args[i + 1]
-                    if not split.static:
-                        return []
-                    rest = [Word(w, escape(w), True, False) for w in shlex.split(split.text)]
-                    return rest + args[i + 2 :]
-                if name == "nice" and re.fullmatch(r"-\d+", text):
-                    i += 1
-                    continue
-                option, eq, _ = text.partition("=")
-                if option.startswith("--"):
-                    i += 1 if eq or option not in longs else 2
-                elif len(option) == 2 and option[1] in shorts:
-                    i += 2
-                elif len(option) > 2 and option[1] in shorts:
-                    i += 1
-                else:
-                    i += 1
-                continue
-            break
-        i += positional_skip
-        inner = args[i:]
-        if not inner:
+        options = read_options(args, shorts, longs, permute=name in _PERMUTING)
+        if options.unknown:
+            return []  # an option (or the command) we cannot see
+        if name == "command" and options.flags & {"-v", "-V"}:
             return None
-        return inner
+        for option in COMMAND_STRING_OPTIONS.get(name, frozenset()):
+            if option in options.values:
+                return [_SHELL_STRING, options.values[option]]
+        rest = args[options.operands :]
+        if name == "env":
+            split = options.values.get("-S") or options.values.get("--split-string")
+            if split is not None:
+                if not split.static:
+                    return []
+                try:
+                    words = shlex.split(split.text)
+                except ValueError:
+                    return []
+                rest = [Word(w, escape(w), True, False) for w in words] + rest
+            while rest and rest[0].static and "=" in rest[0].text:
+                key = rest[0].text.partition("=")[0]
+                if key in STEERING_VARIABLES:
+                    self.opaque.append(f"`{_short(rest[0].text)}` changes what the command runs")
+                rest = rest[1:]
+        if name in ("sudo", "doas") and options.flags & {"-s", "-i", "--shell", "--login"}:
+            if not rest:
+                return None  # an interactive shell: the wrapper itself is the command
+            joined = " ".join(w.text for w in rest)
+            return [_SHELL_STRING, Word(joined, "*", all(w.static for w in rest), False)]
+        if name in ("su", "script"):
+            return None  # no command string: an interactive shell
+        skip = _POSITIONAL.get(name, 0)
+        if name == "runuser" and not {"-u", "--user"} & set(options.values):
+            skip = 1  # runuser USER COMMAND... (the user is an operand)
+        inner = rest[skip:]
+        if name == "parallel":
+            marker = next((i for i, w in enumerate(inner) if w.text.startswith(":::")), None)
+            inner = inner[:marker] if marker is not None else inner
+        return inner or None
 
     def _privileged(
         self, name: str, args: list[Word], via: tuple[str, ...], depth: int, text: str
     ) -> None:
-        if name == "su":
-            for index, word in enumerate(args):
-                if word.static and word.text in ("-c", "--command") and index + 1 < len(args):
-                    self._nested(args[index + 1], via, depth, text)
-                    return
-            return  # an interactive shell: `su` itself is the command
         if name == "sudoedit":
             for word in args:
                 if not word.text.startswith("-"):
                     self._touch(word, "write", name)
             return
         if name == "sudo":
-            for index, word in enumerate(args):
-                if word.static and word.text in ("-e", "--edit"):
-                    for target in args[index + 1 :]:
-                        self._touch(target, "write", name)
-                    return
-                if not word.static or not word.text.startswith("-"):
-                    break
-        inner = self._unwrap(name, args)
-        if inner:
-            self._argv(inner, via=via, depth=depth, text=text)
-        elif inner == []:
+            options = read_options(args, *WRAPPER_VALUES["sudo"])
+            if options.flags & {"-e", "--edit"}:
+                for target in args[options.operands :]:
+                    self._touch(target, "write", name)
+                return
+        self._run_inner(self._unwrap(name, args), via, depth, text)
+
+    def _run_inner(
+        self, inner: list[Word] | None, via: tuple[str, ...], depth: int, text: str
+    ) -> None:
+        if inner is None:
+            return
+        if not inner:
             self.opaque.append(f"`{_short(text)}` runs a command that is not known until it runs")
+        elif inner[0] is _SHELL_STRING:
+            self._nested(inner[1], via, depth, text)
+        else:
+            self._argv(inner, via=via, depth=depth, text=text)
 
     def _watch_flock(
         self, name: str, args: list[Word], via: tuple[str, ...], depth: int, text: str
     ) -> None:
         self._add(Command(name, name, frozenset(), (), via=via, text=text))
         if name == "flock":
-            for index, word in enumerate(args):
-                if word.static and word.text in ("-c", "--command") and index + 1 < len(args):
-                    self._nested(args[index + 1], (*via, name), depth, text)
-                    return
-            inner = self._unwrap(name, args)
-            if inner:
-                self._touch(inner[0], "write", name)
-                if len(inner) > 1:
-                    self._argv(inner[1:], via=(*via, name), depth=depth, text=text)
+            shorts, longs = WRAPPER_VALUES["flock"]
+            options = read_options(args, shorts, longs)
+            rest = args[options.operands :]
+            if rest:
+                self._touch(rest[0], "write", name)  # the lock file
+            string = options.values.get("-c") or options.values.get("--command")
+            after = read_options(rest[1:], "c", frozenset({"--command"}))  # flock FILE -c …
+            string = string or after.values.get("-c") or after.values.get("--command")
+            if string is not None:
+                self._nested(string, (*via, name), depth, text)
+            elif options.unknown or after.unknown:
+                self.opaque.append(
+                    f"`{_short(text)}` runs a command that is not known until it runs"
+                )
+            elif len(rest) > 1:
+                self._argv(rest[1:], via=(*via, name), depth=depth, text=text)
             return
         exec_direct = any(w.static and w.text in ("-x", "--exec") for w in args)
         inner = self._unwrap(name, args)
@@ -777,18 +802,16 @@ class Walker:
     def _ssh(
         self, program: str, args: list[Word], via: tuple[str, ...], depth: int, text: str
     ) -> None:
-        shorts = "bcDEeFIiJLlmOopQRSWw"
-        index = 0
-        while index < len(args):
-            word = args[index]
-            if not word.static:
-                self.opaque.append(f"`{_short(text)}` has ssh options not known until it runs")
-                return
-            option = word.text
-            if option.startswith("-") and len(option) > 1:
-                index += 2 if len(option) == 2 and option[1] in shorts else 1
-                continue
-            break
+        options = read_options(args, "bcDEeFIiJLlmOopQRSWw", frozenset())
+        if options.unknown:
+            self.opaque.append(f"`{_short(text)}` has ssh options not known until it runs")
+            return
+        for value in options.values.values():
+            if value.static and re.match(
+                r"(?i)(proxycommand|localcommand|permitlocalcommand)", value.text
+            ):
+                self.opaque.append(f"`{_short(text)}` runs a local command through an ssh option")
+        index = options.operands
         host = args[index] if index < len(args) else None
         remote = args[index + 1 :]
         if host is not None:
