@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 __all__ = ["current_deadline", "deadline_scope", "time_left"]
 
@@ -33,15 +31,21 @@ def current_deadline() -> float | None:
     return _DEADLINE.get()
 
 
-@contextmanager
-def deadline_scope(deadline: float | None) -> Iterator[None]:
+class deadline_scope:  # noqa: N801 - used as a function: ``with deadline_scope(t):``
     """Make ``deadline`` the current one for the enclosed block (``None``: no
-    deadline, e.g. for work that outlives the check that started it)."""
-    token = _DEADLINE.set(deadline)
-    try:
-        yield
-    finally:
-        _DEADLINE.reset(token)
+    deadline, e.g. for work that outlives the check that started it). A class, not a
+    generator: it is entered on every check that can wait."""
+
+    __slots__ = ("_deadline", "_token")
+
+    def __init__(self, deadline: float | None) -> None:
+        self._deadline = deadline
+
+    def __enter__(self) -> None:
+        self._token = _DEADLINE.set(self._deadline)
+
+    def __exit__(self, *exc: object) -> None:
+        _DEADLINE.reset(self._token)
 
 
 def time_left(cap: float) -> float:
