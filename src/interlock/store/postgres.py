@@ -23,7 +23,8 @@ pool, ``statement_timeout`` (default 30) for one transaction — its statements 
 cut server-side, and a server that stops answering is cut client-side (the
 connection's socket is shut down by :mod:`.watchdog`) — and ``lock_timeout`` (default
 10) for a lock another session holds. An idle transaction left open by a frozen client
-is ended by the server after ``statement_timeout`` too. Migrations are exempt from the
+is ended by the server after ``statement_timeout`` too. A connection that cannot be
+made is retried with backoff for at most ``pool_timeout``, then afresh on demand. Migrations are exempt from the
 statement and lock bounds (an index build may take long).
 
 Needs ``pip install 'interlock[postgres]'``.
@@ -163,6 +164,11 @@ class PostgresStore(SqlStore):
                 min_size=pool_min,
                 max_size=pool_max,
                 timeout=self.pool_timeout,
+                # A connection that cannot be made is retried with backoff (1, 2, 4 s…)
+                # for this long, then given up; the next caller starts afresh at once.
+                # Left at the pool's default (5 min), the backoff would grow past a
+                # minute, and checks would stay refused long after the server is back.
+                reconnect_timeout=self.pool_timeout,
                 open=True,
                 name="interlock",
             )
