@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, cast, overload
 
 from interlock.core.action import Action, Context
-from interlock.core.deadline import deadline_scope
+from interlock.core.deadline import current_deadline, deadline_scope
 from interlock.core.decision import Decision, Verdict
 from interlock.core.events import Event, EventSink, new_event
 from interlock.core.redaction import Redactor
@@ -320,9 +320,10 @@ class Guard:
             except Exception as exc:
                 decision = _failed(exc)
             return self._finish(action, decision, start)
-        if cancel is not None and cancel.cancelled:
-            return self._finish(action, _cancelled(cancel), start)
         deadline = time.monotonic() + timeout if timeout is not None else None
+        if cancel is not None and cancel.cancelled:
+            with deadline_scope(deadline):
+                return self._finish(action, _cancelled(cancel), start)
         # Every wait below — the store's connections, locks and statements, the audit
         # commit — reads this deadline and waits no longer.
         with deadline_scope(deadline):
@@ -353,10 +354,10 @@ class Guard:
         timeout = timeout if timeout is not None else self.timeout
         if timeout is None and self._waits:
             timeout = DEFAULT_TIMEOUT
-        if cancel is not None and cancel.cancelled:
-            return await self._afinish(action, _cancelled(cancel), start)
         deadline = time.monotonic() + timeout if timeout is not None else None
         with deadline_scope(deadline):  # the store's waits, in this task and its threads
+            if cancel is not None and cancel.cancelled:
+                return await self._afinish(action, _cancelled(cancel), start)
             try:
                 action = self._contextualise(action)
                 if timeout is None:
@@ -880,9 +881,14 @@ class Guard:
         if decision.reservation is None and decision.approval is None:
             return
         compensate = getattr(self.decider, "compensate", None)
-        if compensate is not None:
-            with deadline_scope(time.monotonic() + _GIVE_BACK_GRACE):
-                compensate(decision)
+        if compensate is None:
+            return
+        deadline = current_deadline()
+        if deadline is None:
+            compensate(decision)
+            return
+        with deadline_scope(max(deadline, time.monotonic() + _GIVE_BACK_GRACE)):
+            compensate(decision)
 
     def _publish(self, action: Action | None, decision: Decision, event: Event | None) -> None:
         if self.sink is not None and event is not None:

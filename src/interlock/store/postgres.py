@@ -24,8 +24,9 @@ cut server-side, and a server that stops answering is cut client-side (the
 connection's socket is shut down by :mod:`.watchdog`) — and ``lock_timeout`` (default
 10) for a lock another session holds. An idle transaction left open by a frozen client
 is ended by the server after ``statement_timeout`` too. A connection that cannot be
-made is retried with backoff for at most ``pool_timeout``, then afresh on demand. Migrations are exempt from the
-statement and lock bounds (an index build may take long).
+made is retried with backoff for at most ``pool_timeout``, then afresh on demand.
+Migrations are exempt from the statement and lock bounds (an index build may take
+long).
 
 Needs ``pip install 'interlock[postgres]'``.
 """
