@@ -268,7 +268,10 @@ class AuditWriter:
                 return batch.result(index)
             # A worker commits, bounded by this caller's deadline like a sync leader (a
             # failed attempt goes to the writer thread); this task waits no longer.
-            loop.run_in_executor(None, contextvars.copy_context().run, self._lead, batch)
+            try:
+                loop.run_in_executor(None, contextvars.copy_context().run, self._lead, batch)
+            except RuntimeError:  # the loop's executor is shutting down: the writer commits
+                self._hand_over(batch)
         if not batch.done.is_set():
             try:
                 await asyncio.wait_for(done.wait(), max(0.0, waited := self._wait_bound()))
@@ -360,8 +363,13 @@ class AuditWriter:
         if committed:
             self._led(batch)
             return
+        self._hand_over(batch)
+
+    def _hand_over(self, batch: _Batch) -> None:
+        """Leave a taken batch to the writer thread, which commits it (retrying) before
+        any other: batches still commit in order."""
         with self._lock:
-            self._handed = batch  # the writer thread retries it, in order, before any other
+            self._handed = batch
             self._work.notify()
 
     def _lead_inline(self, batch: _Batch) -> bool:
