@@ -26,6 +26,8 @@ Policy outcomes are kept apart from configuration errors and internal failures::
     └── StoreError                  the store refused or failed an operation (raised by
         │                           store and CLI calls; inside a check it is a cause)
         ├── StoreUnavailable        cannot connect, or the database is locked too long
+        │   └── StoreTimeout        (also a TimeoutError) no answer before the check's
+        │                           deadline (or the store's own bound)
         ├── MigrationError          the schema is newer than this Interlock, or broken
         ├── AuditKeyError           an audit key or checkpoint signing key cannot be
         │                           used (missing, malformed, readable by others)
@@ -89,6 +91,7 @@ __all__ = [
     "ReservationNotOwned",
     "SelfApproval",
     "StoreError",
+    "StoreTimeout",
     "StoreUnavailable",
     "describe",
     "message_of",
@@ -222,6 +225,12 @@ class StoreError(InterlockError):
 
 class StoreUnavailable(StoreError):
     """The database cannot be reached, or stayed locked past the timeout."""
+
+
+class StoreTimeout(StoreUnavailable, TimeoutError):
+    """The store did not answer before the deadline of the check waiting on it (or,
+    outside a check, before the store's own bound): a connection, a lock or the
+    server's reply took too long."""
 
 
 class MigrationError(StoreError):

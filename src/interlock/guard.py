@@ -32,6 +32,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Final, Literal, ParamSpec, TypeVar, cast, overload
 
 from interlock.core.action import Action, Context
+from interlock.core.deadline import current_deadline, deadline_scope
 from interlock.core.decision import Decision, ShadowVerdict, Verdict
 from interlock.core.events import Event, EventSink, new_event
 from interlock.core.redaction import Redactor
@@ -69,7 +70,7 @@ if TYPE_CHECKING:
     from interlock.store.records import ApprovalRecord, Reservation, Settler
     from interlock.store.sql import SqlStore
 
-__all__ = ["Guard", "Mapper", "raise_for"]
+__all__ = ["DEFAULT_TIMEOUT", "Guard", "Mapper", "raise_for"]
 
 log = logging.getLogger("interlock")
 
@@ -83,6 +84,15 @@ MapperResult = Action | Sequence[Action] | None
 Mapper = Callable[..., MapperResult]
 
 _DEFAULT_CONTEXT = Context()
+
+#: The bound (seconds) of a check given no timeout, when it can wait on anything — a
+#: store, a server, a custom decider: an outage makes it undetermined after this long,
+#: never an agent stalled for ever. A pure in-process check has nothing to wait on and
+#: no bound.
+DEFAULT_TIMEOUT = 10.0
+#: How long, past a check's deadline, giving back what its late verdict held (a
+#: reservation, a claimed approval) may take before it is left to the reaper.
+_GIVE_BACK_GRACE = 0.5
 
 
 class _Unset(Enum):
@@ -102,7 +112,8 @@ class Guard:
     fields (tenant, agent, session) of actions that leave them unset. ``sink``
     receives an event per decision. ``on_decision`` sees every decision and
     ``on_blocked`` every non-allow one; neither can change it. ``timeout`` (seconds)
-    is the default for every check.
+    is the default for every check; left ``None``, a check that can wait on anything
+    (a store, a server, a custom decider) is bounded by :data:`DEFAULT_TIMEOUT`.
 
     ``store`` (a :class:`~interlock.store.SqlStore` or a database URL such as
     ``"sqlite:///.interlock/interlock.db"``) makes the guard stateful: every decision
@@ -163,6 +174,8 @@ class Guard:
             self._open_store(store, policy, durability, reap_interval)
         self._reservation_ttl = reservation_ttl
         self._policy_decides = decider is None
+        # Whether a check can wait on anything (then it always has a deadline).
+        self._waits = store is not None or decider is not None
         if decider is None:
             assert policy is not None  # checked above
             decider = self._decider_for(policy, self.redactor)
@@ -324,6 +337,8 @@ class Guard:
         """The verdict on ``action``. Never raises for a failure: that is undetermined."""
         start = time.perf_counter_ns()
         timeout = timeout if timeout is not None else self.timeout
+        if timeout is None and self._waits:
+            timeout = DEFAULT_TIMEOUT
         if timeout is None and cancel is None:  # the hot path: nothing to watch
             try:
                 # The usual action has nothing to merge and nothing to refuse: it
@@ -343,10 +358,14 @@ class Guard:
                     decision = _validated(decision)
             except Exception as exc:
                 decision = _failed(exc)
-        elif cancel is not None and cancel.cancelled:
-            decision = _cancelled(cancel)
-        else:
-            deadline = time.monotonic() + timeout if timeout is not None else None
+            return self._finish(action, decision, start)
+        deadline = time.monotonic() + timeout if timeout is not None else None
+        if cancel is not None and cancel.cancelled:
+            with deadline_scope(deadline):
+                return self._finish(action, _cancelled(cancel), start)
+        # Every wait below — the store's connections, locks and statements, the audit
+        # commit — reads this deadline and waits no longer.
+        with deadline_scope(deadline):
             try:
                 action = self._contextualise(action)
                 decision = _validated(self.decider.decide(action, deadline=deadline, cancel=cancel))
@@ -358,7 +377,7 @@ class Guard:
                     decision = _timed_out(cast(float, timeout))
             except Exception as exc:
                 decision = _failed(exc)
-        return self._finish(action, decision, start)
+            return self._finish(action, decision, start)
 
     async def acheck(
         self,
@@ -372,32 +391,35 @@ class Guard:
         working; the action never runs."""
         start = time.perf_counter_ns()
         timeout = timeout if timeout is not None else self.timeout
-        if cancel is not None and cancel.cancelled:
-            return await self._afinish(action, _cancelled(cancel), start)
+        if timeout is None and self._waits:
+            timeout = DEFAULT_TIMEOUT
         deadline = time.monotonic() + timeout if timeout is not None else None
-        try:
-            action = self._contextualise(action)
-            if timeout is None:
-                decision = _validated(
-                    await self.decider.adecide(action, deadline=None, cancel=cancel)
-                )
-            else:
-                async with asyncio.timeout(timeout):
-                    decision = _validated(
-                        await self.decider.adecide(action, deadline=deadline, cancel=cancel)
-                    )
+        with deadline_scope(deadline):  # the store's waits, in this task and its threads
             if cancel is not None and cancel.cancelled:
-                self._give_back(decision)
-                decision = _cancelled(cancel)
-        except TimeoutError:
-            decision = _timed_out(cast(float, timeout))
-        except asyncio.CancelledError as exc:
-            # Recorded without awaiting: this task is being cancelled.
-            self._finish_detached(action, _failed(exc, "the check was cancelled"), start)
-            raise
-        except Exception as exc:
-            decision = _failed(exc)
-        return await self._afinish(action, decision, start)
+                return await self._afinish(action, _cancelled(cancel), start)
+            try:
+                action = self._contextualise(action)
+                if timeout is None:
+                    decision = _validated(
+                        await self.decider.adecide(action, deadline=None, cancel=cancel)
+                    )
+                else:
+                    async with asyncio.timeout(timeout):
+                        decision = _validated(
+                            await self.decider.adecide(action, deadline=deadline, cancel=cancel)
+                        )
+                if cancel is not None and cancel.cancelled:
+                    self._give_back(decision)
+                    decision = _cancelled(cancel)
+            except TimeoutError:
+                decision = _timed_out(cast(float, timeout))
+            except asyncio.CancelledError as exc:
+                # Recorded without awaiting: this task is being cancelled.
+                self._finish_detached(action, _failed(exc, "the check was cancelled"), start)
+                raise
+            except Exception as exc:
+                decision = _failed(exc)
+            return await self._afinish(action, decision, start)
 
     def _finish_detached(self, action: Action | None, decision: Decision, start: int) -> None:
         """Record a decision from a task that is being cancelled: the audit record is
@@ -870,10 +892,11 @@ class Guard:
         if audit is not None or sink is not None:  # the usual guard has neither
             event = self._event(action, decision, start)
             if audit is not None:
+                late = _LateRecord(self, action, event)
                 try:
-                    audit.write_event(self._tenant(action), event)
+                    audit.write_event(self._tenant(action), event, late=late)
                 except Exception as exc:
-                    decision = self._unrecorded(action, decision, exc)
+                    decision = late.told(exc)
                     event = event._replace(decision=decision)
         self._publish(action, decision, event)
         return decision
@@ -890,10 +913,11 @@ class Guard:
         if decision.verdict is Verdict.UNDETERMINED and self.fail_mode == "open":
             decision = self._failed_open(action, decision)
         event = self._event(action, decision, start)
+        late = _LateRecord(self, action, event)
         try:
-            await self.audit.awrite_event(self._tenant(action), event)
+            await self.audit.awrite_event(self._tenant(action), event, late=late)
         except Exception as exc:
-            decision = self._unrecorded(action, decision, exc)
+            decision = late.told(exc)
             event = event._replace(decision=decision)
         self._publish(action, decision, event)
         return decision
@@ -940,24 +964,35 @@ class Guard:
     def _unrecorded(
         self, action: Action | None, decision: Decision, exc: BaseException
     ) -> Decision:
-        """A decision whose record could not be made durable does not stand."""
-        self._give_back(decision)
+        """A decision whose record could not be made durable does not stand: what the
+        caller is told instead (same ``decision_id``, so a late record of the original
+        and its correction can be matched). Pure: giving back is the caller's job."""
         failure = exc if isinstance(exc, AuditFailure) else AuditFailure(describe(exc))
         if failure is not exc:
             failure.__cause__ = exc
+        if decision.verdict is Verdict.UNDETERMINED and not decision.fail_open:
+            return decision  # already what it would become: keep its own cause
         unrecorded = Decision.undetermined(
             failure, f"the decision could not be recorded, so it does not stand: {failure}"
-        )
+        )._replace(decision_id=decision.decision_id)
         if self.fail_mode == "open":
             return self._failed_open(action, unrecorded)
         return unrecorded
 
     def _give_back(self, decision: Decision) -> None:
-        """Return what a decision that will not run holds (reservation, claimed grant)."""
+        """Return what a decision that will not run holds (reservation, claimed grant).
+        Past the check's deadline this gets a short grace of its own; what it cannot
+        return in time the reaper releases (a reservation) or a human re-approves."""
         if decision.reservation is None and decision.approval is None:
             return
         compensate = getattr(self.decider, "compensate", None)
-        if compensate is not None:
+        if compensate is None:
+            return
+        deadline = current_deadline()
+        if deadline is None:
+            compensate(decision)
+            return
+        with deadline_scope(max(deadline, time.monotonic() + _GIVE_BACK_GRACE)):
             compensate(decision)
 
     def _publish(self, action: Action | None, decision: Decision, event: Event | None) -> None:
@@ -983,6 +1018,43 @@ class Guard:
                 self.sink.emit(event)
             except Exception:
                 log.exception("interlock: the event sink failed")
+
+
+class _LateRecord:
+    """What a decision's audit record says when it is not durable by the deadline: the
+    decision the caller is told instead (undetermined). Built at most once — by the
+    audit writer (which must not wait on anything while it holds its lock: building it
+    is pure) or by the guard, whichever needs it first — so the record and the caller
+    agree."""
+
+    __slots__ = ("_told", "action", "event", "guard")
+
+    def __init__(self, guard: Guard, action: Action | None, event: Event) -> None:
+        self.guard = guard
+        self.action = action
+        self.event = event
+        self._told: Decision | None = None
+
+    def __call__(self, failure: AuditFailure) -> Event | None:
+        told = self._decision(failure)
+        if told is self.event.decision:
+            return None  # already undetermined: the record says what the caller is told
+        return self.event._replace(decision=told)
+
+    def _decision(self, exc: BaseException) -> Decision:
+        if self._told is None:
+            original = self.event.decision
+            assert original is not None
+            self._told = self.guard._unrecorded(self.action, original, exc)
+        return self._told
+
+    def told(self, exc: BaseException) -> Decision:
+        """The decision the caller gets; what the original held is given back."""
+        told = self._decision(exc)
+        original = self.event.decision
+        assert original is not None
+        self.guard._give_back(original)
+        return told
 
 
 def raise_for(decision: Decision, action: Action | None = None) -> None:

@@ -366,6 +366,11 @@ class Adapter:
     def can_wrap(self, obj: object) -> bool:
         return all(isinstance(obj, target.owner) for target in self.targets)
 
+    def targets_for(self, obj: object) -> tuple[PatchTarget, ...]:
+        """What :meth:`attach` patches on ``obj``: ``targets``, plus any an adapter
+        finds only on some instances (detach restores exactly what was patched)."""
+        return self.targets
+
     #: whether :meth:`llm_bindings` reports the object's model calls
     inspects_models: ClassVar[bool] = False
 
@@ -413,7 +418,7 @@ class Adapter:
             return obj
         record = _Attached(obj, guard)
         instance_dict = vars(obj)
-        for target in self.targets:
+        for target in self.targets_for(obj):
             record.originals[target.attr] = instance_dict.get(target.attr, _MISSING)
             original = getattr(obj, target.attr)
             object.__setattr__(obj, target.attr, self.wrap(target, obj, original, guard))
@@ -426,14 +431,25 @@ class Adapter:
         record = self._attached.pop(id(obj), None)
         if record is None:
             return obj
-        instance_dict = vars(obj)
-        for target in self.targets:
-            original = record.originals[target.attr]
-            if original is _MISSING:
-                instance_dict.pop(target.attr, None)
-            else:
-                object.__setattr__(obj, target.attr, original)
+        self.restore(obj, record.originals)
         return obj
+
+    def originals(self, obj: object) -> dict[str, object] | None:
+        """What :meth:`attach` replaced on ``obj`` (for :meth:`restore`), or ``None``
+        when it is not attached."""
+        record = self._attached.get(id(obj))
+        return None if record is None else dict(record.originals)
+
+    @staticmethod
+    def restore(obj: object, originals: dict[str, object]) -> None:
+        """Put ``originals`` (from :meth:`originals`) back on ``obj`` — the attached
+        object itself, or a copy of it that carried its replacements along."""
+        instance_dict = vars(obj)
+        for attr, original in originals.items():
+            if original is _MISSING:
+                instance_dict.pop(attr, None)
+            else:
+                object.__setattr__(obj, attr, original)
 
 
 # -- finding the adapter for an object, importing frameworks only on demand -------------

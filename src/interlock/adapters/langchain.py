@@ -9,7 +9,13 @@ Three ways in, from the framework's own hook outward:
 - :func:`guard_tool` / :class:`LangChainAdapter` — a tool judged wherever it is called
   from, including direct ``tool.invoke()``, which skips the middleware. The gate sits on
   ``BaseTool.run`` / ``arun``, the two methods every public entry point funnels through
-  (invoke, batch and stream go to ``run``; their async twins to ``arun``).
+  (invoke, batch and stream go to ``run``; their async twins to ``arun``), and on every
+  attribute below them that can run the body — ``_run`` / ``_arun`` and, where the
+  tool has them, ``func`` / ``coroutine``: a call that enters there directly is judged
+  too. A string (or positional) input is judged as the tool's own field, the one
+  LangChain itself parses it as (``_to_args_and_kwargs``), never as ``{"input": ...}``.
+  A refused call raises from inside LangChain's own ``run``, at the body, so callbacks
+  see it: ``on_tool_start``, then ``on_tool_error`` with the refusal.
 
 A refusal in the middleware is a ``ToolMessage(status="error")`` the model reads
 (``refusal="message"``, the default) or the ``Blocked`` error raised out of
@@ -34,10 +40,11 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from interlock.adapters.base import (
     Adapter,
@@ -65,7 +72,9 @@ try:
     )
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-    from langchain_core.tools import BaseTool
+    from langchain_core.tools import BaseTool, Tool
+    from langchain_core.tools.base import _get_runnable_config_param
+    from langchain_core.utils.pydantic import get_fields
     from langgraph.prebuilt import ToolNode
     from langgraph.pregel import Pregel
     from langgraph.types import interrupt
@@ -89,6 +98,7 @@ __all__ = [
     "guard_tool",
     "guarded_tool_node",
     "tool_action",
+    "tool_arguments",
 ]
 
 Refusal = Literal["message", "raise"]
@@ -104,6 +114,10 @@ def tool_schema(tool: BaseTool | None) -> dict[str, Any] | None:
     if tool is None:
         return None
     try:
+        if isinstance(tool, Tool) and tool.args_schema is None:
+            # A single-input Tool: its call schema describes ``Tool._run`` itself; its
+            # one field, as LangChain declares it, is ``tool_input``.
+            return {"type": "object", "properties": dict(tool.args)}
         schema = tool.tool_call_schema
         if isinstance(schema, Mapping):
             return dict(schema)
@@ -115,14 +129,64 @@ def tool_schema(tool: BaseTool | None) -> dict[str, Any] | None:
         return None
 
 
+def tool_arguments(tool: BaseTool | None, tool_input: Any, tool_call_id: str | None = None) -> Any:
+    """What a call of ``tool`` with ``tool_input`` is judged on: the arguments as its
+    body receives them, named by the tool's own fields.
+
+    A mapping stays as given (the middleware and the tool judge one call alike), unless
+    LangChain hands the body its value positionally (a single-input ``Tool``). A string
+    becomes the field LangChain itself parses it as: ``_to_args_and_kwargs`` gives what
+    the body gets, and the schema's fields name it (``_parse_input`` validates a string
+    as the first one) — so ``tool.invoke("rm -rf /")`` on ``shell(command)`` is judged as
+    ``{"command": "rm -rf /"}``. Input LangChain refuses stays as given: it never
+    reaches the body.
+    """
+    if tool is None or not isinstance(tool_input, (str, Mapping)):
+        return tool_input
+    if isinstance(tool_input, Mapping) and not isinstance(tool, Tool):
+        return tool_input
+    try:
+        given = tool_input if isinstance(tool_input, str) else dict(tool_input)
+        args, kwargs = tool._to_args_and_kwargs(given, tool_call_id)
+    except Exception:  # LangChain refuses the input itself: the body never sees it
+        return tool_input
+    if not args:
+        return tool_input
+    return named_arguments(tool, args, kwargs)
+
+
+def named_arguments(
+    tool: BaseTool, args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Positional ``args`` named by the tool's fields in order (a value beyond them
+    as ``arg<i>``), then ``kwargs``."""
+    names = _field_names(tool)
+    named = {names[i] if i < len(names) else f"arg{i}": value for i, value in enumerate(args)}
+    named.update(kwargs)
+    return named
+
+
+def _field_names(tool: BaseTool) -> list[str]:
+    """The tool's fields in order, as LangChain parses input: its args model's fields
+    (the first is what a string is validated as), else ``tool.args``."""
+    try:
+        schema = tool.args_schema
+        if schema is not None and not isinstance(schema, dict):
+            return list(get_fields(schema))
+        return list(tool.args)
+    except Exception:  # a tool whose fields cannot be read: its values stay unnamed
+        return []
+
+
 def tool_action(
     name: str, arguments: Any, tool: BaseTool | None = None, call_id: str | None = None
 ) -> Action:
-    """The Action for one LangChain tool call. ``call_id`` (the model's tool call id)
-    is kept in the context for correlation only: it is not part of the intent."""
+    """The Action for one LangChain tool call (arguments as :func:`tool_arguments`
+    names them). ``call_id`` (the model's tool call id) is kept in the context for
+    correlation only: it is not part of the intent."""
     return Action.tool(
         name,
-        arguments,
+        tool_arguments(tool, arguments),
         schema=tool_schema(tool),
         description=tool.description if tool is not None else None,
         context=Context(call_id=call_id) if call_id else Context(),
@@ -455,48 +519,251 @@ def guarded_tool_node(
     )
 
 
+# -- a guarded tool: every way to its body judged ------------------------------------------
+
+#: The attributes below ``run`` / ``arun`` that run the body.
+_BODY_LAYERS: Final = frozenset({"_run", "_arun", "func", "coroutine"})
+#: What each body layer may call on its way to the body (``_arun`` runs ``_run`` in a
+#: thread when the tool has no async body).
+_BELOW: Final[dict[str, frozenset[str]]] = {
+    "_run": frozenset({"func"}),
+    "_arun": frozenset({"_run", "func", "coroutine"}),
+    "func": frozenset(),
+    "coroutine": frozenset(),
+}
+
+
+class _Pass:
+    """One judged call of one tool on its way down to the body: each layer below the
+    one that judged it lets it through once, unjudged; or, for a refused call, the
+    refusal the first body layer raises (inside LangChain's own ``run``, so its
+    callbacks report it)."""
+
+    __slots__ = ("layers", "refusal")
+
+    def __init__(self, layers: frozenset[str], refusal: Blocked | None = None) -> None:
+        self.layers = set(layers)
+        self.refusal = refusal
+
+
+_PASSES: contextvars.ContextVar[dict[int, _Pass]] = contextvars.ContextVar("interlock_lc_passes")
+
+
+@contextlib.contextmanager
+def _passing(
+    tool: BaseTool, layers: frozenset[str], refusal: Blocked | None = None
+) -> Iterator[_Pass]:
+    granted = _Pass(layers, refusal)
+    token = _PASSES.set({**_PASSES.get({}), id(tool): granted})
+    try:
+        yield granted
+    finally:
+        _PASSES.reset(token)
+
+
+def _passes(tool: BaseTool, layer: str) -> bool:
+    """Whether this call of ``tool`` was judged above ``layer`` (used up here); raises
+    the refusal a refused call carries down."""
+    granted = _PASSES.get({}).get(id(tool))
+    if granted is None:
+        return False
+    if granted.refusal is not None:
+        refusal, granted.refusal = granted.refusal, None
+        raise refusal
+    if layer in granted.layers:
+        granted.layers.discard(layer)
+        return True
+    return False
+
+
+def _refusal(decision: Decision, tool: BaseTool, arguments: Any) -> Blocked | None:
+    return verdict_outcome(decision, Action.tool(tool.name, arguments)).error
+
+
+def _body_kwargs(
+    tool: BaseTool, callee: Callable[..., Any], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The keyword arguments of a direct body call that are the tool's own: not the run
+    manager, callbacks, the run's config or injected values (LangChain's own filter)."""
+    own = tool._filter_injected_args(dict(kwargs))
+    config = _get_runnable_config_param(callee)
+    if config is not None:
+        own.pop(config, None)
+    return own
+
+
+def _refuse_through(tool: BaseTool, error: Blocked, run: Callable[[], Any]) -> Any:
+    """Raise ``error`` from inside LangChain's ``run``, at the body, so its callbacks
+    see the call start and fail with the refusal; if LangChain stops before the body
+    (it refuses the input), raise the refusal all the same."""
+    with _passing(tool, frozenset(), error) as refused:
+        try:
+            run()
+        except BaseException:
+            if refused.refusal is None:  # raised at the body: LangChain passed it on
+                raise
+        raise error
+
+
+async def _arefuse_through(
+    tool: BaseTool, error: Blocked, run: Callable[[], Awaitable[Any]]
+) -> Any:
+    """The async twin of :func:`_refuse_through`."""
+    with _passing(tool, frozenset(), error) as refused:
+        try:
+            await run()
+        except BaseException:
+            if refused.refusal is None:
+                raise
+        raise error
+
+
+def _guarded_run(tool: BaseTool, gate: _Gate, original: Callable[..., Any]) -> Any:
+    guard = gate.guard
+
+    def run(tool_input: str | dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        def call() -> Any:
+            with _passing(tool, _BODY_LAYERS):
+                return original(tool_input, *args, **kwargs)
+
+        key = call_key(tool.name, tool_input)
+        if already_judged(guard, key):  # the middleware judged this very call
+            return call()
+        arguments = tool_arguments(tool, tool_input, kwargs.get("tool_call_id"))
+        decision = gate.decide(tool.name, arguments, tool)
+        if decision is None:
+            return call()
+        error = _refusal(decision, tool, arguments)
+        if error is not None:
+            return _refuse_through(tool, error, lambda: original(tool_input, *args, **kwargs))
+        return run_settled(guard, decision, call, key)
+
+    return run
+
+
+def _guarded_arun(tool: BaseTool, gate: _Gate, original: Callable[..., Any]) -> Any:
+    guard = gate.guard
+
+    async def arun(tool_input: str | dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        async def call() -> Any:
+            with _passing(tool, _BODY_LAYERS):
+                return await original(tool_input, *args, **kwargs)
+
+        key = call_key(tool.name, tool_input)
+        if already_judged(guard, key):
+            return await call()
+        arguments = tool_arguments(tool, tool_input, kwargs.get("tool_call_id"))
+        decision = await gate.adecide(tool.name, arguments, tool)
+        if decision is None:
+            return await call()
+        error = _refusal(decision, tool, arguments)
+        if error is not None:
+            return await _arefuse_through(
+                tool, error, lambda: original(tool_input, *args, **kwargs)
+            )
+        return await arun_settled(guard, decision, call, key)
+
+    return arun
+
+
+def _guarded_body(tool: BaseTool, gate: _Gate, original: Callable[..., Any], layer: str) -> Any:
+    """``_run`` or ``func``: passes a call judged above, judges one that enters here."""
+    guard = gate.guard
+    below = _BELOW[layer]
+
+    @functools.wraps(original)  # LangChain reads the body's signature (run_manager, config)
+    def body(*args: Any, **kwargs: Any) -> Any:
+        if _passes(tool, layer):
+            return original(*args, **kwargs)
+
+        def call() -> Any:
+            with _passing(tool, below):
+                return original(*args, **kwargs)
+
+        arguments = named_arguments(tool, args, _body_kwargs(tool, original, kwargs))
+        key = call_key(tool.name, arguments)
+        if already_judged(guard, key):
+            return call()
+        decision = gate.decide(tool.name, arguments, tool)
+        if decision is None:
+            return call()
+        error = _refusal(decision, tool, arguments)
+        if error is not None:
+            raise error
+        return run_settled(guard, decision, call, key)
+
+    body.__interlock_original__ = original  # type: ignore[attr-defined]
+    return body
+
+
+def _guarded_abody(tool: BaseTool, gate: _Gate, original: Callable[..., Any], layer: str) -> Any:
+    """``_arun`` or ``coroutine``: the async twin of :func:`_guarded_body`."""
+    guard = gate.guard
+    below = _BELOW[layer]
+
+    @functools.wraps(original)
+    async def abody(*args: Any, **kwargs: Any) -> Any:
+        if _passes(tool, layer):
+            return await original(*args, **kwargs)
+
+        async def call() -> Any:
+            with _passing(tool, below):
+                return await original(*args, **kwargs)
+
+        arguments = named_arguments(tool, args, _body_kwargs(tool, original, kwargs))
+        key = call_key(tool.name, arguments)
+        if already_judged(guard, key):
+            return await call()
+        decision = await gate.adecide(tool.name, arguments, tool)
+        if decision is None:
+            return await call()
+        error = _refusal(decision, tool, arguments)
+        if error is not None:
+            raise error
+        return await arun_settled(guard, decision, call, key)
+
+    abody.__interlock_original__ = original  # type: ignore[attr-defined]
+    return abody
+
+
 class LangChainAdapter(Adapter):
-    """Guards a ``BaseTool`` in place at ``run`` / ``arun`` (no framework hook reaches a
-    direct ``tool.invoke()``, so this is the one patch; it is per instance)."""
+    """Guards a ``BaseTool`` in place: ``run`` / ``arun`` (no framework hook reaches a
+    direct ``tool.invoke()``), and every attribute below them that runs the body —
+    ``_run`` / ``_arun``, and ``func`` / ``coroutine`` where the tool has them — so
+    no side door is left open. Per instance."""
 
     framework = "langchain"
     distribution = "langchain-core"
     supported = ("1.0", "2")
     extra = "langchain"
-    targets = (PatchTarget(BaseTool, "run"), PatchTarget(BaseTool, "arun"))
+    targets = (
+        PatchTarget(BaseTool, "run"),
+        PatchTarget(BaseTool, "arun"),
+        PatchTarget(BaseTool, "_run"),
+        PatchTarget(BaseTool, "_arun"),
+    )
+
+    def targets_for(self, obj: object) -> tuple[PatchTarget, ...]:
+        bodies = tuple(
+            PatchTarget(type(obj), attr)
+            for attr in ("func", "coroutine")
+            if callable(getattr(obj, attr, None))
+        )
+        return self.targets + bodies
 
     def wrap(
         self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
     ) -> Any:
         tool: BaseTool = obj
         gate = _Gate(guard, None)
-        if target.attr == "arun":
-
-            async def arun(tool_input: str | dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-                key = call_key(tool.name, tool_input)
-                if already_judged(guard, key):
-                    return await original(tool_input, *args, **kwargs)
-                decision = await gate.adecide(tool.name, tool_input, tool)
-                if decision is None:
-                    return await original(tool_input, *args, **kwargs)
-                _raise_unless_allowed(decision, tool, tool_input)
-                return await arun_settled(
-                    guard, decision, lambda: original(tool_input, *args, **kwargs), key
-                )
-
-            return arun
-
-        def run(tool_input: str | dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-            key = call_key(tool.name, tool_input)
-            if already_judged(guard, key):
-                return original(tool_input, *args, **kwargs)
-            decision = gate.decide(tool.name, tool_input, tool)
-            if decision is None:
-                return original(tool_input, *args, **kwargs)
-            _raise_unless_allowed(decision, tool, tool_input)
-            return run_settled(guard, decision, lambda: original(tool_input, *args, **kwargs), key)
-
-        return run
+        attr = target.attr
+        if attr == "run":
+            return _guarded_run(tool, gate, original)
+        if attr == "arun":
+            return _guarded_arun(tool, gate, original)
+        if attr in ("_arun", "coroutine"):
+            return _guarded_abody(tool, gate, original, attr)
+        return _guarded_body(tool, gate, original, attr)
 
     def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
         return [tool_binding(obj, self.guarded_by(obj, guard), owner=obj, attr="run")]
@@ -504,7 +771,8 @@ class LangChainAdapter(Adapter):
 
 def tool_binding(tool: BaseTool, guarded: bool, **where: Any) -> ToolBinding:
     """How the guard sees one LangChain tool (its body, its call schema)."""
-    body = getattr(tool, "func", None) or getattr(tool, "coroutine", None) or tool._run
+    body = _unguarded(getattr(tool, "func", None)) or _unguarded(getattr(tool, "coroutine", None))
+    body = body or _unguarded(tool._run)
     schema: dict[str, Any] | None = None
     try:
         schema_type: Any = tool.tool_call_schema
@@ -517,6 +785,11 @@ def tool_binding(tool: BaseTool, guarded: bool, **where: Any) -> ToolBinding:
     except Exception:  # a tool whose schema cannot be rendered still gets a binding
         schema = None
     return ToolBinding(tool.name, tool.description or None, schema, body, guarded=guarded, **where)
+
+
+def _unguarded(body: Any) -> Any:
+    """The body behind a guarded one (itself when it is not guarded)."""
+    return getattr(body, "__interlock_original__", body)
 
 
 def _middleware_in(wrapper: object, guard: Guard | None) -> bool:
@@ -544,12 +817,6 @@ def _middleware_in(wrapper: object, guard: Guard | None) -> bool:
                     todo.append(cell.cell_contents)
             todo.append(getattr(item, "__wrapped__", None))
     return False
-
-
-def _raise_unless_allowed(decision: Decision, tool: BaseTool, tool_input: Any) -> None:
-    outcome = verdict_outcome(decision, Action.tool(tool.name, tool_input))
-    if outcome.error is not None:
-        raise outcome.error
 
 
 class ToolNodeAdapter(Adapter):
@@ -664,9 +931,12 @@ GRAPH_ADAPTER = register_adapter(GraphAdapter(TOOL_NODE_ADAPTER))
 
 def guard_tool(tool: BaseTool, guard: Guard) -> BaseTool:
     """A guarded copy of ``tool`` (name, description and args schema kept): every entry
-    point — invoke, ainvoke, run, arun, batch, abatch, stream, astream — is judged and
-    raises the ``Blocked`` error on anything but allow. ``tool`` itself is untouched."""
+    point — invoke, ainvoke, run, arun, batch, abatch, stream, astream — and every
+    attribute that runs the body (``_run``, ``_arun``, ``func``, ``coroutine``) is
+    judged and raises the ``Blocked`` error on anything but allow. ``tool`` itself is
+    untouched."""
     copy = tool.model_copy()
-    for target in ADAPTER.targets:  # a copy of an attached tool drops its replacements
-        vars(copy).pop(target.attr, None)
+    originals = ADAPTER.originals(tool)
+    if originals is not None:  # a copy of a guarded tool: its own guard's gates stay behind
+        ADAPTER.restore(copy, originals)
     return ADAPTER.attach(copy, guard)  # type: ignore[no-any-return]

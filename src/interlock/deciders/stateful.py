@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from typing import TYPE_CHECKING
 
 from interlock.approvals.requests import approval_decision, request_approval
+from interlock.core.deadline import deadline_scope
 from interlock.core.decision import Decision, ReservationRef, Verdict
 from interlock.core.redaction import Redactor
 from interlock.errors import CostUnknown, describe
@@ -105,8 +107,9 @@ class StatefulDecider:
             return lines
         if not self._blocking:
             return self.settle(action, decision, lines)
-        # The store is synchronous: run it in a thread. If this task is cancelled
-        # meanwhile, whatever the thread ends up holding is given back.
+        # The store is synchronous: run it in a thread (it inherits the check's
+        # deadline). If this task is cancelled or times out meanwhile, whatever the
+        # thread ends up holding is given back.
         work = asyncio.ensure_future(asyncio.to_thread(self.settle, action, decision, lines))
         try:
             return await asyncio.shield(work)
@@ -294,7 +297,21 @@ class StatefulDecider:
     def _compensate_when_done(self, work: asyncio.Future[Decision]) -> None:
         if work.cancelled() or work.exception() is not None:
             return
-        self.compensate(work.result())
+        decision = work.result()
+        if decision.reservation is None and decision.approval is None:
+            return
+        # Not on the event loop (this callback runs there), and not under the check's
+        # deadline, which has passed: a thread of its own, on the store's bounds.
+        threading.Thread(
+            target=self._compensate_unbounded,
+            args=(decision,),
+            name="interlock-compensate",
+            daemon=True,
+        ).start()
+
+    def _compensate_unbounded(self, decision: Decision) -> None:
+        with deadline_scope(None):
+            self.compensate(decision)
 
 
 def _intent(action: Action) -> str:

@@ -16,6 +16,15 @@ leads on its event loop's thread only where the store can commit without waiting
 lock wait, no checkpoint, no disk sync); anywhere else its commit runs on another
 thread, so the event loop never waits on the database.
 
+A caller waits no longer than its check's deadline (:mod:`interlock.core.deadline`). A
+record whose caller stopped waiting is *not* withdrawn: it is committed when the store
+answers, exactly once — a commit cut off with its outcome unknown is looked up before
+it is tried again (:meth:`~interlock.store.sql_audit.AuditStore.audit_landed`), and a
+leader whose deadline passed hands its batch to the writer thread. What the record
+says is what its caller was told: the caller gives a *late* form of it (its decision,
+undetermined), which replaces the record if it has not been sent yet, or else follows
+it as a second record of the same decision, marked ``supersedes``.
+
 Example::
 
     from interlock.store import AuditWriter, open_store
@@ -29,12 +38,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from interlock.core.deadline import deadline_scope, time_left
 from interlock.core.redaction import Redactor
 from interlock.errors import AuditFailure, StoreError, describe
 from interlock.store.chain import encode_body
@@ -60,13 +71,28 @@ _NO_CHECKPOINTS: Final = (
 # One record on its way: (tenant, kind, payload); payload is an Event or a plain dict.
 _Item = tuple[str, str, Any]
 
+#: What a record should say instead when its caller stops waiting for it: given the
+#: failure the caller will see, the event the caller is told (its decision, undetermined);
+#: ``None`` when the record already says that.
+Late = Callable[[AuditFailure], "Event | None"]
+
 
 class _Batch:
     """The records that will share one commit. Callers append to the open batch; the
     writer takes it whole and opens the next, so one wake-up serves every caller of a
     commit (no per-record event)."""
 
-    __slots__ = ("callbacks", "done", "error", "items", "seqs")
+    __slots__ = (
+        "callbacks",
+        "chunks",
+        "committed",
+        "done",
+        "error",
+        "items",
+        "last_error",
+        "seqs",
+        "unsure",
+    )
 
     def __init__(self) -> None:
         self.items: list[_Item] = []
@@ -74,6 +100,12 @@ class _Batch:
         self.seqs: list[int] = []
         self.error: BaseException | None = None
         self.callbacks: list[Callable[[], object]] = []
+        # Built once, on the first attempt, so a retry appends (or looks up) exactly the
+        # entries the failed attempt tried: same timestamps, same bodies.
+        self.chunks: list[list[AuditEntry]] | None = None
+        self.committed = 0  # chunks durable so far
+        self.unsure = False  # the last attempt failed: it may have committed anyway
+        self.last_error: BaseException | None = None
 
     def result(self, index: int) -> int:
         if self.error is not None:
@@ -94,8 +126,9 @@ class AuditWriter:
     the commit), ``power`` (wait for the commit and the disk) or ``none`` (do not
     wait — until ``max_pending`` records wait to be written: then callers wait too, so
     the backlog, and what a crash can lose, stays bounded). ``timeout`` bounds each
-    wait (seconds); a record not durable by then is an
-    :class:`~interlock.errors.AuditFailure`.
+    wait (seconds; a check's deadline, when nearer, bounds it instead); a record not
+    durable by then is an :class:`~interlock.errors.AuditFailure` for its caller, and
+    stays queued.
 
     Starting, it reads (or creates) the store's audit key — refusing one that others
     can read, warning when there is none — and, if it created the key, seals the
@@ -129,6 +162,7 @@ class AuditWriter:
         self._work = threading.Condition(self._lock)
         self._open = _Batch()  # the batch callers append to
         self._writing: _Batch | None = None  # the batch being committed (by anyone)
+        self._handed: _Batch | None = None  # a leader's batch, left for the writer thread
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="interlock-audit", daemon=True)
         self._thread.start()
@@ -196,59 +230,98 @@ class AuditWriter:
 
     # -- submitting ----------------------------------------------------------------------
 
-    def write_event(self, tenant: str, event: Event) -> int | None:
+    def write_event(self, tenant: str, event: Event, *, late: Late | None = None) -> int | None:
         """Record a guard event; returns its chain position once durable (``None``
         when durability is ``none``). Raises AuditFailure when it cannot be made
-        durable."""
-        return self._write((tenant, event.kind, event))
+        durable in time; ``late`` then gives what the record says instead (see the
+        module's docstring)."""
+        return self._write((tenant, event.kind, event), late)
 
     def write_record(self, tenant: str, kind: str, record: dict[str, Any]) -> int | None:
         """Record any other event (an approval decided, a budget settled)."""
-        return self._write((tenant, kind, record))
+        return self._write((tenant, kind, record), None)
 
     def write_event_nowait(self, tenant: str, event: Event) -> None:
         """Queue a guard event without waiting for it to be durable."""
         self._submit((tenant, event.kind, event))
 
-    async def awrite_event(self, tenant: str, event: Event) -> int | None:
+    async def awrite_event(
+        self, tenant: str, event: Event, *, late: Late | None = None
+    ) -> int | None:
         """The async twin of :meth:`write_event`: awaits the commit without
         blocking the event loop."""
+        item = (tenant, event.kind, event)
         if not self.waits:
-            batch, index = self._submit((tenant, event.kind, event))
+            batch, index = self._submit(item)
             if index >= self.max_pending:  # back-pressure, as in the sync path
-                await asyncio.to_thread(batch.done.wait, self.timeout)
+                await asyncio.to_thread(batch.done.wait, self._wait_bound())
             return None
         loop = asyncio.get_running_loop()
         done = asyncio.Event()
         batch, index, lead = self._enqueue(
-            (tenant, event.kind, event),
+            item,
             lambda: loop.call_soon_threadsafe(done.set),
             lead=self.durability == "process",  # power syncs the disk: never on the loop
         )
         if lead:  # no commit was running
             if self._lead_inline(batch):
                 return batch.result(index)
-            await asyncio.to_thread(self._lead, batch)  # it would wait: a worker commits
-        try:
-            await asyncio.wait_for(done.wait(), self.timeout)
-        except TimeoutError:
-            raise AuditFailure(
-                f"the decision's record was not durable within {self.timeout:.1f} s"
-            ) from None
+            # A worker commits, bounded by this caller's deadline like a sync leader (a
+            # failed attempt goes to the writer thread); this task waits no longer.
+            try:
+                loop.run_in_executor(None, contextvars.copy_context().run, self._lead, batch)
+            except RuntimeError:  # the loop's executor is shutting down: the writer commits
+                self._hand_over(batch)
+        if not batch.done.is_set():
+            try:
+                await asyncio.wait_for(done.wait(), max(0.0, waited := self._wait_bound()))
+            except TimeoutError:
+                self._late(batch, index, late, waited)
         return batch.result(index)
 
-    def _write(self, item: _Item) -> int | None:
+    def _write(self, item: _Item, late: Late | None) -> int | None:
         if not self.waits:
             batch, index = self._submit(item)
             if index >= self.max_pending:  # back-pressure: the backlog stays bounded
-                batch.done.wait(self.timeout)
+                batch.done.wait(max(0.0, self._wait_bound()))
             return None
         batch, index, lead = self._enqueue(item, None, lead=True)
         if lead:  # no commit was running: this thread makes it
             self._lead(batch)
-        if not batch.done.wait(self.timeout):
-            raise AuditFailure(f"the record was not durable within {self.timeout:.1f} s")
+        if not batch.done.wait(max(0.0, waited := self._wait_bound())):
+            self._late(batch, index, late, waited)
         return batch.result(index)
+
+    def _wait_bound(self) -> float:
+        """How long a caller waits for its record: ``timeout``, or less when its check's
+        deadline is nearer."""
+        return time_left(self.timeout)
+
+    def _late(self, batch: _Batch, index: int, late: Late | None, waited: float) -> None:
+        """The caller stops waiting: raise its AuditFailure. Its record stays queued;
+        with ``late``, what it says becomes what the caller is told — replaced in place
+        while the batch waits to be taken, else followed by a record that supersedes
+        it (batches commit in order, so the follow-up lands after it)."""
+        failure = AuditFailure(f"the record was not durable within {max(waited, 0):.2f} s")
+        with self._lock:
+            if batch.done.is_set():
+                return  # committed (or failed) just now: the caller reads that
+            if late is None:
+                raise failure
+            tenant, kind, original = batch.items[index]
+            replacement = late(failure)
+            if replacement is None:
+                raise failure
+            if batch is self._open:  # nobody has taken it: nothing was sent yet
+                batch.items[index] = (tenant, kind, replacement)
+                raise failure
+        verdict = getattr(getattr(original, "decision", None), "verdict", None)
+        detail = {**(replacement.detail or {}), "supersedes": getattr(verdict, "value", None)}
+        try:
+            self._submit((tenant, kind, replacement._replace(detail=detail)))
+        except AuditFailure:
+            log.error("interlock: the writer closed before a late record could be corrected")
+        raise failure
 
     def _submit(
         self, item: _Item, callback: Callable[[], object] | None = None
@@ -279,11 +352,25 @@ class AuditWriter:
             return batch, index, False
 
     def _lead(self, batch: _Batch) -> None:
-        """Commit the batch this thread took, then hand over to the writer thread."""
+        """Commit the batch this thread took (one attempt, bounded by this caller's
+        deadline), then hand over to the writer thread: the next batch, or this one to
+        try again if the attempt failed."""
         try:
-            self._commit(batch)
-        finally:
+            committed = self._attempt(batch)
+        except BaseException:
+            self._led(batch)  # interrupted (KeyboardInterrupt, ...): fails closed
+            raise
+        if committed:
             self._led(batch)
+            return
+        self._hand_over(batch)
+
+    def _hand_over(self, batch: _Batch) -> None:
+        """Leave a taken batch to the writer thread, which commits it (retrying) before
+        any other: batches still commit in order."""
+        with self._lock:
+            self._handed = batch
+            self._work.notify()
 
     def _lead_inline(self, batch: _Batch) -> bool:
         """Commit the batch on this thread only if the store can without waiting
@@ -292,14 +379,18 @@ class AuditWriter:
         if len(batch.items) > self.max_batch:
             return False
         try:
+            entries = [self._entry(*item) for item in batch.items]
+            batch.chunks = [entries]  # a later attempt appends exactly these
             try:
-                seqs = self.store.try_append_audit([self._entry(*item) for item in batch.items])
+                seqs = self.store.try_append_audit(entries)
             except Exception as exc:  # the worker's commit retries, and reports, as usual
                 log.debug("interlock: inline audit commit failed, handing it over: %s", exc)
+                batch.unsure = True
                 return False
             if seqs is None:
                 return False
             self.batches += 1
+            batch.committed = 1
             batch.settle(seqs, None)
         except BaseException:
             self._led(batch)
@@ -340,46 +431,68 @@ class AuditWriter:
     def _run(self) -> None:
         while True:
             with self._lock:
-                # one commit at a time: a leading caller's runs to its end first
-                while self._writing is not None or (not self._open.items and not self._closed):
+                # one commit at a time: a leading caller's runs to its end (or is handed
+                # over) first
+                while self._handed is None and (
+                    self._writing is not None or (not self._open.items and not self._closed)
+                ):
                     self._work.wait()
-                batch = self._open
-                if not batch.items:  # closed, and everything is written
-                    return
-                self._open = _Batch()
-                self._writing = batch
+                if self._handed is not None:
+                    batch, self._handed = self._handed, None
+                else:
+                    batch = self._open
+                    if not batch.items:  # closed, and everything is written
+                        return
+                    self._open = _Batch()
+                    self._writing = batch
             self._commit(batch)
             with self._lock:
                 self._writing = None
 
     def _commit(self, batch: _Batch) -> None:
-        for start in range(0, len(batch.items), self.max_batch):
-            chunk = batch.items[start : start + self.max_batch]
-            seqs, error = self._append([self._entry(*item) for item in chunk])
-            if error is not None:
-                failure = AuditFailure(
-                    f"could not write {len(batch.items)} audit record(s): {describe(error)}"
-                )
-                failure.__cause__ = error
-                log.error("interlock: %s", failure)
-                batch.settle([], failure)
-                return
-            batch.seqs.extend(seqs)
-        batch.settle(batch.seqs, None)
-
-    def _append(self, entries: list[AuditEntry]) -> tuple[list[int], BaseException | None]:
-        error: BaseException | None = None
+        """Commit a whole batch on the writer thread, retrying a failed attempt after a
+        pause; each attempt is bounded by ``timeout``, never by a caller's deadline."""
         for delay in (*_RETRIES, None):
+            with deadline_scope(time.monotonic() + self.timeout):
+                if self._attempt(batch):
+                    return
+            if delay is not None:
+                time.sleep(delay)
+        error = batch.last_error
+        failure = AuditFailure(
+            f"could not write {len(batch.items)} audit record(s): "
+            f"{describe(error) if error else 'unknown error'}"
+        )
+        failure.__cause__ = error
+        log.error("interlock: %s", failure)
+        batch.settle([], failure)
+
+    def _attempt(self, batch: _Batch) -> bool:
+        """One attempt at the chunks of ``batch`` not yet durable; True once all are
+        (the batch is settled). A chunk whose earlier attempt failed may have committed
+        all the same (the connection was cut during COMMIT): it is looked up before it
+        is appended again, so no record is ever written twice."""
+        if batch.chunks is None:
+            batch.chunks = [
+                [self._entry(*item) for item in batch.items[start : start + self.max_batch]]
+                for start in range(0, len(batch.items), self.max_batch)
+            ]
+        while batch.committed < len(batch.chunks):
+            chunk = batch.chunks[batch.committed]
             try:
-                seqs = self.store.append_audit(entries, durable=self.durability == "power")
-            except Exception as exc:  # a locked or unreachable database: retry, then fail
-                error = exc
-                if delay is not None:
-                    time.sleep(delay)
-                continue
-            self.batches += 1
-            return seqs, None
-        return [], error
+                seqs = self.store.audit_landed(chunk) if batch.unsure else None
+                if seqs is None:
+                    seqs = self.store.append_audit(chunk, durable=self.durability == "power")
+                    self.batches += 1
+            except Exception as exc:  # a locked, unreachable or cut-off database
+                batch.last_error = exc
+                batch.unsure = True
+                return False
+            batch.unsure = False
+            batch.seqs.extend(seqs)
+            batch.committed += 1
+        batch.settle(batch.seqs, None)
+        return True
 
     def _entry(self, tenant: str, kind: str, payload: Any) -> AuditEntry:
         ts_us = self.store.clock()

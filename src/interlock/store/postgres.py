@@ -16,26 +16,43 @@ listen, waiters poll with a fast backoff up to this interval::
 
     postgresql://interlock@db.internal:5432/interlock?schema=interlock&pool_max=20
 
+Every wait is bounded (seconds; a check's deadline, when nearer, bounds each instead —
+see :mod:`interlock.core.deadline`): ``connect_timeout`` (libpq's own; default 5) for
+opening a connection, ``pool_timeout`` (default 10) for a free connection from the
+pool, ``statement_timeout`` (default 30) for one transaction — its statements are
+cut server-side, and a server that stops answering is cut client-side (the
+connection's socket is shut down by :mod:`.watchdog`) — and ``lock_timeout`` (default
+10) for a lock another session holds. An idle transaction left open by a frozen client
+is ended by the server after ``statement_timeout`` too. A connection that cannot be
+made is retried with backoff for at most ``pool_timeout``, then afresh on demand.
+Migrations are exempt from the statement and lock bounds (an index build may take
+long).
+
 Needs ``pip install 'interlock[postgres]'``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import logging
+import math
 import re
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from interlock.errors import StoreError, StoreUnavailable
+from interlock.core.deadline import current_deadline, time_left
+from interlock.errors import StoreError, StoreTimeout, StoreUnavailable
 from interlock.store.audit_keys import AuditKeys, AuditKeySetting
 from interlock.store.migrate import apply_migrations, migration_status
 from interlock.store.records import ApprovalRecord
 from interlock.store.sql import Cursor, SqlStore
+from interlock.store.watchdog import WATCHDOG, socket_cutter
 
 if TYPE_CHECKING:
     from interlock.store.checkpoints import CheckpointOption
@@ -43,7 +60,7 @@ if TYPE_CHECKING:
 try:
     import psycopg
     from psycopg import sql as psql
-    from psycopg_pool import ConnectionPool
+    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
         "the PostgreSQL store needs psycopg 3 and psycopg-pool: pip install 'interlock[postgres]'"
@@ -56,7 +73,28 @@ log = logging.getLogger("interlock.store")
 CHANNEL = "interlock_approvals"
 _MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(7366101)"
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-_OWN_PARAMS = ("schema", "pool_min", "pool_max", "approval_poll", "audit_key_file")
+_OWN_PARAMS = (
+    "schema",
+    "pool_min",
+    "pool_max",
+    "approval_poll",
+    "audit_key_file",
+    "pool_timeout",
+    "statement_timeout",
+    "lock_timeout",
+)
+
+#: Defaults of the bounds (seconds); see the module's docstring.
+CONNECT_TIMEOUT: Final = 5.0
+POOL_TIMEOUT: Final = 10.0
+STATEMENT_TIMEOUT: Final = 30.0
+LOCK_TIMEOUT: Final = 10.0
+
+#: Set while migrating: no statement or lock bound (an index build may take long).
+_UNBOUNDED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "interlock_pg_unbounded", default=False
+)
+_NO_BOUNDS = "BEGIN; SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0"
 
 
 class PostgresStore(SqlStore):
@@ -73,7 +111,7 @@ class PostgresStore(SqlStore):
         url: str,
         *,
         migrate: bool = True,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = CONNECT_TIMEOUT,
         clock: Callable[[], int] | None = None,
         audit_key: AuditKeySetting = None,
         checkpoints: CheckpointOption = None,
@@ -100,12 +138,26 @@ class PostgresStore(SqlStore):
             raise StoreError(
                 f"invalid approval_poll in {self._display_url}: a positive number of seconds"
             )
+        self.pool_timeout = _seconds(own, "pool_timeout", POOL_TIMEOUT, self._display_url)
+        self.statement_timeout = _seconds(
+            own, "statement_timeout", STATEMENT_TIMEOUT, self._display_url
+        )
+        self.lock_timeout = _seconds(own, "lock_timeout", LOCK_TIMEOUT, self._display_url)
+        libpq = dict(parse_qsl(urlsplit(conninfo).query, keep_blank_values=True))
+        if "connect_timeout" in libpq:  # libpq's own parameter: the URL's value stands
+            _seconds(libpq, "connect_timeout", connect_timeout, self._display_url)
         self._conninfo = conninfo
-        self._kwargs: dict[str, Any] = {
-            "autocommit": True,
-            "options": f"-c search_path={self.schema}",
-            "connect_timeout": max(1, int(connect_timeout)),
-        }
+        statement_ms = _ms(self.statement_timeout)
+        # The session's bounds, for transactions no check's deadline bounds; a URL's own
+        # ``options`` come last, so a setting there wins.
+        options = (
+            f"-c search_path={self.schema} -c statement_timeout={statement_ms} "
+            f"-c lock_timeout={_ms(self.lock_timeout)} "
+            f"-c idle_in_transaction_session_timeout={statement_ms} {libpq.get('options', '')}"
+        )
+        self._kwargs: dict[str, Any] = {"autocommit": True, "options": options.strip()}
+        if "connect_timeout" not in libpq:
+            self._kwargs["connect_timeout"] = max(2, math.ceil(connect_timeout))
         self._ensure_schema()
         try:
             self.pool: ConnectionPool[Any] = ConnectionPool(
@@ -113,7 +165,12 @@ class PostgresStore(SqlStore):
                 kwargs=self._kwargs,
                 min_size=pool_min,
                 max_size=pool_max,
-                timeout=connect_timeout,
+                timeout=self.pool_timeout,
+                # A connection that cannot be made is retried with backoff (1, 2, 4 s…)
+                # for this long, then given up; the next caller starts afresh at once.
+                # Left at the pool's default (5 min), the backoff would grow past a
+                # minute, and checks would stay refused long after the server is back.
+                reconnect_timeout=self.pool_timeout,
                 open=True,
                 name="interlock",
             )
@@ -149,10 +206,52 @@ class PostgresStore(SqlStore):
 
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[Cursor]:
+        """A transaction bounded by the check's deadline (else ``statement_timeout``):
+        the wait for a pooled connection, each statement and lock wait server-side, and
+        the whole transaction client-side (a connection still busy at the bound is cut
+        by the watchdog and discarded)."""
+        unbounded = _UNBOUNDED.get()
+        bound = math.inf if unbounded else time_left(self.statement_timeout)
+        if bound <= 0:
+            raise StoreTimeout(
+                f"{self._display_url}: the deadline passed before the store was asked"
+            )
+        deadline = time.monotonic() + bound
+        watch = None
         try:
-            with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-                yield cur
+            with self.pool.connection(timeout=min(bound, self.pool_timeout)) as conn:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise StoreTimeout(f"{self._display_url}: the deadline passed")
+                if not unbounded:
+                    cut, release = socket_cutter(conn.pgconn.socket)
+                    watch = WATCHDOG.watch(deadline, cut)
+                try:
+                    conn.execute(_NO_BOUNDS if unbounded else self._begin(left))
+                    try:
+                        with conn.cursor() as cur:
+                            yield cur
+                    except BaseException:
+                        with contextlib.suppress(psycopg.Error):  # a broken connection: gone
+                            conn.execute("ROLLBACK")
+                        raise
+                    conn.execute("COMMIT")
+                finally:
+                    if watch is not None:
+                        if not watch.disarm():  # cut: the pool must not hand it out again
+                            conn.close()
+                        release()
+        except PoolTimeout as exc:
+            raise StoreTimeout(
+                f"{self._display_url}: no connection within the bound: {exc}"
+            ) from exc
+        except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
+            raise StoreTimeout(f"{self._display_url}: {exc}") from exc
         except psycopg.OperationalError as exc:
+            if watch is not None and watch.fired:
+                raise StoreTimeout(
+                    f"{self._display_url}: no answer within {bound:.2f} s (connection cut)"
+                ) from exc
             raise StoreUnavailable(f"{self._display_url}: {exc}") from exc
         except psycopg.Error as exc:
             raise StoreError(f"{self._display_url}: {exc}") from exc
@@ -160,6 +259,17 @@ class PostgresStore(SqlStore):
             if type(exc).__module__.startswith("psycopg_pool"):
                 raise StoreUnavailable(f"{self._display_url}: {exc}") from exc
             raise
+
+    def _begin(self, left: float) -> str:
+        """``BEGIN``, with the statement and lock bounds of this transaction when the
+        deadline is nearer than the session's (one round trip either way)."""
+        if current_deadline() is None or left >= self.statement_timeout:
+            return "BEGIN"  # the session's own bounds apply
+        ms = _ms(left)
+        return (
+            f"BEGIN; SET LOCAL statement_timeout = {ms}; "
+            f"SET LOCAL lock_timeout = {min(ms, _ms(self.lock_timeout))}"
+        )
 
     @contextmanager
     def audit_transaction(self, durable: bool) -> Iterator[Cursor]:
@@ -169,10 +279,18 @@ class PostgresStore(SqlStore):
             yield cur
 
     def migrate(self) -> list[str]:
-        return apply_migrations(self, self.dialect, lock=_MIGRATION_LOCK)
+        token = _UNBOUNDED.set(True)  # an index build, a wait for another migrator
+        try:
+            return apply_migrations(self, self.dialect, lock=_MIGRATION_LOCK)
+        finally:
+            _UNBOUNDED.reset(token)
 
     def migration_status(self) -> list[tuple[int, str, bool]]:
-        return migration_status(self, self.dialect)
+        token = _UNBOUNDED.set(True)
+        try:
+            return migration_status(self, self.dialect)
+        finally:
+            _UNBOUNDED.reset(token)
 
     def notify_decided(self, cur: Cursor, approval_id: str) -> None:
         cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, approval_id))
@@ -271,6 +389,21 @@ def _number(own: dict[str, str], name: str, default: _N, kind: type[_N], url: st
     except ValueError:
         what = "an integer" if kind is int else "a number"
         raise StoreError(f"invalid {name}={raw!r} in {url}: expected {what}") from None
+
+
+def _seconds(params: dict[str, str], name: str, default: float, url: str) -> float:
+    """A positive, finite number of seconds from the URL, or a StoreError naming it."""
+    value = _number(params, name, default, float, url)
+    if not 0 < value < math.inf:
+        raise StoreError(
+            f"invalid {name}={params.get(name)!r} in {url}: a positive number of seconds"
+        )
+    return value
+
+
+def _ms(seconds: float) -> int:
+    """Seconds as PostgreSQL's milliseconds, at least 1 (0 would mean no bound)."""
+    return max(1, int(seconds * 1000))
 
 
 def _hide_password(url: str) -> str:

@@ -160,6 +160,46 @@ class AuditStore(StoreBase):
             sealed.append(tenant)
         return sealed
 
+    def audit_landed(self, entries: Sequence[AuditEntry]) -> list[int] | None:
+        """The sequence numbers ``entries`` were appended at, if a transaction that
+        appended exactly them committed — an earlier :meth:`append_audit` whose outcome
+        is unknown (its connection was cut during ``COMMIT``) — else ``None``. A
+        transaction appends all its entries or none, each tenant's consecutively: so
+        each tenant's first and last entry, found where they belong, decide it."""
+        by_tenant: dict[str, list[int]] = {}
+        for index, entry in enumerate(entries):
+            by_tenant.setdefault(entry[0], []).append(index)
+        firsts: dict[str, int] = {}
+        with self.transaction(write=False) as cur:
+            for tenant, indexes in by_tenant.items():
+                first, last = entries[indexes[0]], entries[indexes[-1]]
+                cur.execute(
+                    self.q(
+                        "SELECT seq FROM audit_events WHERE ts_us = ? AND tenant = ? "
+                        "AND kind = ? AND body = ? ORDER BY seq DESC"
+                    ),
+                    (first[1], tenant, first[2], first[6]),
+                )
+                for (seq,) in cur.fetchall():
+                    end = int(seq) + len(indexes) - 1
+                    cur.execute(
+                        self.q(
+                            "SELECT 1 FROM audit_events WHERE tenant = ? AND seq = ? "
+                            "AND ts_us = ? AND kind = ? AND body = ?"
+                        ),
+                        (tenant, end, last[1], last[2], last[6]),
+                    )
+                    if cur.fetchone() is not None:
+                        firsts[tenant] = int(seq)
+                        break
+                else:
+                    return None
+        seqs: list[int] = []
+        for entry in entries:
+            seqs.append(firsts[entry[0]])
+            firsts[entry[0]] += 1
+        return seqs
+
     def audit_transaction(self, durable: bool) -> AbstractContextManager[Cursor]:
         """The write transaction audit appends run in; ``durable`` makes its commit
         wait for the disk (SQLite: synchronous=FULL; PostgreSQL: synchronous_commit on

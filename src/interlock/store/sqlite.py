@@ -2,7 +2,8 @@
 
 Safe across threads (a connection per thread) and across processes on one host (every
 write transaction is ``BEGIN IMMEDIATE``: it takes the database's write lock first and
-waits up to ``busy_timeout`` for it). Commits are ``synchronous=NORMAL``: in WAL mode a
+waits up to ``busy_timeout`` for it — or, inside a check, no longer than the check's
+deadline; see :mod:`interlock.core.deadline`). Commits are ``synchronous=NORMAL``: in WAL mode a
 committed transaction survives the process crashing; ``durable`` audit appends use
 ``synchronous=FULL`` and survive power loss too.
 
@@ -16,7 +17,7 @@ Example::
 
     from interlock.store import open_store
 
-    store = open_store("sqlite:///.interlock/interlock.db")
+    store = open_store("sqlite:///.interlock/interlock.db?busy_timeout=5")
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from interlock.errors import StoreError, StoreUnavailable
+from interlock.core.deadline import time_left
+from interlock.errors import StoreError, StoreTimeout, StoreUnavailable
 from interlock.store.audit_keys import AuditKeys, AuditKeySetting
 from interlock.store.migrate import apply_migrations, migration_status
 from interlock.store.records import ApprovalRecord
@@ -46,6 +48,10 @@ log = logging.getLogger("interlock.store")
 
 #: write transactions (in this process) between two background checkpoints
 CHECKPOINT_EVERY: Final = 256
+#: How far a connection's busy timeout may be off the wanted one before it is set
+#: again (seconds): a deadline a little nearer than the last one changes nothing, so a
+#: steady stream of checks does not pay a PRAGMA each.
+_BUSY_SLACK: Final = 0.05
 #: WAL pages at which a commit checkpoints itself (SQLite's default is 1,000): the
 #: backstop should the background checkpoints fall behind
 _AUTOCHECKPOINT_PAGES: Final = 8_000
@@ -53,9 +59,10 @@ _AUTOCHECKPOINT_PAGES: Final = 8_000
 
 class SQLiteStore(SqlStore):
     """The store in one SQLite file. ``busy_timeout`` (seconds) bounds how long a
-    write waits for another process's write lock before it fails. The audit key is
-    ``audit_key``, else the file ``audit_key_file`` (the URL's parameter), else the
-    environment's, else ``<path>.audit-key`` — see :mod:`.audit_keys`."""
+    write waits for another process's write lock before it fails (a check's deadline,
+    when nearer, bounds it instead). The audit key is ``audit_key``, else the file
+    ``audit_key_file`` (the URL's parameter), else the environment's, else
+    ``<path>.audit-key`` — see :mod:`.audit_keys`."""
 
     dialect = "sqlite"
 
@@ -84,6 +91,8 @@ class SQLiteStore(SqlStore):
         super().__init__(clock=clock, audit_keys=keys, checkpoints=checkpoints)
         if not memory:  # private: it holds the log, and by default the keys beside it
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not 0 <= busy_timeout < float("inf"):
+            raise StoreError(f"busy_timeout must be a number of seconds >= 0, not {busy_timeout!r}")
         self.busy_timeout = busy_timeout
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -123,6 +132,7 @@ class SQLiteStore(SqlStore):
             raise StoreUnavailable(f"cannot open {self.path}: {exc}") from exc
         self._local.conn = conn
         self._local.full_sync = False
+        self._local.busy = self.busy_timeout
         with self._all_lock:
             self._all.append(conn)
         return conn
@@ -131,7 +141,7 @@ class SQLiteStore(SqlStore):
         # Turning a new file to WAL needs its write lock, and SQLite does not wait for
         # that one (no busy handler there): wait here, up to busy_timeout, so that
         # processes opening a new database at once do not fail.
-        deadline = time.monotonic() + self.busy_timeout
+        deadline = time.monotonic() + max(0.0, time_left(self.busy_timeout))
         delay = 0.005
         while True:
             try:
@@ -147,16 +157,33 @@ class SQLiteStore(SqlStore):
 
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[Cursor]:
+        wait = time_left(self.busy_timeout)
+        if wait <= 0:
+            raise StoreTimeout(f"{self.path}: the deadline passed before the store was asked")
         conn = self._connection()
+        if write:  # only a write waits for a lock (a WAL reader never does)
+            self._bound_busy_wait(conn, wait)
         try:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except sqlite3.OperationalError as exc:
+            if wait < self.busy_timeout and exc.sqlite_errorcode == sqlite3.SQLITE_BUSY:
+                raise StoreTimeout(
+                    f"{self.path}: still locked by another writer at the deadline ({exc})"
+                ) from exc
             raise StoreUnavailable(f"{self.path}: {exc}") from exc
         with self._begun(conn, write) as cur:
             yield cur
 
     def file_path(self) -> Path | None:
         return None if str(self.path) == ":memory:" else self.path
+
+    def _bound_busy_wait(self, conn: sqlite3.Connection, wait: float) -> None:
+        """Make the connection wait for the write lock about ``wait`` seconds, setting
+        its busy timeout only when it is off by more than the slack."""
+        current: float = self._local.busy
+        if abs(current - wait) > _BUSY_SLACK:
+            conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
+            self._local.busy = wait
 
     def try_append_audit(self, entries: Sequence[AuditEntry]) -> list[int] | None:
         """On a connection of its own that never waits (``busy_timeout=0``) and never

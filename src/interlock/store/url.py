@@ -4,19 +4,24 @@ The default, when nothing names a database, is the embedded SQLite file
 ``$INTERLOCK_DATA_DIR/interlock.db`` (``./.interlock/interlock.db`` when the variable
 is unset). ``INTERLOCK_DATABASE_URL`` overrides it.
 
-A SQLite URL takes one parameter, ``audit_key_file`` (where the audit key is; see
-:mod:`interlock.store.audit_keys`); a PostgreSQL URL takes it too, beside its own.
+A SQLite URL takes ``busy_timeout`` (seconds; default 10: how long a write waits for
+another process's write lock) and ``audit_key_file`` (where the audit key is; see
+:mod:`interlock.store.audit_keys`). PostgreSQL URLs take libpq's parameters and
+Interlock's own (``schema``, pool sizes, ``audit_key_file``, and the bounds
+``connect_timeout``, ``pool_timeout``, ``statement_timeout``, ``lock_timeout``: see
+:mod:`interlock.store.postgres`). A check's deadline, when nearer, bounds every wait.
 
 Example::
 
     from interlock.store import open_store
 
-    store = open_store("sqlite:///var/lib/interlock/interlock.db")
-    store = open_store("postgresql://interlock@db:5432/interlock?schema=interlock")
+    store = open_store("sqlite:///var/lib/interlock/interlock.db?busy_timeout=5")
+    store = open_store("postgresql://interlock@db:5432/interlock?schema=interlock&lock_timeout=2")
 """
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -27,8 +32,8 @@ from interlock.store.sql import SqlStore
 
 __all__ = ["default_database_url", "open_store"]
 
-#: The query parameters a SQLite URL takes (``sqlite:///path?audit_key_file=...``).
-_SQLITE_PARAMS = ("audit_key_file",)
+#: The query parameters a SQLite URL takes (``sqlite:///path?busy_timeout=5``).
+_SQLITE_PARAMS = ("audit_key_file", "busy_timeout")
 
 
 def default_database_url() -> str:
@@ -73,17 +78,28 @@ def open_store(url: str | None = None, **options: Any) -> SqlStore:
     )
 
 
-def _sqlite_params(url: str, path: str) -> tuple[str, dict[str, str]]:
-    """The file path without its query, and Interlock's parameters from the query."""
+def _sqlite_params(url: str, path: str) -> tuple[str, dict[str, Any]]:
+    """The file path without its query, and Interlock's parameters from the query (a
+    StoreError names one that is unknown or invalid)."""
     if "?" not in path:
         return path, {}
     path, query = path.split("?", 1)
-    params: dict[str, str] = {}
+    params: dict[str, Any] = {}
     for key, value in parse_qsl(query, keep_blank_values=True):
         if key not in _SQLITE_PARAMS:
             raise StoreError(
                 f"unknown parameter {key!r} in the SQLite URL {url!r}: a SQLite URL takes "
                 f"{', '.join(_SQLITE_PARAMS)}"
             )
-        params[key] = value
+        params[key] = _busy_timeout(url, value) if key == "busy_timeout" else value
     return path, params
+
+
+def _busy_timeout(url: str, raw: str) -> float:
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:
+        raise StoreError(f"invalid busy_timeout={raw!r} in {url!r}: a number of seconds >= 0")
+    return seconds
