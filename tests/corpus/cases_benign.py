@@ -77,8 +77,8 @@ SHELL = table(
         ("ok-sh-continuation", "ls -la \\\n  /workspace"),
         ("ok-sh-newlines", "ls\npwd\n"),
         ("ok-sh-rm-in-grep", "grep -c 'sudo rm' history.txt"),
-        ("ok-sh-find", "find . -name '*.py'", {"false_positive": _FIND}),
-        ("ok-sh-find-type", "find /workspace -type f", {"false_positive": _FIND}),
+        ("ok-sh-find", "find . -name '*.py'", {}),
+        ("ok-sh-find-type", "find /workspace -type f", {}),
         ("ok-sh-glob-md", "grep foo *.md", {}),
         ("ok-sh-glob-py", "wc -l *.py", {}),
         (

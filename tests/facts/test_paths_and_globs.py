@@ -62,7 +62,10 @@ def test_a_nul_byte_is_refused() -> None:
         ("/workspace/*", "/etc/*", False),
         ("*", "/etc/*", True),
         ("a?c", "abc", True),
-        ("a[bc]d", "axd", True),  # a class is "one character" here: a sound yes
+        ("a[bc]d", "axd", False),
+        ("a[bc]d", "a?d", True),
+        ("[!/]*", "/etc/*", False),  # a relative tree is never absolute
+        ("[!/]*", "*/.env", True),
         ("abc", "abd", False),
     ],
 )

@@ -133,7 +133,14 @@ def test_git_subcommands_and_their_flags() -> None:
             "cat ~/.ssh/id_rsa $HOME/.aws/credentials",
             [("read", "~/.ssh/id_rsa"), ("read", "~/.aws/credentials")],
         ),
-        ("grep -r secret /etc", [("read", "/etc")]),
+        ("grep -r secret /etc", [("read", "/etc"), ("read", "/etc/*")]),
+        ("grep -r secret .", [("read", ".")]),  # the working directory: judged by its name
+        (
+            "diff -r /etc /tmp/x",
+            [("read", "/etc"), ("read", "/tmp/x"), ("read", "/etc/*"), ("read", "/tmp/x/*")],
+        ),
+        ("find /etc -name x", [("read", "/etc")]),  # names, not contents
+        ("find /tmp -delete", [("read", "/tmp"), ("delete", "/tmp/*")]),
         ("grep -e x -f patterns.txt file", [("read", "patterns.txt"), ("read", "file")]),
         ("head -n 5 log.txt", [("read", "log.txt")]),
         ("cp a b /dst/", [("read", "a"), ("read", "b"), ("write", "/dst")]),

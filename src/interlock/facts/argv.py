@@ -160,6 +160,8 @@ class Parsed:
     url_options: list[tuple[str, Word]]
     script: Word | None
     dynamic_flags: bool
+    #: every option given a value, as spelled, with its value
+    values: list[tuple[str, Word]]
 
 
 @dataclass(slots=True)
@@ -252,8 +254,11 @@ def parse_options(spec: Program, args: list[Word], stop_at_operand: bool = False
     index = 0
     ended = False
 
+    values: list[tuple[str, Word]] = []
+
     def value_of(option: str, canonical: str, word: Word) -> None:
         nonlocal script
+        values.append((option, word))
         if option in spec.file_options or canonical in spec.file_options:
             file_options.append((option if option in spec.file_options else canonical, word))
         if option in spec.url_options or canonical in spec.url_options:
@@ -314,5 +319,5 @@ def parse_options(spec: Program, args: list[Word], stop_at_operand: bool = False
                 break
             position += 1
     return Parsed(
-        frozenset(flags), operands, seen, file_options, url_options, script, dynamic_flags
+        frozenset(flags), operands, seen, file_options, url_options, script, dynamic_flags, values
     )

@@ -20,6 +20,7 @@ Both are dynamic programs over the two token lists, O(len(a) × len(b)).
 
 from __future__ import annotations
 
+import fnmatch
 from functools import lru_cache
 from typing import Final
 
@@ -76,7 +77,7 @@ def tokens(pattern: str) -> tuple[str, ...]:
                 if len(body) == 1 and body not in "!^":  # [*] — an escaped character
                     out.append(body)
                 else:
-                    out.append(_CLASS)
+                    out.append(_CLASS + body)  # the class, with its members
                 i = end + 1
         else:
             out.append(ch)
@@ -95,7 +96,11 @@ def _class_end(pattern: str, start: int) -> int | None:
 
 
 def _single(token: str) -> bool:
-    return token in (_ONE, _CLASS) or not token.startswith("\x00")
+    return token == _ONE or token.startswith(_CLASS) or not token.startswith("\x00")
+
+
+def _in_class(char: str, token: str) -> bool:
+    return fnmatch.fnmatchcase(char, "[" + token[len(_CLASS) :] + "]")
 
 
 def _stars(token: str | None) -> bool:
@@ -105,7 +110,17 @@ def _stars(token: str | None) -> bool:
 def _seg_takes(token: str | None) -> bool:
     """Whether a shell ``*`` can stand for (part of) what ``token`` matches: anything
     but a ``/``."""
-    return token is not None and token != "/"
+    return (
+        token is not None
+        and token != "/"
+        and not (token.startswith(_CLASS) and not _in_class_other_than_slash(token))
+    )
+
+
+def _in_class_other_than_slash(token: str) -> bool:
+    """Whether a class matches some character other than ``/`` (approximately: any
+    class but ``[/]``)."""
+    return token[len(_CLASS) :] != "/"
 
 
 @lru_cache(maxsize=8192)
@@ -145,8 +160,15 @@ def could_match(a: str, b: str) -> bool:
 
 
 def _one_char_overlap(x: str, y: str) -> bool:
-    if x in (_ONE, _CLASS) or y in (_ONE, _CLASS):
+    if _ONE in (x, y):
         return True
+    x_class, y_class = x.startswith(_CLASS), y.startswith(_CLASS)
+    if x_class and y_class:
+        return True  # two classes: assume they share a member (a sound yes)
+    if x_class:
+        return _in_class(y, x)
+    if y_class:
+        return _in_class(x, y)
     return x == y
 
 
@@ -176,7 +198,7 @@ def covers(rule: str, value: str) -> bool:
                 x is not None
                 and y is not None
                 and not _stars(y)
-                and ((x == _ONE and _single(y)) or (x == y and x != _CLASS))
+                and ((x == _ONE and _single(y)) or (x == y and not x.startswith(_CLASS)))
             ):
                 reach[i + 1][j + 1] = True
     return reach[lr][lv]

@@ -47,6 +47,13 @@ _VARIABLE: Final = re.compile(
 )
 
 
+#: /proc/<pid>/root, cwd, fd/N, exe, map_files (and /dev/fd/N): another name for a file.
+_PROC_ALIAS: Final = re.compile(
+    r"^/+(?:proc/+(?:self|thread-self|\d+)(?:/+task/+\d+)?/+(root|cwd|fd|exe|map_files)"
+    r"|dev/+(fd))(?=/|$)(.*)$"
+)
+
+
 @lru_cache(maxsize=8192)
 def normalise_path(text: str) -> str:
     """The path ``text`` names, or a :class:`PathPattern` of what it could name."""
@@ -55,6 +62,16 @@ def normalise_path(text: str) -> str:
     if not text:
         return text
     text = _HOME.sub("~", text)
+    proc = _PROC_ALIAS.match(text)
+    if proc is not None:
+        link, devfd, rest = proc.groups()
+        link = link or devfd
+        if link == "root":  # /proc/self/root is the root directory
+            text = "/" + rest.lstrip("/")
+        elif link == "cwd":  # the working directory: a relative path
+            return PathPattern("*/" + escape(rest.lstrip("/")) if rest.strip("/") else "*")
+        else:  # fd/N, exe, a mount of another process: any file
+            return PathPattern("*")
     if _VARIABLE.search(text):
         pieces = _VARIABLE.split(text)
         glob = "*".join(escape(piece) for piece in pieces)

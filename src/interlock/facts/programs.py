@@ -36,6 +36,7 @@ OperandRole = Literal[
     "dd",  # if=FILE read, of=FILE written
     "urls",  # operands are URLs (curl, wget)
     "touched",  # files of unknown use (tar, zip, scp...)
+    "read-then-write",  # uniq IN OUT, xxd IN OUT: the first read, the second written
     "subcommand",  # git, docker, kubectl...: the first operand names what runs
 ]
 
@@ -64,13 +65,21 @@ class Program:
     single_dash_long: bool = False
     #: short options whose value, optional, can only be attached (``sed -i.bak``)
     optional_values: str = ""
+    #: options that run a program of their value (``sort --compress-program``)
+    exec_options: frozenset[str] = frozenset()
+    #: options whose value names a file read when it starts with ``@`` (``curl -d``)
+    at_file_options: frozenset[str] = frozenset()
+    #: options whose value is ``name=@file`` or ``name=<file`` (``curl -F``)
+    form_options: frozenset[str] = frozenset()
+    #: options whose value is a file of URLs fetched (``wget -i``, ``curl -K``)
+    url_list_options: frozenset[str] = frozenset()
 
     def canonical(self, flag: str) -> str:
         """The canonical spelling of ``flag`` for this program."""
         found = self.aliases.get(flag)
         if found is not None:
             return found
-        if flag.startswith("--") and len(flag) > 3:
+        if flag.startswith("--") and len(flag) > 2:  # getopt: any unique prefix, --r too
             matches = {v for k, v in self.aliases.items() if k.startswith(flag)}
             matches |= {k for k in self.long_values if k.startswith(flag)}
             if len(matches) == 1:
@@ -96,6 +105,10 @@ def _p(
     urls: str = "",
     single_dash_long: bool = False,
     optional: str = "",
+    execs: str = "",
+    at_files: str = "",
+    forms: str = "",
+    url_lists: str = "",
 ) -> Program:
     """A table entry from compact text: ``aliases="-r -R --recursive=--recursive"``
     (each ``spellings=canonical`` group separated by ``;``), ``files="-o=write"``."""
@@ -119,6 +132,10 @@ def _p(
         url_options=frozenset(urls.split()),
         single_dash_long=single_dash_long,
         optional_values=optional,
+        exec_options=frozenset(execs.split()),
+        at_file_options=frozenset(at_files.split()),
+        form_options=frozenset(forms.split()),
+        url_list_options=frozenset(url_lists.split()),
     )
 
 
@@ -154,6 +171,10 @@ _NO_FILES: Final = (
 _TABLE: dict[str, Program] = {}
 for _name in _READERS.split():
     _TABLE[_name] = _p("read")
+_TABLE["uniq"] = _p(
+    "read-then-write", values="fsw", long_values="--skip-fields --skip-chars --check-chars"
+)
+_TABLE["xxd"] = _p("read-then-write", values="cglosC")
 for _name in _NO_FILES.split():
     _TABLE[_name] = _p("none")
 
@@ -164,8 +185,10 @@ _TABLE.update(
         "sort": _p(
             "read",
             values="kotST",
-            long_values="--key --output --field-separator --buffer-size --temporary-directory",
-            files="-o=write --output=write",
+            long_values="--key --output --field-separator --buffer-size --temporary-directory "
+            "--compress-program --files0-from --random-source",
+            files="-o=write --output=write --files0-from=read",
+            execs="--compress-program",
             aliases="-o --output=--output",
         ),
         "ls": _p(
@@ -176,7 +199,9 @@ _TABLE.update(
         ),
         "du": _p("read", values="dBt", long_values="--max-depth --block-size --threshold"),
         "tree": _p("read", values="LIPo", files="-o=write"),
-        "diff": _p("read", values="CUFIxX", files="-X=read"),
+        "diff": _p(
+            "read", values="CUFIxX", files="-X=read", aliases="-r --recursive=--recursive"
+        ),
         "cut": _p("read", values="bcdf", long_values="--bytes --characters --delimiter --fields"),
         "wc": _p("read", long_values="--files0-from", files="--files0-from=read"),
         "kill": _p("none", values="sn"),
@@ -223,6 +248,7 @@ _TABLE.update(
             long_values="--rsh --exclude --include --exclude-from --include-from --files-from",
             aliases="-r --recursive=--recursive; --delete=--delete; -a --archive=--archive",
             files="--exclude-from=read --include-from=read --files-from=read",
+            execs="-e --rsh --rsync-path",
         ),
         "scp": _p(
             "copy",
@@ -327,6 +353,8 @@ _TABLE.update(
             aliases="-x --extract --get=--extract; -c --create=--create; -f --file=--file",
             files="-f=touched --file=touched -C=write --directory=write -T=read "
             "--files-from=read -X=read --exclude-from=read",
+            execs="--to-command --checkpoint-action --use-compress-program -I "
+            "--info-script --new-volume-script -F --rsh-command",
         ),
         "curl": _p(
             "urls",
@@ -349,6 +377,9 @@ _TABLE.update(
             "-c=write --cookie-jar=write -D=write --dump-header=write --output-dir=write "
             "--trace=write --trace-ascii=write --stderr=write --netrc-file=read",
             urls="--url",
+            at_files="-d --data --data-binary --data-urlencode --data-ascii --json -T",
+            forms="-F --form",
+            url_lists="-K --config",
         ),
         "wget": _p(
             "urls",
@@ -364,6 +395,7 @@ _TABLE.update(
             "-a=write --append-output=write -i=read --input-file=read -P=write "
             "--directory-prefix=write --post-file=read --body-file=read "
             "--load-cookies=read --save-cookies=write",
+            url_lists="-i --input-file",
         ),
         "git": _p(
             "subcommand",

@@ -30,6 +30,7 @@ from interlock.facts.globs import escape
 from interlock.facts.paths import PathError, PathPattern, normalise_path
 from interlock.facts.programs import GIT_SUBCOMMANDS, Program, generic, program_spec
 from interlock.facts.shellwords import (
+    PIPE,
     join_continued_lines,
     node_text,
     read_word,
@@ -275,10 +276,14 @@ class Walker:
                 self._expansion_operators(node)
             elif kind == "heredoc_redirect":
                 start = next((c for c in node.children if c.type == "heredoc_start"), None)
-                if start is not None and any(q in node_text(start) for q in "'\"\\"):
-                    for body in node.children:
-                        if body.type == "heredoc_body":  # <<'EOF': read as it is written
-                            inert.append((body.start_byte, body.end_byte))
+                quoted = start is not None and any(q in node_text(start) for q in "'\"\\")
+                for body in node.children:
+                    if body.type != "heredoc_body":
+                        continue
+                    if quoted:  # <<'EOF': read as it is written
+                        inert.append((body.start_byte, body.end_byte))
+                    else:  # bash runs its backticks; the parser leaves them as text
+                        self._heredoc_backticks(body, depth, placed)
             elif kind == "binary_expression":
                 operator = node.child_by_field_name("operator")
                 if operator is not None and node_text(operator) in _ARITHMETIC_TESTS:
@@ -306,6 +311,25 @@ class Walker:
             children = node.named_children
             if children:
                 stack.extend(reversed(children))
+
+    def _heredoc_backticks(self, body: Node, depth: int, placed: set[int]) -> None:
+        data = self.data
+        marks: list[int] = []
+        i, end = body.start_byte, body.end_byte
+        while i < end:
+            byte = data[i : i + 1]
+            if byte == b"\\":
+                i += 2
+                continue
+            if byte == b"`":
+                marks.append(i)
+            i += 1
+        for opening, closing in zip(marks[::2], marks[1::2], strict=False):
+            if any(opening < at < closing for at in placed):
+                continue  # a substitution the parser placed inside: walked already
+            inner = data[opening + 1 : closing].decode("utf-8", "replace")
+            placed.update((opening, closing))
+            self._nested(Word(inner, "*", True, False), (), depth, "a here-document")
 
     def _arithmetic(self, node: Node, *, whole: bool = False) -> None:
         """Arithmetic evaluation reads a variable's value as an expression, and an
@@ -465,6 +489,12 @@ class Walker:
             if sub is not None and sub.operands == "delete":
                 for word in rest.operands:
                     self._touch(word, "delete", program)
+            if name == "git" and subcommand == "push":
+                refspecs = [w.text for w in rest.operands[1:] if w.exact]
+                if any(r.startswith("+") for r in refspecs):
+                    flags = flags | {"--force"}  # +main forces the update, as --force does
+                if any(r.startswith(":") for r in refspecs):
+                    flags = flags | {"--delete"}  # :main deletes the remote branch
         runs_code = False
         if interpreter is not None:
             runs_code = bool(parsed.seen & interpreter) or not operands
@@ -498,15 +528,40 @@ class Walker:
                 self._touch(word, use, program)
         for _, word in parsed.url_options:
             self._url(word, program)
+        self._option_uses(spec, parsed, program, text)
         if extra_dynamic:
             self._touch(Word("*", "*", False, True), "touched", program)
+        before = len(self.paths)
         self._operands(spec, name, parsed, operands, flags, program)
+        if _recursive(name, flags):
+            for used in self.paths[before:]:
+                tree = _tree_of(used.path)
+                if tree is not None:
+                    self.paths.append(PathUse(tree, used.use, program))
         if spec.operands != "urls":
             for word in operands:
                 if word.exact and _URL_OPERAND.match(word.text):
                     self._url(word, program)
         if name in _HOST_FIRST and operands:
             self._host(operands[0], program, "tcp")
+
+    def _option_uses(self, spec: Program, parsed: Parsed, program: str, text: str) -> None:
+        """Files and programs option values name: ``curl -d @file``, ``-F k=@file``,
+        ``wget -i urls.txt``, ``sort --compress-program=prog``."""
+        if spec.exec_options and not spec.exec_options.isdisjoint(parsed.seen | parsed.flags):
+            self.opaque.append(f"`{_short(text)}` runs a program an option names")
+        for option, word in parsed.values:
+            canonical = spec.canonical(option)
+            if option in spec.at_file_options or canonical in spec.at_file_options:
+                if word.text.startswith("@") and word.text != "@-":
+                    self._touch(_tail(word, 1), "read", program)
+            elif option in spec.form_options or canonical in spec.form_options:
+                _, eq, value = word.text.partition("=")
+                if eq and value[:1] in ("@", "<"):
+                    self._touch(_tail(word, len(word.text) - len(value) + 1), "read", program)
+            elif option in spec.url_list_options or canonical in spec.url_list_options:
+                self._touch(word, "read", program)
+                self._url(Word("", "*", False, False), program)  # the URLs it lists
 
     def _operands(
         self,
@@ -564,6 +619,12 @@ class Walker:
             for word in operands:
                 self._url(word, program)
             return
+        if role == "read-then-write":
+            if operands:
+                self._touch(operands[0], "read", program)
+            if len(operands) > 1:
+                self._touch(operands[1], "write", program)
+            return
         use = cast(FileUse, role)  # read / write / delete / touched: what is left
         for word in operands:
             self._touch(word, use, program)
@@ -572,8 +633,10 @@ class Walker:
         self.commands.append(command)
 
     def _touch(self, word: Word, use: FileUse, program: str) -> None:
+        if "HOME" in self.variables and word.static and word.text.startswith("~"):
+            word = self._rehome(word)
         if word.exact:
-            if not word.text or word.text == "-":
+            if not word.text or word.text in ("-", PIPE):
                 return
             try:
                 path = normalise_path(word.text)
@@ -601,6 +664,18 @@ class Walker:
         host = word.text.rpartition("@")[2].partition(":")[0] if scheme == "ssh" else word.text
         if host and not host.startswith("-"):
             self._url(Word(f"{scheme}://{host}/", "", True, False), program)
+
+    def _rehome(self, word: Word) -> Word:
+        """``~/x`` when the string set HOME itself: HOME's value, or unknown."""
+        text = word.text
+        head, slash, rest = text.partition("/")
+        if head != "~":
+            return word  # ~user: another user's home, not HOME
+        home = self.variables.get("HOME")
+        if home is None:
+            return Word(text, "*" + slash + escape(rest), False, False)
+        joined = home + slash + rest
+        return Word(joined, escape(joined), True, False)
 
     def _url(self, word: Word, program: str) -> None:
         if len(self.urls) >= MAX_USES:
@@ -876,24 +951,16 @@ class Walker:
         )
         use: FileUse = "delete" if "-delete" in flags else "read"
         for root in roots:
-            self._touch(root, use, program)
-            below = Word(
-                root.text.rstrip("/") + "/*", escape(root.text.rstrip("/")) + "/*", False, True
-            )
-            self._touch(below, use, program)
+            self._touch(root, "read", program)  # find lists the names below its roots
+            if use == "delete":
+                self._touch(_tree(root), "delete", program)
         for inner in inner_commands:
             # {} is a path find found under a root: never a flag (a root is given first)
-            found = [Word(w.text, "*", False, False) if "{}" in w.text else w for w in inner]
-            if not found:
-                continue
-            self._argv(found, via=(*via, "find"), depth=depth, text=text)
-            for root in roots:
-                below = Word(
-                    root.text.rstrip("/") + "/*", escape(root.text.rstrip("/")) + "/*", False, True
-                )
-                inner_name = _resolve(found[0].text)[1] if found[0].exact else "?"
-                if inner_name in ("rm", "unlink", "shred", "rmdir"):
-                    self._touch(below, "delete", inner_name)
+            below = _tree(roots[0]) if len(roots) == 1 else Word("{}", "*", False, False)
+            found = [below if w.text == "{}" else w for w in inner]
+            found = [Word(w.text, "*", False, False) if "{}" in w.text else w for w in found]
+            if found:
+                self._argv(found, via=(*via, "find"), depth=depth, text=text)
 
     # -- redirections --------------------------------------------------------------
 
@@ -970,6 +1037,51 @@ def _interpreter_spec(options: frozenset[str]) -> Program:
         aliases={},
         single_dash_long=any(len(o) > 2 and not o.startswith("--") for o in options),
     )
+
+
+_RECURSIVE_FLAGS: Final = frozenset({"--recursive", "--dereference-recursive", "--archive"})
+
+
+def _recursive(name: str, flags: frozenset[str]) -> bool:
+    """Whether the command reads (or writes) the whole tree below a directory it is
+    given: grep -r, diff -r, cp -r, chmod -R, rsync -a, zip -r, tar..."""
+    if name in ("du", "tree", "ls", "find"):
+        return False  # sizes and names, not contents (find is judged on its own)
+    return (
+        bool(flags & _RECURSIVE_FLAGS)
+        or name == "tar"
+        or (name in ("zip", "scp") and "-r" in flags)
+    )
+
+
+def _tree_of(path: str) -> str | None:
+    """The pattern of every file below ``path`` when it is a directory named from the
+    root or the home (a relative one is the working directory's: judged by its name)."""
+    text = str(path)
+    if not text.startswith(("/", "~")):
+        return None
+    base = text.rstrip("/")
+    return PathPattern((base if type(path) is PathPattern else escape(base)) + "/*")
+
+
+def _tree(root: Word) -> Word:
+    """The files below a root find walks, as a word: ``/etc`` → ``/etc/*``; a relative
+    root → a relative pattern (it cannot be absolute)."""
+    text = root.text.rstrip("/") if root.exact else ""
+    if root.exact and text.startswith(("/", "~")):
+        return Word(text + "/*", escape(text) + "/*", False, True)
+    if root.exact:
+        prefix = "" if text in ("", ".") else escape(text.removeprefix("./")) + "/"
+        return Word(prefix + "x", prefix + "[!/]*", False, True)
+    return Word(root.text, "*", False, True)
+
+
+def _tail(word: Word, skip: int) -> Word:
+    """The word without its first ``skip`` characters (``@file`` → ``file``)."""
+    if word.exact:
+        rest = word.text[skip:]
+        return Word(rest, escape(rest), True, False)
+    return Word(word.text[skip:], "*", False, word.magic)
 
 
 def _find_expression(word: Word) -> bool:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from tree_sitter import Node
 
 __all__ = [
-    "SEGMENT_STAR",
+    "PIPE",
     "WordError",
     "concat",
     "join_continued_lines",
@@ -24,6 +24,8 @@ __all__ = [
     "substitution_markers",
 ]
 
+#: The word a process substitution becomes (a pipe, not a file anyone could name).
+PIPE: Final = "/dev/fd/<process substitution>"
 #: What splits an unquoted expansion's value into words, or globs it.
 _SPLITS: Final = re.compile(r"[\s*?\[]")
 
@@ -65,7 +67,7 @@ def read_word(node: Node, variables: Mapping[str, str | None], loops: Loops = _N
         return _expansion(node, variables, loops, quoted=False, alone=True)
     if kind == "process_substitution":
         # <(cmd) is a pipe's name, /dev/fd/N: the command in it is judged on its own
-        return Word("/dev/fd/63", "/dev/fd/63", True, False)
+        return Word(PIPE, PIPE, True, False)
     if kind in ("string_content", "heredoc_content"):
         text = node_text(node)
         return Word(text, escape(text), True, False)
