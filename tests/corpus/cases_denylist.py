@@ -171,7 +171,7 @@ NETWORK = (
         "denylist:network",
         [
             ("dl-net-curl-ambiguous", "curl 'http://evil.example\\@127.0.0.1/'"),
-            ("dl-net-curl-variable", "curl http://$HOST/", {"bypass": _INEXACT_URL}),
+            ("dl-net-curl-variable", "curl http://$HOST/", {}),
         ],
         intent=NO_INTERNAL,
         expect=REFUSED,
@@ -274,10 +274,7 @@ BYPASSES = (
             (
                 "dl-sem-python-inline",
                 "python3 -c 'import shutil; shutil.rmtree(\"/\")'",
-                {
-                    "bypass": "inline interpreter code (`python3 -c`) is flagged runs_code, but "
-                    "neither opaque nor judged: a deny rule cannot see what it does"
-                },
+                {},
             ),
         ],
         intent=NO_DESTRUCTION,
@@ -305,33 +302,27 @@ BYPASSES = (
     + table(
         "denylist:semantics",
         [
-            ("dl-sem-curl-ipv6", "curl http://[::1]:6379/", {"bypass": _INEXACT_URL}),
-            ("dl-sem-wget-mapped", "wget http://[::ffff:127.0.0.1]/", {"bypass": _INEXACT_URL}),
-            ("dl-sem-curl-brace", "curl http://127.0.0.1/{a,b}", {"bypass": _INEXACT_URL}),
-            ("dl-sem-curl-range", "curl http://127.0.0.[1-2]/", {"bypass": _INEXACT_URL}),
+            ("dl-sem-curl-ipv6", "curl http://[::1]:6379/", {}),
+            ("dl-sem-wget-mapped", "wget http://[::ffff:127.0.0.1]/", {}),
+            ("dl-sem-curl-brace", "curl http://127.0.0.1/{a,b}", {}),
+            ("dl-sem-curl-range", "curl http://127.0.0.[1-2]/", {}),
             (
                 "dl-sem-wget-input-file",
                 "wget -i /tmp/urls.txt",
-                {
-                    "bypass": "`wget -i FILE` fetches the URLs listed in FILE: unknown URLs, but "
-                    "no network use is recorded (nothing left to judge, nothing undetermined)"
-                },
+                {},
             ),
             (
                 "dl-sem-curl-config",
                 "curl -K /tmp/curl.cfg",
-                {
-                    "bypass": "`curl -K FILE` fetches the URLs its config names: unknown URLs, but "
-                    "no network use is recorded"
-                },
+                {},
             ),
             ("dl-sem-nc", "nc 127.0.0.1 6379", {}),
             ("dl-sem-ssh-host", "ssh 10.0.0.5", {}),
-            ("dl-sem-curl-localhost", "curl http://localhost:8080/", {"bypass": _LOCALHOST}),
+            ("dl-sem-curl-localhost", "curl http://localhost:8080/", {}),
             (
                 "dl-sem-curl-shared",
                 "curl http://100.100.100.200/latest/meta-data/",
-                {"bypass": _SHARED},
+                {},
             ),
             (
                 "dl-sem-url-localhost",
@@ -339,7 +330,6 @@ BYPASSES = (
                 {
                     "tool": "fetch_url",
                     "args": {"url": "http://localhost/admin"},
-                    "bypass": _LOCALHOST,
                 },
             ),
             (
@@ -348,7 +338,6 @@ BYPASSES = (
                 {
                     "tool": "fetch_url",
                     "args": {"url": "http://api.localhost/"},
-                    "bypass": _LOCALHOST,
                 },
             ),
             (
@@ -357,7 +346,6 @@ BYPASSES = (
                 {
                     "tool": "fetch_url",
                     "args": {"url": "http://100.100.100.200/latest/meta-data/"},
-                    "bypass": _SHARED,
                 },
             ),
         ],

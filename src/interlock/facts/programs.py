@@ -199,9 +199,7 @@ _TABLE.update(
         ),
         "du": _p("read", values="dBt", long_values="--max-depth --block-size --threshold"),
         "tree": _p("read", values="LIPo", files="-o=write"),
-        "diff": _p(
-            "read", values="CUFIxX", files="-X=read", aliases="-r --recursive=--recursive"
-        ),
+        "diff": _p("read", values="CUFIxX", files="-X=read", aliases="-r --recursive=--recursive"),
         "cut": _p("read", values="bcdf", long_values="--bytes --characters --delimiter --fields"),
         "wc": _p("read", long_values="--files0-from", files="--files0-from=read"),
         "kill": _p("none", values="sn"),

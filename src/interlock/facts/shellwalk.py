@@ -680,7 +680,9 @@ class Walker:
     def _url(self, word: Word, program: str) -> None:
         if len(self.urls) >= MAX_USES:
             raise Unjudgeable(f"the command names more than {MAX_USES} URLs")
-        if word.exact:
+        if word.static and not (word.magic and not _literal_url(word.text)):
+            # A glob that matches no file stays as written: a URL's brackets
+            # (http://[::1]/) are only a glob to bash, and match nothing.
             text = word.text
             if text.startswith("@") or not text:
                 return
@@ -1074,6 +1076,18 @@ def _tree(root: Word) -> Word:
         prefix = "" if text in ("", ".") else escape(text.removeprefix("./")) + "/"
         return Word(prefix + "x", prefix + "[!/]*", False, True)
     return Word(root.text, "*", False, True)
+
+
+def _literal_url(text: str) -> bool:
+    """Whether a URL word with glob characters is still one URL: its host reads as a
+    host (an IPv6 literal's brackets), not a range or a pattern (``127.0.0.[1-2]``)."""
+    from interlock.facts.url import UrlError, url_facts
+
+    try:
+        found = url_facts(text)
+    except UrlError:
+        return False
+    return not any(ch in found.host for ch in "*?[]{}")
 
 
 def _tail(word: Word, skip: int) -> Word:

@@ -116,7 +116,9 @@ def _from_plain(text: str, match: re.Match[str]) -> UrlFacts:
             if 0 <= found < end:
                 end = found
         path = rest[:end] or "/"
-    return UrlFacts(text, scheme, host, port, "domain", path, registrable_domain(host))
+    return UrlFacts(
+        text, scheme, host, port, "domain", path, registrable_domain(host), _name_class(host)
+    )
 
 
 def _from_parser(text: str) -> UrlFacts:
@@ -146,8 +148,7 @@ def _from_parser(text: str) -> UrlFacts:
         else:
             kind = "domain"
         host = host.lower().rstrip(".")
-        if kind != "domain":
-            ip_class = _ip_class(host)
+        ip_class = _ip_class(host) if kind != "domain" else _name_class(host)
     port = int(url.port) if url.port else _DEFAULT_PORTS.get(scheme)
     return UrlFacts(
         url=text,
@@ -234,7 +235,28 @@ def _ip_class(host: str) -> str:
         return "private"
     if address.is_reserved:
         return "reserved"
+    if not address.is_global:
+        return "private"  # shared address space (100.64.0.0/10) and the like
     return "global"
+
+
+#: Names reserved for what an IP class says (RFC 6761 and common practice): a request
+#: to them never leaves the host, the link or the private network.
+_NAME_CLASSES: Final = (
+    (
+        "loopback",
+        re.compile(r"(?:^|\.)localhost$|^localhost\.localdomain$|^ip6-(?:localhost|loopback)$"),
+    ),
+    ("link-local", re.compile(r"\.local$")),
+    ("private", re.compile(r"(?:^|\.)(?:internal|intranet|corp|lan|home\.arpa|localdomain)$")),
+)
+
+
+def _name_class(host: str) -> str | None:
+    for name, pattern in _NAME_CLASSES:
+        if pattern.search(host):
+            return name
+    return None
 
 
 @lru_cache(maxsize=8192)

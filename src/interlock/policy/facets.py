@@ -167,7 +167,16 @@ def _file_facet(facts: Facts, use: PathUse, what: str | None) -> Facts:
 def _url_facet(facts: Facts, use: UrlUse) -> Facts | str:
     note = f"`{use.program}` fetches {use.url}"
     if not use.exact:
-        params: dict[str, object] = {"url": PathPattern(use.url), "domain": PathPattern("*")}
+        # Only known when the command runs: every fact of it is "could be anything",
+        # so a deny rule on any of them leaves the verdict open.
+        unknown = PathPattern("*")
+        params: dict[str, object] = {
+            "url": PathPattern(use.url),
+            "domain": unknown,
+            "site": unknown,
+            "scheme": unknown,
+            "ip_class": unknown,
+        }
         return facts.with_params("network", params, derived=note)
     try:
         found = url_facts(use.url)

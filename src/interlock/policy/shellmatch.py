@@ -112,7 +112,8 @@ class ShellMatcher:
                         found = None
                 if found:
                     break
-            if found is False and shell.opaque:
+            if found is False and (shell.opaque or any(c.runs_code for c in shell.commands)):
+                # hidden commands, or inline code (python -c): what they run is not seen
                 found = None
             if found is False:
                 return False
@@ -122,14 +123,15 @@ class ShellMatcher:
                 if not self.writes:
                     return False
                 answers.append(True)
-            elif shell.opaque:
+            elif shell.opaque or any(c.runs_code for c in shell.commands):
                 answers.append(None)
             elif self.writes:
                 return False
             else:
                 answers.append(True)
         if None in answers:
-            raise EvaluationError(f"cannot judge the shell command: {shell.unknown}")
+            why = shell.unknown or "it runs inline code Interlock cannot read (python -c, node -e)"
+            raise EvaluationError(f"cannot judge the shell command: {why}")
         return True
 
 
