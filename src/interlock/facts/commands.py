@@ -95,7 +95,9 @@ class ShellFacts:
         if self.error is not None:
             return self.error
         if self.opaque:
-            return "; ".join(self.opaque)
+            shown = "; ".join(self.opaque[:3])
+            more = len(self.opaque) - 3
+            return shown + (f"; and {more} more" if more > 0 else "")
         return None
 
     @property

@@ -156,7 +156,7 @@ class Walker:
             raise Unjudgeable(f"commands are nested more than {MAX_DEPTH} levels deep")
         if "\x00" in text:
             raise Unjudgeable("the command holds a NUL byte")
-        if "\\\n" in text:
+        if "\\\n" in text or "\n\\" in text:
             # bash removes a backslash-newline before it reads words (`/e\⏎tc` is
             # /etc); the parser splits the word there instead. Do as bash does.
             text = join_continued_lines(text)

@@ -264,7 +264,8 @@ def _ansi_c(body: str) -> str:
 
 def join_continued_lines(text: str) -> str:
     """``text`` with each backslash-newline removed where bash removes it: everywhere
-    but inside single quotes, ``$'…'`` strings and comments."""
+    but inside single quotes, ``$'…'`` strings and comments; and a blank before a
+    line's leading backslash, which the parser would otherwise misread."""
     out: list[str] = []
     i, n = 0, len(text)
     quote = ""  # "'", '"', "$'" or "#"
@@ -284,6 +285,10 @@ def join_continued_lines(text: str) -> str:
             if text[i + 1] == "\n":
                 i += 2  # removed: the line goes on
                 continue
+            if not quote and out and out[-1] == "\n":
+                # A line that starts with a backslash (`\rm`): the parser glues it onto
+                # the line before; a leading blank, which bash ignores, keeps it apart.
+                out.append(" ")
             if quote == "$'" and text[i + 1] == "'":
                 out.append(text[i : i + 2])
                 i += 2
