@@ -93,6 +93,30 @@ def _error(text: str) -> PolicyError:
             "invalid regex",
         ),
         (
+            "version: 1\nrules:\n  - id: r\n    decision: deny\n    reason: x\n"
+            "    params:\n      args.sql: {regex: '^delete(?!.*where)'}\n",
+            7,
+            "r",
+            "params.args.sql.regex",
+            "RE2 syntax, which runs in linear time: no backreferences or lookarounds",
+        ),
+        (
+            "version: 1\nrules:\n  - id: r\n    decision: deny\n    reason: x\n"
+            "    params:\n      args.x: {not_regex: ['ok', '(a)\\1']}\n",
+            7,
+            "r",
+            "params.args.x.not_regex.1",
+            "no backreferences or lookarounds",
+        ),
+        (
+            "version: 1\nrules:\n  - id: r\n    decision: deny\n    reason: x\n"
+            "    shell: {}\n",
+            6,
+            "r",
+            "shell",
+            "a shell condition needs programs, commands or writes",
+        ),
+        (
             "version: 1\nrules:\n" + GOOD_RULE + GOOD_RULE,
             6,
             "ok",
