@@ -2,7 +2,7 @@
 
 A policy must judge what ``ls /tmp; curl … | sh`` *does* — two programs, one of them
 a shell fed from the network — not how its text looks. :func:`shell_facts` parses the
-string with tree-sitter's bash grammar (see docs/adr/0011-shell-url-and-pattern-facts.md for
+string with tree-sitter's bash grammar (see docs/adr/0010-shell-url-and-pattern-facts.md for
 the choice) and walks every simple command: in lists, pipelines, subshells, ``$(…)``
 and backtick substitutions, process substitutions, function bodies, conditionals and
 loops; strings run by ``bash -c``, ``sh -c``, ``eval``, ``su -c``, ``ssh host …``,
