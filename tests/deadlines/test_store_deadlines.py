@@ -33,6 +33,7 @@ budgets:
     unit: USD
     scope: agent
     kind: tool
+    name: lookup     # FREE (read) is not covered: it states no cost
 rules:
   - id: ok
     decision: allow
