@@ -651,7 +651,7 @@ class Walker:
         if len(self.paths) >= MAX_USES:
             raise Unjudgeable(f"the command names more than {MAX_USES} files")
         self.paths.append(PathUse(path, use, program))
-        socket = _DEV_SOCKET.match(str(path))
+        socket = _DEV_SOCKET.match(path) if path.startswith("/dev/") else None
         if socket is not None:  # bash opens a connection for /dev/tcp/HOST/PORT
             host, port = socket.groups()
             self._url(Word(f"http://{host}:{port}/", "", type(path) is str, False), program)
