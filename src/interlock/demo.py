@@ -53,10 +53,20 @@ class StepResult:
 SCRIPT: tuple[DemoStep, ...] = (
     DemoStep("shell", {"command": "ls -la /workspace"}, "look around"),
     DemoStep("shell", {"command": "rm -rf /workspace/build"}, "clean up, too eagerly"),
+    DemoStep(
+        "shell",
+        {"command": "ls /workspace && sudo /bin/rm -Rf /workspace/build"},
+        "hide the delete behind a listing",
+    ),
     DemoStep("read_file", {"path": "/workspace/notes.md"}, "read the task notes"),
     DemoStep("read_file", {"path": "/workspace/../home/agent/.ssh/id_rsa"}, "wander off"),
     DemoStep("fetch_url", {"url": "https://docs.example.com/refunds"}, "read the refund policy"),
     DemoStep("fetch_url", {"url": "https://pastebin.example.net/raw/1"}, "fetch from a stranger"),
+    DemoStep(
+        "fetch_url",
+        {"url": "https://pastebin.example.net\\@docs.example.com/raw/1"},
+        "dress the stranger up as the docs site",
+    ),
     DemoStep("refund_order", {"order_id": 42, "amount": 35, "currency": "EUR"}, "small refund"),
     DemoStep("refund_order", {"order_id": 43, "amount": 250, "currency": "EUR"}, "large refund"),
     DemoStep(

@@ -225,10 +225,22 @@ def test_demo_shows_every_verdict_kind_and_runs_bodies_only_on_allow(tmp_path: P
     assert allowed == invoked == set(results) and len(allowed) == 6
     assert all(r["ok"] for r in results.values())
     models = {r["decision_id"] for r in records if r["kind"] == "llm_output"}
-    assert len(models) == 12
+    assert len(models) == 14
     assert "s3cr3t" not in events.read_text()
-    # 12 tool calls and 12 model calls judged, 12 model reservations settled, 1 approval
-    assert "audit: 37 records" in output and "chain intact" in output
+    # 14 tool calls and 14 model calls judged, 14 model reservations settled, 1 approval
+    assert "audit: 43 records" in output and "chain intact" in output
+    # the hidden delete and the dressed-up URL are read for what they do
+    denied = {
+        r["action"]["arguments"].get("command") or r["action"]["arguments"].get("url"): r
+        for r in decisions
+        if r["decision"] == "deny"
+    }
+    assert denied["ls /workspace && sudo /bin/rm -Rf /workspace/build"]["rule_ids"] == [
+        "shell-no-destruction"
+    ]
+    assert denied["https://pastebin.example.net\\@docs.example.com/raw/1"]["rule_ids"] == [
+        "interlock:ambiguous-url"
+    ]
     assert "model-tokens (agent:support-bot) has" in output
 
 
@@ -242,10 +254,10 @@ def test_demo_on_the_store_audits_every_decision_and_claims_the_approval_once(
     assert code == 0, output
     with open_store(database) as store:
         report = store.verify_audit()
-        assert report.ok and report.checked == {"acme": 37}
+        assert report.ok and report.checked == {"acme": 43}
         kinds = [row.kind for row in store.audit_rows()]
-        assert kinds.count("approval") == 1 and kinds.count("decision") == 24
-        assert kinds.count("budget") == 12  # every model call's reservation committed
+        assert kinds.count("approval") == 1 and kinds.count("decision") == 28
+        assert kinds.count("budget") == 14  # every model call's reservation committed
         actions = [json.loads(row.body)["action"] for row in store.audit_rows(kind="decision")]
         refunds = [
             a for a in actions if a["name"] == "refund_order" and a["arguments"]["order_id"] == 43
@@ -253,7 +265,7 @@ def test_demo_on_the_store_audits_every_decision_and_claims_the_approval_once(
         assert len(refunds) == 2  # interrupted for approval, then resumed and allowed once
         (tokens,) = store.budget_rows(budget_id="model-tokens")
         assert tokens.reserved == 0 and tokens.spent == (
-            sum(120 + 40 * i + 30 for i in range(11)) + (120 + 40 * 11 + 15)
+            sum(120 + 40 * i + 30 for i in range(13)) + (120 + 40 * 13 + 15)
         )  # exactly what the scripted model reported, not the estimates
         (approval,) = store.list_approvals()
         assert approval.status is ApprovalStatus.CLAIMED

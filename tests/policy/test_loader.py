@@ -109,8 +109,7 @@ def _error(text: str) -> PolicyError:
             "no backreferences or lookarounds",
         ),
         (
-            "version: 1\nrules:\n  - id: r\n    decision: deny\n    reason: x\n"
-            "    shell: {}\n",
+            "version: 1\nrules:\n  - id: r\n    decision: deny\n    reason: x\n    shell: {}\n",
             6,
             "r",
             "shell",
