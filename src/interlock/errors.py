@@ -22,6 +22,9 @@ Policy outcomes are kept apart from configuration errors and internal failures::
     │   ├── AuditFailure            the decision's record could not be made durable
     │   └── RemoteError             the server was unreachable, failed (5xx), or
     │                               answered something that is not a decision
+    ├── ReloadNotConfirmed          a held policy reload could not be confirmed:
+    │   ├── NothingHeld             (also a LookupError) none is held (or the file changed)
+    │   └── HeldDigestMismatch      (also a ValueError) another version of the file is held
     ├── RemoteRefused               the server refused a commit/release/wait (a 4xx)
     └── StoreError                  the store refused or failed an operation (raised by
         │                           store and CLI calls; inside a check it is a cause)
@@ -77,12 +80,15 @@ __all__ = [
     "CostUnknown",
     "DecisionTimeout",
     "EvaluationError",
+    "HeldDigestMismatch",
     "InterlockError",
     "InternalFailure",
     "MappingError",
     "MigrationError",
+    "NothingHeld",
     "PolicyError",
     "PolicyIssue",
+    "ReloadNotConfirmed",
     "RemoteError",
     "RemoteRefused",
     "ReservationClosed",
@@ -160,6 +166,18 @@ class PolicyIssue:
         if self.field is not None:
             parts.append(f"field {self.field!r}")
         return f"{': '.join(parts)}: {self.message}"
+
+
+class ReloadNotConfirmed(InterlockError):
+    """A held policy reload could not be confirmed."""
+
+
+class NothingHeld(ReloadNotConfirmed, LookupError):
+    """No reload is held (none was, or the file changed since)."""
+
+
+class HeldDigestMismatch(ReloadNotConfirmed, ValueError):
+    """The held reload is of another version of the file than the one confirmed."""
 
 
 class PolicyError(InterlockError, ValueError):

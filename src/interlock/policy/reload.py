@@ -57,7 +57,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Final, TypeVar
 
-from interlock.errors import InterlockError, PolicyError
+from interlock.errors import HeldDigestMismatch, NothingHeld, PolicyError, ReloadNotConfirmed
 from interlock.policy.compiled import CompiledPolicy
 from interlock.policy.loader import load_policy_text
 
@@ -90,18 +90,6 @@ _SHOWN_IDS = 20  # rule ids named in the log, at most
 
 # (modification time ns, size, inode) of a file; None when it cannot be seen.
 _Stat = tuple[int, int, int] | None
-
-
-class ReloadNotConfirmed(InterlockError):
-    """A held reload could not be confirmed."""
-
-
-class NothingHeld(ReloadNotConfirmed, LookupError):
-    """No reload is held (none was, or the file changed since)."""
-
-
-class HeldDigestMismatch(ReloadNotConfirmed, ValueError):
-    """The held reload is of another version of the file than the one confirmed."""
 
 
 @dataclass(frozen=True, slots=True)
