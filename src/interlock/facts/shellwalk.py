@@ -94,6 +94,8 @@ _MAY_ASSIGN: Final = ("=", "for", "read", "mapfile", "getopts", "printf", "let",
 
 def _may_assign(text: str) -> bool:
     return any(word in text for word in _MAY_ASSIGN)
+
+
 _AWK_EXEC: Final = re.compile(r"\bsystem\s*\(|\|\s*getline|\|\s*\"|print[^;}]*\|")
 _SED_EXEC: Final = re.compile(
     r"(?:^|[;{}\n]\s*)e(?:\s|$|;)|s(.)(?:(?!\1).|\\.)*\1(?:(?!\1).|\\.)*\1[a-zA-Z0-9]*e"
