@@ -13,13 +13,14 @@ from interlock.ledger.pricing import DEFAULT_PRICING, PricingTable
 from interlock.policy.celexpr import CelCondition
 from interlock.policy.extract import Facts
 from interlock.policy.matchers import CompiledCondition, GlobSet
+from interlock.policy.prefilter import PREFILTER_MIN_RULES, Prefilter
 from interlock.policy.shellmatch import ShellMatcher
 from interlock.policy.specs import ApprovalPolicy, AuditPolicy, BudgetSpec, RateLimitSpec
 
 if TYPE_CHECKING:
     from interlock.policy.toolschema import ArgumentRef
 
-__all__ = ["CandidateSet", "CompiledPolicy", "CompiledRule"]
+__all__ = ["CandidateSet", "CompiledPolicy", "CompiledRule", "TierFilter"]
 
 
 RuleTest = Callable[[Facts], bool]
@@ -88,15 +89,40 @@ def _build_test(rule: CompiledRule) -> RuleTest:
         return _always
     if len(checks) == 1:
         return checks[0]
+    return _all_of(tuple(checks))
+
+
+def _all_of(checks: tuple[RuleTest, ...]) -> RuleTest:
+    """The checks AND-ed, whatever their order: one that is false makes the rule not
+    match even if another cannot be evaluated (then that one's error is raised only
+    when none is false). So any one check can be made first — by the prefilter, which
+    skips a rule whose indexed check is false — without changing a single verdict."""
     if len(checks) == 2:
         first, second = checks
-        return lambda facts: first(facts) and second(facts)
-    frozen = tuple(checks)
+
+        def both(facts: Facts) -> bool:
+            try:
+                if not first(facts):
+                    return False
+            except Exception:
+                if not second(facts):
+                    return False
+                raise
+            return second(facts)
+
+        return both
 
     def all_checks(facts: Facts) -> bool:
-        for check in frozen:  # noqa: SIM110 - a plain loop is faster than all() here
-            if not check(facts):
-                return False
+        error: Exception | None = None
+        for check in checks:
+            try:
+                if not check(facts):
+                    return False
+            except Exception as exc:
+                if error is None:
+                    error = exc
+        if error is not None:
+            raise error
         return True
 
     return all_checks
@@ -148,13 +174,56 @@ class CandidateSet:
 
     enforced: tuple[Tier, ...]
     with_shadow: tuple[Tier, ...] | None  # None: no shadow rule applies
+    #: for many rules, what skips those that cannot match (see policy/prefilter.py)
+    enforced_filter: TierFilter | None = None
+    shadow_filter: TierFilter | None = None
 
     @classmethod
     def of(cls, enforced: list[CompiledRule], shadow: list[CompiledRule]) -> CandidateSet:
+        tiers = _tiers(enforced)
+        with_shadow = _tiers(enforced + shadow) if shadow else None
         return cls(
-            enforced=_tiers(enforced),
-            with_shadow=_tiers(enforced + shadow) if shadow else None,
+            enforced=tiers,
+            with_shadow=with_shadow,
+            enforced_filter=TierFilter.of(tiers),
+            shadow_filter=TierFilter.of(with_shadow) if with_shadow is not None else None,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class TierFilter:
+    """Tiers with a prefilter over their rules (in tier order): the tiers a check
+    needs to test, the rules that cannot match left out."""
+
+    prefilter: Prefilter
+    verdicts: tuple[Verdict, ...]  # the verdict of each rule, by position
+
+    @classmethod
+    def of(cls, tiers: tuple[Tier, ...], minimum: int | None = None) -> TierFilter | None:
+        rules = [rule for _, tier in tiers for rule in tier]
+        if len(rules) < (PREFILTER_MIN_RULES if minimum is None else minimum):
+            return None
+        prefilter = Prefilter(rules)
+        if not prefilter.indexed:
+            return None  # nothing to skip by
+        return cls(prefilter, tuple(rule.verdict for rule in rules))
+
+    def tiers(self, facts: Facts) -> tuple[Tier, ...]:
+        """The tiers, holding only the rules that can match ``facts``."""
+        kept = sorted(self.prefilter.keep(facts))
+        rules, verdicts = self.prefilter.rules, self.verdicts
+        out: list[Tier] = []
+        current: list[CompiledRule] = []
+        verdict: Verdict | None = None
+        for position in kept:
+            if verdicts[position] is not verdict:
+                if current:
+                    out.append((verdict, tuple(current)))  # type: ignore[arg-type]
+                current, verdict = [], verdicts[position]
+            current.append(rules[position])
+        if current:
+            out.append((verdict, tuple(current)))  # type: ignore[arg-type]
+        return tuple(out)
 
 
 _ORDER = (Verdict.DENY, Verdict.REQUIRE_APPROVAL, Verdict.ALLOW)

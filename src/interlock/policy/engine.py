@@ -107,11 +107,17 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
         return _finish(enforced, would, policy, note)
 
     candidates = policy.candidates(facts.kind, facts.name, facts.scope)
-    enforced = _judge(facts, candidates.enforced, policy.default)
+    tiers = candidates.enforced
+    if candidates.enforced_filter is not None:
+        tiers = candidates.enforced_filter.tiers(facts)
+    enforced = _judge(facts, tiers, policy.default)
 
     with_shadow: _Outcome | None = None
     if candidates.with_shadow is not None or policy.shadow_mode:
-        with_shadow = _judge(facts, candidates.with_shadow or (), policy.default)
+        tiers = candidates.with_shadow or ()
+        if candidates.shadow_filter is not None:
+            tiers = candidates.shadow_filter.tiers(facts)
+        with_shadow = _judge(facts, tiers, policy.default)
     return _finish(enforced, with_shadow, policy)
 
 

@@ -74,12 +74,17 @@ def evaluate_facets(
     any_shadow = policy.shadow_mode
     for facet in main:
         candidates = policy.candidates(facet.kind, facet.name, facet.scope)
-        enforced.append((judge(facet, candidates.enforced, policy.default), None))
+        tiers = candidates.enforced
+        if candidates.enforced_filter is not None:
+            tiers = candidates.enforced_filter.tiers(facet)
+        enforced.append((judge(facet, tiers, policy.default), None))
         if candidates.with_shadow is not None:
             any_shadow = True
-        with_shadow.append(
-            (judge(facet, candidates.with_shadow or candidates.enforced, policy.default), None)
-        )
+            if candidates.shadow_filter is not None:
+                tiers = candidates.shadow_filter.tiers(facet)
+            else:
+                tiers = candidates.with_shadow
+        with_shadow.append((judge(facet, tiers, policy.default), None))
     for facet in derived:
         candidates = policy.candidates(facet.kind, facet.name, facet.scope)
         found = _judge_refusals(facet, candidates.enforced, judge)

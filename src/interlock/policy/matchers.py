@@ -38,13 +38,14 @@ class GlobSet:
 
     patterns: tuple[str, ...]
     _regex: re.Pattern[str]
+    ignore_case: bool = False
 
     @classmethod
     def of(cls, globs: str | Sequence[str], *, ignore_case: bool = False) -> GlobSet:
         patterns = (globs,) if isinstance(globs, str) else tuple(globs)
         body = "|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)
         flags = re.DOTALL | (re.IGNORECASE if ignore_case else 0)
-        return cls(patterns, re.compile(body, flags))
+        return cls(patterns, re.compile(body, flags), ignore_case)
 
     @property
     def literal(self) -> frozenset[str] | None:
@@ -130,6 +131,95 @@ def _unanchored() -> Any:
     from re2 import _re2
 
     return _re2.RE2.Anchor.UNANCHORED
+
+
+def glob_to_re2(glob: str, *, fold: bool = False) -> str:
+    """An fnmatch glob as an RE2 pattern matching exactly the same strings (for a full
+    match): ``*`` any run (``/`` included), ``?`` one character, ``[seq]`` /
+    ``[!seq]`` classes, an unclosed ``[`` a literal — as :func:`fnmatch.translate`."""
+    out: list[str] = ["(?s)"]
+    if fold:
+        out.append("(?i)")
+    i, n = 0, len(glob)
+    while i < n:
+        ch = glob[i]
+        i += 1
+        if ch == "*":
+            out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        elif ch == "[":
+            j = i
+            if j < n and glob[j] == "!":
+                j += 1
+            if j < n and glob[j] == "]":
+                j += 1
+            while j < n and glob[j] != "]":
+                j += 1
+            if j >= n:
+                out.append("\\[")
+                continue
+            body = glob[i:j]
+            i = j + 1
+            negate = body.startswith("!")
+            if negate:
+                body = body[1:]
+            members = _class_members(body)
+            if not members:
+                out.append("[^\\x{0}-\\x{10FFFF}]" if not negate else ".")
+                continue
+            out.append(("[^" if negate else "[") + members + "]")
+        else:
+            out.append(_re2_escape(ch))
+    return "".join(out)
+
+
+def _class_members(body: str) -> str:
+    """An fnmatch class body (ranges, literal characters) as RE2 class members."""
+    members: list[str] = []
+    i, n = 0, len(body)
+    while i < n:
+        if i + 2 < n and body[i + 1] == "-":
+            low, high = body[i], body[i + 2]
+            if low <= high:  # fnmatch drops a range that runs backwards
+                members.append(f"{_class_escape(low)}-{_class_escape(high)}")
+            i += 3
+            continue
+        members.append(_class_escape(body[i]))
+        i += 1
+    return "".join(members)
+
+
+def _class_escape(ch: str) -> str:
+    return f"\\x{{{ord(ch):x}}}"
+
+
+def _re2_escape(ch: str) -> str:
+    return ch if ch.isalnum() or ch == "_" else f"\\x{{{ord(ch):x}}}"
+
+
+class Re2Set:
+    """Many RE2 patterns matched in one pass: ``match(text)`` gives the indexes of
+    those that match (fully, when ``anchored``; found anywhere otherwise)."""
+
+    __slots__ = ("_match",)
+
+    def __init__(self, patterns: Sequence[str], *, anchored: bool) -> None:
+        import re2
+
+        made = (re2.Set.FullMatchSet if anchored else re2.Set.SearchSet)(_re2_options())
+        for pattern in patterns:
+            made.Add(pattern)
+        made.Compile()
+        self._match = made._set.Match
+
+    def match(self, text: str) -> list[int]:
+        found = self._match(text.encode("utf-8", "surrogatepass"))
+        return found or []
+
+
+def compile_re2_set(patterns: Sequence[str], *, anchored: bool) -> Re2Set:
+    return Re2Set(patterns, anchored=anchored)
 
 
 def lookup(key: str, params: Mapping[str, Any], args: Mapping[str, Any]) -> Any:

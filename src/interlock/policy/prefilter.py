@@ -1,0 +1,165 @@
+"""Skipping the rules that cannot match, in one pass per parameter.
+
+A tool with many rules (thousands, in a policy generated per customer or per
+endpoint) would otherwise have every rule of a tier tested one by one. The prefilter
+picks, for each rule, one condition the rule needs — its *discriminator*:
+
+- an ``eq`` / ``in`` of text on a parameter: an exact lookup in a dict;
+- a ``glob`` on a parameter: one RE2 set of every such glob, matched once;
+- a ``regex`` on a parameter: one RE2 set of every such regex, searched once;
+
+and at a check runs each set once over the parameter's value, keeping only the rules
+whose discriminator holds (and every rule with none). The rules kept are then tested
+in full, exactly as without the prefilter — and since a rule's checks are AND-ed in
+any order (a false check makes the rule not match, whatever another would say;
+:func:`interlock.policy.compiled._all_of`), skipping a rule whose discriminator is
+false changes no verdict, no rule id and no reason. A property test holds the two
+ways to the same answers.
+
+A value the sets cannot read — not plain text (a list, a number, a path known only as
+a pattern) — keeps every rule discriminated on that parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from interlock.policy.matchers import MISSING, CompiledCondition, compile_re2_set, glob_to_re2
+
+if TYPE_CHECKING:
+    from interlock.policy.compiled import CompiledRule
+    from interlock.policy.extract import Facts
+
+__all__ = ["PREFILTER_MIN_RULES", "Prefilter"]
+
+#: Fewer candidate rules than this are tested one by one: a set's own cost (a few µs)
+#: is more than testing a handful of rules.
+PREFILTER_MIN_RULES: Final = 24
+
+
+@dataclass(slots=True)
+class _Key:
+    """The discriminators on one parameter."""
+
+    literals: dict[str, list[int]] = field(default_factory=dict)  # text -> rule indexes
+    globs: list[tuple[str, bool, int]] = field(default_factory=list)  # (glob, fold, rule)
+    regexes: list[tuple[str, int]] = field(default_factory=list)  # (regex, rule)
+    rules: set[int] = field(default_factory=set)  # every rule discriminated here
+    glob_set: Any = None
+    glob_owner: list[int] = field(default_factory=list)
+    regex_set: Any = None
+    regex_owner: list[int] = field(default_factory=list)
+
+    def compile(self) -> None:
+        if self.globs:
+            patterns = [glob_to_re2(glob, fold=fold) for glob, fold, _ in self.globs]
+            self.glob_set = compile_re2_set(patterns, anchored=True)
+            self.glob_owner = [rule for _, _, rule in self.globs]
+        if self.regexes:
+            self.regex_set = compile_re2_set([regex for regex, _ in self.regexes], anchored=False)
+            self.regex_owner = [rule for _, rule in self.regexes]
+
+    def passing(self, value: str) -> set[int]:
+        """The rules whose discriminator on this parameter holds for ``value``."""
+        found: set[int] = set()
+        hit = self.literals.get(value)
+        if hit:
+            found.update(hit)
+        if self.glob_set is not None:
+            owner = self.glob_owner
+            found.update(owner[i] for i in self.glob_set.match(value))
+        if self.regex_set is not None:
+            owner = self.regex_owner
+            found.update(owner[i] for i in self.regex_set.match(value))
+        return found
+
+
+class Prefilter:
+    """The rules of one candidate set that can match a check, found per parameter."""
+
+    __slots__ = ("_free", "_keys", "_rules")
+
+    def __init__(self, rules: Iterable[CompiledRule]) -> None:
+        self._rules: tuple[CompiledRule, ...] = tuple(rules)
+        self._keys: dict[str, _Key] = {}
+        free: list[int] = []
+        for index, rule in enumerate(self._rules):
+            if not self._index(index, rule):
+                free.append(index)
+        self._free: frozenset[int] = frozenset(free)
+        for key in self._keys.values():
+            key.compile()
+
+    def _index(self, index: int, rule: CompiledRule) -> bool:
+        """Index ``rule`` by one of its conditions; False when none can be indexed."""
+        best: tuple[int, CompiledCondition] | None = None
+        for condition in rule.conditions:
+            rank = _rank(condition)
+            if rank is not None and (best is None or rank < best[0]):
+                best = (rank, condition)
+        if best is None:
+            return False
+        condition = best[1]
+        key = self._keys.setdefault(condition.key, _Key())
+        key.rules.add(index)
+        if condition.eq is not MISSING or condition.in_ is not None:
+            values = [condition.eq] if condition.eq is not MISSING else list(condition.in_ or ())
+            for value in values:
+                key.literals.setdefault(value, []).append(index)
+        elif condition.glob is not None:
+            fold = condition.glob.ignore_case
+            for glob in condition.glob.patterns:
+                key.globs.append((glob, fold, index))
+        else:
+            assert condition.regex is not None
+            for regex in condition.regex.patterns:
+                key.regexes.append((regex, index))
+        return True
+
+    def keep(self, facts: Facts) -> frozenset[int]:
+        """The positions of the rules to test in full."""
+        keep = set(self._free)
+        params, args = facts.params, facts.args
+        for name, key in self._keys.items():
+            value = _argument(name, args) if name.startswith("args.") else params.get(name, MISSING)
+            if value is MISSING:
+                continue  # a condition on a missing parameter is false: skip them all
+            if type(value) is not str:
+                keep |= key.rules  # not plain text: the rules judge it themselves
+                continue
+            keep |= key.passing(value)
+        return frozenset(keep)
+
+    @property
+    def rules(self) -> tuple[CompiledRule, ...]:
+        return self._rules
+
+    @property
+    def indexed(self) -> int:
+        """How many rules have a discriminator."""
+        return len(self._rules) - len(self._free)
+
+
+def _rank(condition: CompiledCondition) -> int | None:
+    """How good a discriminator the condition is (lower is better); None: it cannot
+    be one (a negated test, a number, presence...)."""
+    if condition.exists is False:
+        return None
+    literal = condition.eq if condition.eq is not MISSING else None
+    if literal is not None and type(literal) is str:
+        return 0
+    if condition.in_ is not None and condition.in_ and all(type(v) is str for v in condition.in_):
+        return 1
+    if condition.glob is not None and not condition.glob.ignore_case:
+        return 2  # (a case-insensitive glob: RE2's case folding is not Python's in every script)
+    if condition.regex is not None:
+        return 3
+    return None
+
+
+def _argument(name: str, args: Mapping[str, Any]) -> Any:
+    from interlock.policy.matchers import lookup
+
+    return lookup(name, {}, args)
