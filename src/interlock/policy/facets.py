@@ -77,22 +77,30 @@ def evaluate_facets(
         tiers = candidates.enforced
         if candidates.enforced_filter is not None:
             tiers = candidates.enforced_filter.tiers(facet)
-        enforced.append((judge(facet, tiers, policy.default), None))
+        outcome = judge(facet, tiers, policy.default)
+        enforced.append((outcome, None))
         if candidates.with_shadow is not None:
             any_shadow = True
             if candidates.shadow_filter is not None:
                 tiers = candidates.shadow_filter.tiers(facet)
             else:
                 tiers = candidates.with_shadow
-        with_shadow.append((judge(facet, tiers, policy.default), None))
+            outcome = judge(facet, tiers, policy.default)
+        with_shadow.append((outcome, None))  # the same outcome when no shadow rule applies
+    # Once a main facet is denied, a derived one can only add deny rules to report:
+    # its approval rules, and rules it cannot evaluate, would not change the verdict.
+    deny_only = any(o[0] is Verdict.DENY for o, _ in enforced)
+    shadow_deny_only = any(o[0] is Verdict.DENY for o, _ in with_shadow)
     for facet in derived:
         candidates = policy.candidates(facet.kind, facet.name, facet.scope)
-        found = _judge_refusals(facet, candidates.enforced, judge)
+        found = _judge_refusals(facet, candidates.enforced, judge, deny_only)
         if found is not None:
             enforced.append((found, facet.derived))
         if candidates.with_shadow is not None:
             any_shadow = True
-        found = _judge_refusals(facet, candidates.with_shadow or candidates.enforced, judge)
+            found = _judge_refusals(facet, candidates.with_shadow, judge, shadow_deny_only)
+        elif shadow_deny_only != deny_only:
+            found = _judge_refusals(facet, candidates.enforced, judge, shadow_deny_only)
         if found is not None:
             with_shadow.append((found, facet.derived))
     if unknown is not None:
@@ -201,9 +209,18 @@ def _url_facet(facts: Facts, use: UrlUse) -> Facts | str:
     return facts.with_params("network", params, derived=note)
 
 
-def _judge_refusals(facet: Facts, tiers: tuple[Tier, ...], judge: Judge) -> Outcome | None:
+def _judge_refusals(
+    facet: Facts, tiers: tuple[Tier, ...], judge: Judge, deny_only: bool = False
+) -> Outcome | None:
     """A derived facet's outcome from its deny and approval rules only; None when
-    none of them applies (no opinion: the default is not applied)."""
+    none of them applies (no opinion: the default is not applied). ``deny_only``: the
+    matching deny rules alone (the verdict is a deny already)."""
+    if deny_only:
+        for verdict, rules in tiers:
+            if verdict is Verdict.DENY:
+                matched = tuple(rule for rule in rules if _matches(rule, facet))
+                return (Verdict.DENY, matched, ()) if matched else None
+        return None
     refusing = tuple(tier for tier in tiers if tier[0] is not Verdict.ALLOW)
     if not refusing:
         return None
@@ -211,6 +228,13 @@ def _judge_refusals(facet: Facts, tiers: tuple[Tier, ...], judge: Judge) -> Outc
     if outcome[0] is Verdict.ALLOW:
         return None
     return outcome
+
+
+def _matches(rule: CompiledRule, facet: Facts) -> bool:
+    try:
+        return rule.test(facet)
+    except Exception:
+        return False  # cannot be evaluated: no deny to add (the verdict is one already)
 
 
 def _combine(outcomes: list[tuple[Outcome, str | None]]) -> tuple[Outcome, str | None]:
