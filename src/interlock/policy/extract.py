@@ -418,6 +418,7 @@ SCOPE_KEYS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
 )
 _ALIAS_KEYS: Final = frozenset(_PATH_KEYS + _URL_KEYS + _HOST_KEYS + ("command", "cmd"))
 _NONE: Final[frozenset[str]] = frozenset()
+_COMMAND_KEYS: Final = frozenset({"command", "cmd"})
 #: The most combinations of listed values (paths x URLs) one call may ask to judge.
 MAX_VARIANTS: Final = 256
 
@@ -473,40 +474,8 @@ def extract(
     # Which alias names the call uses at all (usually none): one set operation
     # instead of a lookup per name.
     present = _ALIAS_KEYS.intersection(arguments) if arguments else _NONE
-    path, file_path = arguments.get("path"), arguments.get("file_path")
-    if path is not None or file_path is not None:
-        _pick("path", "file_path", path, file_path)
-    paths = _gather(arguments, _PATH_KEYS, max_param_chars, present)
-    if paths:
-        normal = [normalise_path(p) if p else p for p in dict.fromkeys(paths)]
-        if len(normal) == 1:
-            params["path"] = normal[0]
-        else:
-            variants.append([{"path": p} for p in normal])
-
-    urls = _gather(arguments, _URL_KEYS, max_param_chars, present)
-    hosts = _gather(arguments, _HOST_KEYS, max_param_chars, present)
-    stated: str | None = None
-    if hosts:
-        normal_hosts = {_stated_host(h) for h in hosts}
-        if len(normal_hosts) > 1:
-            first, second = sorted(normal_hosts)[:2]
-            raise AliasConflict("domain", "host", first, second)
-        stated = normal_hosts.pop()
-    if urls:
-        found = [_url_params(u) for u in dict.fromkeys(urls)]
-        for entry in found:
-            if stated is not None and entry["domain"] and entry["domain"] != stated:
-                raise AliasConflict("domain", "url", stated, entry["url"])
-        if len(found) == 1:
-            params.update(found[0])
-        else:
-            variants.append(found)
-    elif stated is not None:
-        params["domain"] = stated
-        site = registrable_domain(stated) if stated else None
-        if site is not None:
-            params["site"] = site
+    if present and not present <= _COMMAND_KEYS:
+        _paths_and_urls(arguments, params, variants, present, max_param_chars)
 
     session_id = arguments.get("session_id", _MISSING)
     if session_id is not _MISSING:
@@ -544,6 +513,51 @@ def extract(
     if variants:
         facts.variants = _combine(variants)
     return facts
+
+
+def _paths_and_urls(
+    arguments: Mapping[str, Any],
+    params: dict[str, Any],
+    variants: list[list[dict[str, Any]]],
+    present: frozenset[str],
+    max_param_chars: int,
+) -> None:
+    """The path, URL and host parameters (one value each, or listed values to judge in
+    turn). Raises AliasConflict, AmbiguousUrl or EvaluationError."""
+    path, file_path = arguments.get("path"), arguments.get("file_path")
+    if path is not None or file_path is not None:
+        _pick("path", "file_path", path, file_path)
+    paths = _gather(arguments, _PATH_KEYS, max_param_chars, present)
+    if paths:
+        normal = [normalise_path(p) if p else p for p in dict.fromkeys(paths)]
+        if len(normal) == 1:
+            params["path"] = normal[0]
+        else:
+            variants.append([{"path": p} for p in normal])
+
+    urls = _gather(arguments, _URL_KEYS, max_param_chars, present)
+    hosts = _gather(arguments, _HOST_KEYS, max_param_chars, present)
+    stated: str | None = None
+    if hosts:
+        normal_hosts = {_stated_host(h) for h in hosts}
+        if len(normal_hosts) > 1:
+            first, second = sorted(normal_hosts)[:2]
+            raise AliasConflict("domain", "host", first, second)
+        stated = normal_hosts.pop()
+    if urls:
+        found = [_url_params(u) for u in dict.fromkeys(urls)]
+        for entry in found:
+            if stated is not None and entry["domain"] and entry["domain"] != stated:
+                raise AliasConflict("domain", "url", stated, entry["url"])
+        if len(found) == 1:
+            params.update(found[0])
+        else:
+            variants.append(found)
+    elif stated is not None:
+        params["domain"] = stated
+        site = registrable_domain(stated) if stated else None
+        if site is not None:
+            params["site"] = site
 
 
 def _gather(
