@@ -196,3 +196,29 @@ def test_the_candidate_index_is_memoised_per_kind_name_and_scope() -> None:
     assert ids("tool", "shell", "shell") == {"deny": ["b"], "allow": ["a"]}
     assert ids("tool", "shell", "network") == {"deny": ["b", "d"], "allow": ["a"]}
     assert ids("llm", "gpt", "llm") == {"deny": ["c"]}
+
+
+@pytest.mark.parametrize("order", ["amount-first", "currency-first"])
+def test_a_false_condition_decides_before_one_that_cannot_be_evaluated(order: str) -> None:
+    conditions = {"args.amount": {"gt": 100}, "args.currency": {"in": ["EUR"]}}
+    if order == "currency-first":
+        conditions = dict(reversed(list(conditions.items())))
+    policy = compile_policy(
+        {
+            "version": 1,
+            "default": "allow",
+            "rules": [
+                {
+                    "id": "big-eur",
+                    "decision": "deny",
+                    "reason": "x",
+                    "name": "pay",
+                    "params": conditions,
+                },
+            ],
+        }
+    )
+    usd = evaluate(Action.tool("pay", {"amount": "lots", "currency": "USD"}), policy)
+    assert (usd.verdict, usd.rule_ids) == (Verdict.ALLOW, ())  # USD: the rule cannot match
+    eur = evaluate(Action.tool("pay", {"amount": "lots", "currency": "EUR"}), policy)
+    assert (eur.verdict, eur.rule_ids) == (Verdict.UNDETERMINED, ("big-eur",))
