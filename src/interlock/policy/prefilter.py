@@ -7,6 +7,8 @@ picks, for each rule, one condition the rule needs — its *discriminator*:
 - an ``eq`` / ``in`` of text on a parameter: an exact lookup in a dict;
 - a ``glob`` on a parameter: one RE2 set of every such glob, matched once;
 - a ``regex`` on a parameter: one RE2 set of every such regex, searched once;
+- any other test on a parameter (a number bound, ``not_in``...): that the parameter is
+  there, since every test but ``exists: false`` is false on a missing one;
 
 and at a check runs each set once over the parameter's value, keeping only the rules
 whose discriminator holds (and every rule with none). The rules kept are then tested
@@ -53,6 +55,9 @@ class _Key:
     globs: list[tuple[str, bool, int]] = field(default_factory=list)  # (glob, fold, rule)
     regexes: list[tuple[str, int]] = field(default_factory=list)  # (regex, rule)
     rules: set[int] = field(default_factory=set)  # every rule discriminated here
+    #: rules whose discriminator is only that the parameter is there (a number bound,
+    #: a ``not_in``...): kept whenever it is
+    present: set[int] = field(default_factory=set)
     glob_set: Any = None
     glob_owner: list[int] = field(default_factory=list)
     regex_set: Any = None
@@ -69,7 +74,7 @@ class _Key:
 
     def passing(self, value: str) -> set[int]:
         """The rules whose discriminator on this parameter holds for ``value``."""
-        found: set[int] = set()
+        found: set[int] = set(self.present)
         hit = self.literals.get(value)
         if hit:
             found.update(hit)
@@ -127,10 +132,11 @@ class Prefilter:
             fold = condition.glob.ignore_case
             for glob in condition.glob.patterns:
                 key.globs.append((glob, fold, index))
-        else:
-            assert condition.regex is not None
+        elif condition.regex is not None:
             for regex in condition.regex.patterns:
                 key.regexes.append((regex, index))
+        else:
+            key.present.add(index)
         return True
 
     def keep(self, facts: Facts) -> set[int]:
@@ -168,7 +174,7 @@ class Prefilter:
 
 def _rank(condition: CompiledCondition) -> int | None:
     """How good a discriminator the condition is (lower is better); None: it cannot
-    be one (a negated test, a number, presence...)."""
+    be one (``exists: false``, which holds exactly when the parameter is missing)."""
     if condition.exists is False:
         return None
     literal = condition.eq if condition.eq is not MISSING else None
@@ -180,7 +186,10 @@ def _rank(condition: CompiledCondition) -> int | None:
         return 2  # (a case-insensitive glob: RE2's case folding is not Python's in every script)
     if condition.regex is not None:
         return 3
-    return None
+    # Any other test (a number bound, ``ne``, ``not_in``, ``not_glob``, ``exists: true``)
+    # is false when the parameter is missing (CompiledCondition): its presence is
+    # still a discriminator, and most calls lack most parameters a policy names.
+    return 4
 
 
 def _keep_for(keep: set[int], key: _Key, value: Any) -> None:
