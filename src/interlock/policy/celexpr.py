@@ -209,6 +209,12 @@ def _binding() -> ModuleType:
     return module
 
 
+# A large policy repeats its conditions (the same `when:` on a rule per tool or per
+# tenant): each distinct text is compiled once. A CelCondition holds no rule of its
+# own (the rule id is passed to ``evaluate``) and is immutable, so rules share it as
+# safely as threads already share one rule's. A text that does not compile raises
+# and is not cached.
+@functools.lru_cache(maxsize=4096)
 def compile_condition(source: str) -> CelCondition:
     """Compile ``source``; raises ValueError (from the binding) when it does not parse."""
     cel = _binding()
