@@ -7,7 +7,9 @@ machine (absolute times drift with the load; the ratios are what this reports):
 - ``python -c pass`` — the floor every Python command pays (the baseline);
 - ``import interlock`` and ``from interlock import Action, Guard`` (what a program
   embedding the guard imports);
-- ``interlock check`` on the example policy (the console script, a shell call);
+- ``interlock check`` on the example policy (a shell call), and beside it the
+  third-party floor of that command: importing typer (with the pydantic adapters it
+  builds for each option), rich's console, pydantic and PyYAML, nothing of Interlock;
 - loading the check benchmark's 100 rules repeated ten times (1,000 rules, ids made
   unique) with :func:`interlock.load_policy_text`, timed inside a fresh process after
   its imports (the first load: no cache of this process has seen the policy), beside
@@ -16,11 +18,19 @@ machine (absolute times drift with the load; the ratios are what this reports):
 
 Each process also reports whether ``import interlock`` pulled in pydantic, yaml, the
 store, the server or a framework: that is a correctness problem, not a figure.
+
+With ``INTERLOCK_BENCH_BASELINE_SRC`` set to another source tree (``.../src`` of a
+checkout of main), ``import interlock``, ``interlock check`` and the policy load are
+also run from that tree (on ``PYTHONPATH``, ahead of this one), in the same rounds, and
+the ratio of each to its baseline-tree twin is reported. ``interlock check`` is run as
+``python -c "from interlock.cli import main; main()" check ...`` for both trees: the
+console script's own code, without the wrapper that names one tree.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -98,18 +108,19 @@ def policy_text(copies: int = RULE_COPIES) -> str:
     return yaml.safe_dump(document, sort_keys=False, width=100, allow_unicode=True)
 
 
-def _interlock_command() -> list[str]:
-    script = Path(sys.executable).with_name("interlock")
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-c", "import sys; from interlock.cli import main; main()"]
+_CLI = "from interlock.cli import main; main()"
+# What `interlock check` cannot avoid importing: the command-line stack (typer builds a
+# pydantic adapter for each option it parses), the console, the validator and YAML.
+_FLOOR = "import typer, typer._adapters, rich.console, pydantic, yaml"
+
+Subject = tuple[list[str], dict[str, str] | None]
 
 
-def _timed(argv: Sequence[str], ok: Sequence[int] = (0,)) -> tuple[int, str]:
+def _timed(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[int, str]:
     t0 = time.perf_counter_ns()
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False, env=env)
     elapsed = time.perf_counter_ns() - t0
-    if done.returncode not in ok:
+    if done.returncode != 0:
         raise RuntimeError(f"{argv!r} exited {done.returncode}: {done.stderr.strip()[-500:]}")
     return elapsed, done.stdout
 
@@ -121,57 +132,69 @@ def _stats(label: str, samples: list[int]) -> Stats:
 def run(calls: int | None = None, quick: bool = False) -> BenchResult:
     rounds = calls or (QUICK_ROUNDS if quick else DEFAULT_ROUNDS)
     python = sys.executable
-    check = [
-        *_interlock_command(),
-        "check",
-        "--policy",
-        str(EXAMPLE_POLICY),
-        "--name",
-        "shell",
-        "--arg",
-        "command=ls -la",
-    ]
-    subjects: dict[str, tuple[list[str], tuple[int, ...]]] = {
-        "python -c pass (baseline)": ([python, "-c", "pass"], (0,)),
-        "import interlock": ([python, "-c", _IMPORT_PROBE], (0,)),
+    check_args = ["check", "--policy", str(EXAMPLE_POLICY), "--name", "shell"]
+    check_args += ["--arg", "command=ls -la"]
+    baseline_src = os.environ.get("INTERLOCK_BENCH_BASELINE_SRC")
+    base_env = {**os.environ, "PYTHONPATH": baseline_src} if baseline_src else None
+    subjects: dict[str, Subject] = {
+        "python -c pass (baseline)": ([python, "-c", "pass"], None),
+        "import interlock": ([python, "-c", _IMPORT_PROBE], None),
         "from interlock import Action, Guard": (
             [python, "-c", "from interlock import Action, Guard"],
-            (0,),
+            None,
         ),
-        "interlock check": (check, (0,)),
+        "interlock check": ([python, "-c", _CLI, *check_args], None),
+        "third-party floor of check": ([python, "-c", _FLOOR], None),
     }
+    if base_env is not None:
+        subjects["import interlock (baseline tree)"] = (
+            [python, "-c", "import interlock"],
+            base_env,
+        )
+        subjects["from interlock import Action, Guard (baseline tree)"] = (
+            [python, "-c", "from interlock import Action, Guard"],
+            base_env,
+        )
+        subjects["interlock check (baseline tree)"] = ([python, "-c", _CLI, *check_args], base_env)
     samples: dict[str, list[int]] = {name: [] for name in subjects}
     problems: list[str] = []
-    load_ns: list[int] = []
-    yaml_ns: list[int] = []
+    loads: dict[str, tuple[list[int], list[int]]] = {"this tree": ([], [])}
+    if base_env is not None:
+        loads["baseline tree"] = ([], [])
     rules = 0
     with tempfile.TemporaryDirectory(prefix="interlock-bench-startup-") as tmp:
         policy_file = Path(tmp) / "policy-1000.yaml"
         policy_file.write_text(policy_text(), encoding="utf-8")
         load = [python, "-c", _LOAD_PROBE, str(policy_file)]
-        for argv, ok in subjects.values():  # warm the page cache and .pyc files
-            _timed(argv, ok)
+        for argv, env in subjects.values():  # warm the page cache and .pyc files
+            _timed(argv, env)
         for i in range(rounds):
-            for name, (argv, ok) in subjects.items():
-                elapsed, stdout = _timed(argv, ok)
+            for name, (argv, env) in subjects.items():
+                elapsed, stdout = _timed(argv, env)
                 samples[name].append(elapsed)
                 if stdout.startswith("HEAVY") and stdout.strip() not in problems:
                     problems.append(f"import interlock loaded {stdout.split(None, 1)[1].strip()}")
             order = "yaml-first" if i % 2 else "load-first"
-            _, stdout = _timed([*load, order])
-            figures: dict[str, Any] = json.loads(stdout)
-            load_ns.append(int(figures["load_ns"]))
-            yaml_ns.append(int(figures["yaml_ns"]))
-            rules = int(figures["rules"])
+            for tree, (load_ns, yaml_ns) in loads.items():
+                _, stdout = _timed([*load, order], base_env if tree == "baseline tree" else None)
+                figures: dict[str, Any] = json.loads(stdout)
+                load_ns.append(int(figures["load_ns"]))
+                yaml_ns.append(int(figures["yaml_ns"]))
+                rules = int(figures["rules"])
 
     stats = [_stats(name, values) for name, values in samples.items()]
-    stats.append(_stats(f"load_policy_text, {rules} rules", load_ns))
-    stats.append(_stats("yaml.load, same text (baseline of the load)", yaml_ns))
+    stats.append(_stats(f"load_policy_text, {rules} rules", loads["this tree"][0]))
+    stats.append(_stats("yaml.load, same text (baseline of the load)", loads["this tree"][1]))
+    if "baseline tree" in loads:
+        stats.append(
+            _stats(f"load_policy_text, {rules} rules (baseline tree)", loads["baseline tree"][0])
+        )
     by_name = {s.label: s for s in stats}
     bare = by_name["python -c pass (baseline)"].p50_ns
     imported = by_name["import interlock"].p50_ns
     embedded = by_name["from interlock import Action, Guard"].p50_ns
     checked = by_name["interlock check"].p50_ns
+    floor = by_name["third-party floor of check"].p50_ns
     load_p50 = by_name[f"load_policy_text, {rules} rules"].p50_ns
     yaml_p50 = by_name["yaml.load, same text (baseline of the load)"].p50_ns
     per_rule_ms = load_p50 / max(rules, 1) / 1e6
@@ -192,20 +215,35 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
         "import_action_guard_minus_bare_ms": round((embedded - bare) / 1e6, 2),
         "interlock_check_p50_ms": round(checked / 1e6, 2),
         "interlock_check_minus_bare_ms": round((checked - bare) / 1e6, 2),
+        "third_party_floor_p50_ms": round(floor / 1e6, 2),
+        "third_party_floor_over_bare": round(floor / bare, 2),
+        "interlock_check_minus_floor_ms": round((checked - floor) / 1e6, 2),
         "policy_load_p50_ms": round(load_p50 / 1e6, 2),
         "policy_load_ms_per_rule": round(per_rule_ms, 4),
         "yaml_load_p50_ms": round(yaml_p50 / 1e6, 2),
         "policy_load_over_yaml": round(load_p50 / yaml_p50, 2),
     }
+    if base_env is not None:
+        for name in ("import interlock", "from interlock import Action, Guard", "interlock check"):
+            theirs = by_name[f"{name} (baseline tree)"].p50_ns
+            info[f"{name}: baseline tree / this tree"] = round(theirs / by_name[name].p50_ns, 2)
+            info[f"{name} (baseline tree) p50_ms"] = round(theirs / 1e6, 2)
+        theirs = by_name[f"load_policy_text, {rules} rules (baseline tree)"].p50_ns
+        info["policy load: baseline tree / this tree"] = round(theirs / load_p50, 2)
+        info["policy load (baseline tree) ms per rule"] = round(theirs / max(rules, 1) / 1e6, 4)
     notes = [
         f"bare python p50 {info['bare_python_p50_ms']} ms; import interlock "
         f"{imported / bare:.2f}x ({info['import_interlock_minus_bare_ms']:+} ms); "
         f"from interlock import Action, Guard {embedded / bare:.2f}x; "
-        f"interlock check {checked / bare:.2f}x ({info['interlock_check_minus_bare_ms']:+} ms)",
+        f"interlock check {checked / bare:.2f}x ({info['interlock_check_minus_bare_ms']:+} ms; "
+        f"its third-party floor alone {floor / bare:.2f}x)",
         f"policy load, {rules} rules: p50 {info['policy_load_p50_ms']} ms = "
         f"{per_rule_ms:.3f} ms a rule, {info['policy_load_over_yaml']}x yaml.load of the "
         "same text",
     ]
+    notes.extend(f"{key}: {value}" for key, value in info.items() if "baseline tree" in key)
+    if base_env is None:
+        notes.append("set INTERLOCK_BENCH_BASELINE_SRC=<main>/src to compare two trees")
     return BenchResult(
         name="startup", stats=stats, targets=targets, info=info, notes=notes, problems=problems
     )
