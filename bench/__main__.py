@@ -101,6 +101,12 @@ def _facts(calls: int | None, quick: bool) -> BenchResult:
     return facts.run(calls, quick)
 
 
+def _startup(calls: int | None, quick: bool) -> BenchResult:
+    from bench import startup
+
+    return startup.run(calls, quick)
+
+
 #: name -> benchmark.
 BENCHMARKS: dict[str, Benchmark] = {
     "check": Benchmark(
@@ -150,6 +156,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "a remote check through interlock serve vs a fixed-JSON Starlette endpoint, same "
         "client and uvicorn (--calls: sequential requests per subject)",
         _server,
+    ),
+    "startup": Benchmark(
+        "import interlock, interlock check and a 1,000-rule policy load, each in a fresh "
+        "process vs bare python / yaml.load in the same run (--calls: rounds)",
+        _startup,
     ),
 }
 

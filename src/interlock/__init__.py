@@ -14,15 +14,9 @@ Example::
 
 from __future__ import annotations
 
-from interlock.core.action import Action, Context, Downstream
-from interlock.core.decision import (
-    ApprovalRef,
-    Decision,
-    ReservationRef,
-    ShadowVerdict,
-    Verdict,
-)
-from interlock.deciders.base import CancelToken, Decider
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from interlock.errors import (
     ActionDenied,
     ActionUndetermined,
@@ -32,9 +26,22 @@ from interlock.errors import (
     PolicyError,
     StoreError,
 )
-from interlock.guard import Guard, raise_for
-from interlock.ledger.usage import Usage
-from interlock.policy import CompiledPolicy, evaluate, load_policy, load_policy_text
+
+if TYPE_CHECKING:
+    from interlock.core.action import Action, Context, Downstream
+    from interlock.core.decision import (
+        ApprovalRef,
+        Decision,
+        ReservationRef,
+        ShadowVerdict,
+        Verdict,
+    )
+    from interlock.deciders.base import CancelToken, Decider
+    from interlock.guard import Guard, raise_for
+    from interlock.ledger.usage import Usage
+    from interlock.policy.compiled import CompiledPolicy
+    from interlock.policy.engine import evaluate
+    from interlock.policy.loader import load_policy, load_policy_text
 
 __version__ = "0.1.0"
 
@@ -65,3 +72,40 @@ __all__ = [
     "load_policy_text",
     "raise_for",
 ]
+
+# Where each public name lives. They are imported on first use (PEP 562), so that
+# `import interlock` costs a few milliseconds and pulls in no policy schema, store or
+# pydantic: see docs/adr/0014-a-fast-start.md. The errors are cheap and imported above,
+# so that `except interlock.PolicyError` never triggers an import.
+_LAZY: dict[str, str] = {
+    "Action": "interlock.core.action",
+    "Context": "interlock.core.action",
+    "Downstream": "interlock.core.action",
+    "ApprovalRef": "interlock.core.decision",
+    "Decision": "interlock.core.decision",
+    "ReservationRef": "interlock.core.decision",
+    "ShadowVerdict": "interlock.core.decision",
+    "Verdict": "interlock.core.decision",
+    "CancelToken": "interlock.deciders.base",
+    "Decider": "interlock.deciders.base",
+    "Guard": "interlock.guard",
+    "raise_for": "interlock.guard",
+    "Usage": "interlock.ledger.usage",
+    "CompiledPolicy": "interlock.policy.compiled",
+    "evaluate": "interlock.policy.engine",
+    "load_policy": "interlock.policy.loader",
+    "load_policy_text": "interlock.policy.loader",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # the next access is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

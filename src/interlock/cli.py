@@ -21,24 +21,18 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
-from rich.table import Table
 
-from interlock.cli_audit import audit_app
 from interlock.cli_console import err, fail, out
-from interlock.cli_server import keys_app, serve
-from interlock.cli_store import approvals_app, budgets_app, db_app
+from interlock.cli_lazy import lazy_group
 from interlock.core.decision import Decision, Verdict
-from interlock.core.events import JsonlSink
-from interlock.core.redaction import Redactor
 from interlock.errors import PolicyError, describe
-from interlock.guard import Guard
-from interlock.policy.advice import policy_advice
-from interlock.policy.loader import load_policy
-from interlock.policy.schema import policy_json_schema
+
+if TYPE_CHECKING:
+    from interlock.core.redaction import Redactor
+    from interlock.policy.compiled import CompiledPolicy
 
 __all__ = ["EXIT_CODES", "app", "main"]
 
@@ -49,7 +43,31 @@ EXIT_CODES: dict[Verdict, int] = {
     Verdict.UNDETERMINED: 5,
 }
 
+# The commands over the store, the audit log and the server are imported when they are
+# run, so that `interlock check` and `interlock policy lint` load neither (ADR 0014).
+_LAZY_COMMANDS = {
+    "serve": "interlock.cli_server:serve",
+    "db": "interlock.cli_store:db_app",
+    "audit": "interlock.cli_audit:audit_app",
+    "approvals": "interlock.cli_store:approvals_app",
+    "budgets": "interlock.cli_store:budgets_app",
+    "keys": "interlock.cli_server:keys_app",
+}
+_HELP_ORDER = (
+    "serve",
+    "init",
+    "check",
+    "demo",
+    "policy",
+    "db",
+    "audit",
+    "approvals",
+    "budgets",
+    "keys",
+)
+
 app = typer.Typer(
+    cls=lazy_group(_LAZY_COMMANDS, order=_HELP_ORDER),
     help="Interlock: one decision point before every agent action.",
     no_args_is_help=True,
     add_completion=False,
@@ -57,12 +75,6 @@ app = typer.Typer(
 )
 policy_app = typer.Typer(help="Lint, test and describe policies.", no_args_is_help=True)
 app.add_typer(policy_app, name="policy")
-app.add_typer(db_app, name="db")
-app.add_typer(audit_app, name="audit")
-app.add_typer(approvals_app, name="approvals")
-app.add_typer(budgets_app, name="budgets")
-app.add_typer(keys_app, name="keys")
-app.command("serve")(serve)
 
 
 def _print_version(value: bool) -> None:
@@ -149,7 +161,9 @@ def _policy_path(policy: Path | None) -> Path:
     return Path(os.environ.get("INTERLOCK_POLICY", "interlock.yaml"))
 
 
-def _load(policy: Path | None) -> Any:
+def _load(policy: Path | None) -> CompiledPolicy:
+    from interlock.policy.loader import load_policy
+
     try:
         return load_policy(_policy_path(policy))
     except PolicyError as exc:
@@ -230,6 +244,10 @@ def check(
     ] = False,
 ) -> None:
     """Check one action against a policy. Exit code: 0 allow, 3 deny, 4 approval, 5 undetermined."""
+    from pydantic import ValidationError
+
+    from interlock.core.events import JsonlSink
+    from interlock.guard import Guard
     from interlock.policy.testing import action_from_data
 
     compiled = _load(policy)
@@ -312,6 +330,9 @@ def policy_lint(
 ) -> None:
     """Validate policy files: schema, regexes, globs and CEL, with file:line for each
     problem (exit 1); then warn (exit 0) about what is valid but probably not meant."""
+    from interlock.policy.advice import policy_advice
+    from interlock.policy.loader import load_policy
+
     schemas = _tool_schemas(tools or [])
     failed = False
     for file in files or [_policy_path(None)]:
@@ -398,6 +419,8 @@ def policy_test(
 @policy_app.command("schema")
 def policy_schema() -> None:
     """Print the JSON Schema of interlock.yaml."""
+    from interlock.policy.schema import policy_json_schema
+
     sys.stdout.write(json.dumps(policy_json_schema(), indent=2) + "\n")
 
 
@@ -426,6 +449,10 @@ def demo(
     On the store (the embedded SQLite file by default) every decision is audited, model
     calls are charged to the token budget, and the large refund interrupts the graph
     until a supervisor approves it; the resumed call runs exactly once."""
+    from rich.table import Table
+
+    from interlock.core.events import JsonlSink
+    from interlock.core.redaction import Redactor
     from interlock.demo import run_demo
     from interlock.errors import StoreError
     from interlock.store import default_database_url, open_store

@@ -54,8 +54,6 @@ from interlock.errors import (
 from interlock.hooks import Hook, HookCaller
 from interlock.policy.compiled import CompiledPolicy
 from interlock.policy.engine import evaluate
-from interlock.policy.loader import compile_policy, load_policy
-from interlock.store.settle import check_owner
 
 if TYPE_CHECKING:
     from interlock.adapters.base import Coverage
@@ -152,8 +150,12 @@ class Guard:
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be positive, not {timeout!r}")
         if isinstance(policy, (str, os.PathLike)):
+            from interlock.policy.loader import load_policy
+
             policy = load_policy(policy)
         elif isinstance(policy, Mapping):
+            from interlock.policy.loader import compile_policy
+
             policy = compile_policy(policy)
         elif policy is not None and not isinstance(policy, CompiledPolicy):
             raise TypeError(
@@ -228,6 +230,8 @@ class Guard:
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **options: Any) -> Guard:
         """A guard on the policy in ``path`` (raises PolicyError if it is invalid)."""
+        from interlock.policy.loader import load_policy
+
         return cls(load_policy(path), **options)
 
     def _open_store(
@@ -716,6 +720,7 @@ class Guard:
         actual = None
         if usage is not None:
             from interlock.ledger.budgets import actual_units
+            from interlock.store.settle import check_owner
 
             reservation = ledger.get_reservation(ref.id)
             check_owner(reservation, settler)  # before pricing: a stranger learns nothing

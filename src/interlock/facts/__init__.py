@@ -17,9 +17,13 @@ Example::
 
 from __future__ import annotations
 
-from interlock.facts.paths import PathError, PathPattern, normalise_path
-from interlock.facts.shell import Command, PathUse, ShellFacts, UrlUse, shell_facts
-from interlock.facts.url import UrlError, UrlFacts, registrable_domain, url_facts
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from interlock.facts.paths import PathError, PathPattern, normalise_path
+    from interlock.facts.shell import Command, PathUse, ShellFacts, UrlUse, shell_facts
+    from interlock.facts.url import UrlError, UrlFacts, registrable_domain, url_facts
 
 __all__ = [
     "Command",
@@ -35,3 +39,33 @@ __all__ = [
     "shell_facts",
     "url_facts",
 ]
+
+# Imported on first use (PEP 562): `from interlock.facts.paths import ...` must not
+# load the shell walker or the URL parser with it.
+_LAZY: dict[str, str] = {
+    "Command": "interlock.facts.shell",
+    "PathError": "interlock.facts.paths",
+    "PathPattern": "interlock.facts.paths",
+    "PathUse": "interlock.facts.shell",
+    "ShellFacts": "interlock.facts.shell",
+    "UrlError": "interlock.facts.url",
+    "UrlFacts": "interlock.facts.url",
+    "UrlUse": "interlock.facts.shell",
+    "normalise_path": "interlock.facts.paths",
+    "registrable_domain": "interlock.facts.url",
+    "shell_facts": "interlock.facts.shell",
+    "url_facts": "interlock.facts.url",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -18,8 +18,13 @@ way. Error texts name the original ``args.amount``, not the flat variable.
 
 from __future__ import annotations
 
+import functools
+import importlib.machinery
+import importlib.util
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Final
 
 from interlock.errors import EvaluationError, message_of
@@ -175,10 +180,44 @@ class CelCondition:
         return text
 
 
+@functools.cache
+def _binding() -> ModuleType:
+    """The CEL binding's compiled extension (``cel.cel``), without its package.
+
+    ``import cel`` runs the package's ``__init__``, which imports the binding's own
+    command line — typer, prompt_toolkit, pygments: most of the cost of loading a
+    policy with ``when:`` from a cold process. The extension is what compiles and runs
+    the expressions, so it is loaded on its own and registered as ``cel.cel``; a later
+    ``import cel`` then finds it there and runs unchanged (ADR 0014)."""
+    loaded = sys.modules.get("cel.cel")
+    if loaded is not None:
+        return loaded
+    package = importlib.util.find_spec("cel")  # locates the package; runs none of it
+    locations = package.submodule_search_locations if package is not None else None
+    spec = importlib.machinery.PathFinder.find_spec("cel.cel", locations) if locations else None
+    if spec is None or spec.loader is None:  # an unexpected layout: the ordinary way
+        import cel
+
+        return cel
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["cel.cel"] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules["cel.cel"]
+        raise
+    return module
+
+
+# A large policy repeats its conditions (the same `when:` on a rule per tool or per
+# tenant): each distinct text is compiled once. A CelCondition holds no rule of its
+# own (the rule id is passed to ``evaluate``) and is immutable, so rules share it as
+# safely as threads already share one rule's. A text that does not compile raises
+# and is not cached.
+@functools.lru_cache(maxsize=4096)
 def compile_condition(source: str) -> CelCondition:
     """Compile ``source``; raises ValueError (from the binding) when it does not parse."""
-    import cel  # deferred: the binding's package imports a CLI stack at import time
-
+    cel = _binding()
     original = cel.compile(source)  # parse errors point at the user's text, not the rewrite
     plan = rewrite(source)
     return CelCondition(

@@ -12,6 +12,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -539,9 +540,11 @@ def _shell_matcher(condition: ShellCondition) -> ShellMatcher:
     )
 
 
-def _cel_arguments(expression: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def _cel_arguments(expression: str) -> tuple[str, ...]:
     """The ``args.a.b`` paths a CEL expression reads (``has(args.x)`` included; a
-    field of a macro variable or inside a string is not one)."""
+    field of a macro variable or inside a string is not one). Cached: a large policy
+    repeats its conditions."""
     found: list[str] = []
     tokens = cel_tokens(expression)
     for i, token in enumerate(tokens):
@@ -558,7 +561,7 @@ def _cel_arguments(expression: str) -> list[str]:
             j += 2
         if parts and "args" not in _cel_bound_names(expression):
             found.append(".".join(parts))
-    return list(dict.fromkeys(found))
+    return tuple(dict.fromkeys(found))
 
 
 def _cel_bound_names(expression: str) -> set[str]:

@@ -43,9 +43,7 @@ class GlobSet:
     @classmethod
     def of(cls, globs: str | Sequence[str], *, ignore_case: bool = False) -> GlobSet:
         patterns = (globs,) if isinstance(globs, str) else tuple(globs)
-        body = "|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)
-        flags = re.DOTALL | (re.IGNORECASE if ignore_case else 0)
-        return cls(patterns, re.compile(body, flags), ignore_case)
+        return _glob_set(patterns, ignore_case)
 
     @property
     def literal(self) -> frozenset[str] | None:
@@ -62,6 +60,15 @@ class GlobSet:
         """The regex's own ``match``: bound once by a hot caller, it saves the Python
         call through :meth:`matches` on every test."""
         return self._regex.match
+
+
+# A large policy names the same globs in many rules; a GlobSet is immutable, so one
+# built once is shared (ADR 0014).
+@lru_cache(maxsize=8192)
+def _glob_set(patterns: tuple[str, ...], ignore_case: bool) -> GlobSet:
+    body = "|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)
+    flags = re.DOTALL | (re.IGNORECASE if ignore_case else 0)
+    return GlobSet(patterns, re.compile(body, flags), ignore_case)
 
 
 class RegexError(ValueError):

@@ -31,7 +31,9 @@ __all__ = ["CaseResult", "action_from_data", "load_cases", "run_cases"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built when first used: `interlock check` validates one action with ActionSpec and
+    # ContextSpec and never needs the case-file models (ADR 0014).
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ActionSpec(_Strict):

@@ -15,31 +15,35 @@ Example::
 
 from __future__ import annotations
 
-from interlock.store.audit import AuditWriter
-from interlock.store.audit_keys import AuditKeyProvider
-from interlock.store.checkpoints import CheckpointSettings, read_checkpoints
-from interlock.store.records import (
-    ANY_AGENT,
-    ApprovalRecord,
-    ApprovalStatus,
-    AuditRow,
-    BudgetClosure,
-    BudgetLine,
-    BudgetRow,
-    ChainBreak,
-    ClaimOutcome,
-    RateOutcome,
-    ReapResult,
-    Refusal,
-    Reservation,
-    ReservationStatus,
-    ReserveOutcome,
-    VerifyReport,
-)
-from interlock.store.sql import SqlStore
-from interlock.store.url import default_database_url, open_store
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-Store = SqlStore
+if TYPE_CHECKING:
+    from interlock.store.audit import AuditWriter
+    from interlock.store.audit_keys import AuditKeyProvider
+    from interlock.store.checkpoints import CheckpointSettings, read_checkpoints
+    from interlock.store.records import (
+        ANY_AGENT,
+        ApprovalRecord,
+        ApprovalStatus,
+        AuditRow,
+        BudgetClosure,
+        BudgetLine,
+        BudgetRow,
+        ChainBreak,
+        ClaimOutcome,
+        RateOutcome,
+        ReapResult,
+        Refusal,
+        Reservation,
+        ReservationStatus,
+        ReserveOutcome,
+        VerifyReport,
+    )
+    from interlock.store.sql import SqlStore
+    from interlock.store.url import default_database_url, open_store
+
+    Store = SqlStore
 
 __all__ = [
     "ANY_AGENT",
@@ -67,3 +71,46 @@ __all__ = [
     "open_store",
     "read_checkpoints",
 ]
+
+# Imported on first use (PEP 562): `from interlock.store.records import ...` (what the
+# in-memory ledger and the approvals need) must not load the SQL back ends, the audit
+# writer and the key files with it (ADR 0014).
+_LAZY: dict[str, tuple[str, str]] = {
+    "ANY_AGENT": ("interlock.store.records", "ANY_AGENT"),
+    "ApprovalRecord": ("interlock.store.records", "ApprovalRecord"),
+    "ApprovalStatus": ("interlock.store.records", "ApprovalStatus"),
+    "AuditKeyProvider": ("interlock.store.audit_keys", "AuditKeyProvider"),
+    "AuditRow": ("interlock.store.records", "AuditRow"),
+    "AuditWriter": ("interlock.store.audit", "AuditWriter"),
+    "BudgetClosure": ("interlock.store.records", "BudgetClosure"),
+    "BudgetLine": ("interlock.store.records", "BudgetLine"),
+    "BudgetRow": ("interlock.store.records", "BudgetRow"),
+    "ChainBreak": ("interlock.store.records", "ChainBreak"),
+    "CheckpointSettings": ("interlock.store.checkpoints", "CheckpointSettings"),
+    "ClaimOutcome": ("interlock.store.records", "ClaimOutcome"),
+    "RateOutcome": ("interlock.store.records", "RateOutcome"),
+    "ReapResult": ("interlock.store.records", "ReapResult"),
+    "Refusal": ("interlock.store.records", "Refusal"),
+    "Reservation": ("interlock.store.records", "Reservation"),
+    "ReservationStatus": ("interlock.store.records", "ReservationStatus"),
+    "ReserveOutcome": ("interlock.store.records", "ReserveOutcome"),
+    "SqlStore": ("interlock.store.sql", "SqlStore"),
+    "VerifyReport": ("interlock.store.records", "VerifyReport"),
+    "default_database_url": ("interlock.store.url", "default_database_url"),
+    "open_store": ("interlock.store.url", "open_store"),
+    "read_checkpoints": ("interlock.store.checkpoints", "read_checkpoints"),
+    "Store": ("interlock.store.sql", "SqlStore"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(where[0]), where[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
