@@ -70,6 +70,10 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_TIMEOUT", "Guard", "Mapper", "raise_for"]
 
+#: Refusal reasons remembered redacted, per guard (see Guard._shown).
+_SHOWN_MAX_CHARS = 1024
+_SHOWN_MAX_ENTRIES = 1024
+
 log = logging.getLogger("interlock")
 
 P = ParamSpec("P")
@@ -165,6 +169,7 @@ class Guard:
         if decider is None and policy is None:
             raise ValueError("Guard needs a policy or a decider")
         self.redactor = Redactor(extra_patterns=policy.redaction_patterns if policy else ())
+        self._shown_memo: tuple[Redactor, dict[str, str]] = (self.redactor, {})
         self.store: SqlStore | None = None
         #: Where budgets and rate limits are kept: the store, this process's memory
         #: (no store, a policy with budgets or rate limits), or nowhere.
@@ -937,15 +942,33 @@ class Guard:
         is returned as it is: nothing is said to anyone, and it is the hot path."""
         if decision.verdict is Verdict.ALLOW:
             return decision
-        reason = self.redactor.redact(decision.reason)
+        reason = self._shown(decision.reason)
         shadow = decision.shadow
         if shadow is not None:
-            shown = self.redactor.redact(shadow.reason)
+            shown = self._shown(shadow.reason)
             if shown != shadow.reason:
                 shadow = ShadowVerdict(shadow.verdict, shown, shadow.rule_ids)
         if reason == decision.reason and shadow is decision.shadow:
             return decision
         return decision._replace(reason=reason, shadow=shadow)
+
+    def _shown(self, reason: str) -> str:
+        """``reason`` redacted, remembered: most reasons are a rule's own text, said
+        again on every refusal. The memo belongs to the redactor it was made with (a
+        reload brings a new one) and holds a bounded number of short texts, only those
+        with nothing to redact."""
+        memo = self._shown_memo
+        if memo[0] is not self.redactor:
+            memo = self._shown_memo = (self.redactor, {})
+        shown = memo[1].get(reason)
+        if shown is None:
+            shown = memo[0].redact(reason)
+            # a text with something to hide is not kept: no secret outlives its call
+            if shown == reason and len(reason) <= _SHOWN_MAX_CHARS:
+                if len(memo[1]) >= _SHOWN_MAX_ENTRIES:
+                    memo[1].clear()
+                memo[1][reason] = shown
+        return shown
 
     def _tenant(self, action: Action | None) -> str:
         return action.context.tenant if action is not None else self.context.tenant

@@ -191,3 +191,42 @@ def test_a_server_error_cut_short_keeps_no_part_of_a_key(offset: int) -> None:
     assert decision.verdict == "undetermined"
     assert "HTTP 502" in decision.reason
     assert _leaks(decision.reason) == []
+
+
+def _refusing(reason: str, patterns: str = "[]") -> Any:
+    return load_policy_text(
+        f"""
+version: 1
+default: deny
+redaction:
+  patterns: {patterns}
+rules:
+  - id: no-pay
+    decision: deny
+    reason: "{reason}"
+    name: pay
+"""
+    )
+
+
+def test_a_remembered_reason_follows_the_redactor_of_a_replaced_policy() -> None:
+    # The guard remembers refusal reasons it has redacted (the same rule text is said
+    # on every refusal); a new policy with a new pattern must not be answered from
+    # the old memo.
+    guard = Guard(_refusing("code SHOWN-42 refused"))
+    action = Action(kind="tool", name="pay", arguments={})
+    for _ in range(3):
+        assert guard.check(action).reason == "code SHOWN-42 refused"
+    guard.replace_policy(_refusing("code SHOWN-42 refused", "['SHOWN-[0-9]+']"))
+    for _ in range(3):
+        reason = guard.check(action).reason
+        assert "SHOWN-42" not in reason and "REDACTED" in reason
+
+
+def test_a_reason_with_a_secret_is_redacted_every_time_it_is_said() -> None:
+    guard = Guard(_refusing(f"refused for {INTERNAL}", "['INTERNAL-[0-9]{6}']"))
+    action = Action(kind="tool", name="pay", arguments={})
+    for _ in range(3):
+        reason = guard.check(action).reason
+        assert INTERNAL not in reason and "REDACTED" in reason
+    assert all(INTERNAL not in text for text in guard._shown_memo[1])  # never kept
