@@ -101,6 +101,18 @@ def _facts(calls: int | None, quick: bool) -> BenchResult:
     return facts.run(calls, quick)
 
 
+def _peer(calls: int | None, quick: bool) -> BenchResult:
+    from bench.peer import benchmark
+
+    return benchmark.run(calls, quick)
+
+
+def _scaling(calls: int | None, quick: bool) -> BenchResult:
+    from bench import scaling
+
+    return scaling.run(calls, quick)
+
+
 #: name -> benchmark.
 BENCHMARKS: dict[str, Benchmark] = {
     "check": Benchmark(
@@ -150,6 +162,17 @@ BENCHMARKS: dict[str, Benchmark] = {
         "a remote check through interlock serve vs a fixed-JSON Starlette endpoint, same "
         "client and uvicorn (--calls: sequential requests per subject)",
         _server,
+    ),
+    "peer": Benchmark(
+        "guard.check vs the peer toolkit's evaluator (own process and environment, "
+        "interleaved rounds), 100 rules of the peer's shape, 6 calls (--calls: per subject)",
+        _peer,
+    ),
+    "scaling": Benchmark(
+        "guard.check vs policy size (10-5,000 rules on one tool) and vs argument size "
+        "(short-1 MB, 40 regexes), each with a same-run floor; writes a PNG chart "
+        "(--calls: calls per point)",
+        _scaling,
     ),
 }
 
