@@ -107,6 +107,12 @@ def _peer(calls: int | None, quick: bool) -> BenchResult:
     return benchmark.run(calls, quick)
 
 
+def _peer_profile() -> str:
+    from bench.peer import benchmark
+
+    return benchmark.profile()
+
+
 def _scaling(calls: int | None, quick: bool) -> BenchResult:
     from bench import scaling
 
@@ -167,6 +173,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         "guard.check vs the peer toolkit's evaluator (own process and environment, "
         "interleaved rounds), 100 rules of the peer's shape, 6 calls (--calls: per subject)",
         _peer,
+        _peer_profile,
     ),
     "scaling": Benchmark(
         "guard.check vs policy size (10-5,000 rules on one tool) and vs argument size "
