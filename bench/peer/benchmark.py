@@ -343,6 +343,8 @@ def profile(calls: int = 20_000, top: int = 20) -> str:
         compiled_module.PREFILTER_MIN_RULES = threshold
         try:
             policy = compile_policy(data)
+            for action in setup.actions:  # a tool's candidates are built on first use
+                evaluate(action, policy)
         finally:
             compiled_module.PREFILTER_MIN_RULES = default
         engine = functools.partial(evaluate, policy=policy)
