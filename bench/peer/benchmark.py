@@ -243,6 +243,7 @@ def run(calls: int | None = None, quick: bool = False, rounds: int | None = None
     python = ensure_peer_python()
     width = len(setup.calls)
     per_round = max(width, total // rounds // width * width)  # whole cycles of the mix
+    warmup = min(WARMUP, per_round)
 
     sink = MemorySink()
     guard = Guard(setup.policy, sink=sink)
@@ -255,14 +256,14 @@ def run(calls: int | None = None, quick: bool = False, rounds: int | None = None
         result.problems.extend(compare(setup, answers))
         for _ in range(rounds):
             # A: Interlock (the facade, then the bare engine); B: the peer.
-            samples, wall = time_calls(guard.check, setup.actions, per_round, WARMUP)
+            samples, wall = time_calls(guard.check, setup.actions, per_round, warmup)
             pooled["check"] += samples
             walls["check"] += wall
             sink.events.clear()
-            samples, wall = time_calls(engine, setup.actions, per_round, WARMUP)
+            samples, wall = time_calls(engine, setup.actions, per_round, warmup)
             pooled["evaluate"] += samples
             walls["evaluate"] += wall
-            timed = peer.request(op="time", contexts=setup.contexts, calls=per_round, warmup=WARMUP)
+            timed = peer.request(op="time", contexts=setup.contexts, calls=per_round, warmup=warmup)
             pooled["peer"] += timed["samples"]
             walls["peer"] += timed["wall_ns"]
 
@@ -296,7 +297,7 @@ def run(calls: int | None = None, quick: bool = False, rounds: int | None = None
         "peer_python": str(python),
         "requirements_sha256": _requirements_digest()[:16],
         "policy": {"rules": len(setup.spec), **counts},
-        "calls": {"per_subject": per_round * rounds, "rounds": rounds, "warmup": WARMUP},
+        "calls": {"per_subject": per_round * rounds, "rounds": rounds, "warmup": warmup},
         "ratios": {k: round(v, 2) for k, v in ratios.items()},
         "decisions": [
             {**row, "rule_ids": list(row["rule_ids"]), "peer_rule_ids": list(row["peer_rule_ids"])}

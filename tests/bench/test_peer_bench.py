@@ -138,3 +138,21 @@ def test_the_peer_with_a_rule_missing_disagrees() -> None:
     assert "the peer allow (allow-refund-order" in problems[0]
     assert len(timed["samples"]) == 12
     assert all(s > 0 for s in timed["samples"])
+
+
+@needs_peer
+def test_python_m_bench_peer_exits_2_when_the_engines_disagree(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import __main__ as runner
+    from bench import harness
+
+    monkeypatch.setattr(harness, "RESULTS_DIR", tmp_path)
+    assert runner.main(["peer", "--calls", "120"]) == 0
+    monkeypatch.setattr(
+        benchmark, "interlock_yaml", lambda spec: interlock_yaml(_without("deny-path-ssh"))
+    )
+    assert runner.main(["peer", "--calls", "120"]) == 2
+    out = capsys.readouterr().out
+    assert "CORRECTNESS PROBLEM" in out
+    assert "rule mismatch on read_file" in out
