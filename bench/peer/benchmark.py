@@ -8,8 +8,9 @@ The peer runs in its **own process and environment** (``bench/.peer-venv``, crea
 first use from the pinned ``bench/peer/requirements.txt``), driven over a JSON-lines
 pipe (:mod:`bench.peer.runner`); it times its own calls with the same loop
 (:func:`bench.harness.time_calls`) Interlock's side uses. The two are **interleaved**:
-each round times Interlock, then the peer, so drift in the machine hits both; the
-samples of all rounds are pooled per subject.
+each round times Interlock, then the peer, then a floor (a dict lookup and one regex
+search, as in ``check``), so drift in the machine hits all of them; the samples of all
+rounds are pooled per subject.
 
 Before timing, both engines decide every call of the mix and the answers are compared:
 the verdict, and the set of matching rules of the deciding tier (the peer reports its
@@ -23,9 +24,10 @@ import functools
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -223,6 +225,31 @@ def compare(setup: Setup, answers: Sequence[dict[str, Any]]) -> list[str]:
     return problems
 
 
+# The floor: one dict lookup (tool name -> compiled regex) and one regex search on the
+# call's first text argument — the cheapest in-process decision, as in ``check``.
+_FLOOR_PATTERNS: Final = {
+    "read_file": r"^/workspace/",
+    "http_get": r"^https://docs\.example\.com/",
+    "send_email": r"@example\.com$",
+    "refund_order": r"^A-[0-9]+$",
+}
+
+
+def floor_input(call: Call) -> tuple[str, str]:
+    text = next((v for v in call.args.values() if isinstance(v, str)), call.tool)
+    return call.tool, text
+
+
+def make_floor() -> Callable[[tuple[str, str]], bool]:
+    table = {name: re.compile(p) for name, p in _FLOOR_PATTERNS.items()}
+
+    def floor(item: tuple[str, str]) -> bool:
+        pattern = table.get(item[0])
+        return pattern is not None and pattern.search(item[1]) is not None
+
+    return floor
+
+
 def _per_call_p50(samples: Sequence[int], calls: Sequence[Call]) -> list[dict[str, Any]]:
     out = []
     for index, call in enumerate(calls):
@@ -248,14 +275,15 @@ def run(calls: int | None = None, quick: bool = False, rounds: int | None = None
     sink = MemorySink()
     guard = Guard(setup.policy, sink=sink)
     engine = functools.partial(evaluate, policy=setup.policy)
-    pooled: dict[str, list[int]] = {"check": [], "evaluate": [], "peer": []}
+    floor, floor_inputs = make_floor(), [floor_input(c) for c in setup.calls]
+    pooled: dict[str, list[int]] = {"check": [], "evaluate": [], "peer": [], "floor": []}
     walls = dict.fromkeys(pooled, 0)
     with PeerProcess(python) as peer:
         loaded = peer.request(op="load", document=setup.document)
         answers = peer.request(op="decide", contexts=setup.contexts)["decisions"]
         result.problems.extend(compare(setup, answers))
         for _ in range(rounds):
-            # A: Interlock (the facade, then the bare engine); B: the peer.
+            # A: Interlock (the facade, then the bare engine); B: the peer; then the floor.
             samples, wall = time_calls(guard.check, setup.actions, per_round, warmup)
             pooled["check"] += samples
             walls["check"] += wall
@@ -266,11 +294,15 @@ def run(calls: int | None = None, quick: bool = False, rounds: int | None = None
             timed = peer.request(op="time", contexts=setup.contexts, calls=per_round, warmup=warmup)
             pooled["peer"] += timed["samples"]
             walls["peer"] += timed["wall_ns"]
+            samples, wall = time_calls(floor, floor_inputs, per_round, warmup)
+            pooled["floor"] += samples
+            walls["floor"] += wall
 
     labels = {
         "check": "interlock guard.check",
         "evaluate": "interlock evaluate",
         "peer": "peer toolkit evaluate",
+        "floor": "floor (dict + regex)",
     }
     stats: dict[str, Stats] = {
         key: summarise(labels[key], pooled[key], walls[key]) for key in pooled
@@ -281,6 +313,7 @@ def run(calls: int | None = None, quick: bool = False, rounds: int | None = None
         "peer_mean_over_check_mean": peer_stats.mean_ns / check.mean_ns,
         "peer_p50_over_check_p50": peer_stats.p50_ns / check.p50_ns,
         "peer_mean_over_evaluate_mean": peer_stats.mean_ns / stats["evaluate"].mean_ns,
+        "check_p50_over_floor_p50": check.p50_ns / stats["floor"].p50_ns,
     }
     result.targets = [
         Target(
@@ -315,7 +348,8 @@ def run(calls: int | None = None, quick: bool = False, rounds: int | None = None
         f"peer {loaded['version']}; {rounds} interleaved rounds of {per_round:,} calls each",
         f"agreement on the mix (verdict and rule ids): {agree}/{len(setup.rows)}",
         f"peer mean / guard.check mean = {ratios['peer_mean_over_check_mean']:.2f}×; "
-        f"p50 ratio {ratios['peer_p50_over_check_p50']:.2f}×",
+        f"p50 ratio {ratios['peer_p50_over_check_p50']:.2f}×; guard.check p50 / floor p50 = "
+        f"{ratios['check_p50_over_floor_p50']:.0f}×",
     ]
     return result
 
