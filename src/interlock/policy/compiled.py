@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -196,7 +197,8 @@ class TierFilter:
     needs to test, the rules that cannot match left out."""
 
     prefilter: Prefilter
-    verdicts: tuple[Verdict, ...]  # the verdict of each rule, by position
+    #: each tier's verdict and the position after its last rule, in tier order
+    bounds: tuple[tuple[Verdict, int], ...]
 
     @classmethod
     def of(cls, tiers: tuple[Tier, ...], minimum: int | None = None) -> TierFilter | None:
@@ -206,23 +208,24 @@ class TierFilter:
         prefilter = Prefilter(rules)
         if not prefilter.indexed:
             return None  # nothing to skip by
-        return cls(prefilter, tuple(rule.verdict for rule in rules))
+        bounds: list[tuple[Verdict, int]] = []
+        end = 0
+        for verdict, tier in tiers:
+            end += len(tier)
+            bounds.append((verdict, end))
+        return cls(prefilter, tuple(bounds))
 
     def tiers(self, facts: Facts) -> tuple[Tier, ...]:
         """The tiers, holding only the rules that can match ``facts``."""
         kept = sorted(self.prefilter.keep(facts))
-        rules, verdicts = self.prefilter.rules, self.verdicts
+        rules = self.prefilter.rules
         out: list[Tier] = []
-        current: list[CompiledRule] = []
-        verdict: Verdict | None = None
-        for position in kept:
-            if verdicts[position] is not verdict:
-                if current:
-                    out.append((verdict, tuple(current)))  # type: ignore[arg-type]
-                current, verdict = [], verdicts[position]
-            current.append(rules[position])
-        if current:
-            out.append((verdict, tuple(current)))  # type: ignore[arg-type]
+        start = 0
+        for verdict, end in self.bounds:
+            stop = bisect_left(kept, end, start)
+            if stop > start:
+                out.append((verdict, tuple([rules[p] for p in kept[start:stop]])))
+                start = stop
         return tuple(out)
 
 

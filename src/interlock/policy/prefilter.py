@@ -22,11 +22,17 @@ a pattern) — keeps every rule discriminated on that parameter.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from interlock.policy.matchers import MISSING, CompiledCondition, compile_re2_set, glob_to_re2
+from interlock.policy.matchers import (
+    MISSING,
+    CompiledCondition,
+    compile_re2_set,
+    glob_to_re2,
+    lookup,
+)
 
 if TYPE_CHECKING:
     from interlock.policy.compiled import CompiledRule
@@ -79,7 +85,7 @@ class _Key:
 class Prefilter:
     """The rules of one candidate set that can match a check, found per parameter."""
 
-    __slots__ = ("_free", "_keys", "_rules")
+    __slots__ = ("_flat", "_free", "_keys", "_other", "_rules")
 
     def __init__(self, rules: Iterable[CompiledRule]) -> None:
         self._rules: tuple[CompiledRule, ...] = tuple(rules)
@@ -91,6 +97,15 @@ class Prefilter:
         self._free: frozenset[int] = frozenset(free)
         for key in self._keys.values():
             key.compile()
+        # ``args.<name>`` is one dict lookup; a nested path or an extracted parameter
+        # goes through the general lookup
+        self._flat: dict[str, _Key] = {}
+        self._other: list[tuple[str, _Key]] = []
+        for name, key in self._keys.items():
+            if name.startswith("args.") and "." not in name[5:]:
+                self._flat[name[5:]] = key
+            else:
+                self._other.append((name, key))
 
     def _index(self, index: int, rule: CompiledRule) -> bool:
         """Index ``rule`` by one of its conditions; False when none can be indexed."""
@@ -118,19 +133,28 @@ class Prefilter:
                 key.regexes.append((regex, index))
         return True
 
-    def keep(self, facts: Facts) -> frozenset[int]:
+    def keep(self, facts: Facts) -> set[int]:
         """The positions of the rules to test in full."""
         keep = set(self._free)
-        params, args = facts.params, facts.args
-        for name, key in self._keys.items():
-            value = _argument(name, args) if name.startswith("args.") else params.get(name, MISSING)
-            if value is MISSING:
-                continue  # a condition on a missing parameter is false: skip them all
-            if type(value) is not str:
-                keep |= key.rules  # not plain text: the rules judge it themselves
-                continue
-            keep |= key.passing(value)
-        return frozenset(keep)
+        args = facts.args
+        flat = self._flat
+        if flat:
+            if type(args) is dict:
+                # whichever side is smaller: a call has a few arguments, a large policy
+                # may index many parameter names
+                if len(args) < len(flat):
+                    pairs = [(key, args[n]) for n in args if (key := flat.get(n)) is not None]
+                else:
+                    pairs = [(key, args.get(n, MISSING)) for n, key in flat.items()]
+            else:
+                pairs = [(key, lookup("args." + n, {}, args)) for n, key in flat.items()]
+            for key, value in pairs:
+                _keep_for(keep, key, value)
+        if self._other:
+            params = facts.params
+            for name, key in self._other:
+                _keep_for(keep, key, lookup(name, params, args))
+        return keep
 
     @property
     def rules(self) -> tuple[CompiledRule, ...]:
@@ -159,7 +183,11 @@ def _rank(condition: CompiledCondition) -> int | None:
     return None
 
 
-def _argument(name: str, args: Mapping[str, Any]) -> Any:
-    from interlock.policy.matchers import lookup
-
-    return lookup(name, {}, args)
+def _keep_for(keep: set[int], key: _Key, value: Any) -> None:
+    """Add the rules discriminated on ``key`` that ``value`` can satisfy."""
+    if value is MISSING:
+        return  # a condition on a missing parameter is false: skip them all
+    if type(value) is not str:
+        keep |= key.rules  # not plain text: the rules judge it themselves
+        return
+    keep |= key.passing(value)
