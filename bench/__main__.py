@@ -107,6 +107,24 @@ def _startup(calls: int | None, quick: bool) -> BenchResult:
     return startup.run(calls, quick)
 
 
+def _peer(calls: int | None, quick: bool) -> BenchResult:
+    from bench.peer import benchmark
+
+    return benchmark.run(calls, quick)
+
+
+def _peer_profile() -> str:
+    from bench.peer import benchmark
+
+    return benchmark.profile()
+
+
+def _scaling(calls: int | None, quick: bool) -> BenchResult:
+    from bench import scaling
+
+    return scaling.run(calls, quick)
+
+
 #: name -> benchmark.
 BENCHMARKS: dict[str, Benchmark] = {
     "check": Benchmark(
@@ -161,6 +179,18 @@ BENCHMARKS: dict[str, Benchmark] = {
         "import interlock, interlock check and a 1,000-rule policy load, each in a fresh "
         "process vs bare python / yaml.load in the same run (--calls: rounds)",
         _startup,
+    ),
+    "peer": Benchmark(
+        "guard.check vs the peer toolkit's evaluator (own process and environment, "
+        "interleaved rounds), 100 rules of the peer's shape, 6 calls (--calls: per subject)",
+        _peer,
+        _peer_profile,
+    ),
+    "scaling": Benchmark(
+        "guard.check vs policy size (10-5,000 rules on one tool) and vs argument size "
+        "(short-1 MB, 40 regexes), each with a same-run floor; writes a PNG chart "
+        "(--calls: calls per point)",
+        _scaling,
     ),
 }
 
