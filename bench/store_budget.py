@@ -358,7 +358,7 @@ def _hot_run(url: str, schema: str, kind: str, seconds: float) -> list[dict[str,
                 "tenant": "hot",
                 "budget_id": f"hot-{kind}",
                 "cap": CAP,
-                "prefix": f"p{p}",
+                "prefix": f"{kind}-p{p}",  # idempotency keys unique across kinds
                 "slice": HOT_LEASE_SLICE,
             },
         )
