@@ -10,8 +10,9 @@ Lock order, everywhere: the lease row, then reservation rows, then the budget ro
 
 from __future__ import annotations
 
+import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 
 from interlock.ledger.leases import Lease, LeaseBook
@@ -19,7 +20,7 @@ from interlock.store.records import BudgetLine, Reservation
 from interlock.store.settle import CEILING
 from interlock.store.sql_base import Cursor, StoreBase, compact_json
 
-__all__ = ["LeaseStore"]
+__all__ = ["LeaseStore", "lines_json"]
 
 _REAP_LEASES = 100
 
@@ -186,7 +187,7 @@ class LeaseStore(StoreBase):
                     reservation.id,
                     reservation.tenant,
                     reservation.idempotency_key,
-                    _one_line_json(line),
+                    lines_json((line,)),
                     reservation.created_us,
                     reservation.expires_us,
                     reservation.owner,
@@ -370,17 +371,16 @@ class LeaseStore(StoreBase):
         return None if row is None or row[0] is None else str(row[0])
 
 
-def _one_line_json(line: BudgetLine) -> str:
-    return compact_json(
-        [
-            [
-                line.budget_id,
-                line.scope_key,
-                line.window_start,
-                line.unit,
-                line.cap,
-                line.amount,
-                line.headroom,
-            ]
-        ]
+def lines_json(lines: Sequence[BudgetLine]) -> str:
+    """The lines as the store keeps them (what :func:`compact_json` makes of their
+    fields, written directly: this runs on every reservation)."""
+    dumps = json.dumps
+    return (
+        "["
+        + ",".join(
+            f"[{dumps(line.budget_id)},{dumps(line.scope_key)},{int(line.window_start)},"
+            f"{dumps(line.unit)},{int(line.cap)},{int(line.amount)},{int(line.headroom)}]"
+            for line in lines
+        )
+        + "]"
     )
