@@ -191,3 +191,35 @@ def test_a_leased_reservation_and_its_commit_are_one_round_trip_each_on_postgres
         sent.clear()
         store.commit(held.id, {"pool": 8})
         assert sent == ["UPDATE"]
+
+
+def test_an_idle_lease_is_handed_back_by_its_holders_reaper(store: SqlStore, clock: Any) -> None:
+    store.lease_budgets({"pool": 100}, ttl=30.0, idle=5.0)
+    held = reserve(store, "a", 10).reservation
+    assert held is not None
+    store.commit(held.id)
+    clock.advance(2)
+    store.reap()  # in use 2 s ago: kept
+    assert row(store).reserved == 100 and len(leases(store)) == 1
+    clock.advance(4)
+    store.reap()  # idle for 6 s: folded and handed back
+    counter = row(store)
+    assert (counter.spent, counter.reserved) == (10, 0)
+    assert leases(store) == []
+
+
+def test_a_lease_in_use_is_renewed_and_never_reaped_by_another_replica(
+    store: SqlStore, open_replica: Callable[..., SqlStore], clock: Any
+) -> None:
+    other = open_replica()
+    store.lease_budgets({"pool": 500}, ttl=10.0, idle=60.0, max_age=600.0)
+    for i in range(12):  # 48 s of use, well past the 10 s TTL: renewed as it goes
+        held = reserve(store, f"k{i}", 10).reservation
+        assert held is not None
+        store.commit(held.id)
+        clock.advance(4)
+        other.reap()
+        assert len(leases(other)) == 1, f"the live lease was reaped after {4 * (i + 1)} s"
+    store._return_leases(store.clock(), everything=True)
+    counter = row(other)
+    assert (counter.spent, counter.reserved) == (120, 0)

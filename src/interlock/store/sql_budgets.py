@@ -123,15 +123,15 @@ class BudgetStore(LeaseStore):
                 if lease is None:
                     current = book.get((tenant, *line.key))
                     if current is None:
-                        granted = self._lease_grant(book, tenant, line, now) is not None
-                    else:
-                        granted = self._lease_top_up(book, current, line, now)
-                        if not granted and book.get(current.key) is current:
-                            # the counter is full: hand back what this lease has free
-                            # so that the general path (and other replicas) can use it
+                        if self._lease_grant(book, tenant, line, now) is not None:
+                            lease = book.take(tenant, line, now)
+                    elif self._lease_top_up(book, current, line, now) is not None:
+                        lease = book.take(tenant, line, now)  # renewed, perhaps grown
+                        if lease is None and book.get(current.key) is current:
+                            # the lease is short and the counter is full: hand back what
+                            # it has free, for the general path (and other replicas)
                             with book.closing(current):
                                 self._lease_close(current.id, now, expired_only=False)
-                    lease = book.take(tenant, line, now) if granted else None
             if lease is None:
                 return None
         try:

@@ -120,10 +120,13 @@ class LeaseStore(StoreBase):
         book.add(lease)
         return lease
 
-    def _lease_top_up(self, book: LeaseBook, lease: Lease, line: BudgetLine, now: int) -> bool:
+    def _lease_top_up(
+        self, book: LeaseBook, lease: Lease, line: BudgetLine, now: int
+    ) -> int | None:
         """Fold what the lease's settled reservations charged into the counter, renew
-        the lease, and take another slice if the counter can hold it. False: the lease
-        is gone (closed by the reaper) or the counter is full."""
+        the lease, and take another slice if the counter can hold it: the units taken
+        (0: the counter is full), or ``None`` when the lease is gone (closed by the
+        reaper)."""
         wanted = book.slice_for(line)
         assert wanted is not None
         units = min(wanted, line.cap)
@@ -164,9 +167,9 @@ class LeaseStore(StoreBase):
         if grown is None:
             with book.closing(lease):
                 pass
-            return False
+            return None
         book.grew(lease, grown, now)
-        return grown > 0
+        return grown
 
     def _lease_insert(self, reservation: Reservation, lease: Lease, line: BudgetLine) -> bool:
         """Write a reservation served from ``lease``: one statement, on no shared row.
