@@ -3,7 +3,8 @@
 Run by path: ``python tests/store/_lease_worker.py URL NAME CAP SLICE SECONDS SEED``.
 Opens its own store, leases the budget ``pool``, and runs threads that reserve
 random amounts (some with headroom), then commit (some past the reservation, within
-its headroom), release, or abandon them. Says ``{"ready": true}`` and waits for
+its headroom), release, or abandon them, until the budget has refused each thread a
+few times (or ``SECONDS`` pass). Says ``{"ready": true}`` and waits for
 ``go``; then one JSON line per settled call, written whole and flushed *after* the
 store returned (so a line is proof the call was done), and ``{"done": ...}`` after
 closing the store (which returns its leases).
@@ -22,6 +23,7 @@ from interlock.store import BudgetLine, open_store
 
 TENANT = "torture"
 THREADS = 3
+REFUSALS = 5  # a thread stops once the budget refused it this often (or at SECONDS)
 TTL_US = 60_000_000
 _print = threading.Lock()
 
@@ -46,8 +48,8 @@ def main() -> None:
 
     def agent(index: int) -> None:
         rng = random.Random(f"{seed}-{index}")
-        n = 0
-        while time.monotonic() < stop:
+        n = refused = 0
+        while time.monotonic() < stop and refused < REFUSALS:
             n += 1
             amount = rng.randint(1, 20)
             headroom = rng.choice((0, 0, amount // 2))
@@ -61,6 +63,7 @@ def main() -> None:
             )
             held = outcome.reservation
             if held is None:
+                refused += 1
                 with lock:
                     counts["refused"] += 1
                 time.sleep(0.002)
