@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from interlock.errors import StoreError
 from interlock.store import BudgetLine, ReservationStatus, SqlStore
 
 TENANT = "acme"
@@ -223,3 +224,21 @@ def test_a_lease_in_use_is_renewed_and_never_reaped_by_another_replica(
     store._return_leases(store.clock(), everything=True)
     counter = row(other)
     assert (counter.spent, counter.reserved) == (120, 0)
+
+
+def test_a_lease_write_that_fails_keeps_its_units_taken(store: SqlStore) -> None:
+    """A failed write may have been committed (its answer lost): the lease must not
+    serve those units again, or it could serve more than it holds."""
+    book = store.lease_budgets({"pool": 100})
+    held = reserve(store, "a", 10).reservation
+    assert held is not None
+    (lease,) = book.due(store.clock(), everything=True)
+    free = lease.free
+
+    def broken(*args: Any) -> bool:
+        raise StoreError("connection cut after the commit was sent")
+
+    store._lease_insert = broken  # type: ignore[method-assign]
+    with pytest.raises(StoreError):
+        reserve(store, "b", 20)
+    assert lease.free == free - 20 and lease.pending == 0

@@ -111,6 +111,14 @@ class LeaseBook:
             lease.pending -= 1
             self._lock.notify_all()
 
+    def unknown(self, lease: Lease) -> None:
+        """The write failed without saying whether the row was written (a cut
+        connection may have lost the answer to a commit): the units stay taken —
+        never serve what the database may already hold."""
+        with self._lock:
+            lease.pending -= 1
+            self._lock.notify_all()
+
     def written(self, lease: Lease, reservation: Reservation) -> None:
         """The reservation's row is written: it is served from ``lease``."""
         with self._lock:

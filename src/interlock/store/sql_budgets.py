@@ -137,7 +137,7 @@ class BudgetStore(LeaseStore):
         try:
             written = self._lease_insert(reservation, lease, line)
         except BaseException:
-            book.untake(lease, line.held)
+            book.unknown(lease)  # perhaps written: its units stay taken
             raise
         if not written:
             book.untake(lease, line.held)
