@@ -15,14 +15,22 @@ Subjects, per back end (SQLite file in WAL mode; PostgreSQL when reachable):
 * **floor for two transactions** — the raw reserve UPDATE and a raw settle UPDATE
   (``reserved - a, spent + a``), each in its own transaction: the least any
   reserve-then-commit design can cost without batching.
+* **baseline: one raw transaction holding both writes** — the reservation row's INSERT
+  and the budget's conditional UPDATE in one transaction (issue 13's baseline: the
+  store's reserve + commit should cost at most twice this).
+* **reserve + commit from a lease** — the same pair through a second store that serves
+  the budget from a lease (``store.lease_budgets``): its own rows only, no shared row.
 
 The subjects alternate in five rounds, so that drifting load lands on each alike.
 
 On PostgreSQL also the **hot budget**: 3 processes × 4 threads (each process its own
-store) run reserve + commit pairs on ONE budget row for a few seconds; the same
-processes then run the raw UPDATE on one row as the baseline. Afterwards the budget's
-``spent`` must equal the sum of what the workers committed and ``reserved`` must be 0
-— anything else is a correctness problem.
+store) run reserve + commit pairs on ONE budget row for a few seconds, then the same
+pairs served from a lease each process holds, then the raw UPDATE on one row as the
+baseline. Afterwards the budget's ``spent`` must equal the sum of what the workers
+committed and ``reserved`` must be 0 (the leases returned) — anything else is a
+correctness problem. As a diagnostic, the leased pairs and the raw UPDATE run once more
+with ``synchronous_commit = off`` (no commit waits for the disk): what is left is the
+clients' CPU and the row lock.
 """
 
 from __future__ import annotations
@@ -56,13 +64,15 @@ HOT_PROCESSES: Final = 3
 HOT_THREADS: Final = 4
 HOT_SECONDS: Final = 4.0
 QUICK_HOT_SECONDS: Final = 1.5
-TARGET_SQLITE_PAIR_P50_US: Final = 30.0
-TARGET_PG_HOT_PER_S: Final = 3_000.0
+TARGET_SQLITE_PAIR_OVER_RAW_TXN: Final = 2.0
+TARGET_PG_HOT_LEASE_OVER_RAW: Final = 3.0
+HOT_LEASE_SLICE: Final = 2_000  # hot amounts are 1..10: some 360 pairs per top-up
 
 TENANT: Final = "acme"
 CAP: Final = 10**15  # never reached: the benchmark measures the allowed path
 AMOUNT: Final = 1_000
 TTL_US: Final = 600_000_000
+LEASE_SLICE: Final = 50 * AMOUNT  # a top-up every 50 pairs
 KEY: Final = ("all", 0)  # scope_key, window_start
 
 RAW_RESERVE_SQLITE: Final = (
@@ -73,15 +83,23 @@ RAW_SETTLE_SQLITE: Final = (
     "UPDATE budgets SET reserved = reserved - ?, spent = spent + ? WHERE tenant = ? "
     "AND budget_id = ? AND scope_key = ? AND window_start = ?"
 )
+RAW_INSERT_SQLITE: Final = (
+    "INSERT INTO reservations (id, tenant, idempotency_key, status, lines, created_us, "
+    "expires_us) VALUES (?, ?, ?, 'reserved', ?, ?, ?)"
+)
 RAW_RESERVE_PG: Final = RAW_RESERVE_SQLITE.replace("?", "%s")
 RAW_SETTLE_PG: Final = RAW_SETTLE_SQLITE.replace("?", "%s")
+RAW_INSERT_PG: Final = RAW_INSERT_SQLITE.replace("?", "%s")
+LINES_JSON: Final = f'[["raw1","{KEY[0]}",{KEY[1]},"units",{CAP},{AMOUNT},0]]'
 
 
 def _line(budget_id: str) -> BudgetLine:
     return BudgetLine(budget_id, KEY[0], KEY[1], "units", CAP, AMOUNT)
 
 
-def _pair_chunk(store: SqlStore, line: BudgetLine, tag: str, problems: list[str]) -> Any:
+def _pair_chunk(
+    store: SqlStore, line: BudgetLine, tag: str, problems: list[str], label: str = "pair"
+) -> Any:
     """Reserve + commit through the store, fresh idempotency keys every call."""
     counter = [0]
 
@@ -104,6 +122,8 @@ def _pair_chunk(store: SqlStore, line: BudgetLine, tag: str, problems: list[str]
             t2 = clock()
             reserve_ns[i], commit_ns[i], pair_ns[i] = t1 - t0, t2 - t1, t2 - t0
         wall = clock() - began
+        if label != "pair":
+            return {label: pair_ns}, wall
         return {"pair": pair_ns, "reserve": reserve_ns, "commit": commit_ns}, wall
 
     return chunk
@@ -115,12 +135,16 @@ def _raw_chunks(
     end: Callable[[], None],
     reserve_sql: str,
     settle_sql: str,
+    insert_sql: str,
     problems: list[str],
-) -> tuple[Any, Any]:
-    """The raw UPDATE alone, and the raw two-transaction floor (reserve; settle)."""
+) -> tuple[Any, Any, Any]:
+    """The raw UPDATE alone, the raw two-transaction floor (reserve; settle), and one
+    raw transaction holding both of a reservation's writes (its row; the budget's)."""
     reserve_args = (AMOUNT, TENANT, "raw", *KEY, AMOUNT)
     settle_args = (AMOUNT, AMOUNT, TENANT, "raw2", *KEY)
     reserve2_args = (AMOUNT, TENANT, "raw2", *KEY, AMOUNT)
+    reserve1_args = (AMOUNT, TENANT, "raw1", *KEY, AMOUNT)
+    both_counter = [0]
 
     def one(count: int) -> tuple[dict[str, list[int]], int]:
         samples = [0] * count
@@ -153,13 +177,31 @@ def _raw_chunks(
                 problems.append("the raw reserve UPDATE changed no row")
         return {"raw2": samples}, clock() - began
 
-    return one, two
+    def both(count: int) -> tuple[dict[str, list[int]], int]:
+        samples = [0] * count
+        clock = time.perf_counter_ns
+        start = both_counter[0]
+        both_counter[0] += count
+        began = clock()
+        for i in range(count):
+            key = f"raw-{start + i}"
+            t0 = clock()
+            begin()
+            execute(insert_sql, (key, TENANT, key, LINES_JSON, 0, TTL_US))
+            changed = execute(reserve_sql, reserve1_args)
+            end()
+            samples[i] = clock() - t0
+            if changed != 1:
+                problems.append("the raw reserve UPDATE changed no row")
+        return {"raw1": samples}, clock() - began
+
+    return one, two, both
 
 
 def _seed_rows(store: SqlStore) -> None:
     """The budget rows the raw statements update (the store's own row is made by
     its first reserve)."""
-    for budget_id in ("raw", "raw2"):
+    for budget_id in ("raw", "raw2", "raw1"):
         outcome = store.reserve(
             tenant=TENANT,
             idempotency_key=f"seed-{budget_id}",
@@ -188,24 +230,38 @@ def _check_line(store: SqlStore, budget_id: str, pairs: int, where: str) -> list
 def _single(
     backend: str,
     store: SqlStore,
-    raw: tuple[Any, Any],
+    leased: SqlStore,
+    raw: tuple[Any, Any, Any],
     calls: int,
     result: BenchResult,
 ) -> dict[str, Stats]:
     warm = max(200, calls // 20)
     pair = _pair_chunk(store, _line("store"), f"{backend}-pair", result.problems)
-    one, two = raw
-    pair(warm), one(warm), two(warm)  # untimed warm-up
-    measured = rounds([("pair", pair), ("raw", one), ("raw2", two)], calls)
+    lease = _pair_chunk(leased, _line("leased"), f"{backend}-lease", result.problems, "lease")
+    one, two, both = raw
+    pair(warm), lease(warm), one(warm), two(warm), both(warm)  # untimed warm-up
+    measured = rounds(
+        [("pair", pair), ("lease", lease), ("raw", one), ("raw2", two), ("raw1", both)], calls
+    )
     stats = {
         "pair": summarise(f"{backend} reserve+commit (store)", *measured["pair"]),
         "reserve": summarise(f"{backend} reserve alone", *measured["reserve"]),
         "commit": summarise(f"{backend} commit alone", *measured["commit"]),
+        "lease": summarise(f"{backend} reserve+commit from a lease", *measured["lease"]),
         "raw": summarise(f"{backend} baseline: raw UPDATE", *measured["raw"]),
         "raw2": summarise(f"{backend} floor: 2 raw txns", *measured["raw2"]),
+        "raw1": summarise(f"{backend} baseline: 1 raw txn, both writes", *measured["raw1"]),
     }
     result.problems.extend(_check_line(store, "store", warm + calls, f"{backend} store budget"))
+    leased.close()  # returns the lease: the counter must then add up
+    result.problems.extend(_check_line(store, "leased", warm + calls, f"{backend} leased budget"))
     return stats
+
+
+def _leased_store(url: str) -> SqlStore:
+    leased = open_store(url, migrate=False)
+    leased.lease_budgets({"leased": LEASE_SLICE})
+    return leased
 
 
 def _sqlite(directory: Path, calls: int, result: BenchResult) -> dict[str, Stats]:
@@ -233,9 +289,10 @@ def _sqlite(directory: Path, calls: int, result: BenchResult) -> dict[str, Stats
             end,
             RAW_RESERVE_SQLITE,
             RAW_SETTLE_SQLITE,
+            RAW_INSERT_SQLITE,
             result.problems,
         )
-        stats = _single("sqlite", store, raw, calls, result)
+        stats = _single("sqlite", store, _leased_store(f"sqlite:///{path}"), raw, calls, result)
         result.info["sqlite"] = sqlite_facts(directory) | {
             "synchronous": "NORMAL (store and baseline)",
             "wal_bytes_after": (directory / "budget.db-wal").stat().st_size
@@ -258,10 +315,31 @@ def _postgres(calls: int, hot_seconds: float, result: BenchResult) -> dict[str, 
             def execute(sql: str, args: tuple[Any, ...]) -> int:
                 return int(conn.execute(sql, args).rowcount)
 
-            raw = _raw_chunks(
-                execute, lambda: None, lambda: None, RAW_RESERVE_PG, RAW_SETTLE_PG, result.problems
+            def begin() -> None:
+                if not in_transaction[0]:
+                    conn.execute("BEGIN")
+                    in_transaction[0] = True
+
+            def end() -> None:
+                if in_transaction[0]:
+                    conn.execute("COMMIT")
+                    in_transaction[0] = False
+
+            in_transaction = [False]
+            raw_one, raw_two, raw_both = _raw_chunks(
+                execute,
+                lambda: None,
+                lambda: None,
+                RAW_RESERVE_PG,
+                RAW_SETTLE_PG,
+                RAW_INSERT_PG,
+                result.problems,
             )
-            stats = _single("postgres", store, raw, calls, result)
+            _, _, raw_both = _raw_chunks(
+                execute, begin, end, RAW_RESERVE_PG, RAW_SETTLE_PG, RAW_INSERT_PG, result.problems
+            )
+            raw = (raw_one, raw_two, raw_both)
+            stats = _single("postgres", store, _leased_store(url), raw, calls, result)
         finally:
             conn.close()
             store.close()
@@ -269,7 +347,10 @@ def _postgres(calls: int, hot_seconds: float, result: BenchResult) -> dict[str, 
     return stats
 
 
-def _hot_run(url: str, schema: str, kind: str, seconds: float) -> list[dict[str, Any]]:
+def _hot_run(url: str, schema: str, name: str, seconds: float) -> list[dict[str, Any]]:
+    """``name``: a kind (``pair``, ``lease``, ``raw``), ``_nosync`` appended for the
+    diagnostic runs with ``synchronous_commit = off``."""
+    kind = name.removesuffix("_nosync")
     workers = [
         Worker.start(
             "hot",
@@ -280,9 +361,11 @@ def _hot_run(url: str, schema: str, kind: str, seconds: float) -> list[dict[str,
                 "duration": seconds,
                 "kind": kind,
                 "tenant": "hot",
-                "budget_id": f"hot-{kind}",
+                "budget_id": f"hot-{name}",
                 "cap": CAP,
-                "prefix": f"p{p}",
+                "prefix": f"{name}-p{p}",  # idempotency keys unique across runs
+                "slice": HOT_LEASE_SLICE,
+                "sync_off": name.endswith("_nosync"),
             },
         )
         for p in range(HOT_PROCESSES)
@@ -301,16 +384,25 @@ def _hot_run(url: str, schema: str, kind: str, seconds: float) -> list[dict[str,
 def _hot(url: str, schema: str, seconds: float, result: BenchResult) -> dict[str, Stats]:
     out: dict[str, Stats] = {}
     summary: dict[str, Any] = {}
-    with open_store(url, migrate=False) as store:  # the row the raw UPDATE needs
-        seed = store.reserve(
-            tenant="hot",
-            idempotency_key="seed-hot-raw",
-            lines=(BudgetLine("hot-raw", *KEY, "units", CAP, AMOUNT),),
-            ttl_us=TTL_US,
-        )
-        assert seed.reservation is not None
-        store.commit(seed.reservation.id)
-    for kind, label in (("pair", "reserve+commit"), ("raw", "baseline: raw UPDATE")):
+    with open_store(url, migrate=False) as store:  # the rows the raw UPDATE needs
+        for budget_id in ("hot-raw", "hot-raw_nosync"):
+            seed = store.reserve(
+                tenant="hot",
+                idempotency_key=f"seed-{budget_id}",
+                lines=(BudgetLine(budget_id, *KEY, "units", CAP, AMOUNT),),
+                ttl_us=TTL_US,
+            )
+            assert seed.reservation is not None
+            store.commit(seed.reservation.id)
+    kinds = (
+        ("pair", "reserve+commit"),
+        ("lease", "reserve+commit from leases"),
+        ("raw", "baseline: raw UPDATE"),
+        # diagnostic: no commit waits for the disk, so the clients' CPU is the limit
+        ("lease_nosync", "reserve+commit from leases, synchronous_commit off"),
+        ("raw_nosync", "baseline: raw UPDATE, synchronous_commit off"),
+    )
+    for kind, label in kinds:
         answers = _hot_run(url, schema, kind, seconds)
         ops = sum(a["ops"] for a in answers)
         wall = max(a["wall_ns"] for a in answers)
@@ -348,7 +440,7 @@ def _check_hot(url: str, kind: str, committed: int) -> list[str]:
     if len(rows) != 1:
         return [f"hot budget ({kind}): expected one budget row, found {len(rows)}"]
     row = rows[0]
-    if kind == "pair":
+    if kind.removesuffix("_nosync") in ("pair", "lease"):
         problems = []
         if row.spent != committed:
             problems.append(
@@ -371,18 +463,21 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
     result.info["calls"] = {"sqlite": sqlite_calls, "postgres": pg_calls, "rounds": 5}
     with sqlite_dir() as directory:
         lite = _sqlite(directory, sqlite_calls, result)
-    stats = [lite["pair"], lite["reserve"], lite["commit"], lite["raw"], lite["raw2"]]
+    order = ("pair", "reserve", "commit", "lease", "raw1", "raw", "raw2")
+    stats = [lite[k] for k in order]
     ratios: dict[str, float] = {
+        "sqlite_pair_over_raw_txn_p50": lite["pair"].p50_ns / lite["raw1"].p50_ns,
+        "sqlite_lease_pair_over_raw_txn_p50": lite["lease"].p50_ns / lite["raw1"].p50_ns,
         "sqlite_pair_over_raw_p50": lite["pair"].p50_ns / lite["raw"].p50_ns,
         "sqlite_pair_over_2raw_p50": lite["pair"].p50_ns / lite["raw2"].p50_ns,
     }
     targets = [
         Target(
-            "sqlite reserve+commit p50",
-            lite["pair"].p50_ns / 1000,
+            "sqlite reserve+commit p50 / 1 raw txn holding both writes",
+            ratios["sqlite_pair_over_raw_txn_p50"],
             "<=",
-            TARGET_SQLITE_PAIR_P50_US,
-            "µs",
+            TARGET_SQLITE_PAIR_OVER_RAW_TXN,
+            "×",
         )
     ]
     skipped = pg_unavailable()
@@ -391,21 +486,31 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
     else:
         result.info["postgres"] = pg_server_settings()
         pg = _postgres(pg_calls, hot_seconds, result)
-        stats += [pg["pair"], pg["reserve"], pg["commit"], pg["raw"], pg["raw2"]]
-        stats += [pg["hot_pair"], pg["hot_raw"]]
+        stats += [pg[k] for k in order]
+        stats += [pg["hot_pair"], pg["hot_lease"], pg["hot_raw"]]
+        stats += [pg["hot_lease_nosync"], pg["hot_raw_nosync"]]
         hot = result.info["hot_budget"]
         ratios |= {
+            "postgres_pair_over_raw_txn_p50": pg["pair"].p50_ns / pg["raw1"].p50_ns,
+            "postgres_lease_pair_over_raw_txn_p50": pg["lease"].p50_ns / pg["raw1"].p50_ns,
             "postgres_pair_over_raw_p50": pg["pair"].p50_ns / pg["raw"].p50_ns,
             "postgres_pair_over_2raw_p50": pg["pair"].p50_ns / pg["raw2"].p50_ns,
             "postgres_hot_pairs_over_raw_updates_per_s": hot["pair"]["per_s"] / hot["raw"]["per_s"],
+            "postgres_hot_leased_pairs_over_raw_updates_per_s": hot["lease"]["per_s"]
+            / hot["raw"]["per_s"],
+            "postgres_hot_leased_pairs_over_plain_pairs_per_s": hot["lease"]["per_s"]
+            / hot["pair"]["per_s"],
+            "postgres_hot_nosync_leased_pairs_over_raw_updates_per_s": hot["lease_nosync"]["per_s"]
+            / hot["raw_nosync"]["per_s"],
         }
         targets.append(
             Target(
-                f"postgres hot budget reserve+commit pairs/s ({HOT_PROCESSES}×{HOT_THREADS})",
-                hot["pair"]["per_s"],
+                f"postgres hot budget, leased pairs/s over raw UPDATEs/s "
+                f"({HOT_PROCESSES}×{HOT_THREADS})",
+                ratios["postgres_hot_leased_pairs_over_raw_updates_per_s"],
                 ">=",
-                TARGET_PG_HOT_PER_S,
-                "/s",
+                TARGET_PG_HOT_LEASE_OVER_RAW,
+                "×",
             )
         )
     result.stats = stats
@@ -417,7 +522,8 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
     if "hot_budget" in result.info:
         hot = result.info["hot_budget"]
         result.notes.append(
-            f"hot budget: {hot['pair']['per_s']:,.0f} reserve+commit pairs/s vs "
+            f"hot budget: {hot['pair']['per_s']:,.0f} reserve+commit pairs/s, "
+            f"{hot['lease']['per_s']:,.0f} from leases, vs "
             f"{hot['raw']['per_s']:,.0f} raw UPDATEs/s ({HOT_PROCESSES} processes × "
             f"{HOT_THREADS} threads, {hot_seconds:g} s each)"
         )

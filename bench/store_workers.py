@@ -6,7 +6,8 @@ JSON object per line on stdout.
 Modes:
 
 * ``hot`` — N threads hammer one budget, either with reserve + commit pairs through the
-  store API (``kind: pair``) or with the raw conditional UPDATE (``kind: raw``), from
+  store API (``kind: pair``; ``kind: lease``: the same, served from a budget lease of
+  ``slice`` units this process holds) or with the raw conditional UPDATE (``kind: raw``), from
   the ``go`` command for ``duration`` seconds; answers with counts, the committed sum
   and every operation's latency.
 * ``approver`` — on ``approve``: sleeps ``delay`` seconds, reads the wall clock, calls
@@ -67,12 +68,20 @@ def hot(args: dict[str, Any]) -> None:
     prefix = args["prefix"]
     store = None
     connections: list[Any] = []
-    if args["kind"] == "pair":
-        store = open_store(args["url"], migrate=False)
+    url = args["url"]
+    if args.get("sync_off"):  # the CPU-bound regime: no wait for the disk (diagnostic)
+        url += "&options=-c%20synchronous_commit%3Doff"
+    if args["kind"] in ("pair", "lease"):
+        store = open_store(url, migrate=False)
+        if args["kind"] == "lease":  # this process serves the budget from its own lease
+            store.lease_budgets({budget_id: args.get("slice", 5_000)})
     else:
         from bench.store import pg_connect
 
         connections = [pg_connect(args["schema"]) for _ in range(threads)]
+        if args.get("sync_off"):
+            for conn in connections:
+                conn.execute("SET synchronous_commit = off")
 
     def operation(thread: int, i: int, amount: int) -> bool:
         """One reservation (and its commit); False when the budget refused it."""

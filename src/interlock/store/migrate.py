@@ -35,9 +35,20 @@ class Migration:
     sql: str
 
     def statements(self) -> list[str]:
-        """The file's statements (split on ``;`` at a line end; comments dropped)."""
+        """The file's statements (split on ``;`` at a line end, but not inside a
+        ``$$``-quoted function body; comments dropped)."""
         lines = [line for line in self.sql.splitlines() if not line.lstrip().startswith("--")]
-        return [s.strip() for s in re.split(r";\s*$", "\n".join(lines), flags=re.M) if s.strip()]
+        out: list[str] = []
+        current: list[str] = []
+        quoted = False
+        for line in lines:
+            current.append(line)
+            quoted ^= line.count("$$") % 2 == 1
+            if not quoted and re.search(r";\s*$", line):
+                out.append("\n".join(current).strip().removesuffix(";").strip())
+                current = []
+        out.append("\n".join(current).strip())
+        return [s for s in out if s]
 
 
 def known_migrations(dialect: str) -> list[Migration]:

@@ -42,7 +42,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -105,6 +105,7 @@ class PostgresStore(SqlStore):
     least = "LEAST"
     for_update = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
+    key_share = " FOR KEY SHARE"
 
     def __init__(
         self,
@@ -204,12 +205,22 @@ class PostgresStore(SqlStore):
             self._sql_cache[sql] = converted
         return converted
 
-    @contextmanager
-    def transaction(self, *, write: bool = True) -> Iterator[Cursor]:
+    def transaction(self, *, write: bool = True) -> AbstractContextManager[Cursor]:
         """A transaction bounded by the check's deadline (else ``statement_timeout``):
         the wait for a pooled connection, each statement and lock wait server-side, and
         the whole transaction client-side (a connection still busy at the bound is cut
         by the watchdog and discarded)."""
+        return self._bounded(single=False)
+
+    def single_statement(self) -> AbstractContextManager[Cursor]:
+        """A cursor for ONE statement that is a transaction of its own (autocommit: no
+        ``BEGIN``/``COMMIT``, so one round trip), bounded like :meth:`transaction`;
+        when a check's deadline is nearer than the session's bounds it is an ordinary
+        transaction instead (the bounds need ``SET LOCAL``)."""
+        return self._bounded(single=True)
+
+    @contextmanager
+    def _bounded(self, *, single: bool) -> Iterator[Cursor]:
         unbounded = _UNBOUNDED.get()
         bound = math.inf if unbounded else time_left(self.statement_timeout)
         if bound <= 0:
@@ -227,15 +238,20 @@ class PostgresStore(SqlStore):
                     cut, release = socket_cutter(conn.pgconn.socket)
                     watch = WATCHDOG.watch(deadline, cut)
                 try:
-                    conn.execute(_NO_BOUNDS if unbounded else self._begin(left))
-                    try:
+                    begin = _NO_BOUNDS if unbounded else self._begin(left)
+                    if single and begin == "BEGIN":  # autocommit: the statement is one
                         with conn.cursor() as cur:
                             yield cur
-                    except BaseException:
-                        with contextlib.suppress(psycopg.Error):  # a broken connection: gone
-                            conn.execute("ROLLBACK")
-                        raise
-                    conn.execute("COMMIT")
+                    else:
+                        conn.execute(begin)
+                        try:
+                            with conn.cursor() as cur:
+                                yield cur
+                        except BaseException:
+                            with contextlib.suppress(psycopg.Error):  # broken: gone
+                                conn.execute("ROLLBACK")
+                            raise
+                        conn.execute("COMMIT")
                 finally:
                     if watch is not None:
                         if not watch.disarm():  # cut: the pool must not hand it out again

@@ -1,5 +1,7 @@
-"""The reaper: a background thread that releases reservations past their TTL and
-expires lapsed approvals, so a crashed agent cannot hold a budget.
+"""The reaper: a background thread that charges reservations past their TTL, closes
+budget leases past their expiry (a crashed replica's: what they hold goes back to the
+counter, see ``docs/adr/0012-budget-leases.md``) and returns this store's idle ones,
+and expires lapsed approvals, so a crashed agent cannot hold a budget.
 
 Every guard on a store runs one (``Guard(reap_interval=...)``; ``None`` turns it off).
 Replicas on one PostgreSQL share the work: each skips the rows another is releasing.

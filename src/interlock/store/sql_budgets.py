@@ -6,12 +6,15 @@ reopens them. The arithmetic is :mod:`interlock.store.settle`'s."""
 from __future__ import annotations
 
 import json
+import logging
+import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from interlock.errors import ReservationClosed, ReservationNotFound
+from interlock.errors import ReservationClosed, ReservationNotFound, StoreError
+from interlock.ledger.leases import LeaseBook
 from interlock.store.records import (
     ANY_AGENT,
     BudgetClosure,
@@ -33,26 +36,30 @@ from interlock.store.settle import (
     released,
     units,
 )
-from interlock.store.sql_base import Cursor, StoreBase, compact_json
+from interlock.store.sql_base import Cursor, compact_json
+from interlock.store.sql_leases import LeaseStore, lines_json
 
 __all__ = ["BudgetStore"]
 
+log = logging.getLogger("interlock.store")
+
 _RESERVATION_COLUMNS = (
-    "id, tenant, idempotency_key, status, lines, created_us, expires_us, settled_us, actual, owner"
+    "id, tenant, idempotency_key, status, lines, created_us, expires_us, settled_us, actual, "
+    "owner, lease_id"
 )
 _CLOSURE_COLUMNS = "tenant, budget_id, scope_key, closed_us, reservation_id, excess"
 _REAP_BATCH = 500
 # A forced (human-approved) reservation skips the cap, not this: what is held in
 # flight stays far enough from 2**63 that no sum of the columns can overflow.
 _FORCED_LIMIT = 2**60
+#: How PostgreSQL's interlock_reserve says which line its budget refused.
+_REFUSED = re.compile(r"interlock-refused (\d+)")
 
 
-class BudgetStore(StoreBase):
+class BudgetStore(LeaseStore):
     """Reservations against the policy's budgets, settling them, reaping them, and
-    the closures overruns leave."""
-
-    #: The SQL function for the smaller of two values.
-    least = "MIN"
+    the closures overruns leave. On PostgreSQL a reservation and a commit are each
+    one statement (the functions of migration 8): one round trip."""
 
     def reserve(
         self,
@@ -80,38 +87,116 @@ class BudgetStore(StoreBase):
             for line in ordered:
                 if line.held > line.cap:
                     return ReserveOutcome(None, Refusal(line, spent=0, reserved=0))
-        reservation_id = "res_" + secrets.token_hex(12)
+        reservation = Reservation(
+            id="res_" + secrets.token_hex(12),
+            tenant=tenant,
+            idempotency_key=idempotency_key,
+            status=ReservationStatus.RESERVED,
+            lines=tuple(ordered),
+            created_us=now,
+            expires_us=now + ttl_us,
+            owner=owner,
+        )
+        book = self.leases
+        leasable = book is not None and not force and len(ordered) == 1
+        if leasable and book is not None and book.slice_for(ordered[0]) is not None:
+            leased = self._reserve_leased(book, reservation)
+            if leased is not None:
+                return leased
         try:
-            return self._reserve(
-                Reservation(
-                    id=reservation_id,
-                    tenant=tenant,
-                    idempotency_key=idempotency_key,
-                    status=ReservationStatus.RESERVED,
-                    lines=tuple(ordered),
-                    created_us=now,
-                    expires_us=now + ttl_us,
-                    owner=owner,
-                ),
-                force,
-            )
+            if getattr(self, "dialect", "") == "postgres":
+                return self._reserve_in_one(reservation, force)
+            return self._reserve(reservation, force)
         except _Refused as refused:  # raised inside the transaction: it rolled back
             return ReserveOutcome(None, refused.refusal)
+
+    def _reserve_leased(self, book: LeaseBook, reservation: Reservation) -> ReserveOutcome | None:
+        """Serve a one-line reservation from this instance's lease on its counter
+        (granted or topped up first if need be). ``None``: the general path decides
+        (no lease to be had, the key was used before, the budget is closed)."""
+        line = reservation.lines[0]
+        tenant, now = reservation.tenant, reservation.created_us
+        lease = book.take(tenant, line, now)
+        if lease is None:
+            with book.growing:
+                lease = book.take(tenant, line, now)
+                if lease is None:
+                    current = book.get((tenant, *line.key))
+                    if current is None:
+                        if self._lease_grant(book, tenant, line, now) is not None:
+                            lease = book.take(tenant, line, now)
+                    elif self._lease_top_up(book, current, line, now) is not None:
+                        lease = book.take(tenant, line, now)  # renewed, perhaps grown
+                        if lease is None and book.get(current.key) is current:
+                            # the lease is short and the counter is full: hand back what
+                            # it has free, for the general path (and other replicas)
+                            with book.closing(current):
+                                self._lease_close(current.id, now, expired_only=False)
+            if lease is None:
+                return None
+        try:
+            written = self._lease_insert(reservation, lease, line)
+        except BaseException:
+            book.unknown(lease)  # perhaps written: its units stay taken
+            raise
+        if not written:
+            book.untake(lease, line.held)
+            return None
+        book.written(lease, reservation)
+        return ReserveOutcome(reservation)
+
+    def _reserve_in_one(self, reservation: Reservation, force: bool) -> ReserveOutcome:
+        """PostgreSQL: the whole reservation in one statement (``interlock_reserve``)."""
+        try:
+            with self.single_statement() as cur:
+                cur.execute(
+                    "SELECT interlock_reserve(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    (
+                        reservation.id,
+                        reservation.tenant,
+                        reservation.idempotency_key,
+                        lines_json(reservation.lines),
+                        reservation.created_us,
+                        reservation.expires_us,
+                        reservation.owner,
+                        force,
+                        _FORCED_LIMIT,
+                    ),
+                )
+                fresh = bool(cur.fetchone()[0])
+        except StoreError as exc:
+            refused = _REFUSED.search(str(exc.__cause__ or ""))
+            if refused is None:
+                raise
+            line = reservation.lines[int(refused.group(1)) - 1]
+            with self.transaction(write=False) as cur:
+                return ReserveOutcome(None, self._refusal(cur, reservation.tenant, line))
+        if fresh:
+            return ReserveOutcome(reservation)
+        with self.transaction(write=False) as cur:
+            cur.execute(
+                self.q(
+                    f"SELECT {_RESERVATION_COLUMNS} FROM reservations "
+                    "WHERE tenant = ? AND idempotency_key = ?"
+                ),
+                (reservation.tenant, reservation.idempotency_key),
+            )
+            return ReserveOutcome(_reservation(cur.fetchone(), replayed=True))
 
     def _reserve(self, reservation: Reservation, force: bool) -> ReserveOutcome:
         tenant = reservation.tenant
         with self.transaction(write=True) as cur:
             cur.execute(
                 self.q(
-                    f"INSERT INTO reservations ({_RESERVATION_COLUMNS}) "
-                    "VALUES (?, ?, ?, 'reserved', ?, ?, ?, NULL, NULL, ?) "
+                    "INSERT INTO reservations (id, tenant, idempotency_key, status, lines, "
+                    "created_us, expires_us, owner) VALUES (?, ?, ?, 'reserved', ?, ?, ?, ?) "
                     "ON CONFLICT (tenant, idempotency_key) DO NOTHING RETURNING id"
                 ),
                 (
                     reservation.id,
                     tenant,
                     reservation.idempotency_key,
-                    _lines_json(reservation.lines),
+                    lines_json(reservation.lines),
                     reservation.created_us,
                     reservation.expires_us,
                     reservation.owner,
@@ -209,8 +294,17 @@ class BudgetStore(StoreBase):
             for budget_id, used in (actual or {}).items()
         }
         now = self.clock()
+        book = self.leases
+        if book is not None:
+            settled = self._commit_leased(book, reservation_id, checked, by, now)
+            if settled is not None:
+                return settled
+        if getattr(self, "dialect", "") == "postgres":
+            settled = self._commit_in_one(reservation_id, checked, by, now)
+            if settled is not None:
+                return settled
         with self.transaction(write=True) as cur:
-            reservation = self._read_reservation(cur, reservation_id)
+            reservation = self._read_leased(cur, reservation_id, now)
             check_owner(reservation, by)
             status = reservation.status
             if status is ReservationStatus.COMMITTED:
@@ -242,15 +336,104 @@ class BudgetStore(StoreBase):
                 if settlement.excess:
                     self._close(cur, reservation, line, settlement.excess, now)
         # The row is locked and read above: what it now holds is known.
-        return replace(reservation, status=ReservationStatus.COMMITTED, settled_us=now, actual=used)
+        return _settled(reservation, ReservationStatus.COMMITTED, now, used)
+
+    def _commit_leased(
+        self,
+        book: LeaseBook,
+        reservation_id: str,
+        checked: Mapping[str, int],
+        by: Settler,
+        now: int,
+    ) -> Reservation | None:
+        """A commit of a reservation this instance served from a lease: one statement
+        on its own row. ``None``: the general path decides."""
+        served = book.served(reservation_id)
+        if served is None:
+            return None
+        lease, reservation = served
+        check_owner(reservation, by)
+        line = reservation.lines[0]
+        used = checked.get(line.budget_id, line.amount)
+        if used <= line.held and self._lease_settle(reservation, lease, used, now):
+            book.settled(reservation_id, line.held - used)
+            return _settled(reservation, ReservationStatus.COMMITTED, now, {line.budget_id: used})
+        book.forget(reservation_id)  # past its headroom, or settled elsewhere
+        return None
+
+    def _commit_in_one(
+        self, reservation_id: str, checked: Mapping[str, int], by: Settler, now: int
+    ) -> Reservation | None:
+        """PostgreSQL: the usual commit in one statement (``interlock_commit``);
+        ``None`` when it is not the usual case (the general path decides)."""
+        with self.single_statement() as cur:
+            cur.execute(
+                "SELECT out_tenant, out_key, out_lines, out_created, out_expires, out_owner, "
+                "out_actual FROM interlock_commit(%s, %s, %s, %s, %s, %s)",
+                (
+                    reservation_id,
+                    compact_json(dict(checked)) if checked else None,
+                    now,
+                    None if by is ANY_AGENT else by,
+                    by is ANY_AGENT,
+                    CEILING,
+                ),
+            )
+            row = cur.fetchone()
+        if row is None:
+            return None
+        return Reservation(
+            id=reservation_id,
+            tenant=str(row[0]),
+            idempotency_key=str(row[1]),
+            status=ReservationStatus.COMMITTED,
+            lines=tuple(_line(fields) for fields in json.loads(row[2])),
+            created_us=int(row[3]),
+            expires_us=int(row[4]),
+            settled_us=now,
+            actual={k: int(v) for k, v in json.loads(row[6]).items()},
+            owner=None if row[5] is None else str(row[5]),
+        )
+
+    def _read_leased(self, cur: Cursor, reservation_id: str, now: int) -> Reservation:
+        """The reservation, locked; one still in flight on a lease is first turned
+        into an ordinary one (the lease row locked before the reservation's)."""
+        if self.for_update:  # row locks: the lease's first, as everywhere
+            lease_id = self._lease_of(cur, reservation_id)
+            if lease_id is not None:
+                self._lock_lease(cur, lease_id)
+        cur.execute(
+            self.q(
+                f"SELECT {_RESERVATION_COLUMNS} FROM reservations WHERE id = ?{self.for_update}"
+            ),
+            (reservation_id,),
+        )
+        row = cur.fetchone()
+        if row is None:
+            raise ReservationNotFound(
+                f"no reservation {reservation_id!r}", reservation_id=reservation_id
+            )
+        reservation = _reservation(row)
+        if row[10] is not None and reservation.status is ReservationStatus.RESERVED:
+            self._detach(cur, reservation, str(row[10]), now)
+        return reservation
 
     def release(self, reservation_id: str, *, by: Settler = ANY_AGENT) -> Reservation:
         """Return a reservation's amounts to its budgets: the call did not run.
         Releasing twice (or one the reaper expired) changes nothing; a committed one
         cannot be released. ``by`` is the agent releasing (see :meth:`commit`)."""
         now = self.clock()
+        book = self.leases
+        served = None if book is None else book.served(reservation_id)
+        if book is not None and served is not None:
+            lease, reservation = served
+            check_owner(reservation, by)
+            if self._lease_settle(reservation, lease, None, now):
+                book.settled(reservation_id, reservation.lines[0].held)
+                return _settled(reservation, ReservationStatus.RELEASED, now, None)
+            book.forget(reservation_id)
         with self.transaction(write=True) as cur:
-            reservation = self._read_reservation(cur, reservation_id)
+            reservation = self._read_leased(cur, reservation_id, now)
             check_owner(reservation, by)
             if reservation.status in (ReservationStatus.RELEASED, ReservationStatus.EXPIRED):
                 return _replayed(reservation)
@@ -427,13 +610,15 @@ class BudgetStore(StoreBase):
         """Expire reservations past their TTL — charged in full: nobody said the call
         did not run — and expire lapsed approvals."""
         now = self.clock() if now is None else now
+        self._return_leases(now)
+        self._reap_leases(now)
         reaped = 0
         while True:
             with self.transaction(write=True) as cur:
                 cur.execute(
                     self.q(
                         f"SELECT {_RESERVATION_COLUMNS} FROM reservations "
-                        "WHERE status = 'reserved' "
+                        "WHERE status = 'reserved' AND lease_id IS NULL "
                         f"AND expires_us <= ? ORDER BY expires_us LIMIT {_REAP_BATCH}"
                         f"{self.skip_locked}"
                     ),
@@ -456,6 +641,16 @@ class BudgetStore(StoreBase):
             expired_approvals = max(cur.rowcount, 0)
         return ReapResult(reservations=reaped, approvals=expired_approvals)
 
+    def close(self) -> None:
+        """Return this instance's leases (what they hold free goes back to the
+        counters), then close."""
+        if self.leases is not None and not self._closed:
+            try:
+                self._return_leases(self.clock(), everything=True)
+            except StoreError as exc:  # the reaper closes them once they expire
+                log.warning("interlock: could not return budget leases: %s", exc)
+        super().close()
+
 
 class _Refused(Exception):
     """Rolls a reservation's transaction back and carries the refusal out."""
@@ -465,20 +660,26 @@ class _Refused(Exception):
         self.refusal = refusal
 
 
-def _lines_json(lines: Sequence[BudgetLine]) -> str:
-    return compact_json(
-        [
-            [
-                line.budget_id,
-                line.scope_key,
-                line.window_start,
-                line.unit,
-                line.cap,
-                line.amount,
-                line.headroom,
-            ]
-            for line in lines
-        ]
+def _settled(
+    reservation: Reservation,
+    status: ReservationStatus,
+    now: int,
+    actual: dict[str, int] | None,
+) -> Reservation:
+    """``reservation`` settled (built directly: ``dataclasses.replace`` is slow)."""
+    r = reservation
+    return Reservation(
+        r.id,
+        r.tenant,
+        r.idempotency_key,
+        status,
+        r.lines,
+        r.created_us,
+        r.expires_us,
+        now,
+        actual,
+        False,
+        r.owner,
     )
 
 
