@@ -95,18 +95,27 @@ class AuditStore(StoreBase):
         heads = {t: self._lock_head(cur, t) for t in sorted({e[0] for e in entries})}
         if key is None:
             self._refuse_downgrade(heads)
+        # Per record only what the link needs; the heads are made once per tenant.
+        tips = {tenant: (head.seq, head.hash, 0) for tenant, head in heads.items()}
+        digest_of = key.digest if key is not None else _sha256_hex
         rows: list[tuple[Any, ...]] = []
         for tenant, ts_us, kind, decision_id, agent, decision, body in entries:
-            seq, prev = heads[tenant].seq + 1, heads[tenant].hash
-            material = link_material(
-                prev, tenant, seq, ts_us, kind, decision_id, agent, decision, body, key_id
+            last, prev, _ = tips[tenant]
+            seq = last + 1
+            digest = digest_of(
+                link_material(
+                    prev, tenant, seq, ts_us, kind, decision_id, agent, decision, body, key_id
+                )
             )
-            digest = key.digest(material) if key is not None else sha256(material).hexdigest()
             rows.append(
                 (tenant, seq, ts_us, kind, decision_id, agent, decision, body, prev, digest, key_id)
             )
-            heads[tenant] = ChainHead(tenant, seq, digest, key_id, ts_us)
+            tips[tenant] = (seq, digest, ts_us)
             seqs.append(seq)
+        heads = {
+            tenant: ChainHead(tenant, seq, digest, key_id, ts_us)
+            for tenant, (seq, digest, ts_us) in tips.items()
+        }
         self._write_links(cur, rows, heads)
         return seqs, heads
 
@@ -380,6 +389,10 @@ class AuditStore(StoreBase):
                 )
             )
             return [str(row[0]) for row in cur.fetchall()]
+
+
+def _sha256_hex(material: bytes) -> str:
+    return sha256(material).hexdigest()
 
 
 def _audit_row(row: Any) -> AuditRow:
