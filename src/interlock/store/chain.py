@@ -77,10 +77,10 @@ def encode_body(record: dict[str, Any]) -> str:
     wider than 64 bits, a key that is not a string, an object — goes to the standard
     library, so the body is the same ASCII JSON either way. Differences remain only
     where the value is the same or was not JSON: a float below 1e-4 is written without
-    an exponent (``0.00001``), NaN or an infinity as ``null`` (the standard library
-    wrote ``NaN``), and a plain enum or a UUID by its value (the standard library wrote
-    its ``repr``; a redacted record holds neither). A stored body is never re-encoded:
-    what is hashed is the text stored."""
+    an exponent (``0.00001``), NaN or an infinity as ``null`` where orjson writes the
+    record (the standard library writes ``NaN``), and a plain enum or a UUID by its
+    value (the standard library wrote its ``repr``; a redacted record holds neither).
+    A stored body is never re-encoded: what is hashed is the text stored."""
     try:
         body = _dumps(record, option=_SORT_KEYS, default=_fast_default).decode("ascii")
     except (TypeError, UnicodeDecodeError):  # orjson.JSONEncodeError is a TypeError
