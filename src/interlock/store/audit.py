@@ -173,9 +173,6 @@ class AuditWriter:
         self._thread.start()
         self.batches = 0  # commits made (for benchmarks and tests)
         self.records = 0  # records those commits appended
-        # CPU time the commits took, on whichever thread made them (hashing, SQL; not
-        # the encoding a waiting caller does before it queues its record), in ns
-        self.commit_cpu_ns = 0
 
     @property
     def waits(self) -> bool:
@@ -400,15 +397,12 @@ class AuditWriter:
         try:
             entries = self._entries(batch, 0, len(batch.items))
             batch.chunks = [entries]  # a later attempt appends exactly these
-            started = time.thread_time_ns()
             try:
                 seqs = self.store.try_append_audit(entries)
             except Exception as exc:  # the worker's commit retries, and reports, as usual
                 log.debug("interlock: inline audit commit failed, handing it over: %s", exc)
                 batch.unsure = True
                 return False
-            finally:
-                self.commit_cpu_ns += time.thread_time_ns() - started
             if seqs is None:
                 return False
             self.batches += 1
@@ -502,7 +496,6 @@ class AuditWriter:
             ]
         while batch.committed < len(batch.chunks):
             chunk = batch.chunks[batch.committed]
-            started = time.thread_time_ns()
             try:
                 seqs = self.store.audit_landed(chunk) if batch.unsure else None
                 if seqs is None:
@@ -513,8 +506,6 @@ class AuditWriter:
                 batch.last_error = exc
                 batch.unsure = True
                 return False
-            finally:
-                self.commit_cpu_ns += time.thread_time_ns() - started
             batch.unsure = False
             batch.seqs.extend(seqs)
             batch.committed += 1
