@@ -1,7 +1,10 @@
 """Group commit for the audit log.
 
 Records are appended in batches, one transaction each: everything waiting (up to
-``max_batch``) is redacted, encoded and committed together. With durability
+``max_batch``) is committed together. A caller that waits for its record redacts and
+encodes it on its own thread before it joins the batch (that work overlaps the commit
+running meanwhile, and the committing thread only hashes and writes); with durability
+``none`` the committer encodes it, off the caller's thread. With durability
 ``process`` (the default) or ``power`` a caller gets its verdict only once the
 transaction holding its record has committed, so a decision the caller saw is never
 missing after a crash; many concurrent callers share one commit. With ``none``
