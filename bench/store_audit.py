@@ -248,27 +248,29 @@ def _pg_fsync(schema: str, events: Sequence[Any], records: int) -> Stats:
 
 
 def raw_rows(events: Sequence[Any], tenant: str, records: int) -> list[tuple[Any, ...]]:
-    """Rows as the store writes them (a real body, a real-looking hash), built
-    beforehand: the raw loops time SQL only."""
-    body = _body(events)
-    digest = "ab" * 32
-    ts = 1_700_000_000_000_000
-    return [
-        (
-            tenant,
-            seq,
-            ts + seq,
-            "decision",
-            f"dec_{seq}",
-            "bot",
-            "allow",
-            body,
-            digest,
-            digest,
-            "k1",
+    """The rows the subjects write — the same events cycled, so the same timestamps,
+    decision ids and bodies land in the same index positions — with a real-looking
+    hash, built beforehand: the raw loops time SQL only."""
+    redactor = Redactor()
+    cycle = []
+    for event in events:
+        record = event.to_record(redactor)
+        cycle.append(
+            (
+                int(event.ts * 1_000_000),
+                record.get("decision_id"),
+                record.get("agent"),
+                record.get("decision"),
+                encode_body(record),
+            )
         )
-        for seq in range(1, records + 1)
-    ]
+    digest = "ab" * 32
+    rows: list[tuple[Any, ...]] = []
+    for seq in range(1, records + 1):
+        ts_us, decision_id, agent, decision, body = cycle[seq % len(cycle)]
+        link = (digest, digest, "k1")
+        rows.append((tenant, seq, ts_us, "decision", decision_id, agent, decision, body, *link))
+    return rows
 
 
 def _raw_loop(label: str, rows: Sequence[tuple[Any, ...]], batch: int, commit: Any) -> Stats:
