@@ -298,11 +298,6 @@ class Redactor:
         """
         if max_depth >= _FAST_DEPTH:
             try:  # the usual record: plain dicts, lists and scalars, small and shallow
-                if not self._extra:  # built-in rules only: one scan may show it is clean
-                    strings: list[str] = []
-                    copied = self._copy_plain(value, 0, [_FAST_NODES], strings)
-                    if combined_for(str.lower("\x00".join(strings))) is None:
-                        return copied  # no rule can match any of its strings or keys
                 return self._plain(value, 0, [_FAST_NODES])
             except _NotPlain:
                 pass
@@ -347,44 +342,6 @@ class Redactor:
             if budget[0] < 0:
                 raise _NotPlain
             copied = [self._plain(item, depth + 1, budget) for item in value]
-            return copied if kind is list else tuple(copied)
-        raise _NotPlain
-
-    def _copy_plain(self, value: Any, depth: int, budget: list[int], strings: list[str]) -> object:
-        """What :meth:`_plain` gives if no string (value or key) holds a secret, its
-        strings gathered in ``strings`` — so that one scan of them all decides
-        whether that holds (no rule's trigger in their joined lowercase form: none in
-        any of them), instead of one scan per string. Raises _NotPlain as _plain."""
-        kind = type(value)
-        if kind is str:
-            strings.append(value)
-            return value
-        if value is None or kind is bool or kind is float:
-            return value
-        if kind is int:
-            return _int(value)
-        if depth >= _FAST_DEPTH:
-            raise _NotPlain
-        if kind is dict:
-            budget[0] -= len(value)
-            if budget[0] < 0:
-                raise _NotPlain
-            out: dict[object, object] = {}
-            for key, item in value.items():
-                if type(key) is not str:
-                    raise _NotPlain
-                strings.append(key)
-                out[key] = (
-                    REDACTED
-                    if _is_secret_key(key)
-                    else self._copy_plain(item, depth + 1, budget, strings)
-                )
-            return out
-        if kind is list or kind is tuple:
-            budget[0] -= len(value)
-            if budget[0] < 0:
-                raise _NotPlain
-            copied = [self._copy_plain(item, depth + 1, budget, strings) for item in value]
             return copied if kind is list else tuple(copied)
         raise _NotPlain
 
