@@ -1,10 +1,10 @@
 """Group commit for the audit log.
 
 Records are appended in batches, one transaction each: everything waiting (up to
-``max_batch``) is committed together. A caller that waits for its record redacts and
-encodes it on its own thread before it joins the batch (that work overlaps the commit
-running meanwhile, and the committing thread only hashes and writes); with durability
-``none`` the committer encodes it, off the caller's thread. With durability
+``max_batch``) is redacted, encoded and committed together, by the thread that
+commits — not by each caller before it queues its record: under many threads that
+costs the commit more (its every database call must win the GIL back from callers
+encoding meanwhile) than it saves (ADR 0011). With durability
 ``process`` (the default) or ``power`` a caller gets its verdict only once the
 transaction holding its record has committed, so a decision the caller saw is never
 missing after a crash; many concurrent callers share one commit. With ``none``
@@ -90,7 +90,6 @@ class _Batch:
         "chunks",
         "committed",
         "done",
-        "entries",
         "error",
         "items",
         "last_error",
@@ -100,10 +99,6 @@ class _Batch:
 
     def __init__(self) -> None:
         self.items: list[_Item] = []
-        # Each item encoded, when its caller did it before queueing it (a caller that
-        # waits); ``None``: the committer encodes it (durability none: off the caller's
-        # thread).
-        self.entries: list[AuditEntry | None] = []
         self.done = threading.Event()
         self.seqs: list[int] = []
         self.error: BaseException | None = None
@@ -294,9 +289,7 @@ class AuditWriter:
             if index >= self.max_pending:  # back-pressure: the backlog stays bounded
                 batch.done.wait(max(0.0, self._wait_bound()))
             return None
-        # Encoded here, before it is queued: the commit that takes it only hashes and
-        # writes, and this work overlaps the running commit's time in the database.
-        batch, index, lead = self._enqueue(item, None, lead=True, entry=self._entry(*item))
+        batch, index, lead = self._enqueue(item, None, lead=True)
         if lead:  # no commit was running: this thread makes it
             self._lead(batch)
         if not batch.done.wait(max(0.0, waited := self._wait_bound())):
@@ -325,7 +318,6 @@ class AuditWriter:
                 raise failure
             if batch is self._open:  # nobody has taken it: nothing was sent yet
                 batch.items[index] = (tenant, kind, replacement)
-                batch.entries[index] = None  # encoded by the committer
                 raise failure
         verdict = getattr(getattr(original, "decision", None), "verdict", None)
         detail = {**(replacement.detail or {}), "supersedes": getattr(verdict, "value", None)}
@@ -343,22 +335,15 @@ class AuditWriter:
         return batch, index
 
     def _enqueue(
-        self,
-        item: _Item,
-        callback: Callable[[], object] | None,
-        *,
-        lead: bool,
-        entry: AuditEntry | None = None,
+        self, item: _Item, callback: Callable[[], object] | None, *, lead: bool
     ) -> tuple[_Batch, int, bool]:
-        """Add the record (and its ``entry``, when the caller encoded it) to the open
-        batch. With ``lead``, when no commit is running, the batch is taken for the
-        caller to commit (the third value says so)."""
+        """Add the record to the open batch. With ``lead``, when no commit is running,
+        the batch is taken for the caller to commit (the third value says so)."""
         with self._lock:  # nothing is added once the writer is told to stop
             if self._closed:
                 raise AuditFailure("the audit writer is closed")
             batch = self._open
             batch.items.append(item)
-            batch.entries.append(entry)
             if callback is not None:
                 batch.callbacks.append(callback)
             index = len(batch.items) - 1
@@ -398,7 +383,7 @@ class AuditWriter:
         if len(batch.items) > self.max_batch:
             return False
         try:
-            entries = self._entries(batch, 0, len(batch.items))
+            entries = [self._entry(*item) for item in batch.items]
             batch.chunks = [entries]  # a later attempt appends exactly these
             try:
                 seqs = self.store.try_append_audit(entries)
@@ -494,7 +479,7 @@ class AuditWriter:
         is appended again, so no record is ever written twice."""
         if batch.chunks is None:
             batch.chunks = [
-                self._entries(batch, start, start + self.max_batch)
+                [self._entry(*item) for item in batch.items[start : start + self.max_batch]]
                 for start in range(0, len(batch.items), self.max_batch)
             ]
         while batch.committed < len(batch.chunks):
@@ -514,18 +499,6 @@ class AuditWriter:
             batch.committed += 1
         batch.settle(batch.seqs, None)
         return True
-
-    def _entries(self, batch: _Batch, start: int, stop: int) -> list[AuditEntry]:
-        """The batch's records ``start:stop`` as entries: as their callers encoded
-        them, the rest encoded now."""
-        entries = batch.entries[start:stop]
-        if None not in entries:
-            return entries  # type: ignore[return-value]  # no None: checked
-        items = batch.items
-        return [
-            self._entry(*items[start + i]) if entry is None else entry
-            for i, entry in enumerate(entries)
-        ]
 
     def _entry(self, tenant: str, kind: str, payload: Any) -> AuditEntry:
         ts_us = self.store.clock()
