@@ -560,7 +560,7 @@ def _instrument(writer: AuditWriter, store: SqlStore, totals: dict[str, int]) ->
     import interlock.store.sql_audit as sql_module
 
     entry, append, transaction = writer._entry, store.append_audit, store.audit_transaction
-    lock_head, hasher = store._lock_head, vars(sql_module)["link_hash"]
+    lock_head, hasher = store._lock_head, vars(sql_module)["link_material"]
 
     def timed_entry(*args: Any) -> Any:
         with _timed(totals, "encode: to_record + redaction + JSON"):
@@ -571,7 +571,7 @@ def _instrument(writer: AuditWriter, store: SqlStore, totals: dict[str, int]) ->
             return append(*args, **kwargs)
 
     def timed_hash(*args: Any) -> Any:
-        with _timed(totals, "  of which link_hash"):
+        with _timed(totals, "  of which link material"):
             return hasher(*args)
 
     def timed_head(*args: Any) -> Any:
@@ -595,7 +595,7 @@ def _instrument(writer: AuditWriter, store: SqlStore, totals: dict[str, int]) ->
     store.append_audit = timed_append  # type: ignore[method-assign]
     store.audit_transaction = timed_transaction  # type: ignore[method-assign]
     store._lock_head = timed_head  # type: ignore[method-assign,assignment]
-    vars(sql_module)["link_hash"] = timed_hash  # looked up at each call
+    vars(sql_module)["link_material"] = timed_hash  # looked up at each call
 
 
 _STEPS: Final = (
@@ -603,7 +603,7 @@ _STEPS: Final = (
     "append_audit (all)",
     "  of which open the transaction (BEGIN)",
     "  of which lock the chain head",
-    "  of which link_hash",
+    "  of which link material",
     "  of which close it (COMMIT)",
 )
 
@@ -651,7 +651,7 @@ def profile(records: int = 16_000) -> str:
     connection and giving it back."""
     import interlock.store.sql_audit as sql_module
 
-    original_hash = vars(sql_module)["link_hash"]
+    original_hash = vars(sql_module)["link_material"]
     events = decision_events()
     out = io.StringIO()
     try:
@@ -666,5 +666,5 @@ def profile(records: int = 16_000) -> str:
                     out.write(_profile_one("postgres", store, durability, events, records // 4))
                     out.write(_profile_one("postgres", store, durability, events, records // 16, 1))
     finally:
-        vars(sql_module)["link_hash"] = original_hash
+        vars(sql_module)["link_material"] = original_hash
     return out.getvalue()
