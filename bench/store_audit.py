@@ -8,9 +8,20 @@ Subjects, per back end (SQLite file in WAL mode; PostgreSQL when reachable):
   can, each waiting for its record to be committed — as ``guard.check`` waits before
   it returns — for a fixed number of records. Reported: decisions/s over the whole
   run, each write's latency, and the mean records per commit (``writer.batches``).
+* **baseline: raw SQL of the same schema** — one thread on a bare connection
+  (``sqlite3``; ``psycopg``) running the statements a commit of the store runs, with
+  every row built beforehand (no redaction, JSON or hashing): lock the chain head,
+  insert ``n`` rows, move the head, commit. Measured at 8 and 64 rows a transaction
+  and at the batch size each subject reached; the subject's ratio is to the raw SQL
+  at its own batch size, on the same back end and durability.
 * **baseline: one fsync per record** — a single-threaded loop of one-row INSERT +
   COMMIT (SQLite: WAL, ``synchronous=FULL``; PostgreSQL: an autocommit INSERT with
   ``synchronous_commit`` on), rows the size of a real record.
+
+The writer's CPU per record is its commits' thread CPU time (``time.thread_time``
+around each commit, on whichever thread made it: hashing and SQL) divided by the
+records they wrote; a waiting caller encodes its own record before queueing it, and
+that cost is reported apart (``writer_cpu_steps``).
 
 Afterwards every subject's chain must verify (``verify_audit().ok``) and hold exactly
 the records written; anything else is a correctness problem.
@@ -45,9 +56,9 @@ from bench.store import (
 )
 from interlock.core.redaction import Redactor
 from interlock.store import AuditWriter, SqlStore, open_store
-from interlock.store.chain import GENESIS, encode_body, link_hash
+from interlock.store.chain import GENESIS, encode_body, link_hash, link_material
 
-__all__ = ["profile", "run"]
+__all__ = ["profile", "raw_postgres", "raw_rows", "raw_sqlite", "run"]
 
 THREADS: Final = 16
 DEFAULT_RECORDS: Final = 24_000
@@ -115,13 +126,18 @@ def _group_commit(
 ) -> Stats:
     tenant = f"bench-{durability}"
     writer = AuditWriter(store, durability=durability)  # type: ignore[arg-type]
+    cpu = [0]
     try:
         for i in range(WARMUP):
             writer.write_event(tenant, events[i % len(events)])
-        batches = writer.batches
+        _count_commit_cpu(store, cpu)
+        batches, written_before = writer.batches, writer.records
         samples, wall = _write_concurrently(writer, tenant, events, records)
         commits = writer.batches - batches
+        commit_cpu = cpu[0]
+        committed = writer.records - written_before
     finally:
+        vars(store).pop("append_audit", None)
         writer.close()
     written = WARMUP + (records // THREADS) * THREADS
     report = store.verify_audit(tenant)
@@ -140,10 +156,27 @@ def _group_commit(
         "decisions_per_s": round(stats.throughput, 1),
         "commits": commits,
         "records_per_commit": round(len(samples) / commits, 2) if commits else None,
+        "writer_cpu_us_per_record": round(commit_cpu / committed / 1000, 2) if committed else None,
         "verified": report.ok,
         "chain_length": checked,
     }
     return stats
+
+
+def _count_commit_cpu(store: SqlStore, total: list[int]) -> None:
+    """Add each commit's thread CPU time (on whichever thread makes it) to
+    ``total[0]`` (an instance attribute shadows the method; ≈ 6 µs a commit more)."""
+    append = store.append_audit
+    clock = time.thread_time_ns
+
+    def counted(entries: Any, *, durable: bool = False) -> list[int]:
+        started = clock()
+        try:
+            return append(entries, durable=durable)
+        finally:
+            total[0] += clock() - started
+
+    store.append_audit = counted  # type: ignore[method-assign]
 
 
 def _fsync_loop(label: str, insert: Callable[[int], None], records: int) -> Stats:
@@ -211,13 +244,139 @@ def _pg_fsync(schema: str, events: Sequence[Any], records: int) -> Stats:
         conn.close()
 
 
+# -- raw SQL of the same schema ------------------------------------------------------------
+
+
+def raw_rows(events: Sequence[Any], tenant: str, records: int) -> list[tuple[Any, ...]]:
+    """The rows the subjects write — the same events cycled, so the same timestamps,
+    decision ids and bodies land in the same index positions — with a real-looking
+    hash, built beforehand: the raw loops time SQL only."""
+    redactor = Redactor()
+    cycle = []
+    for event in events:
+        record = event.to_record(redactor)
+        cycle.append(
+            (
+                int(event.ts * 1_000_000),
+                record.get("decision_id"),
+                record.get("agent"),
+                record.get("decision"),
+                encode_body(record),
+            )
+        )
+    digest = "ab" * 32
+    rows: list[tuple[Any, ...]] = []
+    for seq in range(1, records + 1):
+        ts_us, decision_id, agent, decision, body = cycle[seq % len(cycle)]
+        link = (digest, digest, "k1")
+        rows.append((tenant, seq, ts_us, "decision", decision_id, agent, decision, body, *link))
+    return rows
+
+
+def _raw_loop(label: str, rows: Sequence[tuple[Any, ...]], batch: int, commit: Any) -> Stats:
+    """``commit(rows)`` per ``batch`` rows, each timed; every row gets its
+    transaction's latency, so throughput is rows per second."""
+    for start in range(0, min(len(rows), 4 * batch), batch):  # warm-up (head exists)
+        commit(rows[start : start + batch])
+    rows = rows[4 * batch :]
+    samples: list[int] = []
+    clock = time.perf_counter_ns
+    gc.collect()
+    gc.disable()
+    try:
+        began = clock()
+        for start in range(0, len(rows) - batch + 1, batch):
+            t0 = clock()
+            commit(rows[start : start + batch])
+            samples += [clock() - t0] * batch
+        wall = clock() - began
+    finally:
+        gc.enable()
+    return summarise(label, samples, wall)
+
+
+def raw_sqlite(path: Path, rows: Sequence[tuple[Any, ...]], batch: int, *, full: bool) -> Stats:
+    """The store's SQLite commit as raw SQL on a bare ``sqlite3`` connection (the
+    store's schema, WAL, ``synchronous`` NORMAL or FULL): ``BEGIN IMMEDIATE``, the head
+    ``SELECT``, an ``executemany`` INSERT, the head UPDATE, ``COMMIT``."""
+    open_store(f"sqlite:///{path}").close()  # the schema, by the store's migrations
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={'FULL' if full else 'NORMAL'}")
+        conn.execute("PRAGMA wal_autocheckpoint=8000")
+        tenant = rows[0][0]
+        conn.execute(
+            "INSERT INTO audit_heads (tenant, seq, hash) VALUES (?, 0, ?)", (tenant, GENESIS)
+        )
+        insert = (
+            "INSERT INTO audit_events (tenant, seq, ts_us, kind, decision_id, agent, decision, "
+            "body, prev_hash, hash, key_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+        )
+
+        def commit(chunk: Sequence[tuple[Any, ...]]) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "SELECT seq, hash, key_id FROM audit_heads WHERE tenant = ?", (tenant,)
+            ).fetchone()
+            conn.executemany(insert, chunk)
+            last = chunk[-1]
+            conn.execute(
+                "UPDATE audit_heads SET seq = ?, hash = ?, key_id = ? WHERE tenant = ?",
+                (last[1], last[9], last[10], tenant),
+            )
+            conn.execute("COMMIT")
+
+        sync = "FULL" if full else "NORMAL"
+        return _raw_loop(f"sqlite raw SQL {sync}, {batch} rows a transaction", rows, batch, commit)
+    finally:
+        conn.close()
+
+
+def raw_postgres(schema: str, rows: Sequence[tuple[Any, ...]], batch: int) -> Stats:
+    """The store's PostgreSQL commit as raw SQL on a bare ``psycopg`` connection:
+    ``BEGIN``, the head ``SELECT … FOR UPDATE``, the one statement that inserts the
+    rows and moves the head, ``COMMIT`` (four round trips, as the store's)."""
+    from interlock.store.postgres import _links_statement
+
+    conn = pg_connect(schema)
+    try:
+        tenant = rows[0][0]
+        conn.execute(
+            "INSERT INTO audit_heads (tenant, seq, hash) VALUES (%s, 0, %s)", (tenant, GENESIS)
+        )
+
+        def commit(chunk: Sequence[tuple[Any, ...]]) -> None:
+            conn.execute("BEGIN")
+            conn.execute(
+                "SELECT seq, hash, key_id FROM audit_heads WHERE tenant = %s FOR UPDATE",
+                (tenant,),
+            ).fetchone()
+            last = chunk[-1]
+            params: list[Any] = [tenant, last[1], last[9], last[10]]
+            for row in chunk:
+                params += row
+            conn.execute(_links_statement(len(chunk), 1), params)
+            conn.execute("COMMIT")
+
+        return _raw_loop(f"postgres raw SQL, {batch} rows a transaction", rows, batch, commit)
+    finally:
+        conn.close()
+
+
 def _step_costs(events: Sequence[Any], iterations: int = 3_000) -> dict[str, float]:
-    """µs per record of each CPU step the writer thread runs, each alone."""
+    """CPU µs per record (``time.thread_time``) of each step a record goes through,
+    each alone: what the waiting caller does before it queues it (event → redacted
+    record, JSON) and what the commit does per record besides SQL (the link's
+    material and HMAC)."""
+    from interlock.store.audit_keys import AuditKey
+
     redactor = Redactor()
     count = len(events)
     records = [e.to_record(redactor) for e in events]
     bodies = [encode_body(r) for r in records]
-    clock = time.perf_counter_ns
+    key = AuditKey(b"k" * 32)
+    clock = time.thread_time_ns
 
     def per_call(fn: Callable[[int], object]) -> float:
         for i in range(200):
@@ -230,7 +389,23 @@ def _step_costs(events: Sequence[Any], iterations: int = 3_000) -> dict[str, flo
     out = {
         "to_record_with_redaction_us": per_call(lambda i: events[i % count].to_record(redactor)),
         "encode_body_us": per_call(lambda i: encode_body(records[i % count])),
-        "link_hash_us": per_call(
+        "link_hmac_us": per_call(
+            lambda i: key.digest(
+                link_material(
+                    GENESIS,
+                    "acme",
+                    i,
+                    1_700_000_000_000_000,
+                    "decision",
+                    "dec_1",
+                    "bot",
+                    "allow",
+                    bodies[i % count],
+                    key.key_id,
+                )
+            )
+        ),
+        "link_sha256_unkeyed_us": per_call(
             lambda i: link_hash(
                 GENESIS,
                 "acme",
@@ -244,10 +419,37 @@ def _step_costs(events: Sequence[Any], iterations: int = 3_000) -> dict[str, flo
             )
         ),
     }
-    total = sum(out.values())
+    total = out["to_record_with_redaction_us"] + out["encode_body_us"] + out["link_hmac_us"]
     out["sum_us"] = total
     out["ceiling_records_per_s"] = 1e6 / total
     return {k: round(v, 2) for k, v in out.items()}
+
+
+def _raw_sizes(result: BenchResult, backend: str) -> list[int]:
+    """8 and 64 rows a transaction, and each size the subjects reached."""
+    sizes = {8, 64}
+    for key, value in result.info.get("group_commit", {}).items():
+        if key.startswith(backend) and value["records_per_commit"]:
+            sizes.add(max(1, round(value["records_per_commit"])))
+    return sorted(sizes)
+
+
+def _raw_ratios(result: BenchResult, stats: Sequence[Stats]) -> dict[str, float]:
+    """Each subject's throughput ÷ the raw SQL's at the batch size it reached (same
+    back end, same durability)."""
+    ratios: dict[str, float] = {}
+    for key, value in result.info.get("group_commit", {}).items():
+        backend, durability = key.split("_", 1)
+        size = max(1, round(value["records_per_commit"] or 1))
+        sync = "" if backend == "postgres" else (" FULL" if durability == "power" else " NORMAL")
+        raw = next(
+            (s for s in stats if s.label == f"{backend} raw SQL{sync}, {size} rows a transaction"),
+            None,
+        )
+        if raw is not None:
+            value["raw_sql_per_s_at_that_batch"] = round(raw.throughput, 1)
+            ratios[f"{key}_over_raw_sql_at_{size}_rows"] = value["decisions_per_s"] / raw.throughput
+    return ratios
 
 
 def run(calls: int | None = None, quick: bool = False) -> BenchResult:
@@ -261,14 +463,17 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
     result.info["record_bytes"] = len(_body(events))
     result.info["writer_cpu_steps"] = _step_costs(events)
     stats: list[Stats] = []
-    rates: dict[str, float] = {}
     with sqlite_dir() as directory:
         result.info["sqlite"] = sqlite_facts(directory)
         for durability in ("process", "power"):
             with open_store(f"sqlite:///{directory / durability}.db") as store:
                 stats.append(_group_commit("sqlite", store, durability, events, records, result))
+        rows = raw_rows(events, "raw", records)
+        for size in _raw_sizes(result, "sqlite"):
+            for full in (False, True):
+                name = f"raw-{size}-{'full' if full else 'normal'}.db"
+                stats.append(raw_sqlite(directory / name, rows, size, full=full))
         stats.append(_sqlite_fsync(directory, events, fsync_records))
-    rates |= {s.label: s.throughput for s in stats}
     skipped = pg_unavailable()
     if skipped:
         result.notes.append(f"PostgreSQL parts skipped: {skipped}")
@@ -280,10 +485,15 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
                 stats.append(
                     _group_commit("postgres", store, durability, events, pg_records, result)
                 )
+            rows = raw_rows(events, "raw", pg_records)
+            for size in _raw_sizes(result, "postgres"):
+                with store.transaction() as cur:  # a fresh chain for each size
+                    cur.execute(store.q("DELETE FROM audit_events WHERE tenant = 'raw'"))
+                    cur.execute(store.q("DELETE FROM audit_heads WHERE tenant = 'raw'"))
+                stats.append(raw_postgres(schema, rows, size))
             stats.append(_pg_fsync(schema, events, fsync_records))
-        rates |= {s.label: s.throughput for s in stats}
     result.stats = stats
-    ratios: dict[str, float] = {}
+    ratios = _raw_ratios(result, stats)
     targets: list[Target] = []
     for backend in ("sqlite", "postgres"):
         floor = next((s for s in stats if s.label.startswith(f"{backend} baseline")), None)
@@ -303,20 +513,32 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
                     "/s",
                 )
             )
+    for key, value in ratios.items():
+        if "_over_raw_sql_at_" in key:
+            targets.append(Target(f"{key} (throughput)", value, ">=", 0.8, "×"))
+    cpu = result.info["group_commit"].get("sqlite_process", {}).get("writer_cpu_us_per_record")
+    if cpu is not None:
+        targets.append(
+            Target("sqlite process: the writer's CPU per record", cpu, "<=", 20.0, " µs")
+        )
     result.targets = targets
     result.info["ratios"] = {k: round(v, 2) for k, v in ratios.items()}
     steps = result.info["writer_cpu_steps"]
     result.notes += [
-        "throughput ratios (group commit / one fsync per record): "
-        + ", ".join(f"{k} = {v:.1f}×" for k, v in result.info["ratios"].items()),
+        "throughput ratios: "
+        + ", ".join(f"{k} = {v:.2f}×" for k, v in result.info["ratios"].items()),
         "records per commit: "
         + ", ".join(
             f"{k} {v['records_per_commit']}" for k, v in result.info["group_commit"].items()
         ),
-        f"writer thread CPU per record, each step alone: to_record+redaction "
-        f"{steps['to_record_with_redaction_us']} µs, encode_body {steps['encode_body_us']} µs, "
-        f"link_hash {steps['link_hash_us']} µs → ceiling ≈ "
-        f"{steps['ceiling_records_per_s']:,.0f} records/s before any SQL",
+        "commit CPU per record (hashing + SQL, all committing threads): "
+        + ", ".join(
+            f"{k} {v['writer_cpu_us_per_record']} µs"
+            for k, v in result.info["group_commit"].items()
+        ),
+        f"CPU per record, each step alone: before queueing (the caller) to_record+redaction "
+        f"{steps['to_record_with_redaction_us']} µs + encode_body {steps['encode_body_us']} µs; "
+        f"in the commit the link's HMAC {steps['link_hmac_us']} µs",
     ]
     return result
 
@@ -338,7 +560,7 @@ def _instrument(writer: AuditWriter, store: SqlStore, totals: dict[str, int]) ->
     import interlock.store.sql_audit as sql_module
 
     entry, append, transaction = writer._entry, store.append_audit, store.audit_transaction
-    lock_head, hasher = store._lock_head, vars(sql_module)["link_hash"]
+    lock_head, hasher = store._lock_head, vars(sql_module)["link_material"]
 
     def timed_entry(*args: Any) -> Any:
         with _timed(totals, "encode: to_record + redaction + JSON"):
@@ -349,7 +571,7 @@ def _instrument(writer: AuditWriter, store: SqlStore, totals: dict[str, int]) ->
             return append(*args, **kwargs)
 
     def timed_hash(*args: Any) -> Any:
-        with _timed(totals, "  of which link_hash"):
+        with _timed(totals, "  of which link material"):
             return hasher(*args)
 
     def timed_head(*args: Any) -> Any:
@@ -373,7 +595,7 @@ def _instrument(writer: AuditWriter, store: SqlStore, totals: dict[str, int]) ->
     store.append_audit = timed_append  # type: ignore[method-assign]
     store.audit_transaction = timed_transaction  # type: ignore[method-assign]
     store._lock_head = timed_head  # type: ignore[method-assign,assignment]
-    vars(sql_module)["link_hash"] = timed_hash  # looked up at each call
+    vars(sql_module)["link_material"] = timed_hash  # looked up at each call
 
 
 _STEPS: Final = (
@@ -381,7 +603,7 @@ _STEPS: Final = (
     "append_audit (all)",
     "  of which open the transaction (BEGIN)",
     "  of which lock the chain head",
-    "  of which link_hash",
+    "  of which link material",
     "  of which close it (COMMIT)",
 )
 
@@ -429,7 +651,7 @@ def profile(records: int = 16_000) -> str:
     connection and giving it back."""
     import interlock.store.sql_audit as sql_module
 
-    original_hash = vars(sql_module)["link_hash"]
+    original_hash = vars(sql_module)["link_material"]
     events = decision_events()
     out = io.StringIO()
     try:
@@ -444,5 +666,5 @@ def profile(records: int = 16_000) -> str:
                     out.write(_profile_one("postgres", store, durability, events, records // 4))
                     out.write(_profile_one("postgres", store, durability, events, records // 16, 1))
     finally:
-        vars(sql_module)["link_hash"] = original_hash
+        vars(sql_module)["link_material"] = original_hash
     return out.getvalue()

@@ -1,7 +1,10 @@
 """Group commit for the audit log.
 
 Records are appended in batches, one transaction each: everything waiting (up to
-``max_batch``) is redacted, encoded and committed together. With durability
+``max_batch``) is redacted, encoded and committed together, by the thread that
+commits — not by each caller before it queues its record: under many threads that
+costs the commit more (its every database call must win the GIL back from callers
+encoding meanwhile) than it saves (ADR 0011). With durability
 ``process`` (the default) or ``power`` a caller gets its verdict only once the
 transaction holding its record has committed, so a decision the caller saw is never
 missing after a crash; many concurrent callers share one commit. With ``none``
@@ -167,6 +170,7 @@ class AuditWriter:
         self._thread = threading.Thread(target=self._run, name="interlock-audit", daemon=True)
         self._thread.start()
         self.batches = 0  # commits made (for benchmarks and tests)
+        self.records = 0  # records those commits appended
 
     @property
     def waits(self) -> bool:
@@ -390,6 +394,7 @@ class AuditWriter:
             if seqs is None:
                 return False
             self.batches += 1
+            self.records += len(entries)
             batch.committed = 1
             batch.settle(seqs, None)
         except BaseException:
@@ -484,6 +489,7 @@ class AuditWriter:
                 if seqs is None:
                     seqs = self.store.append_audit(chunk, durable=self.durability == "power")
                     self.batches += 1
+                    self.records += len(chunk)
             except Exception as exc:  # a locked, unreachable or cut-off database
                 batch.last_error = exc
                 batch.unsure = True

@@ -41,7 +41,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -50,7 +50,7 @@ from interlock.core.deadline import current_deadline, time_left
 from interlock.errors import StoreError, StoreTimeout, StoreUnavailable
 from interlock.store.audit_keys import AuditKeys, AuditKeySetting
 from interlock.store.migrate import apply_migrations, migration_status
-from interlock.store.records import ApprovalRecord
+from interlock.store.records import ApprovalRecord, ChainHead
 from interlock.store.sql import Cursor, SqlStore
 from interlock.store.watchdog import WATCHDOG, socket_cutter
 
@@ -287,6 +287,17 @@ class PostgresStore(SqlStore):
             f"SET LOCAL lock_timeout = {min(ms, _ms(self.lock_timeout))}"
         )
 
+    def _write_links(
+        self, cur: Cursor, rows: list[tuple[Any, ...]], heads: Mapping[str, ChainHead]
+    ) -> None:
+        """One statement, one round trip, for the whole batch: the heads moved in a
+        data-modifying ``WITH`` and the links inserted as one multi-row ``INSERT``
+        (a batch too big for one statement's parameters: two ``executemany``)."""
+        if len(rows) * 11 + len(heads) * 4 > _MAX_PARAMS:
+            super()._write_links(cur, rows, heads)
+            return
+        cur.execute(_links_statement(len(rows), len(heads)), _links_params(rows, heads))
+
     @contextmanager
     def audit_transaction(self, durable: bool) -> Iterator[Cursor]:
         with self.transaction(write=True) as cur:
@@ -341,6 +352,47 @@ class PostgresStore(SqlStore):
         if listener is not None:
             listener.stop()
         self.pool.close()
+
+
+_MAX_PARAMS: Final = 65_535  # the protocol's limit on one statement's parameters
+_LINK_ROW: Final = "(%s, %s::bigint, %s::bigint, %s, %s, %s, %s, %s, %s, %s, %s)"
+_HEAD_ROW: Final = "(%s, %s::bigint, %s, %s)"
+_AUDIT_INSERT: Final = (
+    "INSERT INTO audit_events "
+    "(tenant, seq, ts_us, kind, decision_id, agent, decision, body, prev_hash, hash, key_id) "
+)
+
+
+def _links_statement(links: int, heads: int) -> str:
+    """The batch's statement for ``links`` rows over ``heads`` chains (memoised: a
+    steady load repeats a few sizes)."""
+    key = (links, heads)
+    sql = _LINKS_SQL.get(key)
+    if sql is None:
+        sql = (
+            "WITH moved AS (UPDATE audit_heads AS h SET seq = v.seq, hash = v.hash, "
+            "key_id = v.key_id FROM (VALUES "
+            + ", ".join([_HEAD_ROW] * heads)
+            + ") AS v (tenant, seq, hash, key_id) WHERE h.tenant = v.tenant) "
+            + _AUDIT_INSERT
+            + "VALUES "
+            + ", ".join([_LINK_ROW] * links)
+        )
+        if len(_LINKS_SQL) < 512:
+            _LINKS_SQL[key] = sql
+    return sql
+
+
+_LINKS_SQL: dict[tuple[int, int], str] = {}
+
+
+def _links_params(rows: list[tuple[Any, ...]], heads: Mapping[str, ChainHead]) -> list[Any]:
+    params: list[Any] = []
+    for tenant, head in heads.items():
+        params += (tenant, head.seq, head.hash, head.key_id)
+    for row in rows:
+        params += row
+    return params
 
 
 class _Listener(threading.Thread):

@@ -95,18 +95,35 @@ class AuditStore(StoreBase):
         heads = {t: self._lock_head(cur, t) for t in sorted({e[0] for e in entries})}
         if key is None:
             self._refuse_downgrade(heads)
+        # Per record only what the link needs; the heads are made once per tenant.
+        tips = {tenant: (head.seq, head.hash, 0) for tenant, head in heads.items()}
+        digest_of = key.digest if key is not None else _sha256_hex
         rows: list[tuple[Any, ...]] = []
         for tenant, ts_us, kind, decision_id, agent, decision, body in entries:
-            seq, prev = heads[tenant].seq + 1, heads[tenant].hash
-            material = link_material(
-                prev, tenant, seq, ts_us, kind, decision_id, agent, decision, body, key_id
+            last, prev, _ = tips[tenant]
+            seq = last + 1
+            digest = digest_of(
+                link_material(
+                    prev, tenant, seq, ts_us, kind, decision_id, agent, decision, body, key_id
+                )
             )
-            digest = key.digest(material) if key is not None else sha256(material).hexdigest()
             rows.append(
                 (tenant, seq, ts_us, kind, decision_id, agent, decision, body, prev, digest, key_id)
             )
-            heads[tenant] = ChainHead(tenant, seq, digest, key_id, ts_us)
+            tips[tenant] = (seq, digest, ts_us)
             seqs.append(seq)
+        heads = {
+            tenant: ChainHead(tenant, seq, digest, key_id, ts_us)
+            for tenant, (seq, digest, ts_us) in tips.items()
+        }
+        self._write_links(cur, rows, heads)
+        return seqs, heads
+
+    def _write_links(
+        self, cur: Cursor, rows: list[tuple[Any, ...]], heads: Mapping[str, ChainHead]
+    ) -> None:
+        """Insert the new links and move each tenant's head to its last one (SQLite:
+        two ``executemany``, in process; PostgreSQL overrides it with one statement)."""
         cur.executemany(
             self.q(f"INSERT INTO audit_events ({_AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"),
             rows,
@@ -115,7 +132,6 @@ class AuditStore(StoreBase):
             self.q("UPDATE audit_heads SET seq = ?, hash = ?, key_id = ? WHERE tenant = ?"),
             [(head.seq, head.hash, head.key_id, tenant) for tenant, head in heads.items()],
         )
-        return seqs, heads
 
     def _refuse_downgrade(self, heads: Mapping[str, ChainHead]) -> None:
         """A process without the key must not append to a keyed chain: its records
@@ -207,18 +223,26 @@ class AuditStore(StoreBase):
         return self.transaction(write=True)
 
     def _lock_head(self, cur: Cursor, tenant: str) -> ChainHead:
-        cur.execute(
-            self.q(
-                "INSERT INTO audit_heads (tenant, seq, hash) VALUES (?, 0, ?) "
-                "ON CONFLICT (tenant) DO NOTHING"
-            ),
-            (tenant, GENESIS),
+        """The tenant's head, locked until the transaction ends (SQLite: the write
+        transaction holds the database's lock; PostgreSQL: ``FOR UPDATE``). One
+        statement once the head exists; a new tenant's is made first (``DO NOTHING``:
+        two writers making it at once both go on to lock the one row)."""
+        select = self.q(
+            f"SELECT seq, hash, key_id FROM audit_heads WHERE tenant = ?{self.for_update}"
         )
-        cur.execute(
-            self.q(f"SELECT seq, hash, key_id FROM audit_heads WHERE tenant = ?{self.for_update}"),
-            (tenant,),
-        )
-        seq, digest, key_id = cur.fetchone()
+        cur.execute(select, (tenant,))
+        row = cur.fetchone()
+        if row is None:
+            cur.execute(
+                self.q(
+                    "INSERT INTO audit_heads (tenant, seq, hash) VALUES (?, 0, ?) "
+                    "ON CONFLICT (tenant) DO NOTHING"
+                ),
+                (tenant, GENESIS),
+            )
+            cur.execute(select, (tenant,))
+            row = cur.fetchone()
+        seq, digest, key_id = row
         return ChainHead(tenant, int(seq), str(digest), key_id, 0)
 
     def audit_tenants(self) -> list[str]:
@@ -365,6 +389,10 @@ class AuditStore(StoreBase):
                 )
             )
             return [str(row[0]) for row in cur.fetchall()]
+
+
+def _sha256_hex(material: bytes) -> str:
+    return sha256(material).hexdigest()
 
 
 def _audit_row(row: Any) -> AuditRow:
