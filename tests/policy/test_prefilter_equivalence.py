@@ -31,10 +31,11 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from interlock import Action, Context, Decision
+from interlock import Action, Context, Decision, Verdict
 from interlock.errors import PolicyError
 from interlock.policy import CompiledPolicy, compile_policy, evaluate
 from interlock.policy import compiled as compiled_module
+from interlock.policy import prefilter as prefilter_module
 from interlock.policy.engine import facts_for
 from interlock.policy.extract import Facts
 from interlock.policy.facets import needs_facets
@@ -77,7 +78,9 @@ def essence(decision: Decision) -> tuple[Any, ...]:
         decision.verdict,
         decision.rule_ids,
         decision.reason,
-        None if cause is None else (type(cause).__name__, str(cause), cause.rule_id),
+        None
+        if cause is None
+        else (type(cause).__name__, str(cause), getattr(cause, "rule_id", None)),
         None if shadow is None else (shadow.verdict, shadow.rule_ids, shadow.reason),
         None if decision.approval is None else decision.approval.url,
     )
@@ -769,3 +772,58 @@ def test_tricky_cases_decide_the_same_either_way(data: dict[str, Any], action: A
     assert_same(filtered, plain)
     with prefilter_threshold(ON):
         assert _skipped_rules(compile_policy(data), action) == []
+
+
+# -- 5. regressions -------------------------------------------------------------------------
+
+
+def _bounded_repeats(count: int) -> dict[str, Any]:
+    """``count`` deny rules whose regexes each fit RE2's memory budget alone, but
+    not all together in one set (RE2 refuses a set of 258 or more of these)."""
+    return {
+        "version": 1,
+        "default": "allow",
+        "rules": [
+            {
+                "id": f"r{i:03d}",
+                "decision": "deny",
+                "reason": f"because r{i:03d}",
+                "params": {"args.q": {"regex": f".{{10,60}}k{i}$"}},
+            }
+            for i in range(count)
+        ],
+    }
+
+
+@pytest.mark.parametrize("minimum", [ON, None])
+def test_patterns_too_many_for_one_re2_set_are_split_not_fatal(minimum: int | None) -> None:
+    """Found by this file: RE2 refused to compile the set of a parameter's regexes
+    (each fits its memory budget alone, 300 together do not), and the error escaped
+    ``evaluate`` at every check of the tool, where testing the rules one by one
+    denies. The prefilter now halves a set until each part compiles."""
+    data = _bounded_repeats(300)
+    action = Action.tool("search", {"q": "y" * 20 + "k5"})
+    if minimum is None:  # the default threshold: 300 rules
+        policy = compile_policy(data)
+        decision = evaluate(action, policy)
+    else:
+        [(decision, plain)] = judge_both(data, [action])
+        assert_same(decision, plain)
+        with prefilter_threshold(minimum):
+            policy = compile_policy(data)
+    assert (decision.verdict, decision.rule_ids) == (Verdict.DENY, ("r005",))
+    candidates = policy.candidates("tool", "search", facts_for(action, policy).scope)
+    assert candidates.enforced_filter is not None
+    kept = candidates.enforced_filter.tiers(facts_for(action, policy))
+    assert [rule.id for _, rules in kept for rule in rules] == ["r005"]  # still one pass
+
+
+def test_a_pattern_no_re2_set_can_hold_keeps_its_rule() -> None:
+    """The last resort of the split: a pattern RE2 refuses even in a set of its own
+    is not indexed, and its rule is always tested in full."""
+    unheld: set[int] = set()
+    sets = prefilter_module._sets(
+        ["alpha", ".{2000}", "beta"], [7, 8, 9], anchored=False, unheld=unheld
+    )
+    assert unheld == {8}
+    assert sorted(owner for _, owners in sets for owner in owners) == [7, 9]

@@ -200,7 +200,10 @@ def _re2_escape(ch: str) -> str:
 
 class Re2Set:
     """Many RE2 patterns matched in one pass: ``match(text)`` gives the indexes of
-    those that match (fully, when ``anchored``; found anywhere otherwise)."""
+    those that match (fully, when ``anchored``; found anywhere otherwise).
+
+    Raises :class:`RegexError` when RE2 refuses the set: a pattern it does not
+    accept, or patterns that together exceed its memory budget (each may fit alone)."""
 
     __slots__ = ("_match",)
 
@@ -208,9 +211,13 @@ class Re2Set:
         import re2
 
         made = (re2.Set.FullMatchSet if anchored else re2.Set.SearchSet)(_re2_options())
-        for pattern in patterns:
-            made.Add(pattern)
-        made.Compile()
+        try:
+            for pattern in patterns:
+                made.Add(pattern)
+            made.Compile()
+        except re2.error as exc:
+            count = len(patterns)
+            raise RegexError(f"RE2 cannot compile a set of {count} pattern(s): {exc}") from exc
         self._match = made._set.Match
 
     def match(self, text: str) -> list[int]:

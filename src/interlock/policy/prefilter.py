@@ -26,7 +26,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from interlock.policy.matchers import MISSING, CompiledCondition, compile_re2_set, glob_to_re2
+from interlock.policy.matchers import (
+    MISSING,
+    CompiledCondition,
+    Re2Set,
+    RegexError,
+    compile_re2_set,
+    glob_to_re2,
+)
 
 if TYPE_CHECKING:
     from interlock.policy.compiled import CompiledRule
@@ -47,19 +54,23 @@ class _Key:
     globs: list[tuple[str, bool, int]] = field(default_factory=list)  # (glob, fold, rule)
     regexes: list[tuple[str, int]] = field(default_factory=list)  # (regex, rule)
     rules: set[int] = field(default_factory=set)  # every rule discriminated here
-    glob_set: Any = None
-    glob_owner: list[int] = field(default_factory=list)
-    regex_set: Any = None
-    regex_owner: list[int] = field(default_factory=list)
+    #: (the set, the rule of each of its patterns): one set, unless RE2 cannot hold
+    #: every pattern in one (its memory budget) and they are split
+    glob_sets: list[tuple[Re2Set, list[int]]] = field(default_factory=list)
+    regex_sets: list[tuple[Re2Set, list[int]]] = field(default_factory=list)
 
-    def compile(self) -> None:
+    def compile(self) -> set[int]:
+        """Build the sets; the rules whose pattern no set can hold (to keep always)."""
+        unheld: set[int] = set()
         if self.globs:
             patterns = [glob_to_re2(glob, fold=fold) for glob, fold, _ in self.globs]
-            self.glob_set = compile_re2_set(patterns, anchored=True)
-            self.glob_owner = [rule for _, _, rule in self.globs]
+            owners = [rule for _, _, rule in self.globs]
+            self.glob_sets = _sets(patterns, owners, anchored=True, unheld=unheld)
         if self.regexes:
-            self.regex_set = compile_re2_set([regex for regex, _ in self.regexes], anchored=False)
-            self.regex_owner = [rule for _, rule in self.regexes]
+            patterns = [regex for regex, _ in self.regexes]
+            owners = [rule for _, rule in self.regexes]
+            self.regex_sets = _sets(patterns, owners, anchored=False, unheld=unheld)
+        return unheld
 
     def passing(self, value: str) -> set[int]:
         """The rules whose discriminator on this parameter holds for ``value``."""
@@ -67,13 +78,28 @@ class _Key:
         hit = self.literals.get(value)
         if hit:
             found.update(hit)
-        if self.glob_set is not None:
-            owner = self.glob_owner
-            found.update(owner[i] for i in self.glob_set.match(value))
-        if self.regex_set is not None:
-            owner = self.regex_owner
-            found.update(owner[i] for i in self.regex_set.match(value))
+        for patterns, owner in self.glob_sets:
+            found.update(owner[i] for i in patterns.match(value))
+        for patterns, owner in self.regex_sets:
+            found.update(owner[i] for i in patterns.match(value))
         return found
+
+
+def _sets(
+    patterns: list[str], owners: list[int], *, anchored: bool, unheld: set[int]
+) -> list[tuple[Re2Set, list[int]]]:
+    """``patterns`` in as few RE2 sets as RE2 accepts: halved until each set fits its
+    memory budget. A pattern no set can hold adds its rule to ``unheld``."""
+    try:
+        return [(compile_re2_set(patterns, anchored=anchored), owners)]
+    except RegexError:
+        if len(patterns) == 1:
+            unheld.add(owners[0])
+            return []
+    half = len(patterns) // 2
+    return _sets(patterns[:half], owners[:half], anchored=anchored, unheld=unheld) + _sets(
+        patterns[half:], owners[half:], anchored=anchored, unheld=unheld
+    )
 
 
 class Prefilter:
@@ -84,13 +110,13 @@ class Prefilter:
     def __init__(self, rules: Iterable[CompiledRule]) -> None:
         self._rules: tuple[CompiledRule, ...] = tuple(rules)
         self._keys: dict[str, _Key] = {}
-        free: list[int] = []
+        free: set[int] = set()
         for index, rule in enumerate(self._rules):
             if not self._index(index, rule):
-                free.append(index)
-        self._free: frozenset[int] = frozenset(free)
+                free.add(index)
         for key in self._keys.values():
-            key.compile()
+            free |= key.compile()  # a rule no set can hold is tested in full, always
+        self._free: frozenset[int] = frozenset(free)
 
     def _index(self, index: int, rule: CompiledRule) -> bool:
         """Index ``rule`` by one of its conditions; False when none can be indexed."""
