@@ -326,9 +326,23 @@ KEYS = (
     "args.meta.level",
     "args.items.0",
     "domain",
+    "domain",
     "path",
+    "path",
+    "url",
+    "site",
+    "port",
+    "ip_class",
+    "command",
     "verb",
     "scheme",
+)
+
+SHELLS = (
+    {"programs": ["ls", "cat", "echo"]},
+    {"commands": [{"program": "rm", "flags": ["-r"]}]},
+    {"commands": [{"program": "curl", "args": ["*alpha*"]}]},
+    {"writes": False},
 )
 
 TOOLS = ("search", "send_email", "read_file", "delete_row", "shell", "fetch")
@@ -364,6 +378,8 @@ def rule_bodies(draw: st.DrawFn) -> dict[str, Any]:
         body["agent"] = draw(st.sampled_from(["bot", "b*", "Bot"]))
     elif extra == 3:
         body["mode"] = "shadow"
+    elif extra == 4:
+        body["shell"] = draw(st.sampled_from(SHELLS))
     if draw(st.integers(0, 3)) == 0:
         body["name"] = draw(st.sampled_from([*TOOLS, "se*", ["search", "fetch"], "*_row"]))
     if draw(st.integers(0, 5)) == 0:
@@ -448,7 +464,26 @@ ARGUMENTS = st.fixed_dictionaries(
             ),
             texts(),
         ),
-        "domain": st.sampled_from(["alpha.example", "ALPHA.example.", "beta", "b", "xn--e-ssa"]),
+        "domain": st.sampled_from(
+            ["alpha.example", "ALPHA.example.", "beta", "b", "xn--e-ssa", "é.example", "127.0.0.1"]
+        ),
+        "url": st.sampled_from(
+            [
+                "https://alpha.example/a",
+                "http://ALPHA.example:8080/x?q=1",
+                "https://beta/",
+                "http://10.0.0.1/",
+                "https://é.example/",
+                "file:///etc/passwd",
+                "not a url",
+                "",
+            ]
+        ),
+        "paths": st.lists(
+            st.sampled_from(["/tmp/alpha", "/etc/passwd", "alpha", "/TMP/x", "../x"]),
+            min_size=1,
+            max_size=3,
+        ),
     },
 )
 
@@ -461,6 +496,8 @@ COMMANDS = st.sampled_from(
 def actions(draw: st.DrawFn) -> Action:
     name = draw(st.sampled_from(TOOLS))
     arguments = dict(draw(ARGUMENTS))
+    if "url" in arguments and "domain" in arguments and draw(st.booleans()):
+        del arguments["domain"]  # (else often a conflict of aliases, refused before rules)
     if name == "shell" and draw(st.booleans()):
         arguments["command"] = draw(COMMANDS)
     return Action(
