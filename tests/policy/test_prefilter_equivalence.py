@@ -21,6 +21,7 @@ skipped rule can never hide behind a stricter tier's verdict.
 
 from __future__ import annotations
 
+import enum
 import math
 import os
 from collections.abc import Iterator
@@ -604,8 +605,9 @@ def test_the_threshold_turns_the_prefilter_on_and_off(minimum: int | None, on: b
 # -- 4. tricky cases, found or feared -------------------------------------------------------
 
 
-def _policy(*rules: dict[str, Any], default: str = "deny") -> dict[str, Any]:
-    """The rules, each repeated so that every tier is large, plus filler rules."""
+def _policy(*rules: dict[str, Any], default: str = "allow") -> dict[str, Any]:
+    """The rules, each repeated so that every tier is large, plus filler rules that
+    never match (nor raise) in the deny and the allow tiers."""
     out = [
         {"reason": f"because {rule['id']}", **rule, "id": f"{rule['id']}-{copy}"}
         for rule in rules
@@ -615,12 +617,16 @@ def _policy(*rules: dict[str, Any], default: str = "deny") -> dict[str, Any]:
         {
             "id": f"filler-{i:02d}",
             "reason": "filler",
-            "decision": "deny",
-            "params": {"args.q": f"no such value {i}"},
+            "decision": "deny" if i % 2 else "allow",
+            "params": {"args.q": {"in": [f"no such value {i}"]}},
         }
         for i in range(24)
     ]
     return {"version": 1, "default": default, "rules": out}
+
+
+class _Text(str):
+    """Text that is not exactly a ``str``."""
 
 
 TRICKY: list[tuple[str, dict[str, Any], Action]] = [
@@ -767,7 +773,6 @@ TRICKY: list[tuple[str, dict[str, Any], Action]] = [
         _policy(
             {"id": "d", "decision": "deny", "params": {"path": "*/etc/passwd"}},
             {"id": "a", "decision": "allow", "params": {"path": "/workspace/*"}},
-            default="allow",
         ),
         Action.tool("read_file", {"path": "../../etc/passwd"}),
     ),
@@ -798,15 +803,112 @@ TRICKY: list[tuple[str, dict[str, Any], Action]] = [
         ),
         Action.tool("shell", {"command": "rm -rf /etc/passwd"}),
     ),
+    (
+        # each path of a list is a facet of its own, each prefiltered
+        "path-list",
+        _policy(
+            {"id": "d", "decision": "deny", "params": {"path": {"regex": "^/etc/"}}},
+            {"id": "a", "decision": "allow", "params": {"path": "/tmp/*"}},
+        ),
+        Action.tool("read_file", {"paths": ["/tmp/a", "/etc/passwd"]}),
+    ),
+    (
+        # a NUL character in text: RE2 and Python agree on it
+        "nul-character",
+        _policy(
+            {"id": "g", "decision": "deny", "params": {"args.q": "a*"}},
+            {"id": "r", "decision": "deny", "params": {"args.q": {"regex": r"\x00b$"}}},
+            {"id": "e", "decision": "deny", "params": {"args.q": {"eq": "a\x00b"}}},
+        ),
+        Action.tool("search", {"q": "a\x00b"}),
+    ),
+    (
+        # an `in` of text and numbers is not indexed; one of text only is
+        "mixed-in",
+        _policy(
+            {"id": "m", "decision": "deny", "params": {"args.q": {"in": ["42", 42]}}},
+            {"id": "t", "decision": "require_approval", "params": {"args.q": {"in": ["4", "2"]}}},
+        ),
+        Action.tool("search", {"q": 42}),
+    ),
+    (
+        # `eq: null` matches a null argument, and a null is not text
+        "eq-null",
+        _policy({"id": "n", "decision": "deny", "params": {"args.q": {"eq": None}}}),
+        Action.tool("search", {"q": None}),
+    ),
+    (
+        # the indexed test holds, another test of the same condition cannot judge
+        "indexed-true-bounds-raise",
+        _policy({"id": "a", "decision": "deny", "params": {"args.q": {"in": ["7"], "gt": 1}}}),
+        Action.tool("search", {"q": "7"}),
+    ),
+    (
+        # text of a subclass of str is judged by the rules themselves
+        "str-subclass",
+        _policy({"id": "a", "decision": "deny", "params": {"args.q": {"eq": "alpha"}}}),
+        Action.tool("search", {"q": _Text("alpha")}),
+    ),
+    (
+        # a dotted key through a list, and through text
+        "dotted-through-list",
+        _policy(
+            {"id": "a", "decision": "deny", "params": {"args.meta.level": "x"}},
+            {"id": "b", "decision": "deny", "params": {"args.meta.0": "x"}},
+        ),
+        Action.tool("search", {"meta": ["x"]}),
+    ),
+    (
+        # an `exists: false` is never an index: a missing argument matches it
+        "exists-false",
+        _policy({"id": "a", "decision": "deny", "params": {"args.q": {"exists": False}}}),
+        Action.tool("search", {"mode": "alpha"}),
+    ),
 ]
 
 
-@pytest.mark.parametrize(
-    ("data", "action"), [case[1:] for case in TRICKY], ids=[c[0] for c in TRICKY]
-)
-def test_tricky_cases_decide_the_same_either_way(data: dict[str, Any], action: Action) -> None:
+#: What each tricky case decides (the same either way), so that each tests what it says.
+EXPECTED: dict[str, tuple[Verdict, tuple[str, ...]]] = {
+    "literal-false-when-errors": (Verdict.ALLOW, ()),
+    "literal-true-when-errors": (Verdict.UNDETERMINED, ("a-0", "a-1")),
+    "regex-false-bounds-raise": (Verdict.ALLOW, ()),
+    "regex-on-a-list": (Verdict.UNDETERMINED, ("a-0", "a-1")),
+    "typed-literals": (Verdict.REQUIRE_APPROVAL, ("n-0", "n-1")),
+    "true-is-not-one": (Verdict.ALLOW, ()),
+    "kelvin-sign": (Verdict.DENY, ("k-0", "k-1")),
+    "glob-case": (Verdict.ALLOW, ()),
+    "newline-glob": (Verdict.DENY, ("g-0", "g-1")),
+    "dollar-before-newline": (Verdict.ALLOW, ()),
+    "lone-surrogate": (Verdict.DENY, ("g-0", "g-1", "r-0", "r-1")),
+    "combining-accent": (Verdict.ALLOW, ()),
+    "empty-text": (Verdict.ALLOW, ("e-0", "e-1", "g-0", "g-1", "r-0", "r-1")),
+    "missing-argument": (Verdict.DENY, ("x-0", "x-1")),
+    "nested-and-indexed": (Verdict.DENY, ("m-0", "m-1")),
+    "index-into-text": (Verdict.ALLOW, ()),
+    "long-argument": (Verdict.DENY, ("p-0", "p-1", "r-0", "r-1")),
+    "path-case": (Verdict.DENY, ("d-0", "d-1")),
+    "path-pattern": (Verdict.DENY, ("d-0", "d-1")),
+    "shadow": (Verdict.ALLOW, ("a-0", "a-1")),
+    "unindexed": (Verdict.DENY, ("w-0", "w-1")),
+    "shell-facets": (Verdict.DENY, ("d-0", "d-1")),
+    "path-list": (Verdict.DENY, ("d-0", "d-1")),
+    "nul-character": (Verdict.DENY, ("e-0", "e-1", "g-0", "g-1", "r-0", "r-1")),
+    "mixed-in": (Verdict.DENY, ("m-0", "m-1")),
+    "eq-null": (Verdict.DENY, ("n-0", "n-1")),
+    "indexed-true-bounds-raise": (Verdict.UNDETERMINED, ("a-0", "a-1")),
+    "str-subclass": (Verdict.DENY, ("a-0", "a-1")),
+    "dotted-through-list": (Verdict.DENY, ("b-0", "b-1")),
+    "exists-false": (Verdict.DENY, ("a-0", "a-1")),
+}
+
+
+@pytest.mark.parametrize(("name", "data", "action"), TRICKY, ids=[case[0] for case in TRICKY])
+def test_tricky_cases_decide_the_same_either_way(
+    name: str, data: dict[str, Any], action: Action
+) -> None:
     [(filtered, plain)] = judge_both(data, [action])
     assert_same(filtered, plain)
+    assert (plain.verdict, plain.rule_ids) == EXPECTED[name]
     with prefilter_threshold(ON):
         assert _skipped_rules(compile_policy(data), action) == []
 
@@ -864,3 +966,39 @@ def test_a_pattern_no_re2_set_can_hold_keeps_its_rule() -> None:
     )
     assert unheld == {8}
     assert sorted(owner for _, owners in sets for owner in owners) == [7, 9]
+
+
+class _Currency(enum.StrEnum):
+    XYZ = "XYZ"
+
+
+class _Liar(str):
+    """Text whose own ``__eq__`` says it equals nothing."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = str.__hash__
+
+
+@pytest.mark.parametrize("value", [_Currency.XYZ, _Liar("XYZ"), "XYZ"], ids=["enum", "liar", "str"])
+@pytest.mark.parametrize(
+    ("condition", "verdict"),
+    [
+        ({"eq": "XYZ"}, Verdict.DENY),
+        ({"in": ["ABC", "XYZ"]}, Verdict.DENY),
+        ({"ne": "XYZ"}, Verdict.ALLOW),
+        ({"not_in": ["XYZ"]}, Verdict.ALLOW),
+        ("XYZ", Verdict.DENY),  # a glob, which always read the text
+    ],
+)
+def test_text_of_a_str_subclass_is_equal_to_the_same_text(
+    value: str, condition: Any, verdict: Verdict
+) -> None:
+    """Found by this file's tricky table: ``eq`` / ``in`` compared types exactly, so a
+    deny on ``currency: {in: [XYZ]}`` let a str enum member ``XYZ`` through (while
+    a glob on the same text caught it). Text equals text, whatever its class."""
+    data = _policy({"id": "a", "decision": "deny", "params": {"args.currency": condition}})
+    [(filtered, plain)] = judge_both(data, [Action.tool("pay", {"currency": value})])
+    assert_same(filtered, plain)
+    assert plain.verdict is verdict

@@ -256,6 +256,10 @@ def _equal(a: Any, b: Any) -> bool:
         return type(a) is type(b) and a == b
     if _is_number(a) and _is_number(b):
         return bool(a == b)
+    if isinstance(a, str) and isinstance(b, str):
+        # Text is text, of a subclass too (a str enum member is sent as its value; a
+        # glob already reads it so): its real contents, whatever its own __eq__ says.
+        return str.__eq__(a, b) is True
     return type(a) is type(b) and bool(a == b)
 
 
