@@ -13,8 +13,12 @@ whose discriminator holds (and every rule with none). The rules kept are then te
 in full, exactly as without the prefilter — and since a rule's checks are AND-ed in
 any order (a false check makes the rule not match, whatever another would say;
 :func:`interlock.policy.compiled._all_of`), skipping a rule whose discriminator is
-false changes no verdict, no rule id and no reason. A property test holds the two
-ways to the same answers.
+false changes no verdict, no rule id and no reason. Property tests
+(tests/policy/test_prefilter_equivalence.py) hold the two ways to the same answers.
+
+RE2 refuses a set whose patterns together exceed its memory budget (each may fit
+alone): such a set is halved until each part compiles, and a pattern no set can
+hold leaves its rule unindexed — tested in full at every check.
 
 A value the sets cannot read — not plain text (a list, a number, a path known only as
 a pattern) — keeps every rule discriminated on that parameter.
@@ -22,7 +26,7 @@ a pattern) — keeps every rule discriminated on that parameter.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -54,22 +58,23 @@ class _Key:
     globs: list[tuple[str, bool, int]] = field(default_factory=list)  # (glob, fold, rule)
     regexes: list[tuple[str, int]] = field(default_factory=list)  # (regex, rule)
     rules: set[int] = field(default_factory=set)  # every rule discriminated here
-    #: (the set, the rule of each of its patterns): one set, unless RE2 cannot hold
-    #: every pattern in one (its memory budget) and they are split
-    glob_sets: list[tuple[Re2Set, list[int]]] = field(default_factory=list)
-    regex_sets: list[tuple[Re2Set, list[int]]] = field(default_factory=list)
+    #: (a set's match, the rule of each of its patterns): one set of the globs, one
+    #: of the regexes — more when RE2 cannot hold them in one (its memory budget)
+    sets: tuple[tuple[Callable[[str], list[int]], list[int]], ...] = ()
 
     def compile(self) -> set[int]:
         """Build the sets; the rules whose pattern no set can hold (to keep always)."""
         unheld: set[int] = set()
+        sets: list[tuple[Re2Set, list[int]]] = []
         if self.globs:
             patterns = [glob_to_re2(glob, fold=fold) for glob, fold, _ in self.globs]
             owners = [rule for _, _, rule in self.globs]
-            self.glob_sets = _sets(patterns, owners, anchored=True, unheld=unheld)
+            sets += _sets(patterns, owners, anchored=True, unheld=unheld)
         if self.regexes:
             patterns = [regex for regex, _ in self.regexes]
             owners = [rule for _, rule in self.regexes]
-            self.regex_sets = _sets(patterns, owners, anchored=False, unheld=unheld)
+            sets += _sets(patterns, owners, anchored=False, unheld=unheld)
+        self.sets = tuple((made.match, owner) for made, owner in sets)
         return unheld
 
     def passing(self, value: str) -> set[int]:
@@ -78,10 +83,8 @@ class _Key:
         hit = self.literals.get(value)
         if hit:
             found.update(hit)
-        for patterns, owner in self.glob_sets:
-            found.update(owner[i] for i in patterns.match(value))
-        for patterns, owner in self.regex_sets:
-            found.update(owner[i] for i in patterns.match(value))
+        for match, owner in self.sets:
+            found.update(owner[i] for i in match(value))
         return found
 
 
