@@ -40,6 +40,7 @@ from interlock.policy import prefilter as prefilter_module
 from interlock.policy.engine import facts_for
 from interlock.policy.extract import Facts
 from interlock.policy.facets import needs_facets
+from interlock.policy.matchers import GlobSet, RegexError, RegexSet, compile_re2_set, glob_to_re2
 
 #: Hypothesis examples for the main property (each example is a policy of 20-200
 #: rules judged on several calls, twice).
@@ -632,6 +633,50 @@ def test_a_rule_the_prefilter_skips_neither_matches_nor_raises(
         policy = compile_policy(data)
         for action in calls:
             assert _skipped_rules(policy, action) == []
+
+
+# -- 2b. the sets themselves: one pass finds what each pattern finds alone ------------------
+
+_ODD_REGEXES = st.sampled_from(
+    [r"\Qa.b\E", "(?i:x)y", r"\Q)\E", "(?s).", "x{2}", "(?P<n>a)", r"\C", "(?m)$", "^"]
+)
+
+
+@settings(SETTINGS, max_examples=EXAMPLES * 10)
+@given(
+    patterns=st.lists(st.one_of(regexes(), _ODD_REGEXES), min_size=1, max_size=12),
+    values=st.lists(texts(), min_size=1, max_size=4),
+)
+def test_a_set_of_regexes_finds_what_each_finds_alone(
+    patterns: list[str], values: list[str]
+) -> None:
+    """The prefilter's regex set against each rule's own ``RegexSet`` (one pattern,
+    and a rule's whole list as it is compiled: one alternation)."""
+    try:
+        alone = [RegexSet.of(pattern) for pattern in patterns]
+    except RegexError:
+        return  # refused at load, rule by rule
+    together = compile_re2_set(patterns, anchored=False)
+    as_one_rule = RegexSet.of(patterns)
+    for value in values:
+        found = {i for i, regex in enumerate(alone) if regex.matches(value)}
+        assert set(together.match(value)) == found
+        assert as_one_rule.matches(value) is bool(found)
+
+
+@settings(SETTINGS, max_examples=EXAMPLES * 10)
+@given(
+    patterns=st.lists(globs(), min_size=1, max_size=12),
+    values=st.lists(texts(), min_size=1, max_size=4),
+)
+def test_a_set_of_globs_finds_what_each_finds_alone(patterns: list[str], values: list[str]) -> None:
+    """The prefilter's glob set (RE2, on UTF-8) against each rule's ``GlobSet``
+    (Python's fnmatch): Unicode, lone surrogates, newlines, classes, case."""
+    together = compile_re2_set([glob_to_re2(glob) for glob in patterns], anchored=True)
+    alone = [GlobSet.of(glob) for glob in patterns]
+    for value in values:
+        found = {i for i, glob in enumerate(alone) if glob.matches(value)}
+        assert set(together.match(value)) == found
 
 
 # -- 3. the seam is real: the prefilter is on, and skips, when forced on ---------------------
