@@ -207,7 +207,10 @@ def _re2_escape(ch: str) -> str:
 
 class Re2Set:
     """Many RE2 patterns matched in one pass: ``match(text)`` gives the indexes of
-    those that match (fully, when ``anchored``; found anywhere otherwise)."""
+    those that match (fully, when ``anchored``; found anywhere otherwise).
+
+    Raises :class:`RegexError` when RE2 refuses the set: a pattern it does not
+    accept, or patterns that together exceed its memory budget (each may fit alone)."""
 
     __slots__ = ("_match",)
 
@@ -215,9 +218,13 @@ class Re2Set:
         import re2
 
         made = (re2.Set.FullMatchSet if anchored else re2.Set.SearchSet)(_re2_options())
-        for pattern in patterns:
-            made.Add(pattern)
-        made.Compile()
+        try:
+            for pattern in patterns:
+                made.Add(pattern)
+            made.Compile()
+        except re2.error as exc:
+            count = len(patterns)
+            raise RegexError(f"RE2 cannot compile a set of {count} pattern(s): {exc}") from exc
         self._match = made._set.Match
 
     def match(self, text: str) -> list[int]:
@@ -256,6 +263,10 @@ def _equal(a: Any, b: Any) -> bool:
         return type(a) is type(b) and a == b
     if _is_number(a) and _is_number(b):
         return bool(a == b)
+    if isinstance(a, str) and isinstance(b, str):
+        # Text is text, of a subclass too (a str enum member is sent as its value; a
+        # glob already reads it so): its real contents, whatever its own __eq__ says.
+        return str.__eq__(a, b) is True
     return type(a) is type(b) and bool(a == b)
 
 

@@ -15,8 +15,12 @@ whose discriminator holds (and every rule with none). The rules kept are then te
 in full, exactly as without the prefilter — and since a rule's checks are AND-ed in
 any order (a false check makes the rule not match, whatever another would say;
 :func:`interlock.policy.compiled._all_of`), skipping a rule whose discriminator is
-false changes no verdict, no rule id and no reason. A property test holds the two
-ways to the same answers.
+false changes no verdict, no rule id and no reason. Property tests
+(tests/policy/test_prefilter_equivalence.py) hold the two ways to the same answers.
+
+RE2 refuses a set whose patterns together exceed its memory budget (each may fit
+alone): such a set is halved until each part compiles, and a pattern no set can
+hold leaves its rule unindexed — tested in full at every check.
 
 A value the sets cannot read — not plain text (a list, a number, a path known only as
 a pattern) — keeps every rule discriminated on that parameter.
@@ -24,13 +28,15 @@ a pattern) — keeps every rule discriminated on that parameter.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from interlock.policy.matchers import (
     MISSING,
     CompiledCondition,
+    Re2Set,
+    RegexError,
     compile_re2_set,
     glob_to_re2,
     lookup,
@@ -58,19 +64,24 @@ class _Key:
     #: rules whose discriminator is only that the parameter is there (a number bound,
     #: a ``not_in``...): kept whenever it is
     present: set[int] = field(default_factory=set)
-    glob_set: Any = None
-    glob_owner: list[int] = field(default_factory=list)
-    regex_set: Any = None
-    regex_owner: list[int] = field(default_factory=list)
+    #: (a set's match, the rule of each of its patterns): one set of the globs, one
+    #: of the regexes — more when RE2 cannot hold them in one (its memory budget)
+    sets: tuple[tuple[Callable[[str], list[int]], list[int]], ...] = ()
 
-    def compile(self) -> None:
+    def compile(self) -> set[int]:
+        """Build the sets; the rules whose pattern no set can hold (to keep always)."""
+        unheld: set[int] = set()
+        sets: list[tuple[Re2Set, list[int]]] = []
         if self.globs:
             patterns = [glob_to_re2(glob, fold=fold) for glob, fold, _ in self.globs]
-            self.glob_set = compile_re2_set(patterns, anchored=True)
-            self.glob_owner = [rule for _, _, rule in self.globs]
+            owners = [rule for _, _, rule in self.globs]
+            sets += _sets(patterns, owners, anchored=True, unheld=unheld)
         if self.regexes:
-            self.regex_set = compile_re2_set([regex for regex, _ in self.regexes], anchored=False)
-            self.regex_owner = [rule for _, rule in self.regexes]
+            patterns = [regex for regex, _ in self.regexes]
+            owners = [rule for _, rule in self.regexes]
+            sets += _sets(patterns, owners, anchored=False, unheld=unheld)
+        self.sets = tuple((made.match, owner) for made, owner in sets)
+        return unheld
 
     def passing(self, value: str) -> set[int]:
         """The rules whose discriminator on this parameter holds for ``value``."""
@@ -78,13 +89,26 @@ class _Key:
         hit = self.literals.get(value)
         if hit:
             found.update(hit)
-        if self.glob_set is not None:
-            owner = self.glob_owner
-            found.update(owner[i] for i in self.glob_set.match(value))
-        if self.regex_set is not None:
-            owner = self.regex_owner
-            found.update(owner[i] for i in self.regex_set.match(value))
+        for match, owner in self.sets:
+            found.update(owner[i] for i in match(value))
         return found
+
+
+def _sets(
+    patterns: list[str], owners: list[int], *, anchored: bool, unheld: set[int]
+) -> list[tuple[Re2Set, list[int]]]:
+    """``patterns`` in as few RE2 sets as RE2 accepts: halved until each set fits its
+    memory budget. A pattern no set can hold adds its rule to ``unheld``."""
+    try:
+        return [(compile_re2_set(patterns, anchored=anchored), owners)]
+    except RegexError:
+        if len(patterns) == 1:
+            unheld.add(owners[0])
+            return []
+    half = len(patterns) // 2
+    return _sets(patterns[:half], owners[:half], anchored=anchored, unheld=unheld) + _sets(
+        patterns[half:], owners[half:], anchored=anchored, unheld=unheld
+    )
 
 
 class Prefilter:
@@ -95,13 +119,13 @@ class Prefilter:
     def __init__(self, rules: Iterable[CompiledRule]) -> None:
         self._rules: tuple[CompiledRule, ...] = tuple(rules)
         self._keys: dict[str, _Key] = {}
-        free: list[int] = []
+        free: set[int] = set()
         for index, rule in enumerate(self._rules):
             if not self._index(index, rule):
-                free.append(index)
-        self._free: frozenset[int] = frozenset(free)
+                free.add(index)
         for key in self._keys.values():
-            key.compile()
+            free |= key.compile()  # a rule no set can hold is tested in full, always
+        self._free: frozenset[int] = frozenset(free)
         # ``args.<name>`` is one dict lookup; a nested path or an extracted parameter
         # goes through the general lookup
         self._flat: dict[str, _Key] = {}
