@@ -60,7 +60,7 @@ def to_action(body: ActionIn, key: ApiKey) -> Action:
 def _answer(state: ServerState, decision: Decision, started: float) -> Response:
     metrics = state.metrics
     metrics.check_seconds.observe(time.perf_counter() - started)
-    metrics.decisions.labels(decision.verdict.value).inc()
+    metrics.decided[decision.verdict].inc()
     # Serialised here, once: returned as a Response, FastAPI does not validate and
     # encode the model a second time (the route's response_model still documents it).
     body = DecisionOut.of(decision, state.guard.redactor).model_dump_json()
