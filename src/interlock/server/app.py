@@ -16,7 +16,8 @@ number of replicas can share one PostgreSQL database.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import inspect
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
@@ -46,6 +47,15 @@ budgets, read the audit log. Authenticate with an API key
 (`Authorization: Bearer ilk_...`, see `interlock keys create`); everything is within
 the key's tenant. Errors are `{"error": {"code", "message", "field"}}`.
 """
+
+
+#: FastAPI's own OpenTelemetry hooks (FastAPI 0.16x) look up the global providers on
+#: every request (~10 µs); nothing here uses them. Older FastAPI has no such option.
+_TELEMETRY_OFF: dict[str, Any] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters
+    else {}
+)
 
 
 def create_app(
@@ -91,9 +101,7 @@ def create_app(
         openapi_url="/v1/openapi.json",
         docs_url="/v1/docs",
         redoc_url=None,
-        # FastAPI's own OpenTelemetry hooks look up the global providers on every
-        # request (~10 µs); nothing here uses them.
-        telemetry={"tracing": False, "metrics": False, "logs": False},
+        **_TELEMETRY_OFF,
     )
     app.state.interlock = ServerState(
         guard=guard,
