@@ -170,11 +170,12 @@ class AccessLog:
         self.worker = worker
         self.seen = 0
         self.log = logging.getLogger("interlock.access")
-        if not self.log.handlers:
+        if self.log.level == logging.NOTSET:  # asked for: on, whatever the root's level
+            self.log.setLevel(logging.INFO)
+        if not self.log.handlers:  # bare lines on stderr, unless the host logs them itself
             handler = logging.StreamHandler()
             handler.setFormatter(logging.Formatter("%(message)s"))
             self.log.addHandler(handler)
-            self.log.setLevel(logging.INFO)
             self.log.propagate = False
 
     def note(self, scope: Scope, route: str, status: int, started: float) -> None:
