@@ -194,3 +194,25 @@ def test_one_worker_has_no_worker_header(tmp_path: Path) -> None:
         output, _ = proc.communicate(timeout=STARTUP)
     assert proc.returncode == 0, output
     assert not any(line.startswith('{"ts"') for line in output.splitlines())  # no access log
+
+
+def test_a_worker_that_dies_stops_the_server_with_exit_1(tmp_path: Path) -> None:
+    make_keys(f"sqlite:///{tmp_path / 'i.db'}")
+    port = free_port()
+    with serving(tmp_path, "--port", str(port), "--workers", "2") as proc:
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base, timeout=STARTUP) as probe:
+            wait_until_up(proc, probe)
+        workers: dict[str, int] = {}
+        deadline = time.monotonic() + STARTUP
+        while len(workers) < 2 and time.monotonic() < deadline:
+            with httpx.Client(base_url=base, timeout=STARTUP) as client:
+                index, pid = _worker(client.get("/v1/health")).split(":")
+                workers[index] = int(pid)
+        assert len(workers) == 2
+        os.kill(workers["1"], signal.SIGKILL)
+        output, _ = proc.communicate(timeout=STARTUP)
+    assert proc.returncode == 1, output
+    assert "exited on their own" in output
+    assert "the audit log and the store are closed" in output  # worker 0 stopped cleanly
+    assert not _alive(workers["0"])
