@@ -9,7 +9,9 @@ global one: many apps may live in one process, as in tests).
 | ``interlock_http_requests_total`` | counter | ``method``, ``route``, ``status`` |
 
 ``route`` is the route's template (``/v1/approvals/{approval_id}``), never the path
-itself: ids do not become label values.
+itself: ids do not become label values; on a path no route matches (``unmatched``) a
+method outside the standard ones is ``other``. Label children are bound once, not
+looked up per request.
 """
 
 from __future__ import annotations
