@@ -216,3 +216,41 @@ def test_a_worker_that_dies_stops_the_server_with_exit_1(tmp_path: Path) -> None
     assert "exited on their own" in output
     assert "the audit log and the store are closed" in output  # worker 0 stopped cleanly
     assert not _alive(workers["0"])
+
+
+def test_sighup_to_the_server_reloads_the_policy_in_every_worker(tmp_path: Path) -> None:
+    tokens = make_keys(f"sqlite:///{tmp_path / 'i.db'}")
+    agent = bearer(tokens["agent"])
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    probe_call = {"name": "hup_probe", "arguments": {}}
+
+    def verdicts_by_worker(wanted: str) -> dict[str, str]:
+        """Each worker's verdict on the probe, asked on new connections until both
+        answered ``wanted`` (or the hang guard passes)."""
+        seen: dict[str, str] = {}
+        deadline = time.monotonic() + STARTUP
+        while time.monotonic() < deadline:
+            with httpx.Client(base_url=base, timeout=STARTUP) as client:
+                answer = client.post("/v1/check", json=probe_call, headers=agent)
+                seen[_worker(answer).split(":")[0]] = answer.json()["verdict"]
+            if len(seen) == 2 and set(seen.values()) == {wanted}:
+                break
+        return seen
+
+    options = ["--port", str(port), "--workers", "2", "--reload-interval", "0"]
+    with serving(tmp_path, *options) as proc:
+        with httpx.Client(base_url=base, timeout=STARTUP) as probe:
+            wait_until_up(proc, probe)
+        assert verdicts_by_worker("deny") == {"0": "deny", "1": "deny"}  # both up
+        policy = tmp_path / "interlock.yaml"
+        policy.write_text(
+            policy.read_text()
+            + "  - id: hup-probe\n    decision: allow\n    reason: added\n    name: hup_probe\n"
+        )
+        proc.send_signal(signal.SIGHUP)  # to the supervisor only
+        assert verdicts_by_worker("allow") == {"0": "allow", "1": "allow"}
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=STARTUP)
+    assert proc.returncode == 0, output
+    assert output.count("reloaded") == 2, output

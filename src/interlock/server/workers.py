@@ -102,8 +102,13 @@ class Supervisor:
         previous = {signum: signal.signal(signum, self._forward) for signum in handled}
         fd = self.sock.fileno()
         try:
+            # The workers start with SIGHUP ignored (an ignored signal survives exec)
+            # until their policy watcher handles it: one forwarded before that must
+            # not kill a worker that is still starting.
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
             for argv in self.argvs:
                 self.workers.append(subprocess.Popen(argv, pass_fds=(fd,)))
+            signal.signal(signal.SIGHUP, self._forward)
             return self._wait()
         finally:
             self._stop_all()
