@@ -59,12 +59,13 @@ def _client_on(url: str, worker: str, seen: set[str]) -> httpx.Client:
     pytest.fail(f"no connection reached worker {worker} of {sorted(seen)}")
 
 
-def test_two_workers_serve_share_the_store_and_stop_cleanly(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'i.db'}"
+def test_two_workers_serve_share_the_store_and_stop_cleanly(tmp_path: Path, store_url: str) -> None:
+    url = store_url  # SQLite (WAL) or a fresh PostgreSQL schema
     tokens = make_keys(url)
     agent, approver = bearer(tokens["agent"]), bearer(tokens["approver"])
     port = free_port()
     options = [option.replace("8750", str(port)) for option in _documented_command()]
+    options += ["--database", url]  # the last one given wins over serving()'s own
     assert "--workers" in options and "--access-log" in options
     with serving(tmp_path, *options) as proc:
         base = f"http://127.0.0.1:{port}"
@@ -139,6 +140,8 @@ def test_two_workers_serve_share_the_store_and_stop_cleanly(tmp_path: Path) -> N
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))
 
+    if not url.startswith("sqlite"):
+        assert not (tmp_path / "i.db").exists(), "the workers served SQLite, not PostgreSQL"
     with open_store(url, migrate=False) as store:
         report = store.verify_audit()
         rows = list(store.audit_chain("acme"))
