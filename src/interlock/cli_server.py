@@ -46,7 +46,7 @@ from interlock.policy.reload import (
 from interlock.server.errors import ApiKeyError, ApiKeyNotFound
 from interlock.server.keys import ApiKey, KeyStore, Role
 from interlock.server.limits import DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH_LIMIT
-from interlock.server.workers import watch_parent
+from interlock.server.workers import WORKER_WEBHOOK_ENV, watch_parent
 from interlock.store import default_database_url, open_store
 from interlock.store.sql import SqlStore
 from interlock.store.sqlite import SQLiteStore
@@ -312,7 +312,7 @@ def serve(
     url = database or default_database_url()
     if workers > 1 and worker_fd is None:
         options = [
-            "--policy", str(path), "--database", url, "--log-level", log_level,
+            "--policy", str(path), "--log-level", log_level,
             "--reload-interval", repr(reload_interval), "--reload-settle", repr(reload_settle),
             "--reload-max-removed", repr(reload_max_removed),
             "--max-json-depth", str(max_json_depth),
@@ -321,6 +321,8 @@ def serve(
         ]  # fmt: skip
         raise typer.Exit(_supervise(url, host, port, uds, workers, options, webhook_url))
     worker = worker_fd is not None
+    if worker and webhook_url is None:  # handed over out of sight of `ps` (it holds tokens)
+        webhook_url = os.environ.get(WORKER_WEBHOOK_ENV) or None
     try:
         guard = Guard(compiled, store=url, reap_interval=None if worker_index else 10.0)
     except (StoreError, ImportError) as exc:
@@ -424,12 +426,18 @@ def _supervise(
     except OSError as exc:
         raise fail(f"cannot listen on {uds or f'{host}:{port}'}: {exc}") from None
     fd = sock.fileno()
-    webhook = ["--webhook-url", webhook_url] if webhook_url is not None else []
-    argvs = [worker_command(i, fd, options + (webhook if i == 0 else [])) for i in range(workers)]
+    argvs = [worker_command(i, fd, options) for i in range(workers)]
+    # The database URL (it may hold a password) and the webhook URL (it may hold a
+    # token) go through the environment, never a command line `ps` shows.
+    env = {**os.environ, "INTERLOCK_DATABASE_URL": url}
+    env.pop(WORKER_WEBHOOK_ENV, None)
+    envs = [env] * workers
+    if webhook_url is not None:
+        envs[0] = {**env, WORKER_WEBHOOK_ENV: webhook_url}  # worker 0 only
     where = f"unix:{uds}" if uds is not None else f"http://{host}:{sock.getsockname()[1]}"
     err.print(Text(f"interlock: serving {where}/v1 with {workers} worker processes"))
     try:
-        return Supervisor(sock, argvs).run()
+        return Supervisor(sock, argvs, envs).run()
     finally:
         if uds is not None and uds.is_socket():
             uds.unlink(missing_ok=True)

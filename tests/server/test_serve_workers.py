@@ -103,6 +103,11 @@ def test_two_workers_serve_share_the_store_and_stop_cleanly(tmp_path: Path, stor
         assert len(answered) == 2, f"only one worker answered: {answered}"
         assert {name.split(":")[0] for name in answered} == {"0", "1"}
 
+        # the database URL (a password, on PostgreSQL) is on no worker's command line
+        for name in answered:
+            cmdline = Path(f"/proc/{name.split(':')[1]}/cmdline").read_bytes()
+            assert url.encode() not in cmdline and b"--database" not in cmdline
+
         # an approval opened through one worker, decided through the other
         w0, w1 = sorted(answered, key=lambda name: name.split(":")[0])
         one, two = _client_on(base, w0, set(answered)), _client_on(base, w1, set(answered))

@@ -40,18 +40,28 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Final
 
-__all__ = ["WORKER_HEADER", "Supervisor", "bind", "watch_parent", "worker_command"]
+__all__ = [
+    "WORKER_HEADER",
+    "WORKER_WEBHOOK_ENV",
+    "Supervisor",
+    "bind",
+    "watch_parent",
+    "worker_command",
+]
 
 log = logging.getLogger("interlock.server")
 
 #: The response header naming the worker that answered (``--workers`` above 1 only):
 #: ``<index>:<pid>``.
 WORKER_HEADER: Final = "x-interlock-worker"
+
+#: The variable that hands worker 0 the webhook URL (it may hold a token: never argv).
+WORKER_WEBHOOK_ENV: Final = "INTERLOCK_WORKER_WEBHOOK_URL"
 
 #: seconds a worker has to stop after SIGTERM before it is killed
 STOP_TIMEOUT: Final = 30.0
@@ -80,9 +90,17 @@ class Supervisor:
     """Starts the workers' command lines with the socket's descriptor, forwards
     SIGTERM, SIGINT and SIGHUP to them, and waits."""
 
-    def __init__(self, sock: socket.socket, argvs: Sequence[Sequence[str]]) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        argvs: Sequence[Sequence[str]],
+        envs: Sequence[Mapping[str, str]] | None = None,
+    ) -> None:
         self.sock = sock
         self.argvs = [list(argv) for argv in argvs]
+        self.envs: list[dict[str, str] | None] = (
+            [dict(env) for env in envs] if envs is not None else [None] * len(self.argvs)
+        )
         self.workers: list[subprocess.Popen[bytes]] = []
         self._stopping = False
 
@@ -106,8 +124,8 @@ class Supervisor:
             # until their policy watcher handles it: one forwarded before that must
             # not kill a worker that is still starting.
             signal.signal(signal.SIGHUP, signal.SIG_IGN)
-            for argv in self.argvs:
-                self.workers.append(subprocess.Popen(argv, pass_fds=(fd,)))
+            for argv, env in zip(self.argvs, self.envs, strict=True):
+                self.workers.append(subprocess.Popen(argv, pass_fds=(fd,), env=env))
             signal.signal(signal.SIGHUP, self._forward)
             return self._wait()
         finally:
