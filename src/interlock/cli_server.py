@@ -294,6 +294,8 @@ def serve(
     from interlock.guard import Guard
     from interlock.policy.loader import load_policy
 
+    if worker_fd is not None and webhook_url is None:  # out of sight of `ps`: it holds tokens
+        webhook_url = os.environ.get(WORKER_WEBHOOK_ENV) or None
     try:  # before anything opens: never serve with a webhook that cannot be signed
         secret = webhook_secret(webhook_url) if webhook_url is not None else ""
     except ValueError as exc:
@@ -321,8 +323,6 @@ def serve(
         ]  # fmt: skip
         raise typer.Exit(_supervise(url, host, port, uds, workers, options, webhook_url))
     worker = worker_fd is not None
-    if worker and webhook_url is None:  # handed over out of sight of `ps` (it holds tokens)
-        webhook_url = os.environ.get(WORKER_WEBHOOK_ENV) or None
     try:
         guard = Guard(compiled, store=url, reap_interval=None if worker_index else 10.0)
     except (StoreError, ImportError) as exc:
