@@ -127,6 +127,8 @@ class Supervisor:
             for argv, env in zip(self.argvs, self.envs, strict=True):
                 self.workers.append(subprocess.Popen(argv, pass_fds=(fd,), env=env))
             signal.signal(signal.SIGHUP, self._forward)
+            if self._stopping:  # asked to stop while they were starting: all of them
+                self._forward(signal.SIGTERM, None)
             return self._wait()
         finally:
             self._stop_all()
