@@ -1,7 +1,7 @@
 """Benchmark ``server``: a remote check over HTTP against the floor HTTP itself sets.
 
-Two servers, each its own process under the same uvicorn, measured in the same run by
-the same client:
+Servers, each its own process (or processes) under the same uvicorn, measured in the
+same run by the same clients:
 
 * **fixed JSON** — a bare Starlette endpoint that reads the request body and returns a
   constant decision-shaped JSON: what one HTTP round trip costs here, the baseline;
@@ -9,16 +9,26 @@ the same client:
   validation, the policy decision, the audit record (durability ``none``, then the
   default ``process``, which returns once the record's transaction has committed).
 
-The client is ``httpx.Client`` with keep-alive — what ``Guard.remote`` uses — sending
-one request at a time for latency (p50/p99) — the three servers taken in turn, 50
-requests each, so load drift falls on all alike — then 16 threads at once for throughput.
-Target: a remote check within 1.5× the fixed-JSON latency.
+Latency: ``httpx.Client`` with keep-alive — what ``Guard.remote`` uses — sending one
+request at a time, the servers taken in turn 50 requests each, so load drift falls on
+all alike. Target: a remote check p50 within 1.2× the fixed-JSON p50.
+
+Throughput: ``wrk`` (when installed), 32 connections, a 5-call mix (three shell
+commands, a file read, an unmatched tool), against the fixed endpoint and
+``interlock serve --workers 1`` and ``--workers 2`` (and ``--workers 1`` with
+durability ``none``, and the fixed endpoint under uvicorn's own ``--workers 2``),
+the subjects taken in turn for a few seconds each, several rounds, the median kept.
+Target: ``--workers 1`` at least 0.5× the fixed endpoint's checks per second. wrk
+shares the machine's cores with the servers.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,7 +51,12 @@ BLOCK: Final = 50
 THREADS: Final = 16
 #: requests per thread in the throughput run (default, quick)
 PER_THREAD: Final = (200, 30)
-TARGET_RATIO: Final = 1.5
+TARGET_RATIO: Final = 1.2
+#: wrk: connections, seconds per subject per round (default, quick), rounds
+CONNECTIONS: Final = 32
+WRK_SECONDS: Final = (5, 2)
+WRK_ROUNDS: Final = (3, 1)
+TARGET_THROUGHPUT: Final = 0.5
 
 POLICY: Final = """\
 version: 1
@@ -60,6 +75,29 @@ rules:
     reason: no recursive deletes
     name: shell
     when: "args.command.startsWith('rm')"
+  - id: read-docs
+    decision: allow
+    reason: the docs are public
+    name: read_file
+    params:
+      path: ["docs/*"]
+"""
+
+#: wrk's request mix: one of five bodies per request, in turn
+WRK_SCRIPT: Final = """
+local bodies = {
+  '{"kind":"tool","name":"shell","arguments":{"command":"ls -la"}}',
+  '{"kind":"tool","name":"shell","arguments":{"command":"rm -rf /tmp/x"}}',
+  '{"kind":"tool","name":"shell","arguments":{"command":"cat notes.md"}}',
+  '{"kind":"tool","name":"read_file","arguments":{"path":"docs/api.md"}}',
+  '{"kind":"tool","name":"send_email","arguments":{"to":"a@example.com","body":"hi"}}',
+}
+local headers = {["Content-Type"] = "application/json", ["Authorization"] = "Bearer KEY"}
+local i = 0
+request = function()
+  i = i + 1
+  return wrk.format("POST", "/v1/check", headers, bodies[(i % #bodies) + 1])
+end
 """
 
 FIXED_APP: Final = """
@@ -122,33 +160,96 @@ def _process(argv: list[str], url: str, env: dict[str, str] | None = None) -> It
 
 
 @contextmanager
-def _fixed_server(scratch: Path) -> Iterator[str]:
+def _fixed_server(scratch: Path, workers: int = 1) -> Iterator[str]:
     (scratch / "fixed_app.py").write_text(FIXED_APP)
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     argv = [sys.executable, "-m", "uvicorn", "fixed_app:app", "--port", str(port)]
     argv += ["--log-level", "warning", "--no-access-log", "--app-dir", str(scratch)]
+    argv += ["--workers", str(workers)] if workers > 1 else []
     with _process(argv, url + "/v1/check"):
         yield url
 
 
 @contextmanager
-def _interlock_server(scratch: Path, durability: str) -> Iterator[tuple[str, str]]:
+def _interlock_server(
+    scratch: Path, durability: str, workers: int = 1
+) -> Iterator[tuple[str, str]]:
     from interlock.server import KeyStore, Role
     from interlock.store import open_store
 
     policy = scratch / f"policy-{durability}.yaml"
     policy.write_text(POLICY.format(durability=durability))
-    database = f"sqlite:///{scratch / f'server-{durability}.db'}"
+    database = f"sqlite:///{scratch / f'server-{durability}-{workers}.db'}"
     with open_store(database) as store:
         key = KeyStore(store).create(tenant="bench", role=Role.AGENT, name="bench-agent").token
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     exe = str(Path(sys.executable).parent / "interlock")
     argv = [exe, "serve", "--policy", str(policy), "--database", database, "--port", str(port)]
-    argv += ["--log-level", "warning"]
+    argv += ["--log-level", "warning", "--workers", str(workers)]
     with _process(argv, url + "/v1/health"):
         yield url, key
+
+
+def _wrk(scratch: Path, url: str, key: str, seconds: int) -> tuple[float, float]:
+    """Checks per second and p99 (ms) under wrk's 32 connections; every answer a 2xx."""
+    script = scratch / "mix.lua"
+    script.write_text(WRK_SCRIPT.replace("KEY", key))
+    argv = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency", "-s", str(script)]
+    done = subprocess.run([*argv, url], capture_output=True, text=True, check=True).stdout
+    if "Non-2xx" in done or "Socket errors" in done:
+        raise RuntimeError(f"wrk saw failures:\n{done}")
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", done).group(1))  # type: ignore[union-attr]
+    p99, unit = re.search(r"99%\s+([\d.]+)(us|ms|s)", done).groups()  # type: ignore[union-attr]
+    return rate, float(p99) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def _under_load(scratch: Path, quick: bool, result: BenchResult) -> None:
+    """checks/s per worker count against the fixed endpoint, taken in turn, in rounds."""
+    seconds, rounds = WRK_SECONDS[1 if quick else 0], WRK_ROUNDS[1 if quick else 0]
+    fixed1, fixed2 = "fixed JSON, 1 process", "fixed JSON, 2 processes"
+    one, two = "interlock serve --workers 1", "interlock serve --workers 2"
+    none = "interlock serve --workers 1, durability none"
+    rates: dict[str, list[float]] = {fixed1: [], fixed2: [], one: [], two: [], none: []}
+    p99s: dict[str, list[float]] = {label: [] for label in rates}
+    with ExitStack() as running:
+        servers = {
+            fixed1: (running.enter_context(_fixed_server(scratch)), "unused"),
+            fixed2: (running.enter_context(_fixed_server(scratch, workers=2)), "unused"),
+            one: running.enter_context(_interlock_server(scratch, "process", workers=1)),
+            two: running.enter_context(_interlock_server(scratch, "process", workers=2)),
+            none: running.enter_context(_interlock_server(scratch, "none", workers=1)),
+        }
+        for url, key in servers.values():  # warm up: imports, caches, the first commits
+            _wrk(scratch, url, key, 1)
+        for _ in range(rounds):
+            for label, (url, key) in servers.items():
+                rate, p99 = _wrk(scratch, url, key, seconds)
+                rates[label].append(rate)
+                p99s[label].append(p99)
+    median = {label: statistics.median(values) for label, values in rates.items()}
+    for label, measured in rates.items():
+        result.info[f"wrk_per_s {label}"] = round(median[label], 1)
+        result.info[f"wrk_p99_ms {label}"] = round(statistics.median(p99s[label]), 2)
+        result.info[f"wrk_rounds {label}"] = [round(rate, 1) for rate in measured]
+        result.notes.append(
+            f"{label}: {median[label]:,.0f}/s, p99 {statistics.median(p99s[label]):.1f} ms "
+            f"(wrk, {CONNECTIONS} connections, median of {rounds})"
+        )
+    ratio = median[one] / median[fixed1]
+    result.info["wrk_ratio workers 1 / fixed 1"] = round(ratio, 3)
+    result.info["wrk_ratio durability none / fixed 1"] = round(median[none] / median[fixed1], 3)
+    result.info["wrk_ratio workers 2 / fixed 2"] = round(median[two] / median[fixed2], 3)
+    result.info["wrk_scaling interlock 2 / 1"] = round(median[two] / median[one], 3)
+    result.info["wrk_scaling fixed 2 / 1"] = round(median[fixed2] / median[fixed1], 3)
+    result.notes.append(
+        f"scaling 1 → 2 processes: interlock {median[two] / median[one]:.2f}×, "
+        f"fixed JSON {median[fixed2] / median[fixed1]:.2f}× (2 cores, wrk on them too)"
+    )
+    result.targets.append(
+        Target("serve --workers 1 / fixed JSON, checks/s", ratio, ">=", TARGET_THROUGHPUT, "×")
+    )
 
 
 def _throughput(url: str, key: str, per_thread: int) -> float:
@@ -239,10 +340,16 @@ def run(calls: int | None, quick: bool) -> BenchResult:
                 stats = summarise(label, *measured[label])
                 result.stats.append(stats)
                 p50[label] = stats.p50_ns
-            for label, url, key in servers:
-                rate = _throughput(url, key, per_thread)
-                result.info[f"throughput_per_s {label}"] = round(rate, 1)
-                result.notes.append(f"{label}: {rate:,.0f} checks/s with {THREADS} clients")
+            if shutil.which("wrk") is None:
+                for label, url, key in servers:
+                    rate = _throughput(url, key, per_thread)
+                    result.info[f"throughput_per_s {label}"] = round(rate, 1)
+                    result.notes.append(f"{label}: {rate:,.0f} checks/s with {THREADS} clients")
+        if shutil.which("wrk") is not None:
+            _under_load(scratch, quick, result)
+        else:
+            result.notes.append("wrk is not installed: no throughput per worker count")
+        result.info["http"] = _http_stack()
     base = p50[fixed]
     for label, _ in labels:
         ratio = p50[label] / base
@@ -252,6 +359,15 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             Target(f"remote check p50 / fixed JSON p50 ({label})", ratio, "<=", TARGET_RATIO, "×")
         )
     return result
+
+
+def _http_stack() -> str:
+    """The HTTP parser and event loop uvicorn picks here ("auto")."""
+    import importlib.util
+
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    return f"{http} + {loop}"
 
 
 @contextmanager

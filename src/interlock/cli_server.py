@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -45,6 +46,7 @@ from interlock.policy.reload import (
 from interlock.server.errors import ApiKeyError, ApiKeyNotFound
 from interlock.server.keys import ApiKey, KeyStore, Role
 from interlock.server.limits import DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH_LIMIT
+from interlock.server.workers import WORKER_WEBHOOK_ENV, watch_parent
 from interlock.store import default_database_url, open_store
 from interlock.store.sql import SqlStore
 from interlock.store.sqlite import SQLiteStore
@@ -52,6 +54,8 @@ from interlock.store.sqlite import SQLiteStore
 __all__ = ["DEFAULT_PORT", "keys_app", "serve"]
 
 DEFAULT_PORT = 8750
+#: the most ``--workers`` (each process holds its own store connections)
+MAX_WORKERS = 64
 
 keys_app = typer.Typer(help="Create, list and revoke the server's API keys.", no_args_is_help=True)
 
@@ -248,6 +252,32 @@ def serve(
             "400 too_deep.",
         ),
     ] = DEFAULT_MAX_JSON_DEPTH,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=MAX_WORKERS,
+            help="Server processes sharing the socket and the store (SQLite WAL or "
+            "PostgreSQL); one per core. See docs/server.md.",
+        ),
+    ] = 1,
+    access_log: Annotated[
+        bool,
+        typer.Option(
+            "--access-log/--no-access-log",
+            help="Log requests as JSON lines (logger interlock.access, on stderr).",
+        ),
+    ] = False,
+    access_log_sample: Annotated[
+        float,
+        typer.Option(
+            min=0.0001,
+            max=1,
+            help="With --access-log, the share of requests logged (0.01: one in 100).",
+        ),
+    ] = 1.0,
+    worker_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
+    worker_index: Annotated[int, typer.Option(hidden=True)] = 0,
 ) -> None:
     """Serve the decision point over HTTP: the /v1 API, API keys and /metrics.
 
@@ -264,6 +294,8 @@ def serve(
     from interlock.guard import Guard
     from interlock.policy.loader import load_policy
 
+    if worker_fd is not None and webhook_url is None:  # out of sight of `ps`: it holds tokens
+        webhook_url = os.environ.get(WORKER_WEBHOOK_ENV) or None
     try:  # before anything opens: never serve with a webhook that cannot be signed
         secret = webhook_secret(webhook_url) if webhook_url is not None else ""
     except ValueError as exc:
@@ -279,8 +311,20 @@ def serve(
         problem = f"{path}: cannot read the policy file: {exc}"
     if problem is not None:
         raise fail(problem)
+    url = database or default_database_url()
+    if workers > 1 and worker_fd is None:
+        options = [
+            "--policy", str(path), "--log-level", log_level,
+            "--reload-interval", repr(reload_interval), "--reload-settle", repr(reload_settle),
+            "--reload-max-removed", repr(reload_max_removed),
+            "--max-json-depth", str(max_json_depth),
+            "--access-log-sample", repr(access_log_sample),
+            "--access-log" if access_log else "--no-access-log",
+        ]  # fmt: skip
+        raise typer.Exit(_supervise(url, host, port, uds, workers, options, webhook_url))
+    worker = worker_fd is not None
     try:
-        guard = Guard(compiled, store=database or default_database_url())
+        guard = Guard(compiled, store=url, reap_interval=None if worker_index else 10.0)
     except (StoreError, ImportError) as exc:
         raise fail(message_of(exc)) from None
     webhook: WebhookDispatcher | None = None
@@ -305,13 +349,26 @@ def serve(
             watcher.start()
         if threading.current_thread() is threading.main_thread():
             watcher.install_sighup()
-        _warn_of_look_alike_names(guard.store)
-        app = create_app(guard, watcher=watcher, max_json_depth=max_json_depth)
-        where = f"unix:{uds}" if uds is not None else f"http://{host}:{port}"
+        if worker:
+            watch_parent()
+        if not worker_index:  # said once, by the only process or by worker 0
+            _warn_of_look_alike_names(guard.store)
+        app = create_app(
+            guard,
+            watcher=watcher,
+            max_json_depth=max_json_depth,
+            worker=f"{worker_index}:{os.getpid()}" if worker else None,
+            access_log=access_log_sample if access_log else 0.0,
+        )
         assert guard.store is not None and guard.audit is not None
-        err.print(Text(f"interlock: serving {where}/v1 — policy {path}, store {guard.store.url}"))
-        for line in guard.audit.integrity_report():  # keyed? checkpointed? said at startup
-            err.print(
+        if worker:
+            err.print(Text(f"interlock: worker {worker_index} (pid {os.getpid()}) serving"))
+        else:
+            where = f"unix:{uds}" if uds is not None else f"http://{host}:{port}"
+            store_url = guard.store.url
+            err.print(Text(f"interlock: serving {where}/v1 — policy {path}, store {store_url}"))
+        for line in guard.audit.integrity_report() if not worker_index else ():
+            err.print(  # keyed? checkpointed? said at startup
                 Text(f"interlock: {line}"), style="yellow" if line.startswith("WARNING:") else None
             )
         if webhook_url is not None:
@@ -330,9 +387,11 @@ def serve(
             log_level=log_level,
             lifespan="off",
             server_header=False,
+            access_log=False,  # ours is structured and sampled (--access-log)
         )
+        sockets = [socket.socket(fileno=worker_fd)] if worker_fd is not None else None
         with _stop_on_sigterm():
-            uvicorn.Server(config).run()
+            uvicorn.Server(config).run(sockets=sockets)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     finally:
@@ -340,9 +399,49 @@ def serve(
         if webhook is not None:
             webhook.stop()
         guard.close()
-        if uds is not None and uds.is_socket():
+        if uds is not None and uds.is_socket() and not worker:
             uds.unlink(missing_ok=True)  # a stale socket file would look like a server
         err.print(Text("interlock: stopped; the audit log and the store are closed"))
+
+
+def _supervise(
+    url: str,
+    host: str,
+    port: int,
+    uds: Path | None,
+    workers: int,
+    options: list[str],
+    webhook_url: str | None,
+) -> int:
+    """``--workers N``: migrate the store once, bind the socket, run N workers on it
+    (worker 0 with the webhook), and wait; the exit code."""
+    from interlock.server.workers import Supervisor, bind, worker_command
+
+    try:
+        open_store(url).close()  # migrated once, before the workers race to it
+    except (StoreError, ImportError) as exc:
+        raise fail(message_of(exc)) from None
+    try:
+        sock = bind(host, port, uds)
+    except OSError as exc:
+        raise fail(f"cannot listen on {uds or f'{host}:{port}'}: {exc}") from None
+    fd = sock.fileno()
+    argvs = [worker_command(i, fd, options) for i in range(workers)]
+    # The database URL (it may hold a password) and the webhook URL (it may hold a
+    # token) go through the environment, never a command line `ps` shows.
+    env = {**os.environ, "INTERLOCK_DATABASE_URL": url}
+    env.pop(WORKER_WEBHOOK_ENV, None)
+    envs = [env] * workers
+    if webhook_url is not None:
+        envs[0] = {**env, WORKER_WEBHOOK_ENV: webhook_url}  # worker 0 only
+    where = f"unix:{uds}" if uds is not None else f"http://{host}:{sock.getsockname()[1]}"
+    err.print(Text(f"interlock: serving {where}/v1 with {workers} worker processes"))
+    try:
+        return Supervisor(sock, argvs, envs).run()
+    finally:
+        if uds is not None and uds.is_socket():
+            uds.unlink(missing_ok=True)
+        err.print(Text("interlock: every worker stopped"))
 
 
 def _warn_of_look_alike_names(store: SqlStore | None) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,3 +167,31 @@ def test_json_depth(raw: bytes, depth: int) -> None:
 def test_json_depth_of_a_large_flat_body_is_quick_enough() -> None:
     raw = b"[" + b"[]," * 300_000 + b"[]]"
     assert json_depth(raw) == 2
+
+
+async def test_a_declared_length_over_the_limit_is_413_before_the_body_is_read() -> None:
+    from interlock.server.body_limit import BodyLimitMiddleware
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("the app must not run")
+
+    async def receive() -> Any:
+        raise AssertionError("the body must not be read")
+
+    sent: list[Any] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    limit = BodyLimitMiddleware(app, max_body_size=1000)
+    for name in (b"content-length", b"x-other"):
+        sent.clear()
+        headers = [(b"host", b"x"), (name, b"1001")]
+        scope = {"type": "http", "method": "POST", "path": "/v1/check", "headers": headers}
+        if name == b"content-length":
+            await limit(scope, receive, send)
+            assert sent[0]["status"] == 413
+            assert b'"too_large"' in sent[1]["body"]
+        else:  # not a declared length: the body is read (and here that fails)
+            with pytest.raises(AssertionError, match="must not be read"):
+                await limit(scope, receive, send)

@@ -734,8 +734,9 @@ def test_serve_refuses_a_webhook_url_without_its_secret(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("workers", ["1", "2"])
 def test_serve_with_a_webhook_posts_a_signed_delivery_for_a_check_that_opens_an_approval(
-    tmp_path: Path, policy_file: Path, receiver: Receiver
+    tmp_path: Path, policy_file: Path, receiver: Receiver, workers: str
 ) -> None:
     url = f"sqlite:///{tmp_path / 'serve.db'}"
     tokens = make_keys(url)
@@ -744,7 +745,7 @@ def test_serve_with_a_webhook_posts_a_signed_delivery_for_a_check_that_opens_an_
     env["INTERLOCK_WEBHOOK_SECRET"] = SECRET
     command = [interlock_exe(), "serve", "-p", str(policy_file), "-d", url, "--port", str(port)]
     proc = subprocess.Popen(
-        [*command, "--webhook-url", receiver.url],
+        [*command, "--webhook-url", receiver.url, "--workers", workers],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -754,14 +755,18 @@ def test_serve_with_a_webhook_posts_a_signed_delivery_for_a_check_that_opens_an_
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=STARTUP) as client:
             wait_until_up(proc, client)
-            decision = client.post(
+            answer = client.post(
                 "/v1/check",
                 json={"name": "refund_order", "arguments": {"amount": 250}},
                 headers=bearer(tokens["agent"]),
-            ).json()
+            )
+        decision = answer.json()
         assert decision["verdict"] == "require_approval"
+        if workers != "1":  # the hook's token is on no worker's command line
+            pid = answer.headers["x-interlock-worker"].split(":")[1]
+            assert HOOK_PATH.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
         approval_id = decision["approval"]["id"]
-        (delivery,) = receiver.wait_for(1)
+        (delivery,) = receiver.wait_for(1)  # once, with two workers too
         assert delivery.valid
         assert delivery.headers["X-Interlock-Delivery"] == approval_id
         assert delivery.event["url"] == f"https://interlock.example.com/approvals/{approval_id}"

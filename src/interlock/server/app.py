@@ -16,7 +16,8 @@ number of replicas can share one PostgreSQL database.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import inspect
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
@@ -48,6 +49,15 @@ the key's tenant. Errors are `{"error": {"code", "message", "field"}}`.
 """
 
 
+#: FastAPI's own OpenTelemetry hooks (FastAPI 0.16x) look up the global providers on
+#: every request (~10 µs); nothing here uses them. Older FastAPI has no such option.
+_TELEMETRY_OFF: dict[str, Any] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters
+    else {}
+)
+
+
 def create_app(
     guard: Guard,
     *,
@@ -57,6 +67,8 @@ def create_app(
     max_body_size: int = DEFAULT_MAX_BODY,
     max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
     watcher: PolicyWatcher | None = None,
+    worker: str | None = None,
+    access_log: float = 0.0,
 ) -> FastAPI:
     """The HTTP API over ``guard``, which must have a store (``Guard(policy,
     store=url)``): the API keys live there too. ``keys`` replaces the key store (its
@@ -65,13 +77,18 @@ def create_app(
     ``max_json_depth`` how deep its JSON may nest (400 ``too_deep`` below it, at most
     512); ``watcher`` (the
     :class:`~interlock.policy.reload.PolicyWatcher` reloading the guard's policy file)
-    has its last reload failure reported by ``/v1/ready``. The caller keeps
+    has its last reload failure reported by ``/v1/ready``; ``worker`` (``interlock
+    serve --workers``) names the process in each response's ``X-Interlock-Worker``
+    header; ``access_log`` is the share of requests logged as JSON lines to the
+    ``interlock.access`` logger (0: none, the default). The caller keeps
     ownership of ``guard`` and closes it after the app is done."""
     store = guard.store
     if store is None:
         raise ValueError("the server needs a guard with a store: Guard(policy, store=url)")
     if max_wait <= 0:
         raise ValueError(f"max_wait must be positive, not {max_wait!r}")
+    if not 0 <= access_log <= 1:
+        raise ValueError(f"access_log is a share of requests, 0 to 1, not {access_log!r}")
     if not 1 <= max_json_depth <= MAX_JSON_DEPTH_LIMIT:
         raise ValueError(
             f"max_json_depth must be between 1 and {MAX_JSON_DEPTH_LIMIT}, not {max_json_depth!r}"
@@ -84,6 +101,7 @@ def create_app(
         openapi_url="/v1/openapi.json",
         docs_url="/v1/docs",
         redoc_url=None,
+        **_TELEMETRY_OFF,
     )
     app.state.interlock = ServerState(
         guard=guard,
@@ -103,5 +121,7 @@ def create_app(
     app.add_middleware(
         BodyLimitMiddleware, max_body_size=max_body_size, max_json_depth=max_json_depth
     )
-    app.add_middleware(HttpMetricsMiddleware, metrics=metrics)  # outermost: counts 413s too
+    app.add_middleware(  # outermost: counts 413s too
+        HttpMetricsMiddleware, metrics=metrics, worker=worker, access_log=access_log
+    )
     return app

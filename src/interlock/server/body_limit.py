@@ -17,7 +17,6 @@ which a route would answer with a 500.)
 
 from __future__ import annotations
 
-from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from interlock.server.handlers import error_response
@@ -28,6 +27,16 @@ __all__ = ["BodyLimitMiddleware"]
 
 class _TooLarge(Exception):
     pass
+
+
+def _content_length(scope: Scope) -> str | None:
+    """The declared ``Content-Length`` (the first, as Starlette's ``Headers`` reads it),
+    from the raw header list: no header object built per request. The server lowercases
+    header names (ASGI)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return str(value.decode("latin-1"))
+    return None
 
 
 class BodyLimitMiddleware:
@@ -51,7 +60,7 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = Headers(scope=scope).get("content-length")
+        declared = _content_length(scope)
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_size:
             await error_response(413, "too_large", self._too_large())(scope, receive, send)
             return

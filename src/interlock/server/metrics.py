@@ -9,12 +9,16 @@ global one: many apps may live in one process, as in tests).
 | ``interlock_http_requests_total`` | counter | ``method``, ``route``, ``status`` |
 
 ``route`` is the route's template (``/v1/approvals/{approval_id}``), never the path
-itself: ids do not become label values.
+itself: ids do not become label values; on a path no route matches (``unmatched``) a
+method outside the standard ones is ``other``. Label children are bound once, not
+looked up per request.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from collections.abc import Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
@@ -24,15 +28,19 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from interlock.core.decision import Verdict
+from interlock.server.workers import WORKER_HEADER
 from interlock.store.sql import SqlStore
 
-__all__ = ["HttpMetricsMiddleware", "Metrics", "count_pending_approvals"]
+__all__ = ["AccessLog", "HttpMetricsMiddleware", "Metrics", "count_pending_approvals"]
 
 log = logging.getLogger("interlock.server")
 
 #: From 100 µs (an in-process verdict plus an audit commit) to 10 s.
 _CHECK_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                   0.5, 1.0, 2.5, 10.0)  # fmt: skip
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+#: label sets kept bound (beyond it, looked up each time: never a growing dict)
+_MAX_BOUND = 1024
 
 
 class Metrics:
@@ -46,8 +54,8 @@ class Metrics:
             ["verdict"],
             registry=self.registry,
         )
-        for verdict in Verdict:  # every verdict shows, at 0 until it happens
-            self.decisions.labels(verdict.value)
+        #: each verdict's child, bound once (every verdict shows, at 0 until it happens)
+        self.decided = {verdict: self.decisions.labels(verdict.value) for verdict in Verdict}
         self.check_seconds = Histogram(
             "interlock_check_duration_seconds",
             "Time to decide one check or batch, audit record included.",
@@ -61,6 +69,20 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(_PendingApprovals(store))
+        self._requests: dict[tuple[str, str, int], Counter] = {}
+
+    def count_request(self, method: str, route: str, status: int) -> None:
+        """One more HTTP request answered; each label set's child is bound once. (The
+        method only becomes a label for a route that exists; any other is ``other``.)"""
+        key = (method, route, status)
+        child = self._requests.get(key)
+        if child is None:
+            if route == "unmatched" and method not in _METHODS:
+                method = "other"  # a client cannot mint label values
+            child = self.http_requests.labels(method, route, str(status))
+            if len(self._requests) < _MAX_BOUND:
+                self._requests[key] = child
+        child.inc()
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""
@@ -100,22 +122,34 @@ class _PendingApprovals(Collector):
 
 class HttpMetricsMiddleware:
     """Counts every HTTP response by method, route template and status (an ASGI
-    middleware, so streamed responses are counted too)."""
+    middleware, so streamed responses are counted too). With ``worker`` (``--workers``
+    above 1) every response names the worker process that answered in the
+    ``X-Interlock-Worker`` header; with ``access_log`` above 0 that share of the
+    requests is logged, one JSON object a line, to the ``interlock.access`` logger."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+    def __init__(
+        self, app: ASGIApp, metrics: Metrics, worker: str | None = None, access_log: float = 0.0
+    ) -> None:
         self.app = app
         self.metrics = metrics
+        self.header = [(WORKER_HEADER.encode(), worker.encode("latin-1"))] if worker else []
+        self.worker = worker
+        self.access = AccessLog(access_log, worker) if access_log > 0 else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         status = 500  # unless the app says otherwise
+        header = self.header
+        started = time.perf_counter() if self.access is not None else 0.0
 
         async def send_counted(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
-                status = int(message["status"])
+                status = message["status"]
+                if header:
+                    message["headers"] = [*message.get("headers", ()), *header]
             await send(message)
 
         try:
@@ -123,4 +157,40 @@ class HttpMetricsMiddleware:
         finally:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
-            self.metrics.http_requests.labels(scope["method"], template, str(status)).inc()
+            self.metrics.count_request(scope["method"], template, status)
+            if self.access is not None:
+                self.access.note(scope, template, status, started)
+
+
+class AccessLog:
+    """Every ``1/share``-th request as one JSON line: time, method, path, route
+    template, status, duration, worker. Never the query string or a header (an API key
+    is in one). Counted, not random, so ``share`` 0.01 logs exactly one in 100."""
+
+    def __init__(self, share: float, worker: str | None) -> None:
+        self.every = max(1, round(1 / share))
+        self.worker = worker
+        self.seen = 0
+        self.log = logging.getLogger("interlock.access")
+        if self.log.level == logging.NOTSET:  # asked for: on, whatever the root's level
+            self.log.setLevel(logging.INFO)
+        if not self.log.handlers:  # bare lines on stderr, unless the host logs them itself
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("%(message)s"))
+            self.log.addHandler(handler)
+            self.log.propagate = False
+
+    def note(self, scope: Scope, route: str, status: int, started: float) -> None:
+        self.seen += 1
+        if self.seen % self.every:
+            return
+        line = {
+            "ts": round(time.time(), 3),
+            "method": scope["method"],
+            "path": scope["path"],
+            "route": route,
+            "status": status,
+            "ms": round((time.perf_counter() - started) * 1000, 3),
+            "worker": self.worker,
+        }
+        self.log.info(json.dumps(line, ensure_ascii=False))

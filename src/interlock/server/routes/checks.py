@@ -8,9 +8,10 @@ requested by that name, which can then never decide it).
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
+from pydantic_core import to_json
 
 from interlock.core.action import Action, Context, Downstream
 from interlock.core.decision import Decision
@@ -20,7 +21,10 @@ from interlock.server.keys import ApiKey
 from interlock.server.routes.common import errors
 from interlock.server.state import ServerState, state_of
 
-__all__ = ["router", "to_action"]
+if TYPE_CHECKING:
+    from interlock.core.redaction import Redactor
+
+__all__ = ["decision_json", "router", "to_action"]
 
 router = APIRouter(prefix="/v1", tags=["check"])
 
@@ -60,11 +64,35 @@ def to_action(body: ActionIn, key: ApiKey) -> Action:
 def _answer(state: ServerState, decision: Decision, started: float) -> Response:
     metrics = state.metrics
     metrics.check_seconds.observe(time.perf_counter() - started)
-    metrics.decisions.labels(decision.verdict.value).inc()
+    metrics.decided[decision.verdict].inc()
     # Serialised here, once: returned as a Response, FastAPI does not validate and
     # encode the model a second time (the route's response_model still documents it).
-    body = DecisionOut.of(decision, state.guard.redactor).model_dump_json()
-    return Response(body, media_type="application/json")
+    return Response(decision_json(decision, state.guard.redactor), media_type="application/json")
+
+
+def decision_json(decision: Decision, redactor: Redactor) -> bytes:
+    """The body of :class:`DecisionOut` for ``decision``, byte for byte. A plain verdict
+    (no approval, reservation, shadow or cause: most of them) is encoded straight from
+    its fields, which are all strings already; any other goes through the model."""
+    if (
+        decision.approval is None
+        and decision.reservation is None
+        and decision.shadow is None
+        and decision.cause is None
+    ):
+        plain = {
+            "verdict": decision.verdict.value,
+            "reason": redactor.redact(decision.reason),
+            "rule_ids": list(decision.rule_ids),
+            "decision_id": decision.decision_id,
+            "approval": None,
+            "reservation": None,
+            "shadow": None,
+            "cause": None,
+            "fail_open": decision.fail_open,
+        }
+        return to_json(plain)  # the model's own serialiser, without building the model
+    return DecisionOut.of(decision, redactor).model_dump_json().encode("utf-8")
 
 
 @router.post("/check", response_model=DecisionOut, responses=errors(403))
