@@ -398,3 +398,9 @@ def profile(calls: int = 20_000, top: int = 20) -> str:
     profiler.disable()
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
     return out.getvalue()
+
+
+if __name__ == "__main__":  # ``python -m bench.peer.benchmark --setup``: the environment only
+    if sys.argv[1:] != ["--setup"]:
+        raise SystemExit("usage: python -m bench.peer.benchmark --setup")
+    print(ensure_peer_python())

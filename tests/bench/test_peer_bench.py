@@ -8,6 +8,7 @@ created by the benchmark) is installed; everything else runs without it."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -23,6 +24,12 @@ from bench.peer.policy import (
 )
 
 PEER_PYTHON = benchmark.peer_python()
+if PEER_PYTHON is None and os.environ.get("INTERLOCK_REQUIRE_PEER"):
+    # CI builds the peer's environment first (.ci/run): there, its absence is a failure
+    raise RuntimeError(
+        "INTERLOCK_REQUIRE_PEER is set but the peer environment is not installed "
+        "(python -m bench.peer.benchmark --setup)"
+    )
 needs_peer = pytest.mark.skipif(
     PEER_PYTHON is None, reason="the peer environment is not installed (python -m bench peer)"
 )
