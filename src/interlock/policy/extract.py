@@ -156,8 +156,10 @@ def name_tokens(text: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=4096)
+@lru_cache(maxsize=4096)
 def infer_keyword_scope(name: str, description: str | None) -> str | None:
-    """The scope the tool's name (first) or description (second) suggests, if any."""
+    """The scope the tool's name (first) or description (second) suggests, if any
+    (remembered: a process sees the same few tools again and again)."""
     for text in (name, description):
         if not text:
             continue
