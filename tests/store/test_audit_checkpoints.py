@@ -95,10 +95,20 @@ def test_every_n_records_a_checkpoint_is_signed_in_the_background(
     store: SqlStore, tmp_path: Path, signing_key: Path
 ) -> None:
     writer = AuditWriter(store, checkpoints=settings(tmp_path, signing_key, every=5, interval=3600))
-    for n in range(12):
-        writer.write_record("acme", "note", {"n": n})
     path = tmp_path / "checkpoints.jsonl"
+    # Five records make a round; a round covers every record noted before it starts,
+    # so each five are waited for (written all at once, a late round could cover nine,
+    # and the three left would never make another before the hour's interval).
+    for n in range(5):
+        writer.write_record("acme", "note", {"n": n})
+    wait_for(lambda: any(line.get("seq", 0) >= 5 for line in lines_of(path)))
+    for n in range(5, 10):
+        writer.write_record("acme", "note", {"n": n})
     wait_for(lambda: any(line.get("seq", 0) >= 10 for line in lines_of(path)))
+    for n in range(10, 12):
+        writer.write_record("acme", "note", {"n": n})
+    time.sleep(0.2)
+    assert max(line["seq"] for line in lines_of(path)) == 10  # two records: no round yet
     assert all(line["kind"] == "head" for line in lines_of(path))  # no end: still running
     writer.close()
     lines = lines_of(path)
