@@ -59,6 +59,7 @@ from bench.harness import (
     BenchResult,
     Stats,
     Target,
+    dict_regex_floor,
     summarise,
     time_calls,
     timer_overhead,
@@ -1387,12 +1388,7 @@ def floor_input(item: Item) -> tuple[str, str]:
 
 def make_floor() -> Callable[[tuple[str, str]], bool]:
     table = {name: re.compile(p) for name, p in _FLOOR_PATTERNS.items()}
-
-    def floor(item: tuple[str, str]) -> bool:
-        pattern = table.get(item[0])
-        return pattern is not None and pattern.search(item[1]) is not None
-
-    return floor
+    return dict_regex_floor(table)
 
 
 # ---------------------------------------------------------------------------------

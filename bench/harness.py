@@ -18,7 +18,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -292,3 +292,15 @@ def write_result(result: BenchResult, machine: dict[str, Any]) -> Path:
     payload = {"machine": machine, **result.to_json()}
     path.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return path
+
+
+def dict_regex_floor(table: Mapping[str, Any]) -> Callable[[tuple[str, str]], bool]:
+    """The floor the decision benchmarks measure against: one dict lookup (tool name →
+    compiled pattern, ``re`` or RE2) and one search of the call's main text. The
+    cheapest in-process decision anyone could write; ``item`` is (tool, text)."""
+
+    def floor(item: tuple[str, str]) -> bool:
+        pattern = table.get(item[0])
+        return pattern is not None and pattern.search(item[1]) is not None
+
+    return floor

@@ -29,7 +29,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from bench.harness import RESULTS_DIR, BenchResult, Stats, Target, summarise, time_calls
+from bench.harness import (
+    RESULTS_DIR,
+    BenchResult,
+    Stats,
+    Target,
+    dict_regex_floor,
+    summarise,
+    time_calls,
+)
 
 __all__ = [
     "ARG_SIZES",
@@ -197,12 +205,7 @@ def arg_calls(size: int) -> list[Expected]:
 def _policy_floor() -> Callable[[tuple[str, str]], bool]:
     """The ``check`` benchmark's floor: a dict lookup and one stdlib regex search."""
     table = {"call_api": re.compile(r"^/v1/res[0-9]+/(delete|purge)(/|$)")}
-
-    def floor(item: tuple[str, str]) -> bool:
-        pattern = table.get(item[0])
-        return pattern is not None and pattern.search(item[1]) is not None
-
-    return floor
+    return dict_regex_floor(table)
 
 
 def _arg_floor() -> Callable[[tuple[str, str]], bool]:
@@ -213,12 +216,7 @@ def _arg_floor() -> Callable[[tuple[str, str]], bool]:
 
     first = arg_policy()["rules"][0]["params"]["args.sql"]["regex"][0]
     table = {"run_query": re2.compile(first)}
-
-    def floor(item: tuple[str, str]) -> bool:
-        pattern = table.get(item[0])
-        return pattern is not None and pattern.search(item[1]) is not None
-
-    return floor
+    return dict_regex_floor(table)
 
 
 # ---------------------------------------------------------------------------------

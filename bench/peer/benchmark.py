@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from bench.harness import BenchResult, Stats, Target, summarise, time_calls
+from bench.harness import BenchResult, Stats, Target, dict_regex_floor, summarise, time_calls
 from bench.peer.policy import (
     CALLS,
     Call,
@@ -242,12 +242,7 @@ def floor_input(call: Call) -> tuple[str, str]:
 
 def make_floor() -> Callable[[tuple[str, str]], bool]:
     table = {name: re.compile(p) for name, p in _FLOOR_PATTERNS.items()}
-
-    def floor(item: tuple[str, str]) -> bool:
-        pattern = table.get(item[0])
-        return pattern is not None and pattern.search(item[1]) is not None
-
-    return floor
+    return dict_regex_floor(table)
 
 
 def _per_call_p50(samples: Sequence[int], calls: Sequence[Call]) -> list[dict[str, Any]]:
