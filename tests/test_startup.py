@@ -121,7 +121,7 @@ def test_the_policy_and_store_packages_import_their_parts_on_use() -> None:
             assert getattr(package, name) is not None, f"{package.__name__}.{name}"
 
 
-def test_interlock_check_loads_neither_the_store_nor_the_server() -> None:
+def test_interlock_check_loads_neither_the_store_the_server_nor_typer_and_rich() -> None:
     loaded = _loaded_after(
         "from interlock.cli import main\nmain()",
         "check",
@@ -145,6 +145,10 @@ def test_interlock_check_loads_neither_the_store_nor_the_server() -> None:
         "fastapi",
         "uvicorn",
         "psycopg",
+        "interlock.cli_app",
+        "typer",
+        "click",
+        "rich",
     )
     assert sorted(m for m in loaded if m.startswith(unwanted)) == []
 
