@@ -91,15 +91,40 @@ def test_every_public_name_resolves_to_its_modules_object() -> None:
         _ = interlock.Nope  # type: ignore[attr-defined]
 
 
-def test_from_interlock_import_the_guard_loads_no_schema_store_or_cli() -> None:
+def test_from_interlock_import_the_guard_loads_no_schema_store_cli_or_asyncio() -> None:
     loaded = _loaded_after("from interlock import Action, Guard, evaluate")
     assert (
         _heavy(
             loaded,
-            ("interlock.store", "interlock.server", "interlock.policy.schema", "interlock.cli"),
+            (
+                "interlock.store",
+                "interlock.server",
+                "interlock.policy.schema",
+                "interlock.cli",
+                "asyncio",
+            ),
         )
         == []
     )
+
+
+def test_a_guard_loaded_without_asyncio_still_runs_async_hooks_and_async_checks() -> None:
+    loaded = _loaded_after(
+        "import threading\n"
+        "from interlock import Action, Guard\n"
+        "assert 'asyncio' not in sys.modules\n"
+        "seen = threading.Event()\n"
+        "async def hook(decision, action):\n"
+        "    seen.set()\n"
+        f"guard = Guard({str(EXAMPLE)!r}, on_decision=hook)\n"
+        "assert guard.check(Action.tool('shell', {'command': 'ls'})).allowed\n"
+        "assert seen.wait(10), 'the async hook never ran'\n"
+        "import asyncio\n"
+        "rm = Action.tool('shell', {'command': 'rm -rf /'})\n"
+        "denied = asyncio.run(guard.acheck(rm, timeout=5))\n"
+        "assert denied.verdict.value == 'deny', denied\n"
+    )
+    assert "asyncio" in loaded  # the hook's background loop imported it when it was needed
 
 
 def test_the_policy_and_store_packages_import_their_parts_on_use() -> None:
@@ -146,6 +171,7 @@ def test_interlock_check_loads_neither_the_store_the_server_nor_typer_and_rich()
         "uvicorn",
         "psycopg",
         "interlock.cli_app",
+        "asyncio",
         "typer",
         "click",
         "rich",

@@ -21,7 +21,6 @@ for, and logs a warning every time it does.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import logging
@@ -402,6 +401,8 @@ class Guard:
         timeout = timeout if timeout is not None else self.timeout
         if timeout is None and self._waits:
             timeout = DEFAULT_TIMEOUT
+        import asyncio  # running: already loaded by the loop; never at import (ADR 0014)
+
         deadline = time.monotonic() + timeout if timeout is not None else None
         with deadline_scope(deadline):  # the store's waits, in this task and its threads
             if cancel is not None and cancel.cancelled:
@@ -478,6 +479,8 @@ class Guard:
         cancel: CancelToken | None = None,
     ) -> Decision | None:
         """The async twin of :meth:`check_batch`."""
+        import asyncio
+
         last: Decision | None = None
         held: list[Decision] = []
         deadline = time.monotonic() + timeout if timeout is not None else None
@@ -627,6 +630,8 @@ class Guard:
 
                 @functools.wraps(func)
                 async def guarded_async(*args: Any, **kwargs: Any) -> Any:
+                    import asyncio
+
                     decision = await self.acheck_mapped(
                         to_actions, *args, timeout=timeout, **kwargs
                     )

@@ -8,7 +8,6 @@ logger and otherwise swallowed.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import logging
@@ -17,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import asyncio
+
     from interlock.core.action import Action
     from interlock.core.decision import Decision
 
@@ -44,6 +45,10 @@ class HookCaller:
             self._detach(hook, result)
 
     def _detach(self, hook: Hook, awaitable: Awaitable[Any]) -> None:
+        # Imported here, not at import (ADR 0014): a hook that returns an awaitable
+        # needs a loop, and a loop that runs has already loaded asyncio.
+        import asyncio
+
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
@@ -84,6 +89,8 @@ class HookCaller:
                 )
 
     def _background_loop(self) -> asyncio.AbstractEventLoop:
+        import asyncio
+
         with self._loop_lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()

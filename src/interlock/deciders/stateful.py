@@ -23,7 +23,6 @@ after all (a timeout, a cancellation, an audit failure).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from typing import TYPE_CHECKING
@@ -39,6 +38,8 @@ from interlock.policy.specs import scope_key
 from interlock.store.records import ANY_AGENT, ApprovalStatus, BudgetLine, Reservation
 
 if TYPE_CHECKING:
+    import asyncio
+
     from interlock.core.action import Action
     from interlock.deciders.base import CancelToken
     from interlock.ledger.memory import MemoryLedger
@@ -110,6 +111,8 @@ class StatefulDecider:
         # The store is synchronous: run it in a thread (it inherits the check's
         # deadline). If this task is cancelled or times out meanwhile, whatever the
         # thread ends up holding is given back.
+        import asyncio  # running: already loaded by the loop; never at import (ADR 0014)
+
         work = asyncio.ensure_future(asyncio.to_thread(self.settle, action, decision, lines))
         try:
             return await asyncio.shield(work)
