@@ -8,8 +8,9 @@ machine (absolute times drift with the load; the ratios are what this reports):
 - ``import interlock`` and ``from interlock import Action, Guard`` (what a program
   embedding the guard imports);
 - ``interlock check`` on the example policy (a shell call), and beside it the
-  third-party floor of that command: importing typer (with the pydantic adapters it
-  builds for each option), rich's console, pydantic and PyYAML, nothing of Interlock;
+  third-party floor of the typer command line: importing typer (with the pydantic
+  adapters it builds for each option), rich's console, pydantic and PyYAML, nothing of
+  Interlock (a plain ``interlock check`` now skips typer and rich: ADR 0014);
 - loading the check benchmark's 100 rules repeated ten times (1,000 rules, ids made
   unique) with :func:`interlock.load_policy_text`, timed inside a fresh process after
   its imports (the first load: no cache of this process has seen the policy), beside
@@ -114,8 +115,9 @@ def policy_text(copies: int = RULE_COPIES) -> str:
 
 
 _CLI = "from interlock.cli import main; main()"
-# What `interlock check` cannot avoid importing: the command-line stack (typer builds a
-# pydantic adapter for each option it parses), the console, the validator and YAML.
+# What the typer command line imports before Interlock runs a line (typer builds a
+# pydantic adapter for each option it parses), the console, the validator and YAML; a
+# plain `interlock check` skips typer and rich (ADR 0014), so it is no longer its floor.
 _FLOOR = "import typer, typer._adapters, rich.console, pydantic, yaml"
 
 Subject = tuple[list[str], dict[str, str] | None]
