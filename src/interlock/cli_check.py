@@ -322,7 +322,13 @@ def plain_is_exact(lines: Sequence[Line], environ: Any = os.environ) -> bool:
             return False
     except ValueError:
         return False
+    # Text the stream cannot encode fails either way, but rich words the error its own
+    # way: leave anything but ASCII to rich unless the stream is UTF-8.
+    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
+    utf8 = encoding in ("utf8", "utf_8")
     for line in lines:
+        if not utf8 and not line.plain.isascii():
+            return False
         if line.json:  # not markup, and never emoji: only unprintable text would change
             if not all(part.isprintable() for part in line.plain.split("\n")):
                 return False

@@ -219,6 +219,20 @@ def test_colour_asked_for_by_the_environment_goes_through_rich() -> None:
     assert not plain_is_exact([Line("a :smile: b", "a :smile: b")], environ={})
     url = "approve at: http://127.0.0.1:8740/approvals/apr_1"
     assert plain_is_exact([Line(url, url)], environ={})
+    long = Line("[red]deny[/]  " + "why " * 100, "deny  " + "why " * 100)
+    assert plain_is_exact([long], environ={})
+    assert _rich(long) == f"{long.plain}\n"  # no wrap at the console's 160 columns
+
+
+def test_text_other_than_ascii_is_plain_only_on_a_utf8_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    accented = [Line("café ✓", "café ✓")]
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    assert plain_is_exact(accented, environ={})
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    assert not plain_is_exact(accented, environ={})
+    assert plain_is_exact([Line("cafe", "cafe")], environ={})
 
 
 def test_every_emoji_name_is_one_the_plain_check_refuses() -> None:
