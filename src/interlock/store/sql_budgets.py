@@ -9,9 +9,11 @@ import json
 import logging
 import re
 import secrets
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from functools import cached_property
+from typing import Any, Final
 
 from interlock.errors import ReservationClosed, ReservationNotFound, StoreError
 from interlock.ledger.leases import LeaseBook
@@ -29,6 +31,7 @@ from interlock.store.records import (
 )
 from interlock.store.settle import (
     CEILING,
+    MAX_UNITS,
     Settlement,
     check_owner,
     committed,
@@ -54,6 +57,21 @@ _REAP_BATCH = 500
 _FORCED_LIMIT = 2**60
 #: How PostgreSQL's interlock_reserve says which line its budget refused.
 _REFUSED = re.compile(r"interlock-refused (\d+)")
+#: A reservation on a counter that exists and is open, in one UPDATE (SQLite's path;
+#: cheaper than the upsert below, which decides when this changes no row). The cap and
+#: unit are the policy's latest, as the upsert sets them.
+_TAKE_SET = (
+    "UPDATE budgets SET reserved = reserved + ?, headroom = headroom + ?, cap = ?, unit = ?, "
+    "updated_us = ? WHERE tenant = ? AND budget_id = ? AND scope_key = ? AND window_start = ? "
+)
+_OPEN = (
+    " AND NOT EXISTS (SELECT 1 FROM budget_closures c WHERE c.tenant = ? AND c.budget_id = ? "
+    "AND c.scope_key = ?)"
+)
+_TAKE: Final = _TAKE_SET + "AND spent + reserved + headroom + ? <= ?" + _OPEN
+_FORCED_TAKE: Final = _TAKE_SET + f"AND reserved + headroom <= {_FORCED_LIMIT}" + _OPEN
+#: Reservations an instance remembers having made, for commits that need no read.
+_UNSETTLED_KEPT: Final = 4_096
 
 
 class BudgetStore(LeaseStore):
@@ -78,9 +96,7 @@ class BudgetStore(LeaseStore):
         returns the first reservation again (``replayed``) and reserves nothing more.
         ``owner`` is the agent making it: only it (or an admin) may settle it."""
         for line in lines:
-            units(line.amount, f"the amount on budget {line.budget_id!r}", least=1)
-            units(line.headroom, f"the headroom on budget {line.budget_id!r}")
-            units(line.cap, f"the cap of budget {line.budget_id!r}")
+            _check_line(line)
         now = self.clock()
         ordered = sorted(lines, key=lambda line: line.key)  # one lock order: no deadlock
         if not force:
@@ -186,11 +202,11 @@ class BudgetStore(LeaseStore):
     def _reserve(self, reservation: Reservation, force: bool) -> ReserveOutcome:
         tenant = reservation.tenant
         with self.transaction(write=True) as cur:
-            cur.execute(
+            cur.execute(  # no RETURNING: SQLite counts the row inserted (or not) anyway
                 self.q(
                     "INSERT INTO reservations (id, tenant, idempotency_key, status, lines, "
                     "created_us, expires_us, owner) VALUES (?, ?, ?, 'reserved', ?, ?, ?, ?) "
-                    "ON CONFLICT (tenant, idempotency_key) DO NOTHING RETURNING id"
+                    "ON CONFLICT (tenant, idempotency_key) DO NOTHING"
                 ),
                 (
                     reservation.id,
@@ -202,7 +218,7 @@ class BudgetStore(LeaseStore):
                     reservation.owner,
                 ),
             )
-            if cur.fetchone() is None:
+            if cur.rowcount != 1:
                 cur.execute(
                     self.q(
                         f"SELECT {_RESERVATION_COLUMNS} FROM reservations "
@@ -214,12 +230,25 @@ class BudgetStore(LeaseStore):
             for line in reservation.lines:
                 if not self._take(cur, tenant, line, reservation.created_us, force):
                     raise _Refused(self._refusal(cur, tenant, line))
-            return ReserveOutcome(reservation)
+        self._unsettled.keep(reservation)  # committed: a commit of it needs no read
+        return ReserveOutcome(reservation)
 
     def _take(self, cur: Cursor, tenant: str, line: BudgetLine, now: int, force: bool) -> bool:
-        """The one conditional statement that reserves on one budget: nothing when the
-        budget is closed (the SELECT yields no row), else a new counter, else the
-        counter's update where it can hold the line."""
+        """Reserve on one budget: the counter's conditional UPDATE (the usual case: it
+        exists, is open and can hold the line); when that changes no row, the one
+        conditional upsert that decides every case — nothing when the budget is closed
+        (its SELECT yields no row), else a new counter, else the counter's update
+        where it can hold the line. Both run under the transaction's write lock: what
+        the UPDATE found, the upsert finds too."""
+        key = (tenant, line.budget_id, line.scope_key)
+        cur.execute(
+            self.q(_FORCED_TAKE if force else _TAKE),
+            (line.amount, line.headroom, line.cap, line.unit, now, *key, line.window_start)
+            + (() if force else (line.held, line.cap))
+            + key,
+        )
+        if cur.rowcount == 1:
+            return True
         condition = (
             f"budgets.reserved + budgets.headroom <= {_FORCED_LIMIT}"
             if force
@@ -303,6 +332,12 @@ class BudgetStore(LeaseStore):
             settled = self._commit_in_one(reservation_id, checked, by, now)
             if settled is not None:
                 return settled
+        else:
+            made = self._unsettled.pop(reservation_id)
+            if made is not None:
+                settled = self._commit_known(made, checked, by, now)
+                if settled is not None:
+                    return settled
         with self.transaction(write=True) as cur:
             reservation = self._read_leased(cur, reservation_id, now)
             check_owner(reservation, by)
@@ -337,6 +372,45 @@ class BudgetStore(LeaseStore):
                     self._close(cur, reservation, line, settlement.excess, now)
         # The row is locked and read above: what it now holds is known.
         return _settled(reservation, ReservationStatus.COMMITTED, now, used)
+
+    def _commit_known(
+        self, reservation: Reservation, checked: Mapping[str, int], by: Settler, now: int
+    ) -> Reservation | None:
+        """Commit a reservation this instance made, without reading it back: its
+        lines, tenant and owner never change, and the status UPDATE's condition (still
+        in flight, not on a lease) is the only thing the read decided. ``None`` when
+        it is no longer in flight (settled elsewhere, or expired by the reaper): the
+        transaction rolled back and the general path decides."""
+        check_owner(reservation, by)
+        used = {
+            line.budget_id: checked.get(line.budget_id, line.amount) for line in reservation.lines
+        }
+        settlements = [
+            (line, committed(line, used[line.budget_id], in_flight=True))
+            for line in reservation.lines
+        ]
+        try:
+            with self.transaction(write=True) as cur:
+                cur.execute(
+                    self.q(
+                        "UPDATE reservations SET status = 'committed', settled_us = ?, "
+                        "actual = ? WHERE id = ? AND status = 'reserved' AND lease_id IS NULL"
+                    ),
+                    (now, _actual_json(used), reservation.id),
+                )
+                if cur.rowcount != 1:
+                    raise _NotInFlight
+                self._settle(cur, reservation.tenant, settlements, now)
+                for line, settlement in settlements:
+                    if settlement.excess:
+                        self._close(cur, reservation, line, settlement.excess, now)
+        except _NotInFlight:  # raised inside the transaction: it rolled back
+            return None
+        return _settled(reservation, ReservationStatus.COMMITTED, now, used)
+
+    @cached_property
+    def _unsettled(self) -> _Unsettled:
+        return _Unsettled(_UNSETTLED_KEPT)
 
     def _commit_leased(
         self,
@@ -423,6 +497,7 @@ class BudgetStore(LeaseStore):
         Releasing twice (or one the reaper expired) changes nothing; a committed one
         cannot be released. ``by`` is the agent releasing (see :meth:`commit`)."""
         now = self.clock()
+        self._unsettled.pop(reservation_id)  # no longer worth remembering
         book = self.leases
         served = None if book is None else book.served(reservation_id)
         if book is not None and served is not None:
@@ -453,24 +528,33 @@ class BudgetStore(LeaseStore):
     ) -> None:
         """Apply settlements to their counters, each counter once, in the sorted order
         ``reserve`` locks them in (no deadlock); the totals saturate at CEILING."""
+        if len(settlements) == 1:  # the usual settlement: one line, no executemany round
+            line, s = settlements[0]
+            values = (s.reserved, s.headroom, s.charge, s.overage, s.excess, now, tenant)
+            cur.execute(self._settle_sql, values + line.key)
+            return
         owed: dict[tuple[str, str, int], list[int]] = {}
         for line, s in settlements:
             total = owed.setdefault(line.key, [0, 0, 0, 0, 0])
             for index, value in enumerate((s.reserved, s.headroom, s.charge, s.overage, s.excess)):
                 total[index] += value
+        statement = self._settle_sql
+        rows = [(*owed[key], now, tenant, *key) for key in sorted(owed)]
+        if len(rows) == 1:  # the usual settlement: one budget, no executemany round
+            cur.execute(statement, rows[0])
+        else:
+            cur.executemany(statement, rows)
+
+    @cached_property
+    def _settle_sql(self) -> str:
         least = self.least
-        statement = self.q(
+        return self.q(
             "UPDATE budgets SET reserved = reserved - ?, headroom = headroom - ?, "
             f"spent = {least}(spent + ?, {CEILING}), "
             f"overage = {least}(overage + ?, {CEILING}), "
             f"excess = {least}(excess + ?, {CEILING}), updated_us = ? "
             "WHERE tenant = ? AND budget_id = ? AND scope_key = ? AND window_start = ?"
         )
-        rows = [(*owed[key], now, tenant, *key) for key in sorted(owed)]
-        if len(rows) == 1:  # the usual settlement: one budget, no executemany round
-            cur.execute(statement, rows[0])
-        else:
-            cur.executemany(statement, rows)
 
     def _close(
         self, cur: Cursor, reservation: Reservation, line: BudgetLine, excess: int, now: int
@@ -660,6 +744,32 @@ class _Refused(Exception):
         self.refusal = refusal
 
 
+class _NotInFlight(Exception):
+    """Rolls a commit's transaction back: the reservation was settled meanwhile."""
+
+
+class _Unsettled:
+    """The reservations an instance made and has not committed yet, the newest
+    ``kept`` of them (an older one is committed by the general path, which reads it).
+    Only what never changes is used from here; the database decides the status."""
+
+    def __init__(self, kept: int) -> None:
+        self._kept = kept
+        self._by_id: dict[str, Reservation] = {}
+        self._lock = threading.Lock()
+
+    def keep(self, reservation: Reservation) -> None:
+        with self._lock:
+            by_id = self._by_id
+            by_id[reservation.id] = reservation
+            if len(by_id) > self._kept:
+                del by_id[next(iter(by_id))]  # the oldest: dicts keep insertion order
+
+    def pop(self, reservation_id: str) -> Reservation | None:
+        with self._lock:
+            return self._by_id.pop(reservation_id, None)
+
+
 def _settled(
     reservation: Reservation,
     status: ReservationStatus,
@@ -681,6 +791,33 @@ def _settled(
         False,
         r.owner,
     )
+
+
+def _check_line(line: BudgetLine) -> None:
+    """Raise :class:`AmountOutOfRange` unless the line's amounts are units (the
+    usual case is tested first, without building the messages)."""
+    amount, headroom, cap = line.amount, line.headroom, line.cap
+    if (
+        type(amount) is int
+        and type(headroom) is int
+        and type(cap) is int
+        and 1 <= amount <= MAX_UNITS
+        and 0 <= headroom <= MAX_UNITS
+        and 0 <= cap <= MAX_UNITS
+    ):
+        return
+    units(amount, f"the amount on budget {line.budget_id!r}", least=1)
+    units(headroom, f"the headroom on budget {line.budget_id!r}")
+    units(cap, f"the cap of budget {line.budget_id!r}")
+
+
+def _actual_json(used: dict[str, int]) -> str:
+    """``compact_json(used)``, written directly for the usual single budget."""
+    if len(used) == 1:
+        for budget_id, value in used.items():
+            if type(value) is int:
+                return f"{{{json.dumps(budget_id)}:{value}}}"
+    return compact_json(used)
 
 
 def _line(fields: list[Any]) -> BudgetLine:

@@ -22,13 +22,12 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -155,8 +154,12 @@ class SQLiteStore(SqlStore):
             time.sleep(min(delay, remaining))
             delay = min(delay * 2, 0.1)
 
-    @contextmanager
-    def transaction(self, *, write: bool = True) -> Iterator[Cursor]:
+    def transaction(self, *, write: bool = True) -> AbstractContextManager[Cursor]:
+        return _Transaction(self, write)
+
+    def _begin(self, write: bool) -> sqlite3.Connection:
+        """This thread's connection, in a transaction just begun (a write one waiting
+        for the write lock no longer than the check's deadline)."""
         wait = time_left(self.busy_timeout)
         if wait <= 0:
             raise StoreTimeout(f"{self.path}: the deadline passed before the store was asked")
@@ -171,8 +174,7 @@ class SQLiteStore(SqlStore):
                     f"{self.path}: still locked by another writer at the deadline ({exc})"
                 ) from exc
             raise StoreUnavailable(f"{self.path}: {exc}") from exc
-        with self._begun(conn, write) as cur:
-            yield cur
+        return conn
 
     def file_path(self) -> Path | None:
         return None if str(self.path) == ":memory:" else self.path
@@ -226,31 +228,12 @@ class SQLiteStore(SqlStore):
             self._inline = conn
         return conn
 
-    @contextmanager
-    def _begun(self, conn: sqlite3.Connection, write: bool) -> Iterator[Cursor]:
+    def _begun(self, conn: sqlite3.Connection, write: bool) -> AbstractContextManager[Cursor]:
         """The rest of a transaction once ``BEGIN`` succeeded: commit, or roll back on
         any exception (raised as a StoreError)."""
-        cur = conn.cursor()
-        try:
-            yield cur
-        except BaseException as exc:
-            with contextlib.suppress(
-                sqlite3.Error
-            ):  # the connection is gone: nothing was committed
-                conn.rollback()
-            if isinstance(exc, sqlite3.OperationalError):
-                raise StoreUnavailable(f"{self.path}: {exc}") from exc
-            if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"{self.path}: {exc}") from exc
-            raise
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            with suppress(sqlite3.Error):
-                conn.rollback()
-            raise StoreError(f"{self.path}: commit failed: {exc}") from exc
-        finally:
-            cur.close()
+        return _Begun(self, conn, write)
+
+    def _committed(self, write: bool) -> None:
         if write:
             self._writes += 1
             if self._writes % CHECKPOINT_EVERY == 0:
@@ -302,6 +285,65 @@ class SQLiteStore(SqlStore):
                 with suppress(sqlite3.Error):
                     conn.close()
         self._local = threading.local()
+
+
+class _Begun:
+    """A transaction on ``conn`` after its ``BEGIN``: the cursor in, then ``COMMIT``
+    — or a rollback on any exception, an sqlite3 one raised as a StoreError. (A
+    class, not a generator: this runs around every statement the store writes.)"""
+
+    __slots__ = ("_conn", "_cur", "_store", "_write")
+
+    def __init__(self, store: SQLiteStore, conn: sqlite3.Connection, write: bool) -> None:
+        self._store = store
+        self._conn = conn
+        self._write = write
+        self._cur: sqlite3.Cursor | None = None
+
+    def __enter__(self) -> Cursor:
+        self._cur = cur = self._conn.cursor()
+        return cur
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        conn, cur, store = self._conn, self._cur, self._store
+        if exc is not None:
+            with suppress(sqlite3.Error):  # the connection is gone: nothing was committed
+                conn.rollback()
+            if cur is not None:
+                with suppress(sqlite3.Error):
+                    cur.close()
+            if isinstance(exc, sqlite3.OperationalError):
+                raise StoreUnavailable(f"{store.path}: {exc}") from exc
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"{store.path}: {exc}") from exc
+            return  # re-raised as it is
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as error:
+            with suppress(sqlite3.Error):
+                conn.rollback()
+            raise StoreError(f"{store.path}: commit failed: {error}") from error
+        finally:
+            if cur is not None:
+                cur.close()
+        store._committed(self._write)
+
+
+class _Transaction(_Begun):
+    """:meth:`SQLiteStore.transaction`: ``BEGIN`` on entering, then as :class:`_Begun`."""
+
+    __slots__ = ()
+
+    def __init__(self, store: SQLiteStore, write: bool) -> None:
+        self._store = store
+        self._write = write
+        self._cur = None
+
+    def __enter__(self) -> Cursor:
+        self._conn = self._store._begin(self._write)
+        return super().__enter__()
 
 
 class _Checkpointer(threading.Thread):
