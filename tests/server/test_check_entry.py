@@ -281,3 +281,18 @@ async def test_the_worker_header_metrics_and_access_log_are_the_stacks(
             f"{count}.0"
         ) in metrics
     assert 'interlock_decisions_total{verdict="allow"} 3.0' in metrics
+
+
+async def test_a_store_failure_reading_the_key_is_answered_as_the_stack_answers_it(
+    pair: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def down(token: str) -> None:
+        raise StoreUnavailable("the store is down")
+
+    monkeypatch.setattr(pair.api.keys, "authenticate_cached", lambda token: (False, None))
+    monkeypatch.setattr(pair.api.keys, "authenticate", down)
+    entry, stack = await pair.both(json=GOOD)
+    assert entry.status_code == 503, entry.text
+    _same(entry, stack)
+    monkeypatch.undo()
+    assert await pair.records() == 0

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
 import orjson
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -113,7 +113,7 @@ class CheckEntry:
             model, decide = route
             try:
                 payload = model.model_validate(orjson.loads(body))
-            except (orjson.JSONDecodeError, ValidationError):
+            except Exception:  # refused (or worse): the stack answers it as it always has
                 raise _HandOn from None
         except _HandOn:
             await self.app(scope, _replaying(read, receive), send)
@@ -184,12 +184,12 @@ class CheckEntry:
         if scheme.lower() != "bearer" or not token:
             raise _HandOn
         keys = self.state.keys
-        hit, key = keys.authenticate_cached(token)
-        if not hit:
-            try:
+        try:
+            hit, key = keys.authenticate_cached(token)
+            if not hit:
                 key = await run_in_threadpool(keys.authenticate, token)
-            except Exception:  # the stack reads it again, and answers the failure
-                raise _HandOn from None
+        except Exception:  # the store failed: the stack asks again, and answers that
+            raise _HandOn from None
         if key is None or Permission.CHECK not in ROLE_PERMISSIONS[key.role]:
             raise _HandOn
         return key
