@@ -7,7 +7,10 @@ same run by the same clients:
   constant decision-shaped JSON: what one HTTP round trip costs here, the baseline;
 * **interlock serve** — the real server on an embedded SQLite store: key check, body
   validation, the policy decision, the audit record (durability ``none``, then the
-  default ``process``, which returns once the record's transaction has committed).
+  default ``process``, which returns once the record's transaction has committed);
+* **the server layer alone** — the same app under the same uvicorn, its guard's check
+  replaced by a fixed decision: key, limits, validation, the answer, metrics — what
+  the server adds to the check, apart from the check itself.
 
 Latency: ``httpx.Client`` with keep-alive — what ``Guard.remote`` uses — sending one
 request at a time, the servers taken in turn 50 requests each, so load drift falls on
@@ -57,6 +60,8 @@ CONNECTIONS: Final = 32
 WRK_SECONDS: Final = (5, 2)
 WRK_ROUNDS: Final = (3, 1)
 TARGET_THROUGHPUT: Final = 0.5
+#: the subject with the guard's check stubbed
+STUB: Final = "server layer alone (guard check stubbed)"
 
 POLICY: Final = """\
 version: 1
@@ -116,6 +121,35 @@ async def check(request):
     return Response(BODY, media_type="application/json")
 
 app = Starlette(routes=[Route("/v1/check", check, methods=["POST"])])
+"""
+
+#: The server app with its guard's check stubbed: argv is port, policy, database, key file.
+STUB_APP: Final = """
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from interlock import Action, Guard
+from interlock.server import KeyStore, Role, create_app
+
+port, policy, database, key_file = sys.argv[1:5]
+guard = Guard(policy, store=database, reap_interval=None)
+key = KeyStore(guard.store).create(tenant="bench", role=Role.AGENT, name="bench-agent")
+Path(key_file).write_text(key.token)
+decision = guard.check(Action.tool("shell", {"command": "ls"}))
+
+
+async def decided(action, **options):
+    return decision
+
+
+guard.acheck = decided
+config = uvicorn.Config(
+    create_app(guard), port=int(port), log_level="warning", lifespan="off",
+    access_log=False, server_header=False,
+)
+uvicorn.Server(config).run()
 """
 
 ACTIONS: Final = [
@@ -192,6 +226,21 @@ def _interlock_server(
         yield url, key
 
 
+@contextmanager
+def _stub_server(scratch: Path) -> Iterator[tuple[str, str]]:
+    """The server app with a fixed decision in place of its guard's check."""
+    (scratch / "stub_app.py").write_text(STUB_APP)
+    policy = scratch / "policy-stub.yaml"
+    policy.write_text(POLICY.format(durability="none"))
+    key_file = scratch / "stub.key"
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    database = f"sqlite:///{scratch / 'server-stub.db'}"
+    argv = [sys.executable, str(scratch / "stub_app.py"), str(port), str(policy), database]
+    with _process([*argv, str(key_file)], url + "/v1/health"):
+        yield url, key_file.read_text()
+
+
 def _wrk(scratch: Path, url: str, key: str, seconds: int) -> tuple[float, float]:
     """Checks per second and p99 (ms) under wrk's 32 connections; every answer a 2xx."""
     script = scratch / "mix.lua"
@@ -211,7 +260,8 @@ def _under_load(scratch: Path, quick: bool, result: BenchResult) -> None:
     fixed1, fixed2 = "fixed JSON, 1 process", "fixed JSON, 2 processes"
     one, two = "interlock serve --workers 1", "interlock serve --workers 2"
     none = "interlock serve --workers 1, durability none"
-    rates: dict[str, list[float]] = {fixed1: [], fixed2: [], one: [], two: [], none: []}
+    stub = STUB
+    rates: dict[str, list[float]] = {fixed1: [], fixed2: [], one: [], two: [], none: [], stub: []}
     p99s: dict[str, list[float]] = {label: [] for label in rates}
     with ExitStack() as running:
         servers = {
@@ -220,6 +270,7 @@ def _under_load(scratch: Path, quick: bool, result: BenchResult) -> None:
             one: running.enter_context(_interlock_server(scratch, "process", workers=1)),
             two: running.enter_context(_interlock_server(scratch, "process", workers=2)),
             none: running.enter_context(_interlock_server(scratch, "none", workers=1)),
+            stub: running.enter_context(_stub_server(scratch)),
         }
         for url, key in servers.values():  # warm up: imports, caches, the first commits
             _wrk(scratch, url, key, 1)
@@ -240,6 +291,7 @@ def _under_load(scratch: Path, quick: bool, result: BenchResult) -> None:
     ratio = median[one] / median[fixed1]
     result.info["wrk_ratio workers 1 / fixed 1"] = round(ratio, 3)
     result.info["wrk_ratio durability none / fixed 1"] = round(median[none] / median[fixed1], 3)
+    result.info["wrk_ratio server layer / fixed 1"] = round(median[stub] / median[fixed1], 3)
     result.info["wrk_ratio workers 2 / fixed 2"] = round(median[two] / median[fixed2], 3)
     result.info["wrk_scaling interlock 2 / 1"] = round(median[two] / median[one], 3)
     result.info["wrk_scaling fixed 2 / 1"] = round(median[fixed2] / median[fixed1], 3)
@@ -326,6 +378,7 @@ def run(calls: int | None, quick: bool) -> BenchResult:
         ("interlock serve, durability none", "none"),
         ("interlock serve, durability process", "process"),
     )
+    ratios = (*labels, (STUB, "stub"))
     with tempfile.TemporaryDirectory(prefix="interlock-bench-server-") as scratch_dir:
         scratch = Path(scratch_dir)
         with ExitStack() as running:
@@ -334,6 +387,7 @@ def run(calls: int | None, quick: bool) -> BenchResult:
                 servers.append(
                     (label, *running.enter_context(_interlock_server(scratch, durability)))
                 )
+            servers.append((STUB, *running.enter_context(_stub_server(scratch))))
             measured = _interleaved(servers, count)
             p50: dict[str, int] = {}
             for label, _, _ in servers:
@@ -351,10 +405,12 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             result.notes.append("wrk is not installed: no throughput per worker count")
         result.info["http"] = _http_stack()
     base = p50[fixed]
-    for label, _ in labels:
+    for label, _ in ratios:
         ratio = p50[label] / base
         result.info[f"p50_ratio {label}"] = round(ratio, 3)
         result.notes.append(f"{label}: p50 {ratio:.2f}× the fixed-JSON endpoint")
+        if label == STUB:
+            continue  # what the server adds: no target of its own
         result.targets.append(
             Target(f"remote check p50 / fixed JSON p50 ({label})", ratio, "<=", TARGET_RATIO, "×")
         )

@@ -168,6 +168,45 @@ async def test_an_async_caller_commits_on_the_loop_only_where_that_cannot_wait(
     assert store.verify_audit().checked == {"acme": 3}
 
 
+async def test_async_callers_of_one_loop_turn_share_one_commit(
+    store: SqlStore, watched: Watched
+) -> None:
+    # 20 requests read in the same turn of the loop (a server under load): the first
+    # lets the loop run the others once, and their records join its batch.
+    writer = AuditWriter(store)
+    seqs = await asyncio.gather(*(writer.awrite_event("acme", _event()) for _ in range(20)))
+    writer.close()
+    assert sorted(seqs) == list(range(1, 21))
+    assert [size for _, size in watched.commits] == [20]
+    if store.dialect == "sqlite":
+        assert watched.commits[0][0] == threading.current_thread().name
+    assert store.verify_audit().checked == {"acme": 20}
+
+
+async def test_a_leader_cancelled_while_others_join_still_gets_the_batch_committed(
+    store: SqlStore, watched: Watched
+) -> None:
+    writer = AuditWriter(store)
+    leader, *others = [
+        asyncio.ensure_future(writer.awrite_event("acme", _event())) for _ in range(4)
+    ]
+    # One turn: the leader takes the batch and gives the loop its turn; the others
+    # join it; then, before the leader is back, it is cancelled.
+    await asyncio.sleep(0)
+    assert not leader.done() and leader.cancel()
+    seqs = await asyncio.wait_for(asyncio.gather(*others), WAIT_S)
+    with pytest.raises(asyncio.CancelledError):
+        await leader
+    assert writer.flush(WAIT_S)
+    writer.close()
+    # the cancelled caller's record too: it may have happened; the writer thread
+    # committed the batch, in one piece
+    assert sorted(seqs) == [2, 3, 4]
+    assert [size for _, size in watched.commits] == [4]
+    assert watched.commits[0][0] != threading.current_thread().name
+    assert store.verify_audit().checked == {"acme": 4}
+
+
 async def test_an_inline_commit_that_fails_is_handed_to_a_worker_and_lands(
     store: SqlStore, watched: Watched
 ) -> None:

@@ -23,10 +23,11 @@ from fastapi import FastAPI
 
 from interlock import __version__
 from interlock.server.body_limit import BodyLimitMiddleware
+from interlock.server.check_entry import CheckEntry
 from interlock.server.handlers import install_error_handlers
 from interlock.server.keys import KeyStore
 from interlock.server.limits import DEFAULT_MAX_BODY, DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH_LIMIT
-from interlock.server.metrics import HttpMetricsMiddleware, Metrics
+from interlock.server.metrics import AccessLog, HttpMetricsMiddleware, Metrics
 from interlock.server.routes import routers
 from interlock.server.routes.fast_check import fast_routes
 from interlock.server.state import ServerState
@@ -114,14 +115,24 @@ def create_app(
     install_error_handlers(app)
     for router in routers():
         app.include_router(router)
-    # The check endpoints' hot path goes first; the FastAPI routes behind it document
-    # them in the OpenAPI schema (see routes/fast_check.py).
+    # The check endpoints' Starlette routes go first (the check entry hands them what it
+    # does not answer itself); the FastAPI routes behind them document the endpoints in
+    # the OpenAPI schema (see routes/fast_check.py and check_entry.py).
     app.router.routes[0:0] = fast_routes()
     mount_ui(app)  # the approvals page at /ui/ (its data comes from the API, by key)
     app.add_middleware(
         BodyLimitMiddleware, max_body_size=max_body_size, max_json_depth=max_json_depth
     )
-    app.add_middleware(  # outermost: counts 413s too
-        HttpMetricsMiddleware, metrics=metrics, worker=worker, access_log=access_log
+    access = AccessLog(access_log, worker) if access_log > 0 else None
+    app.add_middleware(  # counts 413s too
+        HttpMetricsMiddleware, metrics=metrics, worker=worker, access=access
+    )
+    app.add_middleware(  # outermost: a well-formed check is answered here, in one pass
+        CheckEntry,
+        state=app.state.interlock,
+        max_body_size=max_body_size,
+        max_json_depth=max_json_depth,
+        worker=worker,
+        access=access,
     )
     return app

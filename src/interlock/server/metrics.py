@@ -125,16 +125,23 @@ class HttpMetricsMiddleware:
     middleware, so streamed responses are counted too). With ``worker`` (``--workers``
     above 1) every response names the worker process that answered in the
     ``X-Interlock-Worker`` header; with ``access_log`` above 0 that share of the
-    requests is logged, one JSON object a line, to the ``interlock.access`` logger."""
+    requests is logged, one JSON object a line, to the ``interlock.access`` logger
+    (or to ``access``, a log shared with the check entry)."""
 
     def __init__(
-        self, app: ASGIApp, metrics: Metrics, worker: str | None = None, access_log: float = 0.0
+        self,
+        app: ASGIApp,
+        metrics: Metrics,
+        worker: str | None = None,
+        access_log: float = 0.0,
+        access: AccessLog | None = None,
     ) -> None:
         self.app = app
         self.metrics = metrics
         self.header = [(WORKER_HEADER.encode(), worker.encode("latin-1"))] if worker else []
         self.worker = worker
-        self.access = AccessLog(access_log, worker) if access_log > 0 else None
+        #: ``access`` shares one log (and its count) with the check entry
+        self.access = access or (AccessLog(access_log, worker) if access_log > 0 else None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -17,7 +17,9 @@ writer thread commits as soon as the running one ends (group commit). An async c
 leads on its event loop's thread only where the store can commit without waiting
 (SQLite with its write lock free, durability ``process``: tens of microseconds, no
 lock wait, no checkpoint, no disk sync); anywhere else its commit runs on another
-thread, so the event loop never waits on the database.
+thread, so the event loop never waits on the database. An async leader first lets its
+loop run the tasks it holds once, so that the records of the other requests read in
+the same turn (a server under load) join its commit rather than each making its own.
 
 A caller waits no longer than its check's deadline (:mod:`interlock.core.deadline`). A
 record whose caller stopped waiting is *not* withdrawn: it is committed when the store
@@ -266,8 +268,10 @@ class AuditWriter:
             item,
             lambda: loop.call_soon_threadsafe(done.set),
             lead=self.durability == "process",  # power syncs the disk: never on the loop
+            gather=True,
         )
         if lead:  # no commit was running
+            await self._gather(batch)
             if self._lead_inline(batch):
                 return batch.result(index)
             # A worker commits, bounded by this caller's deadline like a sync leader (a
@@ -335,10 +339,17 @@ class AuditWriter:
         return batch, index
 
     def _enqueue(
-        self, item: _Item, callback: Callable[[], object] | None, *, lead: bool
+        self,
+        item: _Item,
+        callback: Callable[[], object] | None,
+        *,
+        lead: bool,
+        gather: bool = False,
     ) -> tuple[_Batch, int, bool]:
         """Add the record to the open batch. With ``lead``, when no commit is running,
-        the batch is taken for the caller to commit (the third value says so)."""
+        the batch is taken for the caller to commit (the third value says so) — with
+        ``gather``, left open for others to join until the caller takes it whole
+        (:meth:`_gather`)."""
         with self._lock:  # nothing is added once the writer is told to stop
             if self._closed:
                 raise AuditFailure("the audit writer is closed")
@@ -348,12 +359,34 @@ class AuditWriter:
                 batch.callbacks.append(callback)
             index = len(batch.items) - 1
             if lead and self._writing is None:
-                self._open = _Batch()
+                if not gather:
+                    self._open = _Batch()
                 self._writing = batch
                 return batch, index, True
             if index == 0:
                 self._work.notify()
             return batch, index, False
+
+    async def _gather(self, batch: _Batch) -> None:
+        """Group commit on the event loop: a leading task lets the loop run the tasks
+        it already holds once — under load, the other requests read in the same turn,
+        each reaching its own record — so their records join this batch and share its
+        commit; then it takes the batch whole. (Marked as being written meanwhile, the
+        batch is left alone by the writer thread and by other leaders.) A task cancelled
+        in that turn hands the batch to the writer thread: it is committed all the
+        same, and the others' waits end as usual."""
+        try:
+            await asyncio.sleep(0)
+        except BaseException:
+            self._take(batch)
+            self._hand_over(batch)
+            raise
+        self._take(batch)
+
+    def _take(self, batch: _Batch) -> None:
+        with self._lock:
+            if self._open is batch:
+                self._open = _Batch()
 
     def _lead(self, batch: _Batch) -> None:
         """Commit the batch this thread took (one attempt, bounded by this caller's

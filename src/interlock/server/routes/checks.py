@@ -24,7 +24,7 @@ from interlock.server.state import ServerState, state_of
 if TYPE_CHECKING:
     from interlock.core.redaction import Redactor
 
-__all__ = ["decision_json", "router", "to_action"]
+__all__ = ["answer_body", "decision_json", "router", "to_action"]
 
 router = APIRouter(prefix="/v1", tags=["check"])
 
@@ -62,12 +62,18 @@ def to_action(body: ActionIn, key: ApiKey) -> Action:
 
 
 def _answer(state: ServerState, decision: Decision, started: float) -> Response:
+    # Serialised here, once: returned as a Response, FastAPI does not validate and
+    # encode the model a second time (the route's response_model still documents it).
+    return Response(answer_body(state, decision, started), media_type="application/json")
+
+
+def answer_body(state: ServerState, decision: Decision, started: float) -> bytes:
+    """The answer's body for ``decision``, counted in the check metrics (``started``:
+    when the guard was asked, by ``time.perf_counter``)."""
     metrics = state.metrics
     metrics.check_seconds.observe(time.perf_counter() - started)
     metrics.decided[decision.verdict].inc()
-    # Serialised here, once: returned as a Response, FastAPI does not validate and
-    # encode the model a second time (the route's response_model still documents it).
-    return Response(decision_json(decision, state.guard.redactor), media_type="application/json")
+    return decision_json(decision, state.guard.redactor)
 
 
 def decision_json(decision: Decision, redactor: Redactor) -> bytes:
