@@ -45,6 +45,7 @@ import contextvars
 import logging
 import threading
 import time
+from _thread import allocate_lock as _allocate_lock
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -80,6 +81,41 @@ _Item = tuple[str, str, Any]
 Late = Callable[[AuditFailure], "Event | None"]
 
 
+class _Done:
+    """A one-shot event: :class:`threading.Event`'s ``set``, ``is_set`` and ``wait``
+    for one batch. A batch is made per commit, on the check's path, and an Event
+    (a Condition and its lock, in Python) costs more to make and set than the rest of
+    the batch: this is one lock, held until set. A waiter that gets the lock hands it
+    straight on, so every waiter wakes (and the lock is released for good)."""
+
+    __slots__ = ("_flag", "_lock")
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._lock = _allocate_lock()
+        self._lock.acquire()
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        if self._flag:
+            return
+        self._flag = True
+        with contextlib.suppress(RuntimeError):  # two settings at once: released once
+            self._lock.release()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once set; False if ``timeout`` (seconds, ``None``: no limit) passed."""
+        if self._flag:
+            return True
+        lock = self._lock
+        if lock.acquire(True, -1 if timeout is None else max(0.0, timeout)):
+            with contextlib.suppress(RuntimeError):  # released by a second set() meanwhile
+                lock.release()  # the next waiter's turn
+        return self._flag
+
+
 class _Batch:
     """The records that will share one commit. Callers append to the open batch; the
     writer takes it whole and opens the next, so one wake-up serves every caller of a
@@ -99,7 +135,7 @@ class _Batch:
 
     def __init__(self) -> None:
         self.items: list[_Item] = []
-        self.done = threading.Event()
+        self.done = _Done()
         self.seqs: list[int] = []
         self.error: BaseException | None = None
         self.callbacks: list[Callable[[], object]] = []

@@ -27,8 +27,8 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -155,8 +155,12 @@ class SQLiteStore(SqlStore):
             time.sleep(min(delay, remaining))
             delay = min(delay * 2, 0.1)
 
-    @contextmanager
-    def transaction(self, *, write: bool = True) -> Iterator[Cursor]:
+    def transaction(self, *, write: bool = True) -> AbstractContextManager[Cursor]:
+        return _Transaction(self, write, None)
+
+    def _begin(self, write: bool) -> sqlite3.Connection:
+        """This thread's connection, its transaction begun (a write one waits for the
+        write lock no longer than the deadline allows)."""
         wait = time_left(self.busy_timeout)
         if wait <= 0:
             raise StoreTimeout(f"{self.path}: the deadline passed before the store was asked")
@@ -171,8 +175,7 @@ class SQLiteStore(SqlStore):
                     f"{self.path}: still locked by another writer at the deadline ({exc})"
                 ) from exc
             raise StoreUnavailable(f"{self.path}: {exc}") from exc
-        with self._begun(conn, write) as cur:
-            yield cur
+        return conn
 
     def file_path(self) -> Path | None:
         return None if str(self.path) == ":memory:" else self.path
@@ -226,31 +229,12 @@ class SQLiteStore(SqlStore):
             self._inline = conn
         return conn
 
-    @contextmanager
-    def _begun(self, conn: sqlite3.Connection, write: bool) -> Iterator[Cursor]:
+    def _begun(self, conn: sqlite3.Connection, write: bool) -> AbstractContextManager[Cursor]:
         """The rest of a transaction once ``BEGIN`` succeeded: commit, or roll back on
         any exception (raised as a StoreError)."""
-        cur = conn.cursor()
-        try:
-            yield cur
-        except BaseException as exc:
-            with contextlib.suppress(
-                sqlite3.Error
-            ):  # the connection is gone: nothing was committed
-                conn.rollback()
-            if isinstance(exc, sqlite3.OperationalError):
-                raise StoreUnavailable(f"{self.path}: {exc}") from exc
-            if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"{self.path}: {exc}") from exc
-            raise
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            with suppress(sqlite3.Error):
-                conn.rollback()
-            raise StoreError(f"{self.path}: commit failed: {exc}") from exc
-        finally:
-            cur.close()
+        return _Transaction(self, write, conn)
+
+    def _committed(self, write: bool) -> None:
         if write:
             self._writes += 1
             if self._writes % CHECKPOINT_EVERY == 0:
@@ -302,6 +286,50 @@ class SQLiteStore(SqlStore):
                 with suppress(sqlite3.Error):
                     conn.close()
         self._local = threading.local()
+
+
+class _Transaction:
+    """One transaction on this thread's connection (``conn``: one already begun). A
+    class, not a generator: it runs on every check's commit, and two generator-based
+    context managers cost more than the statements between them."""
+
+    __slots__ = ("conn", "cur", "store", "write")
+
+    def __init__(self, store: SQLiteStore, write: bool, conn: sqlite3.Connection | None) -> None:
+        self.store = store
+        self.write = write
+        self.conn = conn
+        self.cur: sqlite3.Cursor | None = None
+
+    def __enter__(self) -> Cursor:
+        conn = self.conn
+        if conn is None:
+            conn = self.conn = self.store._begin(self.write)
+        cur = self.cur = conn.cursor()
+        return cur
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        conn, path = self.conn, self.store.path
+        assert conn is not None and self.cur is not None
+        if exc is not None:
+            with contextlib.suppress(sqlite3.Error):  # the connection is gone: nothing committed
+                conn.rollback()
+            if isinstance(exc, sqlite3.OperationalError):
+                raise StoreUnavailable(f"{path}: {exc}") from exc
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"{path}: {exc}") from exc
+            return  # the body's own exception goes on as it is
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as error:
+            with suppress(sqlite3.Error):
+                conn.rollback()
+            raise StoreError(f"{path}: commit failed: {error}") from error
+        finally:
+            self.cur.close()
+        self.store._committed(self.write)
 
 
 class _Checkpointer(threading.Thread):
