@@ -192,6 +192,10 @@ class _Frame:
         return out
 
 
+# redact() remembers clean texts up to this long, this many at a time.
+_CLEAN_MAX_CHARS: Final = 256
+_CLEAN_MAX_ENTRIES: Final = 4096
+
 # The fast path of redact_value takes values up to this deep and this many nodes.
 _FAST_DEPTH: Final = 8
 _FAST_NODES: Final = 512
@@ -211,7 +215,7 @@ class Redactor:
     it. Instances are immutable and safe to share between threads.
     """
 
-    __slots__ = ("_extra", "_extra_sources")
+    __slots__ = ("_clean", "_extra", "_extra_sources")
 
     def __init__(self, extra_patterns: Sequence[str] = ()) -> None:
         if isinstance(extra_patterns, str):
@@ -227,6 +231,8 @@ class Redactor:
                 raise ValueError(f"invalid extra redaction pattern {pattern!r}: {exc}") from exc
         self._extra: tuple[re.Pattern[str], ...] = tuple(compiled)
         self._extra_sources: tuple[str, ...] = sources
+        # Short texts found to hold nothing to redact (see redact()).
+        self._clean: set[str] = set()
 
     @property
     def extra_patterns(self) -> tuple[str, ...]:
@@ -241,14 +247,27 @@ class Redactor:
     def redact(self, text: str) -> str:
         """Return ``text`` with every secret replaced by a marker naming its kind
         (labels such as ``Authorization: Bearer `` kept)."""
+        # A record says the same short texts again and again (keys, tool names, rule
+        # reasons): one found clean before is clean now — redaction is a function of
+        # the text alone. Only a plain str (a subclass's hash and == could lie), and
+        # only a text with nothing to hide is kept: no secret outlives its call.
+        plain = type(text) is str and len(text) <= _CLEAN_MAX_CHARS
+        if plain and text in self._clean:
+            return text
         if not isinstance(text, str):
             raise TypeError(f"redact() takes a str, not {_type_name(text)}")
+        original = text
         lowered = str.lower(text)  # str.lower: a str subclass cannot lie about it
         builtin = combined_for(lowered)
         if builtin is not None:
             text = builtin.sub(_Builtin(), text)
         for pattern in self._extra:
             text = pattern.sub(_replace_extra, text)
+        if plain and text == original:
+            clean = self._clean
+            if len(clean) >= _CLEAN_MAX_ENTRIES:
+                clean.clear()  # bounded: a stream of new texts costs no more than none
+            clean.add(original)
         return text
 
     def cut(self, text: str, limit: int, *, ellipsis: str = "…") -> str:
