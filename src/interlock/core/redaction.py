@@ -195,6 +195,7 @@ class _Frame:
 # redact() remembers clean texts up to this long, this many at a time.
 _CLEAN_MAX_CHARS: Final = 256
 _CLEAN_MAX_ENTRIES: Final = 4096
+_MAX_PASSES: Final = 4  # re-readings of a text that changed (one is enough for every case known)
 
 # The fast path of redact_value takes values up to this deep and this many nodes.
 _FAST_DEPTH: Final = 8
@@ -256,18 +257,33 @@ class Redactor:
             return text
         if not isinstance(text, str):
             raise TypeError(f"redact() takes a str, not {_type_name(text)}")
-        original = text
-        lowered = str.lower(text)  # str.lower: a str subclass cannot lie about it
-        builtin = combined_for(lowered)
+        redacted = self._pass(text)
+        if redacted == text:
+            if plain:
+                clean = self._clean
+                if len(clean) >= _CLEAN_MAX_ENTRIES:
+                    clean.clear()  # bounded: a stream of new texts costs no more than none
+                clean.add(text)
+            return redacted
+        # A marker can expose a label its secret hid: "sk_live_…-api-key password"
+        # becomes "[REDACTED:stripe-key]-api-key password", whose "api-key password"
+        # reads as a label and its value. So a text that changed is read again until
+        # nothing changes (a marker itself is never redacted): redacting a redacted
+        # text changes nothing, and nothing is shown that a second look would hide.
+        for _ in range(_MAX_PASSES):
+            again = self._pass(redacted)
+            if again == redacted:
+                break
+            redacted = again
+        return redacted
+
+    def _pass(self, text: str) -> str:
+        """One reading of ``text``: the built-in detectors, then the extra patterns."""
+        builtin = combined_for(str.lower(text))  # str.lower: a subclass cannot lie
         if builtin is not None:
             text = builtin.sub(_Builtin(), text)
         for pattern in self._extra:
             text = pattern.sub(_replace_extra, text)
-        if plain and text == original:
-            clean = self._clean
-            if len(clean) >= _CLEAN_MAX_ENTRIES:
-                clean.clear()  # bounded: a stream of new texts costs no more than none
-            clean.add(original)
         return text
 
     def cut(self, text: str, limit: int, *, ellipsis: str = "…") -> str:
