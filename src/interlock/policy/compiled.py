@@ -191,6 +191,10 @@ class CandidateSet:
         )
 
 
+#: The most distinct kept-rule sets a tier filter remembers the tiers of.
+_KEPT_LIMIT = 1024
+
+
 @dataclass(frozen=True, slots=True)
 class TierFilter:
     """Tiers with a prefilter over their rules (in tier order): the tiers a check
@@ -199,6 +203,10 @@ class TierFilter:
     prefilter: Prefilter
     #: each tier's verdict and the position after its last rule, in tier order
     bounds: tuple[tuple[Verdict, int], ...]
+    #: the tiers of each set of kept positions seen (a few shapes of call recur)
+    _kept: dict[frozenset[int], tuple[Tier, ...]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @classmethod
     def of(cls, tiers: tuple[Tier, ...], minimum: int | None = None) -> TierFilter | None:
@@ -216,15 +224,26 @@ class TierFilter:
         return cls(prefilter, tuple(bounds))
 
     def tiers(self, facts: Facts) -> tuple[Tier, ...]:
-        """The tiers, holding only the rules that can match ``facts``."""
-        kept = sorted(self.prefilter.keep(facts))
+        """The tiers, holding only the rules that can match ``facts`` (remembered
+        per set of kept rules: the tiers depend on nothing else)."""
+        kept = frozenset(self.prefilter.keep(facts))
+        found = self._kept.get(kept)
+        if found is None:
+            found = self._tiers_of(kept)
+            if len(self._kept) >= _KEPT_LIMIT:
+                self._kept.clear()
+            self._kept[kept] = found
+        return found
+
+    def _tiers_of(self, kept: frozenset[int]) -> tuple[Tier, ...]:
+        positions = sorted(kept)
         rules = self.prefilter.rules
         out: list[Tier] = []
         start = 0
         for verdict, end in self.bounds:
-            stop = bisect_left(kept, end, start)
+            stop = bisect_left(positions, end, start)
             if stop > start:
-                out.append((verdict, tuple([rules[p] for p in kept[start:stop]])))
+                out.append((verdict, tuple([rules[p] for p in positions[start:stop]])))
                 start = stop
         return tuple(out)
 
