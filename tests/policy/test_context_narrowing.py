@@ -27,7 +27,6 @@ from hypothesis import strategies as st
 from interlock import Action, Context, Decision
 from interlock.policy import compile_policy, evaluate
 from interlock.policy import compiled as compiled_module
-from interlock.policy import engine as engine_module
 from interlock.policy.celpartial import parse
 from interlock.policy.engine import facts_for
 from interlock.policy.extract import extract
@@ -159,7 +158,7 @@ def essence(decision: Decision) -> tuple[Any, ...]:
 def narrowing_off() -> Iterator[None]:
     patch = pytest.MonkeyPatch()
     try:
-        patch.setattr(engine_module, "_narrowed", lambda facts, candidates: None)
+        patch.setattr(compiled_module.CandidateSet, "narrowed_for", lambda self, facts: None)
         yield
     finally:
         patch.undo()
@@ -234,16 +233,16 @@ def test_narrowing_is_used_only_for_dict_arguments_and_text_tenants() -> None:
     policy = compile_policy(POLICY)
     candidates = policy.candidates("tool", "search", "default")
     usual = Action.tool("search", {"n": 1}, context=Context(tenant="globex"))
-    assert engine_module._narrowed(facts_for(usual, policy), candidates) is not None
+    assert candidates.narrowed_for(facts_for(usual, policy)) is not None
     proxy = Action(
         kind="tool",
         name="search",
         arguments=MappingProxyType({"n": 1}),
         context=Context(tenant="globex"),
     )
-    assert engine_module._narrowed(facts_for(proxy, policy), candidates) is None
+    assert candidates.narrowed_for(facts_for(proxy, policy)) is None
     odd = Action.tool("search", {"n": 1}, context=Context(tenant=7))  # type: ignore[arg-type]
-    assert engine_module._narrowed(facts_for(odd, policy), candidates) is None
+    assert candidates.narrowed_for(facts_for(odd, policy)) is None
     # every way, the same decision
     assert essence(evaluate(proxy, policy)) == essence(evaluate(usual, policy))
 

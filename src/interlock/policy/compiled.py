@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from interlock.core.action import Context
 from interlock.core.decision import Verdict
 from interlock.errors import EvaluationError
 from interlock.ledger.estimate import MaxTokensTable
@@ -248,14 +249,30 @@ class CandidateSet:
         )
         return cls(tiers, with_shadow, enforced_filter, shadow_filter, gated)
 
+    def narrowed_for(self, facts: Facts) -> tuple[tuple[Tier, ...], tuple[Tier, ...] | None] | None:
+        """:meth:`narrowed` for this check's tenant and agent, when the check is the
+        usual kind the gates are exact for — arguments that are a dict, a ``Context``
+        with a text tenant and a text or no agent; None otherwise (or when no rule of
+        the set has a gate): then every candidate is tested."""
+        if not self.gated:
+            return None
+        context = facts.context
+        if type(facts.args) is not dict or type(context) is not Context:
+            return None
+        tenant, agent = context.tenant, context.agent
+        if type(tenant) is not str or not (agent is None or type(agent) is str):
+            return None
+        return self.narrowed(tenant, agent)
+
     def narrowed(
         self, tenant: str, agent: str | None
     ) -> tuple[tuple[Tier, ...], tuple[Tier, ...] | None]:
         """The enforced tiers and the tiers with shadow rules, without the rules whose
         gate rules them out for this tenant and agent (remembered per pair). Only for
         a check whose arguments are a dict and whose context is a ``Context`` with a
-        text tenant and a text or no agent; the verdicts, rule ids and reasons are
-        those of the full tiers, since a rule left out cannot match."""
+        text tenant and a text or no agent (:meth:`narrowed_for`); the verdicts, rule
+        ids and reasons are those of the full tiers, since a rule left out cannot
+        match."""
         key = (tenant, agent)
         found = self._narrowed.get(key)
         if found is None:

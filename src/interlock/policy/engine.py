@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from interlock.core.action import Action, Context
+from interlock.core.action import Action
 from interlock.core.decision import ApprovalRef, Decision, ShadowVerdict, Verdict
 from interlock.errors import EvaluationError, describe, message_of
-from interlock.policy.compiled import CandidateSet, CompiledPolicy, CompiledRule, Tier
+from interlock.policy.compiled import CompiledPolicy, CompiledRule, Tier
 from interlock.policy.extract import (
     AliasConflict,
     AmbiguousUrl,
@@ -117,7 +117,7 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
     tiers = candidates.enforced
     shadow_tiers = candidates.with_shadow
     if candidates.gated:
-        narrowed = _narrowed(facts, candidates)
+        narrowed = candidates.narrowed_for(facts)
         if narrowed is not None:
             tiers, shadow_tiers = narrowed
     elif candidates.enforced_filter is not None:
@@ -131,21 +131,6 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
             tiers = candidates.shadow_filter.tiers(facts)
         with_shadow = _judge(facts, tiers, policy.default)
     return _finish(enforced, with_shadow, policy)
-
-
-def _narrowed(
-    facts: Facts, candidates: CandidateSet
-) -> tuple[tuple[Tier, ...], tuple[Tier, ...] | None] | None:
-    """The candidate tiers without the rules this check's tenant and agent rule out,
-    when the check is the usual kind the gates are exact for (see
-    ``CandidateSet.narrowed``); None otherwise."""
-    context = facts.context
-    if type(facts.args) is not dict or type(context) is not Context:
-        return None
-    tenant, agent = context.tenant, context.agent
-    if type(tenant) is not str or not (agent is None or type(agent) is str):
-        return None
-    return candidates.narrowed(tenant, agent)
 
 
 def _finish(

@@ -79,17 +79,20 @@ def evaluate_facets(
     any_shadow = policy.shadow_mode
     for facet in main:
         candidates = policy.candidates(facet.kind, facet.name, facet.scope)
-        tiers = candidates.enforced
-        if candidates.enforced_filter is not None:
+        tiers, shadow_tiers = candidates.enforced, candidates.with_shadow
+        narrowed = candidates.narrowed_for(facet)  # (None with a prefilter)
+        if narrowed is not None:
+            tiers, shadow_tiers = narrowed
+        elif candidates.enforced_filter is not None:
             tiers = candidates.enforced_filter.tiers(facet)
         outcome = judge(facet, tiers, policy.default)
         enforced.append((outcome, None))
-        if candidates.with_shadow is not None:
+        if shadow_tiers is not None:
             any_shadow = True
             if candidates.shadow_filter is not None:
                 tiers = candidates.shadow_filter.tiers(facet)
             else:
-                tiers = candidates.with_shadow
+                tiers = shadow_tiers
             outcome = judge(facet, tiers, policy.default)
         with_shadow.append((outcome, None))  # the same outcome when no shadow rule applies
     # Once a main facet is denied, a derived one can only add deny rules to report:
@@ -98,14 +101,18 @@ def evaluate_facets(
     shadow_deny_only = any(o[0] is _DENY for o, _ in with_shadow)
     for facet in derived:
         candidates = policy.candidates(facet.kind, facet.name, facet.scope)
-        found = _judge_refusals(facet, candidates.enforced, judge, deny_only)
+        tiers, shadow_tiers = candidates.enforced, candidates.with_shadow
+        narrowed = candidates.narrowed_for(facet)
+        if narrowed is not None:
+            tiers, shadow_tiers = narrowed
+        found = _judge_refusals(facet, tiers, judge, deny_only)
         if found is not None:
             enforced.append((found, facet.derived))
-        if candidates.with_shadow is not None:
+        if shadow_tiers is not None:
             any_shadow = True
-            found = _judge_refusals(facet, candidates.with_shadow, judge, shadow_deny_only)
+            found = _judge_refusals(facet, shadow_tiers, judge, shadow_deny_only)
         elif shadow_deny_only != deny_only:
-            found = _judge_refusals(facet, candidates.enforced, judge, shadow_deny_only)
+            found = _judge_refusals(facet, tiers, judge, shadow_deny_only)
         if found is not None:
             with_shadow.append((found, facet.derived))
     if unknown is not None:
