@@ -64,17 +64,19 @@ def facts_for(action: Action, policy: CompiledPolicy) -> Facts:
         arguments = project_arguments(arguments, action.schema)
     check_limits(arguments, max_depth=policy.max_depth, max_items=policy.max_items)
     pinned = action.scope if action.scope is not None else policy.pinned_scope(action.name)
+    # Positional, in the parameters' order: this runs on every check, and keywords
+    # cost more.
     return extract(
-        kind=action.kind,
-        name=action.name,
-        arguments=arguments,
-        pinned_scope=pinned,
-        description=action.description,
-        context=action.context,
-        target=action.target,
-        capabilities=action.capabilities,
-        default_scope=policy.scope_default,
-        max_param_chars=policy.max_param_chars,
+        action.kind,
+        action.name,
+        arguments,
+        pinned,
+        action.description,
+        action.context,
+        action.target,
+        action.capabilities,
+        policy.scope_default,
+        policy.max_param_chars,
     )
 
 

@@ -449,7 +449,6 @@ def _url_params(text: str) -> dict[str, Any]:
 
 
 def extract(
-    *,
     kind: str,
     name: str,
     arguments: Mapping[str, Any],
@@ -520,6 +519,11 @@ def extract(
     return facts
 
 
+#: The longest text whose path, URL and host parameters are remembered (a key of the
+#: memo holds its text).
+_MEMO_CHARS: Final = 512
+
+
 def _paths_and_urls(
     arguments: Mapping[str, Any],
     params: dict[str, Any],
@@ -529,10 +533,51 @@ def _paths_and_urls(
 ) -> None:
     """The path, URL and host parameters (one value each, or listed values to judge in
     turn). Raises AliasConflict, AmbiguousUrl or EvaluationError."""
+    if type(arguments) is dict:
+        # Short text values only (the usual call): the parameters they give are
+        # remembered, keyed by the names and values read.
+        names = plan[4]
+        values: list[str | None] = []
+        for name in names:
+            value = arguments.get(name)
+            if value is not None and (type(value) is not str or len(value) > _MEMO_CHARS):
+                break
+            values.append(value)
+        else:
+            found = _text_params(names, tuple(values), max_param_chars)
+            if found is not None:
+                params.update(found)
+                return
+    _read_paths_and_urls(arguments, params, variants, plan, max_param_chars)
+
+
+@lru_cache(maxsize=4096)
+def _text_params(
+    names: tuple[str, ...], values: tuple[str | None, ...], max_param_chars: int
+) -> dict[str, Any] | None:
+    """The parameters the alias ``names`` with these text ``values`` give (for the
+    caller to copy, never to change); None when they name several paths or URLs to
+    judge in turn (read each time). An error is raised, not kept."""
+    params: dict[str, Any] = {}
+    variants: list[list[dict[str, Any]]] = []
+    plan = _alias_plan(frozenset(names))
+    _read_paths_and_urls(
+        dict(zip(names, values, strict=True)), params, variants, plan, max_param_chars
+    )
+    return None if variants else params
+
+
+def _read_paths_and_urls(
+    arguments: Mapping[str, Any],
+    params: dict[str, Any],
+    variants: list[list[dict[str, Any]]],
+    plan: _AliasPlan,
+    max_param_chars: int,
+) -> None:
     path, file_path = arguments.get("path"), arguments.get("file_path")
     if path is not None or file_path is not None:
         _pick("path", "file_path", path, file_path)
-    path_keys, url_keys, host_keys, _ = plan
+    path_keys, url_keys, host_keys, _, _ = plan
     paths = _gather(arguments, path_keys, max_param_chars)
     if paths:
         normal = [normalise_path(p) if p else p for p in dict.fromkeys(paths)]
@@ -575,26 +620,41 @@ def _gather(arguments: Mapping[str, Any], keys: tuple[str, ...], max_chars: int)
     return found
 
 
-#: The alias names to read, in order: paths, URLs, hosts, and each scope's.
+#: The alias names to read, in order: paths, URLs, hosts, each scope's, and the first
+#: three together.
 _AliasPlan = tuple[
-    tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]
+    tuple[str, ...],
+    tuple[str, ...],
+    tuple[str, ...],
+    tuple[tuple[str, tuple[str, ...]], ...],
+    tuple[str, ...],
 ]
-_EVERY_ALIAS: Final[_AliasPlan] = (_PATH_KEYS, _URL_KEYS, _HOST_KEYS, SCOPE_KEYS)
+_EVERY_ALIAS: Final[_AliasPlan] = (
+    _PATH_KEYS,
+    _URL_KEYS,
+    _HOST_KEYS,
+    SCOPE_KEYS,
+    _PATH_KEYS + _URL_KEYS + _HOST_KEYS,
+)
 
 
 @lru_cache(maxsize=1024)
 def _alias_plan(present: frozenset[str]) -> _AliasPlan:
     """The alias names of a dict of arguments whose keys include ``present`` (of the
     alias names), in the order they are read (remembered: calls of a tool repeat)."""
+    paths = tuple(key for key in _PATH_KEYS if key in present)
+    urls = tuple(key for key in _URL_KEYS if key in present)
+    hosts = tuple(key for key in _HOST_KEYS if key in present)
     return (
-        tuple(key for key in _PATH_KEYS if key in present),
-        tuple(key for key in _URL_KEYS if key in present),
-        tuple(key for key in _HOST_KEYS if key in present),
+        paths,
+        urls,
+        hosts,
         tuple(
             (scope, named)
             for scope, keys in SCOPE_KEYS
             if (named := tuple(key for key in keys if key in present))
         ),
+        paths + urls + hosts,
     )
 
 
