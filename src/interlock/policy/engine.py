@@ -105,7 +105,15 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
             reason="cannot judge this call: its arguments could not be read",
         )
 
-    if needs_facets(facts, policy):
+    params = facts.params
+    # needs_facets' own first tests, inlined: most calls are one facet, and this runs
+    # on every check.
+    if (
+        facts.scopes is not None
+        or facts.variants is not None
+        or "@file" in params
+        or ("command" in params and facts.scope == "shell")
+    ) and needs_facets(facts, policy):
         try:
             enforced, would, note = evaluate_facets(facts, policy, _judge)
         except Exception as exc:
@@ -126,12 +134,12 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
         tiers = candidates.enforced_filter.tiers(facts)
     enforced = _judge(facts, tiers, policy.default)
 
-    with_shadow: _Outcome | None = None
-    if candidates.with_shadow is not None or policy.shadow_mode:
-        tiers = shadow_tiers or ()
-        if candidates.shadow_filter is not None:
-            tiers = candidates.shadow_filter.tiers(facts)
-        with_shadow = _judge(facts, tiers, policy.default)
+    if candidates.with_shadow is None and not policy.shadow_mode:
+        return _decision(enforced, policy, None)  # _finish's usual case, without the call
+    tiers = shadow_tiers or ()
+    if candidates.shadow_filter is not None:
+        tiers = candidates.shadow_filter.tiers(facts)
+    with_shadow = _judge(facts, tiers, policy.default)
     return _finish(enforced, with_shadow, policy)
 
 

@@ -187,13 +187,16 @@ class Prefilter:
                 # whichever side is smaller: a call has a few arguments, a large policy
                 # may index many parameter names
                 if len(args) < len(flat):
-                    pairs = [(key, args[n]) for n in args if (key := flat.get(n)) is not None]
+                    for name, value in args.items():
+                        key = flat.get(name)
+                        if key is not None:
+                            _keep_for(keep, key, value)
                 else:
-                    pairs = [(key, args.get(n, MISSING)) for n, key in flat.items()]
+                    for name, key in flat.items():
+                        _keep_for(keep, key, args.get(name, MISSING))
             else:
-                pairs = [(key, lookup("args." + n, {}, args)) for n, key in flat.items()]
-            for key, value in pairs:
-                _keep_for(keep, key, value)
+                for name, key in flat.items():
+                    _keep_for(keep, key, lookup("args." + name, {}, args))
         if self._other:
             params = facts.params
             for name, key in self._other:
