@@ -273,7 +273,8 @@ class Facts:
     @property
     def inexact(self) -> bool:
         """Whether some parameter is known only as a pattern (see facts.paths)."""
-        return any(type(value) is PathPattern for value in self.params.values())
+        # (types compare by identity: the C-level scan of ``in``, no generator)
+        return PathPattern in map(type, self.params.values())
 
     def with_params(self, scope: str, params: dict[str, Any], derived: str | None = None) -> Facts:
         """A copy judged under ``scope`` with ``params`` (for one scope, one listed
