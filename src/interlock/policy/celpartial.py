@@ -195,8 +195,13 @@ class _Compare(Node):
                 mapping = roots(root)
                 if key not in mapping:
                     return None  # CEL fails here
-                if mapping[key] is None and not ordering:
+                if ordering:
+                    return None
+                value = mapping[key]
+                if value is None:
                     return equal
+                if type(value) is str or type(value) is bool:
+                    return not equal  # text or a bool is never null (CEL agrees)
                 return None
 
             _set_value(self, null_test)
@@ -204,12 +209,18 @@ class _Compare(Node):
         kind = type(literal)
         checked = kind is int or kind is float  # a range or finiteness to check
         undecided = kind is bool and ordering  # `<` and the like: left to CEL
+        # null is equal to no text and no bool (CEL agrees): `context.agent_type ==
+        # "release"` is false, not unknown, when it is unset
+        null_differs = (kind is str or kind is bool) and not ordering
+        differs = op == "!="
 
         def comparison(roots: RootGetter) -> bool | None:
             mapping = roots(root)
             if key not in mapping:
                 return None  # CEL fails here
             value = mapping[key]
+            if value is None and null_differs:
+                return differs
             if type(value) is not kind or undecided:
                 return None
             if checked and not _comparable(value, literal):
