@@ -72,6 +72,11 @@ __all__ = ["DEFAULT_TIMEOUT", "Guard", "Mapper", "raise_for"]
 #: Refusal reasons remembered redacted, per guard (see Guard._shown).
 _SHOWN_MAX_CHARS = 1024
 _SHOWN_MAX_ENTRIES = 1024
+# Enum members read as module globals: a class attribute of an Enum costs about ten
+# times as much to read on Python 3.11, and these are read on every check.
+_ALLOW: Final = Verdict.ALLOW
+_UNDETERMINED: Final = Verdict.UNDETERMINED
+_new_tuple: Final = tuple.__new__
 
 log = logging.getLogger("interlock")
 
@@ -894,18 +899,33 @@ class Guard:
         return action.with_context(action.context.merged_over(base))
 
     def _finish(self, action: Action | None, decision: Decision, start: int) -> Decision:
-        decision = self._told(decision)
+        verdict = decision.verdict
+        if verdict is not _ALLOW:  # (an allow is told as it is: no call on the hot path)
+            decision = self._told(decision)
         if action is not None and not (
             (type(action) is Action and type(action.context) is Context)
             or (isinstance(action, Action) and isinstance(action.context, Context))
         ):
             action = None  # not an action we can describe in a record
-        if decision.verdict is Verdict.UNDETERMINED and self.fail_mode == "open":
+        if verdict is _UNDETERMINED and self.fail_mode == "open":
             decision = self._failed_open(action, decision)
         event: Event | None = None
         audit, sink = self.audit, self.sink
         if audit is not None or sink is not None:  # the usual guard has neither
-            event = self._event(action, decision, start)
+            # _event, inlined (positional, the named tuple's own __new__ skipped): this
+            # runs on every check with a sink or an audit log.
+            event = _new_tuple(
+                Event,
+                (
+                    "decision",
+                    time.time(),
+                    action,
+                    decision,
+                    time.perf_counter_ns() - start,
+                    None,
+                    self.redactor,
+                ),
+            )
             if audit is not None:
                 late = _LateRecord(self, action, event)
                 try:
@@ -913,6 +933,14 @@ class Guard:
                 except Exception as exc:
                     decision = late.told(exc)
                     event = event._replace(decision=decision)
+        if self.on_decision is None and self.on_blocked is None:
+            # _publish, inlined for the usual guard: a sink at most, no hooks
+            if sink is not None and event is not None:
+                try:
+                    sink.emit(event)
+                except Exception:
+                    log.exception("interlock: the event sink failed; the decision stands")
+            return decision
         self._publish(action, decision, event)
         return decision
 
@@ -925,7 +953,7 @@ class Guard:
             isinstance(action, Action) and isinstance(action.context, Context)
         ):
             action = None
-        if decision.verdict is Verdict.UNDETERMINED and self.fail_mode == "open":
+        if decision.verdict is _UNDETERMINED and self.fail_mode == "open":
             decision = self._failed_open(action, decision)
         event = self._event(action, decision, start)
         late = _LateRecord(self, action, event)
@@ -945,7 +973,7 @@ class Guard:
         """A refusal as the agent is told it: its reason redacted with the policy's
         patterns too (the reason often quotes the call: an error, a value). An allow
         is returned as it is: nothing is said to anyone, and it is the hot path."""
-        if decision.verdict is Verdict.ALLOW:
+        if decision.verdict is _ALLOW:
             return decision
         reason = self._shown(decision.reason)
         shadow = decision.shadow
@@ -1036,7 +1064,7 @@ class Guard:
                 log.exception("interlock: the event sink failed; the decision stands")
         if self.on_decision is not None:
             self._hooks.call(self.on_decision, decision, action)
-        if self.on_blocked is not None and decision.verdict is not Verdict.ALLOW:
+        if self.on_blocked is not None and decision.verdict is not _ALLOW:
             self._hooks.call(self.on_blocked, decision, action)
 
     def _emit_pass_through(self, start: int) -> None:

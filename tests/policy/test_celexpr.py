@@ -92,6 +92,13 @@ EXPRESSIONS = [
     "args.a + 1 > 2 && has(args.b)",
     "args.m.k == 1 || has(args.m)",
     "args.a > 9223372036854775807 || args.b == 1",
+    # null against text and bools: decided in Python (never equal), on both sides
+    "args.a == null",
+    "args.a != null",
+    "args.a == 'x' || args.b != 'x'",
+    "!(args.a == 'x') && args.b == null",
+    "args.a != true && args.b != null",
+    "args.a == false",
 ]
 
 values = st.one_of(

@@ -228,3 +228,47 @@ def test_argument_limits_are_enforced_and_configurable() -> None:
     assert evaluate(Action.tool("tool", {"x": deep}), roomy).verdict is Verdict.ALLOW
     many = {"x": list(range(20_000))}
     assert evaluate(Action.tool("tool", many), allow_all).verdict is Verdict.UNDETERMINED
+
+
+# -- the remembered path, URL and host parameters of short text values ----------------
+
+_MEMO_CASES: list[dict[str, Any]] = [
+    {"path": "/tmp/a/../b"},
+    {"path": "/tmp/a", "file_path": "/tmp/a"},
+    {"path": "/tmp/a", "file_path": "/tmp/b"},  # conflicting aliases: refused each time
+    {"path": "/tmp/a", "filename": "/tmp/b"},  # two paths: judged in turn, not remembered
+    {"url": "https://Alpha.example:8080/x?q=1"},
+    {"url": "file:///etc/passwd"},
+    {"url": "http://a.example/", "domain": "b.example"},  # conflicting: refused
+    {"url": "not a url"},
+    {"domain": "Alpha.Example."},
+    {"host": "127.0.0.1", "hostname": "127.0.0.1"},
+    {"path": None, "url": "https://alpha.example/"},
+    {"path": "/tmp/" + "x" * 600},  # longer than the memo keeps
+    {"path": ["/tmp/a", "/tmp/b"]},  # a list: read each time
+    {"path": b"/tmp/bytes"},
+]
+
+
+def _outcome(arguments: Any) -> Any:
+    try:
+        found = facts("fetch_file", arguments)
+    except Exception as exc:
+        return (type(exc).__name__, str(exc))
+    return (found.scope, found.scopes, found.params, found.variants)
+
+
+@pytest.mark.parametrize("arguments", _MEMO_CASES)
+def test_remembered_path_and_url_parameters_are_those_read_afresh(
+    arguments: dict[str, Any],
+) -> None:
+    from types import MappingProxyType
+
+    afresh = _outcome(MappingProxyType(arguments))  # another mapping: never remembered
+    assert _outcome(dict(arguments)) == afresh
+    assert _outcome(dict(arguments)) == afresh  # the second time, from the memo
+    if len(afresh) == 4:  # judged, not refused: what a check is given is its own
+        first = facts("fetch_file", dict(arguments))
+        first.params["path"] = "changed"
+        first.params["domain"] = "changed"
+        assert _outcome(dict(arguments)) == afresh

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from interlock.policy.celtokens import ROOTS, Token, roots_shadowed, tokens
 
-__all__ = ["Node", "parse"]
+__all__ = ["Node", "context_gates", "parse", "roots_read"]
 
 RootGetter = Callable[[str], Mapping[str, Any]]
 
@@ -195,8 +195,13 @@ class _Compare(Node):
                 mapping = roots(root)
                 if key not in mapping:
                     return None  # CEL fails here
-                if mapping[key] is None and not ordering:
+                if ordering:
+                    return None
+                value = mapping[key]
+                if value is None:
                     return equal
+                if type(value) is str or type(value) is bool:
+                    return not equal  # text or a bool is never null (CEL agrees)
                 return None
 
             _set_value(self, null_test)
@@ -204,12 +209,18 @@ class _Compare(Node):
         kind = type(literal)
         checked = kind is int or kind is float  # a range or finiteness to check
         undecided = kind is bool and ordering  # `<` and the like: left to CEL
+        # null is equal to no text and no bool (CEL agrees): `context.agent_type ==
+        # "release"` is false, not unknown, when it is unset
+        null_differs = (kind is str or kind is bool) and not ordering
+        differs = op == "!="
 
         def comparison(roots: RootGetter) -> bool | None:
             mapping = roots(root)
             if key not in mapping:
                 return None  # CEL fails here
             value = mapping[key]
+            if value is None and null_differs:
+                return differs
             if type(value) is not kind or undecided:
                 return None
             if checked and not _comparable(value, literal):
@@ -373,7 +384,13 @@ def _conjunction(found: list[Token]) -> Node:
 def _combine(kind: type[_And] | type[_Or], parts: list[Node]) -> Node:
     if all(isinstance(part, _Opaque) for part in parts):
         return _OPAQUE
-    return kind(tuple(parts))
+    # ``(a && b) && c`` as ``a && b && c``: the same parts in the same order, so the
+    # same value and the same first part to decide it (three-valued ``&&`` and ``||``
+    # are associative), with one call fewer at every check.
+    flat: list[Node] = []
+    for part in parts:
+        flat.extend(part.parts if isinstance(part, kind) else (part,))
+    return kind(tuple(flat))
 
 
 def _unary(found: list[Token]) -> Node:
@@ -487,3 +504,39 @@ def _relation(root: str, key: str, rest: list[Token]) -> Node:
             raise ValueError("not a string")
         return _Method(root, key, rest[1].text, literal)
     raise ValueError("not an atom")
+
+
+_ATOMS: Final = (_Has, _Compare, _In, _Method, _Flag)
+
+
+def roots_read(node: Node) -> frozenset[str]:
+    """The root variables the tree reads (an opaque part reads none: it is unknown)."""
+    if isinstance(node, _ATOMS):
+        return frozenset((node.root,))
+    if isinstance(node, (_And, _Or)):
+        return frozenset().union(*(roots_read(part) for part in node.parts))
+    if isinstance(node, _Not):
+        return roots_read(node.part)
+    return frozenset()
+
+
+#: The context fields a gate may read: what a check's candidate rules are narrowed by.
+GATE_FIELDS: Final = frozenset({"tenant", "agent"})
+
+
+def context_gates(node: Node) -> tuple[Node, ...]:
+    """The conjuncts of the tree (``node`` itself when it is no ``&&``) that read
+    nothing but ``context.tenant`` and ``context.agent``: when one is false for a
+    check's tenant and agent, so is the whole tree."""
+    parts = node.parts if isinstance(node, _And) else (node,)
+    return tuple(part for part in parts if _reads_only_gate_fields(part))
+
+
+def _reads_only_gate_fields(node: Node) -> bool:
+    if isinstance(node, _ATOMS):
+        return node.root == "context" and node.key in GATE_FIELDS
+    if isinstance(node, (_And, _Or)):
+        return all(_reads_only_gate_fields(part) for part in node.parts)
+    if isinstance(node, _Not):
+        return _reads_only_gate_fields(node.part)
+    return False  # a constant or an opaque part: nothing to narrow by

@@ -5,13 +5,15 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
+from interlock.core.action import Context
 from interlock.core.decision import Verdict
 from interlock.errors import EvaluationError
 from interlock.ledger.estimate import MaxTokensTable
 from interlock.ledger.pricing import DEFAULT_PRICING, PricingTable
 from interlock.policy.celexpr import CelCondition
+from interlock.policy.celpartial import context_gates, roots_read
 from interlock.policy.extract import Facts
 from interlock.policy.matchers import CompiledCondition, GlobSet
 from interlock.policy.prefilter import PREFILTER_MIN_RULES, Prefilter
@@ -25,6 +27,9 @@ __all__ = ["CandidateSet", "CompiledPolicy", "CompiledRule", "TierFilter"]
 
 
 RuleTest = Callable[[Facts], bool]
+#: ``gate(tenant, agent)`` is False when the rule cannot match a check of that tenant
+#: and agent, whatever else the check holds (see :meth:`CandidateSet.narrowed`)
+RuleGate = Callable[[str, "str | None"], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +51,12 @@ class CompiledRule:
     arguments: tuple[ArgumentRef, ...] = ()
     # The per-check test, specialised to the matchers this rule has (built once).
     test: RuleTest = field(init=False, repr=False, compare=False)
+    #: None when the check's tenant and agent alone never rule it out
+    gate: RuleGate | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "test", _build_test(self))
+        object.__setattr__(self, "gate", _build_gate(self))
 
     def applies_to(self, kind: str, name: str, scope: str) -> bool:
         """The index test: kind, name and scope."""
@@ -91,6 +99,50 @@ def _build_test(rule: CompiledRule) -> RuleTest:
     if len(checks) == 1:
         return checks[0]
     return _all_of(tuple(checks))
+
+
+#: The roots a ``when:`` may read for its context part to rule the rule out: building
+#: them cannot raise when the check's arguments are a dict and its context a Context
+#: (what :meth:`CandidateSet.narrowed`'s caller makes sure of), so the tree reaches
+#: its false part and is false, as the gate says, rather than failing before it.
+_GATE_SAFE_ROOTS: Final = frozenset({"args", "params", "action", "context"})
+
+
+def _build_gate(rule: CompiledRule) -> RuleGate | None:
+    """The test of the rule's checks that read only the check's tenant and agent: its
+    ``agent`` and ``tenant`` globs, and the conjuncts of its ``when:`` on
+    ``context.tenant`` and ``context.agent`` that Python decides exactly. Each is one
+    of the rule's AND-ed checks, so when one is false the rule does not match, with no
+    error, whatever the others say (:func:`_all_of`). A ``when:`` that reads ``params``
+    is left out: a parameter known only as a pattern makes it raise first."""
+    gates: list[RuleGate] = []
+    agents, tenants = rule.agents, rule.tenants
+    if agents is not None:
+        agent_match = agents.match
+        gates.append(lambda tenant, agent: agent is not None and agent_match(agent) is not None)
+    if tenants is not None:
+        tenant_match = tenants.match
+        gates.append(lambda tenant, agent: tenant_match(tenant) is not None)
+    when = rule.when
+    if (
+        when is not None
+        and when.partial is not None
+        and "params" not in when.variables
+        and roots_read(when.partial) <= _GATE_SAFE_ROOTS
+    ):
+        for node in context_gates(when.partial):
+            decide = node.value
+
+            def when_gate(tenant: str, agent: str | None, decide: Any = decide) -> bool:
+                fields = {"tenant": tenant, "agent": agent}
+                return decide(lambda root: fields) is not False
+
+            gates.append(when_gate)
+    if not gates:
+        return None
+    if len(gates) == 1:
+        return gates[0]
+    return lambda tenant, agent: all(gate(tenant, agent) for gate in gates)
 
 
 def _all_of(checks: tuple[RuleTest, ...]) -> RuleTest:
@@ -178,17 +230,78 @@ class CandidateSet:
     #: for many rules, what skips those that cannot match (see policy/prefilter.py)
     enforced_filter: TierFilter | None = None
     shadow_filter: TierFilter | None = None
+    #: whether some rule has a gate and no prefilter applies: worth :meth:`narrowed`
+    gated: bool = False
+    _narrowed: dict[tuple[str, str | None], tuple[tuple[Tier, ...], tuple[Tier, ...] | None]] = (
+        field(default_factory=dict, repr=False, compare=False)
+    )
 
     @classmethod
     def of(cls, enforced: list[CompiledRule], shadow: list[CompiledRule]) -> CandidateSet:
         tiers = _tiers(enforced)
         with_shadow = _tiers(enforced + shadow) if shadow else None
-        return cls(
-            enforced=tiers,
-            with_shadow=with_shadow,
-            enforced_filter=TierFilter.of(tiers),
-            shadow_filter=TierFilter.of(with_shadow) if with_shadow is not None else None,
+        enforced_filter = TierFilter.of(tiers)
+        shadow_filter = TierFilter.of(with_shadow) if with_shadow is not None else None
+        gated = (
+            enforced_filter is None
+            and shadow_filter is None
+            and any(rule.gate is not None for rule in (*enforced, *shadow))
         )
+        return cls(tiers, with_shadow, enforced_filter, shadow_filter, gated)
+
+    def narrowed_for(self, facts: Facts) -> tuple[tuple[Tier, ...], tuple[Tier, ...] | None] | None:
+        """:meth:`narrowed` for this check's tenant and agent, when the check is the
+        usual kind the gates are exact for — arguments that are a dict, a ``Context``
+        with a text tenant and a text or no agent; None otherwise (or when no rule of
+        the set has a gate): then every candidate is tested."""
+        if not self.gated:
+            return None
+        context = facts.context
+        if type(facts.args) is not dict or type(context) is not Context:
+            return None
+        tenant, agent = context.tenant, context.agent
+        if type(tenant) is not str or not (agent is None or type(agent) is str):
+            return None
+        return self.narrowed(tenant, agent)
+
+    def narrowed(
+        self, tenant: str, agent: str | None
+    ) -> tuple[tuple[Tier, ...], tuple[Tier, ...] | None]:
+        """The enforced tiers and the tiers with shadow rules, without the rules whose
+        gate rules them out for this tenant and agent (remembered per pair). Only for
+        a check whose arguments are a dict and whose context is a ``Context`` with a
+        text tenant and a text or no agent (:meth:`narrowed_for`); the verdicts, rule
+        ids and reasons are those of the full tiers, since a rule left out cannot
+        match."""
+        key = (tenant, agent)
+        found = self._narrowed.get(key)
+        if found is None:
+            enforced = _narrow(self.enforced, tenant, agent)
+            with_shadow = self.with_shadow
+            if with_shadow is not None:
+                with_shadow = _narrow(with_shadow, tenant, agent)
+            found = (enforced, with_shadow)
+            if len(self._narrowed) >= _NARROWED_LIMIT:
+                self._narrowed.clear()
+            self._narrowed[key] = found
+        return found
+
+
+#: The most (tenant, agent) pairs a candidate set remembers its narrowed tiers for.
+_NARROWED_LIMIT: Final = 256
+
+
+def _narrow(tiers: tuple[Tier, ...], tenant: str, agent: str | None) -> tuple[Tier, ...]:
+    out: list[Tier] = []
+    for verdict, rules in tiers:
+        kept = tuple(rule for rule in rules if rule.gate is None or rule.gate(tenant, agent))
+        if kept:
+            out.append((verdict, kept))
+    return tuple(out)
+
+
+#: The most distinct kept-rule sets a tier filter remembers the tiers of.
+_KEPT_LIMIT = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +312,10 @@ class TierFilter:
     prefilter: Prefilter
     #: each tier's verdict and the position after its last rule, in tier order
     bounds: tuple[tuple[Verdict, int], ...]
+    #: the tiers of each set of kept positions seen (a few shapes of call recur)
+    _kept: dict[frozenset[int], tuple[Tier, ...]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @classmethod
     def of(cls, tiers: tuple[Tier, ...], minimum: int | None = None) -> TierFilter | None:
@@ -216,15 +333,26 @@ class TierFilter:
         return cls(prefilter, tuple(bounds))
 
     def tiers(self, facts: Facts) -> tuple[Tier, ...]:
-        """The tiers, holding only the rules that can match ``facts``."""
-        kept = sorted(self.prefilter.keep(facts))
+        """The tiers, holding only the rules that can match ``facts`` (remembered
+        per set of kept rules: the tiers depend on nothing else)."""
+        kept = frozenset(self.prefilter.keep(facts))
+        found = self._kept.get(kept)
+        if found is None:
+            found = self._tiers_of(kept)
+            if len(self._kept) >= _KEPT_LIMIT:
+                self._kept.clear()
+            self._kept[kept] = found
+        return found
+
+    def _tiers_of(self, kept: frozenset[int]) -> tuple[Tier, ...]:
+        positions = sorted(kept)
         rules = self.prefilter.rules
         out: list[Tier] = []
         start = 0
         for verdict, end in self.bounds:
-            stop = bisect_left(kept, end, start)
+            stop = bisect_left(positions, end, start)
             if stop > start:
-                out.append((verdict, tuple([rules[p] for p in kept[start:stop]])))
+                out.append((verdict, tuple([rules[p] for p in positions[start:stop]])))
                 start = stop
         return tuple(out)
 

@@ -21,6 +21,8 @@ Example::
 
 from __future__ import annotations
 
+from typing import Final
+
 from interlock.core.action import Action
 from interlock.core.decision import ApprovalRef, Decision, ShadowVerdict, Verdict
 from interlock.errors import EvaluationError, describe, message_of
@@ -48,6 +50,11 @@ AMBIGUOUS_URL_RULE = "interlock:ambiguous-url"
 _Outcome = Outcome  # (verdict, rules that decided, errors that left it open)
 _NO_RULES: tuple[CompiledRule, ...] = ()
 _NO_ERRORS: tuple[EvaluationError, ...] = ()
+# Enum members read as module globals: a class attribute of an Enum costs about ten
+# times as much to read on Python 3.11, and these are read on every check.
+_ALLOW: Final = Verdict.ALLOW
+_REQUIRE_APPROVAL: Final = Verdict.REQUIRE_APPROVAL
+_UNDETERMINED: Final = Verdict.UNDETERMINED
 
 
 def facts_for(action: Action, policy: CompiledPolicy) -> Facts:
@@ -57,17 +64,19 @@ def facts_for(action: Action, policy: CompiledPolicy) -> Facts:
         arguments = project_arguments(arguments, action.schema)
     check_limits(arguments, max_depth=policy.max_depth, max_items=policy.max_items)
     pinned = action.scope if action.scope is not None else policy.pinned_scope(action.name)
+    # Positional, in the parameters' order: this runs on every check, and keywords
+    # cost more.
     return extract(
-        kind=action.kind,
-        name=action.name,
-        arguments=arguments,
-        pinned_scope=pinned,
-        description=action.description,
-        context=action.context,
-        target=action.target,
-        capabilities=action.capabilities,
-        default_scope=policy.scope_default,
-        max_param_chars=policy.max_param_chars,
+        action.kind,
+        action.name,
+        arguments,
+        pinned,
+        action.description,
+        action.context,
+        action.target,
+        action.capabilities,
+        policy.scope_default,
+        policy.max_param_chars,
     )
 
 
@@ -96,7 +105,15 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
             reason="cannot judge this call: its arguments could not be read",
         )
 
-    if needs_facets(facts, policy):
+    params = facts.params
+    # needs_facets' own first tests, inlined: most calls are one facet, and this runs
+    # on every check.
+    if (
+        facts.scopes is not None
+        or facts.variants is not None
+        or "@file" in params
+        or ("command" in params and facts.scope == "shell")
+    ) and needs_facets(facts, policy):
         try:
             enforced, would, note = evaluate_facets(facts, policy, _judge)
         except Exception as exc:
@@ -108,16 +125,21 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
 
     candidates = policy.candidates(facts.kind, facts.name, facts.scope)
     tiers = candidates.enforced
-    if candidates.enforced_filter is not None:
+    shadow_tiers = candidates.with_shadow
+    if candidates.gated:
+        narrowed = candidates.narrowed_for(facts)
+        if narrowed is not None:
+            tiers, shadow_tiers = narrowed
+    elif candidates.enforced_filter is not None:
         tiers = candidates.enforced_filter.tiers(facts)
     enforced = _judge(facts, tiers, policy.default)
 
-    with_shadow: _Outcome | None = None
-    if candidates.with_shadow is not None or policy.shadow_mode:
-        tiers = candidates.with_shadow or ()
-        if candidates.shadow_filter is not None:
-            tiers = candidates.shadow_filter.tiers(facts)
-        with_shadow = _judge(facts, tiers, policy.default)
+    if candidates.with_shadow is None and not policy.shadow_mode:
+        return _decision(enforced, policy, None)  # _finish's usual case, without the call
+    tiers = shadow_tiers or ()
+    if candidates.shadow_filter is not None:
+        tiers = candidates.shadow_filter.tiers(facts)
+    with_shadow = _judge(facts, tiers, policy.default)
     return _finish(enforced, with_shadow, policy)
 
 
@@ -161,9 +183,9 @@ def _judge(facts: Facts, tiers: tuple[Tier, ...], default: Verdict) -> _Outcome:
         if matched is not None:
             return (verdict, tuple(matched), _NO_ERRORS)  # already in id order
         if errors is not None:
-            if verdict is Verdict.ALLOW and default is Verdict.ALLOW:
-                return (Verdict.ALLOW, _NO_RULES, _NO_ERRORS)  # allowed either way
-            return (Verdict.UNDETERMINED, _NO_RULES, tuple(sorted(errors, key=_error_key)))
+            if verdict is _ALLOW and default is _ALLOW:
+                return (_ALLOW, _NO_RULES, _NO_ERRORS)  # allowed either way
+            return (_UNDETERMINED, _NO_RULES, tuple(sorted(errors, key=_error_key)))
     return (default, _NO_RULES, _NO_ERRORS)
 
 
@@ -207,7 +229,7 @@ def _decision(
     note: str | None = None,
 ) -> Decision:
     verdict, rules, errors = outcome
-    if verdict is not Verdict.UNDETERMINED:
+    if verdict is not _UNDETERMINED:
         rule_ids: tuple[str, ...]
         if len(rules) == 1 and note is None:  # the common case, without the helpers
             reason, rule_ids = rules[0].reason, (rules[0].id,)
@@ -216,7 +238,7 @@ def _decision(
             if note is not None:
                 reason = f"{reason} ({note})"
         approval = None
-        if verdict is Verdict.REQUIRE_APPROVAL:
+        if verdict is _REQUIRE_APPROVAL:
             approval = ApprovalRef(id=None, url=policy.approval_link(None))
         # Positional: this runs on every check, and keywords cost more.
         return Decision(verdict, reason, rule_ids, None, "", approval, shadow)

@@ -273,7 +273,8 @@ class Facts:
     @property
     def inexact(self) -> bool:
         """Whether some parameter is known only as a pattern (see facts.paths)."""
-        return any(type(value) is PathPattern for value in self.params.values())
+        # (types compare by identity: the C-level scan of ``in``, no generator)
+        return PathPattern in map(type, self.params.values())
 
     def with_params(self, scope: str, params: dict[str, Any], derived: str | None = None) -> Facts:
         """A copy judged under ``scope`` with ``params`` (for one scope, one listed
@@ -449,7 +450,6 @@ def _url_params(text: str) -> dict[str, Any]:
 
 
 def extract(
-    *,
     kind: str,
     name: str,
     arguments: Mapping[str, Any],
@@ -476,8 +476,11 @@ def extract(
     # Which alias names the call uses at all (usually none): one set operation
     # instead of a lookup per name.
     present = _ALIAS_KEYS.intersection(arguments) if arguments else _NONE
+    # A dict's keys are exactly what ``get`` finds: only the names it has are read.
+    # Another mapping is read name by name, as it answers ``get``.
+    plan = _alias_plan(present) if type(arguments) is dict else _EVERY_ALIAS
     if present and not present <= _COMMAND_KEYS:
-        _paths_and_urls(arguments, params, variants, present, max_param_chars)
+        _paths_and_urls(arguments, params, variants, plan, max_param_chars)
 
     session_id = arguments.get("session_id", _MISSING)
     if session_id is not _MISSING:
@@ -502,7 +505,7 @@ def extract(
     if pinned_scope is not None:  # the usual case: decided without a call
         scopes: tuple[str, ...] = (pinned_scope,)
     else:
-        scopes = _scopes(kind, name, description, arguments, default_scope)
+        scopes = _scopes(kind, name, description, arguments, default_scope, present, plan)
     scope = scopes[0]
     if "command" not in params and scope == "shell" and set(arguments) == {"input"}:
         params["command"] = _as_text("command", arguments["input"], max_param_chars)
@@ -517,19 +520,66 @@ def extract(
     return facts
 
 
+#: The longest text whose path, URL and host parameters are remembered (a key of the
+#: memo holds its text).
+_MEMO_CHARS: Final = 512
+
+
 def _paths_and_urls(
     arguments: Mapping[str, Any],
     params: dict[str, Any],
     variants: list[list[dict[str, Any]]],
-    present: frozenset[str],
+    plan: _AliasPlan,
     max_param_chars: int,
 ) -> None:
     """The path, URL and host parameters (one value each, or listed values to judge in
     turn). Raises AliasConflict, AmbiguousUrl or EvaluationError."""
+    if type(arguments) is dict:
+        # Short text values only (the usual call): the parameters they give are
+        # remembered, keyed by the names and values read.
+        names = plan[4]
+        values: list[str | None] = []
+        for name in names:
+            value = arguments.get(name)
+            if value is not None and (type(value) is not str or len(value) > _MEMO_CHARS):
+                break
+            values.append(value)
+        else:
+            found = _text_params(names, tuple(values), max_param_chars)
+            if found is not None:
+                params.update(found)
+                return
+    _read_paths_and_urls(arguments, params, variants, plan, max_param_chars)
+
+
+@lru_cache(maxsize=4096)
+def _text_params(
+    names: tuple[str, ...], values: tuple[str | None, ...], max_param_chars: int
+) -> dict[str, Any] | None:
+    """The parameters the alias ``names`` with these text ``values`` give (for the
+    caller to copy, never to change); None when they name several paths or URLs to
+    judge in turn (read each time). An error is raised, not kept."""
+    params: dict[str, Any] = {}
+    variants: list[list[dict[str, Any]]] = []
+    plan = _alias_plan(frozenset(names))
+    _read_paths_and_urls(
+        dict(zip(names, values, strict=True)), params, variants, plan, max_param_chars
+    )
+    return None if variants else params
+
+
+def _read_paths_and_urls(
+    arguments: Mapping[str, Any],
+    params: dict[str, Any],
+    variants: list[list[dict[str, Any]]],
+    plan: _AliasPlan,
+    max_param_chars: int,
+) -> None:
     path, file_path = arguments.get("path"), arguments.get("file_path")
     if path is not None or file_path is not None:
         _pick("path", "file_path", path, file_path)
-    paths = _gather(arguments, _PATH_KEYS, max_param_chars, present)
+    path_keys, url_keys, host_keys, _, _ = plan
+    paths = _gather(arguments, path_keys, max_param_chars)
     if paths:
         normal = [normalise_path(p) if p else p for p in dict.fromkeys(paths)]
         if len(normal) == 1:
@@ -537,8 +587,8 @@ def _paths_and_urls(
         else:
             variants.append([{"path": p} for p in normal])
 
-    urls = _gather(arguments, _URL_KEYS, max_param_chars, present)
-    hosts = _gather(arguments, _HOST_KEYS, max_param_chars, present)
+    urls = _gather(arguments, url_keys, max_param_chars)
+    hosts = _gather(arguments, host_keys, max_param_chars)
     stated: str | None = None
     if hosts:
         normal_hosts = {_stated_host(h) for h in hosts}
@@ -562,17 +612,51 @@ def _paths_and_urls(
             params["site"] = site
 
 
-def _gather(
-    arguments: Mapping[str, Any], keys: tuple[str, ...], max_chars: int, present: frozenset[str]
-) -> list[str]:
+def _gather(arguments: Mapping[str, Any], keys: tuple[str, ...], max_chars: int) -> list[str]:
     found: list[str] = []
-    if not present:
-        return found
     for key in keys:
         value = arguments.get(key)
         if value is not None:
             found.extend(_texts(key, value, max_chars))
     return found
+
+
+#: The alias names to read, in order: paths, URLs, hosts, each scope's, and the first
+#: three together.
+_AliasPlan = tuple[
+    tuple[str, ...],
+    tuple[str, ...],
+    tuple[str, ...],
+    tuple[tuple[str, tuple[str, ...]], ...],
+    tuple[str, ...],
+]
+_EVERY_ALIAS: Final[_AliasPlan] = (
+    _PATH_KEYS,
+    _URL_KEYS,
+    _HOST_KEYS,
+    SCOPE_KEYS,
+    _PATH_KEYS + _URL_KEYS + _HOST_KEYS,
+)
+
+
+@lru_cache(maxsize=1024)
+def _alias_plan(present: frozenset[str]) -> _AliasPlan:
+    """The alias names of a dict of arguments whose keys include ``present`` (of the
+    alias names), in the order they are read (remembered: calls of a tool repeat)."""
+    paths = tuple(key for key in _PATH_KEYS if key in present)
+    urls = tuple(key for key in _URL_KEYS if key in present)
+    hosts = tuple(key for key in _HOST_KEYS if key in present)
+    return (
+        paths,
+        urls,
+        hosts,
+        tuple(
+            (scope, named)
+            for scope, keys in SCOPE_KEYS
+            if (named := tuple(key for key in keys if key in present))
+        ),
+        paths + urls + hosts,
+    )
 
 
 def _stated_host(text: str) -> str:
@@ -611,6 +695,8 @@ def _scopes(
     description: str | None,
     arguments: Mapping[str, Any],
     default_scope: str,
+    present: frozenset[str],
+    plan: _AliasPlan,
 ) -> tuple[str, ...]:
     """Every scope of a call when none is pinned: the argument names' (first), then
     the tool's name or description's; the default only when nothing else gives one.
@@ -621,8 +707,8 @@ def _scopes(
     if kind == "browser":
         return ("browser",)
     found: list[str] = []
-    if arguments and not _ALIAS_KEYS.isdisjoint(arguments):
-        for scope, keys in SCOPE_KEYS:
+    if present:
+        for scope, keys in plan[3]:
             for key in keys:
                 if arguments.get(key) is not None:
                     found.append(scope)

@@ -64,9 +64,10 @@ class _Key:
     #: rules whose discriminator is only that the parameter is there (a number bound,
     #: a ``not_in``...): kept whenever it is
     present: set[int] = field(default_factory=set)
-    #: (a set's match, the rule of each of its patterns): one set of the globs, one
-    #: of the regexes — more when RE2 cannot hold them in one (its memory budget)
-    sets: tuple[tuple[Callable[[str], list[int]], list[int]], ...] = ()
+    #: (a set's match on UTF-8, the rule of each of its patterns): one set of the
+    #: globs, one of the regexes — more when RE2 cannot hold them in one (its memory
+    #: budget)
+    sets: tuple[tuple[Callable[[bytes], list[int] | None], list[int]], ...] = ()
 
     def compile(self) -> set[int]:
         """Build the sets; the rules whose pattern no set can hold (to keep always)."""
@@ -80,18 +81,31 @@ class _Key:
             patterns = [regex for regex, _ in self.regexes]
             owners = [rule for _, rule in self.regexes]
             sets += _sets(patterns, owners, anchored=False, unheld=unheld)
-        self.sets = tuple((made.match, owner) for made, owner in sets)
+        self.sets = tuple((made.match_bytes, owner) for made, owner in sets)
         return unheld
 
     def passing(self, value: str) -> set[int]:
         """The rules whose discriminator on this parameter holds for ``value``."""
         found: set[int] = set(self.present)
+        self.add_passing(found, value)
+        return found
+
+    def add_passing(self, found: set[int], value: str) -> None:
+        """Add to ``found`` the rules whose discriminator holds for ``value`` (no
+        set of its own: this runs for every indexed parameter of a check)."""
+        present = self.present
+        if present:
+            found |= present
         hit = self.literals.get(value)
         if hit:
             found.update(hit)
-        for match, owner in self.sets:
-            found.update(owner[i] for i in match(value))
-        return found
+        sets = self.sets
+        if sets:
+            data = value.encode("utf-8", "surrogatepass")  # once for every set
+            for match, owner in sets:
+                matched = match(data)
+                if matched:
+                    found.update([owner[i] for i in matched])
 
 
 def _sets(
@@ -173,13 +187,16 @@ class Prefilter:
                 # whichever side is smaller: a call has a few arguments, a large policy
                 # may index many parameter names
                 if len(args) < len(flat):
-                    pairs = [(key, args[n]) for n in args if (key := flat.get(n)) is not None]
+                    for name, value in args.items():
+                        key = flat.get(name)
+                        if key is not None:
+                            _keep_for(keep, key, value)
                 else:
-                    pairs = [(key, args.get(n, MISSING)) for n, key in flat.items()]
+                    for name, key in flat.items():
+                        _keep_for(keep, key, args.get(name, MISSING))
             else:
-                pairs = [(key, lookup("args." + n, {}, args)) for n, key in flat.items()]
-            for key, value in pairs:
-                _keep_for(keep, key, value)
+                for name, key in flat.items():
+                    _keep_for(keep, key, lookup("args." + name, {}, args))
         if self._other:
             params = facts.params
             for name, key in self._other:
@@ -223,4 +240,4 @@ def _keep_for(keep: set[int], key: _Key, value: Any) -> None:
     if type(value) is not str:
         keep |= key.rules  # not plain text: the rules judge it themselves
         return
-    keep |= key.passing(value)
+    key.add_passing(keep, value)
