@@ -85,6 +85,10 @@ def _re2_options() -> Any:
     return options
 
 
+# A compiled RE2 is immutable and safe to share between threads, and a large policy
+# repeats its patterns: each distinct text is compiled once (ADR 0014). A pattern RE2
+# refuses raises and is not cached, so every rule that names it is reported.
+@lru_cache(maxsize=8192)
 def compile_re2(pattern: str) -> Any:
     """``pattern`` compiled by RE2 (linear time in the text, whatever the pattern).
     Raises :class:`RegexError` naming what RE2 refuses."""
@@ -111,10 +115,7 @@ class RegexSet:
     @classmethod
     def of(cls, regexes: str | Sequence[str]) -> RegexSet:
         patterns = (regexes,) if isinstance(regexes, str) else tuple(regexes)
-        for pattern in patterns:
-            compile_re2(pattern)  # raise on the one that is wrong, by itself
-        body = "|".join(f"(?:{p})" for p in patterns)
-        return cls(patterns, compile_re2(body))
+        return _regex_set(patterns)
 
     def matches(self, text: str) -> bool:
         data = text.encode("utf-8", "surrogatepass")
@@ -131,6 +132,15 @@ class RegexSet:
             return True if match(anchor, data, 0, len(data))[0][0] >= 0 else None
 
         return search
+
+
+# Immutable, so shared by every rule that names the same patterns (as GlobSet).
+@lru_cache(maxsize=8192)
+def _regex_set(patterns: tuple[str, ...]) -> RegexSet:
+    for pattern in patterns:
+        compile_re2(pattern)  # raise on the one that is wrong, by itself
+    body = "|".join(f"(?:{p})" for p in patterns)
+    return RegexSet(patterns, compile_re2(body))
 
 
 @lru_cache(maxsize=1)
