@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
 
 __all__ = ["MACRO_BINDING", "ROOTS", "Token", "roots_shadowed", "tokens"]
@@ -31,6 +32,14 @@ class Token:
 
 
 def tokens(source: str) -> list[Token]:
+    """The tokens of ``source`` (a new list: the caller may change it)."""
+    return list(_tokens(source))
+
+
+# Loading an expression tokenizes it three times (the rewrite, the Python tree, the
+# arguments it reads); tokens are immutable, so each text is scanned once.
+@lru_cache(maxsize=4096)
+def _tokens(source: str) -> tuple[Token, ...]:
     found: list[Token] = []
     i, n = 0, len(source)
     while i < n:
@@ -56,7 +65,7 @@ def tokens(source: str) -> list[Token]:
             continue
         found.append(Token("punct", source[i], i, i + 1))
         i += 1
-    return found
+    return tuple(found)
 
 
 def _string_end(source: str, start: re.Match[str]) -> int:

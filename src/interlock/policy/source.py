@@ -6,7 +6,7 @@ Duplicate keys are refused here (PyYAML would silently keep the last one).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -24,6 +24,10 @@ class SourceDocument:
     file: str | None
     #: the composed YAML nodes the data was built from: their marks are the lines
     root: yaml.Node | None = None
+    # Each mapping node's children by key, built when a path first goes through it.
+    _children: dict[int, dict[str | None, yaml.Node]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def line_of(self, path: Path) -> int | None:
         """The line of the deepest prefix of ``path`` that the source knows.
@@ -35,7 +39,16 @@ class SourceDocument:
         if node is None:
             return None
         for part in path:
-            child = _child(node, part)
+            if type(node) is yaml.MappingNode:
+                children = self._children.get(id(node))
+                if children is None:
+                    children = {_key_text(key): value for key, value in node.value}
+                    self._children[id(node)] = children
+                child = children.get(part) if type(part) is str else None
+            elif type(node) is yaml.SequenceNode and type(part) is int:
+                child = node.value[part] if 0 <= part < len(node.value) else None
+            else:
+                child = None
             if child is None:
                 break
             node = child
@@ -48,17 +61,6 @@ class SourceDocument:
         if self.root is not None:
             _all_lines(self.root, (), found)
         return found
-
-
-def _child(node: yaml.Node, part: str | int) -> yaml.Node | None:
-    if type(node) is yaml.MappingNode:
-        for key_node, value_node in node.value:
-            if _key_text(key_node) == part:
-                return value_node  # type: ignore[no-any-return]
-        return None
-    if type(node) is yaml.SequenceNode and type(part) is int and 0 <= part < len(node.value):
-        return node.value[part]  # type: ignore[no-any-return]
-    return None
 
 
 def _key_text(key_node: yaml.Node) -> str | None:
