@@ -571,10 +571,11 @@ def _cel_arguments(expression: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def _cel_bound_names(expression: str) -> set[str]:
+@functools.lru_cache(maxsize=4096)
+def _cel_bound_names(expression: str) -> frozenset[str]:
     """Names bound by comprehension macros (``list.all(x, ...)``), which the CEL binding
-    reports as variables too."""
-    return set(MACRO_BINDING.findall(expression))
+    reports as variables too. Cached as the expression's compile is."""
+    return frozenset(MACRO_BINDING.findall(expression))
 
 
 def _known_param(key: str) -> bool:

@@ -40,11 +40,7 @@ class SourceDocument:
             return None
         for part in path:
             if type(node) is yaml.MappingNode:
-                children = self._children.get(id(node))
-                if children is None:
-                    children = {_key_text(key): value for key, value in node.value}
-                    self._children[id(node)] = children
-                child = children.get(part) if type(part) is str else None
+                child = self._child(node, part) if type(part) is str else None
             elif type(node) is yaml.SequenceNode and type(part) is int:
                 child = node.value[part] if 0 <= part < len(node.value) else None
             else:
@@ -54,6 +50,18 @@ class SourceDocument:
             node = child
         return int(node.start_mark.line) + 1
 
+    def _child(self, node: yaml.MappingNode, key: str) -> yaml.Node | None:
+        if len(node.value) <= _SCANNED:
+            for key_node, value_node in node.value:
+                if _key_text(key_node) == key:
+                    return value_node  # type: ignore[no-any-return]
+            return None
+        children = self._children.get(id(node))
+        if children is None:
+            children = {_key_text(k): v for k, v in node.value}
+            self._children[id(node)] = children
+        return children.get(key)
+
     @property
     def lines(self) -> dict[Path, int]:
         """The line of every value, by its path (what :meth:`line_of` walks to)."""
@@ -61,6 +69,11 @@ class SourceDocument:
         if self.root is not None:
             _all_lines(self.root, (), found)
         return found
+
+
+# A mapping of at most this many keys is scanned; a larger one (the top level, asked
+# for a line of each rule) is indexed once.
+_SCANNED = 8
 
 
 def _key_text(key_node: yaml.Node) -> str | None:
@@ -143,20 +156,16 @@ def _construct(node: yaml.Node, file: str | None, constructor: yaml.SafeLoader) 
     if kind is yaml.MappingNode:
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = _scalar(key_node, constructor)
-            if not isinstance(key, (str, int, float)) or isinstance(key, bool):
-                raise PolicyError(
-                    [
-                        PolicyIssue(
-                            "mapping keys must be strings",
-                            file=file,
-                            line=key_node.start_mark.line + 1,
-                        )
-                    ]
-                )
-            key = str(key)
+            # Plain strings, most keys and values, are taken here without a call.
+            if type(key_node) is yaml.ScalarNode and key_node.tag == _STR_TAG:
+                key = key_node.value
+            else:
+                key = _key(key_node, file, constructor)
             if key in out:
                 raise _DuplicateKey(key, key_node.start_mark.line + 1)
+            if type(value_node) is yaml.ScalarNode and value_node.tag == _STR_TAG:
+                out[key] = value_node.value
+                continue
             try:
                 out[key] = _construct(value_node, file, constructor)
             except _DuplicateKey as exc:
@@ -173,6 +182,21 @@ def _construct(node: yaml.Node, file: str | None, constructor: yaml.SafeLoader) 
                 raise
         return items
     return _scalar(node, constructor)
+
+
+def _key(key_node: yaml.Node, file: str | None, constructor: yaml.SafeLoader) -> str:
+    """A key that is not a plain string: a number becomes its text; anything else
+    (a boolean, null, a date, a mapping or list) is refused."""
+    key = _scalar(key_node, constructor)
+    if not isinstance(key, (str, int, float)) or isinstance(key, bool):
+        raise PolicyError(
+            [
+                PolicyIssue(
+                    "mapping keys must be strings", file=file, line=key_node.start_mark.line + 1
+                )
+            ]
+        )
+    return str(key)
 
 
 _STR_TAG = "tag:yaml.org,2002:str"
