@@ -3,8 +3,12 @@ it — the same whichever way the lines are found (ADR 0014: walked from the nod
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from interlock import PolicyError, load_policy_text
 from interlock.policy import source
@@ -102,3 +106,61 @@ def test_cel_tokens_are_a_new_list_each_time() -> None:
     first = tokens("has(args.x) && args.x > 1")
     first.clear()
     assert [t.text for t in tokens("has(args.x) && args.x > 1")][:3] == ["has", "(", "args"]
+
+
+def _reference_tokens(source: str) -> list[tuple[str, str, int, int]]:
+    """The scanner as it was before its regexes were joined into one (ADR 0014): each
+    kind tried in turn at each position."""
+    space, comment = re.compile(r"\s+"), re.compile(r"//[^\n]*")
+    string = re.compile(r"(?i:[rb]{0,2})('''|\"\"\"|'|\")")
+    ident = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+    number = re.compile(r"0[xX][0-9a-fA-F]+[uU]?|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[uU]?")
+    found: list[tuple[str, str, int, int]] = []
+    i = 0
+    while i < len(source):
+        skip = space.match(source, i) or comment.match(source, i)
+        if skip:
+            i = skip.end()
+            continue
+        opening = string.match(source, i)
+        if opening:
+            quote, j = opening.group(1), opening.end()
+            raw = "r" in opening.group(0)[: opening.start(1) - opening.start()].lower()
+            while j < len(source) and not source.startswith(quote, j):
+                j += 2 if not raw and source[j] == "\\" else 1
+            end = min(j + len(quote), len(source)) if j < len(source) else len(source)
+            found.append(("string", source[i:end], i, end))
+            i = end
+            continue
+        for kind, pattern in (("ident", ident), ("number", number)):
+            token = pattern.match(source, i)
+            if token:
+                found.append((kind, token.group(), i, token.end()))
+                i = token.end()
+                break
+        else:
+            found.append(("punct", source[i], i, i + 1))
+            i += 1
+    return found
+
+
+_CEL_PIECES = [
+    *"abrRBxz_019.eE+-uUX \t\n/\\'\"()[]{}<>=!&|?:,é٣ſ",
+    "'''",
+    '"""',
+    'r"',
+    "b'",
+    "Rb'",
+    "//",
+    "args",
+    "has(",
+    "0x1F",
+    "1e5",
+    ".5",
+]
+
+
+@given(st.lists(st.sampled_from(_CEL_PIECES), max_size=30).map("".join))
+@settings(max_examples=2000, deadline=None)
+def test_cel_tokens_are_those_of_the_scanner_that_tried_each_kind_in_turn(text: str) -> None:
+    assert [(t.kind, t.text, t.start, t.end) for t in tokens(text)] == _reference_tokens(text)
