@@ -53,7 +53,8 @@ class SourceDocument:
     def _child(self, node: yaml.MappingNode, key: str) -> yaml.Node | None:
         if len(node.value) <= _SCANNED:
             for key_node, value_node in node.value:
-                if _key_text(key_node) == key:
+                text = key_node.value if key_node.tag == _STR_TAG else _key_text(key_node)
+                if text == key:
                     return value_node  # type: ignore[no-any-return]
             return None
         children = self._children.get(id(node))
