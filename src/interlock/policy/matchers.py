@@ -95,8 +95,10 @@ def _re2_options() -> Any:
 
 # A compiled RE2 is immutable and safe to share between threads, and a large policy
 # repeats its patterns: each distinct text is compiled once (ADR 0014). A pattern RE2
-# refuses raises and is not cached, so every rule that names it is reported.
-@lru_cache(maxsize=8192)
+# refuses raises and is not cached, so every rule that names it is reported. The
+# caches are smaller than the glob one: an RE2 keeps the DFA states its searches built,
+# and a cached one outlives the policy that a reload replaced.
+@lru_cache(maxsize=2048)
 def compile_re2(pattern: str) -> Any:
     """``pattern`` compiled by RE2 (linear time in the text, whatever the pattern).
     Raises :class:`RegexError` naming what RE2 refuses."""
@@ -143,7 +145,7 @@ class RegexSet:
 
 
 # Immutable, so shared by every rule that names the same patterns (as GlobSet).
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=2048)
 def _regex_set(patterns: tuple[str, ...]) -> RegexSet:
     for pattern in patterns:
         compile_re2(pattern)  # raise on the one that is wrong, by itself
