@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from interlock import PolicyError, load_policy, load_policy_text
-from interlock.policy import policy_json_schema
+from interlock.policy import matchers, policy_json_schema
 from interlock.policy.schema import PolicyModel
 
 GOOD_RULE = """\
@@ -230,3 +233,11 @@ def test_the_json_schema_accepts_the_example_with_jsonschema() -> None:
     from interlock.demo import example_policy_text
 
     jsonschema.validate(yaml.safe_load(example_policy_text()), policy_json_schema())
+
+
+@given(st.text(max_size=20) | st.text(alphabet="ab*?[]!-.\\^$", max_size=12))
+@settings(max_examples=500, deadline=None)
+def test_a_glob_is_translated_to_fnmatch_s_own_regex(glob: str) -> None:
+    # The glob sets compile fnmatch's text, with a short cut for a glob without
+    # wildcards (ADR 0014): the text must be the same whichever way it is made.
+    assert matchers._translate(glob) == fnmatch.translate(glob)

@@ -29,7 +29,14 @@ from interlock.ledger.pricing import DEFAULT_PRICING, ModelPrice, PricingTable
 from interlock.policy.celexpr import MACRO_BINDING, ROOTS, CelCondition, compile_condition
 from interlock.policy.celtokens import tokens as cel_tokens
 from interlock.policy.compiled import CompiledPolicy, CompiledRule
-from interlock.policy.matchers import MISSING, CompiledCondition, GlobSet, RegexError, RegexSet
+from interlock.policy.matchers import (
+    MISSING,
+    CompiledCondition,
+    GlobSet,
+    RegexError,
+    RegexSet,
+    compile_re2,
+)
 from interlock.policy.schema import (
     EXTRACTED_PARAMS,
     BudgetModel,
@@ -487,7 +494,7 @@ class _Compiler:
                 continue
             for index, pattern in enumerate([value] if isinstance(value, str) else value):
                 try:
-                    RegexSet.of(pattern)
+                    compile_re2(pattern)
                 except RegexError as exc:
                     where = (*path, name) if isinstance(value, str) else (*path, name, index)
                     self.issue(f"invalid regex {pattern!r}: {exc}", where, rule_id)
@@ -564,10 +571,11 @@ def _cel_arguments(expression: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def _cel_bound_names(expression: str) -> set[str]:
+@functools.lru_cache(maxsize=4096)
+def _cel_bound_names(expression: str) -> frozenset[str]:
     """Names bound by comprehension macros (``list.all(x, ...)``), which the CEL binding
-    reports as variables too."""
-    return set(MACRO_BINDING.findall(expression))
+    reports as variables too. Cached as the expression's compile is."""
+    return frozenset(MACRO_BINDING.findall(expression))
 
 
 def _known_param(key: str) -> bool:

@@ -66,9 +66,17 @@ class GlobSet:
 # built once is shared (ADR 0014).
 @lru_cache(maxsize=8192)
 def _glob_set(patterns: tuple[str, ...], ignore_case: bool) -> GlobSet:
-    body = "|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)
+    body = "|".join(f"(?:{_translate(p)})" for p in patterns)
     flags = re.DOTALL | (re.IGNORECASE if ignore_case else 0)
     return GlobSet(patterns, re.compile(body, flags), ignore_case)
+
+
+def _translate(glob: str) -> str:
+    """:func:`fnmatch.translate`, the same text; a glob with no wildcard (most names in
+    a policy) is escaped whole instead of character by character."""
+    if "*" in glob or "?" in glob or "[" in glob:
+        return fnmatch.translate(glob)
+    return rf"(?s:{re.escape(glob)})\Z"
 
 
 class RegexError(ValueError):
@@ -85,6 +93,12 @@ def _re2_options() -> Any:
     return options
 
 
+# A compiled RE2 is immutable and safe to share between threads, and a large policy
+# repeats its patterns: each distinct text is compiled once (ADR 0014). A pattern RE2
+# refuses raises and is not cached, so every rule that names it is reported. The
+# caches are smaller than the glob one: an RE2 keeps the DFA states its searches built,
+# and a cached one outlives the policy that a reload replaced.
+@lru_cache(maxsize=2048)
 def compile_re2(pattern: str) -> Any:
     """``pattern`` compiled by RE2 (linear time in the text, whatever the pattern).
     Raises :class:`RegexError` naming what RE2 refuses."""
@@ -111,10 +125,7 @@ class RegexSet:
     @classmethod
     def of(cls, regexes: str | Sequence[str]) -> RegexSet:
         patterns = (regexes,) if isinstance(regexes, str) else tuple(regexes)
-        for pattern in patterns:
-            compile_re2(pattern)  # raise on the one that is wrong, by itself
-        body = "|".join(f"(?:{p})" for p in patterns)
-        return cls(patterns, compile_re2(body))
+        return _regex_set(patterns)
 
     def matches(self, text: str) -> bool:
         data = text.encode("utf-8", "surrogatepass")
@@ -131,6 +142,15 @@ class RegexSet:
             return True if match(anchor, data, 0, len(data))[0][0] >= 0 else None
 
         return search
+
+
+# Immutable, so shared by every rule that names the same patterns (as GlobSet).
+@lru_cache(maxsize=2048)
+def _regex_set(patterns: tuple[str, ...]) -> RegexSet:
+    for pattern in patterns:
+        compile_re2(pattern)  # raise on the one that is wrong, by itself
+    body = "|".join(f"(?:{p})" for p in patterns)
+    return RegexSet(patterns, compile_re2(body))
 
 
 @lru_cache(maxsize=1)

@@ -6,7 +6,7 @@ Duplicate keys are refused here (PyYAML would silently keep the last one).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -21,16 +21,78 @@ Path = tuple[str | int, ...]
 @dataclass(frozen=True, slots=True)
 class SourceDocument:
     data: Any
-    lines: dict[Path, int]
     file: str | None
+    #: the composed YAML nodes the data was built from: their marks are the lines
+    root: yaml.Node | None = None
+    # Each mapping node's children by key, built when a path first goes through it.
+    _children: dict[int, dict[str | None, yaml.Node]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def line_of(self, path: Path) -> int | None:
-        """The line of the deepest prefix of ``path`` that the source knows."""
-        for end in range(len(path), -1, -1):
-            line = self.lines.get(path[:end])
-            if line is not None:
-                return line
-        return None
+        """The line of the deepest prefix of ``path`` that the source knows.
+
+        Found by walking the nodes, not kept in a map: a load asks for the lines of
+        its rules and of its errors, a small share of a large policy's values, and a
+        map of every value's path cost as much as building the data (ADR 0014)."""
+        node = self.root
+        if node is None:
+            return None
+        for part in path:
+            if type(node) is yaml.MappingNode:
+                child = self._child(node, part) if type(part) is str else None
+            elif type(node) is yaml.SequenceNode and type(part) is int:
+                child = node.value[part] if 0 <= part < len(node.value) else None
+            else:
+                child = None
+            if child is None:
+                break
+            node = child
+        return int(node.start_mark.line) + 1
+
+    def _child(self, node: yaml.MappingNode, key: str) -> yaml.Node | None:
+        if len(node.value) <= _SCANNED:
+            for key_node, value_node in node.value:
+                text = key_node.value if key_node.tag == _STR_TAG else _key_text(key_node)
+                if text == key:
+                    return value_node  # type: ignore[no-any-return]
+            return None
+        children = self._children.get(id(node))
+        if children is None:
+            children = {_key_text(k): v for k, v in node.value}
+            self._children[id(node)] = children
+        return children.get(key)
+
+    @property
+    def lines(self) -> dict[Path, int]:
+        """The line of every value, by its path (what :meth:`line_of` walks to)."""
+        found: dict[Path, int] = {}
+        if self.root is not None:
+            _all_lines(self.root, (), found)
+        return found
+
+
+# A mapping of at most this many keys is scanned; a larger one (the top level, asked
+# for a line of each rule) is indexed once.
+_SCANNED = 8
+
+
+def _key_text(key_node: yaml.Node) -> str | None:
+    """The key as the data holds it (keys were checked when the data was built)."""
+    if key_node.tag == _STR_TAG:
+        return str(key_node.value)
+    key = _scalar(key_node, yaml.SafeLoader(""))
+    return str(key) if isinstance(key, (str, int, float)) else None
+
+
+def _all_lines(node: yaml.Node, path: Path, found: dict[Path, int]) -> None:
+    found[path] = node.start_mark.line + 1
+    if type(node) is yaml.MappingNode:
+        for key_node, value_node in node.value:
+            _all_lines(value_node, (*path, str(_key_text(key_node))), found)
+    elif type(node) is yaml.SequenceNode:
+        for index, item in enumerate(node.value):
+            _all_lines(item, (*path, index), found)
 
 
 # libyaml's parser, when PyYAML was built with it, composes the same nodes (with the
@@ -42,12 +104,23 @@ _FAST_LOADER: type[yaml.SafeLoader] | None = getattr(yaml, "CSafeLoader", None)
 
 def parse_yaml(text: str, *, file: str | None = None) -> SourceDocument:
     node = _compose(text, file)
-    lines: dict[Path, int] = {}
     if node is None:
-        return SourceDocument(data=None, lines=lines, file=file)
+        return SourceDocument(data=None, file=file)
     constructor = yaml.SafeLoader("")  # one per document: it caches what it built
-    data = _construct(node, (), lines, file, constructor)
-    return SourceDocument(data=data, lines=lines, file=file)
+    try:
+        data = _construct(node, file, constructor)
+    except _DuplicateKey as exc:
+        raise PolicyError(
+            [
+                PolicyIssue(
+                    f"duplicate key {exc.path[-1]!r}",
+                    file=file,
+                    line=exc.line,
+                    field=".".join(str(p) for p in exc.path),
+                )
+            ]
+        ) from None
+    return SourceDocument(data=data, file=file, root=node)
 
 
 def _compose(text: str, file: str | None) -> yaml.Node | None:
@@ -68,48 +141,63 @@ def _compose(text: str, file: str | None) -> yaml.Node | None:
         raise PolicyError([PolicyIssue(f"not valid YAML: {exc}", file=file)]) from exc
 
 
-def _construct(
-    node: yaml.Node,
-    path: Path,
-    lines: dict[Path, int],
-    file: str | None,
-    constructor: yaml.SafeLoader,
-) -> Any:
-    lines[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
+class _DuplicateKey(Exception):
+    """A key given twice; its path is filled in as the error leaves each level (a
+    path is only built for the error, not for every value)."""
+
+    def __init__(self, key: str, line: int) -> None:
+        self.path: list[str | int] = [key]
+        self.line = line
+
+
+def _construct(node: yaml.Node, file: str | None, constructor: yaml.SafeLoader) -> Any:
+    kind = type(node)
+    if kind is yaml.ScalarNode:
+        return node.value if node.tag == _STR_TAG else constructor.construct_object(node)
+    if kind is yaml.MappingNode:
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = _scalar(key_node, constructor)
-            if not isinstance(key, (str, int, float, bool)) or isinstance(key, bool):
-                raise PolicyError(
-                    [
-                        PolicyIssue(
-                            "mapping keys must be strings",
-                            file=file,
-                            line=key_node.start_mark.line + 1,
-                        )
-                    ]
-                )
-            key = str(key)
+            # Plain strings, most keys and values, are taken here without a call.
+            if type(key_node) is yaml.ScalarNode and key_node.tag == _STR_TAG:
+                key = key_node.value
+            else:
+                key = _key(key_node, file, constructor)
             if key in out:
-                raise PolicyError(
-                    [
-                        PolicyIssue(
-                            f"duplicate key {key!r}",
-                            file=file,
-                            line=key_node.start_mark.line + 1,
-                            field=".".join(str(p) for p in (*path, key)),
-                        )
-                    ]
-                )
-            out[key] = _construct(value_node, (*path, key), lines, file, constructor)
+                raise _DuplicateKey(key, key_node.start_mark.line + 1)
+            if type(value_node) is yaml.ScalarNode and value_node.tag == _STR_TAG:
+                out[key] = value_node.value
+                continue
+            try:
+                out[key] = _construct(value_node, file, constructor)
+            except _DuplicateKey as exc:
+                exc.path.insert(0, key)
+                raise
         return out
-    if isinstance(node, yaml.SequenceNode):
-        return [
-            _construct(item, (*path, i), lines, file, constructor)
-            for i, item in enumerate(node.value)
-        ]
+    if kind is yaml.SequenceNode:
+        items = []
+        for index, item in enumerate(node.value):
+            try:
+                items.append(_construct(item, file, constructor))
+            except _DuplicateKey as exc:
+                exc.path.insert(0, index)
+                raise
+        return items
     return _scalar(node, constructor)
+
+
+def _key(key_node: yaml.Node, file: str | None, constructor: yaml.SafeLoader) -> str:
+    """A key that is not a plain string: a number becomes its text; anything else
+    (a boolean, null, a date, a mapping or list) is refused."""
+    key = _scalar(key_node, constructor)
+    if not isinstance(key, (str, int, float)) or isinstance(key, bool):
+        raise PolicyError(
+            [
+                PolicyIssue(
+                    "mapping keys must be strings", file=file, line=key_node.start_mark.line + 1
+                )
+            ]
+        )
+    return str(key)
 
 
 _STR_TAG = "tag:yaml.org,2002:str"
