@@ -145,10 +145,12 @@ def refusal_result(
     decision: Decision, action: Action | None = None, protocol_version: str | None = None
 ) -> dict[str, Any]:
     """The wire form of a refused ``tools/call``: an ``isError`` result whose text is
-    the refusal (reason, approval URL) and whose ``_meta`` carries
+    the refusal (reason, approval URL, decision id) and whose ``_meta`` carries
     :func:`decision_meta`. Shaped for ``protocol_version`` when it is one the SDK
     knows, exactly as the server's own results are."""
     text = verdict_outcome(decision, action).message or decision.reason
+    if decision.decision_id:
+        text = f"{text} (decision {decision.decision_id})"
     result = CallToolResult.model_validate(
         {
             "content": [{"type": "text", "text": text}],
