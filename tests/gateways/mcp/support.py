@@ -104,7 +104,7 @@ INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
 def line(body: Any) -> bytes:
-    return json.dumps(body, separators=(",", ":")).encode() + b"\n"
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
 class RawWire:
