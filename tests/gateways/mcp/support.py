@@ -29,7 +29,7 @@ rules:
   - id: allow-safe
     decision: allow
     reason: safe tools
-    name: [echo, fail, count, ask, whoami]
+    name: [echo, fail, count, ask, confirm, roots, chatty, whoami]
   - id: no-deletes
     decision: deny
     reason: deleting files is not allowed
@@ -96,7 +96,7 @@ INIT = {
     "method": "initialize",
     "params": {
         "protocolVersion": "2025-11-25",
-        "capabilities": {"sampling": {}},
+        "capabilities": {"sampling": {}, "elicitation": {}, "roots": {"listChanged": True}},
         "clientInfo": {"name": "raw-test", "version": "1"},
     },
 }

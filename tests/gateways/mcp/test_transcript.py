@@ -41,6 +41,14 @@ SAMPLED = {
 }
 
 
+#: The client's answers to the server's requests.
+ANSWERS: dict[str, Any] = {
+    "sampling/createMessage": SAMPLED,
+    "elicitation/create": {"action": "accept", "content": {"ok": True}},
+    "roots/list": {"roots": [{"uri": "file:///work", "name": "work"}]},
+}
+
+
 def call(request_id: int, name: str, arguments: dict[str, Any], meta: Any = None) -> dict[str, Any]:
     params: dict[str, Any] = {"name": name, "arguments": arguments}
     if meta is not None:
@@ -57,9 +65,15 @@ def legacy_script() -> list[dict[str, Any]]:
         call(3, "echo", {"text": "héllo ✓ \u2028 wörld"}),
         call(4, "count", {"to": 3}, {"progressToken": "p-4"}),
         call(5, "ask", {"question": "ready?"}),
-        {"jsonrpc": "2.0", "id": 6, "method": "resources/list", "params": {}},
-        {"jsonrpc": "2.0", "id": 7, "method": "no/such/method"},
-        call(8, "delete_file", {"path": "/"}),  # denied: last, so the rest compare
+        call(6, "confirm", {"question": "sure?"}),
+        call(7, "roots", {}),
+        {"jsonrpc": "2.0", "id": 8, "method": "logging/setLevel", "params": {"level": "info"}},
+        call(9, "chatty", {}),
+        {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}},
+        {"jsonrpc": "2.0", "id": 10, "method": "resources/list", "params": {}},
+        {"jsonrpc": "2.0", "id": 11, "method": "no/such/method"},
+        call(12, "delete_file", {"path": "/"}),  # denied: last, so the rest compare
     ]
 
 
@@ -86,8 +100,8 @@ def run(wire: RawWire, script: list[dict[str, Any]]) -> list[bytes]:
             raw = wire.next_raw()
             received.append(raw)
             body = json.loads(raw)
-            if body.get("method") == "sampling/createMessage":
-                wire.send({"jsonrpc": "2.0", "id": body["id"], "result": SAMPLED})
+            if body.get("method") in ANSWERS and "id" in body:
+                wire.send({"jsonrpc": "2.0", "id": body["id"], "result": ANSWERS[body["method"]]})
             elif "method" not in body and body.get("id") == message["id"]:
                 break
     assert wire.close() == 0
@@ -127,6 +141,20 @@ def test_allowed_traffic_is_byte_identical(tmp_path: Path, script: Any) -> None:
     assert refusal["result"]["isError"] is True
     assert refusal["result"]["_meta"]["interlock/decision"]["verdict"] == "deny"
     assert "deleted" in direct_out[-1].decode()  # ungated, the upstream ran it
+    seen = [json.loads(raw).get("method") for raw in gated_out]
+    if script is legacy_script:  # every kind of message went through both ways
+        for method in (
+            "notifications/progress",
+            "sampling/createMessage",
+            "elicitation/create",
+            "roots/list",
+            "notifications/message",
+            "notifications/tools/list_changed",
+        ):
+            assert method in seen, method
+        answers = {body["id"]: body for body in map(json.loads, gated_out) if "result" in body}
+        assert "accept" in json.dumps(answers[6]) and "file:///work" in json.dumps(answers[7])
+        assert "said things" in json.dumps(answers[9])
 
     # The upstream side: the same bytes, minus the denied call.
     direct_lines = direct_in.read_bytes().splitlines(keepends=True)
