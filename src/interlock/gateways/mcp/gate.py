@@ -94,17 +94,6 @@ def protocol_version_of(message: Message, negotiated: str | None) -> str | None:
     return version if isinstance(version, str) else negotiated
 
 
-def without_dead_link(decision: Decision) -> Decision:
-    """``decision`` without an approval URL that leads nowhere: with no store there is
-    no approval record, and the policy's link template would point at ``pending``."""
-    approval = decision.approval
-    if approval is None or approval.url is None or approval.id is not None:
-        return decision
-    from dataclasses import replace
-
-    return decision._replace(approval=replace(approval, url=None))
-
-
 class ToolCallGate:
     """Judges the ``tools/call`` requests a client sends through the gateway."""
 
@@ -132,7 +121,6 @@ class ToolCallGate:
         decision = judged
         if decision.allowed:
             return Allowed(decision, call_key(call.name, call.arguments))
-        decision = without_dead_link(decision)
         action = Action.tool(call.name, call.arguments)
         wire = refusal_result(decision, action, protocol_version_of(message, protocol_version))
         return Refused(result_reply(request_id, wire), decision)
