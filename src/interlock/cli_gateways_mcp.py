@@ -80,6 +80,14 @@ def mcp_gateway(
             "(default: PATH, HOME, the locale and --env only).",
         ),
     ] = False,
+    grace: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Seconds the upstream has to exit once the client is gone, before it is "
+            "terminated (and as long again before it is killed).",
+        ),
+    ] = 5.0,
     log_level: Annotated[
         str, typer.Option(help="Log level on stderr: warning, info or debug.")
     ] = "info",
@@ -97,7 +105,7 @@ def mcp_gateway(
     except (PolicyError, StoreError, OSError) as exc:
         raise fail(message_of(exc)) from exc
     gateway = StdioGateway(
-        guard, upstream, env=upstream_environment(extra, inherit_all=inherit_env)
+        guard, upstream, env=upstream_environment(extra, inherit_all=inherit_env), grace=grace
     )
     try:
         code = asyncio.run(gateway.run())

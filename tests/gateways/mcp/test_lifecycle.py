@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from .support import (
     INTERLOCK,
@@ -170,3 +172,91 @@ def test_budgets_are_committed_when_the_call_completes_and_released_when_it_fail
     (counter,) = [json.loads(row) for row in status.stdout.splitlines()]
     assert float(counter["spent"]) == 0.6 and float(counter["reserved"]) == 0, counter
     assert os.path.exists(tmp_path / "interlock.db")
+
+
+ASK_BUDGET_POLICY = """\
+version: 1
+default: deny
+budgets:
+  - id: asks
+    limit: 1
+    unit: USD
+    scope: agent
+    kind: tool
+    name: ask
+    default_estimate: 1
+    max_overage: 0
+rules:
+  - id: models-ok
+    decision: allow
+    reason: no model calls here
+    kind: llm
+  - id: asks-ok
+    decision: allow
+    reason: asking is fine
+    name: ask
+"""
+
+
+def ask(wire: RawWire, request_id: int) -> dict[str, Any]:
+    params = {"name": "ask", "arguments": {"question": f"q{request_id}"}}
+    wire.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+    while True:  # the sampling request, or the refusal (past any notification)
+        body = wire.next()
+        if body.get("method") == "sampling/createMessage" or body.get("id") == request_id:
+            return body
+
+
+def test_a_cancelled_call_gives_its_reservation_back(tmp_path: Path) -> None:
+    """The budget holds one ``ask``: while one is in flight a second is refused; once
+    the client cancels the first, the next is admitted."""
+    policy, log = write_policy(tmp_path, ASK_BUDGET_POLICY), tmp_path / "upstream.jsonl"
+    wire = gateway_wire(policy, log, "--database", f"sqlite:///{tmp_path / 'interlock.db'}")
+    try:
+        wire.handshake()
+        assert ask(wire, 1)["method"] == "sampling/createMessage"
+        refused = ask(wire, 2)
+        assert refused["id"] == 2 and refused["result"]["isError"] is True
+        cancel = {"requestId": 1, "reason": "the user gave up"}
+        wire.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
+        sampling = ask(wire, 3)
+        assert sampling["method"] == "sampling/createMessage"
+        answer = {"role": "assistant", "content": {"type": "text", "text": "ok"}, "model": "m"}
+        wire.send({"jsonrpc": "2.0", "id": sampling["id"], "result": answer})
+        reply, _ = wire.until(3)
+        assert reply["result"]["content"][0]["text"] == "ok"
+        assert wire.close() == 0
+    finally:
+        wire.kill()
+    assert [entry["args"]["question"] for entry in reached(log)] == ["q1", "q3"]
+
+
+def test_an_upstream_that_ignores_the_end_of_input_is_stopped(tmp_path: Path) -> None:
+    policy, log = write_policy(tmp_path), tmp_path / "upstream.jsonl"
+    stubborn = [sys.executable, "-c", "import signal, time; time.sleep(600)"]
+    wire = RawWire(gateway_command(policy, log, "--grace", "0.2", upstream=stubborn), base_env())
+    try:
+        assert wire.close() == 128 + signal.SIGTERM
+    finally:
+        wire.kill()
+
+
+def test_large_messages_both_ways_at_once_do_not_deadlock(tmp_path: Path) -> None:
+    """Five 3 MB calls sent before any answer is read: the pipes (64 KiB) fill both
+    ways at once, and every answer still arrives whole."""
+    policy, log = write_policy(tmp_path), tmp_path / "upstream.jsonl"
+    wire = gateway_wire(policy, log)
+    try:
+        wire.handshake()
+        texts = {n: chr(ord("a") + n) * 3_000_000 for n in range(1, 6)}
+        for n, text in texts.items():
+            params = {"name": "echo", "arguments": {"text": text}}
+            wire.send({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params})
+        answers = {}
+        while len(answers) < len(texts):
+            body = wire.next()
+            answers[body["id"]] = body["result"]["content"][0]["text"]
+        assert answers == texts
+        assert wire.close() == 0
+    finally:
+        wire.kill()

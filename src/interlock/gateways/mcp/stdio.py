@@ -93,8 +93,9 @@ class _TooLong:
 _TOO_LONG: Final = _TooLong()
 
 
-class UpstreamGone(Exception):
-    """The upstream exited before it answered an allowed call."""
+class Unanswered(Exception):
+    """An allowed call ended without a result: the upstream answered an error or
+    exited first, or the client cancelled the call."""
 
 
 @dataclass(slots=True)
@@ -104,6 +105,7 @@ class _InFlight:
     method: str
     allowed: Allowed | None = None
     answer: asyncio.Future[Any] | None = None
+    settled: asyncio.Task[None] | None = None
 
 
 class StdioGateway:
@@ -228,12 +230,14 @@ class StdioGateway:
         # The client is done: let the upstream finish and exit on its own, then insist.
         with contextlib.suppress(OSError):
             process.stdin.close()
-        try:
-            await asyncio.wait_for(process.wait(), self._grace)
-        except TimeoutError:
-            log.warning("interlock mcp-gateway: the upstream did not exit; terminating it")
-            with contextlib.suppress(ProcessLookupError):
-                process.terminate()
+        for stop in (process.terminate, process.kill):
+            try:
+                await asyncio.wait_for(process.wait(), self._grace)
+                return
+            except TimeoutError:
+                log.warning("interlock mcp-gateway: the upstream did not exit; stopping it")
+                with contextlib.suppress(ProcessLookupError):
+                    stop()
 
     async def _from_upstream(self, process: asyncio.subprocess.Process) -> None:
         assert process.stdout is not None
@@ -270,7 +274,7 @@ class StdioGateway:
         if method == TOOLS_CALL or disguised_tools_call(method):
             return await self._tools_call(message, method)
         if message.kind == "notification":
-            self._cancelled(message)
+            await self._cancelled(message)
             return message.raw
         if not self._track(message, method):
             return None
@@ -289,6 +293,7 @@ class StdioGateway:
             task = asyncio.create_task(self._settle(allowed, answer), name=f"settle {key}")
             self._settling.add(task)
             task.add_done_callback(self._settling.discard)
+            flight.settled = task
         self._in_flight[key] = flight
         return True
 
@@ -319,14 +324,18 @@ class StdioGateway:
             return None
         return message.raw
 
-    def _cancelled(self, message: Message) -> None:
+    async def _cancelled(self, message: Message) -> None:
         """A cancelled allowed call is settled as failed (its reservation released),
-        as a cancelled in-process call is; the upstream's late answer still passes."""
+        as a cancelled in-process call is; the upstream's late answer still passes.
+        Its id stays in flight: the upstream may still be working under it. Settled
+        before the next client message is read, so what follows sees the room back."""
         if message.method != "notifications/cancelled" or not isinstance(message.params, dict):
             return
-        flight = self._in_flight.pop(id_key(message.params.get("requestId")), None)
+        flight = self._in_flight.get(id_key(message.params.get("requestId")))
         if flight is not None and flight.answer is not None and not flight.answer.done():
-            flight.answer.set_exception(asyncio.CancelledError("the client cancelled the call"))
+            flight.answer.set_exception(Unanswered("the client cancelled the call"))
+            if flight.settled is not None:
+                await asyncio.wait([flight.settled])
 
     def _route_from_upstream(self, line: bytes) -> bytes | None:
         """The bytes to send the client, or ``None`` (dropped)."""
@@ -358,7 +367,7 @@ class StdioGateway:
         if not answer.done():
             if "error" in message.body:
                 answer.set_exception(
-                    UpstreamGone(f"the upstream answered an error: {message.body['error']}")
+                    Unanswered(f"the upstream answered an error: {message.body['error']}")
                 )
             else:
                 answer.set_result(result)
@@ -371,7 +380,7 @@ class StdioGateway:
     async def _settle(self, allowed: Allowed, answer: asyncio.Future[Any]) -> None:
         try:
             await _settled(self.guard, allowed.decision, lambda: answer, allowed.key)
-        except (UpstreamGone, asyncio.CancelledError):
+        except Unanswered:
             pass  # released by _settled
         except Exception as exc:  # settling must never stop the relay
             log.warning("interlock mcp-gateway: could not settle a call: %s", exc)
@@ -380,6 +389,6 @@ class StdioGateway:
         """The upstream is gone: what it never answered is released, not charged."""
         for flight in self._in_flight.values():
             if flight.answer is not None and not flight.answer.done():
-                flight.answer.set_exception(UpstreamGone("the upstream exited"))
+                flight.answer.set_exception(Unanswered("the upstream exited"))
         self._in_flight.clear()
         await asyncio.gather(*self._settling, return_exceptions=True)
