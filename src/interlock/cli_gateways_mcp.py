@@ -3,6 +3,7 @@
     interlock mcp-gateway --policy interlock.yaml -- python my_server.py
     interlock mcp-gateway --policy interlock.yaml -d sqlite:///.interlock/interlock.db \\
         --env API_TOKEN=... -- npx -y @modelcontextprotocol/server-memory
+    INTERLOCK_API_KEY=... interlock mcp-gateway --server http://127.0.0.1:8750 -- python s.py
 
 The MCP client launches this command instead of the server. Exit code: the
 upstream's (128 + N when signal N ended it); 2 for a usage error, an invalid policy
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
 
@@ -23,7 +25,14 @@ from interlock.cli_check import policy_path
 from interlock.cli_console import fail
 from interlock.errors import PolicyError, StoreError, message_of
 
-__all__ = ["mcp_gateway"]
+if TYPE_CHECKING:
+    from interlock import Guard
+
+__all__ = ["API_KEY_ENV", "mcp_gateway"]
+
+#: Where ``--server`` reads its API key (never from the command line, which other
+#: users of the machine can read).
+API_KEY_ENV: Final = "INTERLOCK_API_KEY"
 
 
 def _env_pairs(pairs: list[str]) -> dict[str, str]:
@@ -34,6 +43,26 @@ def _env_pairs(pairs: list[str]) -> dict[str, str]:
             raise fail(f"--env takes NAME=VALUE, not {pair!r}")
         env[name] = value
     return env
+
+
+def _guard(policy: Path | None, database: str | None, server: str | None) -> Guard:
+    """A local guard on the policy (and store), or a remote one on the server."""
+    from interlock import Guard
+
+    if server is not None:
+        if policy is not None or database is not None:
+            raise fail("--server decides on the server: no --policy or --database with it")
+        api_key = os.environ.get(API_KEY_ENV)
+        if not api_key:
+            raise fail(f"--server needs an API key in ${API_KEY_ENV}")
+        try:
+            return Guard.remote(server, api_key)
+        except (ImportError, ValueError) as exc:
+            raise fail(message_of(exc)) from exc
+    try:
+        return Guard.from_file(policy_path(policy), store=database)
+    except (PolicyError, StoreError, OSError) as exc:
+        raise fail(message_of(exc)) from exc
 
 
 def mcp_gateway(
@@ -60,6 +89,16 @@ def mcp_gateway(
             "-d",
             help="A store URL (sqlite:///..., postgresql://...): audit log, approvals, "
             "budgets shared with other guards. Default: none (in-memory budgets).",
+            show_default=False,
+        ),
+    ] = None,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            help="Decide through the Interlock server at this URL (http(s)://host:port or "
+            "unix:/path) instead of a local policy; the API key is read from "
+            "$INTERLOCK_API_KEY, and the key's tenant and agent are the caller.",
             show_default=False,
         ),
     ] = None,
@@ -93,17 +132,13 @@ def mcp_gateway(
     ] = "info",
 ) -> None:
     """Run an MCP server over stdio behind Interlock: every tools/call is judged first."""
-    from interlock import Guard
     from interlock.gateways.mcp import StdioGateway, upstream_environment
 
     logging.basicConfig(
         stream=sys.stderr, level=log_level.upper(), format="%(message)s", force=True
     )
     extra = _env_pairs(env or [])
-    try:
-        guard = Guard.from_file(policy_path(policy), store=database)
-    except (PolicyError, StoreError, OSError) as exc:
-        raise fail(message_of(exc)) from exc
+    guard = _guard(policy, database, server)
     gateway = StdioGateway(
         guard, upstream, env=upstream_environment(extra, inherit_all=inherit_env), grace=grace
     )
