@@ -49,6 +49,7 @@ _LAZY_COMMANDS = {
     "approvals": "interlock.cli_store:approvals_app",
     "budgets": "interlock.cli_store:budgets_app",
     "keys": "interlock.cli_server:keys_app",
+    "mcp-gateway": "interlock.cli_gateways_mcp:mcp_gateway",
 }
 _HELP_ORDER = (
     "serve",
@@ -61,6 +62,7 @@ _HELP_ORDER = (
     "approvals",
     "budgets",
     "keys",
+    "mcp-gateway",
 )
 
 app = typer.Typer(

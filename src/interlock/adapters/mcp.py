@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
@@ -93,6 +94,7 @@ __all__ = [
     "guard_session",
     "refusal_result",
     "tool_action",
+    "without_dead_link",
 ]
 
 T = TypeVar("T")
@@ -141,14 +143,27 @@ def decision_meta(decision: Decision) -> dict[str, Any]:
     return meta
 
 
+def without_dead_link(decision: Decision) -> Decision:
+    """``decision`` without an approval URL that leads nowhere: with no store there is
+    no approval record, and the policy's link template would point at ``pending``."""
+    approval = decision.approval
+    if approval is None or approval.url is None or approval.id is not None:
+        return decision
+    return decision._replace(approval=dataclasses.replace(approval, url=None))
+
+
 def refusal_result(
     decision: Decision, action: Action | None = None, protocol_version: str | None = None
 ) -> dict[str, Any]:
     """The wire form of a refused ``tools/call``: an ``isError`` result whose text is
-    the refusal (reason, approval URL) and whose ``_meta`` carries
+    the refusal (reason, approval URL, decision id) and whose ``_meta`` carries
     :func:`decision_meta`. Shaped for ``protocol_version`` when it is one the SDK
-    knows, exactly as the server's own results are."""
+    knows, exactly as the server's own results are. An approval URL is given only
+    where an approval exists (a store recorded it): never a link to ``pending``."""
+    decision = without_dead_link(decision)
     text = verdict_outcome(decision, action).message or decision.reason
+    if decision.decision_id:
+        text = f"{text} (decision {decision.decision_id})"
     result = CallToolResult.model_validate(
         {
             "content": [{"type": "text", "text": text}],

@@ -1,0 +1,151 @@
+"""``interlock mcp-gateway``: an MCP server's stdio, with every ``tools/call`` judged.
+
+    interlock mcp-gateway --policy interlock.yaml -- python my_server.py
+    interlock mcp-gateway --policy interlock.yaml -d sqlite:///.interlock/interlock.db \\
+        --env API_TOKEN=... -- npx -y @modelcontextprotocol/server-memory
+    INTERLOCK_API_KEY=... interlock mcp-gateway --server http://127.0.0.1:8750 -- python s.py
+
+The MCP client launches this command instead of the server. Exit code: the
+upstream's (128 + N when signal N ended it); 2 for a usage error, an invalid policy
+or a store that cannot be opened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Final
+
+import typer
+
+from interlock.cli_check import policy_path
+from interlock.cli_console import fail
+from interlock.errors import PolicyError, StoreError, message_of
+
+if TYPE_CHECKING:
+    from interlock import Guard
+
+__all__ = ["API_KEY_ENV", "mcp_gateway"]
+
+#: Where ``--server`` reads its API key (never from the command line, which other
+#: users of the machine can read).
+API_KEY_ENV: Final = "INTERLOCK_API_KEY"
+
+
+def _env_pairs(pairs: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise fail(f"--env takes NAME=VALUE, not {pair!r}")
+        env[name] = value
+    return env
+
+
+def _guard(policy: Path | None, database: str | None, server: str | None) -> Guard:
+    """A local guard on the policy (and store), or a remote one on the server."""
+    from interlock import Guard
+
+    if server is not None:
+        if policy is not None or database is not None:
+            raise fail("--server decides on the server: no --policy or --database with it")
+        api_key = os.environ.get(API_KEY_ENV)
+        if not api_key:
+            raise fail(f"--server needs an API key in ${API_KEY_ENV}")
+        try:
+            return Guard.remote(server, api_key)
+        except (ImportError, ValueError) as exc:
+            raise fail(message_of(exc)) from exc
+    try:
+        return Guard.from_file(policy_path(policy), store=database)
+    except (PolicyError, StoreError, OSError) as exc:
+        raise fail(message_of(exc)) from exc
+
+
+def mcp_gateway(
+    upstream: Annotated[
+        list[str],
+        typer.Argument(
+            help="The upstream MCP server's command and its arguments (after --).",
+            show_default=False,
+        ),
+    ],
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            "-p",
+            help="Policy file (default: $INTERLOCK_POLICY, else ./interlock.yaml).",
+            show_default=False,
+        ),
+    ] = None,
+    database: Annotated[
+        str | None,
+        typer.Option(
+            "--database",
+            "-d",
+            help="A store URL (sqlite:///..., postgresql://...): audit log, approvals, "
+            "budgets shared with other guards. Default: none (in-memory budgets).",
+            show_default=False,
+        ),
+    ] = None,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            help="Decide through the Interlock server at this URL (http(s)://host:port or "
+            "unix:/path) instead of a local policy; the API key is read from "
+            "$INTERLOCK_API_KEY, and the key's tenant and agent are the caller.",
+            show_default=False,
+        ),
+    ] = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--env",
+            "-e",
+            help="NAME=VALUE for the upstream's environment (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    inherit_env: Annotated[
+        bool,
+        typer.Option(
+            "--inherit-env",
+            help="Pass the whole environment to the upstream "
+            "(default: PATH, HOME, the locale and --env only).",
+        ),
+    ] = False,
+    grace: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Seconds the upstream has to exit once the client is gone, before it is "
+            "terminated (and as long again before it is killed).",
+        ),
+    ] = 5.0,
+    log_level: Annotated[
+        str, typer.Option(help="Log level on stderr: warning, info or debug.")
+    ] = "info",
+) -> None:
+    """Run an MCP server over stdio behind Interlock: every tools/call is judged first."""
+    from interlock.gateways.mcp import StdioGateway, upstream_environment
+
+    logging.basicConfig(
+        stream=sys.stderr, level=log_level.upper(), format="%(message)s", force=True
+    )
+    extra = _env_pairs(env or [])
+    guard = _guard(policy, database, server)
+    gateway = StdioGateway(
+        guard, upstream, env=upstream_environment(extra, inherit_all=inherit_env), grace=grace
+    )
+    try:
+        code = asyncio.run(gateway.run())
+    except OSError as exc:  # the upstream could not be started
+        raise fail(f"could not start the upstream {upstream[0]!r}: {exc}") from exc
+    finally:
+        guard.close()
+    raise typer.Exit(code)

@@ -1,0 +1,126 @@
+"""Judging a ``tools/call`` at the gateway, exactly as the in-process adapter does.
+
+The action is :func:`interlock.adapters.mcp.tool_action` (through the adapter's own
+gate), and a refusal is :func:`interlock.adapters.mcp.refusal_result`, so one policy
+gives the same verdict and the same refusal in-process and here. The tool's input
+schema and description, which that action is built with, come from the upstream's
+own ``tools/list`` answers as they pass through (:class:`ToolCatalog`); a tool not
+listed yet is judged on its arguments as sent, like a guarded client without a list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from pydantic import ValidationError
+
+from interlock.adapters.mcp import (
+    _call_params,
+    _Gate,
+    refusal_result,
+)
+from interlock.core.action import Action
+from interlock.gateways.mcp.messages import (
+    INVALID_PARAMS,
+    Message,
+    error_reply,
+    result_reply,
+)
+
+try:
+    from mcp_types import Tool
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        f"the MCP gateway needs mcp>=2.0,<3 ({exc}): pip install 'interlock[mcp]'"
+    ) from exc
+
+if TYPE_CHECKING:
+    from interlock.adapters.base import CallKey
+    from interlock.core.decision import Decision
+    from interlock.guard import Guard
+
+__all__ = ["PROTOCOL_VERSION_META", "Allowed", "Refused", "ToolCallGate", "ToolCatalog"]
+
+#: Where a request of the 2026-07-28 generation carries its protocol version.
+PROTOCOL_VERSION_META: Final = "io.modelcontextprotocol/protocolVersion"
+
+
+class ToolCatalog:
+    """The upstream's tools by name, learnt from the ``tools/list`` results relayed to
+    the client (every page; a later listing replaces an earlier entry)."""
+
+    __slots__ = ("_tools",)
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    def learn(self, result: Any) -> None:
+        tools = result.get("tools") if isinstance(result, Mapping) else None
+        for item in tools if isinstance(tools, list) else ():
+            try:
+                tool = Tool.model_validate(item, by_name=False)
+            except ValidationError:
+                continue  # a tool the SDK cannot read: judged on its arguments as sent
+            self._tools[tool.name] = tool
+
+    async def lookup(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+
+@dataclass(frozen=True, slots=True)
+class Allowed:
+    """Forward the call; settle ``decision`` when its response comes back."""
+
+    decision: Decision
+    key: CallKey
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Answer the client with ``reply``; the upstream never sees the call."""
+
+    reply: bytes
+    decision: Decision
+
+
+def protocol_version_of(message: Message, negotiated: str | None) -> str | None:
+    """The protocol version a reply to ``message`` is shaped for: the request's own
+    ``_meta`` (the per-request generation), else the one ``initialize`` agreed."""
+    params = message.params
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    version = meta.get(PROTOCOL_VERSION_META) if isinstance(meta, Mapping) else None
+    return version if isinstance(version, str) else negotiated
+
+
+class ToolCallGate:
+    """Judges the ``tools/call`` requests a client sends through the gateway."""
+
+    __slots__ = ("_gate", "catalog", "guard")
+
+    def __init__(self, guard: Guard, catalog: ToolCatalog | None = None) -> None:
+        self.guard = guard
+        self.catalog = catalog or ToolCatalog()
+        self._gate = _Gate(guard, None, self.catalog.lookup)
+
+    async def judge(self, message: Message, protocol_version: str | None) -> Allowed | Refused:
+        """The verdict on one ``tools/call`` request: forward it, or the reply that
+        refuses it (an ``isError`` result, or ``-32602`` for malformed params)."""
+        from interlock.adapters.base import call_key
+
+        request_id = message.id
+        call = _call_params(message.params if isinstance(message.params, Mapping) else None)
+        if isinstance(call, str) or not isinstance(message.params, Mapping):
+            problem = call if isinstance(call, str) else "the tools/call params are not an object"
+            decision = await self._gate.unmappable(problem)
+            data = {"decision_id": decision.decision_id} if decision.decision_id else None
+            return Refused(error_reply(request_id, INVALID_PARAMS, problem, data), decision)
+        judged = await self._gate.decide(call.name, call.arguments, str(request_id))
+        assert judged is not None  # only a mapper passes a call through; none here
+        decision = judged
+        if decision.allowed:
+            return Allowed(decision, call_key(call.name, call.arguments))
+        action = Action.tool(call.name, call.arguments)
+        wire = refusal_result(decision, action, protocol_version_of(message, protocol_version))
+        return Refused(result_reply(request_id, wire), decision)

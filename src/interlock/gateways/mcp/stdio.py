@@ -1,0 +1,394 @@
+"""The stdio MCP gateway: spawn the upstream server, relay newline-delimited
+JSON-RPC both ways, and gate every ``tools/call`` before the upstream sees it.
+
+Every message is forwarded as the exact bytes read; a message is parsed only to
+route it (which response answers which request) and to judge a ``tools/call``. The
+client's side runs on two threads (blocking reads of stdin, blocking writes to
+stdout), so neither descriptor is made non-blocking under a parent that shares it,
+and a large message one way never waits on a large message the other way. The
+upstream is an asyncio subprocess with private pipes. stdout carries JSON-RPC
+only; the gateway logs to stderr, and the upstream's stderr is inherited.
+
+Shutdown: the client closing stdin closes the upstream's stdin, and the gateway
+waits for the upstream to exit (terminating it after ``grace`` seconds); the
+upstream exiting ends the gateway with the upstream's exit code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import queue
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any, Final
+
+from interlock.adapters.mcp import _redacted_error, _settled
+from interlock.gateways.mcp.gate import Allowed, ToolCallGate
+from interlock.gateways.mcp.messages import (
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    TOOLS_CALL,
+    Message,
+    NotAMessage,
+    disguised_tools_call,
+    encode,
+    error_reply,
+    id_key,
+    parse_line,
+)
+
+if TYPE_CHECKING:
+    from interlock.guard import Guard
+
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "StdioGateway", "upstream_environment"]
+
+log = logging.getLogger("interlock.gateways.mcp")
+
+#: The longest line (one JSON-RPC message) relayed either way.
+DEFAULT_MAX_MESSAGE_BYTES: Final = 64 * 1024 * 1024
+
+#: What the upstream inherits from the gateway's environment by default: enough to
+#: find programs and a home directory, none of the gateway's own secrets.
+_INHERITED: Final = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TMPDIR",
+    "TEMP",
+    "TMP",
+    "SYSTEMROOT",
+    "APPDATA",
+    "LOCALAPPDATA",
+    "USERPROFILE",
+)
+
+
+def upstream_environment(
+    extra: Mapping[str, str] | None = None, *, inherit_all: bool = False
+) -> dict[str, str]:
+    """The upstream's environment: PATH, HOME and the locale from ours (everything,
+    with ``inherit_all``), then ``extra`` on top."""
+    if inherit_all:
+        env = dict(os.environ)
+    else:
+        env = {name: os.environ[name] for name in _INHERITED if name in os.environ}
+    env.update(extra or {})
+    return env
+
+
+class _TooLong:
+    """Stands for a client line over the size limit (already discarded)."""
+
+
+_TOO_LONG: Final = _TooLong()
+
+
+class Unanswered(Exception):
+    """An allowed call ended without a result: the upstream answered an error or
+    exited first, or the client cancelled the call."""
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """A client request the upstream has not answered yet."""
+
+    method: str
+    allowed: Allowed | None = None
+    answer: asyncio.Future[Any] | None = None
+    settled: asyncio.Task[None] | None = None
+
+
+class StdioGateway:
+    """One client on ``client_in`` / ``client_out`` (binary streams; the process's
+    stdin and stdout by default), one upstream spawned from ``command``.
+
+    Example::
+
+        gateway = StdioGateway(Guard.from_file("interlock.yaml"), ["python", "server.py"])
+        code = asyncio.run(gateway.run())
+    """
+
+    def __init__(
+        self,
+        guard: Guard,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        client_in: IO[bytes] | None = None,
+        client_out: IO[bytes] | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        grace: float = 5.0,
+    ) -> None:
+        if not command:
+            raise ValueError("the upstream command is empty")
+        self.guard = guard
+        self.gate = ToolCallGate(guard)
+        self.command = list(command)
+        self.env = dict(env) if env is not None else upstream_environment()
+        self._in = client_in
+        self._out = client_out
+        self._limit = max_message_bytes
+        self._grace = grace
+        self._in_flight: dict[str, _InFlight] = {}
+        self._protocol_version: str | None = None
+        self._to_client: queue.Queue[bytes | None] = queue.Queue()
+        self._settling: set[asyncio.Task[None]] = set()
+
+    # -- the client's side (threads) ---------------------------------------------------
+
+    def _read_client(self, loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[Any]) -> None:
+        stream = self._in if self._in is not None else os.fdopen(0, "rb", closefd=False)
+
+        def put(item: Any) -> None:
+            asyncio.run_coroutine_threadsafe(lines.put(item), loop).result()
+
+        try:
+            while True:
+                line = stream.readline(self._limit + 1)
+                if not line:
+                    break
+                if len(line) > self._limit and not line.endswith(b"\n"):
+                    while line and not line.endswith(b"\n"):  # drop the rest of it
+                        line = stream.readline(self._limit)
+                    put(_TOO_LONG)
+                    continue
+                put(line)
+        except (OSError, ValueError, RuntimeError) as exc:  # closed under us, or loop gone
+            log.debug("client input ended: %s", exc)
+        with contextlib.suppress(RuntimeError):
+            put(None)
+
+    def _write_client(self) -> None:
+        stream = self._out if self._out is not None else os.fdopen(1, "wb", closefd=False)
+        while (line := self._to_client.get()) is not None:
+            try:
+                stream.write(line)
+                stream.flush()
+            except (OSError, ValueError) as exc:
+                log.warning("interlock mcp-gateway: the client's output closed: %s", exc)
+                break
+
+    def _send(self, line: bytes) -> None:
+        self._to_client.put(line)
+
+    # -- running -----------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Relay until the upstream exits; its exit code (128 + N for signal N)."""
+        loop = asyncio.get_running_loop()
+        process = await asyncio.create_subprocess_exec(
+            *self.command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=self.env,
+            limit=self._limit,
+        )
+        writer = threading.Thread(target=self._write_client, name="mcp-gateway-out", daemon=True)
+        writer.start()
+        lines: asyncio.Queue[Any] = asyncio.Queue(maxsize=64)
+        reader = threading.Thread(
+            target=self._read_client, args=(loop, lines), name="mcp-gateway-in", daemon=True
+        )
+        reader.start()
+        from_client = asyncio.create_task(self._from_client(process, lines))
+        try:
+            await self._from_upstream(process)
+            code = await process.wait()
+        finally:
+            from_client.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await from_client
+            await self._abandon_in_flight()
+            self._to_client.put(None)
+            await asyncio.to_thread(writer.join)
+        return code if code >= 0 else 128 - code
+
+    async def _from_client(
+        self, process: asyncio.subprocess.Process, lines: asyncio.Queue[Any]
+    ) -> None:
+        assert process.stdin is not None
+        while (line := await lines.get()) is not None:
+            forward = await self._route_from_client(line)
+            if forward is None:
+                continue
+            try:
+                process.stdin.write(forward)
+                await process.stdin.drain()
+            except (BrokenPipeError, ConnectionResetError):
+                log.warning("interlock mcp-gateway: the upstream's input closed")
+                return
+        # The client is done: let the upstream finish and exit on its own, then insist.
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+        for stop in (process.terminate, process.kill):
+            try:
+                await asyncio.wait_for(process.wait(), self._grace)
+                return
+            except TimeoutError:
+                log.warning("interlock mcp-gateway: the upstream did not exit; stopping it")
+                with contextlib.suppress(ProcessLookupError):
+                    stop()
+
+    async def _from_upstream(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None
+        while True:
+            try:
+                line = await process.stdout.readline()
+            except ValueError:  # over the limit: asyncio has dropped the line's bytes
+                log.warning("interlock mcp-gateway: dropped an upstream message over the limit")
+                continue
+            if not line:
+                return
+            out = self._route_from_upstream(line)
+            if out is not None:
+                self._send(out)
+
+    # -- routing -----------------------------------------------------------------------
+
+    async def _route_from_client(self, line: bytes | _TooLong) -> bytes | None:
+        """The bytes to forward upstream, or ``None`` (answered or dropped here)."""
+        if isinstance(line, _TooLong):
+            self._send(error_reply(None, INVALID_REQUEST, "the message is over the size limit"))
+            return None
+        if not line.strip():
+            return None
+        try:
+            message = parse_line(line)
+        except NotAMessage as exc:
+            log.warning("interlock mcp-gateway: refused a client message: %s", exc)
+            self._send(error_reply(exc.request_id, exc.code, str(exc)))
+            return None
+        if message.kind == "response":
+            return message.raw
+        method = message.method or ""
+        if method == TOOLS_CALL or disguised_tools_call(method):
+            return await self._tools_call(message, method)
+        if message.kind == "notification":
+            await self._cancelled(message)
+            return message.raw
+        if not self._track(message, method):
+            return None
+        return message.raw
+
+    def _track(self, message: Message, method: str, allowed: Allowed | None = None) -> bool:
+        key = id_key(message.id)
+        if key in self._in_flight:
+            log.warning("interlock mcp-gateway: refused a request reusing live id %r", message.id)
+            self._send(error_reply(message.id, INVALID_REQUEST, "the request id is already in use"))
+            return False
+        flight = _InFlight(method, allowed)
+        if allowed is not None:
+            flight.answer = asyncio.get_running_loop().create_future()
+            answer = flight.answer
+            task = asyncio.create_task(self._settle(allowed, answer), name=f"settle {key}")
+            self._settling.add(task)
+            task.add_done_callback(self._settling.discard)
+            flight.settled = task
+        self._in_flight[key] = flight
+        return True
+
+    async def _tools_call(self, message: Message, method: str) -> bytes | None:
+        if message.kind == "notification":
+            log.warning("interlock mcp-gateway: dropped a %r sent as a notification", method)
+            return None
+        if method != TOOLS_CALL:
+            log.warning("interlock mcp-gateway: refused method %r (not tools/call)", method)
+            self._send(error_reply(message.id, METHOD_NOT_FOUND, f"method not found: {method}"))
+            return None
+        if id_key(message.id) in self._in_flight:
+            self._track(message, method)  # refuses it: the id is live
+            return None
+        verdict = await self.gate.judge(message, self._protocol_version)
+        name = (message.params or {}).get("name") if isinstance(message.params, dict) else None
+        log.info(
+            "interlock mcp-gateway: tools/call %r (id %r): %s [decision %s]",
+            name,
+            message.id,
+            verdict.decision.verdict.value,
+            verdict.decision.decision_id or "-",
+        )
+        if not isinstance(verdict, Allowed):
+            self._send(verdict.reply)
+            return None
+        if not self._track(message, method, verdict):  # pragma: no cover - checked above
+            return None
+        return message.raw
+
+    async def _cancelled(self, message: Message) -> None:
+        """A cancelled allowed call is settled as failed (its reservation released),
+        as a cancelled in-process call is; the upstream's late answer still passes.
+        Its id stays in flight: the upstream may still be working under it. Settled
+        before the next client message is read, so what follows sees the room back."""
+        if message.method != "notifications/cancelled" or not isinstance(message.params, dict):
+            return
+        flight = self._in_flight.get(id_key(message.params.get("requestId")))
+        if flight is not None and flight.answer is not None and not flight.answer.done():
+            flight.answer.set_exception(Unanswered("the client cancelled the call"))
+            if flight.settled is not None:
+                await asyncio.wait([flight.settled])
+
+    def _route_from_upstream(self, line: bytes) -> bytes | None:
+        """The bytes to send the client, or ``None`` (dropped)."""
+        if not line.strip():
+            return None
+        try:
+            message = parse_line(line)
+        except NotAMessage as exc:
+            log.warning("interlock mcp-gateway: dropped an upstream line: %s", exc)
+            return None
+        if message.kind != "response":
+            return message.raw
+        flight = self._in_flight.pop(id_key(message.id), None)
+        if flight is None:
+            return message.raw
+        result = message.body.get("result")
+        if flight.method == "initialize" and isinstance(result, dict):
+            version = result.get("protocolVersion")
+            self._protocol_version = version if isinstance(version, str) else None
+        elif flight.method == "tools/list":
+            self.gate.catalog.learn(result)
+        elif flight.answer is not None:
+            return self._answered(message, flight.answer, result)
+        return message.raw
+
+    def _answered(self, message: Message, answer: asyncio.Future[Any], result: Any) -> bytes:
+        """Settle an allowed call's reservation from its response, and redact the text
+        of an error result (it may quote what it failed on), as in-process."""
+        if not answer.done():
+            if "error" in message.body:
+                answer.set_exception(
+                    Unanswered(f"the upstream answered an error: {message.body['error']}")
+                )
+            else:
+                answer.set_result(result)
+        if isinstance(result, dict) and result.get("isError"):
+            redacted = _redacted_error(result, self.guard.redactor)
+            if redacted != result:
+                return encode({**message.body, "result": redacted})
+        return message.raw
+
+    async def _settle(self, allowed: Allowed, answer: asyncio.Future[Any]) -> None:
+        try:
+            await _settled(self.guard, allowed.decision, lambda: answer, allowed.key)
+        except Unanswered:
+            pass  # released by _settled
+        except Exception as exc:  # settling must never stop the relay
+            log.warning("interlock mcp-gateway: could not settle a call: %s", exc)
+
+    async def _abandon_in_flight(self) -> None:
+        """The upstream is gone: what it never answered is released, not charged."""
+        for flight in self._in_flight.values():
+            if flight.answer is not None and not flight.answer.done():
+                flight.answer.set_exception(Unanswered("the upstream exited"))
+        self._in_flight.clear()
+        await asyncio.gather(*self._settling, return_exceptions=True)
