@@ -49,6 +49,7 @@ _LAZY_COMMANDS = {
     "approvals": "interlock.cli_store:approvals_app",
     "budgets": "interlock.cli_store:budgets_app",
     "keys": "interlock.cli_server:keys_app",
+    "llm-proxy": "interlock.cli_gateways_llm_proxy:llm_proxy",
 }
 _HELP_ORDER = (
     "serve",
@@ -61,6 +62,7 @@ _HELP_ORDER = (
     "approvals",
     "budgets",
     "keys",
+    "llm-proxy",
 )
 
 app = typer.Typer(
