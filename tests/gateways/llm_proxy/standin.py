@@ -4,7 +4,8 @@ SSE — with the usage events where the real APIs put them.
 
 ``mode`` picks the answer: ``text`` (default), ``tools`` (tool calls), ``error``
 (a 500 in the provider's format), ``hold`` (a stream that sends a few events and then
-waits until ``release`` is set: the client drops it mid-way).
+waits until ``release`` is set: the client drops it mid-way), ``break`` (an OpenAI
+stream whose connection is cut after a few events).
 """
 
 from __future__ import annotations
@@ -121,6 +122,8 @@ class StandIn:
             yield chunk({"content": piece})
             if self.mode == "hold" and i == 1:
                 await self._hold()
+            if self.mode == "break" and i == 1:
+                raise RuntimeError("the upstream fails mid-stream")
         yield chunk({}, "stop")
         if usage:
             last = {

@@ -3,6 +3,7 @@ model call judged, reserved, and committed from the real usage exactly once."""
 
 from __future__ import annotations
 
+import httpx
 import openai
 import pytest
 
@@ -152,3 +153,26 @@ def test_a_dropped_stream_is_charged_what_was_streamed_and_leaves_nothing_open(
     spent, reserved = proxy.spent()
     assert reserved == 0
     assert spent == call.usage.total > 0
+
+
+def test_an_upstream_cut_mid_stream_is_charged_what_was_streamed(proxy: Proxy) -> None:
+    proxy.standin.mode = "break"
+    stream = client(proxy).chat.completions.create(
+        model="gpt-4o-mini", messages=MESSAGES, stream=True
+    )
+    text = ""
+    with pytest.raises(httpx.RemoteProtocolError):  # the connection is cut: no end
+        for chunk in stream:
+            text += chunk.choices[0].delta.content or "" if chunk.choices else ""
+    (call,) = proxy.settled.wait_for(1)
+    assert call.usage is not None and call.usage.output_tokens == 2  # "Hello" got through
+    spent, reserved = proxy.spent()
+    assert (spent, reserved) == (call.usage.total, 0)
+
+
+def test_n_choices_multiply_the_output_bound(proxy: Proxy) -> None:
+    api = client(proxy)
+    api.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, max_tokens=30_000)
+    with pytest.raises(openai.RateLimitError):
+        api.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, max_tokens=30_000, n=4)
+    assert proxy.standin.calls == 1

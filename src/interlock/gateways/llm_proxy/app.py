@@ -138,24 +138,29 @@ class _Proxy:
             await call.__aenter__()
         except Blocked as exc:
             return refusal_for_decision(exc)
-        sent, asked_usage = flavour.upstream_body(body)
-        outbound = self.client.build_request(
-            "POST",
-            upstream.base_url + flavour.path,
-            content=orjson.dumps(sent),
-            headers=flavour.upstream_headers(upstream, request.headers),
-        )
-        try:
+        try:  # from here on the reservation is open: every way out settles it
+            sent, asked_usage = flavour.upstream_body(body)
+            outbound = self.client.build_request(
+                "POST",
+                upstream.base_url + flavour.path,
+                content=orjson.dumps(sent),
+                headers=flavour.upstream_headers(upstream, request.headers),
+            )
             answer = await self.client.send(outbound, stream=streamed)
         except BaseException as exc:
             await self._settle(call, failed=exc)
             if isinstance(exc, httpx.HTTPError):
                 return Refusal(502, "upstream_unreachable", f"the {provider} upstream: {exc!r}")
             raise
-        if answer.status_code >= 400:
-            content = await answer.aread()
-            await answer.aclose()
-            await self._settle(call, failed=RuntimeError(f"upstream {answer.status_code}"))
+        if answer.status_code >= 400:  # relayed as it came; nothing was spent
+            content = b""
+            try:
+                content = await answer.aread()
+            except httpx.HTTPError:
+                pass
+            finally:
+                await answer.aclose()
+                await self._settle(call, failed=RuntimeError(f"upstream {answer.status_code}"))
             return Response(content, answer.status_code, headers=_relayed(answer))
         if streamed:
             estimated = _estimated_input(arguments)

@@ -3,8 +3,9 @@ upstream's address and headers, and where usage is written. Pure.
 
 The ``llm`` action of a request carries only what the proxy reads itself —
 ``provider``, ``messages``, ``system``, ``tools`` and the output bound
-(``max_tokens``, from OpenAI's ``max_completion_tokens`` too) — never a token count
-the client states: the estimate is the proxy's, from the prompt.
+(``max_tokens``, from OpenAI's ``max_completion_tokens`` too, times OpenAI's ``n``)
+— never an input token count the client states: the estimate is the proxy's, from
+the prompt.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ class Flavour:
         bound = body.get("max_completion_tokens") if self.provider == "openai" else None
         if bound is None:
             bound = body.get("max_tokens")
+        choices = body.get("n") if self.provider == "openai" else None
+        if isinstance(bound, int) and isinstance(choices, int) and 1 < choices <= 128:
+            bound *= choices  # n choices: each may write max_tokens
         if bound is not None:
             args["max_tokens"] = bound
         return args

@@ -86,7 +86,7 @@ async def _judge_openai(guard: Guard, body: dict[str, Any], ctx: Context) -> boo
             else:
                 notes.append(note)
         legacy = message.get("function_call")
-        if isinstance(legacy, dict) or legacy is not None:
+        if legacy is not None:
             legacy = legacy if isinstance(legacy, dict) else {}
             note = await _refusal(
                 guard, legacy.get("name"), legacy.get("arguments"), "function_call", ctx
