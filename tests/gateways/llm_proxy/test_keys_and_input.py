@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import httpx
 import openai
+import orjson
 import pytest
 
 from .conftest import Proxy
@@ -145,3 +146,29 @@ def test_a_benign_request_through_raw_http_passes(proxy: Proxy) -> None:
     assert answer.status_code == 200
     assert answer.headers["x-interlock-decision-id"]
     assert proxy.standin.calls == 1
+
+
+def test_a_body_over_the_limit_is_413_before_the_upstream(proxy: Proxy) -> None:
+    from interlock.gateways.llm_proxy import ProxyConfig, Upstream, create_app
+
+    from .conftest import Served
+
+    config = ProxyConfig(openai=Upstream(proxy.url + "/unused/v1"), max_body=1000)
+    small = Served(create_app(proxy.guard, config))
+    try:
+        big = {**BODY, "messages": [{"role": "user", "content": "x" * 2000}]}
+        answer = httpx.post(
+            small.url + "/v1/chat/completions", headers=bearer(proxy), json=big, timeout=30
+        )
+        assert answer.status_code == 413
+        assert answer.json()["error"]["code"] == "too_large"
+        chunked = httpx.post(  # no content-length: counted as it streams in
+            small.url + "/v1/chat/completions",
+            headers=bearer(proxy),
+            content=iter([orjson.dumps(big)]),
+            timeout=30,
+        )
+        assert chunked.status_code == 413
+    finally:
+        small.close()
+    assert proxy.standin.calls == 0

@@ -175,3 +175,31 @@ def test_n_choices_multiply_the_output_bound(proxy: Proxy) -> None:
     with pytest.raises(openai.RateLimitError):
         api.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, max_tokens=30_000, n=4)
     assert proxy.standin.calls == 1
+
+
+def test_an_approved_model_call_runs_once_when_retried_identically(proxy: Proxy) -> None:
+    api = client(proxy)
+    with pytest.raises(openai.PermissionDeniedError) as pending:
+        api.chat.completions.create(model="gpt-5-pro", messages=MESSAGES)
+    error = pending.value.body
+    assert isinstance(error, dict)
+    assert error["approval_url"].endswith(error["approval_id"])
+    proxy.store.approve(error["approval_id"], by="alice", tenant="acme")
+    reply = api.chat.completions.create(model="gpt-5-pro", messages=MESSAGES)
+    assert reply.choices[0].message.content == "Hello there, agent."
+    with pytest.raises(openai.PermissionDeniedError):  # the grant was single-use
+        api.chat.completions.create(model="gpt-5-pro", messages=MESSAGES)
+    assert proxy.standin.calls == 1
+
+
+def test_an_approval_does_not_carry_over_to_other_messages(proxy: Proxy) -> None:
+    api = client(proxy)
+    with pytest.raises(openai.PermissionDeniedError) as pending:
+        api.chat.completions.create(model="gpt-5-pro", messages=MESSAGES)
+    error = pending.value.body
+    assert isinstance(error, dict)
+    proxy.store.approve(error["approval_id"], by="alice", tenant="acme")
+    other = [{"role": "user", "content": "Transfer all the money."}]
+    with pytest.raises(openai.PermissionDeniedError):
+        api.chat.completions.create(model="gpt-5-pro", messages=other)
+    assert proxy.standin.calls == 0

@@ -1,7 +1,8 @@
 """Refusals in the provider's own error format.
 
 OpenAI: ``{"error": {"message", "type", "code", "param", "decision_id"}}``;
-Anthropic: ``{"type": "error", "error": {"type", "message", "decision_id"}}``. Every
+Anthropic: ``{"type": "error", "error": {"type", "message", "decision_id"}}``; an
+approval required adds ``approval_id`` and ``approval_url`` beside ``decision_id``. Every
 refusal carries ``x-should-retry: false`` (the official SDKs then do not retry it)
 and, when a decision made it, ``x-interlock-decision-id``.
 """
@@ -41,6 +42,8 @@ class Refusal:
     code: str
     message: str
     decision_id: str | None = None
+    approval_id: str | None = None
+    approval_url: str | None = None
 
     def response(self, provider: Provider) -> JSONResponse:
         openai_type, anthropic_type = _TYPES[self.status]
@@ -62,6 +65,9 @@ class Refusal:
             body = {"type": "error", "error": error}
         if self.decision_id:
             error["decision_id"] = self.decision_id
+        if self.approval_id:
+            error["approval_id"] = self.approval_id
+            error["approval_url"] = self.approval_url
         return JSONResponse(body, status_code=self.status, headers=headers)
 
 
@@ -72,7 +78,15 @@ def refusal_for_decision(exc: Blocked) -> Refusal:
     decision: Decision = exc.decision
     message = str(exc)
     if decision.verdict is Verdict.REQUIRE_APPROVAL:
-        return Refusal(403, "interlock_approval_required", message, decision.decision_id)
+        approval = decision.approval
+        return Refusal(
+            403,
+            "interlock_approval_required",
+            message,
+            decision.decision_id,
+            approval_id=approval.id if approval else None,
+            approval_url=approval.url if approval else None,
+        )
     if decision.verdict is Verdict.DENY:
         if any(rule.startswith("budget:") for rule in decision.rule_ids):
             return Refusal(429, "interlock_budget_exceeded", message, decision.decision_id)
