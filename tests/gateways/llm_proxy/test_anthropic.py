@@ -3,6 +3,8 @@ from ``message_start``, output from the last (cumulative) ``message_delta``."""
 
 from __future__ import annotations
 
+import json
+
 import anthropic
 import pytest
 
@@ -109,3 +111,32 @@ def test_a_dropped_stream_is_charged_what_was_streamed(proxy: Proxy) -> None:
     assert call.usage.output_tokens == 2  # "Hello" streamed, no message_delta yet
     spent, reserved = proxy.spent()
     assert (spent, reserved) == (14, 0)
+
+
+def test_each_stream_settles_its_reservation_exactly_once_in_the_audit_log(
+    proxy: Proxy,
+) -> None:
+    api = client(proxy)
+    for _ in range(3):
+        with api.messages.stream(model=MODEL, max_tokens=100, messages=MESSAGES) as stream:
+            stream.until_done()
+    calls = proxy.settled.wait_for(3)
+    assert proxy.guard.audit is not None and proxy.guard.audit.flush()
+    rows = list(proxy.store.audit_rows(tenant="acme", kind="budget"))
+    settled = [json.loads(row.body) for row in rows]
+    ids = sorted(record["reservation_id"] for record in settled)
+    expected = sorted(
+        c.decision.reservation.id for c in calls if c.decision and c.decision.reservation
+    )
+    assert ids == expected and len(ids) == 3
+    assert {record["status"] for record in settled} == {"committed"}
+    assert proxy.spent() == (3 * TOTAL, 0)
+
+
+def test_a_denied_stream_never_reaches_the_upstream(proxy: Proxy) -> None:
+    with pytest.raises(anthropic.PermissionDeniedError), client(proxy).messages.stream(
+        model="claude-opus-4", max_tokens=100, messages=MESSAGES
+    ) as stream:
+        stream.until_done()
+    assert proxy.standin.calls == 0
+    assert proxy.settled.calls == []

@@ -69,7 +69,9 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         timeout = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=10.0)
-        async with httpx.AsyncClient(timeout=timeout, transport=transport) as client:
+        # A proxy holds one upstream connection per call in flight (streams are long).
+        limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
+        async with httpx.AsyncClient(timeout=timeout, limits=limits, transport=transport) as client:
             proxy.client = client
             yield
             proxy.client = None
