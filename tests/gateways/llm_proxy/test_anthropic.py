@@ -134,9 +134,12 @@ def test_each_stream_settles_its_reservation_exactly_once_in_the_audit_log(
 
 
 def test_a_denied_stream_never_reaches_the_upstream(proxy: Proxy) -> None:
-    with pytest.raises(anthropic.PermissionDeniedError), client(proxy).messages.stream(
-        model="claude-opus-4", max_tokens=100, messages=MESSAGES
-    ) as stream:
+    with (
+        pytest.raises(anthropic.PermissionDeniedError),
+        client(proxy).messages.stream(
+            model="claude-opus-4", max_tokens=100, messages=MESSAGES
+        ) as stream,
+    ):
         stream.until_done()
     assert proxy.standin.calls == 0
     assert proxy.settled.calls == []

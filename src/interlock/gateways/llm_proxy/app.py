@@ -152,7 +152,8 @@ class _Proxy:
         except BaseException as exc:
             await self._settle(call, failed=exc)
             if isinstance(exc, httpx.HTTPError):
-                return Refusal(502, "upstream_unreachable", f"the {provider} upstream: {exc!r}")
+                message = f"the {provider} upstream could not be reached ({type(exc).__name__})"
+                return Refusal(502, "upstream_unreachable", message)
             raise
         if answer.status_code >= 400:  # relayed as it came; nothing was spent
             content = b""

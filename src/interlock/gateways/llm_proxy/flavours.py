@@ -5,7 +5,10 @@ The ``llm`` action of a request carries only what the proxy reads itself —
 ``provider``, ``messages``, ``system``, ``tools`` and the output bound
 (``max_tokens``, from OpenAI's ``max_completion_tokens`` too, times OpenAI's ``n``)
 — never an input token count the client states: the estimate is the proxy's, from
-the prompt.
+the prompt. Inline binary data (``data:`` URLs, base64 image and document sources)
+is replaced by a placeholder that says its size: its characters are not tokens (an
+image costs the provider's own count, charged from the real usage), and the audit log
+does not keep megabytes of base64.
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ from interlock.ledger.usage import Usage
 from .config import Upstream
 from .refusals import Provider
 
-__all__ = ["Flavour", "StreamMeter", "flavour_of"]
+__all__ = ["Flavour", "StreamMeter", "flavour_of", "without_blobs"]
+
+# An inline data: URL or base64 source longer than this is left out of the action.
+_BLOB_CHARS: Final = 256
 
 # Request headers the client may send that reach the upstream (all others stay here).
 _ANTHROPIC_PASSED: Final = ("anthropic-version", "anthropic-beta")
@@ -38,7 +44,7 @@ class Flavour:
         args: dict[str, Any] = {"provider": self.provider}
         for key in ("messages", "system", "tools"):
             if key in body:
-                args[key] = body[key]
+                args[key] = without_blobs(body[key])
         bound = body.get("max_completion_tokens") if self.provider == "openai" else None
         if bound is None:
             bound = body.get("max_tokens")
@@ -178,3 +184,27 @@ def _count(value: object, previous: int | None) -> int | None:
 
 def _text_len(value: object) -> int:
     return len(value) if isinstance(value, str) else 0
+
+
+def without_blobs(value: Any) -> Any:
+    """``value`` with each inline blob replaced by ``"<data: N characters>"`` (a copy
+    where anything changed; iterative, so no depth limit is hit)."""
+    root: list[Any] = [value]
+    pending: list[tuple[Any, Any]] = [(root, 0)]  # (container, key) to rewrite
+    while pending:
+        container, key = pending.pop()
+        item = container[key]
+        if isinstance(item, str):
+            if item.startswith("data:") and len(item) > _BLOB_CHARS:
+                container[key] = f"<data: {len(item)} characters>"
+        elif isinstance(item, Mapping):
+            copied = dict(item)
+            if copied.get("type") == "base64" and isinstance(copied.get("data"), str):
+                copied["data"] = f"<data: {len(copied['data'])} characters>"
+            container[key] = copied
+            pending.extend((copied, k) for k in copied)
+        elif isinstance(item, list):
+            listed = list(item)
+            container[key] = listed
+            pending.extend((listed, i) for i in range(len(listed)))
+    return root[0]
