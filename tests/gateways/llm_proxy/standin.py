@@ -5,7 +5,8 @@ SSE — with the usage events where the real APIs put them.
 ``mode`` picks the answer: ``text`` (default), ``tools`` (tool calls), ``error``
 (a 500 in the provider's format), ``hold`` (a stream that sends a few events and then
 waits until ``release`` is set: the client drops it mid-way), ``break`` (an OpenAI
-stream whose connection is cut after a few events).
+stream whose connection is cut after a few events), ``garbage`` (an OpenAI 200 that
+is not JSON).
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ class StandIn:
         if self.mode == "error":
             error = {"message": "upstream broke", "type": "server_error", "code": None}
             return JSONResponse({"error": error}, status_code=500)
+        if self.mode == "garbage":
+            return Response("<html>a proxy's error page</html>", media_type="text/html")
         model = body["model"]
         if body.get("stream"):
             usage = (body.get("stream_options") or {}).get("include_usage") is True

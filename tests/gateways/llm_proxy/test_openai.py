@@ -203,3 +203,15 @@ def test_an_approval_does_not_carry_over_to_other_messages(proxy: Proxy) -> None
     with pytest.raises(openai.PermissionDeniedError):
         api.chat.completions.create(model="gpt-5-pro", messages=other)
     assert proxy.standin.calls == 0
+
+
+def test_a_2xx_that_is_not_json_is_a_502_and_charged_as_reserved(proxy: Proxy) -> None:
+    proxy.standin.mode = "garbage"
+    with pytest.raises(openai.APIStatusError) as raised:
+        client(proxy).chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, max_tokens=50)
+    assert raised.value.status_code == 502
+    body = raised.value.body
+    assert isinstance(body, dict) and body["code"] == "upstream_unreadable"
+    spent, reserved = proxy.spent()
+    assert reserved == 0
+    assert spent == 4 + 50  # its reservation: "user" "Say hello." (14 chars: 4) + max_tokens

@@ -19,6 +19,7 @@ step 4:
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -96,6 +97,7 @@ class _Proxy:
         self.keys = keys
         self.on_settled = on_settled
         self.client: httpx.AsyncClient | None = None
+        self._settled: weakref.WeakSet[LLMCall] = weakref.WeakSet()
 
     async def openai(self, request: Request) -> Response:
         return await self._handle(request, "openai", self.config.openai)
@@ -173,6 +175,15 @@ class _Proxy:
     async def _unstreamed(
         self, call: LLMCall, flavour: Flavour, answer: httpx.Response, context: Context
     ) -> Response | Refusal:
+        try:  # whatever ends this (a cancellation included), the call is settled once
+            return await self._judged(call, flavour, answer, context)
+        finally:
+            await answer.aclose()
+            await self._settle(call)
+
+    async def _judged(
+        self, call: LLMCall, flavour: Flavour, answer: httpx.Response, context: Context
+    ) -> Response | Refusal:
         try:
             content = await answer.aread()
             reply = orjson.loads(content)
@@ -181,15 +192,11 @@ class _Proxy:
         except (httpx.HTTPError, ValueError) as exc:
             # The call happened (2xx) but cannot be read, so its tool calls cannot be
             # judged: charged as reserved, and nothing of it reaches the agent.
-            await self._settle(call)
             return Refusal(502, "upstream_unreadable", f"the upstream's answer: {exc}")
         usage = flavour.usage(reply)
         if usage is not None:
             call.record(usage)
-        try:
-            refused = await judge_tool_calls(self.guard, flavour.provider, reply, context)
-        finally:
-            await self._settle(call)
+        refused = await judge_tool_calls(self.guard, flavour.provider, reply, context)
         headers = _relayed(answer)
         headers.pop("content-type", None)
         if call.decision is not None:
@@ -225,7 +232,11 @@ class _Proxy:
         return _AsgiResponse(relay)
 
     async def _settle(self, call: LLMCall, *, failed: BaseException | None = None) -> None:
-        """Commit (or release, when ``failed``) once; shielded from cancellation."""
+        """Commit (or release, when ``failed``) — once: a second call does nothing.
+        Shielded from cancellation."""
+        if call in self._settled:
+            return
+        self._settled.add(call)
         kind = None if failed is None else type(failed)
         with anyio.CancelScope(shield=True):
             await call.__aexit__(kind, failed, None)
