@@ -23,9 +23,11 @@ from rich.text import Text
 from interlock.cli_console import err, fail
 from interlock.errors import PolicyError, StoreError, message_of
 
-__all__ = ["DEFAULT_PORT", "llm_proxy"]
+__all__ = ["DEFAULT_PORT", "DEFAULT_RESERVATION_TTL", "llm_proxy"]
 
 DEFAULT_PORT = 8760
+#: a long stream (a reasoning model) can outlast the guard's default 300 s
+DEFAULT_RESERVATION_TTL = 1800.0
 
 
 def llm_proxy(
@@ -76,6 +78,14 @@ def llm_proxy(
             "are NOT judged: streamed tool-call holding is not built yet). Off: refused.",
         ),
     ] = False,
+    reservation_ttl: Annotated[
+        float,
+        typer.Option(
+            min=1,
+            help="Seconds a model call's budget reservation stays open; a call (a stream) "
+            "still running then is charged in full by the reaper.",
+        ),
+    ] = DEFAULT_RESERVATION_TTL,
     log_level: Annotated[
         str, typer.Option(help="critical, error, warning, info, debug or trace.")
     ] = "info",
@@ -114,7 +124,7 @@ def llm_proxy(
         raise fail(str(exc)) from None
     url = store or default_database_url()
     try:
-        guard = Guard(compiled, store=url, reap_interval=10.0)
+        guard = Guard(compiled, store=url, reap_interval=10.0, reservation_ttl=reservation_ttl)
     except (StoreError, ImportError) as exc:
         raise fail(message_of(exc)) from None
     try:
