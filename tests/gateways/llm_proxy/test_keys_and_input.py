@@ -172,3 +172,15 @@ def test_a_body_over_the_limit_is_413_before_the_upstream(proxy: Proxy) -> None:
     finally:
         small.close()
     assert proxy.standin.calls == 0
+
+
+def test_a_duplicated_model_key_is_judged_as_the_upstream_receives_it(proxy: Proxy) -> None:
+    headers = {**bearer(proxy), "content-type": "application/json"}
+    smuggled = b'{"model": "gpt-4o-mini", "model": "gpt-5", "messages": []}'
+    answer = post(proxy, "/v1/chat/completions", headers, content=smuggled)
+    assert answer.status_code == 403  # the last one counts, for the judge as upstream
+    assert proxy.standin.calls == 0
+    benign = b'{"model": "gpt-5", "model": "gpt-4o-mini", "messages": []}'
+    assert post(proxy, "/v1/chat/completions", headers, content=benign).status_code == 200
+    # The upstream gets the body the guard judged, re-encoded: one model key.
+    assert proxy.standin.seen[0].body["model"] == "gpt-4o-mini"
