@@ -14,6 +14,7 @@ usage error, an invalid policy or a store that cannot be used.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -78,6 +79,15 @@ def llm_proxy(
             "are NOT judged: streamed tool-call holding is not built yet). Off: refused.",
         ),
     ] = False,
+    reload_interval: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Seconds between looks at the policy file for changes (0: only on SIGHUP). "
+            "A policy that does not load never replaces the one in force; one that removes "
+            "more than half of the rules is held until a restart.",
+        ),
+    ] = 2.0,
     reservation_ttl: Annotated[
         float,
         typer.Option(
@@ -104,6 +114,7 @@ def llm_proxy(
     from interlock.cli_server import _stop_on_sigterm as stop_on_sigterm
     from interlock.guard import Guard
     from interlock.policy.loader import load_policy
+    from interlock.policy.reload import PolicyWatcher
     from interlock.server.keys import KeyStore, Role
     from interlock.store import default_database_url
 
@@ -127,7 +138,25 @@ def llm_proxy(
         guard = Guard(compiled, store=url, reap_interval=10.0, reservation_ttl=reservation_ttl)
     except (StoreError, ImportError) as exc:
         raise fail(message_of(exc)) from None
+    watcher = PolicyWatcher(
+        guard,
+        path,
+        interval=reload_interval or 3600.0,
+        on_reload=lambda p: err.print(
+            Text(f"interlock: policy {path} reloaded ({len(p.rules)} rules)")
+        ),
+        on_error=lambda m: err.print(
+            Text(f"interlock: policy NOT reloaded, still serving the last good one: {m}")
+        ),
+        on_held=lambda held: err.print(
+            Text(f"interlock: policy {path} reload HELD (restart to take it): {held.reason}")
+        ),
+    )
     try:
+        if reload_interval > 0:
+            watcher.start()
+        if threading.current_thread() is threading.main_thread():
+            watcher.install_sighup()
         app = create_app(guard, config)
         keys = KeyStore(guard.store)  # type: ignore[arg-type]  # create_app checked it
         if not any(k.role is Role.AGENT and not k.revoked for k in keys.list_keys()):
@@ -154,5 +183,6 @@ def llm_proxy(
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     finally:
+        watcher.stop()
         guard.close()
         err.print(Text("interlock: llm-proxy stopped; the store is closed"))

@@ -45,7 +45,7 @@ def _free_port() -> int:
 
 def _wait_until_listening(port: int, process: subprocess.Popen[bytes]) -> None:
     for _ in range(2000):
-        assert process.poll() is None, process.stderr.read() if process.stderr else b""
+        assert process.poll() is None, "the proxy exited"
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return
@@ -67,8 +67,10 @@ def test_the_command_serves_the_openai_client_and_stops_on_sigterm(tmp_path: Pat
     env = {**os.environ, "OPENAI_API_KEY": "sk-held-by-the-proxy"}
     command = [sys.executable, "-m", "interlock.cli", "llm-proxy", "-p", "interlock.yaml"]
     command += ["--store", database, "--port", str(port), "--log-level", "warning"]
+    command += ["--reload-interval", "0"]  # reloads on SIGHUP only
     command += ["--openai-upstream", upstream.url + "/v1"]
     process = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE)
+    said = _Lines(process)
     try:
         _wait_until_listening(port, process)
         api = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=token, max_retries=0)
@@ -80,9 +82,43 @@ def test_the_command_serves_the_openai_client_and_stops_on_sigterm(tmp_path: Pat
         with pytest.raises(openai.PermissionDeniedError):
             api.chat.completions.create(model="o1", messages=[{"role": "user", "content": "hi"}])
         assert standin.calls == 1
+        # A new policy, renamed into place, then SIGHUP: o1 is allowed from now on.
+        (tmp_path / "next.yaml").write_text(POLICY.replace('"gpt-4o-mini",', '"gpt-4o-mini", o1,'))
+        os.replace(tmp_path / "next.yaml", tmp_path / "interlock.yaml")
+        process.send_signal(signal.SIGHUP)
+        said.wait_for("reloaded")
+        api.chat.completions.create(model="o1", messages=[{"role": "user", "content": "hi"}])
+        assert standin.calls == 2
     finally:
         process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=60)
+        process.wait(timeout=60)
+        said.thread.join(timeout=60)
         upstream.close()
-    assert process.returncode == 0, stderr.decode()
-    assert b"llm-proxy stopped" in stderr
+    assert process.returncode == 0, said.text()
+    assert "llm-proxy stopped" in said.text()
+
+
+class _Lines:
+    """The process's stderr, read line by line in a thread, to wait on."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.lines: list[str] = []
+        self.changed = threading.Condition()
+        self.thread = threading.Thread(target=self._read, args=(process,), daemon=True)
+        self.thread.start()
+
+    def _read(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stderr is not None
+        for raw in process.stderr:
+            with self.changed:
+                self.lines.append(raw.decode(errors="replace"))
+                self.changed.notify_all()
+
+    def text(self) -> str:
+        with self.changed:
+            return "".join(self.lines)
+
+    def wait_for(self, words: str) -> None:
+        with self.changed:
+            found = self.changed.wait_for(lambda: words in "".join(self.lines), timeout=60)
+        assert found, self.text()
