@@ -39,6 +39,7 @@ class Seen:
 class StandIn:
     mode: str = "text"
     tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    raw_tool_calls: list[dict[str, Any]] | None = None  # OpenAI calls as given
     seen: list[Seen] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
     holding: threading.Event = field(default_factory=threading.Event)
@@ -92,6 +93,8 @@ class StandIn:
                 }
                 for i, (name, args) in enumerate(self.tool_calls)
             ]
+            if self.raw_tool_calls is not None:
+                message["tool_calls"] = self.raw_tool_calls
             finish = "tool_calls"
         return JSONResponse(
             {

@@ -121,3 +121,28 @@ def test_a_streamed_request_with_tools_is_refused_before_the_upstream(proxy: Pro
         )
     assert proxy.standin.calls == 0
     assert proxy.spent() == (0, 0)
+
+
+def test_openai_custom_tool_calls_are_judged_and_unknown_kinds_refused(proxy: Proxy) -> None:
+    from .standin import StandIn
+
+    def custom_reply(calls: list[dict[str, object]]) -> None:
+        proxy.standin.mode = "tools"
+        proxy.standin.raw_tool_calls = calls
+
+    assert isinstance(proxy.standin, StandIn)
+    custom_reply(
+        [
+            {"id": "c0", "type": "custom", "custom": {"name": "delete_account", "input": "7"}},
+            {"id": "c1", "type": "custom", "custom": {"name": "get_weather", "input": "Oslo"}},
+            {"id": "c2", "type": "mystery", "mystery": {"name": "get_weather"}},
+        ]
+    )
+    reply = openai_client(proxy).chat.completions.create(
+        model="gpt-4o-mini", messages=MESSAGES, tools=TOOLS
+    )
+    message = reply.choices[0].message
+    assert [c.id for c in message.tool_calls or []] == ["c1"]
+    content = message.content or ""
+    assert "Interlock denied tool 'delete_account'" in content
+    assert "a tool call with no name [tool call c2]" in content

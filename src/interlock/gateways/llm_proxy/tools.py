@@ -1,10 +1,11 @@
 """The tool calls a model emits in a non-streamed response, judged before the agent
 sees them. A refused call is taken out and replaced by text the agent can read:
 
-- OpenAI: the call leaves ``message.tool_calls`` (the key goes when none is left;
-  the legacy ``message.function_call`` likewise) and the refusal is appended to
-  ``message.content``; ``finish_reason`` ``tool_calls``/``function_call`` becomes
-  ``stop`` when no call is left.
+- OpenAI (``function`` and ``custom`` calls; a ``custom`` call's free-form input is
+  judged as ``{"input": ...}``): the call leaves ``message.tool_calls`` (the key
+  goes when none is left; the legacy ``message.function_call`` likewise) and the
+  refusal is appended to ``message.content``; ``finish_reason``
+  ``tool_calls``/``function_call`` becomes ``stop`` when no call is left.
 - Anthropic: the ``tool_use`` block is replaced, in place, by a ``text`` block;
   ``stop_reason`` ``tool_use`` becomes ``end_turn`` when no ``tool_use`` is left.
 
@@ -75,12 +76,8 @@ async def _judge_openai(guard: Guard, body: dict[str, Any], ctx: Context) -> boo
         kept: list[Any] = []
         calls = message.get("tool_calls") or []
         for call in calls if isinstance(calls, list) else [calls]:
-            function = call.get("function") if isinstance(call, dict) else None
-            function = function if isinstance(function, dict) else {}
-            call_id = call.get("id") if isinstance(call, dict) else None
-            note = await _refusal(
-                guard, function.get("name"), function.get("arguments"), call_id, ctx
-            )
+            name, arguments, call_id = _openai_call(call)
+            note = await _refusal(guard, name, arguments, call_id, ctx)
             if note is None:
                 kept.append(call)
             else:
@@ -111,6 +108,23 @@ async def _judge_openai(guard: Guard, body: dict[str, Any], ctx: Context) -> boo
         if not left and choice.get("finish_reason") in ("tool_calls", "function_call"):
             choice["finish_reason"] = "stop"
     return refused_any
+
+
+def _openai_call(call: object) -> tuple[object, object, object]:
+    """(name, arguments, id) of a ``function`` call (JSON arguments) or a ``custom``
+    one (free-form ``input``, judged as ``{"input": ...}``); a call of another type
+    has no name, so it is refused."""
+    if not isinstance(call, dict):
+        return None, None, None
+    kind = call.get("type", "function")
+    spec = call.get(kind) if kind in ("function", "custom") else None
+    if not isinstance(spec, dict):
+        return None, None, call.get("id")
+    if kind == "function":
+        return spec.get("name"), spec.get("arguments"), call.get("id")
+    free_form = spec.get("input")  # text, never parsed as JSON
+    arguments = {"input": free_form} if isinstance(free_form, str) else free_form
+    return spec.get("name"), arguments, call.get("id")
 
 
 async def _judge_anthropic(guard: Guard, body: dict[str, Any], ctx: Context) -> bool:
