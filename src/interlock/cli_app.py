@@ -50,6 +50,7 @@ _LAZY_COMMANDS = {
     "budgets": "interlock.cli_store:budgets_app",
     "keys": "interlock.cli_server:keys_app",
     "mcp-gateway": "interlock.cli_gateways_mcp:mcp_gateway",
+    "llm-proxy": "interlock.cli_gateways_llm_proxy:llm_proxy",
 }
 _HELP_ORDER = (
     "serve",
@@ -63,6 +64,7 @@ _HELP_ORDER = (
     "budgets",
     "keys",
     "mcp-gateway",
+    "llm-proxy",
 )
 
 app = typer.Typer(

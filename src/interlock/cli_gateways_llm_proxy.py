@@ -1,0 +1,188 @@
+"""``interlock llm-proxy``: the OpenAI / Anthropic-compatible model proxy.
+
+    OPENAI_API_KEY=sk-... interlock llm-proxy --policy interlock.yaml \\
+        --openai-upstream https://api.openai.com/v1
+    interlock keys create --tenant acme --role agent --name support-bot   # the client's key
+
+Clients authenticate with Interlock agent keys from the same store (``--store``,
+default ``$INTERLOCK_DATABASE_URL``, else ``sqlite:///.interlock/interlock.db``); the
+upstream keys are the proxy's own ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``. With no
+agent key in the store every request is refused (401). Exit codes: 0 stopped; 2 a
+usage error, an invalid policy or a store that cannot be used.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from interlock.cli_console import err, fail
+from interlock.errors import PolicyError, StoreError, message_of
+
+__all__ = ["DEFAULT_PORT", "DEFAULT_RESERVATION_TTL", "llm_proxy"]
+
+DEFAULT_PORT = 8760
+#: a long stream (a reasoning model) can outlast the guard's default 300 s
+DEFAULT_RESERVATION_TTL = 1800.0
+
+
+def llm_proxy(
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            "-p",
+            help="Policy file (default: $INTERLOCK_POLICY or ./interlock.yaml).",
+            show_default=False,
+        ),
+    ] = None,
+    openai_upstream: Annotated[
+        str | None,
+        typer.Option(
+            help="The OpenAI-compatible API to relay to, as OPENAI_BASE_URL takes it "
+            "(…/v1); its key is $OPENAI_API_KEY.",
+            show_default=False,
+        ),
+    ] = None,
+    anthropic_upstream: Annotated[
+        str | None,
+        typer.Option(
+            help="The Anthropic API to relay to, as ANTHROPIC_BASE_URL takes it (no /v1); "
+            "its key is $ANTHROPIC_API_KEY.",
+            show_default=False,
+        ),
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            "--database",
+            "-d",
+            help="sqlite:///path or postgresql://... holding the API keys, budgets and "
+            "audit log (default: $INTERLOCK_DATABASE_URL, else "
+            "sqlite:///.interlock/interlock.db).",
+            show_default=False,
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port.")] = DEFAULT_PORT,
+    allow_unjudged_streamed_tools: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unjudged-streamed-tools",
+            help="Relay streamed requests that offer the model tools (their tool calls "
+            "are NOT judged: streamed tool-call holding is not built yet). Off: refused.",
+        ),
+    ] = False,
+    reload_interval: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Seconds between looks at the policy file for changes (0: only on SIGHUP). "
+            "A policy that does not load never replaces the one in force; one that removes "
+            "more than half of the rules is held until a restart.",
+        ),
+    ] = 2.0,
+    reservation_ttl: Annotated[
+        float,
+        typer.Option(
+            min=1,
+            help="Seconds a model call's budget reservation stays open; a call (a stream) "
+            "still running then is charged in full by the reaper.",
+        ),
+    ] = DEFAULT_RESERVATION_TTL,
+    log_level: Annotated[
+        str, typer.Option(help="critical, error, warning, info, debug or trace.")
+    ] = "info",
+) -> None:
+    """Relay OpenAI /v1/chat/completions and Anthropic /v1/messages to the upstreams,
+    every model call judged and budgeted by the policy first (docs/llm-proxy.md)."""
+    try:
+        import uvicorn
+
+        from interlock.gateways.llm_proxy import ProxyConfig, create_app
+    except ImportError as exc:
+        raise fail(
+            f"the LLM proxy needs its extra ({exc.name} is missing): "
+            "pip install 'interlock[llm-proxy]'"
+        ) from None
+    from interlock.cli_server import _stop_on_sigterm as stop_on_sigterm
+    from interlock.guard import Guard
+    from interlock.policy.loader import load_policy
+    from interlock.policy.reload import PolicyWatcher
+    from interlock.server.keys import KeyStore, Role
+    from interlock.store import default_database_url
+
+    if openai_upstream is None and anthropic_upstream is None:
+        raise fail("name at least one upstream: --openai-upstream URL, --anthropic-upstream URL")
+    try:
+        config = ProxyConfig.from_urls(
+            openai_url=openai_upstream,
+            anthropic_url=anthropic_upstream,
+            gate_streamed_tools=not allow_unjudged_streamed_tools,
+        )
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    path = policy or Path(os.environ.get("INTERLOCK_POLICY", "interlock.yaml"))
+    try:
+        compiled = load_policy(path)
+    except PolicyError as exc:
+        raise fail(str(exc)) from None
+    url = store or default_database_url()
+    try:
+        guard = Guard(compiled, store=url, reap_interval=10.0, reservation_ttl=reservation_ttl)
+    except (StoreError, ImportError) as exc:
+        raise fail(message_of(exc)) from None
+    watcher = PolicyWatcher(
+        guard,
+        path,
+        interval=reload_interval or 3600.0,
+        on_reload=lambda p: err.print(
+            Text(f"interlock: policy {path} reloaded ({len(p.rules)} rules)")
+        ),
+        on_error=lambda m: err.print(
+            Text(f"interlock: policy NOT reloaded, still serving the last good one: {m}")
+        ),
+        on_held=lambda held: err.print(
+            Text(f"interlock: policy {path} reload HELD (restart to take it): {held.reason}")
+        ),
+    )
+    try:
+        if reload_interval > 0:
+            watcher.start()
+        if threading.current_thread() is threading.main_thread():
+            watcher.install_sighup()
+        app = create_app(guard, config)
+        keys = KeyStore(guard.store)  # type: ignore[arg-type]  # create_app checked it
+        if not any(k.role is Role.AGENT and not k.revoked for k in keys.list_keys()):
+            err.print(
+                Text(
+                    f"interlock: no agent API key in {url}: every request will be refused; "
+                    f"create one: interlock keys create -d {url} --tenant T --role agent "
+                    "--name N"
+                ),
+                style="yellow",
+            )
+        for name, upstream in (("openai", config.openai), ("anthropic", config.anthropic)):
+            if upstream is not None and not upstream.api_key:
+                err.print(
+                    Text(f"interlock: no ${name.upper()}_API_KEY: {name} calls go without one"),
+                    style="yellow",
+                )
+        err.print(Text(f"interlock: llm-proxy on http://{host}:{port}/v1 — policy {path}"))
+        server = uvicorn.Server(
+            uvicorn.Config(app, host=host, port=port, log_level=log_level, server_header=False)
+        )
+        with stop_on_sigterm():  # exit 0 after a graceful stop, store closed
+            server.run()
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    finally:
+        watcher.stop()
+        guard.close()
+        err.print(Text("interlock: llm-proxy stopped; the store is closed"))

@@ -1,0 +1,28 @@
+"""An OpenAI- and Anthropic-compatible model proxy that gates every model call
+(``interlock llm-proxy``; see docs/llm-proxy.md).
+
+Example::
+
+    from interlock import Guard
+    from interlock.gateways.llm_proxy import ProxyConfig, Upstream, create_app
+
+    guard = Guard.from_file("interlock.yaml", store="sqlite:///.interlock/interlock.db")
+    app = create_app(guard, ProxyConfig(openai=Upstream("https://example.test/v1", "sk-...")))
+
+Needs ``pip install 'interlock[llm-proxy]'``.
+"""
+
+from __future__ import annotations
+
+try:
+    import httpx as _httpx  # noqa: F401
+    import starlette as _starlette  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        f"the LLM proxy needs its extra ({exc.name} is missing): pip install 'interlock[llm-proxy]'"
+    ) from exc
+
+from .app import create_app
+from .config import DEFAULT_MAX_BODY, ProxyConfig, Upstream
+
+__all__ = ["DEFAULT_MAX_BODY", "ProxyConfig", "Upstream", "create_app"]

@@ -1,0 +1,57 @@
+"""What the proxy relays to: one upstream per provider, with the key the proxy holds."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["DEFAULT_MAX_BODY", "ProxyConfig", "Upstream"]
+
+#: The largest request body the proxy reads (bytes); more is a 413.
+DEFAULT_MAX_BODY = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """A provider's API: ``base_url`` as its SDK takes it (OpenAI: ``…/v1``;
+    Anthropic: without ``/v1``) and the key the proxy sends (never the client's)."""
+
+    base_url: str
+    api_key: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"an upstream URL must be http(s), not {self.base_url!r}")
+        object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyConfig:
+    """The upstreams (a provider left ``None`` answers 404), and limits.
+
+    ``gate_streamed_tools``: streamed tool calls are not judged yet, so a streamed
+    request that offers the model tools is refused unless this is ``False``."""
+
+    openai: Upstream | None = None
+    anthropic: Upstream | None = None
+    max_body: int = DEFAULT_MAX_BODY
+    gate_streamed_tools: bool = True
+
+    @classmethod
+    def from_urls(
+        cls,
+        *,
+        openai_url: str | None,
+        anthropic_url: str | None,
+        environ: Mapping[str, str] | None = None,
+        **options: object,
+    ) -> ProxyConfig:
+        """Upstreams at these URLs, with the keys in ``OPENAI_API_KEY`` and
+        ``ANTHROPIC_API_KEY`` of the proxy's own environment."""
+        env = os.environ if environ is None else environ
+        openai = Upstream(openai_url, env.get("OPENAI_API_KEY", "")) if openai_url else None
+        anthropic = (
+            Upstream(anthropic_url, env.get("ANTHROPIC_API_KEY", "")) if anthropic_url else None
+        )
+        return cls(openai=openai, anthropic=anthropic, **options)  # type: ignore[arg-type]

@@ -1,0 +1,111 @@
+"""A streamed (SSE) model response relayed event by event, metered, and settled
+exactly once whatever ends it: the upstream's last event, an upstream failure, or
+the client going away (then the budget is charged for what was streamed).
+
+A plain ASGI response rather than Starlette's ``StreamingResponse``: it must watch
+for the client's ``http.disconnect`` while it waits on the upstream, and settle in a
+``finally`` that no cancellation can skip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import anyio
+import httpx
+import orjson
+from starlette.types import Receive, Scope, Send
+
+from .flavours import StreamMeter
+
+__all__ = ["SseRelay", "sse_events"]
+
+Settle = Callable[[bool], Awaitable[None]]  # settle(failed): commit, or release when failed
+
+
+async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[list[str]]:
+    """The upstream's SSE events, each as its lines (a blank line ends one)."""
+    event: list[str] = []
+    async for line in lines:
+        if line:
+            event.append(line)
+        elif event:
+            yield event
+            event = []
+    if event:
+        yield event
+
+
+def _data(event: list[str]) -> Any:
+    payload = "\n".join(line[5:].removeprefix(" ") for line in event if line.startswith("data:"))
+    if not payload or payload == "[DONE]":
+        return None
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None
+
+
+class SseRelay:
+    """The ASGI response for one upstream stream (already answered 2xx)."""
+
+    def __init__(
+        self,
+        upstream: httpx.Response,
+        meter: StreamMeter,
+        settle: Settle,
+        *,
+        headers: dict[str, str],
+        hide_usage: bool,
+    ) -> None:
+        self.upstream = upstream
+        self.meter = meter
+        self.settle = settle
+        self.headers = headers
+        self.hide_usage = hide_usage  # the OpenAI usage chunk the client did not ask for
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        relayed = 0
+        failed = False
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(k.encode(), v.encode()) for k, v in self.headers.items()],
+                }
+            )
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._watch_disconnect, receive, group.cancel_scope)
+                try:
+                    async for event in sse_events(self.upstream.aiter_lines()):
+                        data = _data(event)
+                        if isinstance(data, dict):
+                            self.meter.feed(data)
+                            if self.hide_usage and data.get("choices") == [] and data.get("usage"):
+                                continue
+                        body = ("\n".join(event) + "\n\n").encode()
+                        await send({"type": "http.response.body", "body": body, "more_body": True})
+                        relayed += 1
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                except httpx.HTTPError:
+                    # The upstream failed mid-stream: what was relayed is charged;
+                    # nothing relayed yet is released.
+                    failed = relayed == 0
+                finally:
+                    group.cancel_scope.cancel()
+        except OSError:
+            pass  # the client went away while we wrote: charged for what was streamed
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.upstream.aclose()
+                await self.settle(failed)
+
+    @staticmethod
+    async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                scope.cancel()
+                return

@@ -1,0 +1,221 @@
+"""A local stand-in for the OpenAI and Anthropic APIs (a fake model on a real port):
+it counts the calls it gets, keeps what it was sent, and answers realistic JSON or
+SSE — with the usage events where the real APIs put them.
+
+``mode`` picks the answer: ``text`` (default), ``tools`` (tool calls), ``error``
+(a 500 in the provider's format), ``hold`` (a stream that sends a few events and then
+waits until ``release`` is set: the client drops it mid-way), ``break`` (an OpenAI
+stream whose connection is cut after a few events), ``garbage`` (an OpenAI 200 that
+is not JSON).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+OPENAI_USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+ANTHROPIC_USAGE = {"input_tokens": 12, "output_tokens": 15}
+TEXT = ["Hel", "lo", " there", ", agent", "."]
+
+
+@dataclass
+class Seen:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+@dataclass
+class StandIn:
+    mode: str = "text"
+    tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    raw_tool_calls: list[dict[str, Any]] | None = None  # OpenAI calls as given
+    seen: list[Seen] = field(default_factory=list)
+    release: threading.Event = field(default_factory=threading.Event)
+    holding: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def calls(self) -> int:
+        return len(self.seen)
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._openai, methods=["POST"]),
+                Route("/v1/messages", self._anthropic, methods=["POST"]),
+            ]
+        )
+
+    async def _hold(self) -> None:
+        self.holding.set()
+        while not self.release.is_set():
+            await asyncio.sleep(0.01)
+
+    # -- OpenAI -------------------------------------------------------------------------
+
+    async def _openai(self, request: Request) -> Response:
+        body = await request.json()
+        self.seen.append(Seen("/v1/chat/completions", dict(request.headers), body))
+        if self.mode == "error":
+            error = {"message": "upstream broke", "type": "server_error", "code": None}
+            return JSONResponse({"error": error}, status_code=500)
+        if self.mode == "garbage":
+            return Response("<html>a proxy's error page</html>", media_type="text/html")
+        model = body["model"]
+        if body.get("stream"):
+            usage = (body.get("stream_options") or {}).get("include_usage") is True
+            return StreamingResponse(
+                self._openai_chunks(model, usage), media_type="text/event-stream"
+            )
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": "Hello there, agent.",
+            "refusal": None,
+        }
+        finish = "stop"
+        if self.mode == "tools":
+            message["content"] = None
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{i}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(args)},
+                }
+                for i, (name, args) in enumerate(self.tool_calls)
+            ]
+            if self.raw_tool_calls is not None:
+                message["tool_calls"] = self.raw_tool_calls
+            finish = "tool_calls"
+        return JSONResponse(
+            {
+                "id": "chatcmpl-standin",
+                "object": "chat.completion",
+                "created": 1764800000,
+                "model": model,
+                "choices": [
+                    {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
+                ],
+                "usage": OPENAI_USAGE,
+            }
+        )
+
+    async def _openai_chunks(self, model: str, usage: bool) -> AsyncIterator[str]:
+        def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+            choices = [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]
+            data = {
+                "id": "chatcmpl-standin",
+                "object": "chat.completion.chunk",
+                "created": 1764800000,
+                "model": model,
+                "choices": choices,
+                "usage": None,
+                **extra,
+            }
+            return f"data: {json.dumps(data)}\n\n"
+
+        yield chunk({"role": "assistant", "content": ""})
+        for i, piece in enumerate(TEXT):
+            yield chunk({"content": piece})
+            if self.mode == "hold" and i == 1:
+                await self._hold()
+            if self.mode == "break" and i == 1:
+                raise RuntimeError("the upstream fails mid-stream")
+        yield chunk({}, "stop")
+        if usage:
+            last = {
+                "id": "chatcmpl-standin",
+                "object": "chat.completion.chunk",
+                "created": 1764800000,
+                "model": model,
+                "choices": [],
+                "usage": {
+                    **OPENAI_USAGE,
+                    "prompt_tokens_details": {"cached_tokens": 4},
+                    "completion_tokens_details": {"reasoning_tokens": 0},
+                },
+            }
+            yield f"data: {json.dumps(last)}\n\n"
+        yield "data: [DONE]\n\n"
+
+    # -- Anthropic ----------------------------------------------------------------------
+
+    async def _anthropic(self, request: Request) -> Response:
+        body = await request.json()
+        self.seen.append(Seen("/v1/messages", dict(request.headers), body))
+        if self.mode == "error":
+            error = {"type": "api_error", "message": "upstream broke"}
+            return JSONResponse({"type": "error", "error": error}, status_code=500)
+        model = body["model"]
+        if body.get("stream"):
+            return StreamingResponse(self._anthropic_events(model), media_type="text/event-stream")
+        content: list[dict[str, Any]] = [{"type": "text", "text": "Hello there, agent."}]
+        stop = "end_turn"
+        if self.mode == "tools":
+            content = [{"type": "text", "text": "Let me look."}] + [
+                {"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": args}
+                for i, (name, args) in enumerate(self.tool_calls)
+            ]
+            stop = "tool_use"
+        return JSONResponse(
+            {
+                "id": "msg_standin",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": content,
+                "stop_reason": stop,
+                "stop_sequence": None,
+                "usage": ANTHROPIC_USAGE,
+            }
+        )
+
+    async def _anthropic_events(self, model: str) -> AsyncIterator[str]:
+        def event(kind: str, data: dict[str, Any]) -> str:
+            return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
+
+        start_usage = {
+            "input_tokens": ANTHROPIC_USAGE["input_tokens"],
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 1,
+        }
+        message = {
+            "id": "msg_standin",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": start_usage,
+        }
+        yield event("message_start", {"message": message})
+        yield event(
+            "content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}
+        )
+        yield event("ping", {})
+        for i, piece in enumerate(TEXT):
+            yield event(
+                "content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": piece}}
+            )
+            if self.mode == "hold" and i == 1:
+                await self._hold()
+        yield event("content_block_stop", {"index": 0})
+        yield event(
+            "message_delta",
+            {
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": ANTHROPIC_USAGE["output_tokens"]},
+            },
+        )
+        yield event("message_stop", {})
