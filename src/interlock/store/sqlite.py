@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NoReturn
+from typing import TYPE_CHECKING, Final
 
 from interlock.core.deadline import time_left
 from interlock.errors import StoreError, StoreTimeout, StoreUnavailable
@@ -37,7 +37,6 @@ from interlock.store.audit_keys import AuditKeys, AuditKeySetting
 from interlock.store.migrate import apply_migrations, migration_status
 from interlock.store.records import ApprovalRecord
 from interlock.store.sql import AuditEntry, Cursor, SqlStore
-from interlock.store.sqlite_wlock import WriteLock
 
 if TYPE_CHECKING:
     from interlock.store.checkpoints import CheckpointOption
@@ -101,9 +100,6 @@ class SQLiteStore(SqlStore):
         self._inline: sqlite3.Connection | None = None  # try_append_audit's own
         self._inline_lock = threading.Lock()
         self._checkpointer: _Checkpointer | None = None
-        # Writers queue here before BEGIN IMMEDIATE, not in SQLite's sleeping busy
-        # handler (see :mod:`.sqlite_wlock`); a ``:memory:`` database is the thread's own.
-        self._wlock: WriteLock | None = None if memory else WriteLock(self.path)
         if migrate:
             self._migrate_on_open()
 
@@ -168,47 +164,17 @@ class SQLiteStore(SqlStore):
         if wait <= 0:
             raise StoreTimeout(f"{self.path}: the deadline passed before the store was asked")
         conn = self._connection()
-        if not write:  # a WAL reader never waits for a lock
-            try:
-                conn.execute("BEGIN")
-            except sqlite3.OperationalError as exc:
-                raise StoreUnavailable(f"{self.path}: {exc}") from exc
-            return conn
-        wlock, left = self._wlock, wait
-        if wlock is not None and wlock.held_here():
-            wlock = None  # a nested BEGIN: SQLite refuses it at once, as without the lock
-        if wlock is not None:
-            started = time.monotonic()
-            if not wlock.acquire(wait):
-                self._locked_out(wait, "queued for the write lock")
-            left -= time.monotonic() - started
-        try:  # the lock is held from here: released on every way out but success
-            self._bound_busy_wait(conn, max(left, 0.001))
-            conn.execute("BEGIN IMMEDIATE")
+        if write:  # only a write waits for a lock (a WAL reader never does)
+            self._bound_busy_wait(conn, wait)
+        try:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except sqlite3.OperationalError as exc:
-            if wlock is not None:
-                wlock.release()
-            if exc.sqlite_errorcode == sqlite3.SQLITE_BUSY:
-                self._locked_out(wait, str(exc))
+            if wait < self.busy_timeout and exc.sqlite_errorcode == sqlite3.SQLITE_BUSY:
+                raise StoreTimeout(
+                    f"{self.path}: still locked by another writer at the deadline ({exc})"
+                ) from exc
             raise StoreUnavailable(f"{self.path}: {exc}") from exc
-        except BaseException:
-            if wlock is not None:
-                wlock.release()
-            raise
         return conn
-
-    def _locked_out(self, wait: float, why: str) -> NoReturn:
-        """A write that waited ``wait`` seconds for the lock in vain: a timeout when a
-        deadline nearer than ``busy_timeout`` cut the wait short, else unavailable."""
-        if wait < self.busy_timeout:
-            raise StoreTimeout(
-                f"{self.path}: still locked by another writer at the deadline ({why})"
-            )
-        raise StoreUnavailable(f"{self.path}: database is locked ({why})")
-
-    def _release_write_lock(self) -> None:
-        if self._wlock is not None:
-            self._wlock.release()
 
     def file_path(self) -> Path | None:
         return None if str(self.path) == ":memory:" else self.path
@@ -228,20 +194,14 @@ class SQLiteStore(SqlStore):
             return None
         if not self._inline_lock.acquire(blocking=False):
             return None
-        wlock = self._wlock
         try:
             conn = self._inline_connection()
-            if wlock is not None and not wlock.try_acquire():
-                return None
-            try:  # the write lock is held: released on every way out (by _Begun's exit)
+            try:
                 conn.execute("BEGIN IMMEDIATE")
-            except BaseException as exc:
-                self._release_write_lock()
-                if isinstance(exc, sqlite3.OperationalError):
-                    if exc.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-                        return None
-                    raise StoreUnavailable(f"{self.path}: {exc}") from exc
-                raise
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                    return None
+                raise StoreUnavailable(f"{self.path}: {exc}") from exc
             with self._begun(conn, write=True) as cur:
                 seqs, heads = self._append_chain(cur, entries)
         finally:
@@ -324,8 +284,6 @@ class SQLiteStore(SqlStore):
             for conn in connections:
                 with suppress(sqlite3.Error):
                     conn.close()
-        if self._wlock is not None:
-            self._wlock.close()
         self._local = threading.local()
 
 
@@ -349,13 +307,6 @@ class _Begun:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> None:
-        try:
-            self._end(exc)
-        finally:  # after COMMIT or the rollback, whatever happened
-            if self._write:
-                self._store._release_write_lock()
-
-    def _end(self, exc: BaseException | None) -> None:
         conn, cur, store = self._conn, self._cur, self._store
         if exc is not None:
             with suppress(sqlite3.Error):  # the connection is gone: nothing was committed
@@ -392,14 +343,7 @@ class _Transaction(_Begun):
 
     def __enter__(self) -> Cursor:
         self._conn = self._store._begin(self._write)
-        try:
-            return super().__enter__()
-        except BaseException:  # no __exit__ will come: roll back, and let the lock go
-            with suppress(sqlite3.Error):
-                self._conn.rollback()
-            if self._write:
-                self._store._release_write_lock()
-            raise
+        return super().__enter__()
 
 
 class _Checkpointer(threading.Thread):
