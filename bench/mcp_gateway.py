@@ -22,12 +22,18 @@ back refused — either failing is a correctness problem.
 The gateway logs one line per judged call to its stderr, as it does in use; here its
 stderr (and the upstream's) goes to ``/dev/null``.
 
+With ``INTERLOCK_BENCH_BASELINE_SRC`` set to another source tree (``.../src`` of a
+checkout of main), a third process is measured in the same rounds: the gateway run
+from that tree (``python -m interlock`` with that tree first on ``PYTHONPATH``), and
+this tree's p50 is reported against it.
+
 Target (issue 14): at most 0.5 ms added to the round trip's p50.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -49,6 +55,7 @@ BLOCK: Final = 50
 TARGET_ADDED_MS: Final = 0.5
 DIRECT: Final = "direct to the upstream (MCPServer, stdio)"
 GATEWAY: Final = "through interlock mcp-gateway"
+BASELINE: Final = "through the baseline tree's gateway"
 
 UPSTREAM: Final = """\
 from mcp.server.mcpserver import MCPServer
@@ -101,9 +108,13 @@ def _line(body: Any) -> bytes:
 class _Wire:
     """One stdio MCP server spoken to line by line from this thread."""
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
         self.process = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self._in: IO[bytes] = self.process.stdin
@@ -155,6 +166,11 @@ def _wires(scratch: Path) -> Iterator[dict[str, _Wire]]:
     direct = [sys.executable, str(upstream)]
     gateway = [interlock, "mcp-gateway", "--policy", str(policy), "--", *direct]
     wires = {DIRECT: _Wire(direct), GATEWAY: _Wire(gateway)}
+    baseline_src = os.environ.get("INTERLOCK_BENCH_BASELINE_SRC")
+    if baseline_src:
+        env = {**os.environ, "PYTHONPATH": baseline_src}
+        argv = [sys.executable, "-m", "interlock", *gateway[1:]]
+        wires[BASELINE] = _Wire(argv, env)
     try:
         for wire in wires.values():
             wire.start()
@@ -224,7 +240,7 @@ def run(calls: int | None, quick: bool) -> BenchResult:
         )
         if not refused(denied):
             result.problems.append(f"the gateway did not refuse a denied call: {denied}")
-    stats = {label: summarise(label, *measured[label]) for label in (DIRECT, GATEWAY)}
+    stats = {label: summarise(label, *samples) for label, samples in measured.items()}
     result.stats.extend(stats.values())
     direct, gateway = stats[DIRECT], stats[GATEWAY]
     added_p50 = (gateway.p50_ns - direct.p50_ns) / 1e6
@@ -244,6 +260,17 @@ def run(calls: int | None, quick: bool) -> BenchResult:
         f"added by the gateway: p50 {added_p50:.3f} ms, p99 {added_p99:.3f} ms; "
         f"p50 {ratio:.2f}× direct"
     )
+    if BASELINE in stats:
+        mine = gateway.p50_ns - direct.p50_ns
+        theirs = stats[BASELINE].p50_ns - direct.p50_ns
+        result.info["baseline_added_p50_ms"] = round(theirs / 1e6, 3)
+        result.notes.append(
+            f"the baseline tree's gateway adds p50 {theirs / 1e6:.3f} ms; this tree "
+            f"{mine / 1e6:.3f} ms (p50 {gateway.p50_ns / stats[BASELINE].p50_ns:.2f}× "
+            "the baseline's)"
+        )
+    else:
+        result.notes.append("set INTERLOCK_BENCH_BASELINE_SRC=<main>/src to compare two trees")
     result.targets.append(
         Target("added p50, gateway - direct", added_p50, "<=", TARGET_ADDED_MS, "ms")
     )
