@@ -125,6 +125,12 @@ def _scaling(calls: int | None, quick: bool) -> BenchResult:
     return scaling.run(calls, quick)
 
 
+def _mcp_gateway(calls: int | None, quick: bool) -> BenchResult:
+    from bench import mcp_gateway
+
+    return mcp_gateway.run(calls, quick)
+
+
 #: name -> benchmark.
 BENCHMARKS: dict[str, Benchmark] = {
     "check": Benchmark(
@@ -191,6 +197,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "(short-1 MB, 40 regexes), each with a same-run floor; writes a PNG chart "
         "(--calls: calls per point)",
         _scaling,
+    ),
+    "mcp-gateway": Benchmark(
+        "an MCP tools/call round trip through interlock mcp-gateway vs straight to the same "
+        "stdio upstream, raw JSON-RPC client, interleaved (--calls: calls per subject)",
+        _mcp_gateway,
     ),
 }
 
