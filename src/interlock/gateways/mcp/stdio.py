@@ -51,9 +51,6 @@ log = logging.getLogger("interlock.gateways.mcp")
 #: The longest line (one JSON-RPC message) relayed either way.
 DEFAULT_MAX_MESSAGE_BYTES: Final = 64 * 1024 * 1024
 
-#: Client lines read ahead of the relay before the reader thread waits.
-_READ_AHEAD: Final = 64
-
 #: What the upstream inherits from the gateway's environment by default: enough to
 #: find programs and a home directory, none of the gateway's own secrets.
 _INHERITED: Final = (
@@ -149,19 +146,11 @@ class StdioGateway:
 
     # -- the client's side (threads) ---------------------------------------------------
 
-    def _read_client(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        lines: asyncio.Queue[Any],
-        room: threading.Semaphore,
-    ) -> None:
+    def _read_client(self, loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[Any]) -> None:
         stream = self._in if self._in is not None else os.fdopen(0, "rb", closefd=False)
 
         def put(item: Any) -> None:
-            # One wake-up of the loop per line, without waiting for it to run: the
-            # semaphore bounds the lines read ahead (the loop releases one per line).
-            room.acquire()
-            loop.call_soon_threadsafe(lines.put_nowait, item)
+            asyncio.run_coroutine_threadsafe(lines.put(item), loop).result()
 
         try:
             while True:
@@ -206,16 +195,12 @@ class StdioGateway:
         )
         writer = threading.Thread(target=self._write_client, name="mcp-gateway-out", daemon=True)
         writer.start()
-        lines: asyncio.Queue[Any] = asyncio.Queue()
-        room = threading.Semaphore(_READ_AHEAD)
+        lines: asyncio.Queue[Any] = asyncio.Queue(maxsize=64)
         reader = threading.Thread(
-            target=self._read_client,
-            args=(loop, lines, room),
-            name="mcp-gateway-in",
-            daemon=True,
+            target=self._read_client, args=(loop, lines), name="mcp-gateway-in", daemon=True
         )
         reader.start()
-        from_client = asyncio.create_task(self._from_client(process, lines, room))
+        from_client = asyncio.create_task(self._from_client(process, lines))
         try:
             await self._from_upstream(process)
             code = await process.wait()
@@ -229,17 +214,10 @@ class StdioGateway:
         return code if code >= 0 else 128 - code
 
     async def _from_client(
-        self,
-        process: asyncio.subprocess.Process,
-        lines: asyncio.Queue[Any],
-        room: threading.Semaphore,
+        self, process: asyncio.subprocess.Process, lines: asyncio.Queue[Any]
     ) -> None:
         assert process.stdin is not None
-        while True:
-            line = await lines.get()
-            room.release()
-            if line is None:
-                break
+        while (line := await lines.get()) is not None:
             forward = await self._route_from_client(line)
             if forward is None:
                 continue
