@@ -125,6 +125,12 @@ def _scaling(calls: int | None, quick: bool) -> BenchResult:
     return scaling.run(calls, quick)
 
 
+def _llm_proxy(calls: int | None, quick: bool) -> BenchResult:
+    from bench import llm_proxy
+
+    return llm_proxy.run(calls, quick)
+
+
 #: name -> benchmark.
 BENCHMARKS: dict[str, Benchmark] = {
     "check": Benchmark(
@@ -191,6 +197,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "(short-1 MB, 40 regexes), each with a same-run floor; writes a PNG chart "
         "(--calls: calls per point)",
         _scaling,
+    ),
+    "llm-proxy": Benchmark(
+        "the openai client through interlock llm-proxy (SQLite store, default durability) "
+        "vs direct to the same local stand-in: a call, and a stream's first chunk and end "
+        "(--calls: non-streamed calls per side)",
+        _llm_proxy,
     ),
 }
 
