@@ -131,6 +131,12 @@ def _llm_proxy(calls: int | None, quick: bool) -> BenchResult:
     return llm_proxy.run(calls, quick)
 
 
+def _llm_proxy_profile() -> str:
+    from bench import llm_proxy
+
+    return llm_proxy.profile()
+
+
 #: name -> benchmark.
 BENCHMARKS: dict[str, Benchmark] = {
     "check": Benchmark(
@@ -203,6 +209,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         "vs direct to the same local stand-in: a call, and a stream's first chunk and end "
         "(--calls: non-streamed calls per side)",
         _llm_proxy,
+        _llm_proxy_profile,
     ),
 }
 

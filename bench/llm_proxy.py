@@ -125,12 +125,19 @@ def _agent_key(database: str) -> str:
 
 
 @contextmanager
-def _proxy(scratch: Path, database: str, upstream: str) -> Iterator[str]:
+def _proxy(
+    scratch: Path, database: str, upstream: str, profile_to: Path | None = None
+) -> Iterator[str]:
+    """``interlock llm-proxy`` in a process of its own (under cProfile, writing to
+    ``profile_to`` when it stops, if given)."""
     policy = scratch / "interlock.yaml"
     policy.write_text(POLICY)
     port = _free_port()
-    exe = str(Path(sys.executable).parent / "interlock")
-    argv = [exe, "llm-proxy", "--policy", str(policy), "--store", database]
+    if profile_to is None:
+        command = [str(Path(sys.executable).parent / "interlock")]
+    else:
+        command = [sys.executable, "-m", "cProfile", "-o", str(profile_to), "-m", "interlock"]
+    argv = [*command, "llm-proxy", "--policy", str(policy), "--store", database]
     argv += ["--openai-upstream", upstream, "--port", str(port), "--log-level", "warning"]
     argv += ["--reload-interval", "0"]
     url = f"http://127.0.0.1:{port}/v1"
@@ -296,3 +303,41 @@ def run(calls: int | None, quick: bool) -> BenchResult:
     result.info["openai"] = openai.__version__
     result.info["budget_spent_tokens"] = spent
     return result
+
+
+#: calls through the proxy while it runs under cProfile (not streamed, streamed)
+PROFILE_CALLS: Final = (400, 200)
+
+
+def profile() -> str:
+    """The proxy process under cProfile (its event loop's thread) while the openai
+    client makes ``PROFILE_CALLS`` through it: the top 40 of Interlock's and httpx's
+    functions, cumulative."""
+    import io
+    import pstats
+
+    import openai
+
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="interlock-bench-proxy-") as tmp:
+        scratch = Path(tmp)
+        database = f"sqlite:///{scratch / 'interlock.db'}"
+        token = _agent_key(database)
+        out = scratch / "proxy.prof"
+        with ExitStack() as up:
+            upstream = up.enter_context(_standin())
+            url = up.enter_context(_proxy(scratch, database, upstream, profile_to=out))
+            client = up.enter_context(openai.OpenAI(base_url=url, api_key=token, max_retries=0))
+            for _ in range(PROFILE_CALLS[0]):
+                _create(client, problems)
+            for _ in range(PROFILE_CALLS[1]):
+                _stream(client, problems)
+        text = io.StringIO()
+        stats = pstats.Stats(str(out), stream=text)
+        # Interlock's and the upstream client's own functions, not the start-up imports
+        # (a coroutine's ncalls counts its resumptions, not its calls)
+        stats.sort_stats("cumulative").print_stats(r"(interlock|httpx|httpcore)/(?!.*<module>)", 40)
+    head = f"{PROFILE_CALLS[0]} calls and {PROFILE_CALLS[1]} streams through the proxy"
+    if problems:
+        head += f"; PROBLEMS: {sorted(set(problems))}"
+    return f"{head}\n{text.getvalue()}"
