@@ -3,9 +3,11 @@
 One upstream stand-in (:mod:`bench.llm_standin`, a fake OpenAI model under uvicorn in
 its own process) and the real proxy (``interlock llm-proxy`` in its own process, the
 embedded SQLite store at its default durability, a token budget, an agent key). The
-official ``openai`` client calls the stand-in **directly** (the baseline) and
-**through the proxy**, the two taken in turn ``BLOCK`` calls at a time (which goes
-first alternates), so drift in the machine's load falls on both alike:
+official ``openai`` client calls the stand-in **directly** (the baseline),
+**through the proxy**, and through a **bare relay** (:mod:`bench.llm_relay`: Starlette
+and ``httpx.AsyncClient`` forwarding the bytes, nothing of Interlock's — what the extra
+hop alone costs), taken in turn ``BLOCK`` calls at a time (the order reversing every
+round), so drift in the machine's load falls on all alike:
 
 * ``chat.completions.create`` (not streamed): the whole call, answer parsed;
 * the same streamed, ``stream_options={"include_usage": true}``: the time to the
@@ -70,6 +72,7 @@ rules:
 
 DIRECT: Final = "direct"
 PROXY: Final = "through proxy"
+RELAY: Final = "bare relay"
 
 
 def _free_port() -> int:
@@ -112,6 +115,17 @@ def _standin() -> Iterator[str]:
     argv += ["--log-level", "warning", "--no-access-log", "--app-dir", str(ROOT)]
     url = f"http://127.0.0.1:{port}/v1"
     with _process(argv, url, {}):
+        yield url
+
+
+@contextmanager
+def _relay(upstream: str) -> Iterator[str]:
+    """:mod:`bench.llm_relay`: the same hop with nothing of Interlock's."""
+    port = _free_port()
+    argv = [sys.executable, "-m", "uvicorn", "bench.llm_relay:app", "--port", str(port)]
+    argv += ["--log-level", "warning", "--no-access-log", "--app-dir", str(ROOT)]
+    url = f"http://127.0.0.1:{port}/v1"
+    with _process(argv, url, {"BENCH_UPSTREAM": upstream}):
         yield url
 
 
@@ -242,11 +256,13 @@ def run(calls: int | None, quick: bool) -> BenchResult:
         token = _agent_key(database)
         upstream = up.enter_context(_standin())
         proxy = up.enter_context(_proxy(scratch, database, upstream))
+        relay = up.enter_context(_relay(upstream))
         clients = {
             DIRECT: up.enter_context(
                 openai.OpenAI(base_url=upstream, api_key="sk-standin", max_retries=0)
             ),
             PROXY: up.enter_context(openai.OpenAI(base_url=proxy, api_key=token, max_retries=0)),
+            RELAY: up.enter_context(openai.OpenAI(base_url=relay, api_key="unused", max_retries=0)),
         }
         created, create_walls = _interleaved(
             clients, creates, warmup, lambda c: [_create(c, problems)]
@@ -266,7 +282,7 @@ def run(calls: int | None, quick: bool) -> BenchResult:
 
     p50: dict[str, int] = {}
     p99: dict[str, int] = {}
-    for side in (DIRECT, PROXY):
+    for side in (DIRECT, RELAY, PROXY):
         subjects = [
             (f"{side}, create", created[side][0], create_walls[side]),
             (f"{side}, stream first chunk", streamed[side][0], stream_walls[side]),
@@ -281,11 +297,14 @@ def run(calls: int | None, quick: bool) -> BenchResult:
         added50 = (p50[through] - p50[direct]) / 1e6
         added99 = (p99[through] - p99[direct]) / 1e6
         ratio = p50[through] / p50[direct]
+        hop = (p50[f"{RELAY}, {what}"] - p50[direct]) / 1e6
         result.info[f"added_p50_ms {what}"] = round(added50, 3)
         result.info[f"added_p99_ms {what}"] = round(added99, 3)
         result.info[f"p50_ratio {what}"] = round(ratio, 3)
+        result.info[f"bare_relay_added_p50_ms {what}"] = round(hop, 3)
         result.notes.append(
-            f"{what}: +{added50:.2f} ms at p50 ({ratio:.2f}× direct), +{added99:.2f} ms at p99"
+            f"{what}: +{added50:.2f} ms at p50 ({ratio:.2f}× direct), +{added99:.2f} ms at "
+            f"p99; the bare relay +{hop:.2f} ms at p50"
         )
     result.targets.append(
         Target("added p50, create", result.info["added_p50_ms create"], "<=", TARGET_ADDED_MS, "ms")
@@ -307,12 +326,73 @@ def run(calls: int | None, quick: bool) -> BenchResult:
 
 #: calls through the proxy while it runs under cProfile (not streamed, streamed)
 PROFILE_CALLS: Final = (400, 200)
+#: timed rounds of each part in :func:`parts`
+PART_CALLS: Final = 400
+
+
+def _p50_us(samples: list[int]) -> float:
+    return sorted(samples)[len(samples) // 2] / 1000
+
+
+async def _parts(upstream: str, scratch: Path) -> list[str]:
+    """The proxy's parts one by one in one event loop, as the proxy runs them: the
+    guard's model call on entry and exit (same policy, SQLite store, default
+    durability), and the upstream POST by ``httpx.AsyncClient``."""
+    import httpx
+    import orjson
+
+    from interlock import Guard
+    from interlock.core.action import Context
+    from interlock.ledger.usage import Usage
+
+    policy = scratch / "parts.yaml"
+    policy.write_text(POLICY)
+    guard = Guard.from_file(policy, store=f"sqlite:///{scratch / 'parts.db'}")
+    context = Context(tenant=TENANT, agent="bench-agent", runtime="llm-proxy")
+    arguments = {"messages": MESSAGES, "max_tokens": 64}
+    enter: list[int] = []
+    leave: list[int] = []
+    try:
+        for i in range(PART_CALLS + 50):
+            call = guard.llm_call(MODEL, context=context, arguments=arguments)
+            t0 = time.perf_counter_ns()
+            await call.__aenter__()
+            t1 = time.perf_counter_ns()
+            call.record(Usage(USAGE["prompt_tokens"], USAGE["completion_tokens"]))
+            t2 = time.perf_counter_ns()
+            await call.__aexit__(None, None, None)
+            if i >= 50:
+                enter.append(t1 - t0)
+                leave.append(time.perf_counter_ns() - t2)
+    finally:
+        guard.close()
+    body = orjson.dumps({"model": MODEL, "messages": MESSAGES, "max_tokens": 64})
+    posts: list[int] = []
+    async with httpx.AsyncClient() as client:
+        for i in range(PART_CALLS + 50):
+            t0 = time.perf_counter_ns()
+            answer = await client.post(
+                upstream + "/chat/completions",
+                content=body,
+                headers={"content-type": "application/json"},
+            )
+            await answer.aread()
+            if i >= 50:
+                posts.append(time.perf_counter_ns() - t0)
+    return [
+        f"guard.llm_call entry (decision, reservation, audit record committed): "
+        f"p50 {_p50_us(enter):.0f} µs",
+        f"guard.llm_call exit (usage committed to the budget): p50 {_p50_us(leave):.0f} µs",
+        f"the upstream POST by httpx.AsyncClient, answer read: p50 {_p50_us(posts):.0f} µs",
+    ]
 
 
 def profile() -> str:
-    """The proxy process under cProfile (its event loop's thread) while the openai
-    client makes ``PROFILE_CALLS`` through it: the top 40 of Interlock's and httpx's
-    functions, cumulative."""
+    """The proxy's parts timed one by one (:func:`_parts`), then the proxy process
+    under cProfile (its event loop's thread) while the openai client makes
+    ``PROFILE_CALLS`` through it: the top 40 of Interlock's and httpx's functions,
+    cumulative."""
+    import asyncio
     import io
     import pstats
 
@@ -326,6 +406,12 @@ def profile() -> str:
         out = scratch / "proxy.prof"
         with ExitStack() as up:
             upstream = up.enter_context(_standin())
+            try:
+                import uvloop
+
+                parts = uvloop.run(_parts(upstream, scratch))
+            except ImportError:
+                parts = asyncio.run(_parts(upstream, scratch))
             url = up.enter_context(_proxy(scratch, database, upstream, profile_to=out))
             client = up.enter_context(openai.OpenAI(base_url=url, api_key=token, max_retries=0))
             for _ in range(PROFILE_CALLS[0]):
@@ -337,7 +423,8 @@ def profile() -> str:
         # Interlock's and the upstream client's own functions, not the start-up imports
         # (a coroutine's ncalls counts its resumptions, not its calls)
         stats.sort_stats("cumulative").print_stats(r"(interlock|httpx|httpcore)/(?!.*<module>)", 40)
-    head = f"{PROFILE_CALLS[0]} calls and {PROFILE_CALLS[1]} streams through the proxy"
+    head = "\n".join(["the parts, in one event loop:", *(f"  {p}" for p in parts)])
+    head += f"\n\n{PROFILE_CALLS[0]} calls and {PROFILE_CALLS[1]} streams through the proxy"
     if problems:
         head += f"; PROBLEMS: {sorted(set(problems))}"
     return f"{head}\n{text.getvalue()}"
