@@ -1,6 +1,6 @@
 """The ``llm-proxy`` benchmark's logic: a short run through the real proxy and the
 stand-in finds no problem (every answer right, every proxied call settled in the
-budget) and reports both sides and both targets; a wrong answer is a problem."""
+budget) and reports the three sides and both targets; a wrong answer is a problem."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ def test_a_quick_run_checks_every_answer_and_the_budget() -> None:
     result = llm_proxy.run(calls=10, quick=True)
     assert result.problems == []
     labels = [s.label for s in result.stats]
-    for side in (llm_proxy.DIRECT, llm_proxy.PROXY):
+    for side in (llm_proxy.DIRECT, llm_proxy.RELAY, llm_proxy.PROXY):
         for what in ("create", "stream first chunk", "stream end"):
             assert f"{side}, {what}" in labels
+    assert len(labels) == 9
     assert {s.calls for s in result.stats} == {10, 6}
+    assert "bare_relay_added_p50_ms create" in result.info
     assert [t.name for t in result.targets] == [
         "added p50, create",
         "added p50, first streamed chunk",
