@@ -206,8 +206,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     ),
     "llm-proxy": Benchmark(
         "the openai client through interlock llm-proxy (SQLite store, default durability) "
-        "vs direct to the same local stand-in: a call, and a stream's first chunk and end "
-        "(--calls: non-streamed calls per side)",
+        "vs direct to the same local stand-in and vs a bare Starlette + httpx relay: a call, "
+        "and a stream's first chunk and end (--calls: non-streamed calls per side)",
         _llm_proxy,
         _llm_proxy_profile,
     ),
