@@ -131,6 +131,18 @@ def _mcp_gateway(calls: int | None, quick: bool) -> BenchResult:
     return mcp_gateway.run(calls, quick)
 
 
+def _llm_proxy(calls: int | None, quick: bool) -> BenchResult:
+    from bench import llm_proxy
+
+    return llm_proxy.run(calls, quick)
+
+
+def _llm_proxy_profile() -> str:
+    from bench import llm_proxy
+
+    return llm_proxy.profile()
+
+
 #: name -> benchmark.
 BENCHMARKS: dict[str, Benchmark] = {
     "check": Benchmark(
@@ -202,6 +214,13 @@ BENCHMARKS: dict[str, Benchmark] = {
         "an MCP tools/call round trip through interlock mcp-gateway vs straight to the same "
         "stdio upstream, raw JSON-RPC client, interleaved (--calls: calls per subject)",
         _mcp_gateway,
+    ),
+    "llm-proxy": Benchmark(
+        "the openai client through interlock llm-proxy (SQLite store, default durability) "
+        "vs direct to the same local stand-in and vs a bare Starlette + httpx relay: a call, "
+        "and a stream's first chunk and end (--calls: non-streamed calls per side)",
+        _llm_proxy,
+        _llm_proxy_profile,
     ),
 }
 

@@ -1,0 +1,430 @@
+"""Benchmark ``llm-proxy``: what ``interlock llm-proxy`` adds to a model call.
+
+One upstream stand-in (:mod:`bench.llm_standin`, a fake OpenAI model under uvicorn in
+its own process) and the real proxy (``interlock llm-proxy`` in its own process, the
+embedded SQLite store at its default durability, a token budget, an agent key). The
+official ``openai`` client calls the stand-in **directly** (the baseline),
+**through the proxy**, and through a **bare relay** (:mod:`bench.llm_relay`: Starlette
+and ``httpx.AsyncClient`` forwarding the bytes, nothing of Interlock's — what the extra
+hop alone costs), taken in turn ``BLOCK`` calls at a time (the order reversing every
+round), so drift in the machine's load falls on all alike:
+
+* ``chat.completions.create`` (not streamed): the whole call, answer parsed;
+* the same streamed, ``stream_options={"include_usage": true}``: the time to the
+  first chunk the client yields and to the end of the stream (usage chunk included).
+
+Targets (issue 14): ≤ 1 ms added at p50 to a call, and the first streamed chunk
+≤ 1 ms later. Every answer is checked (text and usage), and after the proxy has
+stopped the budget's ``spent`` must equal the tokens of every proxied call: a wrong
+answer or a call the proxy did not settle is a correctness problem (exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+from bench.harness import BenchResult, Target, summarise
+from bench.llm_standin import TEXT, USAGE
+
+__all__ = ["run"]
+
+ROOT: Final = Path(__file__).resolve().parents[1]
+#: timed calls per subject, not streamed and streamed (default, quick)
+CALLS: Final = (1000, 40)
+STREAMS: Final = (600, 30)
+WARMUP: Final = (50, 5)
+#: calls to one side before switching to the other
+BLOCK: Final = 25
+TARGET_ADDED_MS: Final = 1.0
+MODEL: Final = "gpt-4o-mini"
+MESSAGES: Final = [{"role": "user", "content": "Say hello to the agent."}]
+TENANT: Final = "bench"
+
+POLICY: Final = """\
+version: 1
+default: deny
+budgets:
+  - id: tokens
+    limit: 1000000000
+    unit: tokens
+    scope: agent
+    window: day
+    kind: llm
+pricing:
+  default_max_tokens:
+    "*": 256
+rules:
+  - id: models
+    decision: allow
+    reason: the agent may call its model
+    kind: llm
+    name: gpt-4o-mini
+"""
+
+DIRECT: Final = "direct"
+PROXY: Final = "through proxy"
+RELAY: Final = "bare relay"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def _process(argv: list[str], url: str, env: dict[str, str]) -> Iterator[None]:
+    """A server process, up once it answers HTTP at all (any status)."""
+    import httpx
+
+    process = subprocess.Popen(
+        argv, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                error = process.stderr.read().decode() if process.stderr else ""
+                raise RuntimeError(f"{argv[0]} exited with {process.returncode}: {error}")
+            try:
+                httpx.get(url, timeout=1)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the server at {url} did not come up") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@contextmanager
+def _standin() -> Iterator[str]:
+    port = _free_port()
+    argv = [sys.executable, "-m", "uvicorn", "bench.llm_standin:app", "--port", str(port)]
+    argv += ["--log-level", "warning", "--no-access-log", "--app-dir", str(ROOT)]
+    url = f"http://127.0.0.1:{port}/v1"
+    with _process(argv, url, {}):
+        yield url
+
+
+@contextmanager
+def _relay(upstream: str) -> Iterator[str]:
+    """:mod:`bench.llm_relay`: the same hop with nothing of Interlock's."""
+    port = _free_port()
+    argv = [sys.executable, "-m", "uvicorn", "bench.llm_relay:app", "--port", str(port)]
+    argv += ["--log-level", "warning", "--no-access-log", "--app-dir", str(ROOT)]
+    url = f"http://127.0.0.1:{port}/v1"
+    with _process(argv, url, {"BENCH_UPSTREAM": upstream}):
+        yield url
+
+
+def _agent_key(database: str) -> str:
+    from interlock.server import KeyStore, Role
+    from interlock.store import open_store
+
+    with open_store(database) as store:
+        key = KeyStore(store).create(tenant=TENANT, role=Role.AGENT, name="bench-agent")
+        return key.token
+
+
+@contextmanager
+def _proxy(
+    scratch: Path, database: str, upstream: str, profile_to: Path | None = None
+) -> Iterator[str]:
+    """``interlock llm-proxy`` in a process of its own (under cProfile, writing to
+    ``profile_to`` when it stops, if given)."""
+    policy = scratch / "interlock.yaml"
+    policy.write_text(POLICY)
+    port = _free_port()
+    if profile_to is None:
+        command = [str(Path(sys.executable).parent / "interlock")]
+    else:
+        command = [sys.executable, "-m", "cProfile", "-o", str(profile_to), "-m", "interlock"]
+    argv = [*command, "llm-proxy", "--policy", str(policy), "--store", database]
+    argv += ["--openai-upstream", upstream, "--port", str(port), "--log-level", "warning"]
+    argv += ["--reload-interval", "0"]
+    url = f"http://127.0.0.1:{port}/v1"
+    with _process(argv, url, {"OPENAI_API_KEY": "sk-standin"}):
+        yield url
+
+
+def check_completion(completion: Any) -> str | None:
+    """What is wrong with a non-streamed answer, or None."""
+    text = completion.choices[0].message.content if completion.choices else None
+    total = completion.usage.total_tokens if completion.usage else None
+    if text != "".join(TEXT) or total != USAGE["total_tokens"]:
+        return f"a wrong answer: text {text!r}, total_tokens {total}"
+    return None
+
+
+def check_stream(chunks: list[Any]) -> str | None:
+    """What is wrong with a streamed answer (its chunks, in order), or None."""
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    usage = [c.usage.total_tokens for c in chunks if c.usage is not None]
+    if text != "".join(TEXT) or usage != [USAGE["total_tokens"]]:
+        return f"a wrong stream: text {text!r}, usage chunks {usage}"
+    return None
+
+
+def _create(client: Any, problems: list[str]) -> int:
+    t0 = time.perf_counter_ns()
+    completion = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=64)
+    elapsed = time.perf_counter_ns() - t0
+    if (problem := check_completion(completion)) is not None:
+        problems.append(problem)
+    return elapsed
+
+
+def _stream(client: Any, problems: list[str]) -> tuple[int, int]:
+    t0 = time.perf_counter_ns()
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=MESSAGES,
+        max_tokens=64,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    first = 0
+    chunks = []
+    for chunk in stream:
+        if not first:
+            first = time.perf_counter_ns() - t0
+        chunks.append(chunk)
+    end = time.perf_counter_ns() - t0
+    if (problem := check_stream(chunks)) is not None:
+        problems.append(problem)
+    return first, end
+
+
+def _interleaved(
+    clients: dict[str, Any], calls: int, warmup: int, one: Callable[[Any], list[int]]
+) -> tuple[dict[str, list[list[int]]], dict[str, int]]:
+    """``one(client)`` -> its timings (ns); ``calls`` per side, ``BLOCK`` at a time, the
+    side that goes first alternating. Returns per side: a list per timing, the wall."""
+    for client in clients.values():
+        for _ in range(warmup):
+            one(client)
+    samples: dict[str, list[list[int]]] = {label: [] for label in clients}
+    walls = dict.fromkeys(clients, 0)
+    order = list(clients)
+    done = 0
+    while done < calls:
+        block = min(BLOCK, calls - done)
+        for label in order:
+            began = time.perf_counter_ns()
+            for _ in range(block):
+                samples[label].append(one(clients[label]))
+            walls[label] += time.perf_counter_ns() - began
+        order.reverse()
+        done += block
+    columns = {label: [list(c) for c in zip(*rows, strict=True)] for label, rows in samples.items()}
+    return columns, walls
+
+
+def _spent(database: str) -> int:
+    from interlock.store import open_store
+
+    with open_store(database) as store:
+        rows = store.budget_rows(tenant=TENANT, budget_id="tokens")
+        return sum(r.spent for r in rows)
+
+
+def run(calls: int | None, quick: bool) -> BenchResult:
+    """``calls``: timed non-streamed calls per side (streamed: 0.6 of it)."""
+    import openai
+
+    pick = 1 if quick else 0
+    creates = calls or CALLS[pick]
+    streams = max(1, round(creates * 0.6)) if calls else STREAMS[pick]
+    warmup = WARMUP[pick]
+    result = BenchResult("llm-proxy")
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="interlock-bench-proxy-") as tmp, ExitStack() as up:
+        scratch = Path(tmp)
+        database = f"sqlite:///{scratch / 'interlock.db'}"
+        token = _agent_key(database)
+        upstream = up.enter_context(_standin())
+        proxy = up.enter_context(_proxy(scratch, database, upstream))
+        relay = up.enter_context(_relay(upstream))
+        clients = {
+            DIRECT: up.enter_context(
+                openai.OpenAI(base_url=upstream, api_key="sk-standin", max_retries=0)
+            ),
+            PROXY: up.enter_context(openai.OpenAI(base_url=proxy, api_key=token, max_retries=0)),
+            RELAY: up.enter_context(openai.OpenAI(base_url=relay, api_key="unused", max_retries=0)),
+        }
+        created, create_walls = _interleaved(
+            clients, creates, warmup, lambda c: [_create(c, problems)]
+        )
+        streamed, stream_walls = _interleaved(
+            clients, streams, warmup, lambda c: list(_stream(c, problems))
+        )
+        up.close()  # the proxy stops (gracefully) before its store is read
+        spent = _spent(database)
+    proxied = creates + streams + 2 * warmup
+    if spent != proxied * USAGE["total_tokens"]:
+        problems.append(
+            f"the budget's spent is {spent} tokens after {proxied} proxied calls of "
+            f"{USAGE['total_tokens']}: some call was not settled (or settled twice)"
+        )
+    result.problems.extend(sorted(set(problems)))
+
+    p50: dict[str, int] = {}
+    p99: dict[str, int] = {}
+    for side in (DIRECT, RELAY, PROXY):
+        subjects = [
+            (f"{side}, create", created[side][0], create_walls[side]),
+            (f"{side}, stream first chunk", streamed[side][0], stream_walls[side]),
+            (f"{side}, stream end", streamed[side][1], stream_walls[side]),
+        ]
+        for label, samples, wall in subjects:
+            stats = summarise(label, samples, wall)
+            result.stats.append(stats)
+            p50[label], p99[label] = stats.p50_ns, stats.p99_ns
+    for what in ("create", "stream first chunk", "stream end"):
+        direct, through = f"{DIRECT}, {what}", f"{PROXY}, {what}"
+        added50 = (p50[through] - p50[direct]) / 1e6
+        added99 = (p99[through] - p99[direct]) / 1e6
+        ratio = p50[through] / p50[direct]
+        hop = (p50[f"{RELAY}, {what}"] - p50[direct]) / 1e6
+        result.info[f"added_p50_ms {what}"] = round(added50, 3)
+        result.info[f"added_p99_ms {what}"] = round(added99, 3)
+        result.info[f"p50_ratio {what}"] = round(ratio, 3)
+        result.info[f"bare_relay_added_p50_ms {what}"] = round(hop, 3)
+        result.notes.append(
+            f"{what}: +{added50:.2f} ms at p50 ({ratio:.2f}× direct), +{added99:.2f} ms at "
+            f"p99; the bare relay +{hop:.2f} ms at p50"
+        )
+    result.targets.append(
+        Target("added p50, create", result.info["added_p50_ms create"], "<=", TARGET_ADDED_MS, "ms")
+    )
+    result.targets.append(
+        Target(
+            "added p50, first streamed chunk",
+            result.info["added_p50_ms stream first chunk"],
+            "<=",
+            TARGET_ADDED_MS,
+            "ms",
+        )
+    )
+    result.info["calls"] = {"create": creates, "stream": streams, "warmup": warmup}
+    result.info["openai"] = openai.__version__
+    result.info["budget_spent_tokens"] = spent
+    return result
+
+
+#: calls through the proxy while it runs under cProfile (not streamed, streamed)
+PROFILE_CALLS: Final = (400, 200)
+#: timed rounds of each part in :func:`parts`
+PART_CALLS: Final = 400
+
+
+def _p50_us(samples: list[int]) -> float:
+    return sorted(samples)[len(samples) // 2] / 1000
+
+
+async def _parts(upstream: str, scratch: Path) -> list[str]:
+    """The proxy's parts one by one in one event loop, as the proxy runs them: the
+    guard's model call on entry and exit (same policy, SQLite store, default
+    durability), and the upstream POST by ``httpx.AsyncClient``."""
+    import httpx
+    import orjson
+
+    from interlock import Guard
+    from interlock.core.action import Context
+    from interlock.ledger.usage import Usage
+
+    policy = scratch / "parts.yaml"
+    policy.write_text(POLICY)
+    guard = Guard.from_file(policy, store=f"sqlite:///{scratch / 'parts.db'}")
+    context = Context(tenant=TENANT, agent="bench-agent", runtime="llm-proxy")
+    arguments = {"messages": MESSAGES, "max_tokens": 64}
+    enter: list[int] = []
+    leave: list[int] = []
+    try:
+        for i in range(PART_CALLS + 50):
+            call = guard.llm_call(MODEL, context=context, arguments=arguments)
+            t0 = time.perf_counter_ns()
+            await call.__aenter__()
+            t1 = time.perf_counter_ns()
+            call.record(Usage(USAGE["prompt_tokens"], USAGE["completion_tokens"]))
+            t2 = time.perf_counter_ns()
+            await call.__aexit__(None, None, None)
+            if i >= 50:
+                enter.append(t1 - t0)
+                leave.append(time.perf_counter_ns() - t2)
+    finally:
+        guard.close()
+    body = orjson.dumps({"model": MODEL, "messages": MESSAGES, "max_tokens": 64})
+    posts: list[int] = []
+    async with httpx.AsyncClient() as client:
+        for i in range(PART_CALLS + 50):
+            t0 = time.perf_counter_ns()
+            answer = await client.post(
+                upstream + "/chat/completions",
+                content=body,
+                headers={"content-type": "application/json"},
+            )
+            await answer.aread()
+            if i >= 50:
+                posts.append(time.perf_counter_ns() - t0)
+    return [
+        f"guard.llm_call entry (decision, reservation, audit record committed): "
+        f"p50 {_p50_us(enter):.0f} µs",
+        f"guard.llm_call exit (usage committed to the budget): p50 {_p50_us(leave):.0f} µs",
+        f"the upstream POST by httpx.AsyncClient, answer read: p50 {_p50_us(posts):.0f} µs",
+    ]
+
+
+def profile() -> str:
+    """The proxy's parts timed one by one (:func:`_parts`), then the proxy process
+    under cProfile (its event loop's thread) while the openai client makes
+    ``PROFILE_CALLS`` through it: the top 40 of Interlock's and httpx's functions,
+    cumulative."""
+    import asyncio
+    import io
+    import pstats
+
+    import openai
+
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="interlock-bench-proxy-") as tmp:
+        scratch = Path(tmp)
+        database = f"sqlite:///{scratch / 'interlock.db'}"
+        token = _agent_key(database)
+        out = scratch / "proxy.prof"
+        with ExitStack() as up:
+            upstream = up.enter_context(_standin())
+            try:
+                import uvloop
+
+                parts = uvloop.run(_parts(upstream, scratch))
+            except ImportError:
+                parts = asyncio.run(_parts(upstream, scratch))
+            url = up.enter_context(_proxy(scratch, database, upstream, profile_to=out))
+            client = up.enter_context(openai.OpenAI(base_url=url, api_key=token, max_retries=0))
+            for _ in range(PROFILE_CALLS[0]):
+                _create(client, problems)
+            for _ in range(PROFILE_CALLS[1]):
+                _stream(client, problems)
+        text = io.StringIO()
+        stats = pstats.Stats(str(out), stream=text)
+        # Interlock's and the upstream client's own functions, not the start-up imports
+        # (a coroutine's ncalls counts its resumptions, not its calls)
+        stats.sort_stats("cumulative").print_stats(r"(interlock|httpx|httpcore)/(?!.*<module>)", 40)
+    head = "\n".join(["the parts, in one event loop:", *(f"  {p}" for p in parts)])
+    head += f"\n\n{PROFILE_CALLS[0]} calls and {PROFILE_CALLS[1]} streams through the proxy"
+    if problems:
+        head += f"; PROBLEMS: {sorted(set(problems))}"
+    return f"{head}\n{text.getvalue()}"
