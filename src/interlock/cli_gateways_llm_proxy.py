@@ -111,10 +111,9 @@ def llm_proxy(
             f"the LLM proxy needs its extra ({exc.name} is missing): "
             "pip install 'interlock[llm-proxy]'"
         ) from None
-    from interlock.cli_server import _stop_on_sigterm as stop_on_sigterm
+    from interlock.cli_server import reporting_watcher, stop_on_sigterm
     from interlock.guard import Guard
     from interlock.policy.loader import load_policy
-    from interlock.policy.reload import PolicyWatcher
     from interlock.server.keys import KeyStore, Role
     from interlock.store import default_database_url
 
@@ -138,19 +137,8 @@ def llm_proxy(
         guard = Guard(compiled, store=url, reap_interval=10.0, reservation_ttl=reservation_ttl)
     except (StoreError, ImportError) as exc:
         raise fail(message_of(exc)) from None
-    watcher = PolicyWatcher(
-        guard,
-        path,
-        interval=reload_interval or 3600.0,
-        on_reload=lambda p: err.print(
-            Text(f"interlock: policy {path} reloaded ({len(p.rules)} rules)")
-        ),
-        on_error=lambda m: err.print(
-            Text(f"interlock: policy NOT reloaded, still serving the last good one: {m}")
-        ),
-        on_held=lambda held: err.print(
-            Text(f"interlock: policy {path} reload HELD (restart to take it): {held.reason}")
-        ),
+    watcher = reporting_watcher(
+        guard, path, reload_interval, held=lambda _held: "restart to take it"
     )
     try:
         if reload_interval > 0:

@@ -22,12 +22,12 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -40,6 +40,7 @@ from interlock.errors import PolicyError, StoreError, message_of
 from interlock.policy.reload import (
     DEFAULT_MAX_REMOVED,
     DEFAULT_SETTLE,
+    HeldReload,
     PolicyWatcher,
     sidecar_problem,
 )
@@ -50,6 +51,9 @@ from interlock.server.workers import WORKER_WEBHOOK_ENV, watch_parent
 from interlock.store import default_database_url, open_store
 from interlock.store.sql import SqlStore
 from interlock.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from interlock.guard import Guard
 
 __all__ = ["DEFAULT_PORT", "keys_app", "serve"]
 
@@ -328,21 +332,13 @@ def serve(
     except (StoreError, ImportError) as exc:
         raise fail(message_of(exc)) from None
     webhook: WebhookDispatcher | None = None
-    watcher = PolicyWatcher(
+    watcher = reporting_watcher(
         guard,
         path,
-        interval=reload_interval or 3600.0,
+        reload_interval,
+        held=lambda held: f"sha256 {held.sha256}",
         settle=reload_settle,
         max_removed=reload_max_removed,
-        on_reload=lambda p: err.print(
-            Text(f"interlock: policy {path} reloaded ({len(p.rules)} rules)")
-        ),
-        on_error=lambda m: err.print(
-            Text(f"interlock: policy NOT reloaded, still serving the last good one: {m}")
-        ),
-        on_held=lambda held: err.print(
-            Text(f"interlock: policy {path} reload HELD (sha256 {held.sha256}): {held.reason}")
-        ),
     )
     try:
         if reload_interval > 0:
@@ -390,7 +386,7 @@ def serve(
             access_log=False,  # ours is structured and sampled (--access-log)
         )
         sockets = [socket.socket(fileno=worker_fd)] if worker_fd is not None else None
-        with _stop_on_sigterm():
+        with stop_on_sigterm():
             uvicorn.Server(config).run(sockets=sockets)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
@@ -458,12 +454,40 @@ def _warn_of_look_alike_names(store: SqlStore | None) -> None:
         )
 
 
+def reporting_watcher(
+    guard: Guard,
+    path: Path,
+    reload_interval: float,
+    *,
+    held: Callable[[HeldReload], str],
+    **options: Any,
+) -> PolicyWatcher:
+    """The policy watcher of a serving command (``serve``, ``llm-proxy``), telling
+    stderr of each reload, each refused one and each held one (``held`` words what
+    the operator can do about it). ``options`` go to :class:`PolicyWatcher`."""
+    return PolicyWatcher(
+        guard,
+        path,
+        interval=reload_interval or 3600.0,
+        on_reload=lambda p: err.print(
+            Text(f"interlock: policy {path} reloaded ({len(p.rules)} rules)")
+        ),
+        on_error=lambda m: err.print(
+            Text(f"interlock: policy NOT reloaded, still serving the last good one: {m}")
+        ),
+        on_held=lambda h: err.print(
+            Text(f"interlock: policy {path} reload HELD ({held(h)}): {h.reason}")
+        ),
+        **options,
+    )
+
+
 class _Terminated(Exception):
     """SIGTERM arrived: leave the server loop and close the guard."""
 
 
 @contextmanager
-def _stop_on_sigterm() -> Iterator[None]:
+def stop_on_sigterm() -> Iterator[None]:
     """SIGTERM ends the server cleanly with exit 0. (The server re-raises the signal
     after its graceful shutdown; met by the default action the process would die
     before the guard flushed its audit writer and closed its store.)"""
