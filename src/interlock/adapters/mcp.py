@@ -92,7 +92,9 @@ __all__ = [
     "decision_meta",
     "guard_server",
     "guard_session",
+    "redacted_error",
     "refusal_result",
+    "run_settled",
     "tool_action",
     "without_dead_link",
 ]
@@ -278,7 +280,7 @@ def _completed(result: object) -> bool:
     return not isinstance(result, InputRequiredResult)
 
 
-async def _settled(
+async def run_settled(
     guard: Guard, decision: Decision, body: Callable[[], Awaitable[T]], call: CallKey
 ) -> T:
     """Run an allowed call: commit its reservation when the tool completed, release it
@@ -295,10 +297,10 @@ async def _settled(
     try:
         return await arun_settled(guard, decision, run, call)
     except _Unfinished as unfinished:
-        return cast("T", _redacted_error(unfinished.result, guard.redactor))
+        return cast("T", redacted_error(unfinished.result, guard.redactor))
 
 
-def _redacted_error(result: object, redactor: Redactor) -> object:
+def redacted_error(result: object, redactor: Redactor) -> object:
     """``result`` with the text of an error result redacted (anything else as it is)."""
     if isinstance(result, CallToolResult):
         if not result.is_error:
@@ -404,7 +406,7 @@ class InterlockMiddleware:
             action = Action.tool(call.name, call.arguments)
             return refusal_result(decision, action, ctx.protocol_version)
         key = call_key(call.name, call.arguments)
-        return await _settled(self._gate.guard, decision, lambda: call_next(ctx), key)
+        return await run_settled(self._gate.guard, decision, lambda: call_next(ctx), key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -539,7 +541,7 @@ class MCPServerAdapter(_OptionsAdapter):
             if not decision.allowed:
                 wire = refusal_result(decision, Action.tool(name, arguments))
                 return CallToolResult.model_validate(wire, by_name=False)
-            return await _settled(
+            return await run_settled(
                 guard, decision, lambda: original(name, arguments, *args, **kwargs), key
             )
 
@@ -643,7 +645,7 @@ class ClientSessionAdapter(_OptionsAdapter):
                 wire = refusal_result(decision, action, session.protocol_version)
                 return _as_result(result_type, wire)
             assert key is not None  # an unmappable call is never allowed
-            return await _settled(
+            return await run_settled(
                 guard, decision, lambda: original(request, result_type, *args, **kwargs), key
             )
 

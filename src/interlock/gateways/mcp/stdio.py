@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Final
 
-from interlock.adapters.mcp import _redacted_error, _settled
+from interlock.adapters.mcp import redacted_error, run_settled
 from interlock.gateways.mcp.gate import Allowed, ToolCallGate
 from interlock.gateways.mcp.messages import (
     INVALID_REQUEST,
@@ -372,16 +372,16 @@ class StdioGateway:
             else:
                 answer.set_result(result)
         if isinstance(result, dict) and result.get("isError"):
-            redacted = _redacted_error(result, self.guard.redactor)
+            redacted = redacted_error(result, self.guard.redactor)
             if redacted != result:
                 return encode({**message.body, "result": redacted})
         return message.raw
 
     async def _settle(self, allowed: Allowed, answer: asyncio.Future[Any]) -> None:
         try:
-            await _settled(self.guard, allowed.decision, lambda: answer, allowed.key)
+            await run_settled(self.guard, allowed.decision, lambda: answer, allowed.key)
         except Unanswered:
-            pass  # released by _settled
+            pass  # released by run_settled
         except Exception as exc:  # settling must never stop the relay
             log.warning("interlock mcp-gateway: could not settle a call: %s", exc)
 
