@@ -501,6 +501,8 @@ def extract(
         params["verb"] = verb
     if target is not None:
         params["target"] = target
+    if kind == "mcp":
+        _mcp_facts(target, capabilities, params)
 
     if pinned_scope is not None:  # the usual case: decided without a call
         scopes: tuple[str, ...] = (pinned_scope,)
@@ -518,6 +520,27 @@ def extract(
     if variants:
         facts.variants = _combine(variants)
     return facts
+
+
+#: The capabilities an MCP action carries for its tool's annotation hints, and the
+#: parameter each one sets (see interlock.adapters.mcp.mcp_capabilities).
+_MCP_HINTS: Final = (
+    ("mcp:read-only", "read_only"),
+    ("mcp:destructive", "destructive"),
+    ("mcp:idempotent", "idempotent"),
+    ("mcp:open-world", "open_world"),
+)
+
+
+def _mcp_facts(
+    target: str | None, capabilities: tuple[str, ...], params: dict[str, Any]
+) -> None:
+    """An MCP tool's trusted facts as parameters: ``server`` (the upstream, from the
+    target ``mcp:<server>``) and its four annotation hints, each true or false."""
+    if target is not None and target.startswith("mcp:"):
+        params["server"] = target[4:]
+    for capability, param in _MCP_HINTS:
+        params[param] = capability in capabilities
 
 
 #: The longest text whose path, URL and host parameters are remembered (a key of the

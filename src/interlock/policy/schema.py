@@ -61,6 +61,12 @@ EXTRACTED_PARAMS: tuple[str, ...] = (
     "session_id",
     "est_cost",
     "target",
+    # MCP tools (kind: mcp): the upstream server and the tool's annotation hints.
+    "server",
+    "read_only",
+    "destructive",
+    "idempotent",
+    "open_world",
 )
 
 RuleId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$", max_length=128)]

@@ -20,8 +20,8 @@ from interlock.adapters.mcp import (
     _call_params,
     _Gate,
     refusal_result,
+    tool_action,
 )
-from interlock.core.action import Action
 from interlock.gateways.mcp.messages import (
     INVALID_PARAMS,
     Message,
@@ -121,6 +121,6 @@ class ToolCallGate:
         decision = judged
         if decision.allowed:
             return Allowed(decision, call_key(call.name, call.arguments))
-        action = Action.tool(call.name, call.arguments)
+        action = tool_action(call.name, call.arguments)
         wire = refusal_result(decision, action, protocol_version_of(message, protocol_version))
         return Refused(result_reply(request_id, wire), decision)
