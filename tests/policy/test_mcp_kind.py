@@ -135,13 +135,17 @@ def test_an_in_process_tool_has_no_mcp_facts() -> None:
             {"read_only_hint": True, "destructive_hint": True, "open_world_hint": False},
             {"mcp:read-only", "mcp:idempotent"},
         ),
-        ({"destructive_hint": False, "idempotent_hint": True}, {"mcp:idempotent", "mcp:open-world"}),
-        ({"read_only_hint": False, "destructive_hint": None}, {"mcp:destructive", "mcp:open-world"}),
+        (
+            {"destructive_hint": False, "idempotent_hint": True},
+            {"mcp:idempotent", "mcp:open-world"},
+        ),
+        (
+            {"read_only_hint": False, "destructive_hint": None},
+            {"mcp:destructive", "mcp:open-world"},
+        ),
     ],
 )
-def test_hints_take_the_protocol_defaults(
-    hints: dict[str, Any] | None, expected: set[str]
-) -> None:
+def test_hints_take_the_protocol_defaults(hints: dict[str, Any] | None, expected: set[str]) -> None:
     tool = None
     if hints is not None:
         tool = Tool(name="t", input_schema={"type": "object"}, annotations=ToolAnnotations(**hints))

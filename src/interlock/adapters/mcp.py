@@ -263,6 +263,8 @@ class _Gate:
     guard: Guard
     mapper: Mapper | None
     lookup: ToolLookup
+    #: the upstream's name at a gateway (the action's target ``mcp:<server>``)
+    server: str | None = None
 
     async def decide(
         self, name: str, arguments: dict[str, Any] | None, call_id: str | None = None
@@ -273,7 +275,8 @@ class _Gate:
         except Exception as exc:  # no schema to project onto: fail closed
             return await self.unmappable(f"could not look up tool {name!r}: {describe(exc)}")
         if self.mapper is None:
-            return await self.guard.acheck(tool_action(name, arguments, tool, call_id))
+            action = tool_action(name, arguments, tool, call_id, self.server)
+            return await self.guard.acheck(action)
         return await self.guard.acheck_mapped(self.mapper, name, arguments or {}, tool)
 
     async def unmappable(self, problem: str) -> Decision:

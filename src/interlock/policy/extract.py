@@ -39,6 +39,7 @@ __all__ = [
     "AmbiguousUrl",
     "Facts",
     "infer_keyword_scope",
+    "mcp_params",
     "name_tokens",
     "project_arguments",
     "verb_of",
@@ -502,7 +503,7 @@ def extract(
     if target is not None:
         params["target"] = target
     if kind == "mcp":
-        _mcp_facts(target, capabilities, params)
+        params.update(mcp_params(target, capabilities))
 
     if pinned_scope is not None:  # the usual case: decided without a call
         scopes: tuple[str, ...] = (pinned_scope,)
@@ -532,15 +533,16 @@ _MCP_HINTS: Final = (
 )
 
 
-def _mcp_facts(
-    target: str | None, capabilities: tuple[str, ...], params: dict[str, Any]
-) -> None:
+def mcp_params(target: str | None, capabilities: tuple[str, ...]) -> dict[str, Any]:
     """An MCP tool's trusted facts as parameters: ``server`` (the upstream, from the
-    target ``mcp:<server>``) and its four annotation hints, each true or false."""
+    target ``mcp:<server>``) and its four annotation hints, each true or false. The
+    same for every call of the tool: known before any call is made."""
+    params: dict[str, Any] = {}
     if target is not None and target.startswith("mcp:"):
         params["server"] = target[4:]
     for capability, param in _MCP_HINTS:
         params[param] = capability in capabilities
+    return params
 
 
 #: The longest text whose path, URL and host parameters are remembered (a key of the
