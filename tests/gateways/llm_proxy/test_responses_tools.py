@@ -391,6 +391,12 @@ CASES: list[tuple[str, Any, bool, str]] = [
         "type 'local_exec_call'",
     ),
     ("an item with no type", {**ITEM, "name": "get_weather"}, False, "type None"),
+    (
+        "a type that is a list",
+        {**ITEM, "type": ["function_call"], "name": "get_weather", "arguments": "{}"},
+        False,
+        "type ['function_call']",
+    ),
     ("an item that is not an object", "get_weather", False, "malformed output item"),
     (
         "local shell",
@@ -622,3 +628,33 @@ def test_a_completed_response_naming_a_call_never_streamed_is_judged(proxy: Prox
     (final,) = received[-1]["response"]["output"]
     assert final["type"] == "message"
     assert "Interlock denied tool 'delete_account'" in final["content"][0]["text"]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        '{"type": "response.output_item.added", "output_index": 0, "item": {"type": '
+        '"function_call", "name": "delete_account", "arguments": "{}", "call_id": "c", '
+        '"x": NaN}}',
+        '[{"type": "response.output_item.added"}]',
+        '{"type": "response.output_item.added", "output_index": 0',
+    ],
+    ids=["NaN, which Python's json reads", "not an object", "cut JSON"],
+)
+def test_an_event_that_is_not_a_json_object_is_never_relayed(proxy: Proxy, data: str) -> None:
+    events = Events("gpt-4o-mini", [])
+    opening = list(events.opening())
+    proxy.standin.raw_events = [
+        *opening,
+        f"event: response.output_item.added\ndata: {data}\n\n",
+        ": a keep-alive comment\n\n",
+        events.terminal(),
+    ]
+    raw, received = sse(proxy)
+    assert b"output_item.added" not in raw and b"delete_account" not in raw
+    assert b": a keep-alive comment\n\n" in raw  # no data: relayed as it came
+    assert [e["type"] for e in received] == [
+        "response.created",
+        "response.in_progress",
+        "response.completed",
+    ]

@@ -83,7 +83,7 @@ PASSED: Final = frozenset(
 _NOT_AN_OBJECT: Final = object()
 
 # One judged call: (tool name, arguments, the id the refusal names).
-Call = tuple[object, object, object]
+_Call = tuple[object, object, object]
 
 
 def is_gated(item: object) -> bool:
@@ -91,9 +91,9 @@ def is_gated(item: object) -> bool:
     if not isinstance(item, Mapping):
         return True
     kind = item.get("type")
-    if kind not in PASSED:
-        return not _provider_run(item)
-    return False
+    if isinstance(kind, str) and kind in PASSED:
+        return False
+    return not _provider_run(item)
 
 
 def _provider_run(item: Mapping[str, Any]) -> bool:
@@ -123,7 +123,7 @@ def _object(value: object) -> object:
     return value if isinstance(value, Mapping) else _NOT_AN_OBJECT
 
 
-def calls_of(item: Mapping[str, Any]) -> list[Call] | None:
+def calls_of(item: Mapping[str, Any]) -> list[_Call] | None:
     """The tool calls a gated item asks the client to run (``None``: a type the
     proxy does not know, or one too malformed to judge)."""
     kind = item.get("type")

@@ -17,7 +17,8 @@ judged, and settled exactly once whatever ends it.
 - The ``response`` that ``response.completed`` (and every lifecycle event) embeds has
   the same refused items replaced, so its ``output`` agrees with what was streamed.
 - An item still held when the stream ends (the upstream cut it mid-call) is never
-  released.
+  released; nor is an event whose data is not a JSON object this proxy reads (a
+  laxer parser might find a call in it).
 
 Settled once, in a ``finally`` no cancellation skips: committed from the usage the
 stream states, else from the estimated input and the streamed characters / 4 (the
@@ -63,10 +64,15 @@ _STREAMED_FIELD: Final = {
 _Event = tuple[dict[str, Any], list[str]]
 
 
+_NO_DATA: Final = object()  # an event with no data line (a comment, a keep-alive)
+
+
 def _data(lines: list[str]) -> Any:
+    """The event's JSON data, :data:`_NO_DATA` when it has none, ``None`` when it is
+    not JSON this proxy reads."""
+    if not any(line.startswith("data:") for line in lines):
+        return _NO_DATA
     payload = "\n".join(line[5:].removeprefix(" ") for line in lines if line.startswith("data:"))
-    if not payload:
-        return None
     try:
         return orjson.loads(payload)
     except orjson.JSONDecodeError:
@@ -144,8 +150,12 @@ class ResponsesRelay:
 
     async def _relayed(self, lines: list[str]) -> list[bytes]:
         data = _data(lines)
+        if data is _NO_DATA:
+            return [_raw(lines)]  # a comment, a keep-alive: as it came
         if not isinstance(data, dict):
-            return [_raw(lines)]  # not JSON (a comment, a keep-alive): as it came
+            # Not a JSON object this proxy can judge, though a laxer parser might read
+            # one (Python's json takes NaN; orjson does not): never relayed.
+            return []
         self.meter.feed(data)
         kind = data.get("type")
         index = data.get("output_index")
@@ -207,9 +217,12 @@ def _is_index(value: object) -> TypeGuard[int]:
 def _disagreement(events: list[_Event], item: object) -> str | None:
     """Why a call whose streamed deltas (or ``.done`` event) spell other arguments
     than its finished item is refused, else ``None``."""
-    if not isinstance(item, dict) or item.get("type") not in _STREAMED_FIELD:
+    if not isinstance(item, dict):
         return None
-    delta_kind, done_kind, field = _STREAMED_FIELD[item["type"]]
+    kind = item.get("type")
+    if not isinstance(kind, str) or kind not in _STREAMED_FIELD:
+        return None
+    delta_kind, done_kind, field = _STREAMED_FIELD[kind]
     finished = item.get(field)
     if not isinstance(finished, str):
         return None  # not text: the judge refuses it as not an object
