@@ -638,15 +638,20 @@ def test_a_completed_response_naming_a_call_never_streamed_is_judged(proxy: Prox
         '"x": NaN}}',
         '[{"type": "response.output_item.added"}]',
         '{"type": "response.output_item.added", "output_index": 0',
+        None,  # the event's JSON written without "data:", as a non-streamed answer is
     ],
-    ids=["NaN, which Python's json reads", "not an object", "cut JSON"],
+    ids=["NaN, which Python's json reads", "not an object", "cut JSON", "not SSE"],
 )
-def test_an_event_that_is_not_a_json_object_is_never_relayed(proxy: Proxy, data: str) -> None:
+def test_an_event_that_is_not_a_json_object_is_never_relayed(
+    proxy: Proxy, data: str | None
+) -> None:
     events = Events("gpt-4o-mini", [])
     opening = list(events.opening())
+    call = '{"type": "function_call", "name": "delete_account", "arguments": "{}"}'
+    line = f"data: {data}" if data is not None else call
     proxy.standin.raw_events = [
         *opening,
-        f"event: response.output_item.added\ndata: {data}\n\n",
+        f"event: response.output_item.added\n{line}\n\n",
         ": a keep-alive comment\n\n",
         events.terminal(),
     ]

@@ -209,13 +209,12 @@ class ItemJudge:
     (a stream's ``response.output_item.done`` and then its ``response.completed``)
     gets the same verdict; a changed item is judged anew."""
 
-    __slots__ = ("_context", "_guard", "_verdicts", "refused")
+    __slots__ = ("_context", "_guard", "_verdicts")
 
     def __init__(self, guard: Guard, context: Context) -> None:
         self._guard = guard
         self._context = context
         self._verdicts: dict[str, dict[str, Any] | None] = {}
-        self.refused = False
 
     async def replacement(self, item: object, index: int) -> dict[str, Any] | None:
         """``None`` when ``item`` may reach the agent as it is, else the message that
@@ -228,7 +227,6 @@ class ItemJudge:
         note = await self._note(item, index)
         verdict = None if note is None else refusal_message(note, item, index)
         self._verdicts[key] = verdict
-        self.refused = self.refused or verdict is not None
         return verdict
 
     def refuse(self, item: object, index: int, note: str) -> dict[str, Any]:
@@ -236,7 +234,6 @@ class ItemJudge:
         message that replaces it, here and wherever the same item is seen again."""
         verdict = refusal_message(note, item, index)
         self._verdicts[_signature(item, index)] = verdict
-        self.refused = True
         return verdict
 
     async def _note(self, item: object, index: int) -> str | None:

@@ -64,14 +64,16 @@ _STREAMED_FIELD: Final = {
 _Event = tuple[dict[str, Any], list[str]]
 
 
-_NO_DATA: Final = object()  # an event with no data line (a comment, a keep-alive)
+_NO_DATA: Final = object()  # an event of comments and fields only (a keep-alive)
+_FIELDS: Final = (":", "event:", "id:", "retry:")
 
 
 def _data(lines: list[str]) -> Any:
-    """The event's JSON data, :data:`_NO_DATA` when it has none, ``None`` when it is
-    not JSON this proxy reads."""
+    """The event's JSON data, :data:`_NO_DATA` when it has no data and nothing else
+    (comments, ``event:``, ``id:``, ``retry:``), ``None`` when it is anything else:
+    not JSON this proxy reads, or lines that are not SSE."""
     if not any(line.startswith("data:") for line in lines):
-        return _NO_DATA
+        return _NO_DATA if all(line.startswith(_FIELDS) for line in lines) else None
     payload = "\n".join(line[5:].removeprefix(" ") for line in lines if line.startswith("data:"))
     try:
         return orjson.loads(payload)
