@@ -11,7 +11,11 @@ round), so drift in the machine's load falls on all alike:
 
 * ``chat.completions.create`` (not streamed): the whole call, answer parsed;
 * the same streamed, ``stream_options={"include_usage": true}``: the time to the
-  first chunk the client yields and to the end of the stream (usage chunk included).
+  first chunk the client yields and to the end of the stream (usage chunk included);
+* ``responses.create`` (an answer with a message and a ``get_weather`` function call,
+  which the proxy judges as a tool call), not streamed and streamed (``RESPONSES`` of
+  the calls above): the whole call, and the time to the first event and to the end
+  (the proxy holds the call's events until it is complete and judged).
 
 Targets (issue 14): ≤ 1 ms added at p50 to a call, and the first streamed chunk
 ≤ 1 ms later. Every answer is checked (text and usage), and after the proxy has
@@ -33,7 +37,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from bench.harness import BenchResult, Target, summarise
-from bench.llm_standin import TEXT, USAGE
+from bench.llm_standin import ARGUMENTS, RESPONSES_USAGE, TEXT, USAGE
 
 __all__ = ["run"]
 
@@ -42,6 +46,8 @@ ROOT: Final = Path(__file__).resolve().parents[1]
 CALLS: Final = (1000, 40)
 STREAMS: Final = (600, 30)
 WARMUP: Final = (50, 5)
+#: the share of the calls above made with the Responses API
+RESPONSES: Final = 0.5
 #: calls to one side before switching to the other
 BLOCK: Final = 25
 TARGET_ADDED_MS: Final = 1.0
@@ -68,6 +74,10 @@ rules:
     reason: the agent may call its model
     kind: llm
     name: gpt-4o-mini
+  - id: weather
+    decision: allow
+    reason: the model may look up the weather
+    name: get_weather
 """
 
 DIRECT: Final = "direct"
@@ -207,6 +217,44 @@ def _stream(client: Any, problems: list[str]) -> tuple[int, int]:
     return first, end
 
 
+def check_response(response: Any) -> str | None:
+    """What is wrong with a Responses answer (its message and its call), or None."""
+    calls = [(i.name, i.arguments) for i in response.output if i.type == "function_call"]
+    total = response.usage.total_tokens if response.usage else None
+    expected = [("get_weather", "".join(ARGUMENTS))]
+    if response.output_text != "".join(TEXT) or calls != expected:
+        return f"a wrong response: text {response.output_text!r}, calls {calls}"
+    if total != RESPONSES_USAGE["total_tokens"]:
+        return f"a wrong response usage: total_tokens {total}"
+    return None
+
+
+def _respond(client: Any, problems: list[str]) -> int:
+    t0 = time.perf_counter_ns()
+    response = client.responses.create(model=MODEL, input=MESSAGES, max_output_tokens=64)
+    elapsed = time.perf_counter_ns() - t0
+    if (problem := check_response(response)) is not None:
+        problems.append(problem)
+    return elapsed
+
+
+def _respond_streamed(client: Any, problems: list[str]) -> tuple[int, int]:
+    t0 = time.perf_counter_ns()
+    stream = client.responses.create(model=MODEL, input=MESSAGES, max_output_tokens=64, stream=True)
+    first = 0
+    final = None
+    for event in stream:
+        if not first:
+            first = time.perf_counter_ns() - t0
+        if event.type == "response.completed":
+            final = event.response
+    end = time.perf_counter_ns() - t0
+    problem = "a stream without response.completed" if final is None else check_response(final)
+    if problem is not None:
+        problems.append(problem)
+    return first, end
+
+
 def _interleaved(
     clients: dict[str, Any], calls: int, warmup: int, one: Callable[[Any], list[int]]
 ) -> tuple[dict[str, list[list[int]]], dict[str, int]]:
@@ -247,6 +295,8 @@ def run(calls: int | None, quick: bool) -> BenchResult:
     pick = 1 if quick else 0
     creates = calls or CALLS[pick]
     streams = max(1, round(creates * 0.6)) if calls else STREAMS[pick]
+    responses = max(1, round(creates * RESPONSES))
+    responses_streamed = max(1, round(streams * RESPONSES))
     warmup = WARMUP[pick]
     result = BenchResult("llm-proxy")
     problems: list[str] = []
@@ -270,9 +320,15 @@ def run(calls: int | None, quick: bool) -> BenchResult:
         streamed, stream_walls = _interleaved(
             clients, streams, warmup, lambda c: list(_stream(c, problems))
         )
+        responded, respond_walls = _interleaved(
+            clients, responses, warmup, lambda c: [_respond(c, problems)]
+        )
+        respond_streamed, respond_stream_walls = _interleaved(
+            clients, responses_streamed, warmup, lambda c: list(_respond_streamed(c, problems))
+        )
         up.close()  # the proxy stops (gracefully) before its store is read
         spent = _spent(database)
-    proxied = creates + streams + 2 * warmup
+    proxied = creates + streams + responses + responses_streamed + 4 * warmup
     if spent != proxied * USAGE["total_tokens"]:
         problems.append(
             f"the budget's spent is {spent} tokens after {proxied} proxied calls of "
@@ -287,12 +343,25 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             (f"{side}, create", created[side][0], create_walls[side]),
             (f"{side}, stream first chunk", streamed[side][0], stream_walls[side]),
             (f"{side}, stream end", streamed[side][1], stream_walls[side]),
+            (f"{side}, responses create", responded[side][0], respond_walls[side]),
+            (
+                f"{side}, responses stream first event",
+                respond_streamed[side][0],
+                respond_stream_walls[side],
+            ),
+            (
+                f"{side}, responses stream end",
+                respond_streamed[side][1],
+                respond_stream_walls[side],
+            ),
         ]
         for label, samples, wall in subjects:
             stats = summarise(label, samples, wall)
             result.stats.append(stats)
             p50[label], p99[label] = stats.p50_ns, stats.p99_ns
-    for what in ("create", "stream first chunk", "stream end"):
+    whats = ("create", "stream first chunk", "stream end")
+    whats += ("responses create", "responses stream first event", "responses stream end")
+    for what in whats:
         direct, through = f"{DIRECT}, {what}", f"{PROXY}, {what}"
         added50 = (p50[through] - p50[direct]) / 1e6
         added99 = (p99[through] - p99[direct]) / 1e6
@@ -318,7 +387,13 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             "ms",
         )
     )
-    result.info["calls"] = {"create": creates, "stream": streams, "warmup": warmup}
+    result.info["calls"] = {
+        "create": creates,
+        "stream": streams,
+        "responses create": responses,
+        "responses stream": responses_streamed,
+        "warmup": warmup,
+    }
     result.info["openai"] = openai.__version__
     result.info["budget_spent_tokens"] = spent
     return result

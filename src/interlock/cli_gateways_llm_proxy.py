@@ -75,8 +75,9 @@ def llm_proxy(
         bool,
         typer.Option(
             "--allow-unjudged-streamed-tools",
-            help="Relay streamed requests that offer the model tools (their tool calls "
-            "are NOT judged: streamed tool-call holding is not built yet). Off: refused.",
+            help="Relay streamed chat/messages requests that offer the model tools (their "
+            "tool calls are NOT judged: streamed tool-call holding is not built for them "
+            "yet; Responses streams are always judged). Off: refused.",
         ),
     ] = False,
     reload_interval: Annotated[
@@ -100,8 +101,9 @@ def llm_proxy(
         str, typer.Option(help="critical, error, warning, info, debug or trace.")
     ] = "info",
 ) -> None:
-    """Relay OpenAI /v1/chat/completions and Anthropic /v1/messages to the upstreams,
-    every model call judged and budgeted by the policy first (docs/llm-proxy.md)."""
+    """Relay OpenAI /v1/chat/completions and /v1/responses and Anthropic /v1/messages to
+    the upstreams, every model call judged and budgeted by the policy first
+    (docs/llm-proxy.md)."""
     try:
         import uvicorn
 

@@ -49,6 +49,17 @@ rules:
     reason: the agent may call its models
     kind: llm
     name: ["gpt-4o-mini", "claude-sonnet-4-5"]
+  - id: stateless-model
+    decision: allow
+    reason: this model is called with the whole conversation
+    kind: llm
+    name: gpt-4.1-mini
+  - id: no-hidden-context
+    decision: deny
+    reason: the proxy must see the whole prompt of this model
+    kind: llm
+    name: gpt-4.1-mini
+    when: "has(args.previous_response_id) || has(args.conversation) || has(args.prompt)"
   - id: review-model
     decision: require_approval
     reason: the big model needs a human

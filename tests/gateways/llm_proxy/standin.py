@@ -7,6 +7,14 @@ SSE — with the usage events where the real APIs put them.
 waits until ``release`` is set: the client drops it mid-way), ``break`` (an OpenAI
 stream whose connection is cut after a few events), ``garbage`` (an OpenAI 200 that
 is not JSON).
+
+Responses (``/v1/responses``, see :mod:`.standin_responses`): ``output`` is what the
+model writes (default: one message; in ``tools`` mode the ``tool_calls`` as
+``function_call`` items), ``cut_at`` where a ``hold`` or ``break`` stream stops (after
+the n-th event of a kind: ``("text", 2)``, ``("call", 1)``...), ``terminal`` the last
+event (and ``terminal_usage`` its usage), ``chunk_bytes`` cuts the stream's bytes into
+pieces that small (splitting UTF-8 characters), ``raw_events`` replaces the stream
+and ``raw_response`` the unstreamed answer.
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from .standin_responses import RESPONSES_USAGE, Events, function_call, message, response
 
 OPENAI_USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 ANTHROPIC_USAGE = {"input_tokens": 12, "output_tokens": 15}
@@ -43,6 +53,13 @@ class StandIn:
     seen: list[Seen] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
     holding: threading.Event = field(default_factory=threading.Event)
+    output: list[dict[str, Any]] | None = None  # Responses output items
+    cut_at: tuple[str, int] = ("text", 2)
+    terminal: str = "response.completed"
+    terminal_usage: dict[str, Any] | None = field(default_factory=lambda: dict(RESPONSES_USAGE))
+    chunk_bytes: int | None = None
+    raw_events: list[str] | None = None
+    raw_response: dict[str, Any] | None = None
 
     @property
     def calls(self) -> int:
@@ -52,6 +69,7 @@ class StandIn:
         return Starlette(
             routes=[
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
+                Route("/v1/responses", self._responses, methods=["POST"]),
                 Route("/v1/messages", self._anthropic, methods=["POST"]),
             ]
         )
@@ -146,6 +164,70 @@ class StandIn:
             }
             yield f"data: {json.dumps(last)}\n\n"
         yield "data: [DONE]\n\n"
+
+    # -- OpenAI Responses ---------------------------------------------------------------
+
+    def responses_output(self) -> list[dict[str, Any]]:
+        if self.output is not None:
+            return self.output
+        if self.mode == "tools":
+            return [
+                function_call(name, json.dumps(args), i)
+                for i, (name, args) in enumerate(self.tool_calls)
+            ]
+        return [message("Hello there, agent.")]
+
+    async def _responses(self, request: Request) -> Response:
+        body = await request.json()
+        self.seen.append(Seen("/v1/responses", dict(request.headers), body))
+        if self.mode == "error":
+            error = {"message": "upstream broke", "type": "server_error", "code": None}
+            return JSONResponse({"error": error}, status_code=500)
+        if self.mode == "garbage":
+            return Response("<html>a proxy's error page</html>", media_type="text/html")
+        model = body["model"]
+        if body.get("stream"):
+            return StreamingResponse(self._responses_bytes(model), media_type="text/event-stream")
+        if self.raw_response is not None:
+            return JSONResponse(self.raw_response)
+        status = {"response.incomplete": "incomplete", "response.failed": "failed"}
+        return JSONResponse(
+            response(
+                model,
+                self.responses_output(),
+                status=status.get(self.terminal, "completed"),
+                usage=self.terminal_usage,
+            )
+        )
+
+    async def _responses_bytes(self, model: str) -> AsyncIterator[bytes]:
+        async for text in self._responses_events(model):
+            data = text.encode()
+            size = self.chunk_bytes or len(data)
+            for start in range(0, len(data), size):
+                yield data[start : start + size]
+
+    async def _responses_events(self, model: str) -> AsyncIterator[str]:
+        if self.raw_events is not None:
+            for text in self.raw_events:
+                yield text
+            return
+        output = self.responses_output()
+        events = Events(model, output)
+        for text in events.opening():
+            yield text
+        seen: dict[str, int] = {}
+        for index, item in enumerate(output):
+            for what, text in events.item(index, item):
+                yield text
+                seen[what] = seen.get(what, 0) + 1
+                if (what, seen[what]) == self.cut_at:
+                    if self.mode == "hold":
+                        await self._hold()
+                    if self.mode == "break":
+                        raise RuntimeError("the upstream fails mid-stream")
+        if self.terminal:
+            yield events.terminal(self.terminal, usage=self.terminal_usage)
 
     # -- Anthropic ----------------------------------------------------------------------
 

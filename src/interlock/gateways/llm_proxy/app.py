@@ -1,5 +1,5 @@
-"""The proxy's Starlette app: ``POST /v1/chat/completions`` (OpenAI) and
-``POST /v1/messages`` (Anthropic), streamed and not.
+"""The proxy's Starlette app: ``POST /v1/chat/completions`` and ``POST /v1/responses``
+(OpenAI) and ``POST /v1/messages`` (Anthropic), streamed and not.
 
 One request is one model call, in this order — nothing reaches the upstream before
 step 4:
@@ -45,11 +45,15 @@ from .config import ProxyConfig, Upstream
 from .flavours import Flavour, flavour_of
 from .refusals import Provider, Refusal, refusal_for_decision
 from .relay import SseRelay
+from .response_items import ItemJudge, judge_response
+from .response_stream import ResponsesRelay
+from .responses import RESPONSES, ResponsesFlavour
 from .tools import judge_tool_calls
 
 __all__ = ["create_app"]
 
 RUNTIME = "llm-proxy"
+_AnyFlavour = Flavour | ResponsesFlavour
 _RELAYED_HEADERS = ("content-type", "request-id", "x-request-id", "retry-after")
 
 
@@ -79,6 +83,7 @@ def create_app(
 
     routes = [
         Route("/v1/chat/completions", proxy.openai, methods=["POST"]),
+        Route("/v1/responses", proxy.responses, methods=["POST"]),
         Route("/v1/messages", proxy.anthropic, methods=["POST"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
@@ -105,14 +110,25 @@ class _Proxy:
     async def anthropic(self, request: Request) -> Response:
         return await self._handle(request, "anthropic", self.config.anthropic)
 
+    async def responses(self, request: Request) -> Response:
+        return await self._handle(request, "openai", self.config.openai, RESPONSES)
+
     async def _handle(
-        self, request: Request, provider: Provider, upstream: Upstream | None
+        self,
+        request: Request,
+        provider: Provider,
+        upstream: Upstream | None,
+        flavour: _AnyFlavour | None = None,
     ) -> Response:
-        answer = await self._relay(request, provider, upstream)
+        answer = await self._relay(request, provider, upstream, flavour)
         return answer.response(provider) if isinstance(answer, Refusal) else answer
 
     async def _relay(
-        self, request: Request, provider: Provider, upstream: Upstream | None
+        self,
+        request: Request,
+        provider: Provider,
+        upstream: Upstream | None,
+        flavour: _AnyFlavour | None,
     ) -> Response | Refusal:
         key = await authenticate(request, self.keys)
         if isinstance(key, Refusal):
@@ -122,10 +138,14 @@ class _Proxy:
         body = await _read_json(request, self.config.max_body)
         if isinstance(body, Refusal):
             return body
-        flavour = flavour_of(provider)
+        flavour = flavour or flavour_of(provider)
         streamed = body.get("stream") is True
-        if (
+        unfit = flavour.unfit(body) if isinstance(flavour, ResponsesFlavour) else None
+        if unfit is not None:
+            return unfit
+        if (  # the Responses flavour holds and judges streamed tool calls itself
             streamed
+            and isinstance(flavour, Flavour)
             and self.config.gate_streamed_tools
             and (body.get("tools") or body.get("functions"))
         ):
@@ -169,11 +189,13 @@ class _Proxy:
             return Response(content, answer.status_code, headers=_relayed(answer))
         if streamed:
             estimated = _estimated_input(arguments)
+            if isinstance(flavour, ResponsesFlavour):
+                return self._stream_responses(call, flavour, answer, estimated, context)
             return self._stream(call, flavour, answer, estimated, hide_usage=not asked_usage)
         return await self._unstreamed(call, flavour, answer, context)
 
     async def _unstreamed(
-        self, call: LLMCall, flavour: Flavour, answer: httpx.Response, context: Context
+        self, call: LLMCall, flavour: _AnyFlavour, answer: httpx.Response, context: Context
     ) -> Response | Refusal:
         try:  # whatever ends this (a cancellation included), the call is settled once
             return await self._judged(call, flavour, answer, context)
@@ -182,7 +204,7 @@ class _Proxy:
             await self._settle(call)
 
     async def _judged(
-        self, call: LLMCall, flavour: Flavour, answer: httpx.Response, context: Context
+        self, call: LLMCall, flavour: _AnyFlavour, answer: httpx.Response, context: Context
     ) -> Response | Refusal:
         try:
             content = await answer.aread()
@@ -196,7 +218,10 @@ class _Proxy:
         usage = flavour.usage(reply)
         if usage is not None:
             call.record(usage)
-        refused = await judge_tool_calls(self.guard, flavour.provider, reply, context)
+        if isinstance(flavour, ResponsesFlavour):
+            refused = await judge_response(self.guard, reply, context)
+        else:
+            refused = await judge_tool_calls(self.guard, flavour.provider, reply, context)
         headers = _relayed(answer)
         headers.pop("content-type", None)
         if call.decision is not None:
@@ -231,6 +256,30 @@ class _Proxy:
         relay = SseRelay(answer, meter, settle, headers=headers, hide_usage=hide_usage)
         return _AsgiResponse(relay)
 
+    def _stream_responses(
+        self,
+        call: LLMCall,
+        flavour: ResponsesFlavour,
+        answer: httpx.Response,
+        estimated_input: int,
+        context: Context,
+    ) -> Response:
+        """A Responses stream: its tool calls held and judged (response_stream)."""
+        meter = flavour.meter(estimated_input)
+
+        async def settle(failed: bool) -> None:
+            if failed:
+                await self._settle(call, failed=RuntimeError("the upstream stream failed"))
+                return
+            call.record(meter.usage())
+            await self._settle(call)
+
+        headers = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
+        if call.decision is not None:
+            headers["x-interlock-decision-id"] = call.decision.decision_id
+        judge = ItemJudge(self.guard, context)
+        return _AsgiResponse(ResponsesRelay(answer, meter, settle, judge, headers=headers))
+
     async def _settle(self, call: LLMCall, *, failed: BaseException | None = None) -> None:
         """Commit (or release, when ``failed``) — once: a second call does nothing.
         Shielded from cancellation."""
@@ -248,7 +297,7 @@ class _Proxy:
 class _AsgiResponse(Response):
     """A Starlette response that hands the ASGI call to ``app``."""
 
-    def __init__(self, app: SseRelay) -> None:
+    def __init__(self, app: SseRelay | ResponsesRelay) -> None:
         self.app = app
         self.background = None
 

@@ -30,8 +30,9 @@ class Upstream:
 class ProxyConfig:
     """The upstreams (a provider left ``None`` answers 404), and limits.
 
-    ``gate_streamed_tools``: streamed tool calls are not judged yet, so a streamed
-    request that offers the model tools is refused unless this is ``False``."""
+    ``gate_streamed_tools``: streamed Chat Completions and Messages tool calls are not
+    judged yet, so such a streamed request that offers the model tools is refused
+    unless this is ``False`` (Responses streams are held and judged either way)."""
 
     openai: Upstream | None = None
     anthropic: Upstream | None = None

@@ -28,7 +28,7 @@ from interlock.guard import Guard, raise_for
 
 from .refusals import Provider
 
-__all__ = ["judge_tool_calls"]
+__all__ = ["judge_tool_calls", "tool_call_refusal"]
 
 
 async def judge_tool_calls(
@@ -41,10 +41,12 @@ async def judge_tool_calls(
     return await _judge_anthropic(guard, body, context)
 
 
-async def _refusal(
+async def tool_call_refusal(
     guard: Guard, name: object, arguments: object, call_id: object, ctx: Context
 ) -> str | None:
-    """``None`` when the call may go to the agent, else the text that replaces it."""
+    """``None`` when the call may go to the agent, else the text that replaces it
+    (``arguments``: a mapping, a JSON string, ``None``, or anything else, which is
+    refused as not an object). Every flavour's refusal of one call reads the same."""
     if not isinstance(name, str) or not name:
         return f"Interlock refused a tool call with no name [tool call {call_id}]"
     if arguments is not None and not isinstance(arguments, (str, Mapping)):
@@ -77,7 +79,7 @@ async def _judge_openai(guard: Guard, body: dict[str, Any], ctx: Context) -> boo
         calls = message.get("tool_calls") or []
         for call in calls if isinstance(calls, list) else [calls]:
             name, arguments, call_id = _openai_call(call)
-            note = await _refusal(guard, name, arguments, call_id, ctx)
+            note = await tool_call_refusal(guard, name, arguments, call_id, ctx)
             if note is None:
                 kept.append(call)
             else:
@@ -85,7 +87,7 @@ async def _judge_openai(guard: Guard, body: dict[str, Any], ctx: Context) -> boo
         legacy = message.get("function_call")
         if legacy is not None:
             legacy = legacy if isinstance(legacy, dict) else {}
-            note = await _refusal(
+            note = await tool_call_refusal(
                 guard, legacy.get("name"), legacy.get("arguments"), "function_call", ctx
             )
             if note is not None:
@@ -135,7 +137,9 @@ async def _judge_anthropic(guard: Guard, body: dict[str, Any], ctx: Context) -> 
     for index, block in enumerate(blocks):
         if not isinstance(block, dict) or block.get("type") != "tool_use":
             continue
-        note = await _refusal(guard, block.get("name"), block.get("input"), block.get("id"), ctx)
+        note = await tool_call_refusal(
+            guard, block.get("name"), block.get("input"), block.get("id"), ctx
+        )
         if note is not None:
             blocks[index] = {"type": "text", "text": note}
             refused_any = True
