@@ -11,7 +11,11 @@ round), so drift in the machine's load falls on all alike:
 
 * ``chat.completions.create`` (not streamed): the whole call, answer parsed;
 * the same streamed, ``stream_options={"include_usage": true}``: the time to the
-  first chunk the client yields and to the end of the stream (usage chunk included).
+  first chunk the client yields and to the end of the stream (usage chunk included);
+* streamed with ``tools`` (the stand-in then streams a ``get_weather`` call after the
+  text, which the proxy holds, judges and releases): the time to the first text
+  chunk (what holding must not delay) and to the end of the stream (the released
+  call included).
 
 Targets (issue 14): ≤ 1 ms added at p50 to a call, and the first streamed chunk
 ≤ 1 ms later. Every answer is checked (text and usage), and after the proxy has
@@ -33,7 +37,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from bench.harness import BenchResult, Target, summarise
-from bench.llm_standin import TEXT, USAGE
+from bench.llm_standin import ARGUMENTS, TEXT, TOOL, USAGE
 
 __all__ = ["run"]
 
@@ -68,7 +72,12 @@ rules:
     reason: the agent may call its model
     kind: llm
     name: gpt-4o-mini
+  - id: weather
+    decision: allow
+    reason: the agent may read the weather
+    name: get_weather
 """
+TOOLS: Final = [{"type": "function", "function": {"name": TOOL, "parameters": {"type": "object"}}}]
 
 DIRECT: Final = "direct"
 PROXY: Final = "through proxy"
@@ -207,6 +216,48 @@ def _stream(client: Any, problems: list[str]) -> tuple[int, int]:
     return first, end
 
 
+def check_tool_stream(chunks: list[Any]) -> str | None:
+    """What is wrong with a streamed answer with a tool call, or None."""
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    calls = [
+        (call.function.name, call.function.arguments)
+        for c in chunks
+        if c.choices
+        for call in c.choices[0].delta.tool_calls or ()
+        if call.function is not None
+    ]
+    usage = [c.usage.total_tokens for c in chunks if c.usage is not None]
+    arguments = "".join(a or "" for _, a in calls)
+    names = "".join(n or "" for n, _ in calls)
+    if text != "".join(TEXT) or (names, arguments) != (TOOL, ARGUMENTS):
+        return f"a wrong stream with tools: text {text!r}, calls {calls}"
+    if usage != [USAGE["total_tokens"]]:
+        return f"a wrong stream with tools: usage chunks {usage}"
+    return None
+
+
+def _stream_tools(client: Any, problems: list[str]) -> tuple[int, int]:
+    t0 = time.perf_counter_ns()
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=MESSAGES,
+        max_tokens=64,
+        tools=TOOLS,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    first_text = 0
+    chunks = []
+    for chunk in stream:
+        if not first_text and chunk.choices and chunk.choices[0].delta.content:
+            first_text = time.perf_counter_ns() - t0
+        chunks.append(chunk)
+    end = time.perf_counter_ns() - t0
+    if (problem := check_tool_stream(chunks)) is not None:
+        problems.append(problem)
+    return first_text, end
+
+
 def _interleaved(
     clients: dict[str, Any], calls: int, warmup: int, one: Callable[[Any], list[int]]
 ) -> tuple[dict[str, list[list[int]]], dict[str, int]]:
@@ -270,9 +321,12 @@ def run(calls: int | None, quick: bool) -> BenchResult:
         streamed, stream_walls = _interleaved(
             clients, streams, warmup, lambda c: list(_stream(c, problems))
         )
+        tooled, tool_walls = _interleaved(
+            clients, streams, warmup, lambda c: list(_stream_tools(c, problems))
+        )
         up.close()  # the proxy stops (gracefully) before its store is read
         spent = _spent(database)
-    proxied = creates + streams + 2 * warmup
+    proxied = creates + 2 * streams + 3 * warmup
     if spent != proxied * USAGE["total_tokens"]:
         problems.append(
             f"the budget's spent is {spent} tokens after {proxied} proxied calls of "
@@ -287,12 +341,20 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             (f"{side}, create", created[side][0], create_walls[side]),
             (f"{side}, stream first chunk", streamed[side][0], stream_walls[side]),
             (f"{side}, stream end", streamed[side][1], stream_walls[side]),
+            (f"{side}, tools stream first text", tooled[side][0], tool_walls[side]),
+            (f"{side}, tools stream end", tooled[side][1], tool_walls[side]),
         ]
         for label, samples, wall in subjects:
             stats = summarise(label, samples, wall)
             result.stats.append(stats)
             p50[label], p99[label] = stats.p50_ns, stats.p99_ns
-    for what in ("create", "stream first chunk", "stream end"):
+    for what in (
+        "create",
+        "stream first chunk",
+        "stream end",
+        "tools stream first text",
+        "tools stream end",
+    ):
         direct, through = f"{DIRECT}, {what}", f"{PROXY}, {what}"
         added50 = (p50[through] - p50[direct]) / 1e6
         added99 = (p99[through] - p99[direct]) / 1e6

@@ -1,8 +1,10 @@
 """The upstream stand-in of the ``llm-proxy`` benchmark: a fake OpenAI model on a real
 port. ``POST /v1/chat/completions`` answers a fixed chat completion with usage, or,
 with ``"stream": true``, a short SSE stream (a role chunk, five text chunks, the finish
-chunk, the ``include_usage`` chunk when asked for, ``[DONE]``). It does no work per
-request beyond reading the JSON body, so what it costs is what HTTP costs here.
+chunk, the ``include_usage`` chunk when asked for, ``[DONE]``); a streamed request that
+offers ``tools`` gets a ``get_weather`` call after the text (its name in one chunk, its
+arguments in four) and ``finish_reason: tool_calls``. It does no work per request
+beyond reading the JSON body, so what it costs is what HTTP costs here.
 
 Served by ``python -m uvicorn bench.llm_standin:app`` in a process of its own.
 """
@@ -18,10 +20,12 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-__all__ = ["TEXT", "USAGE", "app"]
+__all__ = ["ARGUMENTS", "TEXT", "TOOL", "USAGE", "app"]
 
 TEXT: Final = ["Hel", "lo", " there", ", agent", "."]
 USAGE: Final = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+TOOL: Final = "get_weather"
+ARGUMENTS: Final = '{"city": "Oslo", "units": "metric"}'
 
 
 def _completion(model: str) -> bytes:
@@ -51,11 +55,19 @@ def _chunk(model: str, delta: dict[str, Any] | None, finish: str | None = None) 
     return f"data: {json.dumps(data)}\n\n"
 
 
-async def _chunks(model: str, usage: bool) -> AsyncIterator[str]:
+async def _chunks(model: str, usage: bool, tools: bool) -> AsyncIterator[str]:
     yield _chunk(model, {"role": "assistant", "content": ""})
     for piece in TEXT:
         yield _chunk(model, {"content": piece})
-    yield _chunk(model, {}, "stop")
+    if tools:
+        start = {"index": 0, "id": "call_0", "type": "function"}
+        yield _chunk(
+            model, {"tool_calls": [{**start, "function": {"name": TOOL, "arguments": ""}}]}
+        )
+        for i in range(0, len(ARGUMENTS), 9):
+            fragment = {"index": 0, "function": {"arguments": ARGUMENTS[i : i + 9]}}
+            yield _chunk(model, {"tool_calls": [fragment]})
+    yield _chunk(model, {}, "tool_calls" if tools else "stop")
     if usage:
         yield _chunk(model, None)
     yield "data: [DONE]\n\n"
@@ -66,7 +78,8 @@ async def _openai(request: Request) -> Response:
     model = str(body["model"])
     if body.get("stream"):
         usage = (body.get("stream_options") or {}).get("include_usage") is True
-        return StreamingResponse(_chunks(model, usage), media_type="text/event-stream")
+        chunks = _chunks(model, usage, tools=bool(body.get("tools")))
+        return StreamingResponse(chunks, media_type="text/event-stream")
     return Response(_completion(model), media_type="application/json")
 
 

@@ -537,3 +537,19 @@ def test_anthropic_a_stream_cut_mid_block_never_releases_it(proxy: Proxy) -> Non
     calls = proxy.settled.wait_for(2)
     assert len(calls) == 2
     assert proxy.spent()[1] == 0
+
+
+def test_anthropic_an_error_event_mid_block_refuses_the_held_tool_use(proxy: Proxy) -> None:
+    error = {"type": "overloaded_error", "message": "Overloaded"}
+    proxy.standin.mode = "script"
+    proxy.standin.script = a_around(
+        t_start(1), t_input(1, S_ARGS), anthropic_event("error", error=error), t_stop(1)
+    )
+    body: dict[str, Any] = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": []}
+    with pytest.raises(anthropic.APIStatusError, match="Overloaded"):
+        for _ in anthropic_client(proxy).messages.create(**body, stream=True):
+            pass
+    raw = raw_stream(proxy, "/v1/messages", body)
+    assert SECRET.encode() not in raw and b"tool_use" not in raw
+    assert b"the message ended before the tool call did" in raw
+    assert len(proxy.settled.wait_for(2)) == 2
