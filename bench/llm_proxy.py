@@ -283,6 +283,62 @@ def _interleaved(
     return columns, walls
 
 
+#: streams run through the tool-call gate in process (:func:`_gate_cost`)
+GATE_STREAMS: Final = (400, 100)
+
+
+async def _events(tools: bool) -> list[tuple[list[str], Any]]:
+    """The stand-in's stream (with or without its tool call) as the relay sees it:
+    each event's lines and its parsed data."""
+    from bench.llm_standin import _chunks
+    from interlock.gateways.llm_proxy.relay import _data, sse_events
+
+    async def lines() -> Any:
+        async for frame in _chunks(MODEL, True, tools=tools):
+            for line in frame.split("\n"):
+                yield line
+
+    return [(event, _data(event)) for event in [e async for e in sse_events(lines())]]
+
+
+async def _gate_cost(scratch: Path, streams: int) -> dict[str, tuple[list[int], list[int]]]:
+    """Per stream (ns): what the relay does with each event without a gate (frame it)
+    and through the tool-call gate — a text-only stream (it only looks) and the stream
+    with a ``get_weather`` call (held, judged by the real guard, released)."""
+    from interlock import Guard
+    from interlock.core.action import Context
+    from interlock.gateways.llm_proxy.relay import sse_frame
+    from interlock.gateways.llm_proxy.stream_tools import tool_gate
+
+    policy = scratch / "gate.yaml"
+    policy.write_text(POLICY)
+    guard = Guard.from_file(policy, store=f"sqlite:///{scratch / 'gate.db'}")
+    context = Context(tenant=TENANT, agent="bench-agent", runtime="llm-proxy")
+    costs: dict[str, tuple[list[int], list[int]]] = {}
+    try:
+        for label, tools in (("text", False), ("tools", True)):
+            events = await _events(tools)
+            bare: list[int] = []
+            gated: list[int] = []
+            for i in range(streams + 20):
+                t0 = time.perf_counter_ns()
+                frames = [sse_frame(event) for event, _ in events]
+                t1 = time.perf_counter_ns()
+                gate = tool_gate("openai", guard, context, max_held_bytes=1 << 25)
+                sent = [f for event, data in events for f in await gate.feed(event, data)]
+                sent += await gate.end()
+                t2 = time.perf_counter_ns()
+                if i >= 20:
+                    bare.append(t1 - t0)
+                    gated.append(t2 - t1)
+                if not frames or (tools and b'"name":"get_weather"' not in b"".join(sent)):
+                    raise RuntimeError("the gate did not release the benchmark's call")
+            costs[label] = (bare, gated)
+    finally:
+        guard.close()
+    return costs
+
+
 def _spent(database: str) -> int:
     from interlock.store import open_store
 
@@ -380,6 +436,19 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             "ms",
         )
     )
+    import asyncio
+
+    with tempfile.TemporaryDirectory(prefix="interlock-bench-gate-") as tmp:
+        gate = asyncio.run(_gate_cost(Path(tmp), GATE_STREAMS[pick]))
+    for label, (bare, gated) in gate.items():
+        bare_us, gated_us = _p50_us(bare), _p50_us(gated)
+        result.info[f"gate_p50_us {label} stream"] = round(gated_us, 1)
+        result.info[f"frame_only_p50_us {label} stream"] = round(bare_us, 1)
+        result.notes.append(
+            f"the tool-call gate, in process, per {label} stream ({len(gate[label][0])} "
+            f"streams): p50 {gated_us:.0f} µs against {bare_us:.0f} µs to frame its events "
+            f"without it"
+        )
     result.info["calls"] = {"create": creates, "stream": streams, "warmup": warmup}
     result.info["openai"] = openai.__version__
     result.info["budget_spent_tokens"] = spent
