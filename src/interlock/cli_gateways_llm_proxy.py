@@ -127,8 +127,6 @@ def llm_proxy(
     from interlock.server.keys import KeyStore, Role
     from interlock.store import default_database_url
 
-    if openai_upstream is None and anthropic_upstream is None:
-        raise fail("name at least one upstream: --openai-upstream URL, --anthropic-upstream URL")
     if allow_unjudged_streamed_tools:
         err.print(
             Text(
@@ -137,6 +135,8 @@ def llm_proxy(
             ),
             style="yellow",
         )
+    if openai_upstream is None and anthropic_upstream is None:
+        raise fail("name at least one upstream: --openai-upstream URL, --anthropic-upstream URL")
     try:
         config = ProxyConfig.from_urls(
             openai_url=openai_upstream,

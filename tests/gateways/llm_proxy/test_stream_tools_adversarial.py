@@ -182,6 +182,17 @@ OPENAI_REFUSED = {
         released=[("get_weather", OSLO)],
         refusal="a delta came for a call that never started",
     ),
+    "a second function_call on the choice": Case(
+        [
+            *around(openai_chunk({"function_call": {"name": "get_weather", "arguments": OSLO}}))[
+                :-2
+            ],
+            openai_chunk({"function_call": {"name": "get_weather", "arguments": S_ARGS}}),
+            openai_chunk({}, "function_call"),
+            "data: [DONE]\n\n",
+        ],
+        refusal="the tool call 'get_weather': a second function call [tool call function_call]",
+    ),
     "a refund amount split across fragments": Case(
         around(tc(start(0, "refund", '{"amount": 50')), tc(frag(0, "00}"))),
         refusal="Interlock denied tool 'refund'",
@@ -236,6 +247,15 @@ OPENAI_BENIGN = {
     "a character split across network writes": Case(
         around(*split_utf8(OPENAI_UNICODE, "ü", "🌦")),
         released=[("get_weather", UNICODE_TEXT)],
+    ),
+    "calls after the choice finished once: numbered on, never merged": Case(
+        [
+            *around(tc(start(0, "get_weather", OSLO)))[:-2],
+            tc(start(0, "get_weather", '{"city": "Lima"}', "call_5")),
+            openai_chunk({}, "tool_calls"),
+            "data: [DONE]\n\n",
+        ],
+        released=[("get_weather", OSLO), ("get_weather", '{"city": "Lima"}')],
     ),
     "a surrogate pair kept whole": Case(
         around(tc(start(0, "get_weather", '{"city": "')), tc(frag(0, '\ud83d\ude00"}'))),

@@ -4,9 +4,10 @@ choice finishes, then judged, released or replaced (see :mod:`.stream_tools`).
 A choice's ``delta.tool_calls[j]`` fragments (and the legacy ``delta.function_call``)
 are taken out of the chunks as they pass; everything else in the chunk goes on at
 once. The chunk that carries the choice's ``finish_reason`` then carries, instead of
-the fragments, one delta per released call (``index`` renumbered 0…k-1, the upstream's
-``id``, ``name`` and exact ``arguments`` text) and the refusals, appended to the
-content as the non-streamed path appends them.
+the fragments, one delta per released call (``index`` renumbered 0…k-1 in the order
+the calls were released on the choice, the upstream's ``id``, ``name`` and exact
+``arguments`` text) and the refusals, appended to the content as the non-streamed
+path appends them.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class _Choice:
     strays: dict[str, None] = field(default_factory=dict)  # refusals of unattributable deltas
     wrote_text: bool = False  # content already sent on this choice
     seen: bool = False  # the choice has appeared in a chunk sent to the client
+    released: int = 0  # tool calls released on this choice: the next one's index
+    legacy_released: bool = False  # its function_call was released
 
     @property
     def pending(self) -> bool:
@@ -122,7 +125,7 @@ class OpenAIToolGate:
         if finish and state.pending:
             released = await self._resolve(state, cut=False, content=rest.get("content"))
             out["delta"] = {**rest, **released}
-            left = "tool_calls" in released or "function_call" in released
+            left = state.released > 0 or state.legacy_released  # on the choice, so far
             if finish in _CALL_FINISHES and not left:
                 out["finish_reason"] = "stop"  # nothing is left to call
         elif not rest and not finish and entry.get("logprobs") is None and state.seen:
@@ -147,15 +150,23 @@ class OpenAIToolGate:
             if cut or call.broken is not None:
                 notes.append(broken_note(call.name, call.broken or _CUT, label))
                 continue
+            if key == _LEGACY and state.legacy_released:
+                # The client would append it to the one it has: refused unjudged.
+                notes.append(broken_note(call.name, "a second function call", label))
+                continue
             note = await self._judge.refusal(call.name, text, label)
             if note is not None:
                 notes.append(note)
             elif key == _LEGACY:
                 legacy = {"name": call.name, "arguments": text}
+                state.legacy_released = True
             else:
+                # Numbered on from the calls released before: the client places a
+                # call by its index, and would merge two of one index into one.
                 function = {"name": call.name, "arguments": text}
-                entry = {"index": len(released), "id": call.id, "type": "function"}
+                entry = {"index": state.released, "id": call.id, "type": "function"}
                 released.append({**entry, "function": function})
+                state.released += 1
         state.calls.clear()
         state.strays.clear()
         delta: dict[str, Any] = {}

@@ -1,5 +1,7 @@
 """The tool calls a model emits in a non-streamed response, judged before the agent
-sees them. A refused call is taken out and replaced by text the agent can read:
+sees them (a stream's, held until complete, are judged by the same
+:func:`refusal_for_call`: :mod:`.stream_tools`). A refused call is taken out and
+replaced by text the agent can read:
 
 - OpenAI (``function`` and ``custom`` calls; a ``custom`` call's free-form input is
   judged as ``{"input": ...}``): the call leaves ``message.tool_calls`` (the key
@@ -9,7 +11,8 @@ sees them. A refused call is taken out and replaced by text the agent can read:
 - Anthropic: the ``tool_use`` block is replaced, in place, by a ``text`` block;
   ``stop_reason`` ``tool_use`` becomes ``end_turn`` when no ``tool_use`` is left.
 
-The refusal text is the guard's own message (``Interlock denied tool 'x': …``,
+A call with no name, or whose arguments are not a JSON object (empty text is
+``{}``), is refused. The refusal text is the guard's own message (``Interlock denied tool 'x': …``,
 with the approval URL when one is needed) followed by ``[tool call <id>; decision
 <decision id>]``. An allowed call's budget reservation, if a policy budget covers
 tools, is committed at once: the proxy has let the call through to the agent.
