@@ -14,6 +14,9 @@ step 4:
    real usage (non-streamed: the response's ``usage``; streamed: the metered usage at
    the end of the stream, or at the client's disconnect) or release (the upstream
    failed or answered an error, which is relayed as it came).
+
+The tool calls in the answer are judged before the agent sees them: a non-streamed
+answer's in :mod:`.tools`, a stream's held until complete in :mod:`.stream_tools`.
 """
 
 from __future__ import annotations
@@ -44,10 +47,11 @@ from .auth import authenticate
 from .config import ProxyConfig, Upstream
 from .flavours import Flavour, flavour_of
 from .refusals import Provider, Refusal, refusal_for_decision
-from .relay import SseRelay
+from .relay import Gate, SseRelay
 from .response_items import ItemJudge, judge_response
 from .response_stream import ResponsesRelay
 from .responses import RESPONSES, ResponsesFlavour
+from .stream_tools import tool_gate
 from .tools import judge_tool_calls
 
 __all__ = ["create_app"]
@@ -143,18 +147,6 @@ class _Proxy:
         unfit = flavour.unfit(body) if isinstance(flavour, ResponsesFlavour) else None
         if unfit is not None:
             return unfit
-        if (  # the Responses flavour holds and judges streamed tool calls itself
-            streamed
-            and isinstance(flavour, Flavour)
-            and self.config.gate_streamed_tools
-            and (body.get("tools") or body.get("functions"))
-        ):
-            return Refusal(
-                400,
-                "interlock_streamed_tools_not_gated",
-                "this proxy does not judge streamed tool calls yet: send the request with "
-                "tools unstreamed (stream: false)",
-            )
         context = _context(key)
         arguments = flavour.arguments(body)
         call = self.guard.llm_call(body["model"], context=context, arguments=arguments)
@@ -191,7 +183,10 @@ class _Proxy:
             estimated = _estimated_input(arguments)
             if isinstance(flavour, ResponsesFlavour):
                 return self._stream_responses(call, flavour, answer, estimated, context)
-            return self._stream(call, flavour, answer, estimated, hide_usage=not asked_usage)
+            gate = tool_gate(
+                provider, self.guard, context, max_held_bytes=self.config.max_held_bytes
+            )
+            return self._stream(call, flavour, answer, estimated, gate, hide_usage=not asked_usage)
         return await self._unstreamed(call, flavour, answer, context)
 
     async def _unstreamed(
@@ -238,6 +233,7 @@ class _Proxy:
         flavour: Flavour,
         answer: httpx.Response,
         estimated_input: int,
+        gate: Gate,
         *,
         hide_usage: bool,
     ) -> Response:
@@ -253,7 +249,7 @@ class _Proxy:
         headers = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
         if call.decision is not None:
             headers["x-interlock-decision-id"] = call.decision.decision_id
-        relay = SseRelay(answer, meter, settle, headers=headers, hide_usage=hide_usage)
+        relay = SseRelay(answer, meter, settle, headers=headers, hide_usage=hide_usage, gate=gate)
         return _AsgiResponse(relay)
 
     def _stream_responses(

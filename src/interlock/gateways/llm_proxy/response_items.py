@@ -27,7 +27,7 @@ Anything else is refused.
 
 A refused item is replaced, at its place, by an assistant ``message`` whose one
 ``output_text`` part is the refusal (the same text as the chat flavour's,
-:func:`~interlock.gateways.llm_proxy.tools.tool_call_refusal`).
+:func:`~interlock.gateways.llm_proxy.tools.refusal_for_call`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from typing import Any, Final, TypeGuard
 from interlock.core.action import Context
 from interlock.guard import Guard
 
-from .tools import tool_call_refusal
+from .tools import refusal_for_call
 
 __all__ = [
     "PASSED",
@@ -79,7 +79,7 @@ PASSED: Final = frozenset(
     }
 )
 
-# Stands for arguments that are not a JSON object: refused by tool_call_refusal.
+# Stands for arguments that are not a JSON object: refused by refusal_for_call.
 _NOT_AN_OBJECT: Final = object()
 
 # One judged call: (tool name, arguments, the id the refusal names).
@@ -241,7 +241,7 @@ class ItemJudge:
         if calls is None:
             return _malformed_note(item, index)
         for name, arguments, call_id in calls:
-            note = await tool_call_refusal(self._guard, name, arguments, call_id, self._context)
+            note = await refusal_for_call(self._guard, name, arguments, call_id, self._context)
             if note is not None:
                 return note
         return None
