@@ -94,9 +94,10 @@ def _free_port() -> int:
 @contextmanager
 def _process(
     argv: list[str], url: str, env: dict[str, str], cwd: Path | None = None
-) -> Iterator[None]:
-    """A server process, up once it answers HTTP at all (any status). Its stderr goes
-    to a file (a chatty server never blocks on a full pipe), read if it fails."""
+) -> Iterator[int]:
+    """A server process, up once it answers HTTP at all (any status); yields its pid.
+    Its stderr goes to a file (a chatty server never blocks on a full pipe), read if
+    it fails."""
     import httpx
 
     with tempfile.TemporaryFile() as log:
@@ -117,7 +118,7 @@ def _process(
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"the server at {url} did not come up") from None
                     time.sleep(0.05)
-            yield
+            yield process.pid
         finally:
             process.terminate()
             process.wait(timeout=30)
@@ -134,14 +135,14 @@ def _standin() -> Iterator[str]:
 
 
 @contextmanager
-def _relay(upstream: str) -> Iterator[str]:
+def _relay(upstream: str) -> Iterator[tuple[str, list[int]]]:
     """:mod:`bench.llm_relay`: the same hop with nothing of Interlock's."""
     port = _free_port()
     argv = [sys.executable, "-m", "uvicorn", "bench.llm_relay:app", "--port", str(port)]
     argv += ["--log-level", "warning", "--no-access-log", "--app-dir", str(ROOT)]
     url = f"http://127.0.0.1:{port}/v1"
-    with _process(argv, url, {"BENCH_UPSTREAM": upstream}):
-        yield url
+    with _process(argv, url, {"BENCH_UPSTREAM": upstream}) as pid:
+        yield url, [pid]
 
 
 def _agent_key(database: str) -> str:
@@ -156,7 +157,7 @@ def _agent_key(database: str) -> str:
 @contextmanager
 def _proxy(
     scratch: Path, database: str, upstream: str, profile_to: Path | None = None
-) -> Iterator[str]:
+) -> Iterator[tuple[str, list[int]]]:
     """``interlock llm-proxy`` in a process of its own (under cProfile, writing to
     ``profile_to`` when it stops, if given)."""
     policy = scratch / "interlock.yaml"
@@ -170,12 +171,12 @@ def _proxy(
     argv += ["--openai-upstream", upstream, "--port", str(port), "--log-level", "warning"]
     argv += ["--reload-interval", "0"]
     url = f"http://127.0.0.1:{port}/v1"
-    with _process(argv, url, {"OPENAI_API_KEY": "sk-standin"}):
-        yield url
+    with _process(argv, url, {"OPENAI_API_KEY": "sk-standin"}) as pid:
+        yield url, [pid]
 
 
 @contextmanager
-def _remote_proxy(scratch: Path, database: str, upstream: str) -> Iterator[str]:
+def _remote_proxy(scratch: Path, database: str, upstream: str) -> Iterator[tuple[str, list[int]]]:
     """``interlock serve`` on ``database`` (the benchmark's policy) and
     ``interlock llm-proxy --server`` in front of it, each in a process of its own."""
     policy = scratch / "server.yaml"
@@ -189,22 +190,40 @@ def _remote_proxy(scratch: Path, database: str, upstream: str) -> Iterator[str]:
     argv += ["--port", str(proxy_port), "--log-level", "warning"]
     url = f"http://127.0.0.1:{proxy_port}/v1"
     with (
-        _process(serve, server + "/v1/health", {}),
-        _process(argv, url, {"OPENAI_API_KEY": "sk-standin"}),
+        _process(serve, server + "/v1/health", {}) as server_pid,
+        _process(argv, url, {"OPENAI_API_KEY": "sk-standin"}) as proxy_pid,
     ):
-        yield url
+        yield url, [proxy_pid, server_pid]
 
 
 @contextmanager
-def _litellm(scratch: Path, upstream: str, command: Path) -> Iterator[str]:
+def _litellm(scratch: Path, upstream: str, command: Path) -> Iterator[tuple[str, list[int]]]:
     """LiteLLM's proxy (:mod:`bench.llm_litellm`) relaying to the stand-in."""
     config = scratch / "litellm.yaml"
     config.write_text(llm_litellm.config_yaml(MODEL, upstream, "sk-standin"))
     port = _free_port()
     argv = llm_litellm.litellm_argv(command, config, port)
     url = f"http://127.0.0.1:{port}/v1"
-    with _process(argv, url, llm_litellm.litellm_env(), cwd=scratch):
-        yield url
+    with _process(argv, url, llm_litellm.litellm_env(), cwd=scratch) as pid:
+        yield url, [pid]
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU of the processes ``pids`` and their descendants, so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    pending = list(pids)
+    while pending:
+        pid = pending.pop()
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                pending.extend(int(c) for c in (task / "children").read_text().split())
+        except OSError:  # gone, or not Linux: counted as nothing
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / ticks
 
 
 def _litellm_command(wanted: bool | None, quick: bool) -> Path | None:
@@ -325,30 +344,34 @@ def run(
         token = _agent_key(database)
         upstream = up.enter_context(_standin())
         urls = {
-            PROXY: (up.enter_context(_proxy(scratch, database, upstream)), token),
-            RELAY: (up.enter_context(_relay(upstream)), "unused"),
+            PROXY: (*up.enter_context(_proxy(scratch, database, upstream)), token),
+            RELAY: (*up.enter_context(_relay(upstream)), "unused"),
         }
         if remote:
             remote_token = _agent_key(server_database)
-            url = up.enter_context(_remote_proxy(scratch, server_database, upstream))
-            urls[REMOTE] = (url, remote_token)
+            side = up.enter_context(_remote_proxy(scratch, server_database, upstream))
+            urls[REMOTE] = (*side, remote_token)
         if command is not None:
-            url = up.enter_context(_litellm(scratch, upstream, command))
-            urls[LITELLM] = (url, llm_litellm.MASTER_KEY)
+            side = up.enter_context(_litellm(scratch, upstream, command))
+            urls[LITELLM] = (*side, llm_litellm.MASTER_KEY)
         clients = {
             DIRECT: up.enter_context(
                 openai.OpenAI(base_url=upstream, api_key="sk-standin", max_retries=0)
             )
         }
-        for side, (url, key) in urls.items():
+        for label, (url, _pids, key) in urls.items():
             client = openai.OpenAI(base_url=url, api_key=key, max_retries=0)
-            clients[side] = up.enter_context(client)
+            clients[label] = up.enter_context(client)
+        cpu_before = {label: _cpu_seconds(pids) for label, (_, pids, _) in urls.items()}
         created, create_walls = _interleaved(
             clients, creates, warmup, lambda c: [_create(c, problems)]
         )
         streamed, stream_walls = _interleaved(
             clients, streams, warmup, lambda c: list(_stream(c, problems))
         )
+        cpu = {
+            label: _cpu_seconds(pids) - cpu_before[label] for label, (_, pids, _) in urls.items()
+        }
         up.close()  # the proxies stop (gracefully) before their stores are read
         spent = {PROXY: _spent(database)}
         if remote:
@@ -362,6 +385,14 @@ def run(
             )
     result.problems.extend(sorted(set(problems)))
     _report(result, clients, created, create_walls, streamed, stream_walls)
+    # CPU per call of each side's processes (the --server side: proxy and server):
+    # what a call costs whatever the load, in ms
+    per_call = {label: round(seconds * 1000 / proxied, 3) for label, seconds in cpu.items()}
+    result.info["cpu_ms_per_call"] = per_call
+    result.notes.append(
+        "CPU per call (create and stream alike, warm-up included): "
+        + ", ".join(f"{label} {ms:.2f} ms" for label, ms in per_call.items())
+    )
     result.info["calls"] = {"create": creates, "stream": streams, "warmup": warmup}
     result.info["openai"] = openai.__version__
     result.info["budget_spent_tokens"] = spent[PROXY]
@@ -543,7 +574,7 @@ def profile() -> str:
                 parts = uvloop.run(_parts(upstream, scratch))
             except ImportError:
                 parts = asyncio.run(_parts(upstream, scratch))
-            url = up.enter_context(_proxy(scratch, database, upstream, profile_to=out))
+            url, _ = up.enter_context(_proxy(scratch, database, upstream, profile_to=out))
             client = up.enter_context(openai.OpenAI(base_url=url, api_key=token, max_retries=0))
             for _ in range(PROFILE_CALLS[0]):
                 _create(client, problems)

@@ -43,6 +43,9 @@ def test_a_quick_run_checks_every_answer_and_the_budget() -> None:
     # 10 + 6 timed and 2 × 5 warm-up calls through each proxy, 18 tokens each
     assert result.info["budget_spent_tokens"] == 26 * 18
     assert result.info["server_budget_spent_tokens"] == 26 * 18
+    cpu = result.info["cpu_ms_per_call"]
+    assert set(cpu) == {llm_proxy.PROXY, llm_proxy.RELAY, llm_proxy.REMOTE}
+    assert all(ms > 0 for ms in cpu.values())
 
 
 @pytest.mark.skipif(LITELLM is None, reason="LiteLLM's environment is not built")
