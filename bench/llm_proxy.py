@@ -363,6 +363,8 @@ def run(
             client = openai.OpenAI(base_url=url, api_key=key, max_retries=0)
             clients[label] = up.enter_context(client)
         cpu_before = {label: _cpu_seconds(pids) for label, (_, pids, _) in urls.items()}
+        remote_pids = urls[REMOTE][1] if remote else []
+        remote_before = [_cpu_seconds([pid]) for pid in remote_pids]
         created, create_walls = _interleaved(
             clients, creates, warmup, lambda c: [_create(c, problems)]
         )
@@ -372,6 +374,10 @@ def run(
         cpu = {
             label: _cpu_seconds(pids) - cpu_before[label] for label, (_, pids, _) in urls.items()
         }
+        remote_cpu = [
+            _cpu_seconds([pid]) - before
+            for pid, before in zip(remote_pids, remote_before, strict=True)
+        ]
         up.close()  # the proxies stop (gracefully) before their stores are read
         spent = {PROXY: _spent(database)}
         if remote:
@@ -389,9 +395,17 @@ def run(
     # what a call costs whatever the load, in ms
     per_call = {label: round(seconds * 1000 / proxied, 3) for label, seconds in cpu.items()}
     result.info["cpu_ms_per_call"] = per_call
+    if remote:
+        proxy_ms, server_ms = (round(seconds * 1000 / proxied, 3) for seconds in remote_cpu)
+        result.info["remote_cpu_ms_per_call"] = {"proxy": proxy_ms, "server": server_ms}
     result.notes.append(
         "CPU per call (create and stream alike, warm-up included): "
         + ", ".join(f"{label} {ms:.2f} ms" for label, ms in per_call.items())
+        + (
+            f" (of --server's: the proxy {proxy_ms:.2f} ms, the server {server_ms:.2f} ms)"
+            if remote
+            else ""
+        )
     )
     result.info["calls"] = {"create": creates, "stream": streams, "warmup": warmup}
     result.info["openai"] = openai.__version__
