@@ -350,3 +350,21 @@ def test_known_keys_must_be_positive() -> None:
         SharedServer("http://127.0.0.1:1", known_keys=0)
     with pytest.raises(ValueError, match="http://, https:// or unix:"):
         SharedServer("127.0.0.1:8750")
+
+
+def test_a_server_on_a_unix_socket(tmp_path: Any) -> None:
+    from remote.test_remote_guard import Server  # the real app under uvicorn, in a thread
+
+    server = Server(tmp_path, uds=str(tmp_path / "interlock.sock"))
+    front = Front(server.url)
+    try:
+        reply = openai_client(front.url, server.agent_key).chat.completions.create(
+            model="gpt-4o-mini", messages=MESSAGES, max_tokens=50
+        )
+        assert reply.choices[0].message.content == "Hello there, agent."
+        assert server.guard.store is not None
+        (row,) = server.guard.store.budget_rows(budget_id="model-tokens")
+        assert (row.spent, row.reserved) == (TOTAL, 0)
+    finally:
+        front.close()
+        server.close()
