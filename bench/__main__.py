@@ -216,10 +216,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         _mcp_gateway,
     ),
     "llm-proxy": Benchmark(
-        "the openai client through interlock llm-proxy (SQLite store, default durability) "
+        "the openai client through interlock llm-proxy (SQLite store, default durability), "
+        "through llm-proxy --server and through LiteLLM's proxy (its own pinned environment) "
         "vs direct to the same local stand-in and vs a bare Starlette + httpx relay: a call, "
-        "and a stream's first chunk and end, chat completions and responses (--calls: "
-        "non-streamed chat calls per side)",
+        "and a stream's first chunk and end (chat completions, with and without tools, and "
+        "responses), and each side's CPU per call (--calls: non-streamed chat calls per side)",
         _llm_proxy,
         _llm_proxy_profile,
     ),

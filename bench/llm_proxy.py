@@ -4,10 +4,13 @@ One upstream stand-in (:mod:`bench.llm_standin`, a fake OpenAI model under uvico
 its own process) and the real proxy (``interlock llm-proxy`` in its own process, the
 embedded SQLite store at its default durability, a token budget, an agent key). The
 official ``openai`` client calls the stand-in **directly** (the baseline),
-**through the proxy**, and through a **bare relay** (:mod:`bench.llm_relay`: Starlette
-and ``httpx.AsyncClient`` forwarding the bytes, nothing of Interlock's — what the extra
-hop alone costs), taken in turn ``BLOCK`` calls at a time (the order reversing every
-round), so drift in the machine's load falls on all alike:
+**through the proxy**, through the proxy **in front of the shared server**
+(``interlock llm-proxy --server``, ``interlock serve`` on a store of its own), through
+**LiteLLM's proxy** (:mod:`bench.llm_litellm`, its own environment and process, a
+master key, no database) and through a **bare relay** (:mod:`bench.llm_relay`:
+Starlette and ``httpx.AsyncClient`` forwarding the bytes, nothing of Interlock's —
+what the extra hop alone costs), taken in turn ``BLOCK`` calls at a time (the order
+reversing every round), so drift in the machine's load falls on all alike:
 
 * ``chat.completions.create`` (not streamed): the whole call, answer parsed;
 * the same streamed, ``stream_options={"include_usage": true}``: the time to the
@@ -23,8 +26,10 @@ round), so drift in the machine's load falls on all alike:
 
 Targets (issue 14): ≤ 1 ms added at p50 to a call, and the first streamed chunk
 ≤ 1 ms later. Every answer is checked (text and usage), and after the proxy has
-stopped the budget's ``spent`` must equal the tokens of every proxied call: a wrong
-answer or a call the proxy did not settle is a correctness problem (exit 2).
+stopped the budget's ``spent`` must equal the tokens of every proxied call (in the
+proxy's store, and in the server's): a wrong answer or a call the proxy did not settle
+is a correctness problem (exit 2). LiteLLM's side is left out when its environment is
+not built and the run is ``--quick`` (a full run builds it, once).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Final
 
+from bench import llm_litellm
 from bench.harness import BenchResult, Target, summarise
 from bench.llm_standin import ARGUMENTS, RESPONSE_ARGUMENTS, RESPONSES_USAGE, TEXT, TOOL, USAGE
 
@@ -87,7 +93,11 @@ TOOLS: Final = [{"type": "function", "function": {"name": TOOL, "parameters": {"
 
 DIRECT: Final = "direct"
 PROXY: Final = "through proxy"
+REMOTE: Final = "through proxy --server"
+LITELLM: Final = "through LiteLLM"
 RELAY: Final = "bare relay"
+#: how long a server process may take to answer at all (LiteLLM's start-up is slow)
+START_TIMEOUT: Final = 180.0
 
 
 def _free_port() -> int:
@@ -97,30 +107,36 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _process(argv: list[str], url: str, env: dict[str, str]) -> Iterator[None]:
-    """A server process, up once it answers HTTP at all (any status)."""
+def _process(
+    argv: list[str], url: str, env: dict[str, str], cwd: Path | None = None
+) -> Iterator[int]:
+    """A server process, up once it answers HTTP at all (any status); yields its pid.
+    Its stderr goes to a file (a chatty server never blocks on a full pipe), read if
+    it fails."""
     import httpx
 
-    process = subprocess.Popen(
-        argv, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                error = process.stderr.read().decode() if process.stderr else ""
-                raise RuntimeError(f"{argv[0]} exited with {process.returncode}: {error}")
-            try:
-                httpx.get(url, timeout=1)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the server at {url} did not come up") from None
-                time.sleep(0.05)
-        yield
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(
+            argv, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=log, cwd=cwd
+        )
+        try:
+            deadline = time.monotonic() + START_TIMEOUT
+            while True:
+                if process.poll() is not None:
+                    log.seek(0)
+                    error = log.read().decode(errors="replace")[-4000:]
+                    raise RuntimeError(f"{argv[0]} exited with {process.returncode}: {error}")
+                try:
+                    httpx.get(url, timeout=1)
+                    break
+                except httpx.HTTPError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"the server at {url} did not come up") from None
+                    time.sleep(0.05)
+            yield process.pid
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
 
 
 @contextmanager
@@ -134,14 +150,14 @@ def _standin() -> Iterator[str]:
 
 
 @contextmanager
-def _relay(upstream: str) -> Iterator[str]:
+def _relay(upstream: str) -> Iterator[tuple[str, list[int]]]:
     """:mod:`bench.llm_relay`: the same hop with nothing of Interlock's."""
     port = _free_port()
     argv = [sys.executable, "-m", "uvicorn", "bench.llm_relay:app", "--port", str(port)]
     argv += ["--log-level", "warning", "--no-access-log", "--app-dir", str(ROOT)]
     url = f"http://127.0.0.1:{port}/v1"
-    with _process(argv, url, {"BENCH_UPSTREAM": upstream}):
-        yield url
+    with _process(argv, url, {"BENCH_UPSTREAM": upstream}) as pid:
+        yield url, [pid]
 
 
 def _agent_key(database: str) -> str:
@@ -156,7 +172,7 @@ def _agent_key(database: str) -> str:
 @contextmanager
 def _proxy(
     scratch: Path, database: str, upstream: str, profile_to: Path | None = None
-) -> Iterator[str]:
+) -> Iterator[tuple[str, list[int]]]:
     """``interlock llm-proxy`` in a process of its own (under cProfile, writing to
     ``profile_to`` when it stops, if given)."""
     policy = scratch / "interlock.yaml"
@@ -170,8 +186,69 @@ def _proxy(
     argv += ["--openai-upstream", upstream, "--port", str(port), "--log-level", "warning"]
     argv += ["--reload-interval", "0"]
     url = f"http://127.0.0.1:{port}/v1"
-    with _process(argv, url, {"OPENAI_API_KEY": "sk-standin"}):
-        yield url
+    with _process(argv, url, {"OPENAI_API_KEY": "sk-standin"}) as pid:
+        yield url, [pid]
+
+
+@contextmanager
+def _remote_proxy(scratch: Path, database: str, upstream: str) -> Iterator[tuple[str, list[int]]]:
+    """``interlock serve`` on ``database`` (the benchmark's policy) and
+    ``interlock llm-proxy --server`` in front of it, each in a process of its own."""
+    policy = scratch / "server.yaml"
+    policy.write_text(POLICY)
+    interlock = str(Path(sys.executable).parent / "interlock")
+    server_port, proxy_port = _free_port(), _free_port()
+    server = f"http://127.0.0.1:{server_port}"
+    serve = [interlock, "serve", "--policy", str(policy), "--database", database]
+    serve += ["--port", str(server_port), "--log-level", "warning", "--reload-interval", "0"]
+    argv = [interlock, "llm-proxy", "--server", server, "--openai-upstream", upstream]
+    argv += ["--port", str(proxy_port), "--log-level", "warning"]
+    url = f"http://127.0.0.1:{proxy_port}/v1"
+    with (
+        _process(serve, server + "/v1/health", {}) as server_pid,
+        _process(argv, url, {"OPENAI_API_KEY": "sk-standin"}) as proxy_pid,
+    ):
+        yield url, [proxy_pid, server_pid]
+
+
+@contextmanager
+def _litellm(scratch: Path, upstream: str, command: Path) -> Iterator[tuple[str, list[int]]]:
+    """LiteLLM's proxy (:mod:`bench.llm_litellm`) relaying to the stand-in."""
+    config = scratch / "litellm.yaml"
+    config.write_text(llm_litellm.config_yaml(MODEL, upstream, "sk-standin"))
+    port = _free_port()
+    argv = llm_litellm.litellm_argv(command, config, port)
+    url = f"http://127.0.0.1:{port}/v1"
+    with _process(argv, url, llm_litellm.litellm_env(), cwd=scratch) as pid:
+        yield url, [pid]
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU of the processes ``pids`` and their descendants, so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    pending = list(pids)
+    while pending:
+        pid = pending.pop()
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                pending.extend(int(c) for c in (task / "children").read_text().split())
+        except OSError:  # gone, or not Linux: counted as nothing
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
+def _litellm_command(wanted: bool | None, quick: bool) -> Path | None:
+    """LiteLLM's command: built if ``wanted`` (or on a full run); None: left out."""
+    if wanted is False:
+        return None
+    command = llm_litellm.litellm_command()
+    if command is None and (wanted or not quick):
+        command = llm_litellm.ensure_litellm()
+    return command
 
 
 def check_completion(completion: Any) -> str | None:
@@ -391,8 +468,12 @@ def _spent(database: str) -> int:
         return sum(r.spent for r in rows)
 
 
-def run(calls: int | None, quick: bool) -> BenchResult:
-    """``calls``: timed non-streamed calls per side (streamed: 0.6 of it)."""
+def run(
+    calls: int | None, quick: bool, *, litellm: bool | None = None, remote: bool = True
+) -> BenchResult:
+    """``calls``: timed non-streamed calls per side (streamed: 0.6 of it).
+    ``litellm``: whether LiteLLM's side runs (``None``: when its environment is built,
+    or on a full run, which builds it); ``remote``: whether the ``--server`` side runs."""
     import openai
 
     pick = 1 if quick else 0
@@ -403,87 +484,174 @@ def run(calls: int | None, quick: bool) -> BenchResult:
     warmup = WARMUP[pick]
     result = BenchResult("llm-proxy")
     problems: list[str] = []
+    command = _litellm_command(litellm, quick)
+    if command is None:
+        result.notes.append(
+            "LiteLLM's side left out: its environment is not built "
+            "(python -m bench.llm_litellm --setup, or a full run)"
+        )
     with tempfile.TemporaryDirectory(prefix="interlock-bench-proxy-") as tmp, ExitStack() as up:
         scratch = Path(tmp)
         database = f"sqlite:///{scratch / 'interlock.db'}"
+        server_database = f"sqlite:///{scratch / 'server.db'}"
         token = _agent_key(database)
         upstream = up.enter_context(_standin())
-        proxy = up.enter_context(_proxy(scratch, database, upstream))
-        relay = up.enter_context(_relay(upstream))
+        urls = {
+            PROXY: (*up.enter_context(_proxy(scratch, database, upstream)), token),
+            RELAY: (*up.enter_context(_relay(upstream)), "unused"),
+        }
+        if remote:
+            remote_token = _agent_key(server_database)
+            side = up.enter_context(_remote_proxy(scratch, server_database, upstream))
+            urls[REMOTE] = (*side, remote_token)
+        if command is not None:
+            side = up.enter_context(_litellm(scratch, upstream, command))
+            urls[LITELLM] = (*side, llm_litellm.MASTER_KEY)
         clients = {
             DIRECT: up.enter_context(
                 openai.OpenAI(base_url=upstream, api_key="sk-standin", max_retries=0)
-            ),
-            PROXY: up.enter_context(openai.OpenAI(base_url=proxy, api_key=token, max_retries=0)),
-            RELAY: up.enter_context(openai.OpenAI(base_url=relay, api_key="unused", max_retries=0)),
+            )
         }
+        for label, (url, _pids, key) in urls.items():
+            client = openai.OpenAI(base_url=url, api_key=key, max_retries=0)
+            clients[label] = up.enter_context(client)
+        cpu_before = {label: _cpu_seconds(pids) for label, (_, pids, _) in urls.items()}
+        remote_pids = urls[REMOTE][1] if remote else []
+        remote_before = [_cpu_seconds([pid]) for pid in remote_pids]
         created, create_walls = _interleaved(
             clients, creates, warmup, lambda c: [_create(c, problems)]
         )
         streamed, stream_walls = _interleaved(
             clients, streams, warmup, lambda c: list(_stream(c, problems))
         )
+        # LiteLLM's side answers the chat calls only: the Responses API and streamed
+        # tool calls are compared between Interlock's sides, the relay and direct.
+        ours = {label: client for label, client in clients.items() if label != LITELLM}
         responded, respond_walls = _interleaved(
-            clients, responses, warmup, lambda c: [_respond(c, problems)]
+            ours, responses, warmup, lambda c: [_respond(c, problems)]
         )
         respond_streamed, respond_stream_walls = _interleaved(
-            clients, responses_streamed, warmup, lambda c: list(_respond_streamed(c, problems))
+            ours, responses_streamed, warmup, lambda c: list(_respond_streamed(c, problems))
         )
         tooled, tool_walls = _interleaved(
-            clients, streams, warmup, lambda c: list(_stream_tools(c, problems))
+            ours, streams, warmup, lambda c: list(_stream_tools(c, problems))
         )
-        up.close()  # the proxy stops (gracefully) before its store is read
-        spent = _spent(database)
+        cpu = {
+            label: _cpu_seconds(pids) - cpu_before[label] for label, (_, pids, _) in urls.items()
+        }
+        remote_cpu = [
+            _cpu_seconds([pid]) - before
+            for pid, before in zip(remote_pids, remote_before, strict=True)
+        ]
+        up.close()  # the proxies stop (gracefully) before their stores are read
+        spent = {PROXY: _spent(database)}
+        if remote:
+            spent[REMOTE] = _spent(server_database)
     proxied = creates + 2 * streams + responses + responses_streamed + 5 * warmup
-    if spent != proxied * USAGE["total_tokens"]:
-        problems.append(
-            f"the budget's spent is {spent} tokens after {proxied} proxied calls of "
-            f"{USAGE['total_tokens']}: some call was not settled (or settled twice)"
-        )
+    for side, tokens in spent.items():
+        if tokens != proxied * USAGE["total_tokens"]:
+            problems.append(
+                f"{side}: the budget's spent is {tokens} tokens after {proxied} proxied calls "
+                f"of {USAGE['total_tokens']}: some call was not settled (or settled twice)"
+            )
     result.problems.extend(sorted(set(problems)))
+    series: list[Series] = [
+        ("create", created, create_walls, 0),
+        ("stream first chunk", streamed, stream_walls, 0),
+        ("stream end", streamed, stream_walls, 1),
+        ("responses create", responded, respond_walls, 0),
+        ("responses stream first event", respond_streamed, respond_stream_walls, 0),
+        ("responses stream end", respond_streamed, respond_stream_walls, 1),
+        ("tools stream first text", tooled, tool_walls, 0),
+        ("tools stream end", tooled, tool_walls, 1),
+    ]
+    _report(result, clients, series)
+    _gate_report(result, pick)
+    # CPU per call of each side's processes (the --server side: proxy and server):
+    # what a call costs whatever the load, in ms
+    per_call = {label: round(seconds * 1000 / proxied, 3) for label, seconds in cpu.items()}
+    result.info["cpu_ms_per_call"] = per_call
+    if remote:
+        proxy_ms, server_ms = (round(seconds * 1000 / proxied, 3) for seconds in remote_cpu)
+        result.info["remote_cpu_ms_per_call"] = {"proxy": proxy_ms, "server": server_ms}
+    result.notes.append(
+        "CPU per call (create and stream alike, warm-up included): "
+        + ", ".join(f"{label} {ms:.2f} ms" for label, ms in per_call.items())
+        + (
+            f" (of --server's: the proxy {proxy_ms:.2f} ms, the server {server_ms:.2f} ms)"
+            if remote
+            else ""
+        )
+    )
+    result.info["calls"] = {
+        "create": creates,
+        "stream": streams,
+        "responses create": responses,
+        "responses stream": responses_streamed,
+        "warmup": warmup,
+    }
+    result.info["openai"] = openai.__version__
+    result.info["budget_spent_tokens"] = spent[PROXY]
+    if remote:
+        result.info["server_budget_spent_tokens"] = spent[REMOTE]
+    if command is not None:
+        result.info["litellm"] = _litellm_version(command)
+    return result
 
+
+#: one timed series: what it times, its samples and walls by side, and which sample
+#: of each call (0, or 1 for a stream's end)
+Series = tuple[str, dict[str, list[list[int]]], dict[str, int], int]
+
+
+def _report(result: BenchResult, sides: dict[str, Any], series: list[Series]) -> None:
     p50: dict[str, int] = {}
     p99: dict[str, int] = {}
-    for side in (DIRECT, RELAY, PROXY):
+    order = [side for side in (DIRECT, RELAY, PROXY, REMOTE, LITELLM) if side in sides]
+    for side in order:
         subjects = [
-            (f"{side}, create", created[side][0], create_walls[side]),
-            (f"{side}, stream first chunk", streamed[side][0], stream_walls[side]),
-            (f"{side}, stream end", streamed[side][1], stream_walls[side]),
-            (f"{side}, responses create", responded[side][0], respond_walls[side]),
-            (
-                f"{side}, responses stream first event",
-                respond_streamed[side][0],
-                respond_stream_walls[side],
-            ),
-            (
-                f"{side}, responses stream end",
-                respond_streamed[side][1],
-                respond_stream_walls[side],
-            ),
-            (f"{side}, tools stream first text", tooled[side][0], tool_walls[side]),
-            (f"{side}, tools stream end", tooled[side][1], tool_walls[side]),
+            (f"{side}, {what}", samples[side][i], walls[side])
+            for what, samples, walls, i in series
+            if side in samples
         ]
         for label, samples, wall in subjects:
             stats = summarise(label, samples, wall)
             result.stats.append(stats)
             p50[label], p99[label] = stats.p50_ns, stats.p99_ns
-    whats = ("create", "stream first chunk", "stream end")
-    whats += ("responses create", "responses stream first event", "responses stream end")
-    whats += ("tools stream first text", "tools stream end")
-    for what in whats:
-        direct, through = f"{DIRECT}, {what}", f"{PROXY}, {what}"
-        added50 = (p50[through] - p50[direct]) / 1e6
-        added99 = (p99[through] - p99[direct]) / 1e6
-        ratio = p50[through] / p50[direct]
-        hop = (p50[f"{RELAY}, {what}"] - p50[direct]) / 1e6
+
+    def added(side: str, what: str, table: dict[str, int]) -> float:
+        return (table[f"{side}, {what}"] - table[f"{DIRECT}, {what}"]) / 1e6
+
+    for what, samples, _, _ in series:
+        added50, added99 = added(PROXY, what, p50), added(PROXY, what, p99)
+        ratio = p50[f"{PROXY}, {what}"] / p50[f"{DIRECT}, {what}"]
+        hop = added(RELAY, what, p50)
         result.info[f"added_p50_ms {what}"] = round(added50, 3)
         result.info[f"added_p99_ms {what}"] = round(added99, 3)
         result.info[f"p50_ratio {what}"] = round(ratio, 3)
         result.info[f"bare_relay_added_p50_ms {what}"] = round(hop, 3)
-        result.notes.append(
+        note = (
             f"{what}: +{added50:.2f} ms at p50 ({ratio:.2f}× direct), +{added99:.2f} ms at "
             f"p99; the bare relay +{hop:.2f} ms at p50"
         )
+        if REMOTE in samples:
+            remote50, remote99 = added(REMOTE, what, p50), added(REMOTE, what, p99)
+            result.info[f"remote_added_p50_ms {what}"] = round(remote50, 3)
+            result.info[f"remote_added_p99_ms {what}"] = round(remote99, 3)
+            note += f"; --server +{remote50:.2f} ms at p50, +{remote99:.2f} ms at p99"
+        if LITELLM in samples:
+            lite50, lite99 = added(LITELLM, what, p50), added(LITELLM, what, p99)
+            result.info[f"litellm_added_p50_ms {what}"] = round(lite50, 3)
+            result.info[f"litellm_added_p99_ms {what}"] = round(lite99, 3)
+            if lite50 > 0:
+                result.info[f"interlock_over_litellm_added_p50 {what}"] = round(added50 / lite50, 3)
+            note += (
+                f"; LiteLLM +{lite50:.2f} ms at p50, +{lite99:.2f} ms at p99 "
+                f"(Interlock's added p50 {added50 / lite50:.2f}× LiteLLM's)"
+                if lite50 > 0
+                else f"; LiteLLM +{lite50:.2f} ms at p50"
+            )
+        result.notes.append(note)
     result.targets.append(
         Target("added p50, create", result.info["added_p50_ms create"], "<=", TARGET_ADDED_MS, "ms")
     )
@@ -496,6 +664,9 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             "ms",
         )
     )
+
+
+def _gate_report(result: BenchResult, pick: int) -> None:
     import asyncio
 
     with tempfile.TemporaryDirectory(prefix="interlock-bench-gate-") as tmp:
@@ -509,16 +680,17 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             f"streams): p50 {gated_us:.0f} µs against {bare_us:.0f} µs to frame its events "
             f"without it"
         )
-    result.info["calls"] = {
-        "create": creates,
-        "stream": streams,
-        "responses create": responses,
-        "responses stream": responses_streamed,
-        "warmup": warmup,
-    }
-    result.info["openai"] = openai.__version__
-    result.info["budget_spent_tokens"] = spent
-    return result
+
+
+def _litellm_version(command: Path) -> str:
+    python = command.parent / "python"
+    done = subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m; print(m.version('litellm'))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() or "?"
 
 
 #: calls through the proxy while it runs under cProfile (not streamed, streamed)
@@ -609,7 +781,7 @@ def profile() -> str:
                 parts = uvloop.run(_parts(upstream, scratch))
             except ImportError:
                 parts = asyncio.run(_parts(upstream, scratch))
-            url = up.enter_context(_proxy(scratch, database, upstream, profile_to=out))
+            url, _ = up.enter_context(_proxy(scratch, database, upstream, profile_to=out))
             client = up.enter_context(openai.OpenAI(base_url=url, api_key=token, max_retries=0))
             for _ in range(PROFILE_CALLS[0]):
                 _create(client, problems)

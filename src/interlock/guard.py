@@ -764,6 +764,38 @@ class Guard:
         self._record_settled(settled)
         return settled
 
+    async def acommit(
+        self,
+        decision: Decision,
+        usage: object | None = None,
+        *,
+        model: str | None = None,
+        by: Settler | _Unset = _AS_DECIDED,
+    ) -> Reservation | None:
+        """The async twin of :meth:`commit`: a remote guard's over the running loop's
+        connection, a store's in a worker thread (the loop never waits on either)."""
+        if decision.reservation is None:
+            return None
+        remote = self._remote()
+        if remote is not None:
+            return await remote.acommit(decision, usage, model=model)
+        import asyncio  # running: already loaded by the loop (ADR 0014)
+
+        return await asyncio.to_thread(self.commit, decision, usage, model=model, by=by)
+
+    async def arelease(
+        self, decision: Decision, *, by: Settler | _Unset = _AS_DECIDED
+    ) -> Reservation | None:
+        """The async twin of :meth:`release`."""
+        if decision.reservation is None:
+            return None
+        remote = self._remote()
+        if remote is not None:
+            return await remote.arelease(decision)
+        import asyncio
+
+        return await asyncio.to_thread(self.release, decision, by=by)
+
     def _settler(self, ref: ReservationRef, by: Settler | _Unset) -> Settler:
         """Who settles ``ref``: ``by`` when given; else the agent the decision names,
         which must be this guard's own agent when its context names one (so a

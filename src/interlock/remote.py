@@ -18,6 +18,13 @@ Example::
     decision = guard.check(Action.tool("shell", {"command": "ls"}))
 
 ``url`` may be ``unix:/run/interlock.sock`` for a server on a Unix socket.
+
+Many keys, one connection pool: a gateway that judges each of its clients with that
+client's own key gives every decider the same :class:`RemoteConnection`; each request
+then carries its decider's key, and the pool's connections are shared::
+
+    connection = RemoteConnection("http://interlock.internal:8750")
+    guard = Guard(decider=RemoteDecider.on(connection, client_key))
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ if TYPE_CHECKING:
 
     from interlock.deciders.base import CancelToken
 
-__all__ = ["RemoteDecider"]
+__all__ = ["RemoteConnection", "RemoteDecider"]
 
 log = logging.getLogger("interlock")
 
@@ -73,12 +80,94 @@ def _import_httpx() -> Any:
     return httpx
 
 
+class RemoteConnection:
+    """The HTTP clients of one Interlock server: a sync ``httpx.Client`` (opened on
+    first use) and an ``httpx.AsyncClient`` per running event loop (an async client's
+    connections belong to the loop that opened them). They carry no API key: each
+    request names its own, so deciders of many keys share one pool
+    (:meth:`RemoteDecider.on`).
+
+    ``timeout`` (seconds) bounds every request that has no earlier deadline;
+    ``transport`` / ``async_transport`` replace the network (``httpx`` transports);
+    ``verify`` is passed to httpx (a CA bundle path, or False); ``limits`` is the
+    pool's ``httpx.Limits``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 5.0,
+        transport: Any = None,
+        async_transport: Any = None,
+        verify: Any = True,
+        limits: Any = None,
+    ) -> None:
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, not {timeout!r}")
+        lib = _import_httpx()
+        self.httpx = lib
+        self.timeout = timeout
+        base, uds = _base_url(url)
+        self.url = base
+        if transport is None and uds is not None:
+            transport = lib.HTTPTransport(uds=uds)
+        if async_transport is None and uds is not None:
+            async_transport = lib.AsyncHTTPTransport(uds=uds)
+        self._transport = transport
+        self._async_transport = async_transport
+        self._verify = verify
+        self._limits = limits
+        self._client: httpx.Client | None = None
+        self._aclient: tuple[asyncio.AbstractEventLoop, httpx.AsyncClient] | None = None
+
+    def client(self) -> httpx.Client:
+        if self._client is None:
+            self._client = self.httpx.Client(**self._options(self._transport))
+        return self._client
+
+    def async_client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._aclient is None or self._aclient[0] is not loop:
+            self._aclient = (loop, self.httpx.AsyncClient(**self._options(self._async_transport)))
+        aclient: httpx.AsyncClient = self._aclient[1]
+        return aclient
+
+    def _options(self, transport: Any) -> dict[str, Any]:
+        options: dict[str, Any] = {
+            "base_url": self.url,
+            "headers": {"user-agent": "interlock-remote"},
+            "timeout": self.timeout,
+            "transport": transport,
+            "verify": self._verify,
+        }
+        if self._limits is not None:
+            options["limits"] = self._limits
+        return options
+
+    def close(self) -> None:
+        """Close the sync client; an async client is forgotten (close it with
+        :meth:`aclose` on its own loop)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        self._aclient = None
+
+    async def aclose(self) -> None:
+        """Close both clients (the async one on the running loop, if it is its own)."""
+        held, self._aclient = self._aclient, None
+        if held is not None and held[0] is asyncio.get_running_loop():
+            await held[1].aclose()
+        self.close()
+
+
 class RemoteDecider:
     """Decides by asking an Interlock server (see the module docstring).
 
     ``timeout`` (seconds) bounds every request when the check has no earlier
     deadline; ``transport`` replaces the network (an ``httpx`` transport, e.g. an
     ASGI app in tests); ``verify`` is passed to httpx (a CA bundle path, or False).
+    :meth:`on` makes one that shares another's connection pool.
     """
 
     #: The guard sends commit/release/approval waits here instead of to a store.
@@ -93,34 +182,38 @@ class RemoteDecider:
         transport: Any = None,
         async_transport: Any = None,
         verify: Any = True,
+        connection: RemoteConnection | None = None,
     ) -> None:
         if not api_key:
             raise ValueError("the remote guard needs an API key (interlock keys create)")
-        if timeout <= 0:
-            raise ValueError(f"timeout must be positive, not {timeout!r}")
-        lib = _import_httpx()
-        self.httpx = lib
-        self.timeout = timeout
-        base, uds = _base_url(url)
-        self.url = base
-        headers = {"authorization": f"Bearer {api_key}", "user-agent": "interlock-remote"}
-        self._headers = headers
-        self._verify = verify
-        if transport is None and uds is not None:
-            transport = lib.HTTPTransport(uds=uds)
-        if async_transport is None and uds is not None:
-            async_transport = lib.AsyncHTTPTransport(uds=uds)
-        self._async_transport = async_transport
-        self._client: httpx.Client = lib.Client(
-            base_url=base, headers=headers, timeout=timeout, transport=transport, verify=verify
-        )
-        # An AsyncClient's connections belong to the event loop that opened them:
-        # one client per running loop.
-        self._aclient: tuple[asyncio.AbstractEventLoop, httpx.AsyncClient] | None = None
+        if connection is None:
+            connection = RemoteConnection(
+                url,
+                timeout=timeout,
+                transport=transport,
+                async_transport=async_transport,
+                verify=verify,
+            )
+            connection.client()  # made here, not within the first check's deadline
+            self._owns_connection = True
+        else:
+            self._owns_connection = False
+        self.connection = connection
+        self.httpx = connection.httpx
+        self.timeout = connection.timeout
+        self.url = connection.url
+        self._headers = {"authorization": f"Bearer {api_key}"}
+
+    @classmethod
+    def on(cls, connection: RemoteConnection, api_key: str) -> RemoteDecider:
+        """A decider for ``api_key`` on ``connection``'s pool (which it does not
+        close): cheap to make, one per key or per request."""
+        return cls(connection.url, api_key, connection=connection)
 
     def close(self) -> None:
-        self._client.close()
-        self._aclient = None
+        """Close the connection when it is this decider's own."""
+        if self._owns_connection:
+            self.connection.close()
 
     def compensate(self, decision: Decision) -> None:
         """Give back what a decision the guard will not use holds (it arrived after
@@ -161,16 +254,18 @@ class RemoteDecider:
         ref = decision.reservation
         if ref is None:
             return None
-        body: dict[str, Any] = {"reservation_id": ref.id}
-        if usage is not None:
-            spent = Usage.of(usage)
-            body["usage"] = {
-                "input_tokens": spent.input_tokens,
-                "output_tokens": spent.output_tokens,
-            }
-        if model is not None:
-            body["model"] = model
+        body = _commit_body(ref.id, usage, model)
         return reservation_of(self._send("POST", "/v1/budgets/commit", None, json=body))
+
+    async def acommit(
+        self, decision: Decision, usage: object | None = None, *, model: str | None = None
+    ) -> Reservation | None:
+        """The async twin of :meth:`commit` (over the running loop's client)."""
+        ref = decision.reservation
+        if ref is None:
+            return None
+        body = _commit_body(ref.id, usage, model)
+        return reservation_of(await self._asend("POST", "/v1/budgets/commit", None, json=body))
 
     def release(self, decision: Decision) -> Reservation | None:
         ref = decision.reservation
@@ -178,6 +273,14 @@ class RemoteDecider:
             return None
         body = {"reservation_id": ref.id}
         return reservation_of(self._send("POST", "/v1/budgets/release", None, json=body))
+
+    async def arelease(self, decision: Decision) -> Reservation | None:
+        """The async twin of :meth:`release`."""
+        ref = decision.reservation
+        if ref is None:
+            return None
+        body = {"reservation_id": ref.id}
+        return reservation_of(await self._asend("POST", "/v1/budgets/release", None, json=body))
 
     def wait_for_approval(self, approval_id: str, timeout: float) -> ApprovalRecord:
         """Long-poll the server until the approval is decided or ``timeout`` passes;
@@ -231,8 +334,11 @@ class RemoteDecider:
         **options: Any,
     ) -> Any:
         timeout = self._request_timeout(deadline)
+        client = self.connection.client()
         try:
-            response = self._client.request(method, path, timeout=timeout, **options)
+            response = client.request(
+                method, path, timeout=timeout, headers=self._headers, **options
+            )
         except self.httpx.HTTPError as exc:
             raise RemoteError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
         return _answer(response, method, path, check=check)
@@ -247,26 +353,14 @@ class RemoteDecider:
         **options: Any,
     ) -> Any:
         timeout = self._request_timeout(deadline)
-        client = self._async_client()
+        client = self.connection.async_client()
         try:
-            response = await client.request(method, path, timeout=timeout, **options)
+            response = await client.request(
+                method, path, timeout=timeout, headers=self._headers, **options
+            )
         except self.httpx.HTTPError as exc:
             raise RemoteError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
         return _answer(response, method, path, check=check)
-
-    def _async_client(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        if self._aclient is None or self._aclient[0] is not loop:
-            client = self.httpx.AsyncClient(
-                base_url=self.url,
-                headers=self._headers,
-                timeout=self.timeout,
-                transport=self._async_transport,
-                verify=self._verify,
-            )
-            self._aclient = (loop, client)
-        aclient: httpx.AsyncClient = self._aclient[1]
-        return aclient
 
 
 def _base_url(url: str) -> tuple[str, str | None]:
@@ -276,6 +370,16 @@ def _base_url(url: str) -> tuple[str, str | None]:
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"the server URL must be http://, https:// or unix:/path, not {url!r}")
     return url.rstrip("/"), None
+
+
+def _commit_body(reservation_id: str, usage: object | None, model: str | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"reservation_id": reservation_id}
+    if usage is not None:
+        spent = Usage.of(usage)
+        body["usage"] = {"input_tokens": spent.input_tokens, "output_tokens": spent.output_tokens}
+    if model is not None:
+        body["model"] = model
+    return body
 
 
 def _answer(response: httpx.Response, method: str, path: str, *, check: bool) -> Any:

@@ -23,10 +23,9 @@ from interlock import (
 )
 from support import SlowDecider
 
-__all__ = ["POLICY", "ROWS", "STATEFUL_POLICY", "Row", "SlowDecider", "make_guard"]
+__all__ = ["POLICY", "POLICY_YAML", "ROWS", "STATEFUL_POLICY", "Row", "SlowDecider", "make_guard"]
 
-POLICY = load_policy_text(
-    """
+POLICY_YAML = """
 version: 1
 default: deny
 rules:
@@ -49,9 +48,8 @@ rules:
     reason: big payments need a human
     name: pay
     when: "args.amount > 100"
-""",
-    file="conformance.yaml",
-)
+"""
+POLICY = load_policy_text(POLICY_YAML, file="conformance.yaml")
 
 
 def _explode(*_: Any) -> None:

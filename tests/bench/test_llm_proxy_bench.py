@@ -1,26 +1,44 @@
-"""The ``llm-proxy`` benchmark's logic: a short run through the real proxy and the
-stand-in finds no problem (every answer right, every proxied call settled in the
-budget) and reports the three sides and both targets; a wrong answer is a problem."""
+"""The ``llm-proxy`` benchmark's logic: a short run through the real proxy (standalone
+and in front of the shared server) and the stand-in finds no problem (every answer
+right, every proxied call settled in the budget) and reports every side and both
+targets; a wrong answer is a problem.
+
+LiteLLM's side runs only when its environment (``bench/.litellm-venv``, built by the
+benchmark or ``python -m bench.llm_litellm --setup``) is installed."""
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
+import pytest
 from bench.__main__ import BENCHMARKS
 
-from bench import llm_proxy
+from bench import llm_litellm, llm_proxy
+
+WHATS = ("create", "stream first chunk", "stream end")
+#: what only Interlock's sides, the relay and direct are timed on
+OURS = (
+    "responses create",
+    "responses stream first event",
+    "responses stream end",
+    "tools stream first text",
+    "tools stream end",
+)
+LITELLM = llm_litellm.litellm_command()
+if LITELLM is None and os.environ.get("INTERLOCK_REQUIRE_LITELLM"):
+    raise RuntimeError(
+        "INTERLOCK_REQUIRE_LITELLM is set but LiteLLM's environment is not installed "
+        "(python -m bench.llm_litellm --setup)"
+    )
 
 
 def test_a_quick_run_checks_every_answer_and_the_budget() -> None:
-    result = llm_proxy.run(calls=10, quick=True)
+    result = llm_proxy.run(calls=10, quick=True, litellm=False)
     assert result.problems == []
     labels = [s.label for s in result.stats]
-    for side in (llm_proxy.DIRECT, llm_proxy.RELAY, llm_proxy.PROXY):
-        for what in ("create", "stream first chunk", "stream end"):
-            assert f"{side}, {what}" in labels
-    for what in ("responses create", "responses stream end", "tools stream first text"):
-        assert f"{llm_proxy.PROXY}, {what}" in labels
-    assert len(labels) == 3 * 8
+    sides = (llm_proxy.DIRECT, llm_proxy.RELAY, llm_proxy.PROXY, llm_proxy.REMOTE)
+    assert labels == [f"{side}, {what}" for side in sides for what in WHATS + OURS]
     calls = result.info["calls"]
     assert {s.calls for s in result.stats} == {
         calls["create"],
@@ -29,11 +47,14 @@ def test_a_quick_run_checks_every_answer_and_the_budget() -> None:
         calls["responses stream"],
     }
     assert "bare_relay_added_p50_ms create" in result.info
+    assert "remote_added_p50_ms create" in result.info
+    assert "litellm_added_p50_ms create" not in result.info
+    assert any("LiteLLM's side left out" in note for note in result.notes)
     assert [t.name for t in result.targets] == [
         "added p50, create",
         "added p50, first streamed chunk",
     ]
-    # every timed and warm-up call through the proxy (streams twice: plain and with
+    # every timed and warm-up call through each proxy (streams twice: plain and with
     # tools), 18 tokens each
     proxied = (
         calls["create"]
@@ -43,6 +64,36 @@ def test_a_quick_run_checks_every_answer_and_the_budget() -> None:
         + 5 * calls["warmup"]
     )
     assert result.info["budget_spent_tokens"] == proxied * 18
+    assert result.info["server_budget_spent_tokens"] == proxied * 18
+    cpu = result.info["cpu_ms_per_call"]
+    assert set(cpu) == {llm_proxy.PROXY, llm_proxy.RELAY, llm_proxy.REMOTE}
+    assert all(ms > 0 for ms in cpu.values())
+
+
+@pytest.mark.skipif(LITELLM is None, reason="LiteLLM's environment is not built")
+def test_a_tiny_round_beside_litellm_reports_the_ratio() -> None:
+    result = llm_proxy.run(calls=4, quick=True, litellm=True, remote=False)
+    assert result.problems == []  # LiteLLM's answers were checked like the others
+    labels = [s.label for s in result.stats]
+    ours = (llm_proxy.DIRECT, llm_proxy.RELAY, llm_proxy.PROXY)
+    expected = [f"{side}, {what}" for side in ours for what in WHATS + OURS]
+    expected += [f"{llm_proxy.LITELLM}, {what}" for what in WHATS]  # chat calls only
+    assert labels == expected
+    for what in WHATS:
+        assert f"litellm_added_p50_ms {what}" in result.info
+        assert f"litellm_added_p99_ms {what}" in result.info
+    assert result.info["litellm"] == "1.106.12"
+
+
+def test_litellm_is_configured_with_a_master_key_and_off_the_network() -> None:
+    config = llm_litellm.config_yaml("gpt-4o-mini", "http://127.0.0.1:1/v1", "sk-x")
+    assert "model: openai/gpt-4o-mini" in config
+    assert "api_base: http://127.0.0.1:1/v1" in config
+    assert f"master_key: {llm_litellm.MASTER_KEY}" in config
+    assert llm_litellm.litellm_env()["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
+    pins = llm_litellm.REQUIREMENTS.read_text().splitlines()
+    assert "litellm[proxy]==1.106.12" in pins
+    assert all("==" in line for line in pins if line and not line.startswith("#"))
 
 
 def test_it_is_registered() -> None:

@@ -492,3 +492,42 @@ async def test_the_mcp_client_conformance_table_over_a_remote_guard(
             guard_session(client.session, remote, mapper=row.mapper)
             results = await twice(lambda: client.session.call_tool(row.tool, row.args))
     check_row(row, results, tools.ran)
+
+
+# -- many keys, one connection pool -------------------------------------------------------
+
+
+def test_deciders_on_one_connection_settle_async_without_a_sync_client(
+    server: Server,
+) -> None:
+    from interlock.remote import RemoteConnection, RemoteDecider
+
+    store = server.guard.store
+    assert store is not None
+    other = KeyStore(store).create(tenant="acme", role=Role.AGENT, name="other-bot").token
+    connection = RemoteConnection(server.url)
+
+    async def calls() -> None:
+        for key in (server.agent_key, other):
+            guard = Guard(decider=RemoteDecider.on(connection, key))
+            async with guard.llm_call("gpt-x", estimate=Usage(100, 50)) as call:
+                call.record({"input_tokens": 80, "output_tokens": 20})
+            with pytest.raises(TimeoutError):
+                async with guard.llm_call("gpt-x", estimate=Usage(100, 50)):
+                    raise TimeoutError("provider timed out")  # released, on the server
+            guard.close()  # the connection is not the decider's: it stays open
+        await connection.aclose()
+
+    asyncio.run(calls())
+    rows = {row.scope_key: (row.spent, row.reserved) for row in store.budget_rows()}
+    assert sorted(rows.values()) == [(100, 0), (100, 0)]  # each key its own agent's budget
+    assert connection._client is None  # every settle went over the async client
+
+
+def test_a_decider_on_a_connection_needs_its_key() -> None:
+    from interlock.remote import RemoteConnection, RemoteDecider
+
+    with pytest.raises(ValueError, match="API key"):
+        RemoteDecider.on(RemoteConnection("http://127.0.0.1:1"), "")
+    with pytest.raises(ValueError, match="timeout"):
+        RemoteConnection("http://127.0.0.1:1", timeout=0)

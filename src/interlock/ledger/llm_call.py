@@ -120,7 +120,7 @@ class LLMCall:
         if self.decision is None or self.decision.reservation is None:
             return
         # Shielded: a cancellation arriving now must not leave the reservation open.
-        await asyncio.shield(asyncio.to_thread(self._settle, failed=exc_type is not None))
+        await asyncio.shield(self._asettle(failed=exc_type is not None))
 
     # -- the llm_input / llm_output events (when the guard has a sink) -----------------
 
@@ -148,12 +148,11 @@ class LLMCall:
     # -- settling ----------------------------------------------------------------------
 
     def _settle(self, *, failed: bool) -> None:
-        decision = self.decision
-        if decision is None or decision.reservation is None or self._settled:
+        decision = self._to_settle()
+        if decision is None:
             return
-        self._settled = True
-        owner = decision.reservation.owner  # the guard's own decision: settled as decided
-        try:
+        owner = decision.reservation.owner if decision.reservation else None
+        try:  # the guard's own decision: settled as decided
             if failed:
                 self.guard.release(decision, by=owner)
             elif self.usage is None:
@@ -161,11 +160,39 @@ class LLMCall:
             else:
                 self.guard.commit(decision, self.usage, model=self.model, by=owner)
         except Exception as exc:
-            # The reaper releases the reservation after its TTL; say so loudly.
-            log.error(
-                "interlock: could not %s reservation %s for %s: %s",
-                "release" if failed else "commit",
-                decision.reservation.id,
-                self.model,
-                describe(exc),
-            )
+            self._not_settled(decision, exc, failed=failed)
+
+    async def _asettle(self, *, failed: bool) -> None:
+        """:meth:`_settle` through the guard's async twins (a remote guard's own
+        connection; a store's worker thread)."""
+        decision = self._to_settle()
+        if decision is None:
+            return
+        owner = decision.reservation.owner if decision.reservation else None
+        try:
+            if failed:
+                await self.guard.arelease(decision, by=owner)
+            elif self.usage is None:
+                await self.guard.acommit(decision, by=owner)
+            else:
+                await self.guard.acommit(decision, self.usage, model=self.model, by=owner)
+        except Exception as exc:
+            self._not_settled(decision, exc, failed=failed)
+
+    def _to_settle(self) -> Decision | None:
+        """The decision whose reservation is to be settled now, once; else None."""
+        decision = self.decision
+        if decision is None or decision.reservation is None or self._settled:
+            return None
+        self._settled = True
+        return decision
+
+    def _not_settled(self, decision: Decision, exc: Exception, *, failed: bool) -> None:
+        # The reaper settles the reservation after its TTL; say so loudly.
+        log.error(
+            "interlock: could not %s reservation %s for %s: %s",
+            "release" if failed else "commit",
+            decision.reservation.id if decision.reservation else "?",
+            self.model,
+            describe(exc),
+        )

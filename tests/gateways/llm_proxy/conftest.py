@@ -1,5 +1,13 @@
-"""The proxy under test: a real Guard on a SQLite store, the proxy app and the
-stand-in upstream each served by uvicorn on a real port of 127.0.0.1.
+"""The proxy under test, in both of its modes (the ``proxy`` fixture is parametrized):
+
+- ``standalone``: a real Guard on a SQLite store, the keys in that store;
+- ``server``: ``interlock serve``'s app on that guard and store (its key cache off, so
+  a revocation is seen at once), and the proxy in front of it (:class:`SharedServer`),
+  holding no key of its own: every call is judged with the client's key there.
+
+The proxy app, the server app and the stand-in upstream are each served by uvicorn on
+a real port of 127.0.0.1. ``Proxy.guard`` and ``Proxy.store`` are where the verdicts
+and the budgets live (the server's in ``server`` mode).
 
 | key | tenant | role | name |
 | --- | --- | --- | --- |
@@ -21,7 +29,7 @@ import pytest
 import uvicorn
 
 from interlock import Guard
-from interlock.gateways.llm_proxy import ProxyConfig, Upstream, create_app
+from interlock.gateways.llm_proxy import ProxyConfig, SharedServer, Upstream, create_app
 from interlock.ledger.llm_call import LLMCall
 from interlock.server import KeyStore, Role
 from interlock.store.sql import SqlStore
@@ -150,6 +158,17 @@ class Proxy:
     guard: Guard
     tokens: dict[str, str]
     settled: Settled
+    mode: str = "standalone"
+    #: what the proxy app judges with: the guard, or the shared server
+    judge: Guard | SharedServer | None = None
+    #: the shared server's own app (``server`` mode)
+    server_app: Any = None
+    #: (method, path, bearer token) of every request the shared server got
+    server_seen: list[tuple[str, str, str]] = field(default_factory=list)
+    #: the shared server's uvicorn (``server`` mode; closing it twice is harmless)
+    server: Served | None = None
+    #: the stand-in's OpenAI base URL (…/v1)
+    upstream_url: str = ""
 
     @property
     def store(self) -> SqlStore:
@@ -162,9 +181,27 @@ class Proxy:
         return sum(r.spent for r in rows), sum(r.reserved for r in rows)
 
 
-@pytest.fixture
-def proxy(tmp_path: Path) -> Iterator[Proxy]:
-    yield from _proxy(tmp_path)
+MODES = ["standalone", "server"]
+
+
+class Recorded:
+    """An ASGI app, each request's method, path and bearer token noted first."""
+
+    def __init__(self, app: Any, seen: list[tuple[str, str, str]]) -> None:
+        self.app = app
+        self.seen = seen
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            token = headers.get(b"authorization", b"").decode().removeprefix("Bearer ")
+            self.seen.append((scope["method"], scope["path"], token))
+        await self.app(scope, receive, send)
+
+
+@pytest.fixture(params=MODES)
+def proxy(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Proxy]:
+    yield from _proxy(tmp_path, request.param)
 
 
 #: the held-bytes cap of :func:`capped_proxy`
@@ -174,10 +211,10 @@ SMALL_CAP = 2048
 @pytest.fixture
 def capped_proxy(tmp_path: Path) -> Iterator[Proxy]:
     """A proxy that holds at most :data:`SMALL_CAP` bytes of tool calls per stream."""
-    yield from _proxy(tmp_path, max_held_bytes=SMALL_CAP)
+    yield from _proxy(tmp_path, "standalone", max_held_bytes=SMALL_CAP)
 
 
-def _proxy(tmp_path: Path, **options: Any) -> Iterator[Proxy]:
+def _proxy(tmp_path: Path, mode: str, **options: Any) -> Iterator[Proxy]:
     policy = tmp_path / "interlock.yaml"
     policy.write_text(POLICY)
     guard = Guard.from_file(policy, store=f"sqlite:///{tmp_path / 'interlock.db'}")
@@ -195,11 +232,36 @@ def _proxy(tmp_path: Path, **options: Any) -> Iterator[Proxy]:
         **options,
     )
     settled = Settled()
-    served = Served(create_app(guard, config, on_settled=settled))
+    server: Served | None = None
+    server_app: Any = None
+    server_seen: list[tuple[str, str, str]] = []
+    judge: Guard | SharedServer = guard
+    if mode == "server":
+        pytest.importorskip("fastapi")
+        from interlock.server import create_app as server_app_for
+
+        server_app = server_app_for(guard, key_cache_ttl=0)
+        server = Served(Recorded(server_app, server_seen))
+        judge = SharedServer(server.url)
+    served = Served(create_app(judge, config, on_settled=settled))
     try:
-        yield Proxy(served.url, standin, guard, tokens, settled)
+        yield Proxy(
+            served.url,
+            standin,
+            guard,
+            tokens,
+            settled,
+            mode,
+            judge,
+            server_app,
+            server_seen,
+            server,
+            upstream.url + "/v1",
+        )
     finally:
         standin.release.set()
         served.close()
+        if server is not None:
+            server.close()
         upstream.close()
         guard.close()

@@ -143,3 +143,82 @@ class _Lines:
         with self.changed:
             found = self.changed.wait_for(lambda: words in "".join(self.lines), timeout=60)
         assert found, self.text()
+
+
+@pytest.mark.parametrize(
+    "local",
+    [
+        ["--policy", "interlock.yaml"],
+        ["--store", "sqlite:///x.db"],
+        ["--reload-interval", "0"],
+        ["--reservation-ttl", "60"],
+    ],
+)
+def test_server_mode_takes_no_local_policy_or_store(local: list[str]) -> None:
+    args = ["llm-proxy", "--server", "http://127.0.0.1:9"]
+    args += ["--openai-upstream", "http://127.0.0.1:9/v1", *local]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert "--server judges on the server" in result.output
+    assert local[0] in result.output
+
+
+def test_the_command_judges_through_the_server_with_the_clients_key(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    from interlock import Guard
+    from interlock.server import create_app as server_app
+
+    (tmp_path / "interlock.yaml").write_text(POLICY)
+    guard = Guard.from_file(tmp_path / "interlock.yaml", store=f"sqlite:///{tmp_path / 's.db'}")
+    assert isinstance(guard.store, SqlStore)
+    token = KeyStore(guard.store).create(tenant="acme", role=Role.AGENT, name="bot").token
+    server = Served(server_app(guard))
+    standin = StandIn()
+    upstream = Served(standin.app())
+    port = _free_port()
+    env = {**os.environ, "OPENAI_API_KEY": "sk-held-by-the-proxy"}
+    env.pop("INTERLOCK_API_KEY", None)  # the proxy holds no Interlock key
+    command = [sys.executable, "-m", "interlock.cli", "llm-proxy", "--server", server.url]
+    command += ["--port", str(port), "--log-level", "warning"]
+    command += ["--openai-upstream", upstream.url + "/v1"]
+    process = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE)
+    said = _Lines(process)
+    try:
+        _wait_until_listening(port, process)
+        api = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=token, max_retries=0)
+        reply = api.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+        )
+        assert reply.choices[0].message.content == "Hello there, agent."
+        with pytest.raises(openai.PermissionDeniedError):
+            api.chat.completions.create(model="o1", messages=[{"role": "user", "content": "hi"}])
+        assert standin.calls == 1
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+        said.thread.join(timeout=60)
+        upstream.close()
+        server.close()
+    (row,) = guard.store.budget_rows(tenant="acme", budget_id="tokens")
+    guard.close()
+    assert (row.spent, row.reserved) == (18, 0)
+    assert process.returncode == 0, said.text()
+    assert f"judging through the server at {server.url}" in said.text()
+    assert "does not answer" not in said.text()
+
+
+def test_a_server_that_does_not_answer_at_startup_is_a_warning(tmp_path: Path) -> None:
+    port, dead = _free_port(), _free_port()
+    command = [sys.executable, "-m", "interlock.cli", "llm-proxy"]
+    command += ["--server", f"http://127.0.0.1:{dead}", "--port", str(port)]
+    command += ["--openai-upstream", "http://127.0.0.1:9/v1", "--log-level", "warning"]
+    process = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE)
+    said = _Lines(process)
+    try:
+        _wait_until_listening(port, process)
+        said.wait_for("every call is refused (503) until it does")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+        said.thread.join(timeout=60)
+    assert process.returncode == 0, said.text()

@@ -24,5 +24,13 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from .app import create_app
 from .config import DEFAULT_MAX_BODY, DEFAULT_MAX_HELD, ProxyConfig, Upstream
+from .shared import SharedServer
 
-__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_HELD", "ProxyConfig", "Upstream", "create_app"]
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "DEFAULT_MAX_HELD",
+    "ProxyConfig",
+    "SharedServer",
+    "Upstream",
+    "create_app",
+]

@@ -4,7 +4,9 @@
 One request is one model call, in this order — nothing reaches the upstream before
 step 4:
 
-1. the client's Interlock key → tenant and agent (401/403 otherwise);
+1. the client's Interlock key → tenant and agent (401/403 otherwise): from the
+   proxy's own store (:class:`~.auth.StoreKeys`), or from the shared server, which
+   then judges every call with that key (:class:`~.shared.SharedServer`);
 2. the body read (at most ``max_body`` bytes) and parsed: a JSON object naming a
    ``model`` (400 otherwise);
 3. the guard's model-call path (:meth:`interlock.Guard.llm_call`): an ``llm``
@@ -40,10 +42,8 @@ from interlock.errors import Blocked
 from interlock.guard import Guard
 from interlock.ledger.estimate import estimate_model_call
 from interlock.ledger.llm_call import LLMCall
-from interlock.server.keys import ApiKey, KeyStore
-from interlock.store.sql import SqlStore
 
-from .auth import authenticate
+from .auth import Callers, StoreKeys
 from .config import ProxyConfig, Upstream
 from .flavours import Flavour, flavour_of
 from .refusals import Provider, Refusal, refusal_for_decision
@@ -51,29 +51,29 @@ from .relay import Gate, SseRelay
 from .response_items import ItemJudge, judge_response
 from .response_stream import ResponsesRelay
 from .responses import RESPONSES, ResponsesFlavour
+from .shared import SharedServer
 from .stream_tools import tool_gate
 from .tools import judge_tool_calls
 
 __all__ = ["create_app"]
 
-RUNTIME = "llm-proxy"
 _AnyFlavour = Flavour | ResponsesFlavour
 _RELAYED_HEADERS = ("content-type", "request-id", "x-request-id", "retry-after")
 
 
 def create_app(
-    guard: Guard,
+    guard: Guard | SharedServer,
     config: ProxyConfig,
     *,
     on_settled: Callable[[LLMCall], None] | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> Starlette:
-    """The proxy app for ``guard`` (which must have a SQL store: it holds the API
-    keys). ``on_settled`` is told of each model call once its budget is settled
-    (an observer: its failure is ignored)."""
-    if not isinstance(guard.store, SqlStore):
-        raise ValueError("the LLM proxy needs a guard with a SQL store (it holds the API keys)")
-    proxy = _Proxy(guard, config, KeyStore(guard.store), on_settled)
+    """The proxy app judging with ``guard`` (which must have a SQL store: it holds
+    the API keys), or through a :class:`SharedServer` with each client's own key.
+    ``on_settled`` is told of each model call once its budget is settled (an
+    observer: its failure is ignored)."""
+    callers: Callers = guard if isinstance(guard, SharedServer) else StoreKeys(guard)
+    proxy = _Proxy(callers, config, on_settled)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -81,9 +81,13 @@ def create_app(
         # A proxy holds one upstream connection per call in flight (streams are long).
         limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
         async with httpx.AsyncClient(timeout=timeout, limits=limits, transport=transport) as client:
+            await callers.start()
             proxy.client = client
-            yield
-            proxy.client = None
+            try:
+                yield
+            finally:
+                proxy.client = None
+                await callers.aclose()
 
     routes = [
         Route("/v1/chat/completions", proxy.openai, methods=["POST"]),
@@ -96,14 +100,12 @@ def create_app(
 class _Proxy:
     def __init__(
         self,
-        guard: Guard,
+        callers: Callers,
         config: ProxyConfig,
-        keys: KeyStore,
         on_settled: Callable[[LLMCall], None] | None,
     ) -> None:
-        self.guard = guard
+        self.callers = callers
         self.config = config
-        self.keys = keys
         self.on_settled = on_settled
         self.client: httpx.AsyncClient | None = None
         self._settled: weakref.WeakSet[LLMCall] = weakref.WeakSet()
@@ -134,9 +136,9 @@ class _Proxy:
         upstream: Upstream | None,
         flavour: _AnyFlavour | None,
     ) -> Response | Refusal:
-        key = await authenticate(request, self.keys)
-        if isinstance(key, Refusal):
-            return key
+        caller = await self.callers.caller(request)
+        if isinstance(caller, Refusal):
+            return caller
         if upstream is None or self.client is None:
             return Refusal(404, "not_configured", f"this proxy has no {provider} upstream")
         body = await _read_json(request, self.config.max_body)
@@ -147,13 +149,16 @@ class _Proxy:
         unfit = flavour.unfit(body) if isinstance(flavour, ResponsesFlavour) else None
         if unfit is not None:
             return unfit
-        context = _context(key)
+        guard, context = caller.guard, caller.context
         arguments = flavour.arguments(body)
-        call = self.guard.llm_call(body["model"], context=context, arguments=arguments)
+        call = guard.llm_call(body["model"], context=context, arguments=arguments)
         try:
             await call.__aenter__()
         except Blocked as exc:
-            return refusal_for_decision(exc)
+            refusal = refusal_for_decision(exc)
+            if refusal.status == 401:
+                self.callers.forget(caller)
+            return refusal
         try:  # from here on the reservation is open: every way out settles it
             sent, asked_usage = flavour.upstream_body(body)
             outbound = self.client.build_request(
@@ -182,24 +187,32 @@ class _Proxy:
         if streamed:
             estimated = _estimated_input(arguments)
             if isinstance(flavour, ResponsesFlavour):
-                return self._stream_responses(call, flavour, answer, estimated, context)
-            gate = tool_gate(
-                provider, self.guard, context, max_held_bytes=self.config.max_held_bytes
-            )
+                return self._stream_responses(call, flavour, answer, estimated, guard, context)
+            gate = tool_gate(provider, guard, context, max_held_bytes=self.config.max_held_bytes)
             return self._stream(call, flavour, answer, estimated, gate, hide_usage=not asked_usage)
-        return await self._unstreamed(call, flavour, answer, context)
+        return await self._unstreamed(call, flavour, answer, guard, context)
 
     async def _unstreamed(
-        self, call: LLMCall, flavour: _AnyFlavour, answer: httpx.Response, context: Context
+        self,
+        call: LLMCall,
+        flavour: _AnyFlavour,
+        answer: httpx.Response,
+        guard: Guard,
+        context: Context,
     ) -> Response | Refusal:
         try:  # whatever ends this (a cancellation included), the call is settled once
-            return await self._judged(call, flavour, answer, context)
+            return await self._judged(call, flavour, answer, guard, context)
         finally:
             await answer.aclose()
             await self._settle(call)
 
     async def _judged(
-        self, call: LLMCall, flavour: _AnyFlavour, answer: httpx.Response, context: Context
+        self,
+        call: LLMCall,
+        flavour: _AnyFlavour,
+        answer: httpx.Response,
+        guard: Guard,
+        context: Context,
     ) -> Response | Refusal:
         try:
             content = await answer.aread()
@@ -214,9 +227,9 @@ class _Proxy:
         if usage is not None:
             call.record(usage)
         if isinstance(flavour, ResponsesFlavour):
-            refused = await judge_response(self.guard, reply, context)
+            refused = await judge_response(guard, reply, context)
         else:
-            refused = await judge_tool_calls(self.guard, flavour.provider, reply, context)
+            refused = await judge_tool_calls(guard, flavour.provider, reply, context)
         headers = _relayed(answer)
         headers.pop("content-type", None)
         if call.decision is not None:
@@ -258,6 +271,7 @@ class _Proxy:
         flavour: ResponsesFlavour,
         answer: httpx.Response,
         estimated_input: int,
+        guard: Guard,
         context: Context,
     ) -> Response:
         """A Responses stream: its tool calls held and judged (response_stream)."""
@@ -273,7 +287,7 @@ class _Proxy:
         headers = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
         if call.decision is not None:
             headers["x-interlock-decision-id"] = call.decision.decision_id
-        judge = ItemJudge(self.guard, context)
+        judge = ItemJudge(guard, context)
         return _AsgiResponse(ResponsesRelay(answer, meter, settle, judge, headers=headers))
 
     async def _settle(self, call: LLMCall, *, failed: BaseException | None = None) -> None:
@@ -299,11 +313,6 @@ class _AsgiResponse(Response):
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await self.app(scope, receive, send)
-
-
-def _context(key: ApiKey) -> Context:
-    """The trusted context: from the key only."""
-    return Context(tenant=key.tenant, agent=key.identity, runtime=RUNTIME)
 
 
 def _estimated_input(arguments: dict[str, Any]) -> int:

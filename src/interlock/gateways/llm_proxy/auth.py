@@ -1,20 +1,74 @@
-"""The client's Interlock API key: ``Authorization: Bearer <key>`` (the OpenAI SDK)
-or ``x-api-key: <key>`` (the Anthropic SDK). Tenant and agent come from the key,
-never from the request. Only ``agent`` keys may call models through the proxy."""
+"""Who a request is, and the guard that judges it.
+
+The client's Interlock API key: ``Authorization: Bearer <key>`` (the OpenAI SDK) or
+``x-api-key: <key>`` (the Anthropic SDK). Tenant and agent come from the key, never
+from the request. Only ``agent`` keys may call models through the proxy.
+
+Two ways to know a key: :class:`StoreKeys` reads the keys in the proxy's own store
+(the standalone proxy); :class:`~interlock.gateways.llm_proxy.shared.SharedServer`
+asks the shared server, and judges with the client's own key there.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Protocol
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from interlock.core.action import Context
+from interlock.guard import Guard
 from interlock.server.keys import ApiKey, KeyStore, Role
+from interlock.store.sql import SqlStore
 
 from .refusals import Refusal
 
-__all__ = ["authenticate"]
+__all__ = [
+    "RUNTIME",
+    "UNKNOWN_KEY",
+    "Caller",
+    "Callers",
+    "StoreKeys",
+    "authenticate",
+    "not_an_agent",
+    "presented_token",
+]
+
+#: ``Context.runtime`` of every action the proxy judges.
+RUNTIME: Final = "llm-proxy"
+UNKNOWN_KEY: Final = "the API key is not valid (unknown, malformed or revoked)"
 
 
-def _token(request: Request) -> str | Refusal:
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """One request's caller: the guard that judges its calls and the trusted context
+    (tenant and agent, from the key). ``key_digest`` names the key in the caller
+    cache of a shared-server proxy (``None`` for a store's key)."""
+
+    guard: Guard
+    context: Context
+    key_digest: bytes | None = None
+
+
+class Callers(Protocol):
+    """Where the proxy learns who a request is."""
+
+    async def caller(self, request: Request) -> Caller | Refusal:
+        """The request's caller, or the refusal to answer (401, 403, 503)."""
+        ...
+
+    def forget(self, caller: Caller) -> None:
+        """The server refused ``caller``'s key: know it no more."""
+        ...
+
+    async def start(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+def presented_token(request: Request) -> str | Refusal:
+    """The one key the request carries (bearer or ``x-api-key``), or a 401."""
     bearer = request.headers.get("authorization", "")
     scheme, _, value = bearer.partition(" ")
     from_bearer = value.strip() if scheme.lower() == "bearer" else ""
@@ -31,18 +85,47 @@ def _token(request: Request) -> str | Refusal:
     return token
 
 
+def not_an_agent(role: str) -> Refusal:
+    return Refusal(403, "forbidden", f"a key with role {role!r} may not call models")
+
+
 async def authenticate(request: Request, keys: KeyStore) -> ApiKey | Refusal:
     """The live agent key the request carries, or the refusal to answer."""
-    token = _token(request)
+    token = presented_token(request)
     if isinstance(token, Refusal):
         return token
     hit, key = keys.authenticate_cached(token)
     if not hit:
         key = await run_in_threadpool(keys.authenticate, token)
     if key is None:
-        return Refusal(
-            401, "unauthorized", "the API key is not valid (unknown, malformed or revoked)"
-        )
+        return Refusal(401, "unauthorized", UNKNOWN_KEY)
     if key.role is not Role.AGENT:
-        return Refusal(403, "forbidden", f"a key with role {key.role.value!r} may not call models")
+        return not_an_agent(key.role.value)
     return key
+
+
+class StoreKeys:
+    """The standalone proxy's callers: keys in ``guard``'s own SQL store, every call
+    judged by ``guard``."""
+
+    def __init__(self, guard: Guard) -> None:
+        if not isinstance(guard.store, SqlStore):
+            raise ValueError("the LLM proxy needs a guard with a SQL store (it holds the API keys)")
+        self.guard = guard
+        self.keys = KeyStore(guard.store)
+
+    async def caller(self, request: Request) -> Caller | Refusal:
+        key = await authenticate(request, self.keys)
+        if isinstance(key, Refusal):
+            return key
+        context = Context(tenant=key.tenant, agent=key.identity, runtime=RUNTIME)
+        return Caller(self.guard, context)
+
+    def forget(self, caller: Caller) -> None:
+        pass  # the store's keys are live: nothing is remembered here
+
+    async def start(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass

@@ -15,7 +15,7 @@ from typing import Literal
 from starlette.responses import JSONResponse
 
 from interlock.core.decision import Decision, Verdict
-from interlock.errors import Blocked
+from interlock.errors import Blocked, RemoteError
 
 __all__ = ["Provider", "Refusal", "refusal_for_decision"]
 
@@ -74,9 +74,13 @@ class Refusal:
 def refusal_for_decision(exc: Blocked) -> Refusal:
     """The refusal of a model call the guard did not allow: 403 for deny and
     approval required, 429 for a budget that cannot take it, 503 when no verdict
-    could be reached."""
+    could be reached — but for a shared server that refused the client's key itself
+    (its 401 or 403 is the proxy's)."""
     decision: Decision = exc.decision
     message = str(exc)
+    refused_key = _refused_key(decision)
+    if refused_key is not None:
+        return refused_key
     if decision.verdict is Verdict.REQUIRE_APPROVAL:
         approval = decision.approval
         return Refusal(
@@ -92,3 +96,16 @@ def refusal_for_decision(exc: Blocked) -> Refusal:
             return Refusal(429, "interlock_budget_exceeded", message, decision.decision_id)
         return Refusal(403, "interlock_denied", message, decision.decision_id)
     return Refusal(503, "interlock_undetermined", message, decision.decision_id)
+
+
+def _refused_key(decision: Decision) -> Refusal | None:
+    """The shared server's own 401/403 on a check (a key revoked or not allowed to
+    check), which left the decision undetermined."""
+    cause = decision.cause
+    if decision.verdict is not Verdict.UNDETERMINED or not isinstance(cause, RemoteError):
+        return None
+    if cause.status == 401:
+        return Refusal(401, "unauthorized", f"the Interlock server refused the key: {cause}")
+    if cause.status == 403:
+        return Refusal(403, "forbidden", f"the Interlock server refused the key: {cause}")
+    return None

@@ -20,7 +20,6 @@ tools, is committed at once: the proxy has let the call through to the agent.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -79,7 +78,7 @@ async def refusal_for_call(
     if decision.verdict is Verdict.ALLOW:
         if decision.reservation is not None:
             owner = decision.reservation.owner
-            await asyncio.to_thread(guard.commit, decision, by=owner)
+            await guard.acommit(decision, by=owner)
         return None
     try:
         raise_for(decision, action)
