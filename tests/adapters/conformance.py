@@ -23,10 +23,10 @@ from interlock import (
 )
 from support import SlowDecider
 
-__all__ = ["POLICY", "ROWS", "STATEFUL_POLICY", "Row", "SlowDecider", "make_guard"]
+__all__ = ["POLICY", "POLICY_TEXT", "ROWS", "STATEFUL_POLICY", "Row", "SlowDecider", "make_guard"]
 
-POLICY = load_policy_text(
-    """
+#: The table's policy as text, for the guards that load a file (the MCP gateway).
+POLICY_TEXT = """
 version: 1
 default: deny
 rules:
@@ -49,9 +49,8 @@ rules:
     reason: big payments need a human
     name: pay
     when: "args.amount > 100"
-""",
-    file="conformance.yaml",
-)
+"""
+POLICY = load_policy_text(POLICY_TEXT, file="conformance.yaml")
 
 
 def _explode(*_: Any) -> None:
