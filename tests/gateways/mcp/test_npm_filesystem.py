@@ -69,6 +69,7 @@ rules:
 """
 
 SECRET = "the launch codes\n"
+KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\n"
 #: A bound on polling the server (a hang fails, never an assertion about speed).
 WAIT_STEPS = 600
 
@@ -78,6 +79,7 @@ def lay_out(root: Path, outside: Path) -> None:
     (root / "workspace").mkdir(parents=True)
     (root / "workspace" / "readme.txt").write_text("hello\nworld\n")
     (root / "workspace" / "draft.txt").write_text("first line\nsecond line\n")
+    (root / "workspace" / "id_rsa").write_text(KEY)
     (root / "private").mkdir()
     (root / "private" / "secret.txt").write_text(SECRET)
     (root / "workspace-evil").mkdir()  # a sibling whose name starts like the workspace's
@@ -347,6 +349,7 @@ def test_a_refused_call_leaves_no_trace_on_disk(
     assert (decision["verdict"], decision["rule_ids"]) == (verdict, rule_ids)
     assert files(gated.root, gated.outside) == before
     assert (gated.root / "private" / "secret.txt").read_text() == SECRET
+    assert "launch codes" not in text_of(refused) and "PRIVATE KEY" not in text_of(refused)
 
 
 #: Paths that look like refused ones but stay in the workspace: they are written.
