@@ -168,6 +168,8 @@ def decision_of(result: types.CallToolResult) -> dict[str, Any]:
 
 def dumped(result: Any) -> Any:
     """A result as the client sees it, for comparing one side with the other."""
+    if result is None or isinstance(result, str):
+        return result
     return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 

@@ -21,6 +21,7 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
@@ -36,9 +37,11 @@ from .npm_servers import (
     direct_params,
     dumped,
     gated_params,
+    gateway_command,
     portal,
     text_of,
 )
+from .support import RawWire, base_env
 
 POLICY = """
 version: 1
@@ -188,6 +191,17 @@ def same(direct: Any, gated: Any) -> None:
 
 
 # -- listings ------------------------------------------------------------------------------
+
+
+def test_the_handshake_is_the_servers(pair: Pair) -> None:
+    """The version, server info, capabilities and instructions the client settles on
+    are the server's. ``mcp.Client`` probes ``server/discover`` first: the server's
+    "method not found" reaches it through the gateway, and it falls back to
+    ``initialize`` as it does directly."""
+    direct, gated = pair.direct.client.client, pair.gated.client.client
+    assert gated.protocol_version == direct.protocol_version == "2025-11-25"
+    for settled in ("server_info", "server_capabilities", "instructions"):
+        assert dumped(getattr(gated, settled)) == dumped(getattr(direct, settled)), settled
 
 
 def test_the_listings_are_the_servers(pair: Pair) -> None:
@@ -471,3 +485,59 @@ def test_a_benign_look_alike_reaches_the_server(
     direct, gated = pair.both(name, arguments)
     assert not gated.is_error, text_of(gated)
     same(direct, gated)
+
+
+# -- tasks ---------------------------------------------------------------------------------
+
+TASK_POLICY = """
+version: 1
+default: deny
+rules:
+  - id: research
+    decision: allow
+    reason: research is fine
+    name: simulate-research-query
+  - id: no-research-on-secrets
+    decision: deny
+    reason: no research on secrets
+    name: simulate-research-query
+    when: "args.topic.contains('secret')"
+"""
+
+
+def test_a_refused_task_augmented_call_creates_no_task(
+    node_servers: NodeServers, tmp_path: Path
+) -> None:
+    """A ``tools/call`` that asks to run as a task (``params.task``, which this server's
+    ``simulate-research-query`` requires) is judged like any other: allowed, the server
+    makes a task; refused, the gateway answers and the server's task list stays as it
+    was."""
+    policy = tmp_path / "interlock.yaml"
+    policy.write_text(TASK_POLICY, encoding="utf-8")
+    upstream = node_servers.command("server-everything")
+    wire = RawWire(gateway_command(policy, upstream, "--grace", "0.1"), base_env())
+
+    def research(request_id: int, topic: str) -> dict[str, Any]:
+        arguments = {"topic": topic}
+        params = {"name": "simulate-research-query", "arguments": arguments, "task": {"ttl": 60000}}
+        wire.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+        reply, _ = wire.until(request_id)
+        result: dict[str, Any] = reply["result"]
+        return result
+
+    def tasks(request_id: int) -> list[str]:
+        wire.send({"jsonrpc": "2.0", "id": request_id, "method": "tasks/list", "params": {}})
+        reply, _ = wire.until(request_id)
+        return [task["taskId"] for task in reply["result"]["tasks"]]
+
+    try:
+        wire.handshake()
+        made = research(1, "tides")
+        refused = research(2, "the secret plan")
+        listed = tasks(3)
+        wire.close()  # the server stays up for its running task: the grace ends it
+    finally:
+        wire.kill()
+    assert listed == [made["task"]["taskId"]]
+    assert refused["isError"] is True
+    assert refused["_meta"]["interlock/decision"]["rule_ids"] == ["no-research-on-secrets"]

@@ -181,6 +181,17 @@ ALLOWED: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
+def test_the_handshake_is_the_servers(pair: Pair) -> None:
+    """The version, server info, capabilities and instructions the client settles on
+    are the server's. ``mcp.Client`` probes ``server/discover`` first: the server's
+    "method not found" reaches it through the gateway, and it falls back to
+    ``initialize`` as it does directly."""
+    direct, gated = pair.direct.client.client, pair.gated.client.client
+    assert gated.protocol_version == direct.protocol_version == "2025-11-25"
+    for settled in ("server_info", "server_capabilities", "instructions"):
+        assert dumped(getattr(gated, settled)) == dumped(getattr(direct, settled)), settled
+
+
 def test_the_tools_are_listed_as_the_server_lists_them(pair: Pair) -> None:
     direct, gated = pair.direct.client.list_tools(), pair.gated.client.list_tools()
     assert dumped(gated) == dumped(direct)

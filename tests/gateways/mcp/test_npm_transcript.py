@@ -135,10 +135,26 @@ def everything_script(tmp: Path) -> list[Step]:
     ]
 
 
+#: What ``mcp.Client`` sends first: the 2026-07-28 probe, which these servers answer
+#: with "method not found" before the client falls back to ``initialize``.
+DISCOVER = request(
+    100,
+    "server/discover",
+    {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "scripted", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+    },
+)
+
+
 def memory_script(tmp: Path) -> list[Step]:
     del tmp
     ada = {"name": "Ada", "entityType": "person", "observations": ["writes programs"]}
     return [
+        DISCOVER,
         *initialize(),
         request(1, "tools/list"),
         call(2, "create_entities", {"entities": [ada]}),
@@ -326,5 +342,7 @@ def test_allowed_traffic_is_byte_identical(
         ):
             assert method in methods, method
         assert any(b"<made at run time>" in normalised(line) for line in gated_out)
+    if package == "server-memory":  # the probe of the per-request generation, refused
+        assert json.loads(gated_out[0])["error"]["code"] == -32601
     if package == "server-filesystem":
         assert not (tmp_path / "root" / "private" / "x.txt").exists()
