@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+from mcp import MCPError
 
 from .npm_servers import (
     CLIENT_KINDS,
@@ -63,6 +65,11 @@ rules:
     decision: deny
     reason: the server's environment holds its secrets
     name: get-env
+  - id: consent-pages
+    decision: allow
+    reason: users are sent to consent pages on our own site only
+    name: trigger-url-elicitation
+    params: {scheme: https, site: example.com}
 """
 
 #: A bound on waiting for a notification the server sends in its own time (a hang
@@ -103,6 +110,8 @@ class Heard:
 
         async def on_elicitation(context: Any, params: Any) -> types.ElicitResult:
             self.elicitation.append(dumped(params))
+            if isinstance(params, types.ElicitRequestURLParams):
+                return types.ElicitResult(action="accept")  # the user opened the page
             content = {"name": "Ada Lovelace", "check": True, "integer": 7, "email": "ada@x.org"}
             return types.ElicitResult(action="accept", content=content)
 
@@ -280,6 +289,52 @@ def test_the_clients_roots_reach_the_server(pair: Pair) -> None:
     same(direct, gated)
     assert "file:///srv/project" in text_of(gated)
     assert pair.gated.heard.roots >= 1 and pair.direct.heard.roots >= 1
+
+
+def test_a_url_elicitation_reaches_the_client(pair: Pair) -> None:
+    """The request path: the server asks the client to send its user to a page."""
+    arguments = {"url": "https://consent.example.com/ok", "elicitationId": "e-1"}
+    before = len(pair.gated.heard.elicitation)
+    direct, gated = pair.both("trigger-url-elicitation", arguments)
+    assert not gated.is_error, text_of(gated)
+    same(direct, gated)
+    (asked,) = pair.gated.heard.elicitation[before:]
+    assert asked["mode"] == "url" and asked["url"] == "https://consent.example.com/ok"
+
+
+def test_a_url_elicitation_error_is_relayed(pair: Pair) -> None:
+    """The error path: the server answers the call with JSON-RPC error -32042, which
+    names the page to open first; the client gets it through the gateway as directly
+    (the server makes up that page's ``elicitationId`` afresh each time)."""
+    arguments = {"url": "https://consent.example.com/error", "errorPath": True}
+    outcomes = []
+    for side in pair.sides():
+        with pytest.raises(MCPError) as raised:
+            side.client.call_tool("trigger-url-elicitation", arguments)
+        error = raised.value
+        data = json.loads(json.dumps(error.data))
+        for asked in data["elicitations"]:
+            asked["elicitationId"] = "<made at run time>"
+        outcomes.append((error.code, error.message, data))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[1][0] == -32042
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://phish.example.net/consent",
+        "http://consent.example.com/ok",  # not https
+        "https://example.com.evil.example/ok",
+        "https://evil.example\\@consent.example.com/",  # a browser goes to evil.example
+    ],
+)
+def test_a_url_elicitation_to_another_site_is_refused(pair: Pair, url: str) -> None:
+    before = len(pair.gated.heard.elicitation)
+    refused = pair.gated.client.call_tool("trigger-url-elicitation", {"url": url})
+    assert refused.is_error
+    assert decision_of(refused)["verdict"] == "deny"
+    assert len(pair.gated.heard.elicitation) == before  # the user was never sent there
 
 
 # -- logging and subscriptions -------------------------------------------------------------
