@@ -25,4 +25,7 @@ def node_servers() -> Any:
         pytest.fail(
             f"{found} ({REQUIRE_VARIABLE}=1 requires the npm reference servers)", pytrace=False
         )
-    pytest.skip(f"{found} (`make test` installs them, or: npm ci --prefix {NPM})")
+    pytest.skip(
+        f"{found}: these tests need node 20 or later and the servers installed "
+        f"(`make node-servers`, which `make test` runs, or: npm ci --prefix {NPM})"
+    )

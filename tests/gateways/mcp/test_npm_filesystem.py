@@ -325,6 +325,13 @@ REFUSED: list[tuple[str, str, dict[str, Any], str, list[str]]] = [
         ["no-key-files"],
     ),
     ("a read outside the root", "read_text_file", {"path": "/etc/passwd"}, "deny", []),
+    (
+        "an undeclared file_path in the workspace, beside path outside it",
+        "write_file",
+        {"path": "{root}/private/aliased.txt", "file_path": "{root}/workspace/aliased.txt"},
+        "deny",
+        [],
+    ),
     ("a look-alike tool name", "Write_File", {"path": "{root}/workspace/x.txt"}, "deny", []),
     (
         "a look-alike with a Cyrillic e",
@@ -363,26 +370,41 @@ def test_a_refused_call_leaves_no_trace_on_disk(
     assert "launch codes" not in text_of(refused) and "PRIVATE KEY" not in text_of(refused)
 
 
-#: Paths that look like refused ones but stay in the workspace: they are written.
-BENIGN: list[tuple[str, str, str]] = [
-    ("a .. that stays in the workspace", "{root}/workspace/sub/../benign.txt", "benign.txt"),
-    ("dots inside a name", "{root}/workspace/a..b.txt", "a..b.txt"),
-    ("a name that starts with ..", "{root}/workspace/..notes", "..notes"),
-    ("pem in a name, not its extension", "{root}/workspace/pem.txt", "pem.txt"),
-    ("env without its dot", "{root}/workspace/env", "env"),
-    ("a doubled slash inside the workspace", "{root}/workspace//double.txt", "double.txt"),
+#: Writes that look like refused ones but stay in the workspace: they are written.
+BENIGN: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "a .. that stays in the workspace",
+        {"path": "{root}/workspace/sub/../benign.txt"},
+        "benign.txt",
+    ),
+    ("dots inside a name", {"path": "{root}/workspace/a..b.txt"}, "a..b.txt"),
+    ("a name that starts with ..", {"path": "{root}/workspace/..notes"}, "..notes"),
+    ("pem in a name, not its extension", {"path": "{root}/workspace/pem.txt"}, "pem.txt"),
+    ("env without its dot", {"path": "{root}/workspace/env"}, "env"),
+    (
+        "a doubled slash inside the workspace",
+        {"path": "{root}/workspace//double.txt"},
+        "double.txt",
+    ),
+    (
+        # the tool's schema has no file_path: the check, like the tool, reads only path
+        "an undeclared file_path outside, beside path",
+        {"path": "{root}/workspace/aliased.txt", "file_path": "{root}/private/aliased.txt"},
+        "aliased.txt",
+    ),
 ]
 
 
 @pytest.mark.parametrize(
     ("template", "written"), [row[1:] for row in BENIGN], ids=[row[0] for row in BENIGN]
 )
-def test_a_benign_look_alike_is_written(pair: Pair, template: str, written: str) -> None:
-    arguments = {"path": template, "content": "fine\n"}
+def test_a_benign_look_alike_is_written(pair: Pair, template: dict[str, Any], written: str) -> None:
+    arguments = {**template, "content": "fine\n"}
     direct, gated = pair.both("write_file", arguments)
     assert not gated.is_error, text_of(gated)
     assert pair.gated.seen(gated) == pair.direct.seen(direct)
     assert (pair.gated.root / "workspace" / written).read_text() == "fine\n"
+    assert not (pair.gated.root / "private" / written).exists()
 
 
 def test_a_symlink_out_of_the_root_is_stopped_by_the_server_not_the_policy(pair: Pair) -> None:
