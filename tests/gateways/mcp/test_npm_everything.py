@@ -178,6 +178,8 @@ def pair(
             running, kind, gated_params(policy, upstream), **heard["gated"].callbacks()
         ) as gated,
     ):
+        for client in (direct, gated):  # as clients do, before calling
+            client.list_tools()  # (and the gateway learns the schemas: test_unlisted.py)
         yield Pair(kind, Side(direct, heard["direct"]), Side(gated, heard["gated"]))
 
 

@@ -216,6 +216,8 @@ def pair(
         blocking_client(running, kind, direct) as direct_client,
         blocking_client(running, kind, gated) as gated_client,
     ):
+        for client in (direct_client, gated_client):  # as clients do, before calling
+            client.list_tools()  # (and the gateway learns the schemas: test_unlisted.py)
         yield Pair(kind, direct_client, gated_client, memory)
 
 
