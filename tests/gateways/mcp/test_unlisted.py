@@ -4,7 +4,7 @@ with them as the in-process adapter does (which always has them). A client need 
 tools before calling one — so the verdict must not depend on whether it did.
 
 Today it does (the xfail below): a call the client makes without listing first is judged
-without the description and the schema. Two policies' worth of consequence:
+without the description and the schema, with two consequences:
 
 - a scope that only the description gives (``ask``: "... a sampling request ...", a
   ``network`` word) is missing, so a ``network`` deny rule does not apply and the call
@@ -15,8 +15,6 @@ without the description and the schema. Two policies' worth of consequence:
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,7 @@ from interlock import Guard
 from interlock.adapters.mcp import guard_server
 
 from . import upstream_server
-from .support import gateway_params, reached, write_policy
+from .support import gateway_params, gateway_wire, reached, write_policy
 
 pytestmark = pytest.mark.anyio
 
@@ -68,6 +66,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "yes"}, "model": "fake-model"}
+
+
 async def answer(
     context: Any, params: types.CreateMessageRequestParams
 ) -> types.CreateMessageResult:
@@ -81,47 +82,61 @@ def verdict_of(result: types.CallToolResult) -> str | None:
     return decision.get("verdict")
 
 
-async def in_process(
-    policy: Path, monkeypatch: pytest.MonkeyPatch, log: Path, name: str, arguments: dict[str, Any]
-) -> str | None:
+async def in_process(policy: Path, monkeypatch: pytest.MonkeyPatch, log: Path) -> list[str | None]:
+    """The verdicts of ``CALLS`` with the upstream's server guarded in-process."""
     monkeypatch.setenv("MCP_TEST_LOG", str(log))
     guard = Guard.from_file(policy)
     server = upstream_server.server
     guard_server(server, guard)
     try:
         async with Client(server, sampling_callback=answer) as client:
-            return verdict_of(await client.call_tool(name, arguments))
+            return [verdict_of(await client.call_tool(name, args)) for _, name, args, _ in CALLS]
     finally:
         guard.detach(server)
 
 
-@contextlib.asynccontextmanager
-async def gated(policy: Path, log: Path) -> AsyncIterator[ClientSession]:
+EXPECTED = [expected for *_, expected in CALLS]
+
+
+async def test_a_call_after_listing_gets_the_in_process_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy, log = write_policy(tmp_path, POLICY), tmp_path / "gated.jsonl"
+    assert await in_process(policy, monkeypatch, tmp_path / "in.jsonl") == EXPECTED
     params = gateway_params(policy, log)
     async with (
         stdio_client(params) as (read, write),
         ClientSession(read, write, sampling_callback=answer) as session,
     ):
         await session.initialize()
-        yield session
-
-
-@pytest.mark.parametrize(
-    ("name", "arguments", "expected"), [c[1:] for c in CALLS], ids=[c[0] for c in CALLS]
-)
-async def test_a_call_after_listing_gets_the_in_process_verdict(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    name: str,
-    arguments: dict[str, Any],
-    expected: str | None,
-) -> None:
-    policy, log = write_policy(tmp_path, POLICY), tmp_path / "gated.jsonl"
-    assert await in_process(policy, monkeypatch, tmp_path / "in.jsonl", name, arguments) == expected
-    async with gated(policy, log) as session:
         await session.list_tools()
-        assert verdict_of(await session.call_tool(name, arguments)) == expected
-    assert len(reached(log)) == (1 if expected is None else 0)
+        verdicts = [verdict_of(await session.call_tool(name, args)) for _, name, args, _ in CALLS]
+    assert verdicts == EXPECTED
+    assert [entry["tool"] for entry in reached(log)] == ["delete_file"]
+
+
+def unlisted_verdicts(policy: Path, log: Path) -> list[str | None]:
+    """The verdicts of ``CALLS`` sent on the wire with no ``tools/list`` before them
+    (an SDK client lists tools by itself after its first call)."""
+    wire = gateway_wire(policy, log)
+    verdicts = []
+    try:
+        wire.handshake()
+        for number, (_, name, arguments, _) in enumerate(CALLS, start=1):
+            params = {"name": name, "arguments": arguments}
+            wire.send({"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params})
+            while True:
+                body = wire.next()
+                if body.get("method") == "sampling/createMessage":  # the upstream ran ``ask``
+                    wire.send({"jsonrpc": "2.0", "id": body["id"], "result": SAMPLED})
+                elif "method" not in body and body.get("id") == number:
+                    break
+            decision = body["result"].get("_meta", {}).get("interlock/decision", {})
+            verdicts.append(decision.get("verdict"))
+        assert wire.close() == 0
+    finally:
+        wire.kill()
+    return verdicts
 
 
 @pytest.mark.xfail(
@@ -131,18 +146,10 @@ async def test_a_call_after_listing_gets_the_in_process_verdict(
     "a scope the description gives is missed, so a network deny rule does not apply and "
     "the call runs; an undeclared alias is not projected away, so a benign call is denied",
 )
-@pytest.mark.parametrize(
-    ("name", "arguments", "expected"), [c[1:] for c in CALLS], ids=[c[0] for c in CALLS]
-)
 async def test_a_call_before_any_listing_gets_the_in_process_verdict(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    name: str,
-    arguments: dict[str, Any],
-    expected: str | None,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     policy, log = write_policy(tmp_path, POLICY), tmp_path / "gated.jsonl"
-    assert await in_process(policy, monkeypatch, tmp_path / "in.jsonl", name, arguments) == expected
-    async with gated(policy, log) as session:
-        assert verdict_of(await session.call_tool(name, arguments)) == expected
-    assert len(reached(log)) == (1 if expected is None else 0)
+    assert await in_process(policy, monkeypatch, tmp_path / "in.jsonl") == EXPECTED
+    assert unlisted_verdicts(policy, log) == EXPECTED
+    assert [entry["tool"] for entry in reached(log)] == ["delete_file"]
