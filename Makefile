@@ -2,8 +2,11 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# The npm reference MCP servers the gateway tests run, pinned by this lock file.
+NODE_SERVERS := tests/gateways/mcp/npm
+NODE_SERVERS_STAMP := $(NODE_SERVERS)/node_modules/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit node-servers bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,12 +34,26 @@ lint: $(VENV)/.installed-dev
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
-unit: $(VENV)/.installed-dev
+unit: $(VENV)/.installed-dev node-servers
 	$(BIN)/pytest
+
+## node-servers: install the npm reference MCP servers for the gateway tests, where npm is
+## (without npm, or when the install fails, those tests are skipped, not failed)
+node-servers:
+	@if command -v npm >/dev/null 2>&1; then \
+	  $(MAKE) -s --no-print-directory $(NODE_SERVERS_STAMP) \
+	    || echo "make: the npm reference servers did not install: their tests will be skipped"; \
+	else \
+	  echo "make: npm not found: the MCP gateway's npm reference-server tests will be skipped"; \
+	fi
+
+$(NODE_SERVERS_STAMP): $(NODE_SERVERS)/package-lock.json $(NODE_SERVERS)/package.json
+	npm ci --prefix $(NODE_SERVERS) --no-audit --no-fund --loglevel=error
+	touch $@
 
 ## bench: run the benchmarks (figures go into BENCHMARKS.md)
 bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(NODE_SERVERS)/node_modules

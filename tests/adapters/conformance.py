@@ -23,8 +23,19 @@ from interlock import (
 )
 from support import SlowDecider
 
-__all__ = ["POLICY", "POLICY_YAML", "ROWS", "STATEFUL_POLICY", "Row", "SlowDecider", "make_guard"]
+__all__ = [
+    "POLICY",
+    "POLICY_TEXT",
+    "POLICY_YAML",
+    "ROWS",
+    "STATEFUL_POLICY",
+    "Row",
+    "SlowDecider",
+    "make_guard",
+]
 
+#: The table's policy as text, for the guards that load a file (the MCP gateway, the
+#: LLM proxy's server).
 POLICY_YAML = """
 version: 1
 default: deny
@@ -50,6 +61,7 @@ rules:
     when: "args.amount > 100"
 """
 POLICY = load_policy_text(POLICY_YAML, file="conformance.yaml")
+POLICY_TEXT = POLICY_YAML
 
 
 def _explode(*_: Any) -> None:

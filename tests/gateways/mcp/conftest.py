@@ -4,6 +4,28 @@ raw JSON-RPC line client for the wire-level tests."""
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import pytest
 
 pytest.importorskip("mcp")
+
+
+@pytest.fixture(scope="session")
+def node_servers() -> Any:
+    """The npm reference servers, installed; else skip (or fail when
+    ``INTERLOCK_REQUIRE_NODE_SERVERS=1``)."""
+    from .npm_servers import NPM, REQUIRE_VARIABLE, find_node_servers
+
+    found = find_node_servers()
+    if not isinstance(found, str):
+        return found
+    if os.environ.get(REQUIRE_VARIABLE) == "1":
+        pytest.fail(
+            f"{found} ({REQUIRE_VARIABLE}=1 requires the npm reference servers)", pytrace=False
+        )
+    pytest.skip(
+        f"{found}: these tests need node 20 or later and the servers installed "
+        f"(`make node-servers`, which `make test` runs, or: npm ci --prefix {NPM})"
+    )
