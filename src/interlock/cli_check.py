@@ -314,6 +314,8 @@ _EMOJI_NAME = re.compile(r"[\w!#&()*+\-.\u2019]*")
 def _rich_would_keep(text: str) -> bool:
     if "[" in text or not text.isprintable():
         return False
+    if text.count(":") < 2:  # an emoji code is `:name:`
+        return True
     return not any(_EMOJI_NAME.fullmatch(m.group(2)) for m in _EMOJI_CODE.finditer(text))
 
 

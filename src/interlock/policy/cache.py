@@ -8,12 +8,12 @@ do not serialise, and compiling is what keeps a change of the compiler's own rul
 from being missed). So an entry can only save the parse, and it is used only when it
 is certainly the parse of this text:
 
-- **keyed by the text**: the entry's name is the SHA-256 of the file's text with what
+- **keyed by the text**: the entry's name is the BLAKE2b of the file's text with what
   could change its parse (the cache format, the Python, the environment's prefix and
   ``sys.path``, and the size and time of the parser's source files, which are checked
   again on every use); the entry also holds the whole text, compared in full, so no
   collision can ever serve another file's data;
-- **checked whole**: a header holds the SHA-256 of the rest of the entry; a truncated,
+- **checked whole**: a header holds the BLAKE2b of the rest of the entry; a truncated,
   corrupt or unreadable entry is ignored and written again;
 - **never shared**: the directory is created ``0700``, and it and every entry are used
   only when they belong to this user and nobody else can write (or read) them;
@@ -96,10 +96,15 @@ class CachedLines:
             raise CacheMiss(path) from None
 
 
-def _sha256(data: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(data).hexdigest()
+def _digest(data: bytes) -> str:
+    """BLAKE2b-256 of ``data``: CPython's own ``_blake2`` (the very ``hashlib.blake2b``)
+    when it has one, since ``import hashlib`` loads OpenSSL, which costs a one-call
+    ``interlock check`` more than the rest of its cache."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # another Python: the same function through hashlib
+        from hashlib import blake2b
+    return blake2b(data, digest_size=32).hexdigest()
 
 
 def _plain(data: Any, budget: list[int]) -> bool:
@@ -145,7 +150,7 @@ class PolicyCache:
 
     def _key(self, text: str) -> str:
         scope = "\0".join([str(_FORMAT), sys.version, sys.prefix, text])
-        return _sha256(scope.encode("utf-8", "surrogatepass"))
+        return _digest(scope.encode("utf-8", "surrogatepass"))
 
     # -- the directory ---------------------------------------------------------------
 
@@ -184,7 +189,7 @@ class PolicyCache:
         try:
             header, _, body = raw.partition(b"\n")
             meta = json.loads(header)
-            if meta.get("format") != _FORMAT or meta.get("sha256") != _sha256(body):
+            if meta.get("format") != _FORMAT or meta.get("blake2b") != _digest(body):
                 return None
             stamp = self._parser_stamp()
             if stamp is None or meta.get("parser") != stamp:
@@ -217,7 +222,7 @@ class PolicyCache:
         stamp = self._parser_stamp()
         if len(body) > _MAX_BYTES or stamp is None or not _imported_from_path():
             return False
-        header = json.dumps({"format": _FORMAT, "sha256": _sha256(body), "parser": stamp}).encode(
+        header = json.dumps({"format": _FORMAT, "blake2b": _digest(body), "parser": stamp}).encode(
             "ascii"
         )
         directory = self._open_directory(create=True)

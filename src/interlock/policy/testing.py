@@ -31,8 +31,9 @@ __all__ = ["CaseResult", "action_from_data", "load_cases", "run_cases"]
 
 
 class _Strict(BaseModel):
-    # Built when first used: `interlock check` validates one action with ActionSpec and
-    # ContextSpec and never needs the case-file models (ADR 0014).
+    # Built when first used: ActionSpec and ContextSpec define (and word the errors of)
+    # the action `interlock check` and the case files give (policy.actiondata); the
+    # check imports them only for an action it must refuse (ADR 0014).
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
