@@ -170,8 +170,10 @@ def _texts(value: Any) -> list[str]:
 
 def _globs(value: Any) -> str | list[str] | None:
     """``str | list[str] | None``: Globs, kinds, scopes and rule ids alike."""
-    if value is None or type(value) is str:
-        return _opt_text(value)
+    if value is None:
+        return None
+    if type(value) is str:
+        return _text(value)
     return _texts(value)
 
 
@@ -244,11 +246,8 @@ def _id(value: Any) -> str:
 
 def _mapping(value: Any, keys: frozenset[str]) -> dict[str, Any]:
     """A mapping whose every key is one of ``keys`` (the models forbid extra fields)."""
-    if type(value) is not dict:
+    if type(value) is not dict or not keys.issuperset(value):
         _unsure()
-    for key in value:
-        if type(key) is not str or key not in keys:
-            _unsure()
     return value
 
 
