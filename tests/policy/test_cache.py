@@ -289,3 +289,42 @@ def test_interlock_check_from_the_cache_prints_the_same_and_imports_no_yaml(
     assert first[-1] == "True False 3"  # parsed (no pydantic even then)
     assert second[-1] == "False False 3"  # from the cache
     assert runs[0].stderr == runs[1].stderr == ""
+
+
+def test_a_policy_nested_deeper_than_json_goes_loads_and_is_not_cached(
+    cache: PolicyCache, tmp_path: Path
+) -> None:
+    nested = "1"
+    for _ in range(800):
+        nested = "{a: " + nested + "}"
+    deep = tmp_path / "deep.yaml"
+    deep.write_text(f"version: 1\ntools:\n  t:\n    parameters: {nested}\n", encoding="utf-8")
+    for _ in range(2):
+        assert load_policy(deep, cache=cache).source == str(deep)
+    assert list(cache.entries()) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root")
+def test_the_cache_is_never_created_inside_another_users_tree(
+    tmp_path: Path, policy_file: Path
+) -> None:
+    home = tmp_path / "someone"
+    home.mkdir()
+    os.chown(home, 65534, 65534)
+    cache = PolicyCache(home / ".cache" / "interlock" / "policies")
+    assert load_policy(policy_file, cache=cache).source == str(policy_file)
+    assert list(home.iterdir()) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root")
+def test_the_cache_may_be_created_under_another_users_sticky_directory(tmp_path: Path) -> None:
+    sticky = tmp_path / "shared"  # as /tmp: anyone's, and no one may replace another's
+    sticky.mkdir()
+    os.chown(sticky, 65534, 65534)
+    sticky.chmod(0o1777)
+    cache = PolicyCache(sticky / "mine" / "policies")
+    policy = tmp_path / "p.yaml"
+    policy.write_text("version: 1\n", encoding="utf-8")
+    load_policy(policy, cache=cache)
+    assert len(list(cache.entries())) == 1
+    assert (sticky / "mine" / "policies").stat().st_mode & 0o777 == 0o700

@@ -8,15 +8,19 @@ do not serialise, and compiling is what keeps a change of the compiler's own rul
 from being missed). So an entry can only save the parse, and it is used only when it
 is certainly the parse of this text:
 
-- **keyed by the text**: the entry's name is the BLAKE2b of the file's text with what
-  could change its parse (the cache format, the Python, the environment's prefix and
-  ``sys.path``, and the size and time of the parser's source files, which are checked
-  again on every use); the entry also holds the whole text, compared in full, so no
-  collision can ever serve another file's data;
+- **keyed by the text**: the entry's name is the BLAKE2b of the file's text with the
+  cache format, the Python and the environment's prefix; the entry holds the whole
+  text, compared in full, so no collision can ever serve another file's data;
+- **stamped with its parser**: the entry records the size and time of every file of
+  Interlock's YAML reader and of the PyYAML package ``import yaml`` would find (located,
+  not imported), compared on every use: an upgrade of either is a miss (a system
+  libyaml that PyYAML's extension links to is not stamped: it only composes the nodes,
+  which PyYAML's own code resolves into values);
 - **checked whole**: a header holds the BLAKE2b of the rest of the entry; a truncated,
   corrupt or unreadable entry is ignored and written again;
-- **never shared**: the directory is created ``0700``, and it and every entry are used
-  only when they belong to this user and nobody else can write (or read) them;
+- **never shared**: the directory is created ``0700`` (and only in a tree of this user's,
+  or under a sticky directory such as ``/tmp``), and it and every entry are used only
+  when they belong to this user and nobody else can write (or read) them;
   entries are written to a temporary file and renamed into place, so a reader sees a
   whole entry or none;
 - **asked only for what it holds**: a line the entry does not hold (the compiler asked
@@ -156,7 +160,7 @@ class PolicyCache:
 
     def _open_directory(self, *, create: bool) -> int | None:
         """A descriptor of the directory, if it is this user's and nobody else's."""
-        if create:
+        if create and _may_create(self.directory):
             try:
                 os.makedirs(self.directory, mode=0o700, exist_ok=True)
             except OSError:
@@ -199,15 +203,15 @@ class PolicyCache:
                 return None
             lines = {tuple(path): line for path, line in entry["lines"]}
             return entry["data"], CachedLines(file, lines)
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             return None
 
     def store(self, text: str, data: Any, lines: RecordedLines) -> bool:
         """Write the entry of ``text`` (whether it was written: a policy whose data
         JSON would not give back as it is, or a directory that is not private, is not)."""
-        if not text or not _plain(data, [_MAX_NODES]):
-            return False
         try:
+            if not text or not _plain(data, [_MAX_NODES]):
+                return False
             body = json.dumps(
                 {
                     "text": text,
@@ -217,7 +221,7 @@ class PolicyCache:
                 ensure_ascii=True,
                 separators=(",", ":"),
             ).encode("ascii")
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):  # nesting deeper than JSON goes
             return False
         stamp = self._parser_stamp()
         if len(body) > _MAX_BYTES or stamp is None or not _imported_from_path():
@@ -243,6 +247,25 @@ class PolicyCache:
         except OSError:
             return
         yield from sorted(n for n in names if n.endswith(".json") and not n.startswith("."))
+
+
+def _may_create(directory: str) -> bool:
+    """Whether creating ``directory`` only adds to a tree this user owns (or to a sticky
+    directory such as ``/tmp``): never inside another user's home, as root running with
+    that user's ``HOME`` would."""
+    path = os.path.abspath(directory)
+    while True:
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            parent = os.path.dirname(path)
+            if parent == path:
+                return False
+            path = parent
+            continue
+        except OSError:
+            return False
+        return info.st_uid == os.getuid() or bool(info.st_mode & stat.S_ISVTX)
 
 
 def _imported_from_path() -> bool:
