@@ -328,3 +328,27 @@ def test_the_cache_may_be_created_under_another_users_sticky_directory(tmp_path:
     load_policy(policy, cache=cache)
     assert len(list(cache.entries())) == 1
     assert (sticky / "mine" / "policies").stat().st_mode & 0o777 == 0o700
+
+
+def test_the_cache_keeps_the_newest_entries_and_no_dead_writers_files(
+    cache: PolicyCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from interlock.policy import cache as cache_module
+
+    monkeypatch.setattr(cache_module, "_KEPT", 3)
+    directory = Path(cache.directory)
+    policy = tmp_path / "p.yaml"
+    written: list[str] = []  # in the order written
+    for version in range(6):
+        if version == 5:  # a writer that died long ago left its temporary file
+            dead = directory / ".dead.json.1.abc"
+            dead.write_bytes(b"half")
+            os.utime(dead, (1e9, 1e9))
+        policy.write_text(f"version: 1\ndescription: v{version}\n", encoding="utf-8")
+        before = set(cache.entries())
+        load_policy(policy, cache=cache)
+        (new,) = set(cache.entries()) - before
+        os.utime(directory / new, (1e9 + version, 1e9 + version))
+        written.append(new)
+    assert list(cache.entries()) == sorted(written[-3:])
+    assert not dead.exists()

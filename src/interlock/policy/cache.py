@@ -24,7 +24,8 @@ is certainly the parse of this text:
   entries are written to a temporary file and renamed into place, so a reader sees a
   whole entry or none;
 - **asked only for what it holds**: a line the entry does not hold (the compiler asked
-  for a new one) is a miss, and the file is parsed as without a cache.
+  for a new one) is a miss, and the file is parsed as without a cache;
+- **bounded**: each version of a file adds an entry; a write keeps the 64 most recent.
 
 The directory is ``$INTERLOCK_POLICY_CACHE``, else ``$XDG_CACHE_HOME/interlock/policies``,
 else ``~/.cache/interlock/policies``; ``INTERLOCK_POLICY_CACHE=off`` turns it off.
@@ -38,6 +39,7 @@ import json
 import os
 import stat
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -58,6 +60,8 @@ CACHE_ENV: Final = "INTERLOCK_POLICY_CACHE"
 _FORMAT: Final = 1
 _MAX_BYTES: Final = 32 * 1024 * 1024  # an entry larger than this is neither written nor read
 _MAX_NODES: Final = 1_000_000  # values in the data, beyond which it is not cached
+_KEPT: Final = 64  # entries kept (the most recently written): each version of a file adds one
+_STALE_TEMPORARY_S: Final = 600  # a temporary file this old was left by a writer that died
 _PARSER_FILES: Final = ("source.py", "cache.py")
 
 
@@ -233,7 +237,9 @@ class PolicyCache:
         if directory is None:
             return False
         try:
-            return _write_private(self._entry_name(text), header + b"\n" + body, directory)
+            written = _write_private(self._entry_name(text), header + b"\n" + body, directory)
+            _prune(directory)
+            return written
         finally:
             os.close(directory)
 
@@ -247,6 +253,34 @@ class PolicyCache:
         except OSError:
             return
         yield from sorted(n for n in names if n.endswith(".json") and not n.startswith("."))
+
+
+def _prune(directory: int) -> None:
+    """Keep the :data:`_KEPT` newest entries, and no temporary file a dead writer left
+    (run after a write, i.e. on a miss: a hit never lists the directory)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    if len(names) <= _KEPT:
+        return
+    now = time.time()
+    entries: list[tuple[float, str]] = []
+    for name in names:
+        try:
+            info = os.stat(name, dir_fd=directory, follow_symlinks=False)
+        except OSError:
+            continue
+        if name.startswith("."):
+            if now - info.st_mtime > _STALE_TEMPORARY_S:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=directory)
+        elif name.endswith(".json"):
+            entries.append((info.st_mtime, name))
+    entries.sort(reverse=True)
+    for _, name in entries[_KEPT:]:
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=directory)
 
 
 def _may_create(directory: str) -> bool:
