@@ -218,7 +218,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "llm-proxy": Benchmark(
         "the openai client through interlock llm-proxy (SQLite store, default durability) "
         "vs direct to the same local stand-in and vs a bare Starlette + httpx relay: a call, "
-        "and a stream's first chunk and end (--calls: non-streamed calls per side)",
+        "and a stream's first chunk and end, chat completions and responses (--calls: "
+        "non-streamed chat calls per side)",
         _llm_proxy,
         _llm_proxy_profile,
     ),

@@ -11,7 +11,15 @@ round), so drift in the machine's load falls on all alike:
 
 * ``chat.completions.create`` (not streamed): the whole call, answer parsed;
 * the same streamed, ``stream_options={"include_usage": true}``: the time to the
-  first chunk the client yields and to the end of the stream (usage chunk included).
+  first chunk the client yields and to the end of the stream (usage chunk included);
+* streamed with ``tools`` (the stand-in then streams a ``get_weather`` call after the
+  text, which the proxy holds, judges and releases): the time to the first text
+  chunk (what holding must not delay) and to the end of the stream (the released
+  call included).
+* ``responses.create`` (an answer with a message and a ``get_weather`` function call,
+  which the proxy judges as a tool call), not streamed and streamed (``RESPONSES`` of
+  the calls above): the whole call, and the time to the first event and to the end
+  (the proxy holds the call's events until it is complete and judged).
 
 Targets (issue 14): ≤ 1 ms added at p50 to a call, and the first streamed chunk
 ≤ 1 ms later. Every answer is checked (text and usage), and after the proxy has
@@ -33,7 +41,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from bench.harness import BenchResult, Target, summarise
-from bench.llm_standin import TEXT, USAGE
+from bench.llm_standin import ARGUMENTS, RESPONSE_ARGUMENTS, RESPONSES_USAGE, TEXT, TOOL, USAGE
 
 __all__ = ["run"]
 
@@ -42,6 +50,8 @@ ROOT: Final = Path(__file__).resolve().parents[1]
 CALLS: Final = (1000, 40)
 STREAMS: Final = (600, 30)
 WARMUP: Final = (50, 5)
+#: the share of the calls above made with the Responses API
+RESPONSES: Final = 0.5
 #: calls to one side before switching to the other
 BLOCK: Final = 25
 TARGET_ADDED_MS: Final = 1.0
@@ -68,7 +78,12 @@ rules:
     reason: the agent may call its model
     kind: llm
     name: gpt-4o-mini
+  - id: weather
+    decision: allow
+    reason: the agent may read the weather
+    name: get_weather
 """
+TOOLS: Final = [{"type": "function", "function": {"name": TOOL, "parameters": {"type": "object"}}}]
 
 DIRECT: Final = "direct"
 PROXY: Final = "through proxy"
@@ -207,6 +222,86 @@ def _stream(client: Any, problems: list[str]) -> tuple[int, int]:
     return first, end
 
 
+def check_response(response: Any) -> str | None:
+    """What is wrong with a Responses answer (its message and its call), or None."""
+    calls = [(i.name, i.arguments) for i in response.output if i.type == "function_call"]
+    total = response.usage.total_tokens if response.usage else None
+    expected = [("get_weather", "".join(RESPONSE_ARGUMENTS))]
+    if response.output_text != "".join(TEXT) or calls != expected:
+        return f"a wrong response: text {response.output_text!r}, calls {calls}"
+    if total != RESPONSES_USAGE["total_tokens"]:
+        return f"a wrong response usage: total_tokens {total}"
+    return None
+
+
+def _respond(client: Any, problems: list[str]) -> int:
+    t0 = time.perf_counter_ns()
+    response = client.responses.create(model=MODEL, input=MESSAGES, max_output_tokens=64)
+    elapsed = time.perf_counter_ns() - t0
+    if (problem := check_response(response)) is not None:
+        problems.append(problem)
+    return elapsed
+
+
+def _respond_streamed(client: Any, problems: list[str]) -> tuple[int, int]:
+    t0 = time.perf_counter_ns()
+    stream = client.responses.create(model=MODEL, input=MESSAGES, max_output_tokens=64, stream=True)
+    first = 0
+    final = None
+    for event in stream:
+        if not first:
+            first = time.perf_counter_ns() - t0
+        if event.type == "response.completed":
+            final = event.response
+    end = time.perf_counter_ns() - t0
+    problem = "a stream without response.completed" if final is None else check_response(final)
+    if problem is not None:
+        problems.append(problem)
+    return first, end
+
+
+def check_tool_stream(chunks: list[Any]) -> str | None:
+    """What is wrong with a streamed answer with a tool call, or None."""
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    calls = [
+        (call.function.name, call.function.arguments)
+        for c in chunks
+        if c.choices
+        for call in c.choices[0].delta.tool_calls or ()
+        if call.function is not None
+    ]
+    usage = [c.usage.total_tokens for c in chunks if c.usage is not None]
+    arguments = "".join(a or "" for _, a in calls)
+    names = "".join(n or "" for n, _ in calls)
+    if text != "".join(TEXT) or (names, arguments) != (TOOL, ARGUMENTS):
+        return f"a wrong stream with tools: text {text!r}, calls {calls}"
+    if usage != [USAGE["total_tokens"]]:
+        return f"a wrong stream with tools: usage chunks {usage}"
+    return None
+
+
+def _stream_tools(client: Any, problems: list[str]) -> tuple[int, int]:
+    t0 = time.perf_counter_ns()
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=MESSAGES,
+        max_tokens=64,
+        tools=TOOLS,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    first_text = 0
+    chunks = []
+    for chunk in stream:
+        if not first_text and chunk.choices and chunk.choices[0].delta.content:
+            first_text = time.perf_counter_ns() - t0
+        chunks.append(chunk)
+    end = time.perf_counter_ns() - t0
+    if (problem := check_tool_stream(chunks)) is not None:
+        problems.append(problem)
+    return first_text, end
+
+
 def _interleaved(
     clients: dict[str, Any], calls: int, warmup: int, one: Callable[[Any], list[int]]
 ) -> tuple[dict[str, list[list[int]]], dict[str, int]]:
@@ -232,6 +327,62 @@ def _interleaved(
     return columns, walls
 
 
+#: streams run through the tool-call gate in process (:func:`_gate_cost`)
+GATE_STREAMS: Final = (400, 100)
+
+
+async def _events(tools: bool) -> list[tuple[list[str], Any]]:
+    """The stand-in's stream (with or without its tool call) as the relay sees it:
+    each event's lines and its parsed data."""
+    from bench.llm_standin import _chunks
+    from interlock.gateways.llm_proxy.relay import _data, sse_events
+
+    async def lines() -> Any:
+        async for frame in _chunks(MODEL, True, tools=tools):
+            for line in frame.split("\n"):
+                yield line
+
+    return [(event, _data(event)) for event in [e async for e in sse_events(lines())]]
+
+
+async def _gate_cost(scratch: Path, streams: int) -> dict[str, tuple[list[int], list[int]]]:
+    """Per stream (ns): what the relay does with each event without a gate (frame it)
+    and through the tool-call gate — a text-only stream (it only looks) and the stream
+    with a ``get_weather`` call (held, judged by the real guard, released)."""
+    from interlock import Guard
+    from interlock.core.action import Context
+    from interlock.gateways.llm_proxy.relay import sse_frame
+    from interlock.gateways.llm_proxy.stream_tools import tool_gate
+
+    policy = scratch / "gate.yaml"
+    policy.write_text(POLICY)
+    guard = Guard.from_file(policy, store=f"sqlite:///{scratch / 'gate.db'}")
+    context = Context(tenant=TENANT, agent="bench-agent", runtime="llm-proxy")
+    costs: dict[str, tuple[list[int], list[int]]] = {}
+    try:
+        for label, tools in (("text", False), ("tools", True)):
+            events = await _events(tools)
+            bare: list[int] = []
+            gated: list[int] = []
+            for i in range(streams + 20):
+                t0 = time.perf_counter_ns()
+                frames = [sse_frame(event) for event, _ in events]
+                t1 = time.perf_counter_ns()
+                gate = tool_gate("openai", guard, context, max_held_bytes=1 << 25)
+                sent = [f for event, data in events for f in await gate.feed(event, data)]
+                sent += await gate.end()
+                t2 = time.perf_counter_ns()
+                if i >= 20:
+                    bare.append(t1 - t0)
+                    gated.append(t2 - t1)
+                if not frames or (tools and b'"name":"get_weather"' not in b"".join(sent)):
+                    raise RuntimeError("the gate did not release the benchmark's call")
+            costs[label] = (bare, gated)
+    finally:
+        guard.close()
+    return costs
+
+
 def _spent(database: str) -> int:
     from interlock.store import open_store
 
@@ -247,6 +398,8 @@ def run(calls: int | None, quick: bool) -> BenchResult:
     pick = 1 if quick else 0
     creates = calls or CALLS[pick]
     streams = max(1, round(creates * 0.6)) if calls else STREAMS[pick]
+    responses = max(1, round(creates * RESPONSES))
+    responses_streamed = max(1, round(streams * RESPONSES))
     warmup = WARMUP[pick]
     result = BenchResult("llm-proxy")
     problems: list[str] = []
@@ -270,9 +423,18 @@ def run(calls: int | None, quick: bool) -> BenchResult:
         streamed, stream_walls = _interleaved(
             clients, streams, warmup, lambda c: list(_stream(c, problems))
         )
+        responded, respond_walls = _interleaved(
+            clients, responses, warmup, lambda c: [_respond(c, problems)]
+        )
+        respond_streamed, respond_stream_walls = _interleaved(
+            clients, responses_streamed, warmup, lambda c: list(_respond_streamed(c, problems))
+        )
+        tooled, tool_walls = _interleaved(
+            clients, streams, warmup, lambda c: list(_stream_tools(c, problems))
+        )
         up.close()  # the proxy stops (gracefully) before its store is read
         spent = _spent(database)
-    proxied = creates + streams + 2 * warmup
+    proxied = creates + 2 * streams + responses + responses_streamed + 5 * warmup
     if spent != proxied * USAGE["total_tokens"]:
         problems.append(
             f"the budget's spent is {spent} tokens after {proxied} proxied calls of "
@@ -287,12 +449,28 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             (f"{side}, create", created[side][0], create_walls[side]),
             (f"{side}, stream first chunk", streamed[side][0], stream_walls[side]),
             (f"{side}, stream end", streamed[side][1], stream_walls[side]),
+            (f"{side}, responses create", responded[side][0], respond_walls[side]),
+            (
+                f"{side}, responses stream first event",
+                respond_streamed[side][0],
+                respond_stream_walls[side],
+            ),
+            (
+                f"{side}, responses stream end",
+                respond_streamed[side][1],
+                respond_stream_walls[side],
+            ),
+            (f"{side}, tools stream first text", tooled[side][0], tool_walls[side]),
+            (f"{side}, tools stream end", tooled[side][1], tool_walls[side]),
         ]
         for label, samples, wall in subjects:
             stats = summarise(label, samples, wall)
             result.stats.append(stats)
             p50[label], p99[label] = stats.p50_ns, stats.p99_ns
-    for what in ("create", "stream first chunk", "stream end"):
+    whats = ("create", "stream first chunk", "stream end")
+    whats += ("responses create", "responses stream first event", "responses stream end")
+    whats += ("tools stream first text", "tools stream end")
+    for what in whats:
         direct, through = f"{DIRECT}, {what}", f"{PROXY}, {what}"
         added50 = (p50[through] - p50[direct]) / 1e6
         added99 = (p99[through] - p99[direct]) / 1e6
@@ -318,7 +496,26 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             "ms",
         )
     )
-    result.info["calls"] = {"create": creates, "stream": streams, "warmup": warmup}
+    import asyncio
+
+    with tempfile.TemporaryDirectory(prefix="interlock-bench-gate-") as tmp:
+        gate = asyncio.run(_gate_cost(Path(tmp), GATE_STREAMS[pick]))
+    for label, (bare, gated) in gate.items():
+        bare_us, gated_us = _p50_us(bare), _p50_us(gated)
+        result.info[f"gate_p50_us {label} stream"] = round(gated_us, 1)
+        result.info[f"frame_only_p50_us {label} stream"] = round(bare_us, 1)
+        result.notes.append(
+            f"the tool-call gate, in process, per {label} stream ({len(gate[label][0])} "
+            f"streams): p50 {gated_us:.0f} µs against {bare_us:.0f} µs to frame its events "
+            f"without it"
+        )
+    result.info["calls"] = {
+        "create": creates,
+        "stream": streams,
+        "responses create": responses,
+        "responses stream": responses_streamed,
+        "warmup": warmup,
+    }
     result.info["openai"] = openai.__version__
     result.info["budget_spent_tokens"] = spent
     return result

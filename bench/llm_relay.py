@@ -1,6 +1,7 @@
 """The bare relay of the ``llm-proxy`` benchmark: what any Python proxy on the same
-stack pays for the extra hop. ``POST /v1/chat/completions`` reads the body and sends
-it on to ``$BENCH_UPSTREAM`` (…/v1) with one shared ``httpx.AsyncClient``, as the proxy
+stack pays for the extra hop. ``POST /v1/chat/completions`` (and ``/v1/responses``)
+reads the body and sends it on to ``$BENCH_UPSTREAM`` (…/v1, the same path after it)
+with one shared ``httpx.AsyncClient``, as the proxy
 does, relaying the answer as it came (a stream chunk by chunk). No key, no policy, no
 budget, no audit, no checks.
 
@@ -39,7 +40,7 @@ async def _relay(request: Request) -> Response:
     streamed = b'"stream":true' in body.replace(b" ", b"")
     outbound = client.build_request(
         "POST",
-        os.environ["BENCH_UPSTREAM"] + "/chat/completions",
+        os.environ["BENCH_UPSTREAM"] + request.url.path.removeprefix("/v1"),
         content=body,
         headers={"content-type": "application/json", "authorization": "Bearer sk-standin"},
     )
@@ -56,7 +57,10 @@ async def _relay(request: Request) -> Response:
 
 
 def _routes() -> list[Any]:
-    return [Route("/v1/chat/completions", _relay, methods=["POST"])]
+    return [
+        Route("/v1/chat/completions", _relay, methods=["POST"]),
+        Route("/v1/responses", _relay, methods=["POST"]),
+    ]
 
 
 app = Starlette(routes=_routes(), lifespan=_lifespan)

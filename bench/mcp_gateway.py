@@ -8,7 +8,9 @@ Two processes, measured in the same run by the same client:
 * **through the gateway** — ``interlock mcp-gateway --policy P -- python upstream.py``:
   the same upstream behind the real command, with a one-rule policy that allows
   ``echo`` (no store: the command's default), so every timed call is judged and
-  relayed both ways.
+  relayed both ways;
+* **through the merging gateway** — ``--upstream up=python upstream.py``: the same,
+  with the tool offered as ``up__echo``, every message re-encoded and its id remapped.
 
 The client is raw newline-delimited JSON-RPC over the subprocess's pipes, written and
 read from one thread (no ``ClientSession``: its own tasks and streams would add noise
@@ -55,6 +57,7 @@ BLOCK: Final = 50
 TARGET_ADDED_MS: Final = 0.5
 DIRECT: Final = "direct to the upstream (MCPServer, stdio)"
 GATEWAY: Final = "through interlock mcp-gateway"
+MERGED: Final = "through interlock mcp-gateway --upstream (merging)"
 BASELINE: Final = "through the baseline tree's gateway"
 
 UPSTREAM: Final = """\
@@ -108,7 +111,10 @@ def _line(body: Any) -> bytes:
 class _Wire:
     """One stdio MCP server spoken to line by line from this thread."""
 
-    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, argv: list[str], env: dict[str, str] | None = None, prefix: str = ""
+    ) -> None:
+        self.prefix = prefix  # of the tools' names (a merging gateway's)
         self.process = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -165,7 +171,9 @@ def _wires(scratch: Path) -> Iterator[dict[str, _Wire]]:
     interlock = str(Path(sys.executable).with_name("interlock"))
     direct = [sys.executable, str(upstream)]
     gateway = [interlock, "mcp-gateway", "--policy", str(policy), "--", *direct]
-    wires = {DIRECT: _Wire(direct), GATEWAY: _Wire(gateway)}
+    merged = [interlock, "mcp-gateway", "--policy", str(policy)]
+    merged += ["--upstream", f"up={sys.executable} {upstream}"]
+    wires = {DIRECT: _Wire(direct), GATEWAY: _Wire(gateway), MERGED: _Wire(merged, prefix="up__")}
     baseline_src = os.environ.get("INTERLOCK_BENCH_BASELINE_SRC")
     if baseline_src:
         env = {**os.environ, "PYTHONPATH": baseline_src}
@@ -205,7 +213,8 @@ def _interleaved(
     def call(label: str, wire: _Wire, n: int) -> int:
         text = f"hello {n}"
         t0 = clock()
-        answer = wire.request("tools/call", {"name": "echo", "arguments": {"text": text}})
+        name = wire.prefix + "echo"
+        answer = wire.request("tools/call", {"name": name, "arguments": {"text": text}})
         elapsed = clock() - t0
         if not echoed(answer, text) and len(problems) < 5:
             problems.append(f"{label}: a wrong answer to echo {text!r}: {answer}")
@@ -242,8 +251,9 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             result.problems.append(f"the gateway did not refuse a denied call: {denied}")
     stats = {label: summarise(label, *samples) for label, samples in measured.items()}
     result.stats.extend(stats.values())
-    direct, gateway = stats[DIRECT], stats[GATEWAY]
+    direct, gateway, merged = stats[DIRECT], stats[GATEWAY], stats[MERGED]
     added_p50 = (gateway.p50_ns - direct.p50_ns) / 1e6
+    merged_p50 = (merged.p50_ns - direct.p50_ns) / 1e6
     added_p99 = (gateway.p99_ns - direct.p99_ns) / 1e6
     ratio = gateway.p50_ns / direct.p50_ns
     result.info.update(
@@ -254,11 +264,13 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             "added_p50_ms": round(added_p50, 3),
             "added_p99_ms": round(added_p99, 3),
             "p50_ratio gateway / direct": round(ratio, 3),
+            "merged_added_p50_ms": round(merged_p50, 3),
         }
     )
     result.notes.append(
         f"added by the gateway: p50 {added_p50:.3f} ms, p99 {added_p99:.3f} ms; "
-        f"p50 {ratio:.2f}× direct"
+        f"p50 {ratio:.2f}× direct; merging (one upstream, re-encoded, ids remapped): "
+        f"p50 {merged_p50:.3f} ms"
     )
     if BASELINE in stats:
         mine = gateway.p50_ns - direct.p50_ns

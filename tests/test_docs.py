@@ -1,7 +1,8 @@
 """Every example in the README and docs/ runs.
 
 - a ```yaml block with `version:` is a policy and must load; one with `cases:` is a
-  case file and must pass against the document's policy; a fragment with `params:`
+  case file and must pass against the document's policy; one with `upstreams:` is an
+  MCP gateway configuration and must load; a fragment with `params:`
   or `when:` must compile inside a rule;
 - the ```python blocks of one document run in order, in one namespace, in a scratch
   directory whose `interlock.yaml` is the document's first policy (or the shipped
@@ -29,6 +30,7 @@ import yaml
 
 from interlock import load_policy_text
 from interlock.demo import example_policy_text
+from interlock.gateways.mcp.config import load_config
 from interlock.policy import compile_policy
 from interlock.policy.testing import run_cases
 
@@ -62,6 +64,11 @@ def test_yaml_examples_load(path: Path, tmp_path: Path) -> None:
         data: Any = yaml.safe_load(body)
         if "version" in data:
             load_policy_text(body, file=f"{doc_id(path)} example")
+        elif "upstreams" in data:  # an MCP gateway's configuration
+            config = tmp_path / "gateway.yaml"
+            config.write_text(body)
+            names = dict.fromkeys(re.findall(r"\$\{(\w+)\}", body), "set-for-the-test")
+            load_config(config, environ=names)
         elif "cases" in data:
             (tmp_path / "interlock.yaml").write_text(policy_of(path))
             (tmp_path / "cases.yaml").write_text(body)

@@ -29,6 +29,8 @@ __all__ = ["DEFAULT_PORT", "DEFAULT_RESERVATION_TTL", "llm_proxy"]
 DEFAULT_PORT = 8760
 #: a long stream (a reasoning model) can outlast the guard's default 300 s
 DEFAULT_RESERVATION_TTL = 1800.0
+#: as :data:`interlock.gateways.llm_proxy.DEFAULT_MAX_HELD` (not imported: it needs the extra)
+DEFAULT_MAX_HELD = 32 * 1024 * 1024
 
 
 def llm_proxy(
@@ -71,12 +73,20 @@ def llm_proxy(
     ] = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port.")] = DEFAULT_PORT,
+    max_held_bytes: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="The most one stream holds back of the tool calls it has not judged yet "
+            "(their names and arguments, bytes); a call that would pass it is refused.",
+        ),
+    ] = DEFAULT_MAX_HELD,
     allow_unjudged_streamed_tools: Annotated[
         bool,
         typer.Option(
             "--allow-unjudged-streamed-tools",
-            help="Relay streamed requests that offer the model tools (their tool calls "
-            "are NOT judged: streamed tool-call holding is not built yet). Off: refused.",
+            help="Deprecated, does nothing: streamed tool calls are judged.",
+            hidden=True,
         ),
     ] = False,
     reload_interval: Annotated[
@@ -100,8 +110,9 @@ def llm_proxy(
         str, typer.Option(help="critical, error, warning, info, debug or trace.")
     ] = "info",
 ) -> None:
-    """Relay OpenAI /v1/chat/completions and Anthropic /v1/messages to the upstreams,
-    every model call judged and budgeted by the policy first (docs/llm-proxy.md)."""
+    """Relay OpenAI /v1/chat/completions and /v1/responses and Anthropic /v1/messages to
+    the upstreams, every model call judged and budgeted by the policy first
+    (docs/llm-proxy.md)."""
     try:
         import uvicorn
 
@@ -117,13 +128,21 @@ def llm_proxy(
     from interlock.server.keys import KeyStore, Role
     from interlock.store import default_database_url
 
+    if allow_unjudged_streamed_tools:
+        err.print(
+            Text(
+                "interlock: --allow-unjudged-streamed-tools is deprecated and does nothing: "
+                "streamed tool calls are held and judged"
+            ),
+            style="yellow",
+        )
     if openai_upstream is None and anthropic_upstream is None:
         raise fail("name at least one upstream: --openai-upstream URL, --anthropic-upstream URL")
     try:
         config = ProxyConfig.from_urls(
             openai_url=openai_upstream,
             anthropic_url=anthropic_upstream,
-            gate_streamed_tools=not allow_unjudged_streamed_tools,
+            max_held_bytes=max_held_bytes,
         )
     except ValueError as exc:
         raise fail(str(exc)) from None

@@ -1,6 +1,9 @@
-"""``interlock mcp-gateway``: an MCP server's stdio, with every ``tools/call`` judged.
+"""``interlock mcp-gateway``: MCP servers' stdio, with every ``tools/call`` judged.
 
     interlock mcp-gateway --policy interlock.yaml -- python my_server.py
+    interlock mcp-gateway --policy interlock.yaml \
+        --upstream "files=python files.py" --upstream "mail=python mail.py"
+    interlock mcp-gateway --policy interlock.yaml --config gateway.yaml
     interlock mcp-gateway --policy interlock.yaml -d sqlite:///.interlock/interlock.db \\
         --env API_TOKEN=... -- npx -y @modelcontextprotocol/server-memory
     INTERLOCK_API_KEY=... interlock mcp-gateway --server http://127.0.0.1:8750 -- python s.py
@@ -23,10 +26,11 @@ import typer
 
 from interlock.cli_check import policy_path
 from interlock.cli_console import fail
-from interlock.errors import PolicyError, StoreError, message_of
+from interlock.errors import ConfigError, PolicyError, StoreError, message_of
 
 if TYPE_CHECKING:
     from interlock import Guard
+    from interlock.gateways.mcp.config import GatewayConfig
 
 __all__ = ["API_KEY_ENV", "mcp_gateway"]
 
@@ -66,13 +70,42 @@ def _guard(policy: Path | None, database: str | None, server: str | None) -> Gua
 
 
 def mcp_gateway(
-    upstream: Annotated[
-        list[str],
+    command: Annotated[
+        list[str] | None,
         typer.Argument(
-            help="The upstream MCP server's command and its arguments (after --).",
+            help="One upstream MCP server's command and its arguments (after --), relayed "
+            "byte for byte, its tool names unchanged.",
             show_default=False,
         ),
-    ],
+    ] = None,
+    upstream: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--upstream",
+            "-u",
+            help="NAME=COMMAND (split as a shell would) of an upstream server, repeatable: "
+            "its tools are offered as NAME__tool, and the policy sees NAME as the "
+            "tool's server.",
+            show_default=False,
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="A YAML file naming the upstreams (see docs/mcp-gateway.md).",
+            show_default=False,
+        ),
+    ] = None,
+    hide_denied_tools: Annotated[
+        bool,
+        typer.Option(
+            "--hide-denied-tools",
+            help="Leave out of tools/list the tools the policy refuses every call of "
+            "(each call is still judged).",
+        ),
+    ] = False,
     policy: Annotated[
         Path | None,
         typer.Option(
@@ -131,21 +164,62 @@ def mcp_gateway(
         str, typer.Option(help="Log level on stderr: warning, info or debug.")
     ] = "info",
 ) -> None:
-    """Run an MCP server over stdio behind Interlock: every tools/call is judged first."""
-    from interlock.gateways.mcp import StdioGateway, upstream_environment
+    """Run MCP servers over stdio behind Interlock: every tools/call is judged first."""
+    from interlock.gateways.mcp import AggregateGateway, StdioGateway, upstream_environment
 
     logging.basicConfig(
         stream=sys.stderr, level=log_level.upper(), format="%(message)s", force=True
     )
     extra = _env_pairs(env or [])
+    gateway_config = _gateway_config(command, upstream or [], config, hide_denied_tools)
     guard = _guard(policy, database, server)
-    gateway = StdioGateway(
-        guard, upstream, env=upstream_environment(extra, inherit_all=inherit_env), grace=grace
-    )
+    environment = upstream_environment(extra, inherit_all=inherit_env)
+    gateway: AggregateGateway | StdioGateway
+    if gateway_config.transparent:
+        assert command is not None
+        gateway = StdioGateway(
+            guard,
+            command,
+            env=environment,
+            grace=grace,
+            hide_denied_tools=gateway_config.hide_denied_tools,
+        )
+    else:
+        gateway = AggregateGateway(guard, gateway_config, env=environment, grace=grace)
     try:
         code = asyncio.run(gateway.run())
-    except OSError as exc:  # the upstream could not be started
-        raise fail(f"could not start the upstream {upstream[0]!r}: {exc}") from exc
+    except OSError as exc:  # an upstream could not be started
+        raise fail(f"could not start the upstream: {exc}") from exc
     finally:
         guard.close()
     raise typer.Exit(code)
+
+
+def _gateway_config(
+    command: list[str] | None, upstreams: list[str], path: Path | None, hide: bool
+) -> GatewayConfig:
+    """The upstreams from ``-- COMMAND``, or from ``--upstream`` and ``--config``."""
+    from interlock.gateways.mcp.config import (
+        GatewayConfig,
+        UpstreamSpec,
+        load_config,
+        parse_upstream,
+    )
+
+    try:
+        if command:
+            if upstreams or path is not None:
+                raise fail(
+                    "give the upstream as -- COMMAND, or by --upstream or --config: not both"
+                )
+            return GatewayConfig((UpstreamSpec(None, command=tuple(command)),), hide)
+        loaded = load_config(path) if path is not None else None
+        specs = list(loaded.upstreams) if loaded is not None else []
+        specs += [parse_upstream(text) for text in upstreams]
+        file_hide = loaded is not None and loaded.hide_denied_tools
+        gateway_config = GatewayConfig(tuple(specs), hide or file_hide)
+    except ConfigError as exc:
+        raise fail(str(exc)) from exc
+    if any(spec.url is not None for spec in gateway_config.upstreams):
+        raise fail("HTTP upstreams are served by the HTTP gateway (--http)")
+    return gateway_config

@@ -12,6 +12,8 @@ Policy outcomes are kept apart from configuration errors and internal failures::
     ├── PolicyError                 (also a ValueError) a policy file or object is invalid;
     │                               carries file, line, rule_id and field of the first
     │                               issue and the full list in ``issues``
+    ├── ConfigError                 (also a ValueError) a gateway's configuration (its
+    │                               upstreams, options or config file) is invalid
     ├── InternalFailure             something inside Interlock went wrong on the way to a
     │   ├── MappingError            verdict; it never escapes ``check``: it becomes the
     │   ├── EvaluationError         ``cause`` of an undetermined decision
@@ -77,6 +79,7 @@ __all__ = [
     "AuditFailure",
     "AuditKeyError",
     "Blocked",
+    "ConfigError",
     "CostUnknown",
     "DecisionTimeout",
     "EvaluationError",
@@ -178,6 +181,10 @@ class NothingHeld(ReloadNotConfirmed, LookupError):
 
 class HeldDigestMismatch(ReloadNotConfirmed, ValueError):
     """The held reload is of another version of the file than the one confirmed."""
+
+
+class ConfigError(InterlockError, ValueError):
+    """A gateway's configuration is invalid; the message names the file and field."""
 
 
 class PolicyError(InterlockError, ValueError):

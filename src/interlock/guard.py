@@ -1142,7 +1142,7 @@ def raise_for(decision: Decision, action: Action | None = None) -> None:
     verdict = decision.verdict
     if verdict is Verdict.ALLOW:
         return
-    what = f"{action.kind} {action.name!r}" if action is not None else "the call"
+    what = _what(action)
     redactor = _REDACTOR
     reason = redactor.redact(decision.reason)
     if verdict is Verdict.DENY:
@@ -1164,6 +1164,14 @@ def raise_for(decision: Decision, action: Action | None = None) -> None:
 
 
 _REDACTOR = Redactor()
+
+
+def _what(action: Action | None) -> str:
+    """How a refusal names the action: ``tool 'shell'``, ``MCP tool 'read_file'``."""
+    if action is None:
+        return "the call"
+    kind = "MCP tool" if action.kind == "mcp" else action.kind
+    return f"{kind} {action.name!r}"
 
 
 def _validated(decision: object) -> Decision:

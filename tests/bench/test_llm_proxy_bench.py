@@ -18,15 +18,31 @@ def test_a_quick_run_checks_every_answer_and_the_budget() -> None:
     for side in (llm_proxy.DIRECT, llm_proxy.RELAY, llm_proxy.PROXY):
         for what in ("create", "stream first chunk", "stream end"):
             assert f"{side}, {what}" in labels
-    assert len(labels) == 9
-    assert {s.calls for s in result.stats} == {10, 6}
+    for what in ("responses create", "responses stream end", "tools stream first text"):
+        assert f"{llm_proxy.PROXY}, {what}" in labels
+    assert len(labels) == 3 * 8
+    calls = result.info["calls"]
+    assert {s.calls for s in result.stats} == {
+        calls["create"],
+        calls["stream"],
+        calls["responses create"],
+        calls["responses stream"],
+    }
     assert "bare_relay_added_p50_ms create" in result.info
     assert [t.name for t in result.targets] == [
         "added p50, create",
         "added p50, first streamed chunk",
     ]
-    # 10 + 6 timed and 2 × 5 warm-up calls through the proxy, 18 tokens each
-    assert result.info["budget_spent_tokens"] == 26 * 18
+    # every timed and warm-up call through the proxy (streams twice: plain and with
+    # tools), 18 tokens each
+    proxied = (
+        calls["create"]
+        + 2 * calls["stream"]
+        + calls["responses create"]
+        + calls["responses stream"]
+        + 5 * calls["warmup"]
+    )
+    assert result.info["budget_spent_tokens"] == proxied * 18
 
 
 def test_it_is_registered() -> None:

@@ -33,7 +33,8 @@ def test_a_quick_run_through_the_real_gateway(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(mcp_gateway, "WARMUP", 5)
     result = mcp_gateway.run(calls=20, quick=True)
     assert result.problems == []
-    assert [s.label for s in result.stats] == [mcp_gateway.DIRECT, mcp_gateway.GATEWAY]
-    assert [s.calls for s in result.stats] == [20, 20]
+    labels = [mcp_gateway.DIRECT, mcp_gateway.GATEWAY, mcp_gateway.MERGED]
+    assert [s.label for s in result.stats] == labels
+    assert [s.calls for s in result.stats] == [20, 20, 20]
     assert [t.name for t in result.targets] == ["added p50, gateway - direct"]
-    assert "added_p50_ms" in result.info
+    assert "added_p50_ms" in result.info and "merged_added_p50_ms" in result.info

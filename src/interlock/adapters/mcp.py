@@ -56,7 +56,7 @@ from interlock.adapters.base import (
     register_adapter,
     verdict_outcome,
 )
-from interlock.core.action import Action, Context
+from interlock.core.action import Action, Context, normalise_arguments
 from interlock.errors import MappingError, describe
 
 try:
@@ -92,6 +92,7 @@ __all__ = [
     "decision_meta",
     "guard_server",
     "guard_session",
+    "mcp_capabilities",
     "redacted_error",
     "refusal_result",
     "run_settled",
@@ -116,17 +117,49 @@ def tool_action(
     arguments: Mapping[str, Any] | None,
     tool: Tool | None = None,
     call_id: str | None = None,
+    server: str | None = None,
 ) -> Action:
-    """The Action for one ``tools/call``. ``tool`` (its definition, when known) gives
-    the input schema the arguments are projected onto and the description; ``call_id``
-    (the JSON-RPC request id) is kept for correlation only, not as part of the intent."""
-    return Action.tool(
-        name,
-        arguments or {},
+    """The Action for one ``tools/call``: ``kind: mcp`` (a ``kind: tool`` rule applies
+    to it too). ``tool`` (its definition, when known) gives the input schema the
+    arguments are projected onto, the description, and the annotation hints
+    (:func:`mcp_capabilities`); ``server`` (the upstream's name, as the operator
+    configured it, never as the server calls itself) is the target ``mcp:<server>``;
+    ``call_id`` (the JSON-RPC request id) is kept for correlation only, not as part
+    of the intent."""
+    return Action(
+        kind="mcp",
+        name=name,
+        arguments=normalise_arguments(arguments),
+        target=f"mcp:{server}" if server else None,
         schema=tool.input_schema if tool is not None else None,
         description=tool.description if tool is not None else None,
+        capabilities=mcp_capabilities(tool),
         context=Context(call_id=call_id) if call_id else Context(),
     )
+
+
+def mcp_capabilities(tool: Tool | None) -> tuple[str, ...]:
+    """A tool's annotation hints as the action's capabilities, with the protocol's
+    defaults for a hint left out (and for a tool not known at all): not read-only,
+    destructive, not idempotent, open-world. ``mcp:read-only``, ``mcp:destructive``,
+    ``mcp:idempotent``, ``mcp:open-world``; rules read them as the parameters
+    ``read_only``, ``destructive``, ``idempotent`` and ``open_world``.
+
+    The hints are the server's claims: a rule may refuse on them (``destructive:
+    true``) with no risk, but an allow rule that trusts ``read_only: true`` trusts
+    the server."""
+    hints = tool.annotations if tool is not None else None
+    read_only = hints is not None and hints.read_only_hint is True
+    destructive = not read_only and (hints is None or hints.destructive_hint is not False)
+    idempotent = read_only or (hints is not None and hints.idempotent_hint is True)
+    open_world = hints is None or hints.open_world_hint is not False
+    flags = (
+        ("mcp:read-only", read_only),
+        ("mcp:destructive", destructive),
+        ("mcp:idempotent", idempotent),
+        ("mcp:open-world", open_world),
+    )
+    return tuple(name for name, on in flags if on)
 
 
 def decision_meta(decision: Decision) -> dict[str, Any]:
@@ -230,6 +263,8 @@ class _Gate:
     guard: Guard
     mapper: Mapper | None
     lookup: ToolLookup
+    #: the upstream's name at a gateway (the action's target ``mcp:<server>``)
+    server: str | None = None
 
     async def decide(
         self, name: str, arguments: dict[str, Any] | None, call_id: str | None = None
@@ -240,7 +275,8 @@ class _Gate:
         except Exception as exc:  # no schema to project onto: fail closed
             return await self.unmappable(f"could not look up tool {name!r}: {describe(exc)}")
         if self.mapper is None:
-            return await self.guard.acheck(tool_action(name, arguments, tool, call_id))
+            action = tool_action(name, arguments, tool, call_id, self.server)
+            return await self.guard.acheck(action)
         return await self.guard.acheck_mapped(self.mapper, name, arguments or {}, tool)
 
     async def unmappable(self, problem: str) -> Decision:
@@ -403,7 +439,7 @@ class InterlockMiddleware:
         if decision is None:
             return await call_next(ctx)
         if not decision.allowed:
-            action = Action.tool(call.name, call.arguments)
+            action = tool_action(call.name, call.arguments)
             return refusal_result(decision, action, ctx.protocol_version)
         key = call_key(call.name, call.arguments)
         return await run_settled(self._gate.guard, decision, lambda: call_next(ctx), key)
@@ -539,7 +575,7 @@ class MCPServerAdapter(_OptionsAdapter):
             if decision is None:
                 return await original(name, arguments, *args, **kwargs)
             if not decision.allowed:
-                wire = refusal_result(decision, Action.tool(name, arguments))
+                wire = refusal_result(decision, tool_action(name, arguments))
                 return CallToolResult.model_validate(wire, by_name=False)
             return await run_settled(
                 guard, decision, lambda: original(name, arguments, *args, **kwargs), key
@@ -635,7 +671,7 @@ class ClientSessionAdapter(_OptionsAdapter):
                 action = None
             else:
                 decision = await gate.decide(call.name, call.arguments)
-                action = Action.tool(call.name, call.arguments)
+                action = tool_action(call.name, call.arguments)
             if decision is None:
                 return await original(request, result_type, *args, **kwargs)
             if not decision.allowed:

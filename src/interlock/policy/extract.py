@@ -39,6 +39,7 @@ __all__ = [
     "AmbiguousUrl",
     "Facts",
     "infer_keyword_scope",
+    "mcp_params",
     "name_tokens",
     "project_arguments",
     "verb_of",
@@ -501,6 +502,8 @@ def extract(
         params["verb"] = verb
     if target is not None:
         params["target"] = target
+    if kind == "mcp":
+        params.update(mcp_params(target, capabilities))
 
     if pinned_scope is not None:  # the usual case: decided without a call
         scopes: tuple[str, ...] = (pinned_scope,)
@@ -518,6 +521,28 @@ def extract(
     if variants:
         facts.variants = _combine(variants)
     return facts
+
+
+#: The capabilities an MCP action carries for its tool's annotation hints, and the
+#: parameter each one sets (see interlock.adapters.mcp.mcp_capabilities).
+_MCP_HINTS: Final = (
+    ("mcp:read-only", "read_only"),
+    ("mcp:destructive", "destructive"),
+    ("mcp:idempotent", "idempotent"),
+    ("mcp:open-world", "open_world"),
+)
+
+
+def mcp_params(target: str | None, capabilities: tuple[str, ...]) -> dict[str, Any]:
+    """An MCP tool's trusted facts as parameters: ``server`` (the upstream, from the
+    target ``mcp:<server>``) and its four annotation hints, each true or false. The
+    same for every call of the tool: known before any call is made."""
+    params: dict[str, Any] = {}
+    if target is not None and target.startswith("mcp:"):
+        params["server"] = target[4:]
+    for capability, param in _MCP_HINTS:
+        params[param] = capability in capabilities
+    return params
 
 
 #: The longest text whose path, URL and host parameters are remembered (a key of the

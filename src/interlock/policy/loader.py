@@ -510,7 +510,7 @@ class _Compiler:
             verdict=Verdict(rule.decision),
             reason=rule.reason,
             shadow=rule.mode == "shadow",
-            kinds=_set(rule.kind),
+            kinds=_kinds(rule.kind),
             names=GlobSet.of(rule.name) if rule.name is not None else None,
             scopes=_set(rule.scope),
             agents=GlobSet.of(rule.agent) if rule.agent is not None else None,
@@ -643,7 +643,7 @@ def _known_param(key: str) -> bool:
 
 def _selector(entry: BudgetData | RateLimitData, rules: frozenset[str] | None = None) -> Selector:
     return Selector(
-        kinds=_set(entry.kind),
+        kinds=_kinds(entry.kind),
         names=GlobSet.of(entry.name) if entry.name is not None else None,
         agents=GlobSet.of(entry.agent) if entry.agent is not None else None,
         tenants=GlobSet.of(entry.tenant) if entry.tenant is not None else None,
@@ -655,6 +655,16 @@ def _list(value: str | list[str] | None) -> list[str]:
     if value is None:
         return []
     return [value] if isinstance(value, str) else value
+
+
+def _kinds(value: str | list[str] | None) -> frozenset[str] | None:
+    """The kinds a rule, budget or rate limit selects. ``tool`` covers MCP tools too
+    (``kind: mcp`` actions): an MCP tool is a tool, and a deny rule written for tools
+    must not stop applying because the call came through MCP (docs/adr/0017)."""
+    kinds = _set(value)
+    if kinds is not None and "tool" in kinds:
+        return kinds | {"mcp"}
+    return kinds
 
 
 def _set(value: str | list[str] | None) -> frozenset[str] | None:

@@ -66,6 +66,12 @@ EXTRACTED_PARAMS: tuple[str, ...] = (
     "session_id",
     "est_cost",
     "target",
+    # MCP tools (kind: mcp): the upstream server and the tool's annotation hints.
+    "server",
+    "read_only",
+    "destructive",
+    "idempotent",
+    "open_world",
 )
 
 KINDS: frozenset[str] = frozenset({"tool", "llm", "mcp", "browser", "effect"})

@@ -49,6 +49,17 @@ rules:
     reason: the agent may call its models
     kind: llm
     name: ["gpt-4o-mini", "claude-sonnet-4-5"]
+  - id: stateless-model
+    decision: allow
+    reason: this model is called with the whole conversation
+    kind: llm
+    name: gpt-4.1-mini
+  - id: no-hidden-context
+    decision: deny
+    reason: the proxy must see the whole prompt of this model
+    kind: llm
+    name: gpt-4.1-mini
+    when: "has(args.previous_response_id) || has(args.conversation) || has(args.prompt)"
   - id: review-model
     decision: require_approval
     reason: the big model needs a human
@@ -68,6 +79,19 @@ rules:
     name: refund
     when: "args.amount <= 100"
 """
+# A budget that covers a tool: each allowed refund reserves 1 USD, committed when the
+# proxy lets the call through to the agent.
+POLICY = POLICY.replace(
+    "pricing:",
+    """  - id: refunds
+    limit: 1000
+    unit: USD
+    kind: tool
+    name: refund
+    default_estimate: 1
+    max_overage: 0
+pricing:""",
+)
 
 KEYS = {
     "agent": ("acme", Role.AGENT, "ops-bot"),
@@ -132,14 +156,28 @@ class Proxy:
         assert isinstance(self.guard.store, SqlStore)
         return self.guard.store
 
-    def spent(self, tenant: str = "acme") -> tuple[int, int]:
-        """(spent, reserved) of the tenant's token budget."""
-        rows = self.store.budget_rows(tenant=tenant, budget_id="tokens")
+    def spent(self, tenant: str = "acme", budget: str = "tokens") -> tuple[Any, Any]:
+        """(spent, reserved) of the tenant's token budget (or another one)."""
+        rows = self.store.budget_rows(tenant=tenant, budget_id=budget)
         return sum(r.spent for r in rows), sum(r.reserved for r in rows)
 
 
 @pytest.fixture
 def proxy(tmp_path: Path) -> Iterator[Proxy]:
+    yield from _proxy(tmp_path)
+
+
+#: the held-bytes cap of :func:`capped_proxy`
+SMALL_CAP = 2048
+
+
+@pytest.fixture
+def capped_proxy(tmp_path: Path) -> Iterator[Proxy]:
+    """A proxy that holds at most :data:`SMALL_CAP` bytes of tool calls per stream."""
+    yield from _proxy(tmp_path, max_held_bytes=SMALL_CAP)
+
+
+def _proxy(tmp_path: Path, **options: Any) -> Iterator[Proxy]:
     policy = tmp_path / "interlock.yaml"
     policy.write_text(POLICY)
     guard = Guard.from_file(policy, store=f"sqlite:///{tmp_path / 'interlock.db'}")
@@ -154,6 +192,7 @@ def proxy(tmp_path: Path) -> Iterator[Proxy]:
     config = ProxyConfig(
         openai=Upstream(upstream.url + "/v1", "sk-upstream-openai"),
         anthropic=Upstream(upstream.url, "sk-upstream-anthropic"),
+        **options,
     )
     settled = Settled()
     served = Served(create_app(guard, config, on_settled=settled))

@@ -30,6 +30,27 @@ def test_without_an_upstream_it_is_a_usage_error(tmp_path: Path) -> None:
     assert "--openai-upstream" in result.output
 
 
+def test_the_old_unjudged_streams_flag_only_warns(tmp_path: Path) -> None:
+    (tmp_path / "interlock.yaml").write_text(POLICY)
+    args = ["llm-proxy", "-p", str(tmp_path / "interlock.yaml"), "--allow-unjudged-streamed-tools"]
+    result = CliRunner().invoke(app, args)
+    assert "--allow-unjudged-streamed-tools is deprecated and does nothing" in result.output
+    assert result.exit_code == 2  # and the command goes on as without it: no upstream named
+    assert (
+        "--allow-unjudged-streamed-tools"
+        not in CliRunner().invoke(app, ["llm-proxy", "--help"]).output
+    )
+
+
+def test_a_held_bytes_cap_below_one_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "interlock.yaml").write_text(POLICY)
+    args = ["llm-proxy", "-p", str(tmp_path / "interlock.yaml"), "--max-held-bytes", "0"]
+    args += ["--openai-upstream", "http://127.0.0.1:9/v1"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert "--max-held-bytes" in result.output
+
+
 def test_an_upstream_that_is_not_http_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "interlock.yaml").write_text(POLICY)
     args = ["llm-proxy", "-p", str(tmp_path / "interlock.yaml"), "--openai-upstream", "file:///x"]

@@ -1,6 +1,5 @@
 """Tool calls in a non-streamed response are judged like any tool call; a refused one
-is replaced by a refusal the agent reads. Streamed requests with tools are refused
-(streamed tool-call holding is not built yet)."""
+is replaced by a refusal the agent reads (streamed ones: test_stream_tools_*.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +7,6 @@ import json
 
 import anthropic
 import openai
-import pytest
 
 from .conftest import Proxy
 
@@ -104,23 +102,21 @@ def test_a_tool_use_whose_input_is_not_an_object_is_refused(proxy: Proxy) -> Non
     assert "not an object" in getattr(reply.content[1], "text", "")
 
 
-def test_a_streamed_request_with_tools_is_refused_before_the_upstream(proxy: Proxy) -> None:
-    with pytest.raises(openai.BadRequestError) as raised:
-        openai_client(proxy).chat.completions.create(
-            model="gpt-4o-mini", messages=MESSAGES, tools=TOOLS, stream=True
-        )
-    body = raised.value.body
-    assert isinstance(body, dict) and body["code"] == "interlock_streamed_tools_not_gated"
-    with pytest.raises(anthropic.BadRequestError):
-        anthropic_client(proxy).messages.create(
-            model="claude-sonnet-4-5",
-            max_tokens=100,
-            messages=MESSAGES,
-            tools=[{"name": "get_weather", "input_schema": {"type": "object"}}],
-            stream=True,
-        )
-    assert proxy.standin.calls == 0
-    assert proxy.spent() == (0, 0)
+def test_openai_arguments_that_are_not_a_json_object_are_refused(proxy: Proxy) -> None:
+    proxy.standin.mode = "tools"
+    proxy.standin.raw_tool_calls = [
+        {"id": "c0", "type": "function", "function": {"name": "get_weather", "arguments": "[1]"}},
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{"}},
+        {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": ""}},
+    ]
+    reply = openai_client(proxy).chat.completions.create(
+        model="gpt-4o-mini", messages=MESSAGES, tools=TOOLS
+    )
+    message = reply.choices[0].message
+    assert [c.id for c in message.tool_calls or []] == ["c2"]  # empty text: no parameters
+    content = message.content or ""
+    assert "the tool call 'get_weather': its arguments are not an object [tool call c0]" in content
+    assert "[tool call c1]" in content
 
 
 def test_openai_custom_tool_calls_are_judged_and_unknown_kinds_refused(proxy: Proxy) -> None:

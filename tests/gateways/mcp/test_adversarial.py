@@ -9,13 +9,24 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .support import RawWire, direct_wire, gateway_wire, line, reached, write_policy
+from .support import (
+    INTERLOCK,
+    UPSTREAM,
+    RawWire,
+    base_env,
+    direct_wire,
+    gateway_wire,
+    line,
+    reached,
+    write_policy,
+)
 
 DELETE = {"path": "/etc/passwd"}
 
@@ -135,11 +146,29 @@ SIDE_DOORS: list[tuple[str, bytes, tuple[Any, ...]]] = [
 ]
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RawWire, Path]]:
+def merged_wire(directory: Path, log: Path) -> RawWire:
+    """The gateway merging upstreams, with one: every message is re-encoded on the way
+    (the ids are the gateway's), so the same doors are tried on that path too."""
+    config = directory / "gateway.yaml"
+    command = json.dumps([sys.executable, str(UPSTREAM)])
+    config.write_text(
+        f"upstreams:\n  files:\n    command: {command}\n    namespace: false\n", encoding="utf-8"
+    )
+    policy = write_policy(directory)
+    args = ["mcp-gateway", "--policy", str(policy), "--config", str(config)]
+    return RawWire([INTERLOCK, *args, "--env", f"MCP_TEST_LOG={log}"], base_env())
+
+
+@pytest.fixture(scope="module", params=["relayed", "merged"])
+def gateway(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[tuple[RawWire, Path]]:
     directory = tmp_path_factory.mktemp("side-doors")
     log = directory / "upstream.jsonl"
-    wire = gateway_wire(write_policy(directory), log)
+    if request.param == "relayed":
+        wire = gateway_wire(write_policy(directory), log)
+    else:
+        wire = merged_wire(directory, log)
     try:
         wire.handshake()
         yield wire, log

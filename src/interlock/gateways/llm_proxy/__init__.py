@@ -23,6 +23,6 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from .app import create_app
-from .config import DEFAULT_MAX_BODY, ProxyConfig, Upstream
+from .config import DEFAULT_MAX_BODY, DEFAULT_MAX_HELD, ProxyConfig, Upstream
 
-__all__ = ["DEFAULT_MAX_BODY", "ProxyConfig", "Upstream", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_HELD", "ProxyConfig", "Upstream", "create_app"]

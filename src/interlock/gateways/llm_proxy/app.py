@@ -1,5 +1,5 @@
-"""The proxy's Starlette app: ``POST /v1/chat/completions`` (OpenAI) and
-``POST /v1/messages`` (Anthropic), streamed and not.
+"""The proxy's Starlette app: ``POST /v1/chat/completions`` and ``POST /v1/responses``
+(OpenAI) and ``POST /v1/messages`` (Anthropic), streamed and not.
 
 One request is one model call, in this order — nothing reaches the upstream before
 step 4:
@@ -14,6 +14,9 @@ step 4:
    real usage (non-streamed: the response's ``usage``; streamed: the metered usage at
    the end of the stream, or at the client's disconnect) or release (the upstream
    failed or answered an error, which is relayed as it came).
+
+The tool calls in the answer are judged before the agent sees them: a non-streamed
+answer's in :mod:`.tools`, a stream's held until complete in :mod:`.stream_tools`.
 """
 
 from __future__ import annotations
@@ -44,12 +47,17 @@ from .auth import authenticate
 from .config import ProxyConfig, Upstream
 from .flavours import Flavour, flavour_of
 from .refusals import Provider, Refusal, refusal_for_decision
-from .relay import SseRelay
+from .relay import Gate, SseRelay
+from .response_items import ItemJudge, judge_response
+from .response_stream import ResponsesRelay
+from .responses import RESPONSES, ResponsesFlavour
+from .stream_tools import tool_gate
 from .tools import judge_tool_calls
 
 __all__ = ["create_app"]
 
 RUNTIME = "llm-proxy"
+_AnyFlavour = Flavour | ResponsesFlavour
 _RELAYED_HEADERS = ("content-type", "request-id", "x-request-id", "retry-after")
 
 
@@ -79,6 +87,7 @@ def create_app(
 
     routes = [
         Route("/v1/chat/completions", proxy.openai, methods=["POST"]),
+        Route("/v1/responses", proxy.responses, methods=["POST"]),
         Route("/v1/messages", proxy.anthropic, methods=["POST"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
@@ -105,14 +114,25 @@ class _Proxy:
     async def anthropic(self, request: Request) -> Response:
         return await self._handle(request, "anthropic", self.config.anthropic)
 
+    async def responses(self, request: Request) -> Response:
+        return await self._handle(request, "openai", self.config.openai, RESPONSES)
+
     async def _handle(
-        self, request: Request, provider: Provider, upstream: Upstream | None
+        self,
+        request: Request,
+        provider: Provider,
+        upstream: Upstream | None,
+        flavour: _AnyFlavour | None = None,
     ) -> Response:
-        answer = await self._relay(request, provider, upstream)
+        answer = await self._relay(request, provider, upstream, flavour)
         return answer.response(provider) if isinstance(answer, Refusal) else answer
 
     async def _relay(
-        self, request: Request, provider: Provider, upstream: Upstream | None
+        self,
+        request: Request,
+        provider: Provider,
+        upstream: Upstream | None,
+        flavour: _AnyFlavour | None,
     ) -> Response | Refusal:
         key = await authenticate(request, self.keys)
         if isinstance(key, Refusal):
@@ -122,19 +142,11 @@ class _Proxy:
         body = await _read_json(request, self.config.max_body)
         if isinstance(body, Refusal):
             return body
-        flavour = flavour_of(provider)
+        flavour = flavour or flavour_of(provider)
         streamed = body.get("stream") is True
-        if (
-            streamed
-            and self.config.gate_streamed_tools
-            and (body.get("tools") or body.get("functions"))
-        ):
-            return Refusal(
-                400,
-                "interlock_streamed_tools_not_gated",
-                "this proxy does not judge streamed tool calls yet: send the request with "
-                "tools unstreamed (stream: false)",
-            )
+        unfit = flavour.unfit(body) if isinstance(flavour, ResponsesFlavour) else None
+        if unfit is not None:
+            return unfit
         context = _context(key)
         arguments = flavour.arguments(body)
         call = self.guard.llm_call(body["model"], context=context, arguments=arguments)
@@ -169,11 +181,16 @@ class _Proxy:
             return Response(content, answer.status_code, headers=_relayed(answer))
         if streamed:
             estimated = _estimated_input(arguments)
-            return self._stream(call, flavour, answer, estimated, hide_usage=not asked_usage)
+            if isinstance(flavour, ResponsesFlavour):
+                return self._stream_responses(call, flavour, answer, estimated, context)
+            gate = tool_gate(
+                provider, self.guard, context, max_held_bytes=self.config.max_held_bytes
+            )
+            return self._stream(call, flavour, answer, estimated, gate, hide_usage=not asked_usage)
         return await self._unstreamed(call, flavour, answer, context)
 
     async def _unstreamed(
-        self, call: LLMCall, flavour: Flavour, answer: httpx.Response, context: Context
+        self, call: LLMCall, flavour: _AnyFlavour, answer: httpx.Response, context: Context
     ) -> Response | Refusal:
         try:  # whatever ends this (a cancellation included), the call is settled once
             return await self._judged(call, flavour, answer, context)
@@ -182,7 +199,7 @@ class _Proxy:
             await self._settle(call)
 
     async def _judged(
-        self, call: LLMCall, flavour: Flavour, answer: httpx.Response, context: Context
+        self, call: LLMCall, flavour: _AnyFlavour, answer: httpx.Response, context: Context
     ) -> Response | Refusal:
         try:
             content = await answer.aread()
@@ -196,7 +213,10 @@ class _Proxy:
         usage = flavour.usage(reply)
         if usage is not None:
             call.record(usage)
-        refused = await judge_tool_calls(self.guard, flavour.provider, reply, context)
+        if isinstance(flavour, ResponsesFlavour):
+            refused = await judge_response(self.guard, reply, context)
+        else:
+            refused = await judge_tool_calls(self.guard, flavour.provider, reply, context)
         headers = _relayed(answer)
         headers.pop("content-type", None)
         if call.decision is not None:
@@ -213,6 +233,7 @@ class _Proxy:
         flavour: Flavour,
         answer: httpx.Response,
         estimated_input: int,
+        gate: Gate,
         *,
         hide_usage: bool,
     ) -> Response:
@@ -228,8 +249,32 @@ class _Proxy:
         headers = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
         if call.decision is not None:
             headers["x-interlock-decision-id"] = call.decision.decision_id
-        relay = SseRelay(answer, meter, settle, headers=headers, hide_usage=hide_usage)
+        relay = SseRelay(answer, meter, settle, headers=headers, hide_usage=hide_usage, gate=gate)
         return _AsgiResponse(relay)
+
+    def _stream_responses(
+        self,
+        call: LLMCall,
+        flavour: ResponsesFlavour,
+        answer: httpx.Response,
+        estimated_input: int,
+        context: Context,
+    ) -> Response:
+        """A Responses stream: its tool calls held and judged (response_stream)."""
+        meter = flavour.meter(estimated_input)
+
+        async def settle(failed: bool) -> None:
+            if failed:
+                await self._settle(call, failed=RuntimeError("the upstream stream failed"))
+                return
+            call.record(meter.usage())
+            await self._settle(call)
+
+        headers = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
+        if call.decision is not None:
+            headers["x-interlock-decision-id"] = call.decision.decision_id
+        judge = ItemJudge(self.guard, context)
+        return _AsgiResponse(ResponsesRelay(answer, meter, settle, judge, headers=headers))
 
     async def _settle(self, call: LLMCall, *, failed: BaseException | None = None) -> None:
         """Commit (or release, when ``failed``) — once: a second call does nothing.
@@ -248,7 +293,7 @@ class _Proxy:
 class _AsgiResponse(Response):
     """A Starlette response that hands the ASGI call to ``app``."""
 
-    def __init__(self, app: SseRelay) -> None:
+    def __init__(self, app: SseRelay | ResponsesRelay) -> None:
         self.app = app
         self.background = None
 

@@ -6,10 +6,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["DEFAULT_MAX_BODY", "ProxyConfig", "Upstream"]
+__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_HELD", "ProxyConfig", "Upstream"]
 
 #: The largest request body the proxy reads (bytes); more is a 413.
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
+#: The most a stream holds back of its tool calls until they are judged (bytes).
+DEFAULT_MAX_HELD = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,13 +32,17 @@ class Upstream:
 class ProxyConfig:
     """The upstreams (a provider left ``None`` answers 404), and limits.
 
-    ``gate_streamed_tools``: streamed tool calls are not judged yet, so a streamed
-    request that offers the model tools is refused unless this is ``False``."""
+    ``max_held_bytes``: what one stream may hold back of the tool calls it has not
+    judged yet (their names and arguments); a call that would pass it is refused."""
 
     openai: Upstream | None = None
     anthropic: Upstream | None = None
     max_body: int = DEFAULT_MAX_BODY
-    gate_streamed_tools: bool = True
+    max_held_bytes: int = DEFAULT_MAX_HELD
+
+    def __post_init__(self) -> None:
+        if self.max_held_bytes < 1:
+            raise ValueError(f"max_held_bytes must be at least 1, not {self.max_held_bytes}")
 
     @classmethod
     def from_urls(

@@ -5,10 +5,11 @@ The ``llm`` action of a request carries only what the proxy reads itself —
 ``provider``, ``messages``, ``system``, ``tools`` and the output bound
 (``max_tokens``, from OpenAI's ``max_completion_tokens`` too, times OpenAI's ``n``)
 — never an input token count the client states: the estimate is the proxy's, from
-the prompt. Inline binary data (``data:`` URLs, base64 image and document sources)
-is replaced by a placeholder that says its size: its characters are not tokens (an
-image costs the provider's own count, charged from the real usage), and the audit log
-does not keep megabytes of base64.
+the prompt. Inline binary data (``data:`` URLs, base64 image and document sources,
+raw base64 in a ``file_data`` field or in the ``result`` of a Responses
+``image_generation_call`` sent back) is replaced by a placeholder that says its size:
+its characters are not tokens (an image costs the provider's own count, charged from
+the real usage), and the audit log does not keep megabytes of base64.
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ __all__ = ["Flavour", "StreamMeter", "flavour_of", "without_blobs"]
 
 # An inline data: URL or base64 source longer than this is left out of the action.
 _BLOB_CHARS: Final = 256
+
+# Fields that hold raw base64 (no ``data:`` prefix), by the type of their object:
+# a file part's ``file_data`` (any type), and the image a Responses
+# ``image_generation_call`` sent back as input carries.
+_BLOB_FIELDS: Final[dict[object, tuple[str, ...]]] = {
+    "image_generation_call": ("result", "file_data"),
+}
 
 # Request headers the client may send that reach the upstream (all others stay here).
 _ANTHROPIC_PASSED: Final = ("anthropic-version", "anthropic-beta")
@@ -201,6 +209,10 @@ def without_blobs(value: Any) -> Any:
             copied = dict(item)
             if copied.get("type") == "base64" and isinstance(copied.get("data"), str):
                 copied["data"] = f"<data: {len(copied['data'])} characters>"
+            for blob in _BLOB_FIELDS.get(copied.get("type"), ("file_data",)):
+                found = copied.get(blob)
+                if isinstance(found, str) and len(found) > _BLOB_CHARS:
+                    copied[blob] = f"<data: {len(found)} characters>"
             container[key] = copied
             pending.extend((copied, k) for k in copied)
         elif isinstance(item, list):

@@ -1,5 +1,7 @@
 """The tool calls a model emits in a non-streamed response, judged before the agent
-sees them. A refused call is taken out and replaced by text the agent can read:
+sees them (a stream's, held until complete, are judged by the same
+:func:`refusal_for_call`: :mod:`.stream_tools`). A refused call is taken out and
+replaced by text the agent can read:
 
 - OpenAI (``function`` and ``custom`` calls; a ``custom`` call's free-form input is
   judged as ``{"input": ...}``): the call leaves ``message.tool_calls`` (the key
@@ -9,7 +11,8 @@ sees them. A refused call is taken out and replaced by text the agent can read:
 - Anthropic: the ``tool_use`` block is replaced, in place, by a ``text`` block;
   ``stop_reason`` ``tool_use`` becomes ``end_turn`` when no ``tool_use`` is left.
 
-The refusal text is the guard's own message (``Interlock denied tool 'x': …``,
+A call with no name, or whose arguments are not a JSON object (empty text is
+``{}``), is refused. The refusal text is the guard's own message (``Interlock denied tool 'x': …``,
 with the approval URL when one is needed) followed by ``[tool call <id>; decision
 <decision id>]``. An allowed call's budget reservation, if a policy budget covers
 tools, is committed at once: the proxy has let the call through to the agent.
@@ -18,6 +21,7 @@ tools, is committed at once: the proxy has let the call through to the agent.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,7 +32,7 @@ from interlock.guard import Guard, raise_for
 
 from .refusals import Provider
 
-__all__ = ["judge_tool_calls"]
+__all__ = ["judge_tool_calls", "not_an_object", "object_arguments", "refusal_for_call"]
 
 
 async def judge_tool_calls(
@@ -41,18 +45,36 @@ async def judge_tool_calls(
     return await _judge_anthropic(guard, body, context)
 
 
-async def _refusal(
+def object_arguments(text: str) -> dict[str, Any] | None:
+    """The arguments a model wrote as JSON text, parsed as the agent's SDK parses them
+    (the standard library's ``json``), or ``None`` when they are not a JSON object.
+    Empty text is ``{}`` (a call of a tool that takes no parameters)."""
+    if not text.strip():
+        return {}
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+async def refusal_for_call(
     guard: Guard, name: object, arguments: object, call_id: object, ctx: Context
 ) -> str | None:
-    """``None`` when the call may go to the agent, else the text that replaces it."""
+    """``None`` when the call may go to the agent, else the text that replaces it.
+    ``arguments`` are a mapping, or the JSON text the model wrote (which must hold an
+    object). The one judging path of non-streamed and streamed tool calls."""
     if not isinstance(name, str) or not name:
         return f"Interlock refused a tool call with no name [tool call {call_id}]"
-    if arguments is not None and not isinstance(arguments, (str, Mapping)):
-        return (
-            f"Interlock refused the tool call {name!r}: its arguments are not an object "
-            f"[tool call {call_id}]"
-        )
-    action = Action.tool(name, arguments, context=ctx)
+    if arguments is None:
+        parsed: object = {}
+    elif isinstance(arguments, str):
+        parsed = object_arguments(arguments)
+    else:
+        parsed = arguments
+    if not isinstance(parsed, Mapping):
+        return not_an_object(name, call_id)
+    action = Action.tool(name, parsed, context=ctx)
     decision = await guard.acheck(action)
     if decision.verdict is Verdict.ALLOW:
         if decision.reservation is not None:
@@ -66,6 +88,14 @@ async def _refusal(
     return None  # unreachable: raise_for raises on anything but allow
 
 
+def not_an_object(name: str, call_id: object) -> str:
+    """The refusal of a call whose arguments are not a JSON object."""
+    return (
+        f"Interlock refused the tool call {name!r}: its arguments are not an object "
+        f"[tool call {call_id}]"
+    )
+
+
 async def _judge_openai(guard: Guard, body: dict[str, Any], ctx: Context) -> bool:
     refused_any = False
     for choice in body.get("choices") or ():
@@ -77,7 +107,7 @@ async def _judge_openai(guard: Guard, body: dict[str, Any], ctx: Context) -> boo
         calls = message.get("tool_calls") or []
         for call in calls if isinstance(calls, list) else [calls]:
             name, arguments, call_id = _openai_call(call)
-            note = await _refusal(guard, name, arguments, call_id, ctx)
+            note = await refusal_for_call(guard, name, arguments, call_id, ctx)
             if note is None:
                 kept.append(call)
             else:
@@ -85,7 +115,7 @@ async def _judge_openai(guard: Guard, body: dict[str, Any], ctx: Context) -> boo
         legacy = message.get("function_call")
         if legacy is not None:
             legacy = legacy if isinstance(legacy, dict) else {}
-            note = await _refusal(
+            note = await refusal_for_call(
                 guard, legacy.get("name"), legacy.get("arguments"), "function_call", ctx
             )
             if note is not None:
@@ -135,7 +165,8 @@ async def _judge_anthropic(guard: Guard, body: dict[str, Any], ctx: Context) -> 
     for index, block in enumerate(blocks):
         if not isinstance(block, dict) or block.get("type") != "tool_use":
             continue
-        note = await _refusal(guard, block.get("name"), block.get("input"), block.get("id"), ctx)
+        name, call_id = block.get("name"), block.get("id")
+        note = await refusal_for_call(guard, name, block.get("input"), call_id, ctx)
         if note is not None:
             blocks[index] = {"type": "text", "text": note}
             refused_any = True

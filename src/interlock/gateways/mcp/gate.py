@@ -20,8 +20,8 @@ from interlock.adapters.mcp import (
     _call_params,
     _Gate,
     refusal_result,
+    tool_action,
 )
-from interlock.core.action import Action
 from interlock.gateways.mcp.messages import (
     INVALID_PARAMS,
     Message,
@@ -68,6 +68,9 @@ class ToolCatalog:
     async def lookup(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
 
 @dataclass(frozen=True, slots=True)
 class Allowed:
@@ -95,32 +98,72 @@ def protocol_version_of(message: Message, negotiated: str | None) -> str | None:
 
 
 class ToolCallGate:
-    """Judges the ``tools/call`` requests a client sends through the gateway."""
+    """Judges the ``tools/call`` requests a client sends through the gateway to one
+    upstream (``server``: its name, a fact the policy can match; ``None`` for the
+    single unnamed upstream)."""
 
-    __slots__ = ("_gate", "catalog", "guard")
+    __slots__ = ("_gate", "catalog", "guard", "server")
 
-    def __init__(self, guard: Guard, catalog: ToolCatalog | None = None) -> None:
+    def __init__(
+        self, guard: Guard, catalog: ToolCatalog | None = None, server: str | None = None
+    ) -> None:
         self.guard = guard
         self.catalog = catalog or ToolCatalog()
-        self._gate = _Gate(guard, None, self.catalog.lookup)
+        self.server = server
+        self._gate = _Gate(guard, None, self.catalog.lookup, server)
 
     async def judge(self, message: Message, protocol_version: str | None) -> Allowed | Refused:
         """The verdict on one ``tools/call`` request: forward it, or the reply that
         refuses it (an ``isError`` result, or ``-32602`` for malformed params)."""
+        version = protocol_version_of(message, protocol_version)
+        return await self.judge_params(message.id, message.params, version)
+
+    async def judge_params(
+        self,
+        request_id: Any,
+        params: Any,
+        protocol_version: str | None,
+        *,
+        shown_as: str | None = None,
+    ) -> Allowed | Refused:
+        """The verdict on a ``tools/call`` with these params (the tool's name as the
+        upstream knows it); a refusal answers ``request_id`` and names the tool
+        ``shown_as`` (the name the client called, when the gateway renamed it)."""
         from interlock.adapters.base import call_key
 
-        request_id = message.id
-        call = _call_params(message.params if isinstance(message.params, Mapping) else None)
-        if isinstance(call, str) or not isinstance(message.params, Mapping):
+        call = _call_params(params if isinstance(params, Mapping) else None)
+        if isinstance(call, str) or not isinstance(params, Mapping):
             problem = call if isinstance(call, str) else "the tools/call params are not an object"
-            decision = await self._gate.unmappable(problem)
-            data = {"decision_id": decision.decision_id} if decision.decision_id else None
-            return Refused(error_reply(request_id, INVALID_PARAMS, problem, data), decision)
+            return await self.malformed(request_id, problem)
         judged = await self._gate.decide(call.name, call.arguments, str(request_id))
         assert judged is not None  # only a mapper passes a call through; none here
         decision = judged
         if decision.allowed:
             return Allowed(decision, call_key(call.name, call.arguments))
-        action = Action.tool(call.name, call.arguments)
-        wire = refusal_result(decision, action, protocol_version_of(message, protocol_version))
+        action = tool_action(shown_as or call.name, call.arguments)
+        wire = refusal_result(decision, action, protocol_version)
         return Refused(result_reply(request_id, wire), decision)
+
+    def never_allowed(self, name: str) -> bool:
+        """The policy refuses every call of this tool by the guard's caller, whatever
+        its arguments (see :func:`interlock.policy.reach.never_allowed`): its server
+        and its annotations, as listed, are tested; nothing is certain without a
+        local policy (a remote guard), so nothing is."""
+        from interlock.adapters.mcp import mcp_capabilities
+        from interlock.policy.extract import mcp_params
+        from interlock.policy.reach import never_allowed
+
+        policy, context = self.guard.policy, self.guard.context
+        if policy is None:
+            return False
+        target = f"mcp:{self.server}" if self.server else None
+        known = mcp_params(target, mcp_capabilities(self.catalog.get(name)))
+        if target is not None:
+            known["target"] = target
+        return never_allowed(policy, "mcp", name, context.tenant, context.agent, known)
+
+    async def malformed(self, request_id: Any, problem: str) -> Refused:
+        """``-32602`` for a call that cannot be read, recorded as undetermined."""
+        decision = await self._gate.unmappable(problem)
+        data = {"decision_id": decision.decision_id} if decision.decision_id else None
+        return Refused(error_reply(request_id, INVALID_PARAMS, problem, data), decision)

@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from interlock.adapters.mcp import redacted_error, run_settled
+from interlock.gateways.mcp.aggregate import AggregateSession, Link
+from interlock.gateways.mcp.clientio import StdioClient
+from interlock.gateways.mcp.config import GatewayConfig, UpstreamSpec
 from interlock.gateways.mcp.gate import Allowed, ToolCallGate
 from interlock.gateways.mcp.messages import (
     INVALID_REQUEST,
@@ -40,11 +43,17 @@ from interlock.gateways.mcp.messages import (
     id_key,
     parse_line,
 )
+from interlock.gateways.mcp.upstreams import StdioUpstream
 
 if TYPE_CHECKING:
     from interlock.guard import Guard
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "StdioGateway", "upstream_environment"]
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "AggregateGateway",
+    "StdioGateway",
+    "upstream_environment",
+]
 
 log = logging.getLogger("interlock.gateways.mcp")
 
@@ -128,10 +137,12 @@ class StdioGateway:
         client_out: IO[bytes] | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         grace: float = 5.0,
+        hide_denied_tools: bool = False,
     ) -> None:
         if not command:
             raise ValueError("the upstream command is empty")
         self.guard = guard
+        self.hide_denied_tools = hide_denied_tools
         self.gate = ToolCallGate(guard)
         self.command = list(command)
         self.env = dict(env) if env is not None else upstream_environment()
@@ -357,9 +368,30 @@ class StdioGateway:
             self._protocol_version = version if isinstance(version, str) else None
         elif flight.method == "tools/list":
             self.gate.catalog.learn(result)
+            if self.hide_denied_tools and isinstance(result, dict):
+                return self._without_denied(message, result)
         elif flight.answer is not None:
             return self._answered(message, flight.answer, result)
         return message.raw
+
+    def _without_denied(self, message: Message, result: dict[str, Any]) -> bytes:
+        """The listing without the tools the policy refuses every call of (the bytes
+        as they came when it leaves none out)."""
+        tools = result.get("tools")
+        if not isinstance(tools, list):
+            return message.raw
+        kept = [
+            tool
+            for tool in tools
+            if not (
+                isinstance(tool, dict)
+                and isinstance(tool.get("name"), str)
+                and self.gate.never_allowed(tool["name"])
+            )
+        ]
+        if len(kept) == len(tools):
+            return message.raw
+        return encode({**message.body, "result": {**result, "tools": kept}})
 
     def _answered(self, message: Message, answer: asyncio.Future[Any], result: Any) -> bytes:
         """Settle an allowed call's reservation from its response, and redact the text
@@ -392,3 +424,91 @@ class StdioGateway:
                 flight.answer.set_exception(Unanswered("the upstream exited"))
         self._in_flight.clear()
         await asyncio.gather(*self._settling, return_exceptions=True)
+
+
+class AggregateGateway:
+    """One client on stdin/stdout, several named upstreams spawned from ``config``,
+    merged into one server (:mod:`interlock.gateways.mcp.aggregate`).
+
+    Example::
+
+        config = GatewayConfig((parse_upstream("files=python files.py"),
+                                parse_upstream("mail=python mail.py")))
+        code = asyncio.run(AggregateGateway(guard, config).run())
+    """
+
+    def __init__(
+        self,
+        guard: Guard,
+        config: GatewayConfig,
+        *,
+        env: Mapping[str, str] | None = None,
+        client_in: IO[bytes] | None = None,
+        client_out: IO[bytes] | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        grace: float = 5.0,
+    ) -> None:
+        if any(spec.command is None for spec in config.upstreams):
+            raise ValueError("an HTTP upstream needs the HTTP gateway")
+        self.guard = guard
+        self.config = config
+        self.env = dict(env) if env is not None else upstream_environment()
+        self._client = StdioClient(client_in, client_out, max_message_bytes=max_message_bytes)
+        self._limit = max_message_bytes
+        self._grace = grace
+
+    def _connect(self, spec: UpstreamSpec) -> StdioUpstream:
+        assert spec.command is not None
+        return StdioUpstream(
+            spec.name,
+            spec.command,
+            env={**self.env, **spec.env},
+            max_message_bytes=self._limit,
+            grace=self._grace,
+        )
+
+    async def run(self) -> int:
+        """Relay until the client leaves or every upstream has exited. The first
+        non-zero exit code of an upstream (0 when all exited cleanly)."""
+        links = AggregateSession.links_for(self.guard, self.config.upstreams, self._connect)
+        started: list[Link] = []
+        try:
+            for link in links:
+                try:
+                    await link.conn.start()
+                except OSError as exc:
+                    raise OSError(f"{link.conn}: {exc}") from exc
+                started.append(link)
+        except BaseException:
+            await asyncio.gather(*(link.conn.stop() for link in started), return_exceptions=True)
+            raise
+        self._client.start()
+        session = AggregateSession(self.guard, self.config, links, self._client.send)
+        pumps = [asyncio.create_task(self._pump(session, link)) for link in links]
+        from_client = asyncio.create_task(self._from_client(session))
+        everyone_gone: asyncio.Future[list[None]] = asyncio.gather(*pumps)
+        try:
+            waiting: list[asyncio.Future[Any]] = [from_client, everyone_gone]
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            from_client.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await from_client
+            codes = await asyncio.gather(*(link.conn.stop() for link in links))
+            for pump in pumps:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pump
+            await session.close()
+            await self._client.close()
+        return next((code for code in codes if code != 0), 0)
+
+    async def _from_client(self, session: AggregateSession) -> None:
+        while (line := await self._client.receive()) is not None:
+            await session.from_client(line)
+
+    async def _pump(self, session: AggregateSession, link: Link) -> None:
+        async for line in link.conn.lines():
+            await session.from_upstream(link, line)
+        code = await link.conn.wait()
+        log.warning("interlock mcp-gateway: %s exited (code %d)", link.conn, code)
+        await session.upstream_ended(link)
