@@ -7,13 +7,16 @@ machine (absolute times drift with the load; the ratios are what this reports):
 - ``python -c pass`` — the floor every Python command pays (the baseline);
 - ``import interlock`` and ``from interlock import Action, Guard`` (what a program
   embedding the guard imports);
-- ``interlock check`` on the example policy (a shell call), and beside it the
+- ``interlock check`` on the example policy (a shell call): as a hook runs it, with
+  its policy cache holding the file (every round after the first), and with the cache
+  off (``INTERLOCK_POLICY_CACHE=off``: the file parsed every time); beside them the
   third-party floor of the typer command line: importing typer (with the pydantic
   adapters it builds for each option), rich's console, pydantic and PyYAML, nothing of
-  Interlock (a plain ``interlock check`` now skips typer and rich: ADR 0014);
+  Interlock (a plain ``interlock check`` skips typer, rich and pydantic: ADR 0014);
 - loading the check benchmark's 100 rules repeated ten times (1,000 rules, ids made
   unique) with :func:`interlock.load_policy_text`, timed inside a fresh process after
-  its imports (the first load: no cache of this process has seen the policy), beside
+  its imports (the loader, the YAML reader and the CEL partial evaluator; the first
+  load: no cache of this process has seen the policy, and no file cache is used), beside
   ``yaml.load`` of the same text with PyYAML's fastest safe loader in the same process
   (the floor: reading the file at all).
 
@@ -84,10 +87,14 @@ _IMPORT_PROBE = (
     "if heavy: print('HEAVY', *heavy)\n"
 )
 
+# The loader, and what a load of this policy imports on first use since ADR 0014's
+# fourth pass (the YAML reader and the CEL partial evaluator), which the loader's own
+# import pulled in before it: the figure is the load's, comparable across trees.
 _LOAD_PROBE = """
 import json, sys, time
 import yaml
 from interlock.policy.loader import load_policy_text
+import interlock.policy.source, interlock.policy.celpartial
 text = open(sys.argv[1], encoding="utf-8").read()
 loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 clock = time.perf_counter_ns
@@ -151,6 +158,9 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
     check_args += ["--arg", "command=ls -la"]
     baseline_src = os.environ.get("INTERLOCK_BENCH_BASELINE_SRC")
     base_env = {**os.environ, "PYTHONPATH": baseline_src} if baseline_src else None
+    scratch = tempfile.TemporaryDirectory(prefix="interlock-bench-startup-cache-")
+    cached_env = {**os.environ, "INTERLOCK_POLICY_CACHE": os.path.join(scratch.name, "cache")}
+    uncached_env = {**os.environ, "INTERLOCK_POLICY_CACHE": "off"}
     subjects: dict[str, Subject] = {
         "python -c pass (baseline)": ([python, "-c", "pass"], None),
         "import interlock": ([python, "-c", _IMPORT_PROBE], None),
@@ -158,7 +168,8 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
             [python, "-c", "from interlock import Action, Guard"],
             None,
         ),
-        "interlock check": ([python, "-c", _CLI, *check_args], None),
+        "interlock check": ([python, "-c", _CLI, *check_args], cached_env),
+        "interlock check, no cache": ([python, "-c", _CLI, *check_args], uncached_env),
         "third-party floor of check": ([python, "-c", _FLOOR], None),
     }
     if base_env is not None:
@@ -177,7 +188,7 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
     if base_env is not None:
         loads["baseline tree"] = ([], [])
     rules = 0
-    with tempfile.TemporaryDirectory(prefix="interlock-bench-startup-") as tmp:
+    with scratch, tempfile.TemporaryDirectory(prefix="interlock-bench-startup-") as tmp:
         policy_file = Path(tmp) / "policy-1000.yaml"
         policy_file.write_text(policy_text(), encoding="utf-8")
         load = [python, "-c", _LOAD_PROBE, str(policy_file)]
@@ -210,6 +221,7 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
     imported = by_name["import interlock"].p50_ns
     embedded = by_name["from interlock import Action, Guard"].p50_ns
     checked = by_name["interlock check"].p50_ns
+    uncached = by_name["interlock check, no cache"].p50_ns
     floor = by_name["third-party floor of check"].p50_ns
     load_p50 = by_name[f"load_policy_text, {rules} rules"].p50_ns
     yaml_p50 = by_name["yaml.load, same text (baseline of the load)"].p50_ns
@@ -217,6 +229,13 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
     targets = [
         Target("import interlock / bare python (p50)", imported / bare, "<=", IMPORT_RATIO, "x"),
         Target("interlock check / bare python (p50)", checked / bare, "<=", CHECK_RATIO, "x"),
+        Target(
+            "interlock check, no cache / bare python (p50)",
+            uncached / bare,
+            "<=",
+            CHECK_RATIO,
+            "x",
+        ),
         Target(
             "policy load per rule (p50, 1,000 rules)", per_rule_ms, "<=", LOAD_MS_PER_RULE, "ms"
         ),
@@ -231,6 +250,8 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
         "import_action_guard_minus_bare_ms": round((embedded - bare) / 1e6, 2),
         "interlock_check_p50_ms": round(checked / 1e6, 2),
         "interlock_check_minus_bare_ms": round((checked - bare) / 1e6, 2),
+        "interlock_check_no_cache_p50_ms": round(uncached / 1e6, 2),
+        "interlock_check_no_cache_over_bare": round(uncached / bare, 2),
         "third_party_floor_p50_ms": round(floor / 1e6, 2),
         "third_party_floor_over_bare": round(floor / bare, 2),
         "interlock_check_minus_floor_ms": round((checked - floor) / 1e6, 2),
@@ -252,7 +273,8 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
         f"{imported / bare:.2f}x ({info['import_interlock_minus_bare_ms']:+} ms); "
         f"from interlock import Action, Guard {embedded / bare:.2f}x; "
         f"interlock check {checked / bare:.2f}x ({info['interlock_check_minus_bare_ms']:+} ms; "
-        f"its third-party floor alone {floor / bare:.2f}x)",
+        f"no cache {uncached / bare:.2f}x; the typer path's third-party floor alone "
+        f"{floor / bare:.2f}x)",
         f"policy load, {rules} rules: p50 {info['policy_load_p50_ms']} ms = "
         f"{per_rule_ms:.3f} ms a rule, {info['policy_load_over_yaml']}x yaml.load of the "
         "same text",

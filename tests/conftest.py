@@ -16,6 +16,7 @@ import queue
 import secrets
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +26,12 @@ from typing import Any
 import pytest
 
 from interlock.store import SqlStore, open_store
+
+# `interlock check` keeps parsed policies in a per-user cache (interlock.policy.cache):
+# the tests, and the processes they start, use a directory of their own.
+os.environ.setdefault(
+    "INTERLOCK_POLICY_CACHE", tempfile.mkdtemp(prefix="interlock-test-policy-cache-")
+)
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 WORKERS = Path(__file__).parent / "store" / "_workers.py"

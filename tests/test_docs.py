@@ -115,6 +115,7 @@ def test_command_line_examples_exit_as_documented(path: Path, tmp_path: Path) ->
     # The examples describe a fresh environment: no database, data dir, key or approver
     # of the developer's may leak in.
     env = {k: v for k, v in os.environ.items() if not k.startswith("INTERLOCK_")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / ".cache")  # `interlock check`'s policy cache
     env["PATH"] = f"{Path(exe).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     for command, code in lines:
         shlex.split(command)  # the example is valid shell

@@ -146,19 +146,27 @@ def test_the_policy_and_store_packages_import_their_parts_on_use() -> None:
             assert getattr(package, name) is not None, f"{package.__name__}.{name}"
 
 
-def test_interlock_check_loads_neither_the_store_the_server_nor_typer_and_rich() -> None:
-    loaded = _loaded_after(
-        "from interlock.cli import main\nmain()",
-        "check",
-        "--policy",
-        str(EXAMPLE),
-        "--name",
-        "refund_order",
-        "--arg",
-        "amount=500",
+_CHECK = ("check", "--policy", str(EXAMPLE), "--name", "shell", "--arg", "command=ls -la")
+
+
+def test_interlock_check_loads_neither_the_store_the_server_nor_typer_and_rich(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("INTERLOCK_POLICY_CACHE", str(tmp_path / "cache"))
+    parsed, cached = (
+        _loaded_after("from interlock.cli import main\nmain()", *_CHECK) for _ in "12"
     )
-    assert "interlock.guard" in loaded  # the probe did run the check
+    assert "interlock.guard" in parsed and "interlock.guard" in cached  # the probe did check
+    assert "yaml" in parsed and "yaml" not in cached  # the second one read the cache
     unwanted = (
+        "pydantic",
+        "pydantic_core",
+        "interlock.policy.schema",
+        "interlock.store.records",
+        "interlock.approvals",
+        "interlock.ledger.memory",
+        "importlib.resources",
+        "difflib",
         "interlock.cli_store",
         "interlock.cli_audit",
         "interlock.cli_server",
@@ -176,7 +184,23 @@ def test_interlock_check_loads_neither_the_store_the_server_nor_typer_and_rich()
         "click",
         "rich",
     )
-    assert sorted(m for m in loaded if m.startswith(unwanted)) == []
+    for loaded in (parsed, cached):
+        assert sorted(m for m in loaded if m.startswith(unwanted)) == []
+        # the grammar's extension parsed the command, without its package's __init__
+        assert "tree_sitter_bash._binding" in loaded and "tree_sitter_bash" not in loaded
+
+
+def test_a_budget_guard_imports_the_store_records_with_the_first_call_needing_them() -> None:
+    probe = (
+        "from interlock import Action, Guard\n"
+        f"guard = Guard({str(EXAMPLE)!r})\n"
+        "assert guard.check(Action.tool('shell', {'command': 'ls'})).allowed\n"
+        "assert 'interlock.store.records' not in sys.modules\n"
+        "assert 'pydantic' not in sys.modules\n"
+        "assert guard.check(Action.llm('m', arguments={'max_tokens': 10})).allowed\n"
+    )
+    loaded = _loaded_after(probe)
+    assert "interlock.store.records" in loaded  # the model call reserved from its budget
 
 
 def test_every_lazy_command_resolves_and_help_lists_them_in_order() -> None:
@@ -214,6 +238,19 @@ def test_the_cel_binding_loads_without_its_command_line_and_imports_after() -> N
         "assert cel.compile('1 + 1').execute({}) == 2\n"
     )
     assert "cel" in after
+
+
+def test_the_bash_grammar_loads_without_its_package_and_the_package_imports_after() -> None:
+    loaded = _loaded_after(
+        "from interlock.facts.shell import shell_facts\n"
+        "assert shell_facts('ls -la').commands\n"
+        "assert 'tree_sitter_bash' not in sys.modules\n"
+        "import tree_sitter_bash\n"
+        "from tree_sitter import Language\n"
+        "assert Language(tree_sitter_bash.language()) is not None\n"
+        "assert tree_sitter_bash.HIGHLIGHTS_QUERY\n"
+    )
+    assert "tree_sitter_bash" in loaded
 
 
 def test_libyaml_and_the_python_parser_give_the_same_data_and_lines(

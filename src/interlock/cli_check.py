@@ -220,9 +220,12 @@ def policy_path(policy: Path | None) -> Path:
 
 
 def _load(policy: Path | None) -> CompiledPolicy:
+    from interlock.policy.cache import default_cache
     from interlock.policy.loader import load_policy
 
-    return load_policy(policy_path(policy))
+    # A hook runs `check` once per call on the same file: parse it once (the cache is
+    # per user and checked whole; ADR 0014).
+    return load_policy(policy_path(policy), cache=default_cache())
 
 
 def _action_data(request: CheckRequest) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -259,11 +262,9 @@ def _action_data(request: CheckRequest) -> tuple[dict[str, Any], dict[str, Any]]
 def run_check(request: CheckRequest, fail: Callable[[str], BaseException]) -> _Outcome:
     """Decide the request's action: the exit code and the lines to print. A usage
     error, an invalid policy or an invalid action raises ``fail(message)``."""
-    from pydantic import ValidationError
-
     from interlock.core.events import JsonlSink
     from interlock.guard import Guard
-    from interlock.policy.testing import action_from_data
+    from interlock.policy.actiondata import action_from_data
 
     try:
         compiled = _load(request.policy)
@@ -275,7 +276,11 @@ def run_check(request: CheckRequest, fail: Callable[[str], BaseException]) -> _O
         raise fail(str(exc)) from None
     try:
         action = action_from_data(data, context)
-    except ValidationError as exc:
+    except Exception as exc:
+        from pydantic import ValidationError  # imported already: the models raised it
+
+        if not isinstance(exc, ValidationError):
+            raise
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
         )
@@ -309,6 +314,8 @@ _EMOJI_NAME = re.compile(r"[\w!#&()*+\-.\u2019]*")
 def _rich_would_keep(text: str) -> bool:
     if "[" in text or not text.isprintable():
         return False
+    if text.count(":") < 2:  # an emoji code is `:name:`
+        return True
     return not any(_EMOJI_NAME.fullmatch(m.group(2)) for m in _EMOJI_CODE.finditer(text))
 
 

@@ -25,6 +25,7 @@ import functools
 import inspect
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
@@ -175,9 +176,9 @@ class Guard:
         self.redactor = Redactor(extra_patterns=policy.redaction_patterns if policy else ())
         self._shown_memo: tuple[Redactor, dict[str, str]] = (self.redactor, {})
         self.store: SqlStore | None = None
-        #: Where budgets and rate limits are kept: the store, this process's memory
-        #: (no store, a policy with budgets or rate limits), or nowhere.
-        self.ledger: SqlStore | MemoryLedger | None = None
+        self._ledger: SqlStore | MemoryLedger | None = None
+        self._in_memory = False  # budgets in a MemoryLedger, made when first needed
+        self._ledger_lock = threading.Lock()
         self.audit: AuditWriter | None = None
         self._owns_store = False
         self._reaper: Reaper | None = None
@@ -258,7 +259,7 @@ class Guard:
             store = open_store(store)
             self._owns_store = True
         self.store = store
-        self.ledger = store
+        self._ledger = store
         if durability is None:
             durability = policy.audit.durability if policy is not None else "process"
         self.audit = AuditWriter(store, durability=durability, redactor=self.redactor)
@@ -275,22 +276,39 @@ class Guard:
             )
         if not (policy.budgets or policy.rate_limits):
             return LocalDecider(policy)
-        if self.ledger is None:
-            from interlock.ledger.memory import MemoryLedger
-
+        if not self._in_memory:
             log.warning(
                 "interlock: this guard has no store, so the policy's budgets and rate "
                 "limits are kept in this process's memory: one process only (another "
                 "process does not share them, and a restart forgets them); give the "
                 "guard a store to share them"
             )
-            self.ledger = MemoryLedger()
+            self._in_memory = True
         return StatefulDecider(
             policy,
-            ledger=cast("MemoryLedger", self.ledger),
+            ledger=self._memory_ledger,
             reservation_ttl=self._reservation_ttl,
             redactor=redactor,
         )
+
+    @property
+    def ledger(self) -> SqlStore | MemoryLedger | None:
+        """Where budgets and rate limits are kept: the store, this process's memory (no
+        store, a policy with budgets or rate limits), or nowhere (None)."""
+        if self._ledger is None and self._in_memory:
+            return self._memory_ledger()
+        return self._ledger
+
+    def _memory_ledger(self) -> MemoryLedger:
+        """The one memory ledger of this guard (and of every policy it is given), made by
+        the first call that needs it: the store's records, which it imports, cost more
+        than a one-call ``interlock check`` (ADR 0014)."""
+        with self._ledger_lock:
+            if self._ledger is None:
+                from interlock.ledger.memory import MemoryLedger
+
+                self._ledger = MemoryLedger()
+            return cast("MemoryLedger", self._ledger)
 
     def replace_policy(self, policy: CompiledPolicy) -> None:
         """Decide by ``policy`` from the next check on; checks already running finish
@@ -904,12 +922,13 @@ class Guard:
         return self.store
 
     def _require_ledger(self) -> SqlStore | MemoryLedger:
-        if self.ledger is None:
+        ledger = self.ledger
+        if ledger is None:
             raise StoreError(
                 "this guard keeps no budgets: its policy has none, and it has no store "
                 "(Guard(policy, store='sqlite:///...'))"
             )
-        return self.ledger
+        return ledger
 
     # -- internals -------------------------------------------------------------------
 

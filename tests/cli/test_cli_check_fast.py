@@ -79,6 +79,14 @@ def _fast(
         (["--json", "{not json"], None),
         (["--json", "[1]"], None),
         (["--json", '{"kind": "robot", "name": "x"}'], None),
+        (["--json", '{"name": "x", "target": 5}'], None),
+        (["--json", '{"name": "x", "capabilities": "net"}'], None),
+        (["--json", '{"name": "x", "context": {"tenant": "t", "bogus": 1}}'], None),
+        (["--json", '{"name": "x", "context": {"tenant": null}}'], None),
+        (["--json", '{"name": "shell", "arguments": {"command": "ls"}, "schema": {}}'], None),
+        (["--json", '{"name": "refund_order", "arguments": {"amount": 50.5}}'], None),
+        (["--json", '{"name": "m", "kind": "llm", "arguments": {"max_tokens": 10}}'], None),
+        (["--json", '{"name": "m", "kind": "llm"}', "--agent", "a1"], None),
         (["--arg", "command=ls"], None),
         (["--name", "x", "--arg", "novalue"], None),
         (["--name", "x", "--arg", "[1]=é ✓"], None),
@@ -125,6 +133,11 @@ def test_the_fast_check_reports_a_bad_policy_and_writes_the_event_like_typer(
         assert got[0] == 3
         if not extra:
             assert "[bold]" not in got[1] and ":warning:" not in got[1]
+    lax = tmp_path / "lax.yaml"  # valid only by the models' coercion (version: true)
+    lax.write_text(Path(POLICY).read_text("utf-8").replace("version: 1", "version: true"))
+    for _ in range(2):  # parsed, then from the cache
+        argv = ["-p", str(lax), "--name", "shell", "-a", "command=ls"]
+        assert _fast(argv, None, capsys, monkeypatch) == _typer(argv, None)
     events = tmp_path / "events.jsonl"
     argv = ["-p", POLICY, "--name", "shell", "-a", "command=rm -rf /", "--events", str(events)]
     assert _fast(argv, None, capsys, monkeypatch)[0] == 3

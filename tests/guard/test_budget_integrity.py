@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -276,3 +277,64 @@ def test_a_guard_without_a_store_or_budgets_keeps_no_ledger(
             load_policy_text(NO_STORE_POLICY.split("budgets:", maxsplit=1)[0] + "rules: []\n")
         )
     assert guard.ledger is None and caplog.text == ""
+
+
+def _first_use_from_threads(guard: Guard, calls: int) -> list[Verdict]:
+    start = threading.Barrier(calls)
+    verdicts: list[Verdict] = []
+
+    def call() -> None:
+        start.wait()
+        decision = guard.check(Action.llm("m", arguments={"max_tokens": 100}))
+        verdicts.append(decision.verdict)
+
+    threads = [threading.Thread(target=call) for _ in range(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return verdicts
+
+
+def test_the_memory_ledger_made_on_first_use_is_one_however_many_calls_race_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The guard makes its memory ledger when a call first needs it (ADR 0014): calls
+    racing to be that first call still share one, so the budget is never split."""
+    from interlock.ledger import memory
+
+    made: list[object] = []
+    real_init = memory.MemoryLedger.__init__
+
+    def slow_init(self: Any, **options: Any) -> None:  # widens the race
+        made.append(self)
+        time.sleep(0.02)
+        real_init(self, **options)
+
+    monkeypatch.setattr(memory.MemoryLedger, "__init__", slow_init)
+    sequential = Guard(model_policy(limit=1000), context=AGENT)
+    allowed = [
+        sequential.check(Action.llm("m", arguments={"max_tokens": 100})).verdict for _ in range(12)
+    ].count(Verdict.ALLOW)
+    assert 0 < allowed < 12
+    for _ in range(5):
+        guard = Guard(model_policy(limit=1000), context=AGENT)
+        assert guard._ledger is None  # not made yet
+        made.clear()
+        verdicts = _first_use_from_threads(guard, 12)
+        assert len(made) == 1
+        assert verdicts.count(Verdict.ALLOW) == allowed
+        assert guard.ledger is not None and guard.ledger is guard.decider.ledger  # type: ignore[attr-defined]
+        (row,) = guard.ledger.budget_rows()
+        (expected,) = sequential.ledger.budget_rows()  # type: ignore[union-attr]
+        assert row.reserved == expected.reserved
+
+
+def test_a_new_policy_uses_the_same_memory_ledger_made_before_or_after_it() -> None:
+    guard = Guard(model_policy(limit=150), context=AGENT)
+    guard.replace_policy(model_policy(limit=150))  # before any call made the ledger
+    assert guard.check(Action.llm("m", arguments={"max_tokens": 60})).verdict is Verdict.ALLOW
+    ledger = guard.ledger
+    guard.replace_policy(model_policy(limit=150))
+    assert guard.ledger is ledger
+    assert guard.check(Action.llm("m", arguments={"max_tokens": 60})).verdict is Verdict.DENY

@@ -25,17 +25,19 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from interlock.approvals.requests import approval_decision, request_approval
 from interlock.core.deadline import deadline_scope
 from interlock.core.decision import Decision, ReservationRef, Verdict
 from interlock.core.redaction import Redactor
 from interlock.errors import CostUnknown, describe
-from interlock.ledger.budgets import budget_lines, refusal_reason
 from interlock.policy.engine import evaluate
 from interlock.policy.specs import scope_key
-from interlock.store.records import ANY_AGENT, ApprovalStatus, BudgetLine, Reservation
+
+# The approvals, the budget arithmetic and the store's records are imported by the
+# first check that has state to settle, not by every guard whose policy has a budget:
+# a one-call `interlock check` rarely needs them (ADR 0014).
 
 if TYPE_CHECKING:
     import asyncio
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from interlock.deciders.base import CancelToken
     from interlock.ledger.memory import MemoryLedger
     from interlock.policy.compiled import CompiledPolicy
+    from interlock.store.records import BudgetLine, Reservation
     from interlock.store.sql import SqlStore
 
 __all__ = ["StatefulDecider"]
@@ -54,7 +57,8 @@ log = logging.getLogger("interlock")
 class StatefulDecider:
     """Evaluates in-process and keeps approvals, rate limits and budgets in ``store``
     — or, with ``store=None``, rate limits and budgets in ``ledger`` (a
-    :class:`~interlock.ledger.memory.MemoryLedger`) and no approval requests.
+    :class:`~interlock.ledger.memory.MemoryLedger`, or a function that returns the
+    same one each time, called when a check first needs it) and no approval requests.
     ``reservation_ttl`` (seconds) is how long an unsettled reservation is held before
     the reaper charges it."""
 
@@ -63,7 +67,7 @@ class StatefulDecider:
         policy: CompiledPolicy,
         store: SqlStore | None = None,
         *,
-        ledger: MemoryLedger | None = None,
+        ledger: MemoryLedger | Callable[[], MemoryLedger] | None = None,
         reservation_ttl: float = 300.0,
         redactor: Redactor | None = None,
     ) -> None:
@@ -73,16 +77,26 @@ class StatefulDecider:
             raise ValueError("a StatefulDecider keeps its state in a store or in a ledger")
         self.policy = policy
         self.store = store
-        self.ledger: SqlStore | MemoryLedger
-        if store is not None:
-            self.ledger = store
-        else:
-            assert ledger is not None  # checked above
-            self.ledger = ledger
+        self._ledger: SqlStore | MemoryLedger | None = store
+        self._make_ledger: Callable[[], MemoryLedger] | None = None
+        if store is None:
+            if callable(ledger):
+                self._make_ledger = ledger
+            else:
+                self._ledger = ledger
         # The store does I/O: an async check settles on a thread. Memory does not.
         self._blocking = store is not None
         self.reservation_ttl = reservation_ttl
         self.redactor = redactor or Redactor(extra_patterns=policy.redaction_patterns)
+
+    @property
+    def ledger(self) -> SqlStore | MemoryLedger:
+        """Where the rate limits and budgets are kept: the store, or the memory ledger."""
+        ledger = self._ledger
+        if ledger is None:
+            assert self._make_ledger is not None  # one of the three was given
+            ledger = self._ledger = self._make_ledger()
+        return ledger
 
     # -- the Decider protocol --------------------------------------------------------
 
@@ -139,6 +153,8 @@ class StatefulDecider:
         """What the call would reserve, worked out from the policy alone — or the deny
         of a budget that covers it when nothing says what it may cost (so that refusal
         never reaches the store)."""
+        from interlock.ledger.budgets import budget_lines
+
         try:
             return budget_lines(self.policy, action, decision.rule_ids)
         except CostUnknown as unknown:  # a refusal of the policy's, not a failure
@@ -179,6 +195,8 @@ class StatefulDecider:
     ) -> Decision:
         if self.store is None:  # no store, no approval requests: the verdict stands
             return Decision(Verdict.REQUIRE_APPROVAL, reason, rule_ids, None, decision.decision_id)
+        from interlock.approvals.requests import approval_decision, request_approval
+
         outcome = request_approval(
             self.store,
             self.policy,
@@ -245,6 +263,8 @@ class StatefulDecider:
         )
         if outcome.reservation is not None:
             return decision._replace(reservation=_ref(outcome.reservation))
+        from interlock.ledger.budgets import refusal_reason
+
         refusal = outcome.refusal
         assert refusal is not None
         spec = next(b for b in self.policy.budgets if b.id == refusal.line.budget_id)
@@ -267,6 +287,8 @@ class StatefulDecider:
         """Give back what an ``allow`` held: release its reservation, return a claimed
         grant. Never raises (a failure is logged; the reaper releases the
         reservation after its TTL)."""
+        from interlock.store.records import ANY_AGENT, ApprovalStatus
+
         reservation = decision.reservation
         if reservation is not None:
             try:

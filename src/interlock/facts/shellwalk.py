@@ -130,10 +130,14 @@ _local = threading.local()
 def _parser() -> Parser:
     parser: Parser | None = getattr(_local, "parser", None)
     if parser is None:
-        import tree_sitter_bash
         from tree_sitter import Language, Parser
 
-        parser = Parser(Language(tree_sitter_bash.language()))
+        from interlock._extension import load_extension
+
+        # The grammar's extension only: its package's __init__ imports
+        # importlib.resources for a query file never read here (ADR 0014).
+        grammar = load_extension("tree_sitter_bash", "_binding")
+        parser = Parser(Language(grammar.language()))
         _local.parser = parser
     return parser
 

@@ -73,7 +73,9 @@ class PricingTable:
 
     currency: str = "USD"
     entries: tuple[tuple[str, ModelPrice], ...] = ()
-    _entries: tuple[_Entry, ...] = field(init=False, repr=False, compare=False)
+    # Compiled by the first price asked: the shipped table's globs would otherwise be
+    # compiled by every import of the engine, priced calls or not (ADR 0014).
+    _entries: tuple[_Entry, ...] | None = field(init=False, repr=False, compare=False, default=None)
     _cache: dict[str, ModelPrice | None] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
@@ -81,11 +83,16 @@ class PricingTable:
     def __post_init__(self) -> None:
         if _CURRENCY.fullmatch(self.currency) is None:
             raise ValueError(f"a currency is a 3-letter upper-case code, not {self.currency!r}")
-        compiled = tuple(
-            _Entry(pattern, price, None if _is_exact(pattern) else GlobSet.of(pattern))
-            for pattern, price in self.entries
-        )
-        object.__setattr__(self, "_entries", compiled)
+
+    def _compiled(self) -> tuple[_Entry, ...]:
+        compiled = self._entries
+        if compiled is None:  # two threads may both compile: the same immutable result
+            compiled = tuple(
+                _Entry(pattern, price, None if _is_exact(pattern) else GlobSet.of(pattern))
+                for pattern, price in self.entries
+            )
+            object.__setattr__(self, "_entries", compiled)
+        return compiled
 
     def price(self, model: str) -> ModelPrice | None:
         """The price of ``model``, or None when no entry matches it (memoised)."""
@@ -93,7 +100,7 @@ class PricingTable:
             return self._cache[model]
         except KeyError:
             pass
-        found = next((entry.price for entry in self._entries if entry.matches(model)), None)
+        found = next((entry.price for entry in self._compiled() if entry.matches(model)), None)
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
         self._cache[model] = found

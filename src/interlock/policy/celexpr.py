@@ -19,18 +19,18 @@ way. Error texts name the original ``args.amount``, not the flat variable.
 from __future__ import annotations
 
 import functools
-import importlib.machinery
-import importlib.util
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from interlock._extension import load_extension
 from interlock.errors import EvaluationError, message_of
-from interlock.policy.celpartial import Node, parse
 from interlock.policy.celtokens import MACRO_BINDING, ROOTS, Token, roots_shadowed
 from interlock.policy.celtokens import tokens as tokenize
+
+if TYPE_CHECKING:
+    from interlock.policy.celpartial import Node
 
 __all__ = [
     "MACRO_BINDING",
@@ -180,33 +180,12 @@ class CelCondition:
         return text
 
 
-@functools.cache
 def _binding() -> ModuleType:
-    """The CEL binding's compiled extension (``cel.cel``), without its package.
-
-    ``import cel`` runs the package's ``__init__``, which imports the binding's own
-    command line — typer, prompt_toolkit, pygments: most of the cost of loading a
-    policy with ``when:`` from a cold process. The extension is what compiles and runs
-    the expressions, so it is loaded on its own and registered as ``cel.cel``; a later
-    ``import cel`` then finds it there and runs unchanged (ADR 0014)."""
-    loaded = sys.modules.get("cel.cel")
-    if loaded is not None:
-        return loaded
-    package = importlib.util.find_spec("cel")  # locates the package; runs none of it
-    locations = package.submodule_search_locations if package is not None else None
-    spec = importlib.machinery.PathFinder.find_spec("cel.cel", locations) if locations else None
-    if spec is None or spec.loader is None:  # an unexpected layout: the ordinary way
-        import cel
-
-        return cel
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["cel.cel"] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules["cel.cel"]
-        raise
-    return module
+    """The CEL binding's compiled extension (``cel.cel``), without its package: ``import
+    cel`` runs an ``__init__`` that imports the binding's own command line (typer,
+    prompt_toolkit, pygments), most of the cost of loading a policy with ``when:`` from
+    a cold process (:mod:`interlock._extension`, ADR 0014)."""
+    return load_extension("cel", "cel")
 
 
 # A large policy repeats its conditions (the same `when:` on a rule per tool or per
@@ -217,6 +196,8 @@ def _binding() -> ModuleType:
 @functools.lru_cache(maxsize=4096)
 def compile_condition(source: str) -> CelCondition:
     """Compile ``source``; raises ValueError (from the binding) when it does not parse."""
+    from interlock.policy.celpartial import parse  # a policy with `when:` only
+
     cel = _binding()
     original = cel.compile(source)  # parse errors point at the user's text, not the rewrite
     plan = rewrite(source)

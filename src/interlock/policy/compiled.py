@@ -13,7 +13,6 @@ from interlock.errors import EvaluationError
 from interlock.ledger.estimate import MaxTokensTable
 from interlock.ledger.pricing import DEFAULT_PRICING, PricingTable
 from interlock.policy.celexpr import CelCondition
-from interlock.policy.celpartial import context_gates, roots_read
 from interlock.policy.extract import Facts
 from interlock.policy.matchers import CompiledCondition, GlobSet
 from interlock.policy.prefilter import PREFILTER_MIN_RULES, Prefilter
@@ -124,6 +123,9 @@ def _build_gate(rule: CompiledRule) -> RuleGate | None:
         tenant_match = tenants.match
         gates.append(lambda tenant, agent: tenant_match(tenant) is not None)
     when = rule.when
+    if when is not None and when.partial is not None:
+        # Imported with a `when:` (its compile parsed it), not by every policy (ADR 0014).
+        from interlock.policy.celpartial import context_gates, roots_read
     if (
         when is not None
         and when.partial is not None

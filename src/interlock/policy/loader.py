@@ -15,12 +15,11 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sys
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from interlock.core.decision import Verdict
 from interlock.errors import PolicyError, PolicyIssue
@@ -37,17 +36,7 @@ from interlock.policy.matchers import (
     RegexSet,
     compile_re2,
 )
-from interlock.policy.schema import (
-    EXTRACTED_PARAMS,
-    BudgetModel,
-    Condition,
-    PolicyModel,
-    RateLimitModel,
-    RuleModel,
-    ShellCondition,
-)
 from interlock.policy.shellmatch import CommandMatcher, ShellMatcher
-from interlock.policy.source import SourceDocument, parse_yaml
 from interlock.policy.specs import (
     DEFAULT_OVERAGE,
     ApprovalPolicy,
@@ -61,6 +50,23 @@ from interlock.policy.specs import (
     units_to_amount,
 )
 from interlock.policy.toolschema import ArgumentRef, argument_issues
+from interlock.policy.validate import EXTRACTED_PARAMS, validate_policy
+from interlock.policy.validated import (
+    BudgetData,
+    ConditionData,
+    LineSource,
+    PolicyData,
+    RateLimitData,
+    RuleData,
+    ShellData,
+)
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from interlock.policy.cache import PolicyCache
+    from interlock.policy.schema import PolicyModel
+    from interlock.policy.source import SourceDocument
 
 __all__ = ["CEL_VARIABLES", "compile_policy", "load_policy", "load_policy_text"]
 
@@ -74,8 +80,12 @@ _MAX_UNITS = 2**53
 _ENTRY_NAMES = {"budgets": "budget", "rate_limits": "rate limit"}
 
 
-def load_policy(path: str | os.PathLike[str]) -> CompiledPolicy:
-    """Load, validate and compile a policy file."""
+def load_policy(
+    path: str | os.PathLike[str], *, cache: PolicyCache | None = None
+) -> CompiledPolicy:
+    """Load, validate and compile a policy file. With a ``cache``
+    (:mod:`interlock.policy.cache`), a text parsed before is not parsed again; it is
+    validated and compiled all the same, with the same result."""
     file = os.fspath(path)
     try:
         text = Path(file).read_text(encoding="utf-8")
@@ -83,36 +93,83 @@ def load_policy(path: str | os.PathLike[str]) -> CompiledPolicy:
         raise PolicyError([PolicyIssue("policy file not found", file=file)]) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise PolicyError([PolicyIssue(f"cannot read policy file: {exc}", file=file)]) from exc
-    return load_policy_text(text, file=file)
+    if cache is None:
+        return load_policy_text(text, file=file)
+    return _load_cached(text, file, cache)
+
+
+def _load_cached(text: str, file: str, cache: PolicyCache) -> CompiledPolicy:
+    from interlock.policy.cache import CacheMiss, RecordedLines
+
+    found = cache.lookup(text, file=file)
+    if found is not None:
+        data, lines = found
+        try:
+            return compile_policy(data, source=lines)
+        except CacheMiss:
+            pass  # the compiler asked for a line the entry does not hold: parse
+    document = _parse(text, file)
+    recorded = RecordedLines(document)
+    policy = compile_policy(document.data, source=recorded)
+    cache.store(text, document.data, recorded)  # only a policy that loaded
+    return policy
 
 
 def load_policy_text(text: str, *, file: str | None = None) -> CompiledPolicy:
     """Load a policy from YAML text (``file`` names it in errors)."""
+    document = _parse(text, file)
+    return compile_policy(document.data, source=document)
+
+
+def _parse(text: str, file: str | None) -> SourceDocument:
+    from interlock.policy.source import parse_yaml
+
     document = parse_yaml(text, file=file)
     if document.data is None:
         raise PolicyError(
             [PolicyIssue("the policy is empty; it needs at least `version: 1`", file=file, line=1)]
         )
-    return compile_policy(document.data, source=document)
+    return document
 
 
 def compile_policy(
-    data: Mapping[str, Any] | PolicyModel, *, source: SourceDocument | None = None
+    data: Mapping[str, Any] | PolicyModel, *, source: LineSource | None = None
 ) -> CompiledPolicy:
     """Validate and compile a policy given as plain data (or an already-built model)."""
     file = source.file if source else None
-    if isinstance(data, PolicyModel):
-        model = data
+    # A model can only exist once its module is imported: no import to find out.
+    schema = sys.modules.get("interlock.policy.schema")
+    if schema is not None and isinstance(data, schema.PolicyModel):
+        from interlock.policy.validated import from_model
+
+        policy: PolicyData | None = from_model(data)
     else:
-        try:
-            model = PolicyModel.model_validate(data)
-        except ValidationError as exc:
-            raise PolicyError(_validation_issues(exc, data, source)) from None
-    return _Compiler(model, source).compile(file)
+        # Plain validation when it is sure; the pydantic models otherwise, which word
+        # every error (ADR 0014: they cost more than the rest of a small load).
+        policy = validate_policy(data)
+        if policy is None:
+            policy = _validate_with_models(data, source)
+    assert policy is not None
+    return _Compiler(policy, source).compile(file)
+
+
+def _validate_with_models(data: Any, source: LineSource | None) -> PolicyData:
+    """The records of ``data`` as the pydantic models validate it, or the
+    :class:`PolicyError` of what they refuse, each issue with its file, line and field."""
+    from pydantic import ValidationError
+
+    from interlock.policy.schema import PolicyModel
+    from interlock.policy.validated import from_model
+
+    try:
+        model = PolicyModel.model_validate(data)
+    except ValidationError as exc:
+        raise PolicyError(_validation_issues(exc, data, source)) from None
+    return from_model(model)
 
 
 def _validation_issues(
-    exc: ValidationError, data: Any, source: SourceDocument | None
+    exc: ValidationError, data: Any, source: LineSource | None
 ) -> list[PolicyIssue]:
     issues = []
     for error in exc.errors():
@@ -190,7 +247,7 @@ def _entry_label(data: Any, path: tuple[str | int, ...]) -> str | None:
 
 
 class _Compiler:
-    def __init__(self, model: PolicyModel, source: SourceDocument | None) -> None:
+    def __init__(self, model: PolicyData, source: LineSource | None) -> None:
         self.model = model
         self.source = source
         self.issues: list[PolicyIssue] = []
@@ -351,7 +408,7 @@ class _Compiler:
             return None
         return units
 
-    def overage(self, budget: BudgetModel, base: tuple[str | int, ...]) -> Overage | None:
+    def overage(self, budget: BudgetData, base: tuple[str | int, ...]) -> Overage | None:
         value = budget.max_overage
         if isinstance(value, str):
             percent = Decimal(value.rstrip("%").strip())
@@ -407,7 +464,7 @@ class _Compiler:
             grant_ttl=self.duration(approvals.grant_ttl, ("approvals", "grant_ttl")),
         )
 
-    def rule(self, index: int, rule: RuleModel) -> CompiledRule | None:
+    def rule(self, index: int, rule: RuleData) -> CompiledRule | None:
         base = ("rules", index)
         before = len(self.issues)
         conditions = []
@@ -465,7 +522,7 @@ class _Compiler:
             arguments=arguments,
         )
 
-    def arguments(self, rule: RuleModel, base: tuple[str | int, ...]) -> tuple[ArgumentRef, ...]:
+    def arguments(self, rule: RuleData, base: tuple[str | int, ...]) -> tuple[ArgumentRef, ...]:
         """What ``rule`` reads of a call's arguments, each with its line."""
         refs = [
             ArgumentRef(key[5:], self.line_of((*base, "params", key)), f"params.{key}")
@@ -481,7 +538,7 @@ class _Compiler:
     def condition(
         self,
         key: str,
-        condition: Condition,
+        condition: ConditionData,
         path: tuple[str | int, ...],
         rule_id: str,
         *,
@@ -505,7 +562,7 @@ class _Compiler:
             for op in ("gt", "gte", "lt", "lte")
             if getattr(condition, op) is not None
         )
-        fields = condition.model_fields_set
+        fields = condition.given
         # Paths: a deny's glob matches whatever case (the file system may ignore it),
         # an allow's not_glob likewise — each the stricter reading.
         folded_glob = key == "path" and possible
@@ -530,7 +587,7 @@ class _Compiler:
         )
 
 
-def _shell_matcher(condition: ShellCondition) -> ShellMatcher:
+def _shell_matcher(condition: ShellData) -> ShellMatcher:
     commands = tuple(
         CommandMatcher(
             programs=GlobSet.of(pattern.program),
@@ -584,7 +641,7 @@ def _known_param(key: str) -> bool:
     return key.startswith("args.") and all(part for part in key[5:].split("."))
 
 
-def _selector(entry: BudgetModel | RateLimitModel, rules: frozenset[str] | None = None) -> Selector:
+def _selector(entry: BudgetData | RateLimitData, rules: frozenset[str] | None = None) -> Selector:
     return Selector(
         kinds=_kinds(entry.kind),
         names=GlobSet.of(entry.name) if entry.name is not None else None,

@@ -1,14 +1,14 @@
 """The shape of ``interlock.yaml``, as pydantic models.
 
-These models validate the file and publish its JSON Schema
-(``interlock policy schema``); :mod:`interlock.policy.compiler` turns a validated
-model into the compiled form the engine evaluates.
+These models are the reference validation of the file: they word its errors and
+publish its JSON Schema (``interlock policy schema``). A policy the plain validator
+(:mod:`interlock.policy.validate`) is sure of never imports them; either way the
+loader compiles the records of :mod:`interlock.policy.validated` (ADR 0014).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -25,6 +25,16 @@ from pydantic import (
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
+
+from interlock.policy.validate import (
+    EXTRACTED_PARAMS,
+    PERCENT,
+    a_duration,
+    a_number,
+    an_overage,
+    check_kinds,
+)
+from interlock.policy.validated import DecisionName, Mode
 
 __all__ = [
     "EXTRACTED_PARAMS",
@@ -46,96 +56,37 @@ __all__ = [
     "policy_json_schema",
 ]
 
-#: Parameters the extractor derives from a call's arguments; conditions name these,
-#: or ``args.<dotted.path>`` for any declared argument.
-EXTRACTED_PARAMS: tuple[str, ...] = (
-    "command",
-    "url",
-    "domain",
-    "site",
-    "scheme",
-    "port",
-    "ip_class",
-    "path",
-    "verb",
-    "session_id",
-    "est_cost",
-    "target",
-    # MCP tools (kind: mcp): the upstream server and the tool's annotation hints.
-    "server",
-    "read_only",
-    "destructive",
-    "idempotent",
-    "open_world",
-)
-
 RuleId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$", max_length=128)]
 Globs = str | list[str]
-DecisionName = Literal["allow", "deny", "require_approval"]
-Mode = Literal["enforce", "shadow"]
 KeyScope = Literal["tenant", "agent", "session", "tool"]
-KINDS: frozenset[str] = frozenset({"tool", "llm", "mcp", "browser", "effect"})
-
-
-def _a_number(value: Any) -> Any:
-    # YAML gives int or float; refuse booleans and text rather than coerce them.
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"expected a number, not {value!r}")
-    return value
-
-
-def _a_duration(value: Any) -> Any:
-    # Checked in full (and converted to seconds) when the policy compiles.
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise ValueError(f"not a duration: {value!r}")
-    return value
-
 
 Amount = Annotated[
     Decimal,
-    BeforeValidator(_a_number),
+    BeforeValidator(a_number),
     Field(gt=0, allow_inf_nan=False),
     WithJsonSchema({"type": "number", "exclusiveMinimum": 0}),
 ]
 Price = Annotated[
     Decimal,
-    BeforeValidator(_a_number),
+    BeforeValidator(a_number),
     Field(ge=0, allow_inf_nan=False),
     WithJsonSchema({"type": "number", "minimum": 0}),
 ]
-_PERCENT = r"^\s*\d+(\.\d+)?\s*%\s*$"
-
-
-def _an_overage(value: Any) -> Any:
-    # An amount (a number ≥ 0, as for `limit`) or a share of each reservation ("50%").
-    if isinstance(value, str):
-        if re.fullmatch(_PERCENT, value) is None:
-            raise ValueError(f"expected an amount ≥ 0 or a percentage such as '50%', not {value!r}")
-        if Decimal(value.strip().rstrip("%").strip()) > 1000:
-            raise ValueError(f"a percentage of at most 1000%, not {value!r}")
-        return value.strip()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"expected an amount ≥ 0 or a percentage such as '50%', not {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"expected an amount ≥ 0, not {value!r}")
-    return Decimal(str(value))
-
-
 Overage = Annotated[
     Decimal | str,
-    BeforeValidator(_an_overage),
+    BeforeValidator(an_overage),
     WithJsonSchema(
         {
             "anyOf": [
                 {"type": "number", "minimum": 0},
-                {"type": "string", "pattern": _PERCENT},
+                {"type": "string", "pattern": PERCENT},
             ]
         }
     ),
 ]
 Duration = Annotated[
     str | int | float,
-    BeforeValidator(_a_duration),
+    BeforeValidator(a_duration),
     WithJsonSchema(
         {
             "anyOf": [
@@ -299,20 +250,13 @@ class RuleModel(_Strict):
     @field_validator("kind")
     @classmethod
     def _known_kinds(cls, value: str | list[str] | None) -> str | list[str] | None:
-        return _check_kinds(value)
-
-
-def _check_kinds(value: str | list[str] | None) -> str | list[str] | None:
-    for kind in [value] if isinstance(value, str) else value or []:
-        if kind not in KINDS:
-            raise ValueError(f"unknown kind {kind!r}; expected one of {sorted(KINDS)}")
-    return value
+        return check_kinds(value)
 
 
 # The selectors of a budget or rate limit: which allowed actions it counts.
 KindSelector = Annotated[
     str | list[str] | None,
-    AfterValidator(_check_kinds),
+    AfterValidator(check_kinds),
     Field(description="Count only these action kinds: tool, llm, mcp, browser, effect."),
 ]
 NameSelector = Annotated[

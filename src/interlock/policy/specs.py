@@ -7,7 +7,6 @@ Amounts are integers of *units*: a currency budget counts micro-units (1 USD is
 
 from __future__ import annotations
 
-import calendar
 import math
 import re
 import time
@@ -111,6 +110,8 @@ def window_start(window: Window, now: float | None = None) -> int:
     """The UTC start (epoch seconds) of the window holding ``now``; 0 for ``none``."""
     if window == "none":
         return 0
+    import calendar  # with datetime and locale: only a budget with a window needs it
+
     t = time.gmtime(time.time() if now is None else now)
     if window == "hour":
         return calendar.timegm((t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, 0, 0))

@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from interlock.core.action import Action, Context
 from interlock.errors import PolicyError, PolicyIssue
+from interlock.policy.actiondata import action_from_data
 from interlock.policy.compiled import CompiledPolicy
 from interlock.policy.engine import evaluate
 from interlock.policy.loader import load_policy
@@ -31,8 +31,9 @@ __all__ = ["CaseResult", "action_from_data", "load_cases", "run_cases"]
 
 
 class _Strict(BaseModel):
-    # Built when first used: `interlock check` validates one action with ActionSpec and
-    # ContextSpec and never needs the case-file models (ADR 0014).
+    # Built when first used: ActionSpec and ContextSpec define (and word the errors of)
+    # the action `interlock check` and the case files give (policy.actiondata); the
+    # check imports them only for an action it must refuse (ADR 0014).
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
@@ -84,24 +85,6 @@ class CaseResult:
     expected: str
     actual: str
     line: int | None
-
-
-def action_from_data(action: dict[str, Any], context: dict[str, Any] | None = None) -> Action:
-    """An Action from plain data (the CLI's ``--json`` and the case files).
-    Raises pydantic's ValidationError on bad data."""
-    spec = ActionSpec.model_validate(action)
-    ctx = ContextSpec.model_validate(context or {})
-    return Action(
-        kind=spec.kind,
-        name=spec.name,
-        arguments=spec.arguments,
-        target=spec.target,
-        scope=spec.scope,
-        description=spec.description,
-        schema=spec.schema_,
-        capabilities=tuple(spec.capabilities),
-        context=Context(**ctx.model_dump()),
-    )
 
 
 def load_cases(path: str | os.PathLike[str]) -> tuple[CaseFile, dict[int, int], str]:

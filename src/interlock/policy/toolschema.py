@@ -16,7 +16,6 @@ Example::
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import os
 import sys
@@ -81,6 +80,8 @@ def _message(
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     first = ref.path.split(".", 1)[0]
     declared = sorted({key for name in applies for key in _properties(known[name]) or ()})
+    import difflib  # only to word an error
+
     close = difflib.get_close_matches(first, declared, n=1)
     hint = f"; did you mean args.{close[0]}?" if close else ""
     return (
