@@ -160,6 +160,14 @@ def mcp_gateway(
             "terminated (and as long again before it is killed).",
         ),
     ] = 5.0,
+    sampling_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Seconds an allowed sampling request waits for the client's answer "
+            "before it is abandoned (its reservation released; 0: no limit).",
+        ),
+    ] = 120.0,
     log_level: Annotated[
         str, typer.Option(help="Log level on stderr: warning, info or debug.")
     ] = "info",
@@ -183,9 +191,16 @@ def mcp_gateway(
             env=environment,
             grace=grace,
             hide_denied_tools=gateway_config.hide_denied_tools,
+            sampling_timeout=sampling_timeout or None,
         )
     else:
-        gateway = AggregateGateway(guard, gateway_config, env=environment, grace=grace)
+        gateway = AggregateGateway(
+            guard,
+            gateway_config,
+            env=environment,
+            grace=grace,
+            sampling_timeout=sampling_timeout or None,
+        )
     try:
         code = asyncio.run(gateway.run())
     except OSError as exc:  # an upstream could not be started

@@ -61,7 +61,8 @@ EXTRACTED_PARAMS: tuple[str, ...] = (
     "session_id",
     "est_cost",
     "target",
-    # MCP tools (kind: mcp): the upstream server and the tool's annotation hints.
+    # MCP tools (kind: mcp): the upstream server and the tool's annotation hints; a
+    # server's sampling request (kind: llm, name: mcp-sampling): the upstream server.
     "server",
     "read_only",
     "destructive",

@@ -30,6 +30,11 @@ rules:
     decision: allow
     reason: safe tools
     name: [echo, fail, count, ask, confirm, roots, chatty, whoami]
+  - id: sampling-ok
+    decision: allow
+    reason: the upstream may ask the client's model
+    kind: llm
+    name: mcp-sampling
   - id: no-deletes
     decision: deny
     reason: deleting files is not allowed

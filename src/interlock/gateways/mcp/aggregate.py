@@ -38,9 +38,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from interlock.adapters.mcp import redacted_error, run_settled
+from interlock.adapters.mcp import redacted_error, refusal_result, run_settled
+from interlock.adapters.mcp_sampling import SAMPLING_METHOD, Sampled
 from interlock.gateways.mcp.config import GatewayConfig, UpstreamSpec
 from interlock.gateways.mcp.gate import (
+    PROTOCOL_VERSION_META,
     Allowed,
     ToolCallGate,
     ToolCatalog,
@@ -50,15 +52,25 @@ from interlock.gateways.mcp.messages import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
+    REQUEST_TIMEOUT,
     TOOLS_CALL,
     Message,
     NotAMessage,
+    disguised,
     disguised_tools_call,
     encode,
     error_reply,
     id_key,
     parse_line,
     result_reply,
+)
+from interlock.gateways.mcp.sampling import (
+    DEFAULT_SAMPLING_TIMEOUT,
+    INPUT_METHODS,
+    Held,
+    SamplingGate,
+    SamplingRefused,
+    input_required,
 )
 from interlock.gateways.mcp.upstreams import StdioUpstream
 
@@ -189,11 +201,14 @@ class AggregateSession:
         config: GatewayConfig,
         links: Sequence[Link],
         send: Callable[[bytes, Any], None],
+        *,
+        sampling_timeout: float | None = DEFAULT_SAMPLING_TIMEOUT,
     ) -> None:
         self.guard = guard
         self.config = config
         self.links = list(links)
         self._send = send
+        self.sampling = SamplingGate(guard, timeout=sampling_timeout, expired=self._expired)
         self._next_id = 0
         self._client_live: dict[str, tuple[Link, int] | None] = {}
         #: the gateway's id toward the client → (the upstream, its own id)
@@ -325,6 +340,10 @@ class AggregateSession:
     async def _relay_request(
         self, message: Message, link: Link, body: dict[str, Any], allowed: Allowed | None = None
     ) -> None:
+        if message.method in INPUT_METHODS:
+            restored = await self.sampling.input_responses(body.get("params"), origin=link)
+            if restored is not None:
+                body = {**body, "params": restored}
         outbound = _Outbound(message.method or "", client_id=message.id, body=body)
         if allowed is not None:
             outbound.answer = asyncio.get_running_loop().create_future()
@@ -431,7 +450,9 @@ class AggregateSession:
             self._send(refused.reply, message.id)
             return
         link, original = found
-        judged = {**params, "name": original}
+        # answers to held sampling requests are settled whatever this call's verdict
+        restored = await self.sampling.input_responses(params, origin=link)
+        judged = {**(params if restored is None else restored), "name": original}
         version = protocol_version_of(message, self._protocol_version)
         verdict = await link.gate.judge_params(message.id, judged, version, shown_as=name)
         log.info(
@@ -682,6 +703,7 @@ class AggregateSession:
             return
         link, upstream_id = asked
         link.asked.pop(id_key(upstream_id), None)
+        await self.sampling.answered(str(request_id), message.body)
         if link.alive:
             await link.conn.send(encode({**message.body, "id": upstream_id}))
 
@@ -696,24 +718,64 @@ class AggregateSession:
             log.warning("interlock mcp-gateway: dropped a line from %s: %s", link.conn, exc)
             return
         if message.kind == "response":
-            self._upstream_answer(link, message)
+            await self._upstream_answer(link, message)
         elif message.kind == "request":
-            gid = self._new_id()
-            self._server_asks[gid] = (link, message.id)
-            link.asked[id_key(message.id)] = gid
-            token = _progress_token(message.body)
-            if token is not None:
-                self._server_tokens[token] = link
-            self._send(encode({**message.body, "id": gid}), None)
+            await self._server_request(link, message)
         else:
-            self._upstream_notification(link, message)
+            await self._upstream_notification(link, message)
 
-    def _upstream_notification(self, link: Link, message: Message) -> None:
+    async def _server_request(self, link: Link, message: Message) -> None:
+        """A server-to-client request, under a gateway id toward the client; a
+        sampling request judged first (refused: the upstream answered here)."""
+        method = message.method or ""
+        sampling = method == SAMPLING_METHOD or disguised(method, SAMPLING_METHOD)
+        if sampling and id_key(message.id) in link.asked:
+            problem = "the request id is already in use"
+            await link.conn.send(error_reply(message.id, INVALID_REQUEST, problem))
+            return
+        sampled: Sampled | None = None
+        if sampling:
+            verdict = await self.sampling.judge(
+                method, message.params, server=link.name, call_id=id_key(message.id)
+            )
+            if isinstance(verdict, SamplingRefused):
+                body = {"jsonrpc": "2.0", "id": message.id, "error": verdict.error}
+                await link.conn.send(encode(body))
+                return
+            sampled = verdict
+        gid = self._new_id()
+        self._server_asks[gid] = (link, message.id)
+        link.asked[id_key(message.id)] = gid
+        if sampled is not None:
+            self.sampling.hold(str(gid), sampled, origin=link, request_id=gid)
+        token = _progress_token(message.body)
+        if token is not None:
+            self._server_tokens[token] = link
+        self._send(encode({**message.body, "id": gid}), None)
+
+    async def _expired(self, held: Held) -> None:
+        """The client never answered a sampling request: both sides are told."""
+        gid = held.request_id
+        asked = self._server_asks.pop(gid, None) if isinstance(gid, int) else None
+        cancel = {"requestId": gid, "reason": "the sampling request timed out"}
+        self._send(
+            encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}), None
+        )
+        if asked is None:
+            return
+        link, upstream_id = asked
+        link.asked.pop(id_key(upstream_id), None)
+        if link.alive:
+            problem = "the client did not answer the sampling request in time"
+            await link.conn.send(error_reply(upstream_id, REQUEST_TIMEOUT, problem))
+
+    async def _upstream_notification(self, link: Link, message: Message) -> None:
         params = message.params if isinstance(message.params, Mapping) else {}
         if message.method == "notifications/cancelled":
             gid = link.asked.get(id_key(params.get("requestId")))
             if gid is None:
                 return
+            await self.sampling.abandon(str(gid), "the server cancelled it")
             body = {**message.body, "params": {**params, "requestId": gid}}
             self._send(encode(body), None)
             return
@@ -722,7 +784,7 @@ class AggregateSession:
             related = self._client_tokens.get(str(params.get("progressToken")))
         self._send(message.raw, related)
 
-    def _upstream_answer(self, link: Link, message: Message) -> None:
+    async def _upstream_answer(self, link: Link, message: Message) -> None:
         if not isinstance(message.id, int):
             log.warning("interlock mcp-gateway: dropped an answer from %s to no request", link.conn)
             return
@@ -750,7 +812,27 @@ class AggregateSession:
                     answer.set_result(result)
             if isinstance(result, dict) and result.get("isError"):
                 body["result"] = redacted_error(result, self.guard.redactor)
+        if outbound.method in INPUT_METHODS and input_required(result):
+            body = await self._sampled_input(link, outbound, body, result)
         self._send(encode(body), outbound.client_id)
+
+    async def _sampled_input(
+        self, link: Link, outbound: _Outbound, body: dict[str, Any], result: Any
+    ) -> dict[str, Any]:
+        """A result that asks for input (2026-07-28): its sampling requests judged —
+        held under the gateway's keys, or the whole result refused."""
+        outcome = await self.sampling.input_required(result, server=link.name, origin=link)
+        if outcome is None:
+            return body
+        if not isinstance(outcome, SamplingRefused):
+            return {**body, "result": outcome}
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": outbound.client_id}
+        if outbound.method == TOOLS_CALL:
+            version = _version_of(outbound.body) or self._protocol_version
+            reply["result"] = refusal_result(outcome.decision, outcome.action, version)
+        else:
+            reply["error"] = outcome.error
+        return reply
 
     async def _settle(self, allowed: Allowed, answer: asyncio.Future[Any]) -> None:
         try:
@@ -764,6 +846,7 @@ class AggregateSession:
         """``link`` exited: what it never answered is answered with an error (an
         allowed call's reservation released), its tools are gone from the list."""
         link.alive = False
+        await self.sampling.abandon_from(link, f"{link.conn} exited")
         for gid, outbound in list(link.outbound.items()):
             if outbound.waiter is not None and not outbound.waiter.done():
                 outbound.waiter.set_exception(UpstreamGone(f"{link.conn} exited"))
@@ -789,6 +872,7 @@ class AggregateSession:
         with contextlib.suppress(Exception):
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.gather(*self._settling, return_exceptions=True)
+        await self.sampling.close()
 
 
 class _ListingFailed(Exception):
@@ -799,6 +883,14 @@ class _ListingFailed(Exception):
 
 def _bad(message: str) -> dict[str, Any]:
     return {"code": INVALID_PARAMS, "message": message}
+
+
+def _version_of(body: Mapping[str, Any] | None) -> str | None:
+    """The protocol version a client request's own ``_meta`` names."""
+    params = body.get("params") if body is not None else None
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    version = meta.get(PROTOCOL_VERSION_META) if isinstance(meta, Mapping) else None
+    return version if isinstance(version, str) else None
 
 
 def _progress_token(body: Mapping[str, Any]) -> str | None:
