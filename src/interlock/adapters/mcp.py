@@ -9,11 +9,16 @@ Server side, every ``tools/call`` a server receives is judged before the tool ru
   (innermost, so it judges exactly what reaches the tool) and also gates the
   server's in-process ``MCPServer.call_tool``, which no middleware sees.
 
-Client side, every ``tools/call`` a ``ClientSession`` sends is judged before it leaves:
+Client side, every ``tools/call`` a ``ClientSession`` sends is judged before it leaves,
+and every sampling request a server makes of it is judged as a model call before its
+sampling callback runs:
 
 - :func:`guard_session` / ``guard.attach(session)`` — the gate sits on the session's
   ``send_request``, the one method ``call_tool`` (and ``mcp.Client.call_tool``, and a
-  hand-built ``send_request(CallToolRequest(...))``) all go through.
+  hand-built ``send_request(CallToolRequest(...))``) all go through, and on its
+  ``dispatch_input_request``, through which every server request reaches the
+  session's callbacks (a 2025-11-25 request, and the input requests of a 2026-07-28
+  ``input_required`` result alike; see :mod:`interlock.adapters.mcp_sampling`).
 
 A refusal is a ``CallToolResult`` with ``isError: true``: its text is the reason (and
 the approval URL), and its ``_meta["interlock/decision"]`` carries the decision id,
@@ -65,6 +70,8 @@ try:
     from mcp_types import (
         CallToolRequestParams,
         CallToolResult,
+        CreateMessageRequest,
+        ErrorData,
         InputRequiredResult,
         TextContent,
         Tool,
@@ -456,6 +463,7 @@ class _ClientOptions:
     refusal: Refusal
     mapper: Mapper | None
     tools: tuple[Tool, ...]
+    server: str | None = None
 
 
 class _OptionsAdapter(Adapter):
@@ -631,13 +639,18 @@ def _as_result(result_type: Any, wire: dict[str, Any]) -> Any:
 class ClientSessionAdapter(_OptionsAdapter):
     """Guards a ``ClientSession`` at ``send_request``: ``call_tool`` sends through it,
     and so does anyone building a ``CallToolRequest`` by hand, so no public path
-    skips the gate. Other requests pass through untouched."""
+    skips the gate. Other requests pass through untouched. And at
+    ``dispatch_input_request``: a server's sampling request is judged as a model call
+    before the session's sampling callback runs (the server's other requests pass)."""
 
     framework = "mcp client"
     distribution = "mcp"
     supported = ("2.0", "3")
     extra = "mcp"
-    targets = (PatchTarget(ClientSession, "send_request"),)
+    targets = (
+        PatchTarget(ClientSession, "send_request"),
+        PatchTarget(ClientSession, "dispatch_input_request"),
+    )
 
     def attach(
         self,
@@ -647,15 +660,19 @@ class ClientSessionAdapter(_OptionsAdapter):
         refusal: Refusal = "message",
         mapper: Mapper | None = None,
         tools: Iterable[Tool] | None = None,
+        server: str | None = None,
     ) -> Any:
         if refusal not in ("message", "raise"):
             raise ValueError(f"refusal must be 'message' or 'raise', not {refusal!r}")
-        return self._attach_with(obj, guard, _ClientOptions(refusal, mapper, tuple(tools or ())))
+        options = _ClientOptions(refusal, mapper, tuple(tools or ()), server)
+        return self._attach_with(obj, guard, options)
 
     def wrap(
         self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
     ) -> Any:
         options = cast("_ClientOptions", self._options[id(obj)])
+        if target.attr == "dispatch_input_request":
+            return _gated_input(guard, original, options.server)
         gate = _Gate(guard, options.mapper, listed_tools(options.tools))
         session: ClientSession = obj
 
@@ -702,6 +719,36 @@ class ClientSessionAdapter(_OptionsAdapter):
         ]
 
 
+def _gated_input(guard: Guard, original: Callable[..., Any], server: str | None) -> Any:
+    """``dispatch_input_request`` with a server's sampling request judged first: a
+    refusal is the ``-1`` error a client rejecting it answers (the callback never
+    runs); an allowed one's reservation is committed from the callback's answer and
+    released when it answers an error, raises or is cancelled."""
+    from interlock.adapters.mcp_sampling import Sampled, judge_sampling, rejection
+
+    async def dispatch_input_request(ctx: Any, request: Any) -> Any:
+        if not isinstance(request, CreateMessageRequest):
+            return await original(ctx, request)
+        params = request.params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        call_id = str(getattr(ctx, "request_id", "") or "") or None
+        verdict = await judge_sampling(guard, params, server=server, call_id=call_id)
+        if not isinstance(verdict, Sampled):
+            error = rejection(*verdict)
+            return ErrorData(code=error["code"], message=error["message"], data=error["data"])
+        try:
+            result = await original(ctx, request)
+        except BaseException as exc:
+            await verdict.release(f"the sampling callback raised {describe(exc)}")
+            raise
+        if isinstance(result, ErrorData):
+            await verdict.release(f"the sampling callback answered an error: {result.message}")
+            return result
+        await verdict.commit(result.model_dump(by_alias=True, mode="json", exclude_none=True))
+        return result
+
+    return dispatch_input_request
+
+
 LOW_LEVEL = register_adapter(LowLevelServerAdapter())
 SERVER = register_adapter(MCPServerAdapter())
 CLIENT = register_adapter(ClientSessionAdapter())
@@ -725,14 +772,20 @@ def guard_session(
     refusal: Refusal = "message",
     mapper: Mapper | None = None,
     tools: Iterable[Tool] | None = None,
+    server: str | None = None,
 ) -> ClientSession:
-    """Judge every ``tools/call`` ``session`` sends. A refusal comes back as the
+    """Judge every ``tools/call`` ``session`` sends, and every sampling request the
+    server makes of it (an ``llm`` action named ``mcp-sampling``; see
+    :mod:`interlock.adapters.mcp_sampling`). A refused call comes back as the
     ``isError`` result a server would send (``refusal="message"``), or raises
     ``ActionDenied`` / ``ApprovalRequired`` / ``ActionUndetermined`` out of
-    ``call_tool`` (``refusal="raise"``). ``tools`` (from ``session.list_tools()``)
-    gives each tool's input schema and description to judge against. In place;
-    ``guard.detach(session)`` restores exactly what was there."""
+    ``call_tool`` (``refusal="raise"``); a refused sampling request never reaches the
+    sampling callback, and the server gets error ``-1``. ``tools`` (from
+    ``session.list_tools()``) gives each tool's input schema and description to
+    judge against; ``server`` names the server for the policy (the sampling action's
+    target ``mcp:<server>``: your name for it, never the one it gives itself). In
+    place; ``guard.detach(session)`` restores exactly what was there."""
     return cast(
         "ClientSession",
-        CLIENT.attach(session, guard, refusal=refusal, mapper=mapper, tools=tools),
+        CLIENT.attach(session, guard, refusal=refusal, mapper=mapper, tools=tools, server=server),
     )
