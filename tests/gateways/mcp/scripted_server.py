@@ -7,10 +7,13 @@ It answers ``initialize`` (the version it was asked for), ``ping`` and
 ``steps`` in order:
 
 - ``{"send": MESSAGE}`` writes MESSAGE (a server-to-client request, a notification);
+  with ``"repeat": N``, the content of its first message repeated N times (a message
+  too large to pass as the call's own arguments);
 - ``{"await": ID}`` reads until the response to ID arrives;
 - ``{"exit": CODE}`` exits at once;
+- ``{"result": RESULT}`` answers the call with RESULT (and ends the steps);
 
-then answers the call with the JSON of the responses it awaited (in a text block).
+else answers the call with the JSON of the responses it awaited (in a text block).
 Every line it reads is appended to ``MCP_TEST_LOG`` as ``{"tool": "script",
 "received": MESSAGE}`` for a ``tools/call``, else ``{"received": MESSAGE}``.
 """
@@ -56,7 +59,11 @@ def run(request: dict[str, Any]) -> None:
     answers: list[dict[str, Any]] = []
     for step in steps:
         if "send" in step:
-            write(step["send"])
+            message = step["send"]
+            if "repeat" in step:
+                first = message["params"]["messages"][0]
+                first["content"] = [first["content"]] * step["repeat"]
+            write(message)
         elif "await" in step:
             while (body := read()) is not None:
                 if "method" not in body and body.get("id") == step["await"]:
@@ -66,6 +73,9 @@ def run(request: dict[str, Any]) -> None:
                 return
         elif "exit" in step:
             sys.exit(step["exit"])
+        elif "result" in step:
+            write({"jsonrpc": "2.0", "id": request["id"], "result": step["result"]})
+            return
     text = json.dumps(answers)
     write(
         {
