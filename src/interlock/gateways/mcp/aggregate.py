@@ -38,12 +38,16 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from interlock.adapters.mcp import redacted_error, refusal_result, run_settled
+from interlock.adapters.base import call_key
+from interlock.adapters.mcp import redacted_error, refusal_result, run_settled, tool_action
+from interlock.adapters.mcp_approvals import approval_question, record_answer
 from interlock.adapters.mcp_sampling import SAMPLING_METHOD, Sampled
+from interlock.gateways.mcp.approvals import DEFAULT_ELICITATION_TIMEOUT, InBandApprovals
 from interlock.gateways.mcp.config import GatewayConfig, UpstreamSpec
 from interlock.gateways.mcp.gate import (
     PROTOCOL_VERSION_META,
     Allowed,
+    Refused,
     ToolCallGate,
     ToolCatalog,
     protocol_version_of,
@@ -203,12 +207,21 @@ class AggregateSession:
         send: Callable[[bytes, Any], None],
         *,
         sampling_timeout: float | None = DEFAULT_SAMPLING_TIMEOUT,
+        approve_by_elicitation: bool = False,
+        elicitation_timeout: float | None = DEFAULT_ELICITATION_TIMEOUT,
     ) -> None:
         self.guard = guard
         self.config = config
         self.links = list(links)
         self._send = send
         self.sampling = SamplingGate(guard, timeout=sampling_timeout, expired=self._expired)
+        self.approvals = (
+            InBandApprovals(guard, lambda line: send(line, None), timeout=elicitation_timeout)
+            if approve_by_elicitation
+            else None
+        )
+        #: client calls whose approval is being put to the client's user
+        self._asking: dict[str, asyncio.Task[None]] = {}
         self._next_id = 0
         self._client_live: dict[str, tuple[Link, int] | None] = {}
         #: the gateway's id toward the client → (the upstream, its own id)
@@ -310,6 +323,8 @@ class AggregateSession:
         elif method == "ping":
             self._reply(message.id, self._complete(message, {}))
         elif method in ("initialize", "server/discover"):
+            if method == "initialize" and self.approvals is not None:
+                self.approvals.learn(message)
             self._track(message)
             self._spawn(self._handshake(message))
         elif method in LISTINGS:
@@ -452,7 +467,11 @@ class AggregateSession:
         link, original = found
         # answers to held sampling requests are settled whatever this call's verdict
         restored = await self.sampling.input_responses(params, origin=link)
-        judged = {**(params if restored is None else restored), "name": original}
+        params = params if restored is None else restored
+        answered = False
+        if self.approvals is not None:
+            params, answered = await self._answered_in_band(params, name)
+        judged = {**params, "name": original}
         version = protocol_version_of(message, self._protocol_version)
         verdict = await link.gate.judge_params(message.id, judged, version, shown_as=name)
         log.info(
@@ -463,9 +482,89 @@ class AggregateSession:
             verdict.decision.decision_id or "-",
         )
         if not isinstance(verdict, Allowed):
-            self._send(verdict.reply, message.id)
+            # a call whose user answered already is not asked again at once
+            if answered or not self._ask_in_band(message, link, judged, name, verdict):
+                self._send(verdict.reply, message.id)
             return
         await self._relay_request(message, link, {**message.body, "params": judged}, verdict)
+
+    # -- approvals through elicitation ---------------------------------------------------
+
+    def _ask_in_band(
+        self, message: Message, link: Link, judged: dict[str, Any], name: str, verdict: Refused
+    ) -> bool:
+        """Put the call's approval to the client's user, if it can be; False when it
+        cannot (the refusal is sent as it is)."""
+        approvals = self.approvals
+        channel = approvals.channel(message, verdict.decision) if approvals else None
+        approval = verdict.decision.approval
+        if approvals is None or channel is None or approval is None or approval.id is None:
+            return False
+        arguments = judged.get("arguments")
+        action = tool_action(name, arguments if isinstance(arguments, Mapping) else None)
+        question = approval_question(verdict.decision, action, self.guard)
+        if question is None:
+            return False
+        if channel == "result":
+            call = call_key(name, action.arguments)
+            self._reply(message.id, approvals.questions.ask(approval.id, call, question))
+            return True
+        key = id_key(message.id)
+        self._track(message)
+        self._asking[key] = asyncio.create_task(
+            self._asking_then_relay(message, link, judged, name, verdict, question)
+        )
+        return True
+
+    async def _asking_then_relay(
+        self,
+        message: Message,
+        link: Link,
+        judged: dict[str, Any],
+        name: str,
+        verdict: Refused,
+        question: dict[str, Any],
+    ) -> None:
+        """Wait for the client's user (2025-11-25), then judge the call again: it runs
+        once when approved, else it is refused as the approval now stands."""
+        assert self.approvals is not None and verdict.decision.approval is not None
+        approval_id = verdict.decision.approval.id
+        assert approval_id is not None
+        key = id_key(message.id)
+        try:
+            answer = await self.approvals.ask(question)
+            again: Allowed | Refused = verdict
+            if answer != "pending":
+                await record_answer(self.guard, approval_id, answer, self.approvals.client_name)
+                version = protocol_version_of(message, self._protocol_version)
+                again = await link.gate.judge_params(message.id, judged, version, shown_as=name)
+        finally:
+            self._asking.pop(key, None)
+            self._done(message.id)
+        log.info(
+            "interlock mcp-gateway: tools/call %r (id %r) after approval in band: %s [decision %s]",
+            name,
+            message.id,
+            again.decision.verdict.value,
+            again.decision.decision_id or "-",
+        )
+        if isinstance(again, Allowed):
+            await self._relay_request(message, link, {**message.body, "params": judged}, again)
+        else:
+            self._send(again.reply, message.id)
+
+    async def _answered_in_band(
+        self, params: Mapping[str, Any], name: str
+    ) -> tuple[Mapping[str, Any], bool]:
+        """A retry's answers to approval questions about this very call (2026-07-28),
+        each recorded; its params without them, and whether it carried any."""
+        assert self.approvals is not None
+        arguments = params.get("arguments")
+        call = call_key(name, arguments if isinstance(arguments, Mapping) else {})
+        stripped, answers = self.approvals.questions.take(params, call)
+        for approval_id, answer in answers:
+            await record_answer(self.guard, approval_id, answer, self.approvals.client_name)
+        return (params if stripped is None else stripped), bool(answers)
 
     # -- handshakes and listings ---------------------------------------------------------
 
@@ -671,6 +770,11 @@ class AggregateSession:
         params = message.params if isinstance(message.params, Mapping) else {}
         if method == "notifications/cancelled":
             route = self._client_live.get(id_key(params.get("requestId")))
+            asking = self._asking.get(id_key(params.get("requestId")))
+            if asking is not None:  # never sent upstream: nothing to stop there
+                asking.cancel()
+                await asyncio.gather(asking, return_exceptions=True)
+                return
             if route is None:
                 return
             link, gid = route
@@ -696,6 +800,8 @@ class AggregateSession:
                 await asyncio.wait([outbound.settled])
 
     async def _client_answer(self, message: Message) -> None:
+        if self.approvals is not None and self.approvals.answered(message):
+            return
         request_id = message.id
         asked = self._server_asks.pop(request_id, None) if isinstance(request_id, int) else None
         if asked is None:
@@ -867,8 +973,11 @@ class AggregateSession:
 
     async def close(self) -> None:
         """Wait for the reservations being settled; cancel what is left."""
-        for task in list(self._tasks):
+        for task in [*self._tasks, *self._asking.values()]:
             task.cancel()
+        await asyncio.gather(*self._asking.values(), return_exceptions=True)
+        if self.approvals is not None:
+            self.approvals.close()
         with contextlib.suppress(Exception):
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.gather(*self._settling, return_exceptions=True)

@@ -26,12 +26,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Final
 
-from interlock.adapters.mcp import redacted_error, refusal_result, run_settled
+from interlock.adapters.base import call_key
+from interlock.adapters.mcp import (
+    _call_params,
+    redacted_error,
+    refusal_result,
+    run_settled,
+    tool_action,
+)
+from interlock.adapters.mcp_approvals import approval_question, check_can_approve, record_answer
 from interlock.adapters.mcp_sampling import SAMPLING_METHOD
 from interlock.gateways.mcp.aggregate import AggregateSession, Link
+from interlock.gateways.mcp.approvals import DEFAULT_ELICITATION_TIMEOUT, InBandApprovals
 from interlock.gateways.mcp.clientio import StdioClient
 from interlock.gateways.mcp.config import GatewayConfig, UpstreamSpec
-from interlock.gateways.mcp.gate import Allowed, ToolCallGate, protocol_version_of
+from interlock.gateways.mcp.gate import Allowed, Refused, ToolCallGate, protocol_version_of
 from interlock.gateways.mcp.messages import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -128,6 +137,7 @@ class _InFlight:
     answer: asyncio.Future[Any] | None = None
     settled: asyncio.Task[None] | None = None
     version: str | None = None  # the protocol generation its reply is shaped for
+    asking: asyncio.Task[None] | None = None  # its approval, put to the client's user
 
 
 class StdioGateway:
@@ -152,6 +162,8 @@ class StdioGateway:
         grace: float = 5.0,
         hide_denied_tools: bool = False,
         sampling_timeout: float | None = DEFAULT_SAMPLING_TIMEOUT,
+        approve_by_elicitation: bool = False,
+        elicitation_timeout: float | None = DEFAULT_ELICITATION_TIMEOUT,
     ) -> None:
         if not command:
             raise ValueError("the upstream command is empty")
@@ -159,6 +171,11 @@ class StdioGateway:
         self.hide_denied_tools = hide_denied_tools
         self.gate = ToolCallGate(guard)
         self.sampling = SamplingGate(guard, timeout=sampling_timeout, expired=self._expired)
+        self.approvals = (
+            InBandApprovals(guard, self._send, timeout=elicitation_timeout)
+            if approve_by_elicitation
+            else None
+        )
         self._upstream: asyncio.StreamWriter | None = None
         self.command = list(command)
         self.env = dict(env) if env is not None else upstream_environment()
@@ -308,9 +325,13 @@ class StdioGateway:
             self._send(error_reply(exc.request_id, exc.code, str(exc)))
             return None
         if message.kind == "response":
+            if self.approvals is not None and self.approvals.answered(message):
+                return None
             await self.sampling.answered(id_key(message.id), message.body)
             return message.raw
         method = message.method or ""
+        if method == "initialize" and self.approvals is not None:
+            self.approvals.learn(message)
         if message.kind == "request" and method in INPUT_METHODS:
             message = await self._restored(message)
         if method == TOOLS_CALL or disguised_tools_call(method):
@@ -352,6 +373,9 @@ class StdioGateway:
         if id_key(message.id) in self._in_flight:
             self._track(message, method)  # refuses it: the id is live
             return None
+        answered = False
+        if self.approvals is not None:
+            message, answered = await self._answered_in_band(message)
         verdict = await self.gate.judge(message, self._protocol_version)
         name = (message.params or {}).get("name") if isinstance(message.params, dict) else None
         log.info(
@@ -362,11 +386,95 @@ class StdioGateway:
             verdict.decision.decision_id or "-",
         )
         if not isinstance(verdict, Allowed):
-            self._send(verdict.reply)
+            # a call whose user answered already is not asked again (a dismissed
+            # question must not come back at once, round after round)
+            if answered or not self._ask_in_band(message, method, verdict):
+                self._send(verdict.reply)
             return None
         if not self._track(message, method, verdict):  # pragma: no cover - checked above
             return None
         return message.raw
+
+    # -- approvals through elicitation -------------------------------------------------
+
+    def _ask_in_band(self, message: Message, method: str, verdict: Refused) -> bool:
+        """Put the call's approval to the client's user, if it can be; False when it
+        cannot (the refusal is sent as it is)."""
+        approvals = self.approvals
+        channel = approvals.channel(message, verdict.decision) if approvals else None
+        call = _call_params(message.params) if channel is not None else None
+        if approvals is None or call is None or isinstance(call, str):
+            return False
+        question = approval_question(
+            verdict.decision, tool_action(call.name, call.arguments), self.guard
+        )
+        approval = verdict.decision.approval
+        if question is None or approval is None or approval.id is None:
+            return False
+        if channel == "result":
+            asking = approvals.questions.ask(
+                approval.id, call_key(call.name, call.arguments), question
+            )
+            self._send(result_reply(message.id, asking))
+            return True
+        flight = _InFlight(method, version=protocol_version_of(message, self._protocol_version))
+        flight.asking = asyncio.create_task(
+            self._asking(message, method, verdict, question, approval.id)
+        )
+        self._in_flight[id_key(message.id)] = flight
+        return True
+
+    async def _asking(
+        self,
+        message: Message,
+        method: str,
+        verdict: Refused,
+        question: dict[str, Any],
+        approval_id: str,
+    ) -> None:
+        """Wait for the client's user (2025-11-25), then judge the call again: it runs
+        once when approved, else it is refused as the approval now stands."""
+        assert self.approvals is not None
+        key = id_key(message.id)
+        try:
+            answer = await self.approvals.ask(question)
+            if answer != "pending":
+                await record_answer(self.guard, approval_id, answer, self.approvals.client_name)
+                again = await self.gate.judge(message, self._protocol_version)
+            else:
+                again = verdict
+        except asyncio.CancelledError:
+            self._in_flight.pop(key, None)
+            raise
+        self._in_flight.pop(key, None)
+        log.info(
+            "interlock mcp-gateway: tools/call (id %r) after approval in band: %s [decision %s]",
+            message.id,
+            again.decision.verdict.value,
+            again.decision.decision_id or "-",
+        )
+        if isinstance(again, Allowed) and self._track(message, method, again):
+            await self._to_upstream(message.raw)
+        elif not isinstance(again, Allowed):
+            self._send(again.reply)
+
+    async def _answered_in_band(self, message: Message) -> tuple[Message, bool]:
+        """A retry carrying the client's answers to approval questions about this very
+        call (2026-07-28): each recorded; the message without them, and whether it
+        carried any."""
+        assert self.approvals is not None
+        call = _call_params(message.params)
+        if isinstance(call, str):
+            return message, False
+        params, answers = self.approvals.questions.take(
+            message.params, call_key(call.name, call.arguments)
+        )
+        for approval_id, answer in answers:
+            await record_answer(self.guard, approval_id, answer, self.approvals.client_name)
+        if params is None:
+            return message, False
+        body = {**message.body, "params": params}
+        return Message(encode(body), body, message.kind), bool(answers)
 
     async def _cancelled(self, message: Message) -> None:
         """A cancelled allowed call is settled as failed (its reservation released),
@@ -376,6 +484,10 @@ class StdioGateway:
         if message.method != "notifications/cancelled" or not isinstance(message.params, dict):
             return
         flight = self._in_flight.get(id_key(message.params.get("requestId")))
+        if flight is not None and flight.asking is not None:
+            flight.asking.cancel()  # never forwarded: nothing to stop upstream
+            await asyncio.gather(flight.asking, return_exceptions=True)
+            return
         if flight is not None and flight.answer is not None and not flight.answer.done():
             flight.answer.set_exception(Unanswered("the client cancelled the call"))
             if flight.settled is not None:
@@ -526,6 +638,12 @@ class StdioGateway:
 
     async def _abandon_in_flight(self) -> None:
         """The upstream is gone: what it never answered is released, not charged."""
+        asking = [flight.asking for flight in self._in_flight.values() if flight.asking]
+        for task in asking:
+            task.cancel()
+        await asyncio.gather(*asking, return_exceptions=True)
+        if self.approvals is not None:
+            self.approvals.close()
         for flight in self._in_flight.values():
             if flight.answer is not None and not flight.answer.done():
                 flight.answer.set_exception(Unanswered("the upstream exited"))
@@ -556,9 +674,15 @@ class AggregateGateway:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         grace: float = 5.0,
         sampling_timeout: float | None = DEFAULT_SAMPLING_TIMEOUT,
+        approve_by_elicitation: bool = False,
+        elicitation_timeout: float | None = DEFAULT_ELICITATION_TIMEOUT,
     ) -> None:
         if any(spec.command is None for spec in config.upstreams):
             raise ValueError("an HTTP upstream needs the HTTP gateway")
+        if approve_by_elicitation:
+            check_can_approve(guard)
+        self._approve_by_elicitation = approve_by_elicitation
+        self._elicitation_timeout = elicitation_timeout
         self.guard = guard
         self.config = config
         self.env = dict(env) if env is not None else upstream_environment()
@@ -599,6 +723,8 @@ class AggregateGateway:
             links,
             self._client.send,
             sampling_timeout=self._sampling_timeout,
+            approve_by_elicitation=self._approve_by_elicitation,
+            elicitation_timeout=self._elicitation_timeout,
         )
         pumps = [asyncio.create_task(self._pump(session, link)) for link in links]
         from_client = asyncio.create_task(self._from_client(session))
