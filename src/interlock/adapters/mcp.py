@@ -400,6 +400,9 @@ class InterlockMiddleware:
     ``mapper(name, arguments, tool)`` may replace the default action (``None``: not
     ours to judge, the call runs). A call this guard already allowed upstream in the
     same task (an in-process client guarded by the same guard) is not judged again.
+    With ``approve_by_elicitation`` (a guard with a store of its own), a call that needs
+    approval is first put to the client's user when the client supports form
+    elicitation (:mod:`interlock.adapters.mcp_approvals`).
 
     Put it last in the list: a middleware inside it could rewrite the params after
     the verdict. :func:`guard_server` does that for you.
@@ -410,7 +413,7 @@ class InterlockMiddleware:
         server.middleware.append(InterlockMiddleware(guard, server=server))
     """
 
-    __slots__ = ("_gate",)
+    __slots__ = ("_gate", "_in_band")
 
     def __init__(
         self,
@@ -418,8 +421,12 @@ class InterlockMiddleware:
         *,
         mapper: Mapper | None = None,
         server: MCPServer | Server[Any] | None = None,
+        approve_by_elicitation: bool = False,
     ) -> None:
+        from interlock.adapters.mcp_approvals import ServerApprovals
+
         self._gate = _Gate(guard, mapper, server_tools(server))
+        self._in_band = ServerApprovals(guard) if approve_by_elicitation else None
 
     @property
     def guard(self) -> Guard:
@@ -442,13 +449,22 @@ class InterlockMiddleware:
     ) -> HandlerResult:
         if isinstance(call, str):  # fail closed rather than trust a laxer handler
             return refusal_result(await self._gate.unmappable(call), None, ctx.protocol_version)
+        key = call_key(call.name, call.arguments)
+        answered = False
+        if self._in_band is not None:
+            ctx, answered = await self._in_band.take_answers(ctx, key)
         decision = await self._gate.decide(call.name, call.arguments, str(ctx.request_id))
+        action = tool_action(call.name, call.arguments)
+        if decision is not None and not decision.allowed and self._in_band and not answered:
+            asked = await self._in_band.ask(ctx, key, decision, action)
+            if isinstance(asked, dict):
+                return asked  # the question, in an input_required result
+            if asked in ("approve", "deny"):  # decided: judged again as it now stands
+                decision = await self._gate.decide(call.name, call.arguments, str(ctx.request_id))
         if decision is None:
             return await call_next(ctx)
         if not decision.allowed:
-            action = tool_action(call.name, call.arguments)
             return refusal_result(decision, action, ctx.protocol_version)
-        key = call_key(call.name, call.arguments)
         return await run_settled(self._gate.guard, decision, lambda: call_next(ctx), key)
 
 
@@ -456,6 +472,7 @@ class InterlockMiddleware:
 class _ServerOptions:
     mapper: Mapper | None
     server: MCPServer | Server[Any]
+    approve_by_elicitation: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,16 +528,27 @@ class LowLevelServerAdapter(_OptionsAdapter):
         *,
         mapper: Mapper | None = None,
         server: MCPServer | Server[Any] | None = None,
+        approve_by_elicitation: bool = False,
     ) -> Any:
         """``server`` is whose registry the middleware looks tools up in (``obj``
         itself unless an ``MCPServer`` wraps it)."""
-        return self._attach_with(obj, guard, _ServerOptions(mapper, server or obj))
+        if approve_by_elicitation:
+            from interlock.adapters.mcp_approvals import check_can_approve
+
+            check_can_approve(guard)
+        options = _ServerOptions(mapper, server or obj, approve_by_elicitation)
+        return self._attach_with(obj, guard, options)
 
     def wrap(
         self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
     ) -> Any:
         options = cast("_ServerOptions", self._options[id(obj)])
-        middleware = InterlockMiddleware(guard, mapper=options.mapper, server=options.server)
+        middleware = InterlockMiddleware(
+            guard,
+            mapper=options.mapper,
+            server=options.server,
+            approve_by_elicitation=options.approve_by_elicitation,
+        )
         return [*cast("list[Any]", original), middleware]
 
     def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
@@ -549,13 +577,27 @@ class MCPServerAdapter(_OptionsAdapter):
     extra = "mcp"
     targets = (PatchTarget(MCPServer, "call_tool"),)
 
-    def attach(self, obj: Any, guard: Guard, *, mapper: Mapper | None = None) -> Any:
+    def attach(
+        self,
+        obj: Any,
+        guard: Guard,
+        *,
+        mapper: Mapper | None = None,
+        approve_by_elicitation: bool = False,
+    ) -> Any:
         """Install both gates, or neither."""
         lowlevel = _lowlevel(obj)
         was_attached = LOW_LEVEL.is_attached(lowlevel)
-        LOW_LEVEL.attach(lowlevel, guard, mapper=mapper, server=obj)
+        LOW_LEVEL.attach(
+            lowlevel,
+            guard,
+            mapper=mapper,
+            server=obj,
+            approve_by_elicitation=approve_by_elicitation,
+        )
         try:
-            return self._attach_with(obj, guard, _ServerOptions(mapper, obj))
+            options = _ServerOptions(mapper, obj, approve_by_elicitation)
+            return self._attach_with(obj, guard, options)
         except BaseException:
             if not was_attached:
                 LOW_LEVEL.detach(lowlevel)
@@ -755,14 +797,28 @@ CLIENT = register_adapter(ClientSessionAdapter())
 
 
 def guard_server(
-    server: MCPServer | Server[Any], guard: Guard, *, mapper: Mapper | None = None
+    server: MCPServer | Server[Any],
+    guard: Guard,
+    *,
+    mapper: Mapper | None = None,
+    approve_by_elicitation: bool = False,
 ) -> Any:
     """Judge every ``tools/call`` ``server`` receives, on every transport, and (for an
     ``MCPServer``) every in-process ``server.call_tool``. In place; returns ``server``.
-    ``guard.detach(server)`` restores exactly what was there."""
+    ``guard.detach(server)`` restores exactly what was there.
+
+    ``approve_by_elicitation=True`` puts a call that needs approval to the client's
+    user first, when the client supports form elicitation: their answer decides the
+    approval (:mod:`interlock.adapters.mcp_approvals` — it makes whoever answers the
+    client's prompts an approver). Needs a guard with a store, not a remote one
+    (ValueError)."""
     if isinstance(server, MCPServer):
-        return SERVER.attach(server, guard, mapper=mapper)
-    return LOW_LEVEL.attach(server, guard, mapper=mapper)
+        return SERVER.attach(
+            server, guard, mapper=mapper, approve_by_elicitation=approve_by_elicitation
+        )
+    return LOW_LEVEL.attach(
+        server, guard, mapper=mapper, approve_by_elicitation=approve_by_elicitation
+    )
 
 
 def guard_session(

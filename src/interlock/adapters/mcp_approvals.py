@@ -32,6 +32,7 @@ call; the client's retry carries the answer (:class:`HeldQuestions`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import secrets
@@ -39,6 +40,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from interlock.adapters.base import pending_approval
 from interlock.errors import ApprovalError, describe
 
 if TYPE_CHECKING:
@@ -52,9 +54,11 @@ __all__ = [
     "CHANNEL",
     "ELICITATION_METHOD",
     "MAX_QUESTION_CHARS",
+    "MODERN_GENERATION",
     "QUESTION_KEY_PREFIX",
     "Answer",
     "HeldQuestions",
+    "ServerApprovals",
     "answer_of",
     "approval_question",
     "approver",
@@ -74,6 +78,8 @@ APPROVE_FIELD: Final = "approve"
 MAX_QUESTION_CHARS: Final = 8000
 #: The start of every input-request key of an approval question (2026-07-28).
 QUESTION_KEY_PREFIX: Final = "interlock-approval-"
+#: The first protocol version whose server asks in an ``input_required`` result.
+MODERN_GENERATION: Final = "2026-07-28"
 #: How many unanswered questions (2026-07-28) are remembered; the oldest go first.
 _MAX_HELD: Final = 1024
 
@@ -242,3 +248,57 @@ class HeldQuestions:
         if kept:
             out["inputResponses"] = kept
         return out, answers
+
+
+class ServerApprovals:
+    """Approvals through elicitation for a guarded server (``guard_server(...,
+    approve_by_elicitation=True)``): the middleware's side of it."""
+
+    __slots__ = ("guard", "questions")
+
+    def __init__(self, guard: Guard) -> None:
+        check_can_approve(guard)
+        self.guard = guard
+        self.questions = HeldQuestions()
+
+    async def take_answers(self, ctx: Any, call: CallKey) -> tuple[Any, bool]:
+        """A retry's answers to questions about ``call`` (2026-07-28), recorded; the
+        request context without them (what the tool sees), and whether it had any."""
+        params, answers = self.questions.take(ctx.params, call)
+        for approval_id, answer in answers:
+            await record_answer(self.guard, approval_id, answer, _client_name(ctx))
+        if params is None:
+            return ctx, False
+        return dataclasses.replace(ctx, params=params), bool(answers)
+
+    async def ask(
+        self, ctx: Any, call: CallKey, decision: Decision, action: Action
+    ) -> dict[str, Any] | Answer | None:
+        """Put ``decision``'s approval to the client's user: the ``input_required``
+        result to answer with (2026-07-28), the user's answer, already recorded
+        (2025-11-25), or ``None`` when it cannot be asked."""
+        approval_id = pending_approval(decision)
+        capabilities = ctx.session.client_capabilities
+        wire = capabilities.model_dump(by_alias=True, exclude_none=True) if capabilities else None
+        question = approval_question(decision, action, self.guard)
+        if approval_id is None or question is None or not form_supported(wire):
+            return None
+        if ctx.protocol_version >= MODERN_GENERATION:
+            return self.questions.ask(approval_id, call, question)
+        try:
+            result = await ctx.session.elicit_form(
+                question["message"], question["requestedSchema"], related_request_id=ctx.request_id
+            )
+        except Exception as exc:  # no back channel, an error answer: nobody decided
+            log.warning("interlock: the approval question could not be asked: %s", describe(exc))
+            return "pending"
+        answer = answer_of(result.model_dump(by_alias=True, mode="json", exclude_none=True))
+        await record_answer(self.guard, approval_id, answer, _client_name(ctx))
+        return answer
+
+
+def _client_name(ctx: Any) -> str | None:
+    params = getattr(ctx.session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    name = getattr(info, "name", None)
+    return name if isinstance(name, str) else None
