@@ -90,7 +90,7 @@ def check_can_approve(guard: Guard) -> None:
     """Raise ValueError when approvals through elicitation cannot be honest here:
     a remote guard (the server decides approvals, and refuses one decided with the
     requester's own key), or no store (no approval to decide)."""
-    if guard._remote() is not None:
+    if getattr(guard.decider, "serves_state", False):  # a remote guard
         raise ValueError(
             "approvals through elicitation need a local store: a remote guard's approvals "
             "are decided on the server, by an approver other than the agent's key"

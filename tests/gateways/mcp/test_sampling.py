@@ -411,3 +411,54 @@ async def test_merged_upstreams_in_the_newer_generation(tmp_path: Path) -> None:
     assert (other.meta or {})["interlock/decision"]["verdict"] == "deny"
     assert len(model.asked) == 1
     assert figures(tmp_path) == (charged("write about dogs", "WRITE ABOUT DOGS", 32), 0)
+
+
+def merged_wire(tmp_path: Path, *options: str) -> RawWire:
+    """The merging gateway (``files``: the SDK server; ``script``: the stand-in) on
+    the raw wire."""
+    policy = write_policy(tmp_path, POLICY.replace("[ask, muse, echo]", "[ask, script]"))
+    command = [
+        INTERLOCK,
+        "mcp-gateway",
+        "--policy",
+        str(policy),
+        "--database",
+        database(tmp_path),
+        "--env",
+        f"MCP_TEST_LOG={tmp_path / 'upstream.jsonl'}",
+        "--upstream",
+        f"files={sys.executable} {UPSTREAM}",
+        "--upstream",
+        f"script={sys.executable} {SCRIPTED}",
+        *options,
+    ]
+    return RawWire(command, base_env())
+
+
+def test_merged_upstreams_release_on_expiry_and_on_exit(tmp_path: Path) -> None:
+    wire = merged_wire(tmp_path, "--sampling-timeout", "0.5")
+    try:
+        wire.handshake()
+        wire.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        wire.until(1)
+        # files: never answered, abandoned after the timeout
+        params = {"name": "files__ask", "arguments": {"question": "q"}}
+        wire.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params})
+        asked = wire.next()
+        assert asked["method"] == "sampling/createMessage"
+        reply, before = wire.until(2)
+        assert reply["error"]["code"] == -32001
+        cancels = [json.loads(raw).get("params") for raw in before]
+        assert {"requestId": asked["id"], "reason": "the sampling request timed out"} in cancels
+        # script: asks, then exits before the client answers
+        steps = [{"send": sampling("s1")}, {"exit": 0}]
+        params = {"name": "script__script", "arguments": {"steps": steps}}
+        wire.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params})
+        assert wire.next()["method"] == "sampling/createMessage"
+        reply, _ = wire.until(3)
+        assert "exited" in reply["error"]["message"]
+        assert wire.close() == 0
+    finally:
+        wire.kill()
+    assert figures(tmp_path) == (0, 0)
+    assert [r["status"] for r in sampling_records(tmp_path)] == ["released", "released"]
