@@ -160,6 +160,32 @@ def mcp_gateway(
             "terminated (and as long again before it is killed).",
         ),
     ] = 5.0,
+    approve_by_elicitation: Annotated[
+        bool,
+        typer.Option(
+            "--approve-by-elicitation",
+            help="Put a tools/call that needs approval to the MCP client's user (form "
+            "elicitation) when the client supports it: their answer decides the "
+            "approval. Makes whoever answers the client's prompts an approver; needs "
+            "--database, not --server (see docs/mcp-gateway.md).",
+        ),
+    ] = False,
+    elicitation_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Seconds to wait for the client's user to answer an approval "
+            "(then the refusal with the approval URL; 0: no limit).",
+        ),
+    ] = 600.0,
+    sampling_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Seconds an allowed sampling request waits for the client's answer "
+            "before it is abandoned (its reservation released; 0: no limit).",
+        ),
+    ] = 120.0,
     log_level: Annotated[
         str, typer.Option(help="Log level on stderr: warning, info or debug.")
     ] = "info",
@@ -173,6 +199,14 @@ def mcp_gateway(
     extra = _env_pairs(env or [])
     gateway_config = _gateway_config(command, upstream or [], config, hide_denied_tools)
     guard = _guard(policy, database, server)
+    if approve_by_elicitation:
+        from interlock.adapters.mcp_approvals import check_can_approve
+
+        try:
+            check_can_approve(guard)
+        except ValueError as exc:
+            guard.close()
+            raise fail(f"--approve-by-elicitation: {exc}") from exc
     environment = upstream_environment(extra, inherit_all=inherit_env)
     gateway: AggregateGateway | StdioGateway
     if gateway_config.transparent:
@@ -183,9 +217,20 @@ def mcp_gateway(
             env=environment,
             grace=grace,
             hide_denied_tools=gateway_config.hide_denied_tools,
+            sampling_timeout=sampling_timeout or None,
+            approve_by_elicitation=approve_by_elicitation,
+            elicitation_timeout=elicitation_timeout or None,
         )
     else:
-        gateway = AggregateGateway(guard, gateway_config, env=environment, grace=grace)
+        gateway = AggregateGateway(
+            guard,
+            gateway_config,
+            env=environment,
+            grace=grace,
+            sampling_timeout=sampling_timeout or None,
+            approve_by_elicitation=approve_by_elicitation,
+            elicitation_timeout=elicitation_timeout or None,
+        )
     try:
         code = asyncio.run(gateway.run())
     except OSError as exc:  # an upstream could not be started

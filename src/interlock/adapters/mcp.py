@@ -9,11 +9,16 @@ Server side, every ``tools/call`` a server receives is judged before the tool ru
   (innermost, so it judges exactly what reaches the tool) and also gates the
   server's in-process ``MCPServer.call_tool``, which no middleware sees.
 
-Client side, every ``tools/call`` a ``ClientSession`` sends is judged before it leaves:
+Client side, every ``tools/call`` a ``ClientSession`` sends is judged before it leaves,
+and every sampling request a server makes of it is judged as a model call before its
+sampling callback runs:
 
 - :func:`guard_session` / ``guard.attach(session)`` — the gate sits on the session's
   ``send_request``, the one method ``call_tool`` (and ``mcp.Client.call_tool``, and a
-  hand-built ``send_request(CallToolRequest(...))``) all go through.
+  hand-built ``send_request(CallToolRequest(...))``) all go through, and on its
+  ``dispatch_input_request``, through which every server request reaches the
+  session's callbacks (a 2025-11-25 request, and the input requests of a 2026-07-28
+  ``input_required`` result alike; see :mod:`interlock.adapters.mcp_sampling`).
 
 A refusal is a ``CallToolResult`` with ``isError: true``: its text is the reason (and
 the approval URL), and its ``_meta["interlock/decision"]`` carries the decision id,
@@ -65,6 +70,8 @@ try:
     from mcp_types import (
         CallToolRequestParams,
         CallToolResult,
+        CreateMessageRequest,
+        ErrorData,
         InputRequiredResult,
         TextContent,
         Tool,
@@ -393,6 +400,9 @@ class InterlockMiddleware:
     ``mapper(name, arguments, tool)`` may replace the default action (``None``: not
     ours to judge, the call runs). A call this guard already allowed upstream in the
     same task (an in-process client guarded by the same guard) is not judged again.
+    With ``approve_by_elicitation`` (a guard with a store of its own), a call that needs
+    approval is first put to the client's user when the client supports form
+    elicitation (:mod:`interlock.adapters.mcp_approvals`).
 
     Put it last in the list: a middleware inside it could rewrite the params after
     the verdict. :func:`guard_server` does that for you.
@@ -403,7 +413,7 @@ class InterlockMiddleware:
         server.middleware.append(InterlockMiddleware(guard, server=server))
     """
 
-    __slots__ = ("_gate",)
+    __slots__ = ("_gate", "_in_band")
 
     def __init__(
         self,
@@ -411,8 +421,12 @@ class InterlockMiddleware:
         *,
         mapper: Mapper | None = None,
         server: MCPServer | Server[Any] | None = None,
+        approve_by_elicitation: bool = False,
     ) -> None:
+        from interlock.adapters.mcp_approvals import ServerApprovals
+
         self._gate = _Gate(guard, mapper, server_tools(server))
+        self._in_band = ServerApprovals(guard) if approve_by_elicitation else None
 
     @property
     def guard(self) -> Guard:
@@ -435,13 +449,22 @@ class InterlockMiddleware:
     ) -> HandlerResult:
         if isinstance(call, str):  # fail closed rather than trust a laxer handler
             return refusal_result(await self._gate.unmappable(call), None, ctx.protocol_version)
+        key = call_key(call.name, call.arguments)
+        answered = False
+        if self._in_band is not None:
+            ctx, answered = await self._in_band.take_answers(ctx, key)
         decision = await self._gate.decide(call.name, call.arguments, str(ctx.request_id))
+        action = tool_action(call.name, call.arguments)
+        if decision is not None and not decision.allowed and self._in_band and not answered:
+            asked = await self._in_band.ask(ctx, key, decision, action)
+            if isinstance(asked, dict):
+                return asked  # the question, in an input_required result
+            if asked in ("approve", "deny"):  # decided: judged again as it now stands
+                decision = await self._gate.decide(call.name, call.arguments, str(ctx.request_id))
         if decision is None:
             return await call_next(ctx)
         if not decision.allowed:
-            action = tool_action(call.name, call.arguments)
             return refusal_result(decision, action, ctx.protocol_version)
-        key = call_key(call.name, call.arguments)
         return await run_settled(self._gate.guard, decision, lambda: call_next(ctx), key)
 
 
@@ -449,6 +472,7 @@ class InterlockMiddleware:
 class _ServerOptions:
     mapper: Mapper | None
     server: MCPServer | Server[Any]
+    approve_by_elicitation: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,6 +480,7 @@ class _ClientOptions:
     refusal: Refusal
     mapper: Mapper | None
     tools: tuple[Tool, ...]
+    server: str | None = None
 
 
 class _OptionsAdapter(Adapter):
@@ -503,16 +528,27 @@ class LowLevelServerAdapter(_OptionsAdapter):
         *,
         mapper: Mapper | None = None,
         server: MCPServer | Server[Any] | None = None,
+        approve_by_elicitation: bool = False,
     ) -> Any:
         """``server`` is whose registry the middleware looks tools up in (``obj``
         itself unless an ``MCPServer`` wraps it)."""
-        return self._attach_with(obj, guard, _ServerOptions(mapper, server or obj))
+        if approve_by_elicitation:
+            from interlock.adapters.mcp_approvals import check_can_approve
+
+            check_can_approve(guard)
+        options = _ServerOptions(mapper, server or obj, approve_by_elicitation)
+        return self._attach_with(obj, guard, options)
 
     def wrap(
         self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
     ) -> Any:
         options = cast("_ServerOptions", self._options[id(obj)])
-        middleware = InterlockMiddleware(guard, mapper=options.mapper, server=options.server)
+        middleware = InterlockMiddleware(
+            guard,
+            mapper=options.mapper,
+            server=options.server,
+            approve_by_elicitation=options.approve_by_elicitation,
+        )
         return [*cast("list[Any]", original), middleware]
 
     def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
@@ -541,13 +577,27 @@ class MCPServerAdapter(_OptionsAdapter):
     extra = "mcp"
     targets = (PatchTarget(MCPServer, "call_tool"),)
 
-    def attach(self, obj: Any, guard: Guard, *, mapper: Mapper | None = None) -> Any:
+    def attach(
+        self,
+        obj: Any,
+        guard: Guard,
+        *,
+        mapper: Mapper | None = None,
+        approve_by_elicitation: bool = False,
+    ) -> Any:
         """Install both gates, or neither."""
         lowlevel = _lowlevel(obj)
         was_attached = LOW_LEVEL.is_attached(lowlevel)
-        LOW_LEVEL.attach(lowlevel, guard, mapper=mapper, server=obj)
+        LOW_LEVEL.attach(
+            lowlevel,
+            guard,
+            mapper=mapper,
+            server=obj,
+            approve_by_elicitation=approve_by_elicitation,
+        )
         try:
-            return self._attach_with(obj, guard, _ServerOptions(mapper, obj))
+            options = _ServerOptions(mapper, obj, approve_by_elicitation)
+            return self._attach_with(obj, guard, options)
         except BaseException:
             if not was_attached:
                 LOW_LEVEL.detach(lowlevel)
@@ -631,13 +681,18 @@ def _as_result(result_type: Any, wire: dict[str, Any]) -> Any:
 class ClientSessionAdapter(_OptionsAdapter):
     """Guards a ``ClientSession`` at ``send_request``: ``call_tool`` sends through it,
     and so does anyone building a ``CallToolRequest`` by hand, so no public path
-    skips the gate. Other requests pass through untouched."""
+    skips the gate. Other requests pass through untouched. And at
+    ``dispatch_input_request``: a server's sampling request is judged as a model call
+    before the session's sampling callback runs (the server's other requests pass)."""
 
     framework = "mcp client"
     distribution = "mcp"
     supported = ("2.0", "3")
     extra = "mcp"
-    targets = (PatchTarget(ClientSession, "send_request"),)
+    targets = (
+        PatchTarget(ClientSession, "send_request"),
+        PatchTarget(ClientSession, "dispatch_input_request"),
+    )
 
     def attach(
         self,
@@ -647,15 +702,19 @@ class ClientSessionAdapter(_OptionsAdapter):
         refusal: Refusal = "message",
         mapper: Mapper | None = None,
         tools: Iterable[Tool] | None = None,
+        server: str | None = None,
     ) -> Any:
         if refusal not in ("message", "raise"):
             raise ValueError(f"refusal must be 'message' or 'raise', not {refusal!r}")
-        return self._attach_with(obj, guard, _ClientOptions(refusal, mapper, tuple(tools or ())))
+        options = _ClientOptions(refusal, mapper, tuple(tools or ()), server)
+        return self._attach_with(obj, guard, options)
 
     def wrap(
         self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
     ) -> Any:
         options = cast("_ClientOptions", self._options[id(obj)])
+        if target.attr == "dispatch_input_request":
+            return _gated_input(guard, original, options.server)
         gate = _Gate(guard, options.mapper, listed_tools(options.tools))
         session: ClientSession = obj
 
@@ -702,20 +761,64 @@ class ClientSessionAdapter(_OptionsAdapter):
         ]
 
 
+def _gated_input(guard: Guard, original: Callable[..., Any], server: str | None) -> Any:
+    """``dispatch_input_request`` with a server's sampling request judged first: a
+    refusal is the ``-1`` error a client rejecting it answers (the callback never
+    runs); an allowed one's reservation is committed from the callback's answer and
+    released when it answers an error, raises or is cancelled."""
+    from interlock.adapters.mcp_sampling import Sampled, judge_sampling, rejection
+
+    async def dispatch_input_request(ctx: Any, request: Any) -> Any:
+        if not isinstance(request, CreateMessageRequest):
+            return await original(ctx, request)
+        params = request.params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        call_id = str(getattr(ctx, "request_id", "") or "") or None
+        verdict = await judge_sampling(guard, params, server=server, call_id=call_id)
+        if not isinstance(verdict, Sampled):
+            error = rejection(*verdict)
+            return ErrorData(code=error["code"], message=error["message"], data=error["data"])
+        try:
+            result = await original(ctx, request)
+        except BaseException as exc:
+            await verdict.release(f"the sampling callback raised {describe(exc)}")
+            raise
+        if isinstance(result, ErrorData):
+            await verdict.release(f"the sampling callback answered an error: {result.message}")
+            return result
+        await verdict.commit(result.model_dump(by_alias=True, mode="json", exclude_none=True))
+        return result
+
+    return dispatch_input_request
+
+
 LOW_LEVEL = register_adapter(LowLevelServerAdapter())
 SERVER = register_adapter(MCPServerAdapter())
 CLIENT = register_adapter(ClientSessionAdapter())
 
 
 def guard_server(
-    server: MCPServer | Server[Any], guard: Guard, *, mapper: Mapper | None = None
+    server: MCPServer | Server[Any],
+    guard: Guard,
+    *,
+    mapper: Mapper | None = None,
+    approve_by_elicitation: bool = False,
 ) -> Any:
     """Judge every ``tools/call`` ``server`` receives, on every transport, and (for an
     ``MCPServer``) every in-process ``server.call_tool``. In place; returns ``server``.
-    ``guard.detach(server)`` restores exactly what was there."""
+    ``guard.detach(server)`` restores exactly what was there.
+
+    ``approve_by_elicitation=True`` puts a call that needs approval to the client's
+    user first, when the client supports form elicitation: their answer decides the
+    approval (:mod:`interlock.adapters.mcp_approvals` — it makes whoever answers the
+    client's prompts an approver). Needs a guard with a store, not a remote one
+    (ValueError)."""
     if isinstance(server, MCPServer):
-        return SERVER.attach(server, guard, mapper=mapper)
-    return LOW_LEVEL.attach(server, guard, mapper=mapper)
+        return SERVER.attach(
+            server, guard, mapper=mapper, approve_by_elicitation=approve_by_elicitation
+        )
+    return LOW_LEVEL.attach(
+        server, guard, mapper=mapper, approve_by_elicitation=approve_by_elicitation
+    )
 
 
 def guard_session(
@@ -725,14 +828,20 @@ def guard_session(
     refusal: Refusal = "message",
     mapper: Mapper | None = None,
     tools: Iterable[Tool] | None = None,
+    server: str | None = None,
 ) -> ClientSession:
-    """Judge every ``tools/call`` ``session`` sends. A refusal comes back as the
+    """Judge every ``tools/call`` ``session`` sends, and every sampling request the
+    server makes of it (an ``llm`` action named ``mcp-sampling``; see
+    :mod:`interlock.adapters.mcp_sampling`). A refused call comes back as the
     ``isError`` result a server would send (``refusal="message"``), or raises
     ``ActionDenied`` / ``ApprovalRequired`` / ``ActionUndetermined`` out of
-    ``call_tool`` (``refusal="raise"``). ``tools`` (from ``session.list_tools()``)
-    gives each tool's input schema and description to judge against. In place;
-    ``guard.detach(session)`` restores exactly what was there."""
+    ``call_tool`` (``refusal="raise"``); a refused sampling request never reaches the
+    sampling callback, and the server gets error ``-1``. ``tools`` (from
+    ``session.list_tools()``) gives each tool's input schema and description to
+    judge against; ``server`` names the server for the policy (the sampling action's
+    target ``mcp:<server>``: your name for it, never the one it gives itself). In
+    place; ``guard.detach(session)`` restores exactly what was there."""
     return cast(
         "ClientSession",
-        CLIENT.attach(session, guard, refusal=refusal, mapper=mapper, tools=tools),
+        CLIENT.attach(session, guard, refusal=refusal, mapper=mapper, tools=tools, server=server),
     )

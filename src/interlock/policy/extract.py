@@ -504,6 +504,8 @@ def extract(
         params["target"] = target
     if kind == "mcp":
         params.update(mcp_params(target, capabilities))
+    elif kind == "llm" and target is not None and target.startswith("mcp:"):
+        params["server"] = target[4:]  # a server's sampling request (the MCP gateway)
 
     if pinned_scope is not None:  # the usual case: decided without a call
         scopes: tuple[str, ...] = (pinned_scope,)

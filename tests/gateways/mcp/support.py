@@ -29,7 +29,12 @@ rules:
   - id: allow-safe
     decision: allow
     reason: safe tools
-    name: [echo, fail, count, ask, confirm, roots, chatty, whoami]
+    name: [echo, fail, count, ask, muse, confirm, roots, chatty, whoami]
+  - id: sampling-ok
+    decision: allow
+    reason: the upstream may ask the client's model
+    kind: llm
+    name: mcp-sampling
   - id: no-deletes
     decision: deny
     reason: deleting files is not allowed

@@ -34,6 +34,12 @@ rules:
     reason: the files tools are fine
     kind: tool
     name: [echo, count, ask, confirm, roots, chatty, whoami, fail]
+  - id: files-may-sample
+    decision: allow
+    reason: the files server may ask the client's model
+    kind: llm
+    name: mcp-sampling
+    params: {server: files}
   - id: no-deletes
     decision: deny
     reason: deleting files is not allowed

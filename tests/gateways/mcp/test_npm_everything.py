@@ -70,6 +70,11 @@ rules:
     reason: users are sent to consent pages on our own site only
     name: trigger-url-elicitation
     params: {scheme: https, site: example.com}
+  - id: the-server-may-sample
+    decision: allow
+    reason: the demonstration server may ask the client's model
+    kind: llm
+    name: mcp-sampling
 """
 
 #: A bound on waiting for a notification the server sends in its own time (a hang

@@ -5,7 +5,9 @@ upstream in these tests. Each tool body appends one JSON line to the file named 
 Tools: ``echo(text)``, ``delete_file(path)``, ``lookup(query, est_cost)`` (paid),
 ``fail(text)`` (an error result that quotes its argument), ``count(to)`` (a progress
 notification per step),
-``ask(question)`` (a sampling request back to the client), ``confirm(question)`` (an
+``ask(question)`` (a sampling request back to the client), ``muse(topic)`` (a
+sampling request in either generation: a standalone request on 2025-11-25, an
+``input_required`` result on 2026-07-28), ``confirm(question)`` (an
 elicitation request), ``roots()`` (a roots/list request), ``chatty()`` (a log
 message and a list_changed notification) and ``whoami()`` (the upstream's
 environment, to check what the gateway passed it).
@@ -15,10 +17,12 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import SamplingMessage, TextContent
+from mcp.server.mcpserver.resolve import Resolve, Sample
+from mcp_types import CreateMessageResult, SamplingMessage, TextContent
 from pydantic import BaseModel
 
 server = MCPServer("gateway-upstream")
@@ -76,6 +80,19 @@ async def ask(question: str, ctx: Context) -> str:
         messages=[SamplingMessage(role="user", content=TextContent(type="text", text=question))],
         max_tokens=16,
     )
+    content = reply.content
+    return content.text if isinstance(content, TextContent) else str(content)
+
+
+def _draft(topic: str) -> Sample:
+    text = TextContent(type="text", text=f"write about {topic}")
+    return Sample([SamplingMessage(role="user", content=text)], max_tokens=32)
+
+
+@server.tool()
+async def muse(topic: str, reply: Annotated[CreateMessageResult, Resolve(_draft)]) -> str:
+    """Ask the client's model about a topic (in either protocol generation)."""
+    _record("muse", {"topic": topic})
     content = reply.content
     return content.text if isinstance(content, TextContent) else str(content)
 

@@ -38,10 +38,16 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from interlock.adapters.mcp import redacted_error, run_settled
+from interlock.adapters.base import call_key
+from interlock.adapters.mcp import redacted_error, refusal_result, run_settled, tool_action
+from interlock.adapters.mcp_approvals import approval_question, record_answer
+from interlock.adapters.mcp_sampling import SAMPLING_METHOD, Sampled
+from interlock.gateways.mcp.approvals import DEFAULT_ELICITATION_TIMEOUT, InBandApprovals
 from interlock.gateways.mcp.config import GatewayConfig, UpstreamSpec
 from interlock.gateways.mcp.gate import (
+    PROTOCOL_VERSION_META,
     Allowed,
+    Refused,
     ToolCallGate,
     ToolCatalog,
     protocol_version_of,
@@ -50,15 +56,25 @@ from interlock.gateways.mcp.messages import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
+    REQUEST_TIMEOUT,
     TOOLS_CALL,
     Message,
     NotAMessage,
+    disguised,
     disguised_tools_call,
     encode,
     error_reply,
     id_key,
     parse_line,
     result_reply,
+)
+from interlock.gateways.mcp.sampling import (
+    DEFAULT_SAMPLING_TIMEOUT,
+    INPUT_METHODS,
+    Held,
+    SamplingGate,
+    SamplingRefused,
+    input_required,
 )
 from interlock.gateways.mcp.upstreams import StdioUpstream
 
@@ -189,11 +205,23 @@ class AggregateSession:
         config: GatewayConfig,
         links: Sequence[Link],
         send: Callable[[bytes, Any], None],
+        *,
+        sampling_timeout: float | None = DEFAULT_SAMPLING_TIMEOUT,
+        approve_by_elicitation: bool = False,
+        elicitation_timeout: float | None = DEFAULT_ELICITATION_TIMEOUT,
     ) -> None:
         self.guard = guard
         self.config = config
         self.links = list(links)
         self._send = send
+        self.sampling = SamplingGate(guard, timeout=sampling_timeout, expired=self._expired)
+        self.approvals = (
+            InBandApprovals(guard, lambda line: send(line, None), timeout=elicitation_timeout)
+            if approve_by_elicitation
+            else None
+        )
+        #: client calls whose approval is being put to the client's user
+        self._asking: dict[str, asyncio.Task[None]] = {}
         self._next_id = 0
         self._client_live: dict[str, tuple[Link, int] | None] = {}
         #: the gateway's id toward the client → (the upstream, its own id)
@@ -295,6 +323,8 @@ class AggregateSession:
         elif method == "ping":
             self._reply(message.id, self._complete(message, {}))
         elif method in ("initialize", "server/discover"):
+            if method == "initialize" and self.approvals is not None:
+                self.approvals.learn(message)
             self._track(message)
             self._spawn(self._handshake(message))
         elif method in LISTINGS:
@@ -325,6 +355,10 @@ class AggregateSession:
     async def _relay_request(
         self, message: Message, link: Link, body: dict[str, Any], allowed: Allowed | None = None
     ) -> None:
+        if message.method in INPUT_METHODS:
+            restored = await self.sampling.input_responses(body.get("params"), origin=link)
+            if restored is not None:
+                body = {**body, "params": restored}
         outbound = _Outbound(message.method or "", client_id=message.id, body=body)
         if allowed is not None:
             outbound.answer = asyncio.get_running_loop().create_future()
@@ -431,6 +465,12 @@ class AggregateSession:
             self._send(refused.reply, message.id)
             return
         link, original = found
+        # answers to held sampling requests are settled whatever this call's verdict
+        restored = await self.sampling.input_responses(params, origin=link)
+        params = params if restored is None else restored
+        answered = False
+        if self.approvals is not None:
+            params, answered = await self._answered_in_band(params, name)
         judged = {**params, "name": original}
         version = protocol_version_of(message, self._protocol_version)
         verdict = await link.gate.judge_params(message.id, judged, version, shown_as=name)
@@ -442,9 +482,89 @@ class AggregateSession:
             verdict.decision.decision_id or "-",
         )
         if not isinstance(verdict, Allowed):
-            self._send(verdict.reply, message.id)
+            # a call whose user answered already is not asked again at once
+            if answered or not self._ask_in_band(message, link, judged, name, verdict):
+                self._send(verdict.reply, message.id)
             return
         await self._relay_request(message, link, {**message.body, "params": judged}, verdict)
+
+    # -- approvals through elicitation ---------------------------------------------------
+
+    def _ask_in_band(
+        self, message: Message, link: Link, judged: dict[str, Any], name: str, verdict: Refused
+    ) -> bool:
+        """Put the call's approval to the client's user, if it can be; False when it
+        cannot (the refusal is sent as it is)."""
+        approvals = self.approvals
+        channel = approvals.channel(message, verdict.decision) if approvals else None
+        approval = verdict.decision.approval
+        if approvals is None or channel is None or approval is None or approval.id is None:
+            return False
+        arguments = judged.get("arguments")
+        action = tool_action(name, arguments if isinstance(arguments, Mapping) else None)
+        question = approval_question(verdict.decision, action, self.guard)
+        if question is None:
+            return False
+        if channel == "result":
+            call = call_key(name, action.arguments)
+            self._reply(message.id, approvals.questions.ask(approval.id, call, question))
+            return True
+        key = id_key(message.id)
+        self._track(message)
+        self._asking[key] = asyncio.create_task(
+            self._asking_then_relay(message, link, judged, name, verdict, question)
+        )
+        return True
+
+    async def _asking_then_relay(
+        self,
+        message: Message,
+        link: Link,
+        judged: dict[str, Any],
+        name: str,
+        verdict: Refused,
+        question: dict[str, Any],
+    ) -> None:
+        """Wait for the client's user (2025-11-25), then judge the call again: it runs
+        once when approved, else it is refused as the approval now stands."""
+        assert self.approvals is not None and verdict.decision.approval is not None
+        approval_id = verdict.decision.approval.id
+        assert approval_id is not None
+        key = id_key(message.id)
+        try:
+            answer = await self.approvals.ask(question)
+            again: Allowed | Refused = verdict
+            if answer != "pending":
+                await record_answer(self.guard, approval_id, answer, self.approvals.client_name)
+                version = protocol_version_of(message, self._protocol_version)
+                again = await link.gate.judge_params(message.id, judged, version, shown_as=name)
+        finally:
+            self._asking.pop(key, None)
+            self._done(message.id)
+        log.info(
+            "interlock mcp-gateway: tools/call %r (id %r) after approval in band: %s [decision %s]",
+            name,
+            message.id,
+            again.decision.verdict.value,
+            again.decision.decision_id or "-",
+        )
+        if isinstance(again, Allowed):
+            await self._relay_request(message, link, {**message.body, "params": judged}, again)
+        else:
+            self._send(again.reply, message.id)
+
+    async def _answered_in_band(
+        self, params: Mapping[str, Any], name: str
+    ) -> tuple[Mapping[str, Any], bool]:
+        """A retry's answers to approval questions about this very call (2026-07-28),
+        each recorded; its params without them, and whether it carried any."""
+        assert self.approvals is not None
+        arguments = params.get("arguments")
+        call = call_key(name, arguments if isinstance(arguments, Mapping) else {})
+        stripped, answers = self.approvals.questions.take(params, call)
+        for approval_id, answer in answers:
+            await record_answer(self.guard, approval_id, answer, self.approvals.client_name)
+        return (params if stripped is None else stripped), bool(answers)
 
     # -- handshakes and listings ---------------------------------------------------------
 
@@ -650,6 +770,11 @@ class AggregateSession:
         params = message.params if isinstance(message.params, Mapping) else {}
         if method == "notifications/cancelled":
             route = self._client_live.get(id_key(params.get("requestId")))
+            asking = self._asking.get(id_key(params.get("requestId")))
+            if asking is not None:  # never sent upstream: nothing to stop there
+                asking.cancel()
+                await asyncio.gather(asking, return_exceptions=True)
+                return
             if route is None:
                 return
             link, gid = route
@@ -675,6 +800,8 @@ class AggregateSession:
                 await asyncio.wait([outbound.settled])
 
     async def _client_answer(self, message: Message) -> None:
+        if self.approvals is not None and self.approvals.answered(message):
+            return
         request_id = message.id
         asked = self._server_asks.pop(request_id, None) if isinstance(request_id, int) else None
         if asked is None:
@@ -682,6 +809,7 @@ class AggregateSession:
             return
         link, upstream_id = asked
         link.asked.pop(id_key(upstream_id), None)
+        await self.sampling.answered(str(request_id), message.body)
         if link.alive:
             await link.conn.send(encode({**message.body, "id": upstream_id}))
 
@@ -696,24 +824,64 @@ class AggregateSession:
             log.warning("interlock mcp-gateway: dropped a line from %s: %s", link.conn, exc)
             return
         if message.kind == "response":
-            self._upstream_answer(link, message)
+            await self._upstream_answer(link, message)
         elif message.kind == "request":
-            gid = self._new_id()
-            self._server_asks[gid] = (link, message.id)
-            link.asked[id_key(message.id)] = gid
-            token = _progress_token(message.body)
-            if token is not None:
-                self._server_tokens[token] = link
-            self._send(encode({**message.body, "id": gid}), None)
+            await self._server_request(link, message)
         else:
-            self._upstream_notification(link, message)
+            await self._upstream_notification(link, message)
 
-    def _upstream_notification(self, link: Link, message: Message) -> None:
+    async def _server_request(self, link: Link, message: Message) -> None:
+        """A server-to-client request, under a gateway id toward the client; a
+        sampling request judged first (refused: the upstream answered here)."""
+        method = message.method or ""
+        sampling = method == SAMPLING_METHOD or disguised(method, SAMPLING_METHOD)
+        if sampling and id_key(message.id) in link.asked:
+            problem = "the request id is already in use"
+            await link.conn.send(error_reply(message.id, INVALID_REQUEST, problem))
+            return
+        sampled: Sampled | None = None
+        if sampling:
+            verdict = await self.sampling.judge(
+                method, message.params, server=link.name, call_id=id_key(message.id)
+            )
+            if isinstance(verdict, SamplingRefused):
+                body = {"jsonrpc": "2.0", "id": message.id, "error": verdict.error}
+                await link.conn.send(encode(body))
+                return
+            sampled = verdict
+        gid = self._new_id()
+        self._server_asks[gid] = (link, message.id)
+        link.asked[id_key(message.id)] = gid
+        if sampled is not None:
+            self.sampling.hold(str(gid), sampled, origin=link, request_id=gid)
+        token = _progress_token(message.body)
+        if token is not None:
+            self._server_tokens[token] = link
+        self._send(encode({**message.body, "id": gid}), None)
+
+    async def _expired(self, held: Held) -> None:
+        """The client never answered a sampling request: both sides are told."""
+        gid = held.request_id
+        asked = self._server_asks.pop(gid, None) if isinstance(gid, int) else None
+        cancel = {"requestId": gid, "reason": "the sampling request timed out"}
+        self._send(
+            encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}), None
+        )
+        if asked is None:
+            return
+        link, upstream_id = asked
+        link.asked.pop(id_key(upstream_id), None)
+        if link.alive:
+            problem = "the client did not answer the sampling request in time"
+            await link.conn.send(error_reply(upstream_id, REQUEST_TIMEOUT, problem))
+
+    async def _upstream_notification(self, link: Link, message: Message) -> None:
         params = message.params if isinstance(message.params, Mapping) else {}
         if message.method == "notifications/cancelled":
             gid = link.asked.get(id_key(params.get("requestId")))
             if gid is None:
                 return
+            await self.sampling.abandon(str(gid), "the server cancelled it")
             body = {**message.body, "params": {**params, "requestId": gid}}
             self._send(encode(body), None)
             return
@@ -722,7 +890,7 @@ class AggregateSession:
             related = self._client_tokens.get(str(params.get("progressToken")))
         self._send(message.raw, related)
 
-    def _upstream_answer(self, link: Link, message: Message) -> None:
+    async def _upstream_answer(self, link: Link, message: Message) -> None:
         if not isinstance(message.id, int):
             log.warning("interlock mcp-gateway: dropped an answer from %s to no request", link.conn)
             return
@@ -750,7 +918,27 @@ class AggregateSession:
                     answer.set_result(result)
             if isinstance(result, dict) and result.get("isError"):
                 body["result"] = redacted_error(result, self.guard.redactor)
+        if outbound.method in INPUT_METHODS and input_required(result):
+            body = await self._sampled_input(link, outbound, body, result)
         self._send(encode(body), outbound.client_id)
+
+    async def _sampled_input(
+        self, link: Link, outbound: _Outbound, body: dict[str, Any], result: Any
+    ) -> dict[str, Any]:
+        """A result that asks for input (2026-07-28): its sampling requests judged —
+        held under the gateway's keys, or the whole result refused."""
+        outcome = await self.sampling.input_required(result, server=link.name, origin=link)
+        if outcome is None:
+            return body
+        if not isinstance(outcome, SamplingRefused):
+            return {**body, "result": outcome}
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": outbound.client_id}
+        if outbound.method == TOOLS_CALL:
+            version = _version_of(outbound.body) or self._protocol_version
+            reply["result"] = refusal_result(outcome.decision, outcome.action, version)
+        else:
+            reply["error"] = outcome.error
+        return reply
 
     async def _settle(self, allowed: Allowed, answer: asyncio.Future[Any]) -> None:
         try:
@@ -764,6 +952,7 @@ class AggregateSession:
         """``link`` exited: what it never answered is answered with an error (an
         allowed call's reservation released), its tools are gone from the list."""
         link.alive = False
+        await self.sampling.abandon_from(link, f"{link.conn} exited")
         for gid, outbound in list(link.outbound.items()):
             if outbound.waiter is not None and not outbound.waiter.done():
                 outbound.waiter.set_exception(UpstreamGone(f"{link.conn} exited"))
@@ -784,11 +973,15 @@ class AggregateSession:
 
     async def close(self) -> None:
         """Wait for the reservations being settled; cancel what is left."""
-        for task in list(self._tasks):
+        for task in [*self._tasks, *self._asking.values()]:
             task.cancel()
+        await asyncio.gather(*self._asking.values(), return_exceptions=True)
+        if self.approvals is not None:
+            self.approvals.close()
         with contextlib.suppress(Exception):
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.gather(*self._settling, return_exceptions=True)
+        await self.sampling.close()
 
 
 class _ListingFailed(Exception):
@@ -799,6 +992,14 @@ class _ListingFailed(Exception):
 
 def _bad(message: str) -> dict[str, Any]:
     return {"code": INVALID_PARAMS, "message": message}
+
+
+def _version_of(body: Mapping[str, Any] | None) -> str | None:
+    """The protocol version a client request's own ``_meta`` names."""
+    params = body.get("params") if body is not None else None
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    version = meta.get(PROTOCOL_VERSION_META) if isinstance(meta, Mapping) else None
+    return version if isinstance(version, str) else None
 
 
 def _progress_token(body: Mapping[str, Any]) -> str | None:

@@ -27,9 +27,11 @@ __all__ = [
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
+    "REQUEST_TIMEOUT",
     "TOOLS_CALL",
     "Message",
     "NotAMessage",
+    "disguised",
     "disguised_tools_call",
     "encode",
     "error_reply",
@@ -42,6 +44,8 @@ PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
 METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
+#: The MCP SDKs' code for a request that was not answered in time.
+REQUEST_TIMEOUT: Final = -32001
 
 TOOLS_CALL: Final = "tools/call"
 
@@ -152,7 +156,13 @@ def disguised_tools_call(method: str) -> bool:
     """True for a method that reads as ``tools/call`` but is not exactly it (another
     case, padding, zero-width marks, compatibility forms): no honest client sends
     one, and a lenient upstream could still route it to its tools."""
-    return method != TOOLS_CALL and _visible(method).replace("\u2215", "/") == TOOLS_CALL
+    return disguised(method, TOOLS_CALL)
+
+
+def disguised(method: str, real: str) -> bool:
+    """True for a method that reads as ``real`` but is not exactly it (see
+    :func:`disguised_tools_call`): a lenient peer could still take it for ``real``."""
+    return method != real and _visible(method).replace("\u2215", "/") == real.casefold()
 
 
 def encode(body: dict[str, Any]) -> bytes:

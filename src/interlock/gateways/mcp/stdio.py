@@ -26,22 +26,43 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Final
 
-from interlock.adapters.mcp import redacted_error, run_settled
+from interlock.adapters.base import call_key
+from interlock.adapters.mcp import (
+    _call_params,
+    redacted_error,
+    refusal_result,
+    run_settled,
+    tool_action,
+)
+from interlock.adapters.mcp_approvals import approval_question, check_can_approve, record_answer
+from interlock.adapters.mcp_sampling import SAMPLING_METHOD
 from interlock.gateways.mcp.aggregate import AggregateSession, Link
+from interlock.gateways.mcp.approvals import DEFAULT_ELICITATION_TIMEOUT, InBandApprovals
 from interlock.gateways.mcp.clientio import StdioClient
 from interlock.gateways.mcp.config import GatewayConfig, UpstreamSpec
-from interlock.gateways.mcp.gate import Allowed, ToolCallGate
+from interlock.gateways.mcp.gate import Allowed, Refused, ToolCallGate, protocol_version_of
 from interlock.gateways.mcp.messages import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
+    REQUEST_TIMEOUT,
     TOOLS_CALL,
     Message,
     NotAMessage,
+    disguised,
     disguised_tools_call,
     encode,
     error_reply,
     id_key,
     parse_line,
+    result_reply,
+)
+from interlock.gateways.mcp.sampling import (
+    DEFAULT_SAMPLING_TIMEOUT,
+    INPUT_METHODS,
+    Held,
+    SamplingGate,
+    SamplingRefused,
+    input_required,
 )
 from interlock.gateways.mcp.upstreams import StdioUpstream
 
@@ -115,6 +136,8 @@ class _InFlight:
     allowed: Allowed | None = None
     answer: asyncio.Future[Any] | None = None
     settled: asyncio.Task[None] | None = None
+    version: str | None = None  # the protocol generation its reply is shaped for
+    asking: asyncio.Task[None] | None = None  # its approval, put to the client's user
 
 
 class StdioGateway:
@@ -138,12 +161,22 @@ class StdioGateway:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         grace: float = 5.0,
         hide_denied_tools: bool = False,
+        sampling_timeout: float | None = DEFAULT_SAMPLING_TIMEOUT,
+        approve_by_elicitation: bool = False,
+        elicitation_timeout: float | None = DEFAULT_ELICITATION_TIMEOUT,
     ) -> None:
         if not command:
             raise ValueError("the upstream command is empty")
         self.guard = guard
         self.hide_denied_tools = hide_denied_tools
         self.gate = ToolCallGate(guard)
+        self.sampling = SamplingGate(guard, timeout=sampling_timeout, expired=self._expired)
+        self.approvals = (
+            InBandApprovals(guard, self._send, timeout=elicitation_timeout)
+            if approve_by_elicitation
+            else None
+        )
+        self._upstream: asyncio.StreamWriter | None = None
         self.command = list(command)
         self.env = dict(env) if env is not None else upstream_environment()
         self._in = client_in
@@ -204,6 +237,7 @@ class StdioGateway:
             env=self.env,
             limit=self._limit,
         )
+        self._upstream = process.stdin
         writer = threading.Thread(target=self._write_client, name="mcp-gateway-out", daemon=True)
         writer.start()
         lines: asyncio.Queue[Any] = asyncio.Queue(maxsize=64)
@@ -260,9 +294,20 @@ class StdioGateway:
                 continue
             if not line:
                 return
-            out = self._route_from_upstream(line)
+            out = await self._route_from_upstream(line)
             if out is not None:
                 self._send(out)
+
+    async def _to_upstream(self, line: bytes) -> None:
+        """Send the upstream a line of the gateway's own (an answer on the client's
+        behalf); nothing when its input is closed."""
+        if self._upstream is None:
+            return
+        try:
+            self._upstream.write(line)
+            await self._upstream.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            log.warning("interlock mcp-gateway: the upstream's input closed")
 
     # -- routing -----------------------------------------------------------------------
 
@@ -280,8 +325,15 @@ class StdioGateway:
             self._send(error_reply(exc.request_id, exc.code, str(exc)))
             return None
         if message.kind == "response":
+            if self.approvals is not None and self.approvals.answered(message):
+                return None
+            await self.sampling.answered(id_key(message.id), message.body)
             return message.raw
         method = message.method or ""
+        if method == "initialize" and self.approvals is not None:
+            self.approvals.learn(message)
+        if message.kind == "request" and method in INPUT_METHODS:
+            message = await self._restored(message)
         if method == TOOLS_CALL or disguised_tools_call(method):
             return await self._tools_call(message, method)
         if message.kind == "notification":
@@ -297,7 +349,9 @@ class StdioGateway:
             log.warning("interlock mcp-gateway: refused a request reusing live id %r", message.id)
             self._send(error_reply(message.id, INVALID_REQUEST, "the request id is already in use"))
             return False
-        flight = _InFlight(method, allowed)
+        flight = _InFlight(
+            method, allowed, version=protocol_version_of(message, self._protocol_version)
+        )
         if allowed is not None:
             flight.answer = asyncio.get_running_loop().create_future()
             answer = flight.answer
@@ -319,6 +373,9 @@ class StdioGateway:
         if id_key(message.id) in self._in_flight:
             self._track(message, method)  # refuses it: the id is live
             return None
+        answered = False
+        if self.approvals is not None:
+            message, answered = await self._answered_in_band(message)
         verdict = await self.gate.judge(message, self._protocol_version)
         name = (message.params or {}).get("name") if isinstance(message.params, dict) else None
         log.info(
@@ -329,11 +386,95 @@ class StdioGateway:
             verdict.decision.decision_id or "-",
         )
         if not isinstance(verdict, Allowed):
-            self._send(verdict.reply)
+            # a call whose user answered already is not asked again (a dismissed
+            # question must not come back at once, round after round)
+            if answered or not self._ask_in_band(message, method, verdict):
+                self._send(verdict.reply)
             return None
         if not self._track(message, method, verdict):  # pragma: no cover - checked above
             return None
         return message.raw
+
+    # -- approvals through elicitation -------------------------------------------------
+
+    def _ask_in_band(self, message: Message, method: str, verdict: Refused) -> bool:
+        """Put the call's approval to the client's user, if it can be; False when it
+        cannot (the refusal is sent as it is)."""
+        approvals = self.approvals
+        channel = approvals.channel(message, verdict.decision) if approvals else None
+        call = _call_params(message.params) if channel is not None else None
+        if approvals is None or call is None or isinstance(call, str):
+            return False
+        question = approval_question(
+            verdict.decision, tool_action(call.name, call.arguments), self.guard
+        )
+        approval = verdict.decision.approval
+        if question is None or approval is None or approval.id is None:
+            return False
+        if channel == "result":
+            asking = approvals.questions.ask(
+                approval.id, call_key(call.name, call.arguments), question
+            )
+            self._send(result_reply(message.id, asking))
+            return True
+        flight = _InFlight(method, version=protocol_version_of(message, self._protocol_version))
+        flight.asking = asyncio.create_task(
+            self._asking(message, method, verdict, question, approval.id)
+        )
+        self._in_flight[id_key(message.id)] = flight
+        return True
+
+    async def _asking(
+        self,
+        message: Message,
+        method: str,
+        verdict: Refused,
+        question: dict[str, Any],
+        approval_id: str,
+    ) -> None:
+        """Wait for the client's user (2025-11-25), then judge the call again: it runs
+        once when approved, else it is refused as the approval now stands."""
+        assert self.approvals is not None
+        key = id_key(message.id)
+        try:
+            answer = await self.approvals.ask(question)
+            if answer != "pending":
+                await record_answer(self.guard, approval_id, answer, self.approvals.client_name)
+                again = await self.gate.judge(message, self._protocol_version)
+            else:
+                again = verdict
+        except asyncio.CancelledError:
+            self._in_flight.pop(key, None)
+            raise
+        self._in_flight.pop(key, None)
+        log.info(
+            "interlock mcp-gateway: tools/call (id %r) after approval in band: %s [decision %s]",
+            message.id,
+            again.decision.verdict.value,
+            again.decision.decision_id or "-",
+        )
+        if isinstance(again, Allowed) and self._track(message, method, again):
+            await self._to_upstream(message.raw)
+        elif not isinstance(again, Allowed):
+            self._send(again.reply)
+
+    async def _answered_in_band(self, message: Message) -> tuple[Message, bool]:
+        """A retry carrying the client's answers to approval questions about this very
+        call (2026-07-28): each recorded; the message without them, and whether it
+        carried any."""
+        assert self.approvals is not None
+        call = _call_params(message.params)
+        if isinstance(call, str):
+            return message, False
+        params, answers = self.approvals.questions.take(
+            message.params, call_key(call.name, call.arguments)
+        )
+        for approval_id, answer in answers:
+            await record_answer(self.guard, approval_id, answer, self.approvals.client_name)
+        if params is None:
+            return message, False
+        body = {**message.body, "params": params}
+        return Message(encode(body), body, message.kind), bool(answers)
 
     async def _cancelled(self, message: Message) -> None:
         """A cancelled allowed call is settled as failed (its reservation released),
@@ -343,13 +484,17 @@ class StdioGateway:
         if message.method != "notifications/cancelled" or not isinstance(message.params, dict):
             return
         flight = self._in_flight.get(id_key(message.params.get("requestId")))
+        if flight is not None and flight.asking is not None:
+            flight.asking.cancel()  # never forwarded: nothing to stop upstream
+            await asyncio.gather(flight.asking, return_exceptions=True)
+            return
         if flight is not None and flight.answer is not None and not flight.answer.done():
             flight.answer.set_exception(Unanswered("the client cancelled the call"))
             if flight.settled is not None:
                 await asyncio.wait([flight.settled])
 
-    def _route_from_upstream(self, line: bytes) -> bytes | None:
-        """The bytes to send the client, or ``None`` (dropped)."""
+    async def _route_from_upstream(self, line: bytes) -> bytes | None:
+        """The bytes to send the client, or ``None`` (dropped, or answered here)."""
         if not line.strip():
             return None
         try:
@@ -357,6 +502,14 @@ class StdioGateway:
         except NotAMessage as exc:
             log.warning("interlock mcp-gateway: dropped an upstream line: %s", exc)
             return None
+        method = message.method or ""
+        if message.kind == "request" and (
+            method == SAMPLING_METHOD or disguised(method, SAMPLING_METHOD)
+        ):
+            return await self._sampling_request(message, method)
+        if message.kind == "notification":
+            await self._server_cancelled(message)
+            return message.raw
         if message.kind != "response":
             return message.raw
         flight = self._in_flight.pop(id_key(message.id), None)
@@ -371,8 +524,74 @@ class StdioGateway:
             if self.hide_denied_tools and isinstance(result, dict):
                 return self._without_denied(message, result)
         elif flight.answer is not None:
-            return self._answered(message, flight.answer, result)
+            out = self._answered(message, flight.answer, result)
+            return await self._sampled_input(message, flight, result) or out
+        elif flight.method in INPUT_METHODS:
+            return await self._sampled_input(message, flight, result) or message.raw
         return message.raw
+
+    # -- sampling --------------------------------------------------------------------
+
+    async def _sampling_request(self, message: Message, method: str) -> bytes | None:
+        """A server's sampling request: judged; forwarded as it came and held until
+        the client answers, or refused with the upstream answered here."""
+        key = id_key(message.id)
+        if key in self.sampling:
+            await self._to_upstream(
+                error_reply(message.id, INVALID_REQUEST, "the request id is already in use")
+            )
+            return None
+        verdict = await self.sampling.judge(method, message.params, server=None, call_id=key)
+        if isinstance(verdict, SamplingRefused):
+            await self._to_upstream(
+                encode({"jsonrpc": "2.0", "id": message.id, "error": verdict.error})
+            )
+            return None
+        self.sampling.hold(key, verdict, origin=None, request_id=message.id)
+        return message.raw
+
+    async def _server_cancelled(self, message: Message) -> None:
+        """The upstream cancelled a sampling request it made: released (the client,
+        which gets the notification too, stops)."""
+        if message.method == "notifications/cancelled" and isinstance(message.params, dict):
+            key = id_key(message.params.get("requestId"))
+            await self.sampling.abandon(key, "the server cancelled it")
+
+    async def _expired(self, held: Held) -> None:
+        """The client never answered a sampling request: both sides are told."""
+        cancel = {"requestId": held.request_id, "reason": "the sampling request timed out"}
+        self._send(
+            encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
+        )
+        problem = "the client did not answer the sampling request in time"
+        await self._to_upstream(error_reply(held.request_id, REQUEST_TIMEOUT, problem))
+
+    async def _sampled_input(
+        self, message: Message, flight: _InFlight, result: Any
+    ) -> bytes | None:
+        """A result that asks for input (2026-07-28): its sampling requests judged —
+        held under the gateway's keys, or the whole result refused. ``None`` when it
+        carries none."""
+        if not input_required(result):
+            return None
+        outcome = await self.sampling.input_required(result, server=None, origin=None)
+        if outcome is None:
+            return None
+        if isinstance(outcome, SamplingRefused):
+            if flight.method == TOOLS_CALL:
+                refusal = refusal_result(outcome.decision, outcome.action, flight.version)
+                return result_reply(message.id, refusal)
+            return encode({"jsonrpc": "2.0", "id": message.id, "error": outcome.error})
+        return encode({**message.body, "result": outcome})
+
+    async def _restored(self, message: Message) -> Message:
+        """A retry whose answers to held sampling requests are settled and put back
+        under the server's keys (the message unchanged when it carries none)."""
+        params = await self.sampling.input_responses(message.params, origin=None)
+        if params is None:
+            return message
+        body = {**message.body, "params": params}
+        return Message(encode(body), body, message.kind)
 
     def _without_denied(self, message: Message, result: dict[str, Any]) -> bytes:
         """The listing without the tools the policy refuses every call of (the bytes
@@ -419,11 +638,18 @@ class StdioGateway:
 
     async def _abandon_in_flight(self) -> None:
         """The upstream is gone: what it never answered is released, not charged."""
+        asking = [flight.asking for flight in self._in_flight.values() if flight.asking]
+        for task in asking:
+            task.cancel()
+        await asyncio.gather(*asking, return_exceptions=True)
+        if self.approvals is not None:
+            self.approvals.close()
         for flight in self._in_flight.values():
             if flight.answer is not None and not flight.answer.done():
                 flight.answer.set_exception(Unanswered("the upstream exited"))
         self._in_flight.clear()
         await asyncio.gather(*self._settling, return_exceptions=True)
+        await self.sampling.close("the gateway's session with the upstream ended")
 
 
 class AggregateGateway:
@@ -447,15 +673,23 @@ class AggregateGateway:
         client_out: IO[bytes] | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         grace: float = 5.0,
+        sampling_timeout: float | None = DEFAULT_SAMPLING_TIMEOUT,
+        approve_by_elicitation: bool = False,
+        elicitation_timeout: float | None = DEFAULT_ELICITATION_TIMEOUT,
     ) -> None:
         if any(spec.command is None for spec in config.upstreams):
             raise ValueError("an HTTP upstream needs the HTTP gateway")
+        if approve_by_elicitation:
+            check_can_approve(guard)
+        self._approve_by_elicitation = approve_by_elicitation
+        self._elicitation_timeout = elicitation_timeout
         self.guard = guard
         self.config = config
         self.env = dict(env) if env is not None else upstream_environment()
         self._client = StdioClient(client_in, client_out, max_message_bytes=max_message_bytes)
         self._limit = max_message_bytes
         self._grace = grace
+        self._sampling_timeout = sampling_timeout
 
     def _connect(self, spec: UpstreamSpec) -> StdioUpstream:
         assert spec.command is not None
@@ -483,7 +717,15 @@ class AggregateGateway:
             await asyncio.gather(*(link.conn.stop() for link in started), return_exceptions=True)
             raise
         self._client.start()
-        session = AggregateSession(self.guard, self.config, links, self._client.send)
+        session = AggregateSession(
+            self.guard,
+            self.config,
+            links,
+            self._client.send,
+            sampling_timeout=self._sampling_timeout,
+            approve_by_elicitation=self._approve_by_elicitation,
+            elicitation_timeout=self._elicitation_timeout,
+        )
         pumps = [asyncio.create_task(self._pump(session, link)) for link in links]
         from_client = asyncio.create_task(self._from_client(session))
         everyone_gone: asyncio.Future[list[None]] = asyncio.gather(*pumps)
