@@ -60,10 +60,11 @@ from interlock.gateways.mcp.messages import (
     parse_line,
     result_reply,
 )
-from interlock.gateways.mcp.upstreams import StdioUpstream
 
 if TYPE_CHECKING:
+    from interlock.core.action import Context
     from interlock.gateways.mcp.clientio import ClientLine
+    from interlock.gateways.mcp.upstreams import Upstream
     from interlock.guard import Guard
 
 __all__ = [
@@ -118,7 +119,7 @@ class Link:
     """One upstream as this session sees it."""
 
     spec: UpstreamSpec
-    conn: StdioUpstream
+    conn: Upstream
     gate: ToolCallGate
     outbound: dict[int, _Outbound] = field(default_factory=dict)
     #: its server-to-client requests: its id → the gateway's id toward the client
@@ -214,10 +215,13 @@ class AggregateSession:
         cls,
         guard: Guard,
         specs: Sequence[UpstreamSpec],
-        connect: Callable[[UpstreamSpec], StdioUpstream],
+        connect: Callable[[UpstreamSpec], Upstream],
+        context: Context | None = None,
     ) -> list[Link]:
+        """One link per upstream; ``context``: the client's trusted context, when the
+        transport knows it (every call of the session is judged with it)."""
         return [
-            Link(spec, connect(spec), ToolCallGate(guard, ToolCatalog(), spec.name))
+            Link(spec, connect(spec), ToolCallGate(guard, ToolCatalog(), spec.name, context))
             for spec in specs
         ]
 
@@ -272,6 +276,10 @@ class AggregateSession:
             log.warning("interlock mcp-gateway: refused a client message: %s", exc)
             self._error(exc.request_id, exc.code, str(exc))
             return
+        await self.client_message(message)
+
+    async def client_message(self, message: Message) -> None:
+        """:meth:`from_client` for a message already read (the HTTP gateway's)."""
         if message.kind == "response":
             await self._client_answer(message)
         elif message.kind == "notification":
