@@ -8,9 +8,10 @@ Which stream a message from the core goes on (``send(line, related)``):
 - a message that belongs to a request (``related``: its progress): that request's
   stream, when the client reads it as SSE; else the GET stream;
 - anything else (a server's request, a list change, a log line): the GET stream —
-  kept there until the client opens it; a server's *request* goes on an open
-  request stream instead while no GET stream is open, so that a client that never
-  opens one is still asked (and the upstream not left waiting).
+  kept there until the client opens it; a server's *request* goes on a request's
+  stream instead while no GET stream is open (the one being read, else the latest),
+  so that a client that never opens one is still asked (and the upstream not left
+  waiting).
 
 A session of the per-request generation (2026-07-28, no ``Mcp-Session-Id``: one per
 key, :attr:`HttpSession.modern`) renames each request's id (two requests of one
@@ -195,7 +196,8 @@ class HttpSession:
             return
         channel = self._related(related)
         if channel is None and not self.events.get_channel.connected:
-            live = [c for c in self.requests.values() if c.connected and not c.json_only]
+            streams = [c for c in self.requests.values() if not c.json_only]
+            live = [c for c in streams if c.connected] or streams
             channel = live[-1] if live else None
         self.events.put(channel or self.events.get_channel, data)
 

@@ -114,13 +114,23 @@ def parse_body(raw: bytes) -> Message:
     """The message in an HTTP body (one JSON value; whitespace anywhere JSON allows
     it), read as strictly as :func:`parse_line`. Its ``raw`` is the message
     re-encoded on one line (:func:`encode`): the bytes the gateway forwards, read
-    from exactly the object it judged."""
+    from exactly the object it judged. A string holding a lone surrogate
+    (``"\\ud800"``) is refused: it is not Unicode text, and servers differ on it
+    (the Python SDK's drops the whole message, so the call would never be answered)."""
     body = _decoded(raw)
-    try:
-        line = encode(body) if isinstance(body, dict) else b""
-    except (TypeError, ValueError) as exc:  # pragma: no cover - decoded JSON always encodes
-        raise NotAMessage(f"not JSON: {exc}", PARSE_ERROR) from exc
+    line = b""
+    if isinstance(body, dict):
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        try:
+            line = text.encode("utf-8") + b"\n"
+        except UnicodeEncodeError as exc:
+            problem = "a string holds a lone surrogate (it is not Unicode text)"
+            raise NotAMessage(problem, PARSE_ERROR, _id_of(body)) from exc
     return _message(line, body)
+
+
+def _id_of(body: dict[str, Any]) -> Any:
+    return body.get("id") if _valid_id(body.get("id")) else None
 
 
 def _decoded(text: bytes) -> Any:
