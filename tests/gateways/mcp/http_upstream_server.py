@@ -6,7 +6,9 @@ every HTTP request it receives appends its method and headers to
 
 Tools: ``echo(text)``, ``delete_file(path)``, ``count(to)`` (a progress
 notification per step) and ``ask(question)`` (a sampling request back to the
-client), like the stdio test server's.
+client), like the stdio test server's; and ``hangup(text)``, which closes the
+call's SSE connection before it answers (the answer is kept in the server's event
+store, for the client to resume the stream from its last event id).
 """
 
 from __future__ import annotations
@@ -15,8 +17,33 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import SamplingMessage, TextContent
+from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
+from mcp_types import JSONRPCMessage, SamplingMessage, TextContent
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+
+class MemoryEvents(EventStore):
+    """The simplest event store: every event kept, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, JSONRPCMessage | None]] = []
+
+    async def store_event(self, stream_id: str, message: JSONRPCMessage | None) -> str:
+        event_id = str(len(self.events) + 1)
+        self.events.append((event_id, stream_id, message))
+        return event_id
+
+    async def replay_events_after(
+        self, last_event_id: str, send_callback: EventCallback
+    ) -> str | None:
+        found = next((i for i, event in enumerate(self.events) if event[0] == last_event_id), None)
+        if found is None:
+            return None
+        stream = self.events[found][1]
+        for event_id, stream_id, message in self.events[found + 1 :]:
+            if stream_id == stream and message is not None:
+                await send_callback(EventMessage(message, event_id))
+        return stream
 
 
 @dataclass
@@ -60,7 +87,14 @@ def build(record: Record) -> ASGIApp:
         content = reply.content
         return content.text if isinstance(content, TextContent) else str(content)
 
-    app = server.streamable_http_app()
+    @server.tool()
+    async def hangup(text: str, ctx: Context) -> str:
+        """Drop this call's SSE connection, then answer."""
+        record.calls.append({"tool": "hangup", "args": {"text": text}})
+        await ctx.close_sse_stream()
+        return text
+
+    app = server.streamable_http_app(event_store=MemoryEvents())
 
     async def recorded(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
