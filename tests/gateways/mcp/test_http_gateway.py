@@ -414,3 +414,30 @@ def test_the_session_stream_carries_what_the_server_sends_unasked(gateway: Gatew
     finally:
         raw.delete()
         raw.close()
+
+
+def test_a_cancelled_call_ends_its_stream(gateway: Gateway) -> None:
+    """The client cancels ``ask`` while it waits on the client's model: the call's
+    stream ends with ``-32800`` at once (the upstream is told; a late answer of
+    its would be dropped)."""
+    raw = RawHttp(gateway.url, gateway.keys.bot)
+    try:
+        raw.handshake()
+        with raw.http.stream(
+            "POST", raw.url, json=call(5, "ask", {"question": "cancel me"}), headers=raw.headers()
+        ) as response:
+            buffer, chunks = "", response.iter_text()
+            while "sampling/createMessage" not in buffer:
+                buffer += next(chunks)
+            cancel = {"requestId": 5, "reason": "changed my mind"}
+            note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
+            assert raw.post(note).status_code == 202
+            for text in chunks:
+                buffer += text
+        last = json.loads([e["data"] for e in events_of(buffer) if e.get("data")][-1])
+        assert last["id"] == 5 and last["error"]["code"] == -32800
+        _, after = raw.call(call(6, "echo", {"text": "the session goes on"}))
+        assert after[-1]["result"]["content"][0]["text"] == "the session goes on"
+    finally:
+        raw.delete()
+        raw.close()

@@ -50,6 +50,8 @@ log = logging.getLogger("interlock.gateways.mcp")
 
 INTERNAL_ERROR: Final = -32603
 METHOD_NOT_FOUND: Final = -32601
+#: How a cancelled request's stream ends (as the SDK's server transport ends it).
+REQUEST_CANCELLED: Final = -32800
 
 
 class HttpSession:
@@ -113,6 +115,22 @@ class HttpSession:
             if message.kind == "request":
                 problem = "the gateway failed on this request"
                 self.send(error_reply(message.id, INTERNAL_ERROR, problem), message.id)
+        if message.method == "notifications/cancelled" and not self.modern:
+            self._cancelled(message)
+
+    def _cancelled(self, message: Message) -> None:
+        """The client cancelled a request: its stream ends, as the handshake
+        generation's streams end only with a response, with ``-32800`` (what the
+        SDK's own server transport answers); a late answer of the upstream's is
+        dropped. (The core has told the upstream and released the call's budget.)"""
+        params = message.params if isinstance(message.params, dict) else {}
+        channel = self.requests.pop(id_key(params.get("requestId")), None)
+        if channel is not None:
+            reply = error_reply(channel.original_id, REQUEST_CANCELLED, "Request cancelled")
+            if channel.json_only:
+                channel.put(reply.rstrip(b"\n"), response=True)
+            else:
+                self.events.put(channel, reply.rstrip(b"\n"), response=True)
 
     def cancel(self, channel: Channel) -> None:
         """The client hung up on a request of the per-request generation: that is

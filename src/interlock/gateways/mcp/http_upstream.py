@@ -64,6 +64,8 @@ _NAME_OF: Final = {
 _MODERN_META: Final = "io.modelcontextprotocol/protocolVersion"
 #: Seconds before a dropped stream is resumed, when the server names none.
 DEFAULT_RETRY: Final = 1.0
+#: Seconds a stream may stay open after its response before it is dropped.
+DRAIN_SECONDS: Final = 5.0
 
 
 def _import_httpx() -> Any:
@@ -358,7 +360,8 @@ class HttpUpstream:
     ) -> bool:
         """Deliver the stream's messages; True once the response to ``request_id``
         came (``None``: the GET stream, which carries none)."""
-        async for chunk in response.aiter_bytes():
+        chunks = response.aiter_bytes()
+        async for chunk in chunks:
             for sse in parser.feed(chunk):
                 if sse.event != "message" or not sse.data:
                     continue
@@ -366,9 +369,19 @@ class HttpUpstream:
                     if initialize:
                         self._learn_version(sse.data)
                     self._deliver(sse.data)
+                    await self._drain(chunks)
                     return True
                 self._deliver(sse.data)
         return False
+
+    async def _drain(self, chunks: AsyncIterator[bytes]) -> None:
+        """Read a stream to its end once its response came (the server ends it
+        then), so that its connection is kept for the next request; a server that
+        leaves it open loses it after a few seconds."""
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(DRAIN_SECONDS):
+                async for _ in chunks:
+                    pass
 
     @staticmethod
     def _is_response_to(data: bytes, request_id: Any) -> bool:
