@@ -1,8 +1,9 @@
 """Every example in the README and docs/ runs.
 
 - a ```yaml block with `version:` is a policy and must load; one with `cases:` is a
-  case file and must pass against the document's policy; a fragment with `params:`
-  or `when:` must compile inside a rule;
+  case file and must pass against the document's policy; one with `upstreams:` is an
+  MCP gateway config and must load; a fragment with `params:` or `when:` must compile
+  inside a rule;
 - the ```python blocks of one document run in order, in one namespace, in a scratch
   directory whose `interlock.yaml` is the document's first policy (or the shipped
   example when it has none); a block that starts with `# name.py ` is a complete file,
@@ -62,6 +63,12 @@ def test_yaml_examples_load(path: Path, tmp_path: Path) -> None:
         data: Any = yaml.safe_load(body)
         if "version" in data:
             load_policy_text(body, file=f"{doc_id(path)} example")
+        elif "upstreams" in data:  # an MCP gateway config (its ${VARS} set to stand-ins)
+            from interlock.gateways.mcp.config import load_config
+
+            (tmp_path / "gateway.yaml").write_text(body)
+            names = re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", body)
+            load_config(tmp_path / "gateway.yaml", environ=dict.fromkeys(names, "x"))
         elif "cases" in data:
             (tmp_path / "interlock.yaml").write_text(policy_of(path))
             (tmp_path / "cases.yaml").write_text(body)
