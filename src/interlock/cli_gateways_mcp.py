@@ -2,7 +2,7 @@
 on stdio (the client launches the gateway) or on streamable HTTP (``--http``).
 
     interlock mcp-gateway --policy interlock.yaml -- python my_server.py
-    interlock mcp-gateway --policy interlock.yaml \
+    interlock mcp-gateway --policy interlock.yaml \\
         --upstream "files=python files.py" --upstream "mail=https://mail.example.com/mcp"
     interlock mcp-gateway --policy interlock.yaml --config gateway.yaml
     interlock mcp-gateway --policy interlock.yaml -d sqlite:///.interlock/interlock.db \\
@@ -85,9 +85,9 @@ def mcp_gateway(
         typer.Option(
             "--upstream",
             "-u",
-            help="NAME=COMMAND (split as a shell would) of an upstream server, repeatable: "
-            "its tools are offered as NAME__tool, and the policy sees NAME as the "
-            "tool's server.",
+            help="NAME=COMMAND (split as a shell would) of an upstream server, or NAME=URL "
+            "of a streamable-HTTP one; repeatable: its tools are offered as NAME__tool, "
+            "and the policy sees NAME as the tool's server.",
             show_default=False,
         ),
     ] = None,

@@ -250,3 +250,51 @@ async def test_an_http_upstream_behind_the_stdio_gateway(
     seen = record.requests[before:]
     assert {h.get("authorization") for _, h in seen} == {f"Bearer {SECRET}"}
     wait_until(lambda: any(m == "DELETE" for m, _ in record.requests[before:]), "a DELETE")
+
+
+def test_the_same_messages_through_the_gateway_as_straight_to_the_upstream(
+    tmp_path: Path, web: tuple[Uvicorn, Record]
+) -> None:
+    """The HTTP upstream alone behind the HTTP gateway (its tools under their own
+    names) and the same upstream asked directly, one script each: the same listing,
+    the same results, the same progress. (The handshake's answer is the gateway's
+    own: merged capabilities, its server info; that is not compared.)"""
+    server, _ = web
+    path = tmp_path / "gateway.yaml"
+    path.write_text(
+        f"upstreams:\n  web:\n    url: {server.url}/mcp\n    namespace: false\n", encoding="utf-8"
+    )
+    only_web = Gateway(tmp_path, POLICY, load_config(path))
+    script = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "same ✓ \u2028 bytes"}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "count", "arguments": {"to": 2}, "_meta": {"progressToken": "t"}},
+        },
+    ]
+    received: dict[str, list[list[Any]]] = {}
+    try:
+        for label, raw in (
+            ("direct", RawHttp(f"{server.url}/mcp", None)),
+            ("gateway", RawHttp(only_web.url, only_web.keys.bot)),
+        ):
+            raw.handshake()
+            received[label] = [raw.call(message)[1] for message in script]
+            raw.delete()
+            raw.close()
+    finally:
+        only_web.close()
+    assert received["gateway"] == received["direct"]
+    assert [m.get("method") for m in received["direct"][2]] == [
+        "notifications/progress",
+        "notifications/progress",
+        None,
+    ]
