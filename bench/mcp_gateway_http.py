@@ -2,7 +2,7 @@
 HTTP through ``interlock mcp-gateway --http`` against the same call straight to the
 same HTTP upstream.
 
-Two endpoints, measured in the same run by the same client:
+Three endpoints, measured in the same run by the same client:
 
 * **direct** — the upstream alone: the Python SDK's ``MCPServer`` with one trivial
   tool (``echo``), served over streamable HTTP (``streamable_http_app()`` under
@@ -11,7 +11,11 @@ Two endpoints, measured in the same run by the same client:
   the real command, whose one upstream is that server (``url:``, ``namespace:
   false``, so the tool keeps its name): every timed call is authenticated (an agent
   key from the store), judged (a one-rule policy), relayed to the upstream over
-  HTTP and back, and settled.
+  HTTP and back, and settled;
+* **a bare relay** — the floor of any two-hop relay in Python: a Starlette app
+  under uvicorn that POSTs each body on to the upstream with one ``httpx``
+  ``AsyncClient`` and streams the answer back (session headers passed both ways),
+  judging nothing, parsing nothing.
 
 The client is a raw ``httpx`` client with keep-alive, one thread, one session per
 endpoint (``initialize``, ``notifications/initialized``, a ``tools/list``). A call is
@@ -46,6 +50,44 @@ WARMUP: Final = 100
 BLOCK: Final = 50
 DIRECT: Final = "direct to the upstream (MCPServer, streamable HTTP)"
 GATEWAY: Final = "through interlock mcp-gateway --http"
+RELAY: Final = "through a bare Starlette + httpx relay"
+
+RELAY_APP: Final = """\
+import sys
+
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+UPSTREAM = sys.argv[2]
+PASSED = ("accept", "content-type", "mcp-session-id", "mcp-protocol-version")
+client = httpx.AsyncClient(timeout=60.0)
+
+
+async def relay(request):
+    headers = {k: v for k, v in request.headers.items() if k in PASSED}
+    sent = client.build_request(
+        request.method, UPSTREAM, content=await request.body(), headers=headers
+    )
+    answer = await client.send(sent, stream=True)
+    back = {k: v for k, v in answer.headers.items() if k in PASSED}
+
+    async def body():
+        async for chunk in answer.aiter_raw():
+            yield chunk
+        await answer.aclose()
+
+    if answer.status_code == 202 or request.method == "DELETE":
+        await answer.aclose()
+        return Response(status_code=answer.status_code, headers=back)
+    return StreamingResponse(body(), status_code=answer.status_code, headers=back)
+
+
+app = Starlette(routes=[Route("/mcp", relay, methods=["GET", "POST", "DELETE"])])
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+"""
 
 UPSTREAM: Final = """\
 import sys
@@ -167,7 +209,9 @@ def _endpoints(scratch: Path) -> Iterator[dict[str, _Endpoint]]:
     store = open_store(database)
     key = KeyStore(store).create(tenant="bench", role=Role.AGENT, name="bench").token
     store.close()
-    up_port, gw_port = _free_port(), _free_port()
+    relay = scratch / "relay.py"
+    relay.write_text(RELAY_APP, encoding="utf-8")
+    up_port, gw_port, relay_port = _free_port(), _free_port(), _free_port()
     config = scratch / "gateway.yaml"
     config.write_text(
         f"upstreams:\n  up:\n    url: http://127.0.0.1:{up_port}/mcp\n    namespace: false\n",
@@ -183,10 +227,15 @@ def _endpoints(scratch: Path) -> Iterator[dict[str, _Endpoint]]:
             ],
             stderr=subprocess.DEVNULL,
         ),
+        subprocess.Popen(
+            [sys.executable, str(relay), str(relay_port), f"http://127.0.0.1:{up_port}/mcp"],
+            stderr=subprocess.DEVNULL,
+        ),
     ]  # fmt: skip
     endpoints = {
         DIRECT: _Endpoint(f"http://127.0.0.1:{up_port}/mcp"),
         GATEWAY: _Endpoint(f"http://127.0.0.1:{gw_port}/mcp", key),
+        RELAY: _Endpoint(f"http://127.0.0.1:{relay_port}/mcp"),
     }
     try:
         for endpoint in endpoints.values():
@@ -261,8 +310,16 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             "p50_ratio gateway / direct": round(ratio, 3),
         }
     )
+    relay = stats[RELAY]
+    relay_added = (relay.p50_ns - direct.p50_ns) / 1e6
+    result.info["relay_added_p50_ms"] = round(relay_added, 3)
+    result.info["p50_ratio gateway / bare relay"] = round(gateway.p50_ns / relay.p50_ns, 3)
     result.notes.append(
         f"added by the HTTP gateway (client→gateway→HTTP upstream vs client→upstream): "
         f"p50 {added_p50:.3f} ms, p99 {added_p99:.3f} ms; p50 {ratio:.2f}× direct"
+    )
+    result.notes.append(
+        f"added by a bare Starlette + httpx relay: p50 {relay_added:.3f} ms; the gateway's "
+        f"own share (judging, key, audit record, parsing): {added_p50 - relay_added:.3f} ms"
     )
     return result
