@@ -131,6 +131,12 @@ def _mcp_gateway(calls: int | None, quick: bool) -> BenchResult:
     return mcp_gateway.run(calls, quick)
 
 
+def _mcp_gateway_http(calls: int | None, quick: bool) -> BenchResult:
+    from bench import mcp_gateway_http
+
+    return mcp_gateway_http.run(calls, quick)
+
+
 def _llm_proxy(calls: int | None, quick: bool) -> BenchResult:
     from bench import llm_proxy
 
@@ -214,6 +220,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "an MCP tools/call round trip through interlock mcp-gateway vs straight to the same "
         "stdio upstream, raw JSON-RPC client, interleaved (--calls: calls per subject)",
         _mcp_gateway,
+    ),
+    "mcp-gateway-http": Benchmark(
+        "an MCP tools/call over streamable HTTP through interlock mcp-gateway --http (key, "
+        "judge, HTTP upstream) vs straight to the same HTTP upstream, raw httpx client, "
+        "interleaved (--calls: calls per subject)",
+        _mcp_gateway_http,
     ),
     "llm-proxy": Benchmark(
         "the openai client through interlock llm-proxy (SQLite store, default durability), "

@@ -1,16 +1,18 @@
-"""``interlock mcp-gateway``: MCP servers' stdio, with every ``tools/call`` judged.
+"""``interlock mcp-gateway``: MCP servers behind Interlock, every ``tools/call`` judged,
+on stdio (the client launches the gateway) or on streamable HTTP (``--http``).
 
     interlock mcp-gateway --policy interlock.yaml -- python my_server.py
-    interlock mcp-gateway --policy interlock.yaml \
-        --upstream "files=python files.py" --upstream "mail=python mail.py"
+    interlock mcp-gateway --policy interlock.yaml \\
+        --upstream "files=python files.py" --upstream "mail=https://mail.example.com/mcp"
     interlock mcp-gateway --policy interlock.yaml --config gateway.yaml
     interlock mcp-gateway --policy interlock.yaml -d sqlite:///.interlock/interlock.db \\
         --env API_TOKEN=... -- npx -y @modelcontextprotocol/server-memory
     INTERLOCK_API_KEY=... interlock mcp-gateway --server http://127.0.0.1:8750 -- python s.py
+    interlock mcp-gateway --http --port 8770 -d sqlite:///.interlock/interlock.db -- python s.py
 
-The MCP client launches this command instead of the server. Exit code: the
-upstream's (128 + N when signal N ended it); 2 for a usage error, an invalid policy
-or a store that cannot be opened.
+On stdio the exit code is the upstream's (128 + N when signal N ended it); with
+``--http``, 0 once stopped. 2 for a usage error, an invalid policy or a store that
+cannot be opened.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
@@ -83,9 +85,9 @@ def mcp_gateway(
         typer.Option(
             "--upstream",
             "-u",
-            help="NAME=COMMAND (split as a shell would) of an upstream server, repeatable: "
-            "its tools are offered as NAME__tool, and the policy sees NAME as the "
-            "tool's server.",
+            help="NAME=COMMAND (split as a shell would) of an upstream server, or NAME=URL "
+            "of a streamable-HTTP one; repeatable: its tools are offered as NAME__tool, "
+            "and the policy sees NAME as the tool's server.",
             show_default=False,
         ),
     ] = None,
@@ -189,8 +191,55 @@ def mcp_gateway(
     log_level: Annotated[
         str, typer.Option(help="Log level on stderr: warning, info or debug.")
     ] = "info",
+    http: Annotated[
+        bool,
+        typer.Option(
+            "--http",
+            help="Listen on streamable HTTP (path /mcp) instead of stdio: clients "
+            "authenticate with Interlock agent keys (needs --database or --server).",
+        ),
+    ] = False,
+    host: Annotated[str, typer.Option(help="With --http: the interface to listen on.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(min=0, max=65535, help="With --http: the TCP port.")] = 8770,
+    max_sessions: Annotated[
+        int,
+        typer.Option(
+            min=1, help="With --http: client sessions open at once (each has its own upstreams)."
+        ),
+    ] = 64,
+    idle_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.01,
+            help="With --http: seconds a session may sit idle (no request, no open "
+            "stream) before it ends and its upstreams are stopped.",
+        ),
+    ] = 1800.0,
+    max_body_bytes: Annotated[
+        int, typer.Option(min=1, help="With --http: the largest request body.")
+    ] = 4 * 1024 * 1024,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="With --http: a Host header value to accept (NAME or NAME:PORT, NAME:* for "
+            "any port; repeatable). A loopback bind accepts the loopback names already.",
+            show_default=False,
+        ),
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-origin",
+            help="With --http: a browser Origin to accept (http://NAME:PORT, :* for any "
+            "port; repeatable). Requests without an Origin header always pass.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Run MCP servers over stdio behind Interlock: every tools/call is judged first."""
+    """Run MCP servers behind Interlock: every tools/call is judged first."""
     from interlock.gateways.mcp import AggregateGateway, StdioGateway, upstream_environment
 
     logging.basicConfig(
@@ -198,6 +247,35 @@ def mcp_gateway(
     )
     extra = _env_pairs(env or [])
     gateway_config = _gateway_config(command, upstream or [], config, hide_denied_tools)
+    environment = upstream_environment(extra, inherit_all=inherit_env)
+    session_options: dict[str, Any] = {
+        "sampling_timeout": sampling_timeout or None,
+        "approve_by_elicitation": approve_by_elicitation,
+        "elicitation_timeout": elicitation_timeout or None,
+    }
+    if http:
+        from interlock.cli_gateways_mcp_http import HttpSettings, serve_http
+
+        settings = HttpSettings(
+            host=host,
+            port=port,
+            max_sessions=max_sessions,
+            idle_timeout=idle_timeout,
+            max_body_bytes=max_body_bytes,
+            allowed_hosts=tuple(allowed_host or ()),
+            allowed_origins=tuple(allowed_origin or ()),
+            grace=grace,
+            log_level=log_level,
+        )
+        if approve_by_elicitation and (server is not None or database is None):
+            raise fail(
+                "--approve-by-elicitation needs a local store (-d), and is refused with "
+                "--server: approvals asked of the client's user are recorded there"
+            )
+        serve_http(gateway_config, environment, settings, policy, database, server, session_options)
+        return
+    if allowed_host or allowed_origin:
+        raise fail("--allowed-host and --allowed-origin are for --http")
     guard = _guard(policy, database, server)
     if approve_by_elicitation:
         from interlock.adapters.mcp_approvals import check_can_approve
@@ -207,7 +285,6 @@ def mcp_gateway(
         except ValueError as exc:
             guard.close()
             raise fail(f"--approve-by-elicitation: {exc}") from exc
-    environment = upstream_environment(extra, inherit_all=inherit_env)
     gateway: AggregateGateway | StdioGateway
     if gateway_config.transparent:
         assert command is not None
@@ -265,6 +342,4 @@ def _gateway_config(
         gateway_config = GatewayConfig(tuple(specs), hide or file_hide)
     except ConfigError as exc:
         raise fail(str(exc)) from exc
-    if any(spec.url is not None for spec in gateway_config.upstreams):
-        raise fail("HTTP upstreams are served by the HTTP gateway (--http)")
     return gateway_config

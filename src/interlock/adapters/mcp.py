@@ -125,6 +125,7 @@ def tool_action(
     tool: Tool | None = None,
     call_id: str | None = None,
     server: str | None = None,
+    context: Context | None = None,
 ) -> Action:
     """The Action for one ``tools/call``: ``kind: mcp`` (a ``kind: tool`` rule applies
     to it too). ``tool`` (its definition, when known) gives the input schema the
@@ -132,7 +133,12 @@ def tool_action(
     (:func:`mcp_capabilities`); ``server`` (the upstream's name, as the operator
     configured it, never as the server calls itself) is the target ``mcp:<server>``;
     ``call_id`` (the JSON-RPC request id) is kept for correlation only, not as part
-    of the intent."""
+    of the intent. ``context`` is the caller's trusted context when the runtime knows
+    it (a gateway session: the tenant and agent of the client's key)."""
+    if context is not None:
+        trusted = dataclasses.replace(context, call_id=call_id) if call_id else context
+    else:
+        trusted = Context(call_id=call_id) if call_id else Context()
     return Action(
         kind="mcp",
         name=name,
@@ -141,7 +147,7 @@ def tool_action(
         schema=tool.input_schema if tool is not None else None,
         description=tool.description if tool is not None else None,
         capabilities=mcp_capabilities(tool),
-        context=Context(call_id=call_id) if call_id else Context(),
+        context=trusted,
     )
 
 
@@ -272,6 +278,8 @@ class _Gate:
     lookup: ToolLookup
     #: the upstream's name at a gateway (the action's target ``mcp:<server>``)
     server: str | None = None
+    #: the caller's trusted context at a gateway (from the client's key)
+    context: Context | None = None
 
     async def decide(
         self, name: str, arguments: dict[str, Any] | None, call_id: str | None = None
@@ -282,7 +290,7 @@ class _Gate:
         except Exception as exc:  # no schema to project onto: fail closed
             return await self.unmappable(f"could not look up tool {name!r}: {describe(exc)}")
         if self.mapper is None:
-            action = tool_action(name, arguments, tool, call_id, self.server)
+            action = tool_action(name, arguments, tool, call_id, self.server, self.context)
             return await self.guard.acheck(action)
         return await self.guard.acheck_mapped(self.mapper, name, arguments or {}, tool)
 

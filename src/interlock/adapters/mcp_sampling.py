@@ -31,6 +31,7 @@ the decision (:func:`rejection`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import math
@@ -93,9 +94,14 @@ def sampling_params(params: Any) -> CreateMessageRequestParams | str:
 
 
 def sampling_action(
-    params: CreateMessageRequestParams, server: str | None = None, call_id: str | None = None
+    params: CreateMessageRequestParams,
+    server: str | None = None,
+    call_id: str | None = None,
+    context: Context | None = None,
 ) -> Action:
-    """The ``llm`` action of one sampling request (see the module docstring)."""
+    """The ``llm`` action of one sampling request (see the module docstring);
+    ``context``: the caller's trusted context where the runtime knows it (a gateway
+    session: the tenant and agent of the client's key)."""
     wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
     args: dict[str, Any] = {
         "provider": "mcp",
@@ -123,8 +129,14 @@ def sampling_action(
         SAMPLING_MODEL,
         arguments=args,
         target=f"mcp:{server}" if server else None,
-        context=Context(call_id=call_id) if call_id else Context(),
+        context=_trusted(context, call_id),
     )
+
+
+def _trusted(context: Context | None, call_id: str | None) -> Context:
+    if context is None:
+        return Context(call_id=call_id) if call_id else Context()
+    return dataclasses.replace(context, call_id=call_id) if call_id else context
 
 
 def _without_blobs(value: Any) -> Any:
@@ -268,6 +280,7 @@ async def judge_sampling(
     server: str | None = None,
     call_id: str | None = None,
     problem: str | None = None,
+    context: Context | None = None,
 ) -> Sampled | tuple[Decision, Action | None]:
     """The verdict on one sampling request: :class:`Sampled` (allowed, its budget
     reserved), or the refusing decision and its action (``None`` for params that
@@ -283,7 +296,7 @@ async def judge_sampling(
         unread = await guard.acheck_mapped(refuse)
         assert unread is not None  # a mapper that raises is undetermined, never None
         return unread, None
-    action = sampling_action(parsed, server, call_id)
+    action = sampling_action(parsed, server, call_id, context)
     decision = await guard.acheck(action)
     if not decision.allowed:
         return decision, action

@@ -5,6 +5,7 @@ raw JSON-RPC line client for the wire-level tests."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,3 +30,14 @@ def node_servers() -> Any:
         f"{found}: these tests need node 20 or later and the servers installed "
         f"(`make node-servers`, which `make test` runs, or: npm ci --prefix {NPM})"
     )
+
+
+@pytest.fixture(scope="session")
+def http_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The HTTP gateway in front of the stdio test server, shared by the HTTP tests
+    (each of them opens sessions of its own)."""
+    from .http_support import HTTP_POLICY, TRANSPARENT, Gateway
+
+    running = Gateway(tmp_path_factory.mktemp("http-gateway"), HTTP_POLICY, TRANSPARENT)
+    yield running
+    running.close()

@@ -289,7 +289,7 @@ def test_the_exit_code_is_the_first_failing_upstreams(tmp_path: Path) -> None:
         (["--upstream", "fi_les=python x.py"], "use letters, digits and '-'"),
         (["--upstream", "a=python x.py", "--upstream", "A=python y.py"], "two upstreams are named"),
         (["--upstream", "a=python x.py", "--", "python", "y.py"], "not both"),
-        (["--upstream", "a=https://mcp.example.com/mcp"], "HTTP"),
+        (["--upstream", "a=https://mcp.example.com/mcp", "--allowed-host", "h"], "--http"),
         (["--upstream", "a=/no/such/program"], "could not start the upstream"),
         ([], "no upstream"),
     ],

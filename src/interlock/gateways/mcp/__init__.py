@@ -1,5 +1,6 @@
-"""The MCP gateway: a stdio relay that gates every ``tools/call`` before the upstream
-server sees it (``interlock mcp-gateway --policy interlock.yaml -- COMMAND ...``).
+"""The MCP gateway: a relay that gates every ``tools/call`` before the upstream server
+sees it (``interlock mcp-gateway --policy interlock.yaml -- COMMAND ...``), on stdio or
+listening on streamable HTTP (``--http``), in front of stdio or HTTP upstreams.
 
 - :mod:`~interlock.gateways.mcp.messages` reads one JSON-RPC line (strictly: no
   duplicate keys, no batches) and builds the gateway's own replies;
@@ -9,7 +10,16 @@ server sees it (``interlock mcp-gateway --policy interlock.yaml -- COMMAND ...``
   (:class:`StdioGateway`, one upstream byte for byte), or spawns several and
   merges them (:class:`AggregateGateway`, :mod:`~interlock.gateways.mcp.aggregate`);
 - :mod:`~interlock.gateways.mcp.config` reads which upstreams (``--upstream``,
-  ``--config``).
+  ``--config``);
+- :mod:`~interlock.gateways.mcp.relay` runs a session core with the upstreams it owns
+  (:mod:`~interlock.gateways.mcp.upstreams`: spawned;
+  :mod:`~interlock.gateways.mcp.http_upstream`: over streamable HTTP), for any
+  transport;
+- :mod:`~interlock.gateways.mcp.http_server` is the gateway on streamable HTTP: its
+  sessions (:mod:`~interlock.gateways.mcp.http_session`), their SSE streams and event
+  store (:mod:`~interlock.gateways.mcp.http_events`, :mod:`~interlock.gateways.mcp.sse`)
+  and the clients' keys (:mod:`~interlock.gateways.mcp.http_auth`); imported on its own
+  (it needs Starlette, which the SDK brings).
 
 Needs ``interlock[mcp]``.
 """
@@ -18,11 +28,17 @@ from __future__ import annotations
 
 from interlock.gateways.mcp.config import GatewayConfig, UpstreamSpec, load_config, parse_upstream
 from interlock.gateways.mcp.gate import ToolCallGate
-from interlock.gateways.mcp.stdio import AggregateGateway, StdioGateway, upstream_environment
+from interlock.gateways.mcp.stdio import (
+    AggregateGateway,
+    RelaySession,
+    StdioGateway,
+    upstream_environment,
+)
 
 __all__ = [
     "AggregateGateway",
     "GatewayConfig",
+    "RelaySession",
     "StdioGateway",
     "ToolCallGate",
     "UpstreamSpec",

@@ -76,10 +76,11 @@ from interlock.gateways.mcp.sampling import (
     SamplingRefused,
     input_required,
 )
-from interlock.gateways.mcp.upstreams import StdioUpstream
 
 if TYPE_CHECKING:
+    from interlock.core.action import Context
     from interlock.gateways.mcp.clientio import ClientLine
+    from interlock.gateways.mcp.upstreams import Upstream
     from interlock.guard import Guard
 
 __all__ = [
@@ -134,7 +135,7 @@ class Link:
     """One upstream as this session sees it."""
 
     spec: UpstreamSpec
-    conn: StdioUpstream
+    conn: Upstream
     gate: ToolCallGate
     outbound: dict[int, _Outbound] = field(default_factory=dict)
     #: its server-to-client requests: its id → the gateway's id toward the client
@@ -209,12 +210,15 @@ class AggregateSession:
         sampling_timeout: float | None = DEFAULT_SAMPLING_TIMEOUT,
         approve_by_elicitation: bool = False,
         elicitation_timeout: float | None = DEFAULT_ELICITATION_TIMEOUT,
+        context: Context | None = None,
     ) -> None:
         self.guard = guard
         self.config = config
         self.links = list(links)
         self._send = send
-        self.sampling = SamplingGate(guard, timeout=sampling_timeout, expired=self._expired)
+        self.sampling = SamplingGate(
+            guard, timeout=sampling_timeout, expired=self._expired, context=context
+        )
         self.approvals = (
             InBandApprovals(guard, lambda line: send(line, None), timeout=elicitation_timeout)
             if approve_by_elicitation
@@ -242,10 +246,13 @@ class AggregateSession:
         cls,
         guard: Guard,
         specs: Sequence[UpstreamSpec],
-        connect: Callable[[UpstreamSpec], StdioUpstream],
+        connect: Callable[[UpstreamSpec], Upstream],
+        context: Context | None = None,
     ) -> list[Link]:
+        """One link per upstream; ``context``: the client's trusted context, when the
+        transport knows it (every call of the session is judged with it)."""
         return [
-            Link(spec, connect(spec), ToolCallGate(guard, ToolCatalog(), spec.name))
+            Link(spec, connect(spec), ToolCallGate(guard, ToolCatalog(), spec.name, context))
             for spec in specs
         ]
 
@@ -300,6 +307,10 @@ class AggregateSession:
             log.warning("interlock mcp-gateway: refused a client message: %s", exc)
             self._error(exc.request_id, exc.code, str(exc))
             return
+        await self.client_message(message)
+
+    async def client_message(self, message: Message) -> None:
+        """:meth:`from_client` for a message already read (the HTTP gateway's)."""
         if message.kind == "response":
             await self._client_answer(message)
         elif message.kind == "notification":

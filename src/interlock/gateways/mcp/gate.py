@@ -38,6 +38,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 if TYPE_CHECKING:
     from interlock.adapters.base import CallKey
+    from interlock.core.action import Context
     from interlock.core.decision import Decision
     from interlock.guard import Guard
 
@@ -100,17 +101,24 @@ def protocol_version_of(message: Message, negotiated: str | None) -> str | None:
 class ToolCallGate:
     """Judges the ``tools/call`` requests a client sends through the gateway to one
     upstream (``server``: its name, a fact the policy can match; ``None`` for the
-    single unnamed upstream)."""
+    single unnamed upstream). ``context`` is the caller's trusted context when the
+    transport knows who the client is (the HTTP gateway: the tenant and agent of the
+    client's key); ``None`` leaves the guard's own."""
 
-    __slots__ = ("_gate", "catalog", "guard", "server")
+    __slots__ = ("_gate", "catalog", "context", "guard", "server")
 
     def __init__(
-        self, guard: Guard, catalog: ToolCatalog | None = None, server: str | None = None
+        self,
+        guard: Guard,
+        catalog: ToolCatalog | None = None,
+        server: str | None = None,
+        context: Context | None = None,
     ) -> None:
         self.guard = guard
         self.catalog = catalog or ToolCatalog()
         self.server = server
-        self._gate = _Gate(guard, None, self.catalog.lookup, server)
+        self.context = context
+        self._gate = _Gate(guard, None, self.catalog.lookup, server, context)
 
     async def judge(self, message: Message, protocol_version: str | None) -> Allowed | Refused:
         """The verdict on one ``tools/call`` request: forward it, or the reply that
@@ -153,7 +161,10 @@ class ToolCallGate:
         from interlock.policy.extract import mcp_params
         from interlock.policy.reach import never_allowed
 
-        policy, context = self.guard.policy, self.guard.context
+        policy = self.guard.policy
+        context = (
+            self.context.merged_over(self.guard.context) if self.context else self.guard.context
+        )
         if policy is None:
             return False
         target = f"mcp:{self.server}" if self.server else None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -36,7 +37,9 @@ __all__ = [
     "encode",
     "error_reply",
     "id_key",
+    "parse_body",
     "parse_line",
+    "progress_token",
     "result_reply",
 ]
 
@@ -108,13 +111,43 @@ def parse_line(raw: bytes) -> Message:
     text = raw[:-2] if raw.endswith(b"\r\n") else raw.rstrip(b"\n")
     if b"\r" in text:
         raise NotAMessage("a carriage return inside a line (it splits the line for some readers)")
+    return _message(raw, _decoded(text))
+
+
+def parse_body(raw: bytes) -> Message:
+    """The message in an HTTP body (one JSON value; whitespace anywhere JSON allows
+    it), read as strictly as :func:`parse_line`. Its ``raw`` is the message
+    re-encoded on one line (:func:`encode`): the bytes the gateway forwards, read
+    from exactly the object it judged. A string holding a lone surrogate
+    (``"\\ud800"``) is refused: it is not Unicode text, and servers differ on it
+    (the Python SDK's drops the whole message, so the call would never be answered)."""
+    body = _decoded(raw)
+    line = b""
+    if isinstance(body, dict):
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        try:
+            line = text.encode("utf-8") + b"\n"
+        except UnicodeEncodeError as exc:
+            problem = "a string holds a lone surrogate (it is not Unicode text)"
+            raise NotAMessage(problem, PARSE_ERROR, _id_of(body)) from exc
+    return _message(line, body)
+
+
+def _id_of(body: dict[str, Any]) -> Any:
+    return body.get("id") if _valid_id(body.get("id")) else None
+
+
+def _decoded(text: bytes) -> Any:
     try:
         decoded = text.decode("utf-8")
-        body = json.loads(decoded, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+        return json.loads(decoded, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except NotAMessage:
         raise
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise NotAMessage(f"not JSON: {exc}", PARSE_ERROR) from exc
+
+
+def _message(raw: bytes, body: Any) -> Message:
     if isinstance(body, list):
         raise NotAMessage("JSON-RPC batches are not supported over MCP")
     if not isinstance(body, dict):
@@ -166,8 +199,23 @@ def disguised(method: str, real: str) -> bool:
 
 
 def encode(body: dict[str, Any]) -> bytes:
-    """One line of JSON (compact, UTF-8, newline-terminated)."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    """One line of JSON (compact, UTF-8, newline-terminated). A string holding a lone
+    surrogate (``"\\ud800"`` in the JSON read) cannot be UTF-8: the line is then
+    ASCII, every such character escaped as it came."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(body, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def progress_token(body: Mapping[str, Any]) -> str | None:
+    """The progress token a request asks for (``params._meta.progressToken``), as
+    text; ``None`` when it asks for none."""
+    params = body.get("params")
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    token = meta.get("progressToken") if isinstance(meta, Mapping) else None
+    return None if token is None else str(token)
 
 
 def error_reply(request_id: Any, code: int, message: str, data: Any = None) -> bytes:

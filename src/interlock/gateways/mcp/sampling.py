@@ -40,7 +40,7 @@ from interlock.adapters.mcp_sampling import (
 from interlock.gateways.mcp.messages import disguised
 
 if TYPE_CHECKING:
-    from interlock.core.action import Action
+    from interlock.core.action import Action, Context
     from interlock.core.decision import Decision
     from interlock.guard import Guard
 
@@ -105,8 +105,10 @@ class SamplingGate:
         *,
         timeout: float | None = DEFAULT_SAMPLING_TIMEOUT,
         expired: Callable[[Held], Awaitable[None]] | None = None,
+        context: Context | None = None,
     ) -> None:
         self.guard = guard
+        self.context = context  # the session's trusted context (a gateway's client key)
         self.timeout = timeout
         self._expired = expired
         self._held: dict[str, Held] = {}
@@ -128,7 +130,12 @@ class SamplingGate:
         if method != SAMPLING_METHOD:  # never judged on what it carries
             problem = f"a request that reads as {SAMPLING_METHOD} but is not it: {method!r}"
         verdict = await judge_sampling(
-            self.guard, params, server=server, call_id=call_id, problem=problem
+            self.guard,
+            params,
+            server=server,
+            call_id=call_id,
+            problem=problem,
+            context=self.context,
         )
         if isinstance(verdict, Sampled):
             log.info(

@@ -1,6 +1,16 @@
 """The stdio MCP gateway: spawn the upstream server, relay newline-delimited
 JSON-RPC both ways, and gate every ``tools/call`` before the upstream sees it.
 
+:class:`RelaySession` is the transparent relay's core, whatever carries the client's
+messages (this module's stdio, or the HTTP gateway): fed the client's lines
+(:meth:`~RelaySession.from_client`) and the upstream's
+(:meth:`~RelaySession.from_upstream`), it answers through ``send(line, related)``,
+``related`` being the client request a message belongs to (a response, a progress
+notification) or ``None``. :class:`StdioGateway` is that core between the process's
+stdin/stdout (:class:`~interlock.gateways.mcp.clientio.StdioClient`) and one spawned
+upstream; :class:`AggregateGateway` the merging core
+(:mod:`~interlock.gateways.mcp.aggregate`) between stdin/stdout and several.
+
 Every message is forwarded as the exact bytes read; a message is parsed only to
 route it (which response answers which request) and to judge a ``tools/call``. The
 client's side runs on two threads (blocking reads of stdin, blocking writes to
@@ -17,12 +27,9 @@ upstream exiting ends the gateway with the upstream's exit code.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import queue
-import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Final
 
@@ -36,9 +43,8 @@ from interlock.adapters.mcp import (
 )
 from interlock.adapters.mcp_approvals import approval_question, check_can_approve, record_answer
 from interlock.adapters.mcp_sampling import SAMPLING_METHOD
-from interlock.gateways.mcp.aggregate import AggregateSession, Link
 from interlock.gateways.mcp.approvals import DEFAULT_ELICITATION_TIMEOUT, InBandApprovals
-from interlock.gateways.mcp.clientio import StdioClient
+from interlock.gateways.mcp.clientio import StdioClient, TooLong
 from interlock.gateways.mcp.config import GatewayConfig, UpstreamSpec
 from interlock.gateways.mcp.gate import Allowed, Refused, ToolCallGate, protocol_version_of
 from interlock.gateways.mcp.messages import (
@@ -54,8 +60,10 @@ from interlock.gateways.mcp.messages import (
     error_reply,
     id_key,
     parse_line,
+    progress_token,
     result_reply,
 )
+from interlock.gateways.mcp.relay import AggregateRelay, TransparentRelay, serve_stdio
 from interlock.gateways.mcp.sampling import (
     DEFAULT_SAMPLING_TIMEOUT,
     INPUT_METHODS,
@@ -64,15 +72,19 @@ from interlock.gateways.mcp.sampling import (
     SamplingRefused,
     input_required,
 )
-from interlock.gateways.mcp.upstreams import StdioUpstream
+from interlock.gateways.mcp.upstreams import StdioUpstream, Upstream
 
 if TYPE_CHECKING:
+    from interlock.core.action import Context
+    from interlock.gateways.mcp.clientio import ClientLine
     from interlock.guard import Guard
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "AggregateGateway",
+    "RelaySession",
     "StdioGateway",
+    "connect_upstream",
     "upstream_environment",
 ]
 
@@ -116,13 +128,6 @@ def upstream_environment(
     return env
 
 
-class _TooLong:
-    """Stands for a client line over the size limit (already discarded)."""
-
-
-_TOO_LONG: Final = _TooLong()
-
-
 class Unanswered(Exception):
     """An allowed call ended without a result: the upstream answered an error or
     exited first, or the client cancelled the call."""
@@ -136,185 +141,90 @@ class _InFlight:
     allowed: Allowed | None = None
     answer: asyncio.Future[Any] | None = None
     settled: asyncio.Task[None] | None = None
+    token: str | None = None  # its progress token
     version: str | None = None  # the protocol generation its reply is shaped for
     asking: asyncio.Task[None] | None = None  # its approval, put to the client's user
 
 
-class StdioGateway:
-    """One client on ``client_in`` / ``client_out`` (binary streams; the process's
-    stdin and stdout by default), one upstream spawned from ``command``.
-
-    Example::
-
-        gateway = StdioGateway(Guard.from_file("interlock.yaml"), ["python", "server.py"])
-        code = asyncio.run(gateway.run())
-    """
+class RelaySession:
+    """One client, one unnamed upstream (already started), every message relayed as
+    the bytes read and every ``tools/call`` judged first. Feed it the client's lines
+    (:meth:`from_client`, or :meth:`client_message` parsed) and the upstream's
+    (:meth:`from_upstream`); it writes to the upstream itself and answers the client
+    through ``send(line, related)``."""
 
     def __init__(
         self,
         guard: Guard,
-        command: Sequence[str],
+        conn: Upstream,
+        send: Callable[[bytes, Any], None],
         *,
-        env: Mapping[str, str] | None = None,
-        client_in: IO[bytes] | None = None,
-        client_out: IO[bytes] | None = None,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        grace: float = 5.0,
         hide_denied_tools: bool = False,
+        context: Context | None = None,
         sampling_timeout: float | None = DEFAULT_SAMPLING_TIMEOUT,
         approve_by_elicitation: bool = False,
         elicitation_timeout: float | None = DEFAULT_ELICITATION_TIMEOUT,
     ) -> None:
-        if not command:
-            raise ValueError("the upstream command is empty")
         self.guard = guard
+        self.conn = conn
         self.hide_denied_tools = hide_denied_tools
-        self.gate = ToolCallGate(guard)
-        self.sampling = SamplingGate(guard, timeout=sampling_timeout, expired=self._expired)
+        self.gate = ToolCallGate(guard, context=context)
+        self._send = send
+        self.sampling = SamplingGate(
+            guard, timeout=sampling_timeout, expired=self._expired, context=context
+        )
         self.approvals = (
-            InBandApprovals(guard, self._send, timeout=elicitation_timeout)
+            InBandApprovals(guard, self._unrelated, timeout=elicitation_timeout)
             if approve_by_elicitation
             else None
         )
-        self._upstream: asyncio.StreamWriter | None = None
-        self.command = list(command)
-        self.env = dict(env) if env is not None else upstream_environment()
-        self._in = client_in
-        self._out = client_out
-        self._limit = max_message_bytes
-        self._grace = grace
         self._in_flight: dict[str, _InFlight] = {}
+        #: progress tokens of the client's requests → the request they report on
+        self._tokens: dict[str, Any] = {}
         self._protocol_version: str | None = None
-        self._to_client: queue.Queue[bytes | None] = queue.Queue()
         self._settling: set[asyncio.Task[None]] = set()
 
-    # -- the client's side (threads) ---------------------------------------------------
+    async def from_client(self, line: ClientLine) -> None:
+        """Judge and forward one line of the client's (``None``: its input ended)."""
+        if line is None:
+            return
+        forward = await self._route_from_client(line)
+        if forward is not None:
+            await self.conn.send(forward)
 
-    def _read_client(self, loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[Any]) -> None:
-        stream = self._in if self._in is not None else os.fdopen(0, "rb", closefd=False)
+    async def client_message(self, message: Message) -> None:
+        """:meth:`from_client` for a message already read (the HTTP gateway's)."""
+        forward = await self._route_message(message)
+        if forward is not None:
+            await self.conn.send(forward)
 
-        def put(item: Any) -> None:
-            asyncio.run_coroutine_threadsafe(lines.put(item), loop).result()
+    async def from_upstream(self, line: bytes) -> None:
+        routed = await self._route_from_upstream(line)
+        if routed is not None:
+            self._send(*routed)
 
-        try:
-            while True:
-                line = stream.readline(self._limit + 1)
-                if not line:
-                    break
-                if len(line) > self._limit and not line.endswith(b"\n"):
-                    while line and not line.endswith(b"\n"):  # drop the rest of it
-                        line = stream.readline(self._limit)
-                    put(_TOO_LONG)
-                    continue
-                put(line)
-        except (OSError, ValueError, RuntimeError) as exc:  # closed under us, or loop gone
-            log.debug("client input ended: %s", exc)
-        with contextlib.suppress(RuntimeError):
-            put(None)
-
-    def _write_client(self) -> None:
-        stream = self._out if self._out is not None else os.fdopen(1, "wb", closefd=False)
-        while (line := self._to_client.get()) is not None:
-            try:
-                stream.write(line)
-                stream.flush()
-            except (OSError, ValueError) as exc:
-                log.warning("interlock mcp-gateway: the client's output closed: %s", exc)
-                break
-
-    def _send(self, line: bytes) -> None:
-        self._to_client.put(line)
-
-    # -- running -----------------------------------------------------------------------
-
-    async def run(self) -> int:
-        """Relay until the upstream exits; its exit code (128 + N for signal N)."""
-        loop = asyncio.get_running_loop()
-        process = await asyncio.create_subprocess_exec(
-            *self.command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env=self.env,
-            limit=self._limit,
-        )
-        self._upstream = process.stdin
-        writer = threading.Thread(target=self._write_client, name="mcp-gateway-out", daemon=True)
-        writer.start()
-        lines: asyncio.Queue[Any] = asyncio.Queue(maxsize=64)
-        reader = threading.Thread(
-            target=self._read_client, args=(loop, lines), name="mcp-gateway-in", daemon=True
-        )
-        reader.start()
-        from_client = asyncio.create_task(self._from_client(process, lines))
-        try:
-            await self._from_upstream(process)
-            code = await process.wait()
-        finally:
-            from_client.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await from_client
-            await self._abandon_in_flight()
-            self._to_client.put(None)
-            await asyncio.to_thread(writer.join)
-        return code if code >= 0 else 128 - code
-
-    async def _from_client(
-        self, process: asyncio.subprocess.Process, lines: asyncio.Queue[Any]
-    ) -> None:
-        assert process.stdin is not None
-        while (line := await lines.get()) is not None:
-            forward = await self._route_from_client(line)
-            if forward is None:
-                continue
-            try:
-                process.stdin.write(forward)
-                await process.stdin.drain()
-            except (BrokenPipeError, ConnectionResetError):
-                log.warning("interlock mcp-gateway: the upstream's input closed")
-                return
-        # The client is done: let the upstream finish and exit on its own, then insist.
-        with contextlib.suppress(OSError):
-            process.stdin.close()
-        for stop in (process.terminate, process.kill):
-            try:
-                await asyncio.wait_for(process.wait(), self._grace)
-                return
-            except TimeoutError:
-                log.warning("interlock mcp-gateway: the upstream did not exit; stopping it")
-                with contextlib.suppress(ProcessLookupError):
-                    stop()
-
-    async def _from_upstream(self, process: asyncio.subprocess.Process) -> None:
-        assert process.stdout is not None
-        while True:
-            try:
-                line = await process.stdout.readline()
-            except ValueError:  # over the limit: asyncio has dropped the line's bytes
-                log.warning("interlock mcp-gateway: dropped an upstream message over the limit")
-                continue
-            if not line:
-                return
-            out = await self._route_from_upstream(line)
-            if out is not None:
-                self._send(out)
+    def _unrelated(self, line: bytes) -> None:
+        """Send the client a message of the gateway's own that no request carries."""
+        self._send(line, None)
 
     async def _to_upstream(self, line: bytes) -> None:
         """Send the upstream a line of the gateway's own (an answer on the client's
         behalf); nothing when its input is closed."""
-        if self._upstream is None:
-            return
-        try:
-            self._upstream.write(line)
-            await self._upstream.drain()
-        except (BrokenPipeError, ConnectionResetError):
-            log.warning("interlock mcp-gateway: the upstream's input closed")
+        await self.conn.send(line)
+
+    async def upstream_ended(self) -> None:
+        await self._abandon_in_flight()
+
+    async def close(self) -> None:
+        await self._abandon_in_flight()
 
     # -- routing -----------------------------------------------------------------------
 
-    async def _route_from_client(self, line: bytes | _TooLong) -> bytes | None:
+    async def _route_from_client(self, line: bytes | TooLong) -> bytes | None:
         """The bytes to forward upstream, or ``None`` (answered or dropped here)."""
-        if isinstance(line, _TooLong):
-            self._send(error_reply(None, INVALID_REQUEST, "the message is over the size limit"))
+        if isinstance(line, TooLong):
+            problem = "the message is over the size limit"
+            self._send(error_reply(None, INVALID_REQUEST, problem), None)
             return None
         if not line.strip():
             return None
@@ -322,8 +232,11 @@ class StdioGateway:
             message = parse_line(line)
         except NotAMessage as exc:
             log.warning("interlock mcp-gateway: refused a client message: %s", exc)
-            self._send(error_reply(exc.request_id, exc.code, str(exc)))
+            self._send(error_reply(exc.request_id, exc.code, str(exc)), exc.request_id)
             return None
+        return await self._route_message(message)
+
+    async def _route_message(self, message: Message) -> bytes | None:
         if message.kind == "response":
             if self.approvals is not None and self.approvals.answered(message):
                 return None
@@ -347,11 +260,16 @@ class StdioGateway:
         key = id_key(message.id)
         if key in self._in_flight:
             log.warning("interlock mcp-gateway: refused a request reusing live id %r", message.id)
-            self._send(error_reply(message.id, INVALID_REQUEST, "the request id is already in use"))
+            problem = "the request id is already in use"
+            self._send(error_reply(message.id, INVALID_REQUEST, problem), message.id)
             return False
         flight = _InFlight(
             method, allowed, version=protocol_version_of(message, self._protocol_version)
         )
+        token = progress_token(message.body)
+        if token is not None:
+            flight.token = token
+            self._tokens[token] = message.id
         if allowed is not None:
             flight.answer = asyncio.get_running_loop().create_future()
             answer = flight.answer
@@ -368,7 +286,8 @@ class StdioGateway:
             return None
         if method != TOOLS_CALL:
             log.warning("interlock mcp-gateway: refused method %r (not tools/call)", method)
-            self._send(error_reply(message.id, METHOD_NOT_FOUND, f"method not found: {method}"))
+            reply = error_reply(message.id, METHOD_NOT_FOUND, f"method not found: {method}")
+            self._send(reply, message.id)
             return None
         if id_key(message.id) in self._in_flight:
             self._track(message, method)  # refuses it: the id is live
@@ -389,7 +308,7 @@ class StdioGateway:
             # a call whose user answered already is not asked again (a dismissed
             # question must not come back at once, round after round)
             if answered or not self._ask_in_band(message, method, verdict):
-                self._send(verdict.reply)
+                self._send(verdict.reply, message.id)
             return None
         if not self._track(message, method, verdict):  # pragma: no cover - checked above
             return None
@@ -415,7 +334,7 @@ class StdioGateway:
             asking = approvals.questions.ask(
                 approval.id, call_key(call.name, call.arguments), question
             )
-            self._send(result_reply(message.id, asking))
+            self._send(result_reply(message.id, asking), message.id)
             return True
         flight = _InFlight(method, version=protocol_version_of(message, self._protocol_version))
         flight.asking = asyncio.create_task(
@@ -456,7 +375,7 @@ class StdioGateway:
         if isinstance(again, Allowed) and self._track(message, method, again):
             await self._to_upstream(message.raw)
         elif not isinstance(again, Allowed):
-            self._send(again.reply)
+            self._send(again.reply, message.id)
 
     async def _answered_in_band(self, message: Message) -> tuple[Message, bool]:
         """A retry carrying the client's answers to approval questions about this very
@@ -493,8 +412,9 @@ class StdioGateway:
             if flight.settled is not None:
                 await asyncio.wait([flight.settled])
 
-    async def _route_from_upstream(self, line: bytes) -> bytes | None:
-        """The bytes to send the client, or ``None`` (dropped, or answered here)."""
+    async def _route_from_upstream(self, line: bytes) -> tuple[bytes, Any] | None:
+        """The bytes to send the client and the client request they belong to, or
+        ``None`` (dropped, or answered here)."""
         if not line.strip():
             return None
         try:
@@ -506,15 +426,17 @@ class StdioGateway:
         if message.kind == "request" and (
             method == SAMPLING_METHOD or disguised(method, SAMPLING_METHOD)
         ):
-            return await self._sampling_request(message, method)
+            forward = await self._sampling_request(message, method)
+            return None if forward is None else (forward, None)
         if message.kind == "notification":
             await self._server_cancelled(message)
-            return message.raw
         if message.kind != "response":
-            return message.raw
+            return message.raw, self._related(message)
         flight = self._in_flight.pop(id_key(message.id), None)
         if flight is None:
-            return message.raw
+            return message.raw, message.id
+        if flight.token is not None:
+            self._tokens.pop(flight.token, None)
         result = message.body.get("result")
         if flight.method == "initialize" and isinstance(result, dict):
             version = result.get("protocolVersion")
@@ -522,13 +444,20 @@ class StdioGateway:
         elif flight.method == "tools/list":
             self.gate.catalog.learn(result)
             if self.hide_denied_tools and isinstance(result, dict):
-                return self._without_denied(message, result)
+                return self._without_denied(message, result), message.id
         elif flight.answer is not None:
             out = self._answered(message, flight.answer, result)
-            return await self._sampled_input(message, flight, result) or out
+            return await self._sampled_input(message, flight, result) or out, message.id
         elif flight.method in INPUT_METHODS:
-            return await self._sampled_input(message, flight, result) or message.raw
-        return message.raw
+            return await self._sampled_input(message, flight, result) or message.raw, message.id
+        return message.raw, message.id
+
+    def _related(self, message: Message) -> Any:
+        """The client request a server's notification reports on (its progress), or
+        ``None``: a server-initiated request, a log line, a list change."""
+        if message.method != "notifications/progress" or not isinstance(message.params, dict):
+            return None
+        return self._tokens.get(str(message.params.get("progressToken")))
 
     # -- sampling --------------------------------------------------------------------
 
@@ -560,7 +489,7 @@ class StdioGateway:
     async def _expired(self, held: Held) -> None:
         """The client never answered a sampling request: both sides are told."""
         cancel = {"requestId": held.request_id, "reason": "the sampling request timed out"}
-        self._send(
+        self._unrelated(
             encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
         )
         problem = "the client did not answer the sampling request in time"
@@ -648,13 +577,75 @@ class StdioGateway:
             if flight.answer is not None and not flight.answer.done():
                 flight.answer.set_exception(Unanswered("the upstream exited"))
         self._in_flight.clear()
+        self._tokens.clear()
         await asyncio.gather(*self._settling, return_exceptions=True)
         await self.sampling.close("the gateway's session with the upstream ended")
 
 
+class StdioGateway:
+    """One client on ``client_in`` / ``client_out`` (binary streams; the process's
+    stdin and stdout by default), one upstream spawned from ``command``, relayed
+    byte for byte (:class:`RelaySession`).
+
+    Example::
+
+        gateway = StdioGateway(Guard.from_file("interlock.yaml"), ["python", "server.py"])
+        code = asyncio.run(gateway.run())
+    """
+
+    def __init__(
+        self,
+        guard: Guard,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        client_in: IO[bytes] | None = None,
+        client_out: IO[bytes] | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        grace: float = 5.0,
+        hide_denied_tools: bool = False,
+        sampling_timeout: float | None = DEFAULT_SAMPLING_TIMEOUT,
+        approve_by_elicitation: bool = False,
+        elicitation_timeout: float | None = DEFAULT_ELICITATION_TIMEOUT,
+    ) -> None:
+        if not command:
+            raise ValueError("the upstream command is empty")
+        if approve_by_elicitation:
+            check_can_approve(guard)
+        self.guard = guard
+        self.hide_denied_tools = hide_denied_tools
+        self._options: dict[str, Any] = {
+            "sampling_timeout": sampling_timeout,
+            "approve_by_elicitation": approve_by_elicitation,
+            "elicitation_timeout": elicitation_timeout,
+        }
+        self.command = list(command)
+        self.env = dict(env) if env is not None else upstream_environment()
+        self._in = client_in
+        self._out = client_out
+        self._limit = max_message_bytes
+        self._grace = grace
+
+    async def run(self) -> int:
+        """Relay until the upstream exits; its exit code (128 + N for signal N)."""
+        client = StdioClient(self._in, self._out, max_message_bytes=self._limit)
+        upstream = StdioUpstream(
+            None, self.command, env=self.env, max_message_bytes=self._limit, grace=self._grace
+        )
+        relay = TransparentRelay(
+            self.guard,
+            upstream,
+            client.send,
+            hide_denied_tools=self.hide_denied_tools,
+            **self._options,
+        )
+        return await serve_stdio(client, relay)
+
+
 class AggregateGateway:
-    """One client on stdin/stdout, several named upstreams spawned from ``config``,
-    merged into one server (:mod:`interlock.gateways.mcp.aggregate`).
+    """One client on stdin/stdout, several named upstreams from ``config`` (spawned,
+    or reached over streamable HTTP), merged into one server
+    (:mod:`interlock.gateways.mcp.aggregate`).
 
     Example::
 
@@ -677,80 +668,48 @@ class AggregateGateway:
         approve_by_elicitation: bool = False,
         elicitation_timeout: float | None = DEFAULT_ELICITATION_TIMEOUT,
     ) -> None:
-        if any(spec.command is None for spec in config.upstreams):
-            raise ValueError("an HTTP upstream needs the HTTP gateway")
         if approve_by_elicitation:
             check_can_approve(guard)
-        self._approve_by_elicitation = approve_by_elicitation
-        self._elicitation_timeout = elicitation_timeout
+        self._options: dict[str, Any] = {
+            "sampling_timeout": sampling_timeout,
+            "approve_by_elicitation": approve_by_elicitation,
+            "elicitation_timeout": elicitation_timeout,
+        }
         self.guard = guard
         self.config = config
         self.env = dict(env) if env is not None else upstream_environment()
         self._client = StdioClient(client_in, client_out, max_message_bytes=max_message_bytes)
         self._limit = max_message_bytes
         self._grace = grace
-        self._sampling_timeout = sampling_timeout
 
-    def _connect(self, spec: UpstreamSpec) -> StdioUpstream:
-        assert spec.command is not None
-        return StdioUpstream(
-            spec.name,
-            spec.command,
-            env={**self.env, **spec.env},
-            max_message_bytes=self._limit,
-            grace=self._grace,
-        )
+    def _connect(self, spec: UpstreamSpec) -> Upstream:
+        return connect_upstream(spec, self.env, self._limit, self._grace)
 
     async def run(self) -> int:
         """Relay until the client leaves or every upstream has exited. The first
         non-zero exit code of an upstream (0 when all exited cleanly)."""
-        links = AggregateSession.links_for(self.guard, self.config.upstreams, self._connect)
-        started: list[Link] = []
-        try:
-            for link in links:
-                try:
-                    await link.conn.start()
-                except OSError as exc:
-                    raise OSError(f"{link.conn}: {exc}") from exc
-                started.append(link)
-        except BaseException:
-            await asyncio.gather(*(link.conn.stop() for link in started), return_exceptions=True)
-            raise
-        self._client.start()
-        session = AggregateSession(
-            self.guard,
-            self.config,
-            links,
-            self._client.send,
-            sampling_timeout=self._sampling_timeout,
-            approve_by_elicitation=self._approve_by_elicitation,
-            elicitation_timeout=self._elicitation_timeout,
+        relay = AggregateRelay(
+            self.guard, self.config, self._connect, self._client.send, **self._options
         )
-        pumps = [asyncio.create_task(self._pump(session, link)) for link in links]
-        from_client = asyncio.create_task(self._from_client(session))
-        everyone_gone: asyncio.Future[list[None]] = asyncio.gather(*pumps)
-        try:
-            waiting: list[asyncio.Future[Any]] = [from_client, everyone_gone]
-            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            from_client.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await from_client
-            codes = await asyncio.gather(*(link.conn.stop() for link in links))
-            for pump in pumps:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await pump
-            await session.close()
-            await self._client.close()
-        return next((code for code in codes if code != 0), 0)
+        return await serve_stdio(self._client, relay)
 
-    async def _from_client(self, session: AggregateSession) -> None:
-        while (line := await self._client.receive()) is not None:
-            await session.from_client(line)
 
-    async def _pump(self, session: AggregateSession, link: Link) -> None:
-        async for line in link.conn.lines():
-            await session.from_upstream(link, line)
-        code = await link.conn.wait()
-        log.warning("interlock mcp-gateway: %s exited (code %d)", link.conn, code)
-        await session.upstream_ended(link)
+def connect_upstream(
+    spec: UpstreamSpec, env: Mapping[str, str], max_message_bytes: int, grace: float
+) -> Upstream:
+    """The upstream ``spec`` names: a process to spawn (with ``env`` and its own
+    ``env:`` on top), or a streamable-HTTP server (with its own ``headers:``)."""
+    if spec.url is not None:
+        from interlock.gateways.mcp.http_upstream import HttpUpstream
+
+        return HttpUpstream(
+            spec.name, spec.url, headers=spec.headers, max_message_bytes=max_message_bytes
+        )
+    assert spec.command is not None
+    return StdioUpstream(
+        spec.name,
+        spec.command,
+        env={**env, **spec.env},
+        max_message_bytes=max_message_bytes,
+        grace=grace,
+    )

@@ -1,5 +1,7 @@
-"""An upstream MCP server the gateway talks to: a process spawned with private pipes
-(stdio), newline-delimited JSON-RPC both ways; its stderr is the gateway's.
+"""An upstream MCP server the gateway talks to (:class:`Upstream`): here, a process
+spawned with private pipes (stdio), newline-delimited JSON-RPC both ways; its stderr
+is the gateway's. The streamable-HTTP one is
+:class:`~interlock.gateways.mcp.http_upstream.HttpUpstream`.
 
 :meth:`StdioUpstream.lines` yields what the server writes, line by line (a line over
 the limit is dropped and logged); :meth:`send` writes one line; :meth:`stop` closes
@@ -13,8 +15,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Protocol
 
-__all__ = ["StdioUpstream", "exit_code"]
+__all__ = ["StdioUpstream", "Upstream", "exit_code"]
 
 log = logging.getLogger("interlock.gateways.mcp")
 
@@ -22,6 +25,28 @@ log = logging.getLogger("interlock.gateways.mcp")
 def exit_code(returncode: int) -> int:
     """A process's exit code as a shell reports it: 128 + N for signal N."""
     return returncode if returncode >= 0 else 128 - returncode
+
+
+class Upstream(Protocol):
+    """What a gateway session needs of an upstream, whatever carries its messages:
+    one JSON-RPC message per line both ways."""
+
+    name: str | None
+
+    async def start(self) -> None:
+        """Connect (an ``OSError`` when it cannot be reached or started)."""
+
+    def lines(self) -> AsyncIterator[bytes]:
+        """What the server sends, one message per line, until it is gone."""
+
+    async def send(self, line: bytes) -> bool:
+        """Send one message; False when the server is gone."""
+
+    async def stop(self) -> int:
+        """Disconnect, let it finish, then insist; its exit code (0: a clean end)."""
+
+    async def wait(self) -> int:
+        """Until it is gone; its exit code."""
 
 
 class StdioUpstream:

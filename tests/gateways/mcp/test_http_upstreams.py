@@ -1,0 +1,305 @@
+"""HTTP upstreams: a real SDK server served over streamable HTTP
+(``MCPServer(...).streamable_http_app()`` under uvicorn) behind the gateway, next
+to the stdio test servers — behind the HTTP gateway and behind the stdio gateway.
+Its calls are judged like any other; its credentials (``headers:`` in the config,
+``${VAR}`` from the gateway's environment) reach it and no other upstream, and the
+client's Interlock key never does; every gateway session has its own session with
+it, ended when the gateway's ends; a stream it drops is resumed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.context import ClientRequestContext
+
+from interlock.gateways.mcp.config import load_config
+
+from .http_support import Gateway, RawHttp, Uvicorn, http_client, wait_until
+from .http_upstream_server import Record, build
+from .support import INTERLOCK, UPSTREAM, base_env, reached, write_policy
+
+pytestmark = pytest.mark.anyio
+
+MAIL = Path(__file__).with_name("mail_server.py")
+SECRET = "upstream-secret-7f3a"
+
+POLICY = """\
+version: 1
+default: deny
+rules:
+  - id: tools-ok
+    decision: allow
+    reason: these tools are fine
+    name: [echo, count, ask, hangup, list_mail]
+  - id: no-deletes
+    decision: deny
+    reason: deleting files is not allowed
+    name: delete_file
+  - id: no-mail-from-the-gateway
+    decision: deny
+    reason: nobody sends mail through here
+    kind: mcp
+    params: {server: mail}
+    name: send_mail
+  - id: the-servers-may-sample
+    decision: allow
+    reason: the test servers may ask the client's model
+    kind: llm
+    name: mcp-sampling
+"""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[tuple[Uvicorn, Record]]:
+    record = Record()
+    server = Uvicorn(build(record))
+    yield server, record
+    server.close()
+
+
+def config_file(tmp: Path, web_url: str, *, stdio: bool = True) -> Path:
+    stdio_upstreams = (
+        f"""\
+  files:
+    command: [{json.dumps(sys.executable)}, {json.dumps(str(UPSTREAM))}]
+  mail:
+    command: [{json.dumps(sys.executable)}, {json.dumps(str(MAIL))}]
+"""
+        if stdio
+        else ""
+    )
+    path = tmp / "gateway.yaml"
+    path.write_text(
+        f"""\
+upstreams:
+{stdio_upstreams}  web:
+    url: {web_url}/mcp
+    headers:
+      Authorization: "Bearer ${{WEB_TOKEN}}"
+      X-Tenant-Hint: gateway
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def gateway(
+    tmp_path_factory: pytest.TempPathFactory, web: tuple[Uvicorn, Record]
+) -> Iterator[Gateway]:
+    tmp = tmp_path_factory.mktemp("http-upstreams")
+    config = load_config(config_file(tmp, web[0].url), environ={"WEB_TOKEN": SECRET})
+    running = Gateway(tmp, POLICY, config)
+    yield running
+    running.close()
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+async def sampled(ctx: ClientRequestContext, params: Any) -> types.CreateMessageResult:
+    return types.CreateMessageResult(
+        role="assistant", content=types.TextContent(type="text", text="sampled"), model="m"
+    )
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_an_http_upstream_behind_the_http_gateway(
+    gateway: Gateway, web: tuple[Uvicorn, Record], mode: str
+) -> None:
+    _, record = web
+    progress: list[float] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append(done)
+
+    async with http_client(
+        gateway.url, gateway.keys.bot, mode=mode, sampling_callback=sampled
+    ) as c:
+        names = {tool.name for tool in (await c.list_tools()).tools}
+        assert {"files__echo", "mail__send_mail", "web__echo", "web__hangup"} <= names
+        echoed = await c.call_tool("web__echo", {"text": f"over http ({mode})"})
+        refused = await c.call_tool("web__delete_file", {"path": "/"})
+        counted = await c.call_tool("web__count", {"to": 3}, progress_callback=on_progress)
+        mail = await c.call_tool("mail__send_mail", {"to": "x@example.com", "body": "hi"})
+        local = await c.call_tool("files__echo", {"text": "over stdio"})
+        if mode == "legacy":  # the per-request generation has no sampling
+            asked = await c.call_tool("web__ask", {"question": "ready?"})
+            assert text_of(asked) == "sampled"
+
+    assert text_of(echoed) == f"over http ({mode})"
+    assert refused.is_error and "delete_file" not in {call["tool"] for call in record.calls}
+    assert text_of(counted) == "counted to 3" and progress == [1, 2, 3]
+    assert mail.is_error and "send_mail" not in {e["tool"] for e in reached(gateway.log)}
+    assert text_of(local) == "over stdio"
+
+
+def test_credentials_reach_their_upstream_and_the_clients_key_never_does(
+    gateway: Gateway, web: tuple[Uvicorn, Record]
+) -> None:
+    _, record = web
+    raw = RawHttp(gateway.url, gateway.keys.bot)
+    try:
+        raw.handshake()
+        _, answer = raw.call(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "web__echo", "arguments": {"text": "whose key?"}},
+            }
+        )
+        assert answer[-1]["result"]["content"][0]["text"] == "whose key?"
+    finally:
+        raw.delete()
+        raw.close()
+    assert record.requests
+    assert set(record.headers_seen("authorization")) == {f"Bearer {SECRET}"}
+    assert set(record.headers_seen("x-tenant-hint")) == {"gateway"}
+    everything = json.dumps(record.requests)
+    for key in (gateway.keys.bot, gateway.keys.other):
+        assert key not in everything
+        assert key.split("_")[1] not in everything  # not even the key's id
+    whoami = [e for e in reached(gateway.log) if e["tool"] == "whoami"]
+    assert whoami == []  # (the stdio upstreams get no headers at all: no such channel)
+
+
+def test_each_gateway_session_has_its_own_upstream_session(
+    gateway: Gateway, web: tuple[Uvicorn, Record]
+) -> None:
+    _, record = web
+    before = len(record.requests)
+    first, second = RawHttp(gateway.url, gateway.keys.bot), RawHttp(gateway.url, gateway.keys.bot)
+    try:
+        first.handshake()
+        second.handshake()
+        ids = {
+            headers["mcp-session-id"]
+            for _, headers in record.requests[before:]
+            if "mcp-session-id" in headers
+        }
+        assert len(ids) == 2
+        assert first.delete().status_code == 204
+        deleted = [h["mcp-session-id"] for m, h in record.requests[before:] if m == "DELETE"]
+        assert len(deleted) == 1 and deleted[0] in ids
+    finally:
+        second.delete()
+        first.close()
+        second.close()
+
+
+def test_a_dropped_upstream_stream_is_resumed(
+    gateway: Gateway, web: tuple[Uvicorn, Record]
+) -> None:
+    """``hangup`` closes its SSE connection before answering; the gateway resumes the
+    stream from its last event id and the client gets the answer as usual."""
+    _, record = web
+    before = len(record.requests)
+    raw = RawHttp(gateway.url, gateway.keys.bot)
+    try:
+        raw.handshake()
+        _, answer = raw.call(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "web__hangup", "arguments": {"text": "still answered"}},
+            }
+        )
+    finally:
+        raw.delete()
+        raw.close()
+    assert answer[-1]["result"]["content"][0]["text"] == "still answered"
+    resumed = [h for m, h in record.requests[before:] if m == "GET" and "last-event-id" in h]
+    assert len(resumed) == 1
+
+
+async def test_an_http_upstream_behind_the_stdio_gateway(
+    tmp_path: Path, web: tuple[Uvicorn, Record]
+) -> None:
+    server, record = web
+    policy = write_policy(tmp_path, POLICY)
+    path = config_file(tmp_path, server.url, stdio=False)
+    params = StdioServerParameters(
+        command=INTERLOCK,
+        args=["mcp-gateway", "--policy", str(policy), "--config", str(path)],
+        env={**base_env(), "WEB_TOKEN": SECRET},
+    )
+    before = len(record.requests)
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, sampling_callback=sampled) as session,
+    ):
+        await session.initialize()
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        echoed = await session.call_tool("web__echo", {"text": "stdio to http"})
+        refused = await session.call_tool("web__delete_file", {"path": "/srv"})
+        asked = await session.call_tool("web__ask", {"question": "sample?"})
+
+    assert names >= {"web__echo", "web__delete_file", "web__ask"}
+    assert text_of(echoed) == "stdio to http" and text_of(asked) == "sampled"
+    assert refused.is_error and {"path": "/srv"} not in [c["args"] for c in record.calls]
+    seen = record.requests[before:]
+    assert {h.get("authorization") for _, h in seen} == {f"Bearer {SECRET}"}
+    wait_until(lambda: any(m == "DELETE" for m, _ in record.requests[before:]), "a DELETE")
+
+
+def test_the_same_messages_through_the_gateway_as_straight_to_the_upstream(
+    tmp_path: Path, web: tuple[Uvicorn, Record]
+) -> None:
+    """The HTTP upstream alone behind the HTTP gateway (its tools under their own
+    names) and the same upstream asked directly, one script each: the same listing,
+    the same results, the same progress. (The handshake's answer is the gateway's
+    own: merged capabilities, its server info; that is not compared.)"""
+    server, _ = web
+    path = tmp_path / "gateway.yaml"
+    path.write_text(
+        f"upstreams:\n  web:\n    url: {server.url}/mcp\n    namespace: false\n", encoding="utf-8"
+    )
+    only_web = Gateway(tmp_path, POLICY, load_config(path))
+    script = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "same ✓ \u2028 bytes"}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "count", "arguments": {"to": 2}, "_meta": {"progressToken": "t"}},
+        },
+    ]
+    received: dict[str, list[list[Any]]] = {}
+    try:
+        for label, raw in (
+            ("direct", RawHttp(f"{server.url}/mcp", None)),
+            ("gateway", RawHttp(only_web.url, only_web.keys.bot)),
+        ):
+            raw.handshake()
+            received[label] = [raw.call(message)[1] for message in script]
+            raw.delete()
+            raw.close()
+    finally:
+        only_web.close()
+    assert received["gateway"] == received["direct"]
+    assert [m.get("method") for m in received["direct"][2]] == [
+        "notifications/progress",
+        "notifications/progress",
+        None,
+    ]
