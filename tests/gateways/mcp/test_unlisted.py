@@ -3,8 +3,9 @@ schema and description from the ``tools/list`` answers that pass through it, and
 with them as the in-process adapter does (which always has them). A client need not list
 tools before calling one — so the verdict must not depend on whether it did.
 
-Today it does (the xfail below): a call the client makes without listing first is judged
-without the description and the schema, with two consequences:
+It once did: a call the client made without listing first was judged without the
+description and the schema, with two consequences (now the gateway lists the tools
+itself first, relayed or merged):
 
 - a scope that only the description gives (``ask``: "... a sampling request ...", a
   ``network`` word) is missing, so a ``network`` deny rule does not apply and the call
@@ -15,6 +16,7 @@ without the description and the schema, with two consequences:
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,16 @@ from interlock import Guard
 from interlock.adapters.mcp import guard_server
 
 from . import upstream_server
-from .support import gateway_params, gateway_wire, reached, write_policy
+from .support import (
+    INTERLOCK,
+    UPSTREAM,
+    RawWire,
+    base_env,
+    gateway_params,
+    gateway_wire,
+    reached,
+    write_policy,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -115,21 +126,41 @@ async def test_a_call_after_listing_gets_the_in_process_verdict(
     assert [entry["tool"] for entry in reached(log)] == ["delete_file"]
 
 
-def unlisted_verdicts(policy: Path, log: Path) -> list[str | None]:
+def merged_wire(policy: Path, log: Path) -> RawWire:
+    """The merging gateway, its one upstream named ``files``: tools as ``files__*``."""
+    command = [
+        INTERLOCK,
+        "mcp-gateway",
+        "--policy",
+        str(policy),
+        "--env",
+        f"MCP_TEST_LOG={log}",
+        "--upstream",
+        f"files={sys.executable} {UPSTREAM}",
+    ]
+    return RawWire(command, base_env())
+
+
+def unlisted_verdicts(policy: Path, log: Path, mode: str) -> list[str | None]:
     """The verdicts of ``CALLS`` sent on the wire with no ``tools/list`` before them
-    (an SDK client lists tools by itself after its first call)."""
-    wire = gateway_wire(policy, log)
+    (an SDK client lists tools by itself after its first call). Nothing but the
+    answers to the client's own requests (and the upstream's sampling) reaches it:
+    the gateway's own listing is never relayed."""
+    wire = gateway_wire(policy, log) if mode == "relayed" else merged_wire(policy, log)
+    prefix = "" if mode == "relayed" else "files__"
     verdicts = []
     try:
         wire.handshake()
         for number, (_, name, arguments, _) in enumerate(CALLS, start=1):
-            params = {"name": name, "arguments": arguments}
+            params = {"name": prefix + name, "arguments": arguments}
             wire.send({"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params})
             while True:
                 body = wire.next()
                 if body.get("method") == "sampling/createMessage":  # the upstream ran ``ask``
                     wire.send({"jsonrpc": "2.0", "id": body["id"], "result": SAMPLED})
-                elif "method" not in body and body.get("id") == number:
+                    continue
+                assert "method" in body or body.get("id") == number, body
+                if "method" not in body:
                     break
             decision = body["result"].get("_meta", {}).get("interlock/decision", {})
             verdicts.append(decision.get("verdict"))
@@ -139,17 +170,13 @@ def unlisted_verdicts(policy: Path, log: Path) -> list[str | None]:
     return verdicts
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gateway bug: a tools/call sent before any tools/list is judged without the "
-    "tool's description and schema (learnt only from tools/list answers passing through): "
-    "a scope the description gives is missed, so a network deny rule does not apply and "
-    "the call runs; an undeclared alias is not projected away, so a benign call is denied",
-)
+@pytest.mark.parametrize("mode", ["relayed", "merged"])
 async def test_a_call_before_any_listing_gets_the_in_process_verdict(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
+    """The gateway lists the tools itself before it judges a call of one it has not
+    seen listed, so the verdict does not depend on whether the client listed them."""
     policy, log = write_policy(tmp_path, POLICY), tmp_path / "gated.jsonl"
     assert await in_process(policy, monkeypatch, tmp_path / "in.jsonl") == EXPECTED
-    assert unlisted_verdicts(policy, log) == EXPECTED
+    assert unlisted_verdicts(policy, log, mode) == EXPECTED
     assert [entry["tool"] for entry in reached(log)] == ["delete_file"]

@@ -97,6 +97,8 @@ log = logging.getLogger("interlock.gateways.mcp")
 
 #: JSON-RPC's internal error: an upstream failed or is gone.
 INTERNAL_ERROR: Final = -32603
+#: How long the gateway waits for an upstream's tools when it lists them itself.
+OWN_REQUEST_TIMEOUT: Final = 30.0
 #: How many pages of one listing the gateway reads from one upstream.
 MAX_PAGES: Final = 100
 SERVER_INFO: Final = {"name": "interlock-mcp-gateway", "version": "0.1.0"}
@@ -144,6 +146,8 @@ class Link:
     alive: bool = True
     resources: set[str] = field(default_factory=set)
     templates: list[re.Pattern[str]] = field(default_factory=list)
+    #: every tool it lists is in its gate's catalog (until it says they changed)
+    listed: bool = False
 
     @property
     def name(self) -> str:
@@ -484,6 +488,7 @@ class AggregateSession:
             params, answered = await self._answered_in_band(params, name)
         judged = {**params, "name": original}
         version = protocol_version_of(message, self._protocol_version)
+        await self._learn_tools(link, original, params)
         verdict = await link.gate.judge_params(message.id, judged, version, shown_as=name)
         log.info(
             "interlock mcp-gateway: tools/call %r (id %r): %s [decision %s]",
@@ -498,6 +503,30 @@ class AggregateSession:
                 self._send(verdict.reply, message.id)
             return
         await self._relay_request(message, link, {**message.body, "params": judged}, verdict)
+
+    async def _learn_tools(self, link: Link, name: str, params: Mapping[str, Any]) -> None:
+        """A call of a tool not seen listed, before its upstream's tools all were: the
+        gateway lists them itself first (every page, under the request's own protocol
+        generation), so that the call is judged with the tool's schema, description
+        and annotations whether or not the client listed them; never relayed."""
+        if link.listed or link.gate.catalog.get(name) is not None:
+            return
+        meta = params.get("_meta")
+        generation = {
+            key: value
+            for key, value in (meta.items() if isinstance(meta, Mapping) else ())
+            if key.startswith("io.modelcontextprotocol/")
+        }
+        asked = {"_meta": generation} if generation else {}
+        try:
+            pages = await asyncio.wait_for(
+                self._all_pages(link, "tools/list", asked), OWN_REQUEST_TIMEOUT
+            )
+        except (_ListingFailed, TimeoutError) as exc:
+            log.warning("interlock mcp-gateway: could not list the tools of %s: %s", link.conn, exc)
+            return
+        link.gate.catalog.learn({"tools": [item for page, _ in pages for item in page]})
+        link.listed = True
 
     # -- approvals through elicitation ---------------------------------------------------
 
@@ -724,6 +753,7 @@ class AggregateSession:
             items = [item for page, _ in link_pages for item in page if isinstance(item, dict)]
             if method == "tools/list":
                 link.gate.catalog.learn({"tools": items})
+                link.listed = True
             if method == "resources/list":
                 link.resources = {i["uri"] for i in items if isinstance(i.get("uri"), str)}
             if method == "resources/templates/list":
@@ -896,6 +926,8 @@ class AggregateSession:
             body = {**message.body, "params": {**params, "requestId": gid}}
             self._send(encode(body), None)
             return
+        if message.method == "notifications/tools/list_changed":
+            link.listed = False
         related = None
         if message.method == "notifications/progress":
             related = self._client_tokens.get(str(params.get("progressToken")))

@@ -27,6 +27,7 @@ upstream exiting ends the gateway with the upstream's exit code.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -90,6 +91,11 @@ __all__ = [
 
 log = logging.getLogger("interlock.gateways.mcp")
 
+#: How many pages of its tools the gateway reads from the upstream, at most.
+MAX_LISTING_PAGES: Final = 100
+#: How long the gateway waits for the answer to a request of its own (a listing).
+OWN_REQUEST_TIMEOUT: Final = 30.0
+
 #: The longest line (one JSON-RPC message) relayed either way.
 DEFAULT_MAX_MESSAGE_BYTES: Final = 64 * 1024 * 1024
 
@@ -144,6 +150,8 @@ class _InFlight:
     token: str | None = None  # its progress token
     version: str | None = None  # the protocol generation its reply is shaped for
     asking: asyncio.Task[None] | None = None  # its approval, put to the client's user
+    own: asyncio.Future[dict[str, Any] | None] | None = None  # the gateway's own request
+    whole: bool = False  # a tools/list from the first page (no cursor)
 
 
 class RelaySession:
@@ -183,6 +191,9 @@ class RelaySession:
         self._tokens: dict[str, Any] = {}
         self._protocol_version: str | None = None
         self._settling: set[asyncio.Task[None]] = set()
+        #: every tool the upstream lists is in the catalog (until it says they changed)
+        self._listed = False
+        self._own_ids = itertools.count(1)
 
     async def from_client(self, line: ClientLine) -> None:
         """Judge and forward one line of the client's (``None``: its input ended)."""
@@ -266,6 +277,9 @@ class RelaySession:
         flight = _InFlight(
             method, allowed, version=protocol_version_of(message, self._protocol_version)
         )
+        if method == "tools/list":
+            params = message.params if isinstance(message.params, dict) else {}
+            flight.whole = params.get("cursor") is None
         token = progress_token(message.body)
         if token is not None:
             flight.token = token
@@ -295,6 +309,7 @@ class RelaySession:
         answered = False
         if self.approvals is not None:
             message, answered = await self._answered_in_band(message)
+        await self._learn_tools(message)
         verdict = await self.gate.judge(message, self._protocol_version)
         name = (message.params or {}).get("name") if isinstance(message.params, dict) else None
         log.info(
@@ -430,11 +445,17 @@ class RelaySession:
             return None if forward is None else (forward, None)
         if message.kind == "notification":
             await self._server_cancelled(message)
+            if method == "notifications/tools/list_changed":
+                self._listed = False
         if message.kind != "response":
             return message.raw, self._related(message)
         flight = self._in_flight.pop(id_key(message.id), None)
         if flight is None:
             return message.raw, message.id
+        if flight.own is not None:  # the gateway's own question: answered here
+            if not flight.own.done():
+                flight.own.set_result(message.body)
+            return None
         if flight.token is not None:
             self._tokens.pop(flight.token, None)
         result = message.body.get("result")
@@ -443,6 +464,8 @@ class RelaySession:
             self._protocol_version = version if isinstance(version, str) else None
         elif flight.method == "tools/list":
             self.gate.catalog.learn(result)
+            if flight.whole and isinstance(result, dict) and not result.get("nextCursor"):
+                self._listed = True
             if self.hide_denied_tools and isinstance(result, dict):
                 return self._without_denied(message, result), message.id
         elif flight.answer is not None:
@@ -451,6 +474,63 @@ class RelaySession:
         elif flight.method in INPUT_METHODS:
             return await self._sampled_input(message, flight, result) or message.raw, message.id
         return message.raw, message.id
+
+    # -- the tools, listed before a call is judged --------------------------------------
+
+    async def _learn_tools(self, message: Message) -> None:
+        """A call of a tool the gateway has not seen listed, before every tool was: the
+        gateway lists the upstream's tools itself first (every page), so that the call
+        is judged with its schema and description, as in-process — whether or not the
+        client listed them. The listing goes under the request's own protocol
+        generation (its ``io.modelcontextprotocol/`` ``_meta``) and is never relayed."""
+        params = message.params if isinstance(message.params, dict) else {}
+        name = params.get("name")
+        if self._listed or not isinstance(name, str) or self.gate.catalog.get(name) is not None:
+            return
+        meta = params.get("_meta")
+        generation = {
+            key: value
+            for key, value in (meta.items() if isinstance(meta, dict) else ())
+            if key.startswith("io.modelcontextprotocol/")
+        }
+        cursor: Any = None
+        for _ in range(MAX_LISTING_PAGES):
+            asked: dict[str, Any] = {}
+            if generation:
+                asked["_meta"] = generation
+            if cursor is not None:
+                asked["cursor"] = cursor
+            body = await self._ask("tools/list", asked or None)
+            result = body.get("result") if body is not None else None
+            if not isinstance(result, dict):
+                return  # no listing (an error, no answer): judged on what it has
+            self.gate.catalog.learn(result)
+            cursor = result.get("nextCursor")
+            if not isinstance(cursor, str) or not cursor:
+                self._listed = True
+                return
+
+    async def _ask(self, method: str, params: Any) -> dict[str, Any] | None:
+        """A request of the gateway's own to the upstream, under an id of its own that
+        no live client request holds; its answer's body, or ``None`` (the upstream
+        gone, or no answer within :data:`OWN_REQUEST_TIMEOUT`)."""
+        while (key := f"interlock-gateway-{next(self._own_ids)}") in self._in_flight:
+            continue
+        flight = _InFlight(method, own=asyncio.get_running_loop().create_future())
+        self._in_flight[key] = flight
+        body: dict[str, Any] = {"jsonrpc": "2.0", "id": key, "method": method}
+        if params is not None:
+            body["params"] = params
+        assert flight.own is not None
+        try:
+            await self._to_upstream(encode(body))
+            return await asyncio.wait_for(asyncio.shield(flight.own), OWN_REQUEST_TIMEOUT)
+        except TimeoutError:
+            log.warning("interlock mcp-gateway: the upstream did not answer its %s", method)
+            return None
+        finally:
+            if self._in_flight.get(key) is flight:
+                self._in_flight.pop(key, None)
 
     def _related(self, message: Message) -> Any:
         """The client request a server's notification reports on (its progress), or
@@ -576,6 +656,8 @@ class RelaySession:
         for flight in self._in_flight.values():
             if flight.answer is not None and not flight.answer.done():
                 flight.answer.set_exception(Unanswered("the upstream exited"))
+            if flight.own is not None and not flight.own.done():
+                flight.own.set_result(None)
         self._in_flight.clear()
         self._tokens.clear()
         await asyncio.gather(*self._settling, return_exceptions=True)
