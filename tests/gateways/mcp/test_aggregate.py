@@ -335,3 +335,54 @@ upstreams:
     message = raised.value.error.message
     assert "'echo'" in message and "'files'" in message and "'mail'" in message
     assert [prompt.name for prompt in prompts.prompts] == ["summary"]
+
+
+def test_an_upstreams_handshake_error_keeps_its_code_and_data(tmp_path: Path) -> None:
+    """A client whose ``server/discover`` probe timed out falls back to ``initialize``;
+    the upstreams, already modern, refuse it with -32022 naming their versions. The
+    merged answer keeps that code and data, so the client re-probes (as the SDK's
+    does) rather than failing."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    wire = RawWire(
+        [
+            INTERLOCK,
+            "mcp-gateway",
+            "--policy",
+            str(write_policy(tmp_path, POLICY)),
+            "--upstream",
+            f"files={sys.executable} {UPSTREAM}",
+            "--upstream",
+            f"mail={sys.executable} {MAIL}",
+            "--env",
+            f"MCP_TEST_LOG={tmp_path / 'up.jsonl'}",
+        ],
+        base_env(),
+    )
+    try:
+        wire.send(
+            {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}
+        )
+        discovered, _ = wire.until(1)
+        assert "2026-07-28" in discovered["result"]["supportedVersions"]
+        wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"},
+                },
+            }
+        )
+        refused, _ = wire.until(2)
+        assert refused["error"]["code"] == -32022, refused
+        assert "2026-07-28" in refused["error"]["data"]["supported"]
+        assert refused["error"]["message"].startswith("upstream '")
+    finally:
+        wire.kill()

@@ -624,14 +624,17 @@ class AggregateSession:
         results = []
         for link, body in zip(links, bodies, strict=True):
             if "error" in body:
+                # The upstream's own code and data go on (the client reads them: an
+                # unsupported protocol version's -32022 names the versions to re-probe
+                # with); the message names the upstream.
                 error = body["error"] if isinstance(body["error"], Mapping) else {}
                 text = error.get("message", "an error")
-                self._error(
-                    message.id,
-                    INTERNAL_ERROR,
-                    f"upstream {link.name!r} answered {message.method}: {text}",
-                    {"upstream": link.name, "error": body["error"]},
-                )
+                code = error.get("code")
+                if not isinstance(code, int) or isinstance(code, bool):
+                    code = INTERNAL_ERROR
+                data = error.get("data", {"upstream": link.name, "error": body["error"]})
+                problem = f"upstream {link.name!r} answered {message.method}: {text}"
+                self._error(message.id, code, problem, data)
                 return None
             result = body.get("result")
             results.append(result if isinstance(result, dict) else {})
