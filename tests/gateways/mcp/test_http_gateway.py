@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp.client.context import ClientRequestContext
@@ -103,6 +104,12 @@ async def test_a_handshake_client_session_over_http(gateway: Gateway) -> None:
         confirmed = await client.call_tool("confirm", {"question": "sure?"})
         rooted = await client.call_tool("roots", {})
         chatted = await client.call_tool("chatty", {})
+        # The list change is no request's: it comes on the session's GET stream, in
+        # its own time (a bound on waiting, not a speed check).
+        for _ in range(600):
+            if any(type(m).__name__ == "ToolListChangedNotification" for m in seen["other"]):
+                break
+            await anyio.sleep(0.05)
 
     assert refused.is_error and refused.meta is not None
     assert refused.meta["interlock/decision"]["rule_ids"] == ["no-deletes"]
