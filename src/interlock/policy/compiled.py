@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from interlock.policy.extract import Facts
 from interlock.policy.matchers import CompiledCondition, GlobSet
 from interlock.policy.prefilter import PREFILTER_MIN_RULES, Prefilter
 from interlock.policy.shellmatch import ShellMatcher
+from interlock.policy.specialise import Decide, always, decider_for
 from interlock.policy.specs import ApprovalPolicy, AuditPolicy, BudgetSpec, RateLimitSpec
 
 if TYPE_CHECKING:
@@ -67,10 +69,6 @@ class CompiledRule:
         return self.names is None or self.names.matches(name)
 
 
-def _always(facts: Facts) -> bool:
-    return True
-
-
 def _build_test(rule: CompiledRule) -> RuleTest:
     """The checks the index has not already made (agent, tenant, parameters, CEL),
     cheapest first, as one closure with no per-call branching on absent matchers."""
@@ -95,7 +93,7 @@ def _build_test(rule: CompiledRule) -> RuleTest:
     if when is not None:
         checks.append(_when_test(when, rule.id))
     if not checks:
-        return _always
+        return always
     if len(checks) == 1:
         return checks[0]
     return _all_of(tuple(checks))
@@ -232,28 +230,60 @@ class CandidateSet:
     shadow_filter: TierFilter | None = None
     #: whether some rule has a gate and no prefilter applies: worth :meth:`narrowed`
     gated: bool = False
-    _narrowed: dict[tuple[str, str | None], tuple[tuple[Tier, ...], tuple[Tier, ...] | None]] = (
-        field(default_factory=dict, repr=False, compare=False)
+    #: when no shadow rule applies and the policy enforces: the function deciding the
+    #: enforced tiers (policy/specialise.py); None otherwise
+    decide: Decide | None = None
+    _policy: CompiledPolicy | None = field(default=None, repr=False, compare=False)
+    _narrowed: dict[tuple[str, str | None], _Narrowed] = field(
+        default_factory=dict, repr=False, compare=False
     )
 
     @classmethod
-    def of(cls, enforced: list[CompiledRule], shadow: list[CompiledRule]) -> CandidateSet:
+    def of(
+        cls,
+        enforced: list[CompiledRule],
+        shadow: list[CompiledRule],
+        policy: CompiledPolicy | None = None,
+    ) -> CandidateSet:
+        """The candidate set of these rules; with ``policy`` (the policy they belong
+        to), and no shadow rule, also its decision functions."""
         tiers = _tiers(enforced)
         with_shadow = _tiers(enforced + shadow) if shadow else None
-        enforced_filter = TierFilter.of(tiers)
+        plain = policy is not None and with_shadow is None and not policy.shadow_mode
+        make = functools.partial(decider_for, policy=policy) if plain else None
+        enforced_filter = TierFilter.of(tiers, make=make)
         shadow_filter = TierFilter.of(with_shadow) if with_shadow is not None else None
         gated = (
             enforced_filter is None
             and shadow_filter is None
             and any(rule.gate is not None for rule in (*enforced, *shadow))
         )
-        return cls(tiers, with_shadow, enforced_filter, shadow_filter, gated)
+        decide = make(tiers) if make is not None else None
+        return cls(
+            tiers,
+            with_shadow,
+            enforced_filter,
+            shadow_filter,
+            gated,
+            decide,
+            policy if plain else None,
+        )
 
     def narrowed_for(self, facts: Facts) -> tuple[tuple[Tier, ...], tuple[Tier, ...] | None] | None:
         """:meth:`narrowed` for this check's tenant and agent, when the check is the
         usual kind the gates are exact for — arguments that are a dict, a ``Context``
         with a text tenant and a text or no agent; None otherwise (or when no rule of
         the set has a gate): then every candidate is tested."""
+        found = self._narrowed_for(facts)
+        return None if found is None else found[0]
+
+    def narrowed_decide(self, facts: Facts) -> Decide | None:
+        """The decision function of :meth:`narrowed_for`'s enforced tiers; None where
+        it gives None, or when shadow rules apply (:attr:`decide` is None)."""
+        found = self._narrowed_for(facts)
+        return None if found is None else found[1]
+
+    def _narrowed_for(self, facts: Facts) -> _Narrowed | None:
         if not self.gated:
             return None
         context = facts.context
@@ -262,7 +292,7 @@ class CandidateSet:
         tenant, agent = context.tenant, context.agent
         if type(tenant) is not str or not (agent is None or type(agent) is str):
             return None
-        return self.narrowed(tenant, agent)
+        return self._narrowed_of(tenant, agent)
 
     def narrowed(
         self, tenant: str, agent: str | None
@@ -273,6 +303,9 @@ class CandidateSet:
         text tenant and a text or no agent (:meth:`narrowed_for`); the verdicts, rule
         ids and reasons are those of the full tiers, since a rule left out cannot
         match."""
+        return self._narrowed_of(tenant, agent)[0]
+
+    def _narrowed_of(self, tenant: str, agent: str | None) -> _Narrowed:
         key = (tenant, agent)
         found = self._narrowed.get(key)
         if found is None:
@@ -280,11 +313,18 @@ class CandidateSet:
             with_shadow = self.with_shadow
             if with_shadow is not None:
                 with_shadow = _narrow(with_shadow, tenant, agent)
-            found = (enforced, with_shadow)
+            policy = self._policy
+            decide = decider_for(enforced, policy) if policy is not None else None
+            found = ((enforced, with_shadow), decide)
             if len(self._narrowed) >= _NARROWED_LIMIT:
                 self._narrowed.clear()
             self._narrowed[key] = found
         return found
+
+
+#: The narrowed enforced tiers and tiers with shadow rules, and the enforced tiers'
+#: decision function (when no shadow rule applies).
+_Narrowed = tuple[tuple[tuple[Tier, ...], "tuple[Tier, ...] | None"], "Decide | None"]
 
 
 #: The most (tenant, agent) pairs a candidate set remembers its narrowed tiers for.
@@ -312,13 +352,23 @@ class TierFilter:
     prefilter: Prefilter
     #: each tier's verdict and the position after its last rule, in tier order
     bounds: tuple[tuple[Verdict, int], ...]
-    #: the tiers of each set of kept positions seen (a few shapes of call recur)
-    _kept: dict[frozenset[int], tuple[Tier, ...]] = field(
+    #: what makes the decision function of a set of kept tiers (None: not made)
+    make: Callable[[tuple[Tier, ...]], Decide] | None = field(
+        default=None, repr=False, compare=False
+    )
+    #: the tiers (and their decision function) of each set of kept positions seen (a
+    #: few shapes of call recur)
+    _kept: dict[frozenset[int], tuple[tuple[Tier, ...], Decide | None]] = field(
         default_factory=dict, repr=False, compare=False
     )
 
     @classmethod
-    def of(cls, tiers: tuple[Tier, ...], minimum: int | None = None) -> TierFilter | None:
+    def of(
+        cls,
+        tiers: tuple[Tier, ...],
+        minimum: int | None = None,
+        make: Callable[[tuple[Tier, ...]], Decide] | None = None,
+    ) -> TierFilter | None:
         rules = [rule for _, tier in tiers for rule in tier]
         if len(rules) < (PREFILTER_MIN_RULES if minimum is None else minimum):
             return None
@@ -330,15 +380,25 @@ class TierFilter:
         for verdict, tier in tiers:
             end += len(tier)
             bounds.append((verdict, end))
-        return cls(prefilter, tuple(bounds))
+        return cls(prefilter, tuple(bounds), make)
 
     def tiers(self, facts: Facts) -> tuple[Tier, ...]:
         """The tiers, holding only the rules that can match ``facts`` (remembered
         per set of kept rules: the tiers depend on nothing else)."""
+        return self._found(facts)[0]
+
+    def decider(self, facts: Facts) -> Decide:
+        """The decision function of :meth:`tiers` (only with ``make``)."""
+        decide = self._found(facts)[1]
+        assert decide is not None  # made whenever ``make`` is given
+        return decide
+
+    def _found(self, facts: Facts) -> tuple[tuple[Tier, ...], Decide | None]:
         kept = frozenset(self.prefilter.keep(facts))
         found = self._kept.get(kept)
         if found is None:
-            found = self._tiers_of(kept)
+            tiers = self._tiers_of(kept)
+            found = (tiers, self.make(tiers) if self.make is not None else None)
             if len(self._kept) >= _KEPT_LIMIT:
                 self._kept.clear()
             self._kept[kept] = found
@@ -424,7 +484,7 @@ class CompiledPolicy:
         for rule in self.rules:
             if rule.applies_to(kind, name, scope):
                 (shadow if rule.shadow or self.shadow_mode else enforced).append(rule)
-        return CandidateSet.of(enforced, shadow)
+        return CandidateSet.of(enforced, shadow, self)
 
     def refusers(self, kind: str, name: str) -> frozenset[str]:
         """The scopes among filesystem and network whose deny or approval rules
