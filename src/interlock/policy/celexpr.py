@@ -28,15 +28,17 @@ from types import ModuleType
 from typing import Any, Final
 
 from interlock.errors import EvaluationError, message_of
-from interlock.policy.celpartial import Node, parse
+from interlock.policy.celpartial import Node, parse, required_keys, roots_read
 from interlock.policy.celtokens import MACRO_BINDING, ROOTS, Token, roots_shadowed
 from interlock.policy.celtokens import tokens as tokenize
+from interlock.policy.extract import SAFE_ROOTS
 
 __all__ = [
     "MACRO_BINDING",
     "ROOTS",
     "CelCondition",
     "compile_condition",
+    "required_arguments",
     "rewrite",
 ]
 
@@ -207,6 +209,18 @@ def _binding() -> ModuleType:
         del sys.modules["cel.cel"]
         raise
     return module
+
+
+def required_arguments(when: CelCondition) -> tuple[str, ...]:
+    """The arguments ``when`` is false without, whatever else the check holds — for a
+    check whose CEL roots cannot fail to build (``extract.plain_roots``): the keys of
+    its top-level ``has(args.x)`` conjuncts, when every root its Python tree reads is
+    one of ``extract.SAFE_ROOTS`` (so no conjunct before can fail instead). Empty
+    when there is none, or no Python tree."""
+    partial = when.partial
+    if partial is None or not roots_read(partial) <= SAFE_ROOTS:
+        return ()
+    return required_keys(partial, "args")
 
 
 # A large policy repeats its conditions (the same `when:` on a rule per tool or per

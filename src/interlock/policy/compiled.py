@@ -8,14 +8,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from interlock.core.action import Context
 from interlock.core.decision import Verdict
 from interlock.errors import EvaluationError
 from interlock.ledger.estimate import MaxTokensTable
 from interlock.ledger.pricing import DEFAULT_PRICING, PricingTable
-from interlock.policy.celexpr import CelCondition
+from interlock.policy.celexpr import CelCondition, required_arguments
 from interlock.policy.celpartial import context_gates, roots_read
-from interlock.policy.extract import Facts
+from interlock.policy.extract import SAFE_ROOTS, Facts, plain_roots
 from interlock.policy.matchers import CompiledCondition, GlobSet
 from interlock.policy.prefilter import PREFILTER_MIN_RULES, Prefilter
 from interlock.policy.shellmatch import ShellMatcher
@@ -25,7 +24,12 @@ from interlock.policy.specs import ApprovalPolicy, AuditPolicy, BudgetSpec, Rate
 if TYPE_CHECKING:
     from interlock.policy.toolschema import ArgumentRef
 
-__all__ = ["CandidateSet", "CompiledPolicy", "CompiledRule", "TierFilter"]
+__all__ = [
+    "CandidateSet",
+    "CompiledPolicy",
+    "CompiledRule",
+    "TierFilter",
+]
 
 
 RuleTest = Callable[[Facts], bool]
@@ -99,13 +103,6 @@ def _build_test(rule: CompiledRule) -> RuleTest:
     return _all_of(tuple(checks))
 
 
-#: The roots a ``when:`` may read for its context part to rule the rule out: building
-#: them cannot raise when the check's arguments are a dict and its context a Context
-#: (what :meth:`CandidateSet.narrowed`'s caller makes sure of), so the tree reaches
-#: its false part and is false, as the gate says, rather than failing before it.
-_GATE_SAFE_ROOTS: Final = frozenset({"args", "params", "action", "context"})
-
-
 def _build_gate(rule: CompiledRule) -> RuleGate | None:
     """The test of the rule's checks that read only the check's tenant and agent: its
     ``agent`` and ``tenant`` globs, and the conjuncts of its ``when:`` on
@@ -126,7 +123,7 @@ def _build_gate(rule: CompiledRule) -> RuleGate | None:
         when is not None
         and when.partial is not None
         and "params" not in when.variables
-        and roots_read(when.partial) <= _GATE_SAFE_ROOTS
+        and roots_read(when.partial) <= SAFE_ROOTS
     ):
         for node in context_gates(when.partial):
             decide = node.value
@@ -202,9 +199,25 @@ def _when_test(when: CelCondition, rule_id: str) -> RuleTest:
 
 def _plain_when_test(when: CelCondition, rule_id: str) -> RuleTest:
     run = when.run
-    if when.partial is None:
+    partial = when.partial
+    if partial is None:
         return lambda facts: run(facts.root, rule_id)
-    decide = when.partial.value
+    decide = partial.value
+    needed = required_arguments(when)
+    if needed:
+        # ``has(args.x) && ...`` with no ``x``: false before any root is built, as the
+        # tree would find (its roots cannot raise on a dict and a Context).
+        key = needed[0]
+
+        def when_test_with(facts: Facts) -> bool:
+            args = facts.args
+            if type(args) is dict and key not in args and plain_roots(facts):
+                return False
+            roots = facts.root
+            decided = decide(roots)
+            return run(roots, rule_id) if decided is None else decided
+
+        return when_test_with
 
     def when_test(facts: Facts) -> bool:
         roots = facts.root
@@ -272,7 +285,8 @@ class CandidateSet:
     def narrowed_for(self, facts: Facts) -> tuple[tuple[Tier, ...], tuple[Tier, ...] | None] | None:
         """:meth:`narrowed` for this check's tenant and agent, when the check is the
         usual kind the gates are exact for — arguments that are a dict, a ``Context``
-        with a text tenant and a text or no agent; None otherwise (or when no rule of
+        with a text tenant and a text or no agent, capabilities that are a tuple
+        (:func:`plain_roots`); None otherwise (or when no rule of
         the set has a gate): then every candidate is tested."""
         found = self._narrowed_for(facts)
         return None if found is None else found[0]
@@ -286,9 +300,9 @@ class CandidateSet:
     def _narrowed_for(self, facts: Facts) -> _Narrowed | None:
         if not self.gated:
             return None
-        context = facts.context
-        if type(facts.args) is not dict or type(context) is not Context:
+        if not plain_roots(facts):
             return None
+        context = facts.context
         tenant, agent = context.tenant, context.agent
         if type(tenant) is not str or not (agent is None or type(agent) is str):
             return None

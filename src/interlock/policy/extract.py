@@ -29,17 +29,20 @@ from functools import lru_cache
 from typing import Any, Final
 from urllib.parse import unquote
 
+from interlock.core.action import Context
 from interlock.errors import EvaluationError
 from interlock.facts.paths import PathPattern, normalise_path
 from interlock.facts.url import UrlError, registrable_domain, url_facts
 
 __all__ = [
+    "SAFE_ROOTS",
     "SCOPE_KEYS",
     "AliasConflict",
     "AmbiguousUrl",
     "Facts",
     "infer_keyword_scope",
     "name_tokens",
+    "plain_roots",
     "project_arguments",
     "verb_of",
 ]
@@ -313,6 +316,21 @@ def _shell_root(facts: Facts) -> Mapping[str, Any]:
     if not shell.complete:
         raise EvaluationError(f"cannot judge the shell command: {shell.unknown}")
     return shell.as_cel()
+
+
+#: The CEL roots whose building cannot raise for a check :func:`plain_roots` holds for.
+SAFE_ROOTS: Final = frozenset({"args", "params", "action", "context"})
+
+
+def plain_roots(facts: Facts) -> bool:
+    """Whether building the CEL roots of :data:`SAFE_ROOTS` cannot raise for this
+    check: its arguments a dict, its context a ``Context``, its capabilities a tuple
+    (the usual check)."""
+    return (
+        type(facts.args) is dict
+        and type(facts.context) is Context
+        and type(facts.capabilities) is tuple
+    )
 
 
 class _Roots(dict[str, Mapping[str, Any]]):

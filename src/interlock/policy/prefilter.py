@@ -9,6 +9,9 @@ picks, for each rule, one condition the rule needs — its *discriminator*:
 - a ``regex`` on a parameter: one RE2 set of every such regex, searched once;
 - any other test on a parameter (a number bound, ``not_in``...): that the parameter is
   there, since every test but ``exists: false`` is false on a missing one;
+- for a rule with no such condition, a ``has(args.x)`` its ``when:`` is AND-ed with
+  (``has(args.body) && args.body.contains(...)``): that ``x`` is there, for the usual
+  check (see :func:`~interlock.policy.celexpr.required_arguments`);
 
 and at a check runs each set once over the parameter's value, keeping only the rules
 whose discriminator holds (and every rule with none). The rules kept are then tested
@@ -32,6 +35,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from interlock.policy.celexpr import required_arguments
+from interlock.policy.extract import plain_roots
 from interlock.policy.matchers import (
     MISSING,
     CompiledCondition,
@@ -128,11 +133,13 @@ def _sets(
 class Prefilter:
     """The rules of one candidate set that can match a check, found per parameter."""
 
-    __slots__ = ("_flat", "_free", "_keys", "_other", "_rules")
+    __slots__ = ("_flat", "_free", "_keys", "_other", "_rules", "_unusual")
 
     def __init__(self, rules: Iterable[CompiledRule]) -> None:
         self._rules: tuple[CompiledRule, ...] = tuple(rules)
         self._keys: dict[str, _Key] = {}
+        #: rules indexed by what their ``when:`` needs: kept for an unusual check
+        self._unusual: set[int] = set()
         free: set[int] = set()
         for index, rule in enumerate(self._rules):
             if not self._index(index, rule):
@@ -151,14 +158,15 @@ class Prefilter:
                 self._other.append((name, key))
 
     def _index(self, index: int, rule: CompiledRule) -> bool:
-        """Index ``rule`` by one of its conditions; False when none can be indexed."""
+        """Index ``rule`` by one of its conditions, else by an argument its ``when:``
+        needs; False when nothing can be indexed."""
         best: tuple[int, CompiledCondition] | None = None
         for condition in rule.conditions:
             rank = _rank(condition)
             if rank is not None and (best is None or rank < best[0]):
                 best = (rank, condition)
         if best is None:
-            return False
+            return self._index_when(index, rule)
         condition = best[1]
         key = self._keys.setdefault(condition.key, _Key())
         key.rules.add(index)
@@ -177,9 +185,29 @@ class Prefilter:
             key.present.add(index)
         return True
 
+    def _index_when(self, index: int, rule: CompiledRule) -> bool:
+        """Index ``rule`` by the presence of an argument its ``when:`` is false
+        without (``has(args.body) && ...``, see :func:`required_arguments`). Not when
+        the ``when:`` reads ``params``: a parameter known only as a pattern makes the
+        rule raise first. Such a rule is always kept for a check whose CEL roots could
+        fail to build (:func:`plain_roots`), where that reasoning does not hold."""
+        when = rule.when
+        if when is None or "params" in when.variables:
+            return False
+        needed = required_arguments(when)
+        if not needed:
+            return False
+        key = self._keys.setdefault(f"args.{needed[0]}", _Key())
+        key.rules.add(index)
+        key.present.add(index)
+        self._unusual.add(index)
+        return True
+
     def keep(self, facts: Facts) -> set[int]:
         """The positions of the rules to test in full."""
         keep = set(self._free)
+        if self._unusual and not plain_roots(facts):
+            keep |= self._unusual
         args = facts.args
         flat = self._flat
         if flat:
