@@ -17,6 +17,7 @@ from interlock.policy.celpartial import context_gates, roots_read
 from interlock.policy.extract import SAFE_ROOTS, Facts, plain_roots
 from interlock.policy.matchers import CompiledCondition, GlobSet
 from interlock.policy.prefilter import PREFILTER_MIN_RULES, Prefilter
+from interlock.policy.shapes import Shape, shape_of
 from interlock.policy.shellmatch import ShellMatcher
 from interlock.policy.specialise import Decide, always, decider_for
 from interlock.policy.specs import ApprovalPolicy, AuditPolicy, BudgetSpec, RateLimitSpec
@@ -473,6 +474,9 @@ class CompiledPolicy:
     _candidates: dict[tuple[str, str, str], CandidateSet] = field(default_factory=dict)
     _pins: dict[str, str | None] = field(default_factory=dict)
     _refusers: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    #: the extraction plan of each shape of call seen (see policy/shapes.py); None
+    #: for a shape extracted in full
+    shapes: dict[tuple[Any, ...], Shape | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.default_reason = f"no rule matched; the policy default is {self.default.value}"
@@ -499,6 +503,25 @@ class CompiledPolicy:
             if rule.applies_to(kind, name, scope):
                 (shadow if rule.shadow or self.shadow_mode else enforced).append(rule)
         return CandidateSet.of(enforced, shadow, self)
+
+    def learn_shape(self, key: tuple[Any, ...], action: Any) -> Shape | None:
+        """The extraction plan for calls of ``action``'s shape (``key`` in
+        :attr:`shapes`: its kind, name, scope, description and argument names),
+        planned and remembered."""
+        pinned = action.scope if action.scope is not None else self.pinned_scope(action.name)
+        found = shape_of(
+            action.kind,
+            action.name,
+            action.arguments,
+            pinned,
+            action.description,
+            self.scope_default,
+            self.max_items,
+        )
+        if len(self.shapes) >= _CACHE_LIMIT:
+            self.shapes.clear()
+        self.shapes[key] = found
+        return found
 
     def refusers(self, kind: str, name: str) -> frozenset[str]:
         """The scopes among filesystem and network whose deny or approval rules

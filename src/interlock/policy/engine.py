@@ -21,6 +21,8 @@ Example::
 
 from __future__ import annotations
 
+from typing import Any, Final
+
 from interlock.core.action import Action
 from interlock.core.decision import Decision, ShadowVerdict, Verdict
 from interlock.errors import EvaluationError, describe, message_of
@@ -46,6 +48,26 @@ AMBIGUOUS_URL_RULE = "interlock:ambiguous-url"
 
 def facts_for(action: Action, policy: CompiledPolicy) -> Facts:
     """Project, bound and extract. Raises AliasConflict or EvaluationError."""
+    arguments = action.arguments
+    if type(arguments) is dict and action.schema is None:
+        # The usual call: extracted by the plan of its shape (policy/shapes.py)
+        key = (action.kind, action.name, action.scope, action.description, *arguments)
+        shape = policy.shapes.get(key, _UNPLANNED)
+        if shape is _UNPLANNED:
+            shape = policy.learn_shape(key, action)
+        if shape is not None:
+            facts = shape.facts(action, arguments, policy.max_param_chars)
+            if facts is not None:
+                return facts
+    return _extracted(action, policy)
+
+
+#: A shape of call not yet planned (None is one that is never planned).
+_UNPLANNED: Final[Any] = object()
+
+
+def _extracted(action: Action, policy: CompiledPolicy) -> Facts:
+    """:func:`facts_for` in full, for any call."""
     arguments = action.arguments
     if action.schema is not None:  # nothing to project otherwise: skip the call
         arguments = project_arguments(arguments, action.schema)

@@ -40,6 +40,7 @@ __all__ = [
     "AliasConflict",
     "AmbiguousUrl",
     "Facts",
+    "est_cost_param",
     "infer_keyword_scope",
     "name_tokens",
     "plain_roots",
@@ -506,13 +507,7 @@ def extract(
 
     est_cost = arguments.get("est_cost", _MISSING)
     if est_cost is not _MISSING:
-        if (
-            isinstance(est_cost, bool)
-            or not isinstance(est_cost, (int, float))
-            or not math.isfinite(est_cost)
-        ):
-            raise EvaluationError(f"parameter 'est_cost' must be a finite number, not {est_cost!r}")
-        params["est_cost"] = est_cost
+        params["est_cost"] = est_cost_param(est_cost)
 
     verb = verb_of(name)
     if verb is not None:
@@ -536,6 +531,14 @@ def extract(
     if variants:
         facts.variants = _combine(variants)
     return facts
+
+
+def est_cost_param(value: Any) -> Any:
+    """``value`` as the ``est_cost`` parameter; raises EvaluationError unless it is a
+    finite number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise EvaluationError(f"parameter 'est_cost' must be a finite number, not {value!r}")
+    return value
 
 
 #: The longest text whose path, URL and host parameters are remembered (a key of the
