@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import functools
 from bisect import bisect_left
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from interlock.core.decision import Verdict
+from interlock.core.decision import Decision, Verdict
 from interlock.errors import EvaluationError
 from interlock.ledger.estimate import MaxTokensTable
 from interlock.ledger.pricing import DEFAULT_PRICING, PricingTable
@@ -244,8 +244,10 @@ class CandidateSet:
     shadow_filter: TierFilter | None = None
     #: whether some rule has a gate and no prefilter applies: worth :meth:`narrowed`
     gated: bool = False
-    #: when no shadow rule applies and the policy enforces: the function deciding the
-    #: enforced tiers (policy/specialise.py); None otherwise
+    #: when no shadow rule applies and the policy enforces: the function deciding a
+    #: check by the enforced tiers — the generated one of the tiers (policy/
+    #: specialise.py), or one that first narrows them, by the prefilter or by the
+    #: check's tenant and agent, and calls that of the tiers left; None otherwise
     decide: Decide | None = None
     _policy: CompiledPolicy | None = field(default=None, repr=False, compare=False)
     _narrowed: dict[tuple[str, str | None], _Narrowed] = field(
@@ -260,28 +262,51 @@ class CandidateSet:
         policy: CompiledPolicy | None = None,
     ) -> CandidateSet:
         """The candidate set of these rules; with ``policy`` (the policy they belong
-        to), and no shadow rule, also its decision functions."""
+        to), and no shadow rule, also its decision function."""
         tiers = _tiers(enforced)
         with_shadow = _tiers(enforced + shadow) if shadow else None
-        plain = policy is not None and with_shadow is None and not policy.shadow_mode
-        make = functools.partial(decider_for, policy=policy) if plain else None
+        make = None
+        if policy is not None and with_shadow is None and not policy.shadow_mode:
+            make = functools.partial(decider_for, policy=policy)
         enforced_filter = TierFilter.of(tiers, make=make)
         shadow_filter = TierFilter.of(with_shadow) if with_shadow is not None else None
         gated = (
-            enforced_filter is None
+            NARROW_BY_CONTEXT
+            and enforced_filter is None
             and shadow_filter is None
             and any(rule.gate is not None for rule in (*enforced, *shadow))
         )
-        decide = make(tiers) if make is not None else None
-        return cls(
-            tiers,
-            with_shadow,
-            enforced_filter,
-            shadow_filter,
-            gated,
-            decide,
-            policy if plain else None,
-        )
+        made = cls(tiers, with_shadow, enforced_filter, shadow_filter, gated)
+        if make is not None:
+            decide = make(tiers)
+            if enforced_filter is not None:
+                decide = enforced_filter.dispatcher()
+            elif gated:
+                decide = made._narrowing(decide)
+            object.__setattr__(made, "decide", decide)
+            object.__setattr__(made, "_policy", policy)
+        return made
+
+    def _narrowing(self, every: Decide) -> Decide:
+        """The decision function that decides by the tiers narrowed for the check's
+        tenant and agent (where :meth:`narrowed_for` would narrow), else by ``every``."""
+        narrowed = self._narrowed
+        learn = self._narrowed_of
+
+        def narrowing(facts: Facts) -> Decision:
+            if plain_roots(facts):
+                context = facts.context
+                tenant, agent = context.tenant, context.agent
+                if type(tenant) is str and (agent is None or type(agent) is str):
+                    found = narrowed.get((tenant, agent))
+                    if found is None:
+                        found = learn(tenant, agent)
+                    decide = found[1]
+                    assert decide is not None  # made for a set with a policy
+                    return decide(facts)
+            return every(facts)
+
+        return narrowing
 
     def narrowed_for(self, facts: Facts) -> tuple[tuple[Tier, ...], tuple[Tier, ...] | None] | None:
         """:meth:`narrowed` for this check's tenant and agent, when the check is the
@@ -291,12 +316,6 @@ class CandidateSet:
         the set has a gate): then every candidate is tested."""
         found = self._narrowed_for(facts)
         return None if found is None else found[0]
-
-    def narrowed_decide(self, facts: Facts) -> Decide | None:
-        """The decision function of :meth:`narrowed_for`'s enforced tiers; None where
-        it gives None, or when shadow rules apply (:attr:`decide` is None)."""
-        found = self._narrowed_for(facts)
-        return None if found is None else found[1]
 
     def _narrowed_for(self, facts: Facts) -> _Narrowed | None:
         if not self.gated:
@@ -342,6 +361,10 @@ class CandidateSet:
 _Narrowed = tuple[tuple[tuple[Tier, ...], "tuple[Tier, ...] | None"], "Decide | None"]
 
 
+#: Whether candidate sets are narrowed by the check's tenant and agent (a seam for the
+#: tests that compare narrowed sets with every candidate; read when a set is built).
+NARROW_BY_CONTEXT = True
+
 #: The most (tenant, agent) pairs a candidate set remembers its narrowed tiers for.
 _NARROWED_LIMIT: Final = 256
 
@@ -371,9 +394,9 @@ class TierFilter:
     make: Callable[[tuple[Tier, ...]], Decide] | None = field(
         default=None, repr=False, compare=False
     )
-    #: the tiers (and their decision function) of each set of kept positions seen (a
-    #: few shapes of call recur)
-    _kept: dict[frozenset[int], tuple[tuple[Tier, ...], Decide | None]] = field(
+    #: the tiers (and their decision function) of each set of kept positions seen, by
+    #: its bits (a few shapes of call recur)
+    _kept: dict[int, tuple[tuple[Tier, ...], Decide | None]] = field(
         default_factory=dict, repr=False, compare=False
     )
 
@@ -400,26 +423,40 @@ class TierFilter:
     def tiers(self, facts: Facts) -> tuple[Tier, ...]:
         """The tiers, holding only the rules that can match ``facts`` (remembered
         per set of kept rules: the tiers depend on nothing else)."""
-        return self._found(facts)[0]
-
-    def decider(self, facts: Facts) -> Decide:
-        """The decision function of :meth:`tiers` (only with ``make``)."""
-        decide = self._found(facts)[1]
-        assert decide is not None  # made whenever ``make`` is given
-        return decide
-
-    def _found(self, facts: Facts) -> tuple[tuple[Tier, ...], Decide | None]:
-        kept = frozenset(self.prefilter.keep(facts))
-        found = self._kept.get(kept)
+        bits = self.prefilter.bits(facts)
+        found = self._kept.get(bits)
         if found is None:
-            tiers = self._tiers_of(kept)
-            found = (tiers, self.make(tiers) if self.make is not None else None)
-            if len(self._kept) >= _KEPT_LIMIT:
-                self._kept.clear()
-            self._kept[kept] = found
+            found = self._learn(bits)
+        return found[0]
+
+    def dispatcher(self) -> Decide:
+        """The decision function that decides a check by the function of the tiers
+        the prefilter keeps for it (only with ``make``)."""
+        kept = self._kept
+        bits_of = self.prefilter.bits
+        learn = self._learn
+
+        def dispatch(facts: Facts) -> Decision:
+            bits = bits_of(facts)
+            found = kept.get(bits)
+            if found is None:
+                found = learn(bits)
+            decide = found[1]
+            assert decide is not None  # made whenever ``make`` is given
+            return decide(facts)
+
+        return dispatch
+
+    def _learn(self, bits: int) -> tuple[tuple[Tier, ...], Decide | None]:
+        positions = [p for p in range(len(self.prefilter.rules)) if bits >> p & 1]
+        tiers = self._tiers_of(positions)
+        found = (tiers, self.make(tiers) if self.make is not None else None)
+        if len(self._kept) >= _KEPT_LIMIT:
+            self._kept.clear()
+        self._kept[bits] = found
         return found
 
-    def _tiers_of(self, kept: frozenset[int]) -> tuple[Tier, ...]:
+    def _tiers_of(self, kept: Iterable[int]) -> tuple[Tier, ...]:
         positions = sorted(kept)
         rules = self.prefilter.rules
         out: list[Tier] = []

@@ -37,6 +37,7 @@ from interlock.policy.extract import (
 )
 from interlock.policy.facets import Outcome, evaluate_facets, needs_facets
 from interlock.policy.outcomes import decision_of, judge, outcome_ids, outcome_reason
+from interlock.policy.shapes import Shape
 
 __all__ = ["AMBIGUOUS_URL_RULE", "CONFLICTING_ALIASES_RULE", "evaluate", "facts_for"]
 
@@ -52,7 +53,7 @@ def facts_for(action: Action, policy: CompiledPolicy) -> Facts:
     if type(arguments) is dict and action.schema is None:
         # The usual call: extracted by the plan of its shape (policy/shapes.py)
         key = (action.kind, action.name, action.scope, action.description, *arguments)
-        shape = policy.shapes.get(key, _UNPLANNED)
+        shape: Shape | None = policy.shapes.get(key, _UNPLANNED)
         if shape is _UNPLANNED:
             shape = policy.learn_shape(key, action)
         if shape is not None:
@@ -135,12 +136,6 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
     candidates = policy.candidates(facts.kind, facts.name, facts.scope)
     decide = candidates.decide
     if decide is not None:  # no shadow rule applies: the usual check
-        if candidates.gated:
-            narrowed = candidates.narrowed_decide(facts)
-            if narrowed is not None:
-                decide = narrowed
-        elif candidates.enforced_filter is not None:
-            decide = candidates.enforced_filter.decider(facts)
         return decide(facts)
 
     tiers = candidates.enforced

@@ -104,6 +104,7 @@ def decider_for(tiers: tuple[Tier, ...], policy: CompiledPolicy) -> Decide:
 
 def _head(verdict: Verdict, rules: tuple[CompiledRule, ...], policy: CompiledPolicy) -> _Head:
     """What :func:`decision_of` reports for these matching rules of a tier."""
+    ids: tuple[str, ...]
     if len(rules) == 1:
         reason, ids = rules[0].reason, (rules[0].id,)
     else:
