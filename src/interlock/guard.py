@@ -353,14 +353,15 @@ class Guard:
         if timeout is None and self._waits:
             timeout = DEFAULT_TIMEOUT
         if timeout is None and cancel is None:  # the hot path: nothing to watch
+            # The usual action has nothing to merge and nothing to refuse: it skips
+            # the _contextualise call.
+            usual = (
+                type(action) is Action
+                and type(action.context) is Context
+                and self.context is _DEFAULT_CONTEXT
+            )
             try:
-                # The usual action has nothing to merge and nothing to refuse: it
-                # skips the _contextualise call.
-                if not (
-                    type(action) is Action
-                    and type(action.context) is Context
-                    and self.context is _DEFAULT_CONTEXT
-                ):
+                if not usual:
                     action = self._contextualise(action)
                 decider = self.decider
                 if type(decider) is LocalDecider:  # its decide() is just evaluate()
@@ -371,6 +372,13 @@ class Guard:
                     decision = _validated(decision)
             except Exception as exc:
                 decision = _failed(exc)
+            if (
+                usual
+                and self.audit is None
+                and self.on_decision is None
+                and self.on_blocked is None
+            ):
+                return self._finish_plain(action, decision, start)
             return self._finish(action, decision, start)
         deadline = time.monotonic() + timeout if timeout is not None else None
         if cancel is not None and cancel.cancelled:
@@ -942,6 +950,36 @@ class Guard:
                     log.exception("interlock: the event sink failed; the decision stands")
             return decision
         self._publish(action, decision, event)
+        return decision
+
+    def _finish_plain(self, action: Action, decision: Decision, start: int) -> Decision:
+        """:meth:`_finish` for an action of the usual kind (an ``Action`` with a
+        ``Context``) in a guard with no audit log and no hooks: the decision told,
+        and its event given to the sink if there is one."""
+        verdict = decision.verdict
+        if verdict is not _ALLOW:
+            decision = self._told(decision)
+            if verdict is _UNDETERMINED and self.fail_mode == "open":
+                decision = self._failed_open(action, decision)
+        sink = self.sink
+        if sink is not None:
+            # _event, inlined (positional, the named tuple's own __new__ skipped)
+            event = _new_tuple(
+                Event,
+                (
+                    "decision",
+                    time.time(),
+                    action,
+                    decision,
+                    time.perf_counter_ns() - start,
+                    None,
+                    self.redactor,
+                ),
+            )
+            try:
+                sink.emit(event)
+            except Exception:
+                log.exception("interlock: the event sink failed; the decision stands")
         return decision
 
     async def _afinish(self, action: Action | None, decision: Decision, start: int) -> Decision:

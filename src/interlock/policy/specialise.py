@@ -35,7 +35,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from interlock.core.decision import ApprovalRef, Decision, Verdict, decision_id_parts
+from interlock.core.decision import ApprovalRef, Decision, Verdict, decision_ids
 from interlock.policy.outcomes import decision_of, judge
 
 if TYPE_CHECKING:
@@ -139,17 +139,14 @@ def _factory(shape: _Shape) -> Callable[..., Decide]:
         "        except Exception:",
         "            return REFERENCE(facts)",
         "        v, r, i, a = h",
-        '        return NEW(DECISION, (v, r, i, None, f"{PREFIX}{next(COUNTER):08x}", '
-        "a, None, False, None))",
+        "        return NEW(DECISION, (v, r, i, None, next(IDS), a, None, False, None))",
         "    return decide",
     ]
-    prefix, counter = decision_id_parts()
     namespace: dict[str, Any] = {
         "__builtins__": {"Exception": Exception, "next": next},
         "NEW": tuple.__new__,
         "DECISION": Decision,
-        "PREFIX": prefix,
-        "COUNTER": counter,
+        "IDS": decision_ids(),
     }
     exec(compile("\n".join(lines), f"<interlock decide {_shape_name(shape)}>", "exec"), namespace)
     factory: Callable[..., Decide] = namespace["make"]
