@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
@@ -545,16 +546,25 @@ class CompiledPolicy:
         """The extraction plan for calls of ``action``'s shape (``key`` in
         :attr:`shapes`: its kind, name, scope, description and argument names),
         planned and remembered."""
-        pinned = action.scope if action.scope is not None else self.pinned_scope(action.name)
+        name = action.name
+        if action.scope is not None:
+            pinned = action.scope
+        elif type(name) is str:
+            pinned = self.pinned_scope(name)
+        else:
+            pinned = None  # (not planned: shape_of reads the name's type)
         found = shape_of(
             action.kind,
-            action.name,
+            name,
             action.arguments,
             pinned,
             action.description,
             self.scope_default,
             self.max_items,
         )
+        if found is not None and found.scopes is None:
+            decide = self.candidates(action.kind, name, found.scope).decide
+            found = dataclasses.replace(found, decide=decide)
         if len(self.shapes) >= _CACHE_LIMIT:
             self.shapes.clear()
         self.shapes[key] = found

@@ -38,6 +38,7 @@ from interlock.policy.extract import (
 from interlock.policy.facets import Outcome, evaluate_facets, needs_facets
 from interlock.policy.outcomes import decision_of, judge, outcome_ids, outcome_reason
 from interlock.policy.shapes import Shape
+from interlock.policy.specialise import Decide
 
 __all__ = ["AMBIGUOUS_URL_RULE", "CONFLICTING_ALIASES_RULE", "evaluate", "facts_for"]
 
@@ -51,16 +52,26 @@ def facts_for(action: Action, policy: CompiledPolicy) -> Facts:
     """Project, bound and extract. Raises AliasConflict or EvaluationError."""
     arguments = action.arguments
     if type(arguments) is dict and action.schema is None:
-        # The usual call: extracted by the plan of its shape (policy/shapes.py)
-        key = (action.kind, action.name, action.scope, action.description, *arguments)
-        shape: Shape | None = policy.shapes.get(key, _UNPLANNED)
-        if shape is _UNPLANNED:
-            shape = policy.learn_shape(key, action)
+        shape = _planned(action, arguments, policy)
         if shape is not None:
             facts = shape.facts(action, arguments, policy.max_param_chars)
             if facts is not None:
                 return facts
     return _extracted(action, policy)
+
+
+def _planned(action: Action, arguments: dict[str, Any], policy: CompiledPolicy) -> Shape | None:
+    """The plan of the shape of ``action`` (whose arguments are the dict
+    ``arguments``, with no schema), remembered by the policy (policy/shapes.py); None
+    when calls of its shape are extracted in full."""
+    key = (action.kind, action.name, action.scope, action.description, *arguments)
+    try:
+        shape: Shape | None = policy.shapes.get(key, _UNPLANNED)
+    except TypeError:  # an unhashable field: the full extraction says what it makes of it
+        return None
+    if shape is _UNPLANNED:
+        shape = policy.learn_shape(key, action)
+    return shape
 
 
 #: A shape of call not yet planned (None is one that is never planned).
@@ -93,8 +104,26 @@ def _extracted(action: Action, policy: CompiledPolicy) -> Facts:
 def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
     """The verdict of ``policy`` on ``action``. Never raises for a bad action: anything
     that stops a verdict is an undetermined decision with its cause."""
+    decide: Decide | None = None
     try:
-        facts = facts_for(action, policy)
+        facts: Facts | None = None
+        arguments = action.arguments
+        if type(arguments) is dict and action.schema is None:
+            # facts_for's usual case, inlined (with what the shape knows of its
+            # candidate rules): this is the hot path
+            key = (action.kind, action.name, action.scope, action.description, *arguments)
+            try:
+                shape: Shape | None = policy.shapes.get(key, _UNPLANNED)
+            except TypeError:
+                shape = None
+            if shape is _UNPLANNED:
+                shape = policy.learn_shape(key, action)
+            if shape is not None:
+                facts = shape.facts(action, arguments, policy.max_param_chars)
+                decide = shape.decide
+        if facts is None:
+            decide = None
+            facts = _extracted(action, policy)
     except AliasConflict as conflict:
         return Decision(
             verdict=Verdict.DENY,
@@ -116,6 +145,8 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
         )
 
     params = facts.params
+    if decide is not None and "@file" not in params:  # one facet (the shape says)
+        return decide(facts)
     # needs_facets' own first tests, inlined: most calls are one facet, and this runs
     # on every check.
     if (

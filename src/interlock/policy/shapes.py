@@ -21,9 +21,9 @@ the parameters, their order and any error are the same; a property test
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from interlock.policy.extract import (
     _ALIAS_KEYS,
@@ -37,6 +37,9 @@ from interlock.policy.extract import (
     est_cost_param,
     verb_of,
 )
+
+if TYPE_CHECKING:
+    from interlock.core.decision import Decision
 
 __all__ = ["Shape", "shape_of"]
 
@@ -56,6 +59,9 @@ class Shape:
     verb: str | None
     scope: str
     scopes: tuple[str, ...] | None  # every scope, when there are several
+    #: the decision function of the shape's candidate set, when a call of this shape
+    #: is one facet (one scope) and no shadow rule applies (set by the policy)
+    decide: Callable[[Facts], Decision] | None = None
 
     def facts(
         self,
@@ -116,8 +122,16 @@ def shape_of(
     max_items: int,
 ) -> Shape | None:
     """The plan for calls like this one (only its argument names are read), or None
-    when calls of this shape are extracted in full."""
+    when calls of this shape are extracted in full (also for a kind, name, scope or
+    description that is not text: the full extraction reports what it makes of it)."""
     if len(arguments) > max_items:
+        return None
+    if not (
+        type(kind) is str
+        and type(name) is str
+        and (pinned_scope is None or type(pinned_scope) is str)
+        and (description is None or type(description) is str)
+    ):
         return None
     names = dict.fromkeys(arguments, _PRESENT)
     if not _COMMAND_KEYS.isdisjoint(names):
