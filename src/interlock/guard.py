@@ -1013,8 +1013,11 @@ class Guard:
         is returned as it is: nothing is said to anyone, and it is the hot path."""
         if decision.verdict is _ALLOW:
             return decision
-        reason = self._shown(decision.reason)
         shadow = decision.shadow
+        memo = self._shown_memo
+        if shadow is None and memo[0] is self.redactor and decision.reason in memo[1]:
+            return decision  # a reason with nothing to redact, seen before: as it is
+        reason = self._shown(decision.reason)
         if shadow is not None:
             shown = self._shown(shadow.reason)
             if shown != shadow.reason:

@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from interlock.core.action import Context
 from interlock.policy.celexpr import required_arguments
-from interlock.policy.extract import plain_roots
 from interlock.policy.matchers import (
     MISSING,
     CompiledCondition,
@@ -245,9 +245,14 @@ class Prefilter:
     def bits(self, facts: Facts) -> int:
         """The rules to test in full, as bits of their positions."""
         found = self._free_bits
-        if self._unusual_bits and not plain_roots(facts):
-            found |= self._unusual_bits
         args = facts.args
+        # plain_roots, inlined (this runs on every check of a large candidate set)
+        if self._unusual_bits and not (
+            type(args) is dict
+            and type(facts.context) is Context
+            and type(facts.capabilities) is tuple
+        ):
+            found |= self._unusual_bits
         flat = self._flat
         if flat:
             if type(args) is dict:
