@@ -13,6 +13,7 @@ from interlock.core.decision import Decision, Verdict
 from interlock.errors import EvaluationError
 from interlock.ledger.estimate import MaxTokensTable
 from interlock.ledger.pricing import DEFAULT_PRICING, PricingTable
+from interlock.policy import fastpath
 from interlock.policy.celexpr import CelCondition, required_arguments
 from interlock.policy.celpartial import context_gates, roots_read
 from interlock.policy.extract import SAFE_ROOTS, Facts, plain_roots
@@ -205,7 +206,7 @@ def _plain_when_test(when: CelCondition, rule_id: str) -> RuleTest:
     if partial is None:
         return lambda facts: run(facts.root, rule_id)
     decide = partial.value
-    needed = required_arguments(when)
+    needed = required_arguments(when) if fastpath.SPECIALISED else ()
     if needed:
         # ``has(args.x) && ...`` with no ``x``: false before any root is built, as the
         # tree would find (its roots cannot raise on a dict and a Context).
@@ -546,6 +547,13 @@ class CompiledPolicy:
         """The extraction plan for calls of ``action``'s shape (``key`` in
         :attr:`shapes`: its kind, name, scope, description and argument names),
         planned and remembered."""
+        found = self._plan(action) if fastpath.SPECIALISED else None
+        if len(self.shapes) >= _CACHE_LIMIT:
+            self.shapes.clear()
+        self.shapes[key] = found
+        return found
+
+    def _plan(self, action: Any) -> Shape | None:
         name = action.name
         if action.scope is not None:
             pinned = action.scope
@@ -565,9 +573,6 @@ class CompiledPolicy:
         if found is not None and found.scopes is None:
             decide = self.candidates(action.kind, name, found.scope).decide
             found = dataclasses.replace(found, decide=decide)
-        if len(self.shapes) >= _CACHE_LIMIT:
-            self.shapes.clear()
-        self.shapes[key] = found
         return found
 
     def refusers(self, kind: str, name: str) -> frozenset[str]:

@@ -17,6 +17,7 @@ from interlock.core.redaction import Redactor
 from interlock.errors import EvaluationError
 from interlock.facts.globs import could_match, covers
 from interlock.facts.paths import PathPattern
+from interlock.policy import fastpath
 from interlock.policy.conditiontests import condition_test
 
 __all__ = [
@@ -335,6 +336,8 @@ class CompiledCondition:
         options: dict[str, Any] = {}
         if self.exists is False:
             kind = "absent"
+        elif not fastpath.SPECIALISED:
+            kind = "general"
         elif (text_test := self._text_only()) is not None:
             kind = "text"
             options["match"], options["wanted"] = text_test

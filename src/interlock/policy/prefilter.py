@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from interlock.core.action import Context
+from interlock.policy import fastpath
 from interlock.policy.celexpr import required_arguments
 from interlock.policy.matchers import (
     MISSING,
@@ -226,7 +227,7 @@ class Prefilter:
         rule raise first. Such a rule is always kept for a check whose CEL roots could
         fail to build (:func:`plain_roots`), where that reasoning does not hold."""
         when = rule.when
-        if when is None or "params" in when.variables:
+        if when is None or "params" in when.variables or not fastpath.SPECIALISED:
             return False
         needed = required_arguments(when)
         if not needed:

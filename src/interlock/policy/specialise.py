@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from interlock.core.decision import ApprovalRef, Decision, Verdict, decision_ids
+from interlock.policy import fastpath
 from interlock.policy.outcomes import decision_of, judge
 
 if TYPE_CHECKING:
@@ -70,6 +71,8 @@ def decider_for(tiers: tuple[Tier, ...], policy: CompiledPolicy) -> Decide:
     def reference(facts: Facts) -> Decision:
         return decision_of(judge(facts, tiers, default), policy, None)
 
+    if not fastpath.SPECIALISED:
+        return reference
     kept: list[Tier] = []
     for verdict, rules in tiers:
         kept.append((verdict, rules))
