@@ -372,14 +372,39 @@ class Guard:
                     decision = _validated(decision)
             except Exception as exc:
                 decision = _failed(exc)
-            if (
+            if not (
                 usual
                 and self.audit is None
                 and self.on_decision is None
                 and self.on_blocked is None
             ):
-                return self._finish_plain(action, decision, start)
-            return self._finish(action, decision, start)
+                return self._finish(action, decision, start)
+            # _finish for the usual action in a guard with no audit log and no hooks,
+            # inlined: the decision told, and its event given to the sink
+            verdict = decision.verdict
+            if verdict is not _ALLOW:
+                decision = self._told(decision)
+                if verdict is _UNDETERMINED and self.fail_mode == "open":
+                    decision = self._failed_open(action, decision)
+            sink = self.sink
+            if sink is not None:
+                event = _new_tuple(
+                    Event,
+                    (
+                        "decision",
+                        time.time(),
+                        action,
+                        decision,
+                        time.perf_counter_ns() - start,
+                        None,
+                        self.redactor,
+                    ),
+                )
+                try:
+                    sink.emit(event)
+                except Exception:
+                    log.exception("interlock: the event sink failed; the decision stands")
+            return decision
         deadline = time.monotonic() + timeout if timeout is not None else None
         if cancel is not None and cancel.cancelled:
             with deadline_scope(deadline):
@@ -950,36 +975,6 @@ class Guard:
                     log.exception("interlock: the event sink failed; the decision stands")
             return decision
         self._publish(action, decision, event)
-        return decision
-
-    def _finish_plain(self, action: Action, decision: Decision, start: int) -> Decision:
-        """:meth:`_finish` for an action of the usual kind (an ``Action`` with a
-        ``Context``) in a guard with no audit log and no hooks: the decision told,
-        and its event given to the sink if there is one."""
-        verdict = decision.verdict
-        if verdict is not _ALLOW:
-            decision = self._told(decision)
-            if verdict is _UNDETERMINED and self.fail_mode == "open":
-                decision = self._failed_open(action, decision)
-        sink = self.sink
-        if sink is not None:
-            # _event, inlined (positional, the named tuple's own __new__ skipped)
-            event = _new_tuple(
-                Event,
-                (
-                    "decision",
-                    time.time(),
-                    action,
-                    decision,
-                    time.perf_counter_ns() - start,
-                    None,
-                    self.redactor,
-                ),
-            )
-            try:
-                sink.emit(event)
-            except Exception:
-                log.exception("interlock: the event sink failed; the decision stands")
         return decision
 
     async def _afinish(self, action: Action | None, decision: Decision, start: int) -> Decision:

@@ -21,8 +21,10 @@ the parameters, their order and any error are the same; a property test
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from interlock.policy.extract import (
@@ -48,68 +50,148 @@ __all__ = ["Shape", "shape_of"]
 _PRESENT: Final = True
 
 
+#: ``facts(action, arguments, max_param_chars)``: the facts of a call of the shape, or
+#: None when a value is not what the plan assumed.
+FactsOf = Callable[[Any, dict[Any, Any], int], "Facts | None"]
+
+
 @dataclass(frozen=True, slots=True)
 class Shape:
     """What extraction derives from a call's shape alone."""
 
+    #: the argument names, in the call's order
+    names: tuple[Any, ...]
     #: the path, URL and host argument names the call has, in the order they are read
     aliases: tuple[str, ...]
-    session: bool  # a ``session_id`` argument
-    est_cost: bool  # an ``est_cost`` argument
     verb: str | None
     scope: str
     scopes: tuple[str, ...] | None  # every scope, when there are several
     #: the decision function of the shape's candidate set, when a call of this shape
     #: is one facet (one scope) and no shadow rule applies (set by the policy)
     decide: Callable[[Facts], Decision] | None = None
+    #: the facts of a call of this shape (``action``, its ``arguments`` — a dict of
+    #: exactly :attr:`names` — and the policy's ``max_param_chars``), or None when a
+    #: value is not what the plan assumed: a value that is not a scalar, an alias
+    #: value that is not short text. Raises what
+    #: :func:`~interlock.policy.extract.extract` raises on the same call. Generated
+    #: for the shape (:func:`_factory`).
+    facts: FactsOf = field(init=False, repr=False, compare=False)
 
-    def facts(
-        self,
-        action: Any,
-        arguments: dict[str, Any],
-        max_param_chars: int,
-    ) -> Facts | None:
-        """The facts of ``action`` (whose arguments are ``arguments``, of this shape),
-        or None when a value is not what the plan assumed. Raises what
-        :func:`~interlock.policy.extract.extract` raises on the same call."""
-        for value in arguments.values():
-            if type(value) not in _SCALARS:
-                return None  # nested: the limits are checked in full
-        params: dict[str, Any] = {}
-        names = self.aliases
-        if names:
-            values = tuple([arguments[name] for name in names])
-            for value in values:
-                if type(value) is not str or len(value) > _MEMO_CHARS:
-                    return None
-            found = _text_params(names, values, max_param_chars)
-            if found is None:
-                return None
-            params.update(found)
-        if self.session:
-            params["session_id"] = arguments["session_id"]
-        if self.est_cost:
-            params["est_cost"] = est_cost_param(arguments["est_cost"])
-        verb = self.verb
-        if verb is not None:
-            params["verb"] = verb
-        target = action.target
-        if target is not None:
-            params["target"] = target
-        facts = Facts(
-            action.kind,
-            action.name,
+    def __post_init__(self) -> None:
+        roles = tuple(_role(name, self.aliases) for name in self.names)
+        factory = _factory(roles, self.verb is not None)
+        made = factory(
+            self.names,
+            self.aliases,
+            self.verb,
             self.scope,
-            verb,
-            arguments,
-            params,
-            action.context,
-            target,
-            action.capabilities,
+            self.scopes,
+            _FACTS_DEFAULTS,
         )
-        if self.scopes is not None:
-            facts.scopes = self.scopes
-        return facts
+        object.__setattr__(self, "facts", made)
+
+
+def _role(name: Any, aliases: tuple[str, ...]) -> str | int:
+    """What extraction reads an argument as: an alias (its place in ``aliases``), the
+    session id, the estimated cost, or nothing (any scalar)."""
+    if name in aliases:
+        return aliases.index(name)
+    if name == "session_id":
+        return "session"
+    if name == "est_cost":
+        return "est_cost"
+    return "plain"
+
+
+#: The fields of Facts the extraction leaves at their defaults, with those defaults.
+_FACTS_SET: Final = (
+    "kind",
+    "name",
+    "scope",
+    "verb",
+    "args",
+    "params",
+    "context",
+    "target",
+    "capabilities",
+    "scopes",
+)
+_FACTS_DEFAULTS: Final = tuple(
+    (f.name, f.default) for f in dataclasses.fields(Facts) if f.name not in _FACTS_SET
+)
+if any(default is dataclasses.MISSING for _, default in _FACTS_DEFAULTS):
+    raise TypeError("a field of Facts has no default: extend shapes._FACTS_SET")
+
+
+@functools.lru_cache(maxsize=256)
+def _factory(roles: tuple[str | int, ...], has_verb: bool) -> Callable[..., FactsOf]:
+    """The factory of the facts functions of shapes whose arguments have these roles
+    (the names themselves are arguments of the factory, never generated text)."""
+    lines = ["def make(NAMES, ALIASES, VERB, SCOPE, SCOPES, DEFAULTS):"]
+    if roles:
+        lines.append(f"    {', '.join(f'n{i}' for i in range(len(roles)))}, = NAMES")
+    defaults = [f"d_{name}" for name, _ in _FACTS_DEFAULTS]
+    if defaults:
+        lines.append(f"    {', '.join(defaults)}, = [value for _, value in DEFAULTS]")
+    lines.append("    def facts(action, arguments, max_param_chars):")
+    body: list[str] = []
+    aliases: dict[int, str] = {}
+    for i, role in enumerate(roles):
+        body.append(f"v{i} = arguments[n{i}]")
+        if isinstance(role, int):  # an alias: short text, for the memo
+            aliases[role] = f"v{i}"
+            body += [f"if type(v{i}) is not str or len(v{i}) > MEMO:", "    return None"]
+        else:  # any scalar: else the limits are checked in full
+            body += [f"if type(v{i}) not in SCALARS:", "    return None"]
+    if aliases:
+        values = ", ".join(aliases[place] for place in range(len(aliases)))
+        body += [
+            f"found = TEXT_PARAMS(ALIASES, ({values},), max_param_chars)",
+            "if found is None:",
+            "    return None",
+            "params = found.copy()",
+        ]
+    else:
+        body.append("params = {}")
+    for i, role in enumerate(roles):
+        if role == "session":
+            body.append(f"params['session_id'] = v{i}")
+        elif role == "est_cost":
+            body.append(f"params['est_cost'] = EST_COST(v{i})")
+    if has_verb:
+        body.append("params['verb'] = VERB")
+    body += [
+        "target = action.target",
+        "if target is not None:",
+        "    params['target'] = target",
+        "facts = NEW(FACTS)",
+        "facts.kind = action.kind",
+        "facts.name = action.name",
+        "facts.scope = SCOPE",
+        "facts.verb = VERB",
+        "facts.args = arguments",
+        "facts.params = params",
+        "facts.context = action.context",
+        "facts.target = target",
+        "facts.capabilities = action.capabilities",
+        "facts.scopes = SCOPES",
+        *(f"facts.{name} = d_{name}" for name, _ in _FACTS_DEFAULTS),
+        "return facts",
+    ]
+    lines += ["        " + line for line in body]
+    lines.append("    return facts")
+    namespace: dict[str, Any] = {
+        "__builtins__": {"type": type, "str": str, "len": len},
+        "MEMO": _MEMO_CHARS,
+        "SCALARS": _SCALARS,
+        "TEXT_PARAMS": _text_params,
+        "EST_COST": est_cost_param,
+        "NEW": object.__new__,
+        "FACTS": Facts,
+    }
+    exec(compile("\n".join(lines), f"<interlock facts {len(roles)}>", "exec"), namespace)
+    factory: Callable[..., FactsOf] = namespace["make"]
+    return factory
 
 
 def shape_of(
@@ -145,9 +227,8 @@ def shape_of(
     if scopes[0] == "shell" and set(names) == {"input"}:
         return None  # the input is read as a command
     return Shape(
+        names=tuple(names),
         aliases=plan[4],
-        session="session_id" in names,
-        est_cost="est_cost" in names,
         verb=verb_of(name),
         scope=scopes[0],
         scopes=scopes if len(scopes) > 1 else None,
