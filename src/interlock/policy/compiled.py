@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from interlock.core.action import Context
 from interlock.core.decision import Decision, Verdict
 from interlock.errors import EvaluationError
 from interlock.ledger.estimate import MaxTokensTable
@@ -17,7 +18,7 @@ from interlock.policy import fastpath
 from interlock.policy.celexpr import CelCondition, required_arguments
 from interlock.policy.celpartial import context_gates, roots_read
 from interlock.policy.extract import SAFE_ROOTS, Facts, plain_roots
-from interlock.policy.matchers import CompiledCondition, GlobSet
+from interlock.policy.matchers import CompiledCondition, GlobSet, lookup
 from interlock.policy.prefilter import PREFILTER_MIN_RULES, Prefilter
 from interlock.policy.shapes import Shape, shape_of
 from interlock.policy.shellmatch import ShellMatcher
@@ -289,6 +290,13 @@ class CandidateSet:
             object.__setattr__(made, "_policy", policy)
         return made
 
+    def decide_for(self, names: tuple[Any, ...]) -> Decide | None:
+        """:attr:`decide`, for checks whose arguments are a dict of exactly ``names``
+        (the calls of one shape of call)."""
+        if self.decide is not None and self.enforced_filter is not None:
+            return self.enforced_filter.dispatcher_for(names)
+        return self.decide
+
     def _narrowing(self, every: Decide) -> Decide:
         """The decision function that decides by the tiers narrowed for the check's
         tenant and agent (where :meth:`narrowed_for` would narrow), else by ``every``."""
@@ -449,6 +457,35 @@ class TierFilter:
 
         return dispatch
 
+    def dispatcher_for(self, names: tuple[Any, ...]) -> Decide:
+        """:meth:`dispatcher` for checks whose arguments are a dict of exactly
+        ``names`` (the calls of one shape): the parameters the prefilter indexes
+        among them are known, and read without a search."""
+        kept = self._kept
+        learn = self._learn
+        free, unusual, pairs, others = self.prefilter.plan(names)
+
+        def dispatch_shape(facts: Facts) -> Decision:
+            bits = free
+            # plain_roots, for arguments that are a dict
+            if unusual and not (
+                type(facts.context) is Context and type(facts.capabilities) is tuple
+            ):
+                bits |= unusual
+            args = facts.args
+            for name, passing in pairs:
+                bits |= passing(args[name])
+            for name, passing in others:
+                bits |= passing(lookup(name, facts.params, args))
+            found = kept.get(bits)
+            if found is None:
+                found = learn(bits)
+            decide = found[1]
+            assert decide is not None  # made whenever ``make`` is given
+            return decide(facts)
+
+        return dispatch_shape
+
     def _learn(self, bits: int) -> tuple[tuple[Tier, ...], Decide | None]:
         positions = [p for p in range(len(self.prefilter.rules)) if bits >> p & 1]
         tiers = self._tiers_of(positions)
@@ -571,8 +608,8 @@ class CompiledPolicy:
             self.max_items,
         )
         if found is not None and found.scopes is None:
-            decide = self.candidates(action.kind, name, found.scope).decide
-            found = dataclasses.replace(found, decide=decide)
+            candidates = self.candidates(action.kind, name, found.scope)
+            found = dataclasses.replace(found, decide=candidates.decide_for(found.names))
         return found
 
     def refusers(self, kind: str, name: str) -> frozenset[str]:

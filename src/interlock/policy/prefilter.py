@@ -276,6 +276,14 @@ class Prefilter:
                 found |= passing(lookup(name, params, args))
         return found
 
+    def plan(self, names: Iterable[Any]) -> tuple[int, int, tuple[Any, ...], tuple[Any, ...]]:
+        """What :meth:`bits` does for a call whose arguments are a dict of exactly
+        ``names``: the bits of the rules always kept, of those kept for an unusual
+        check, the (name, passing) of each of those arguments indexed here, and the
+        (parameter, passing) of the parameters read otherwise."""
+        pairs = tuple((name, self._flat[name]) for name in names if name in self._flat)
+        return (self._free_bits, self._unusual_bits, pairs, tuple(self._other))
+
     @property
     def rules(self) -> tuple[CompiledRule, ...]:
         return self._rules
