@@ -371,14 +371,15 @@ class Guard:
         if timeout is None and self._waits:
             timeout = DEFAULT_TIMEOUT
         if timeout is None and cancel is None:  # the hot path: nothing to watch
+            # The usual action has nothing to merge and nothing to refuse: it skips
+            # the _contextualise call.
+            usual = (
+                type(action) is Action
+                and type(action.context) is Context
+                and self.context is _DEFAULT_CONTEXT
+            )
             try:
-                # The usual action has nothing to merge and nothing to refuse: it
-                # skips the _contextualise call.
-                if not (
-                    type(action) is Action
-                    and type(action.context) is Context
-                    and self.context is _DEFAULT_CONTEXT
-                ):
+                if not usual:
                     action = self._contextualise(action)
                 decider = self.decider
                 if type(decider) is LocalDecider:  # its decide() is just evaluate()
@@ -389,7 +390,39 @@ class Guard:
                     decision = _validated(decision)
             except Exception as exc:
                 decision = _failed(exc)
-            return self._finish(action, decision, start)
+            if not (
+                usual
+                and self.audit is None
+                and self.on_decision is None
+                and self.on_blocked is None
+            ):
+                return self._finish(action, decision, start)
+            # _finish for the usual action in a guard with no audit log and no hooks,
+            # inlined: the decision told, and its event given to the sink
+            verdict = decision.verdict
+            if verdict is not _ALLOW:
+                decision = self._told(decision)
+                if verdict is _UNDETERMINED and self.fail_mode == "open":
+                    decision = self._failed_open(action, decision)
+            sink = self.sink
+            if sink is not None:
+                event = _new_tuple(
+                    Event,
+                    (
+                        "decision",
+                        time.time(),
+                        action,
+                        decision,
+                        time.perf_counter_ns() - start,
+                        None,
+                        self.redactor,
+                    ),
+                )
+                try:
+                    sink.emit(event)
+                except Exception:
+                    log.exception("interlock: the event sink failed; the decision stands")
+            return decision
         deadline = time.monotonic() + timeout if timeout is not None else None
         if cancel is not None and cancel.cancelled:
             with deadline_scope(deadline):
@@ -1026,8 +1059,11 @@ class Guard:
         is returned as it is: nothing is said to anyone, and it is the hot path."""
         if decision.verdict is _ALLOW:
             return decision
-        reason = self._shown(decision.reason)
         shadow = decision.shadow
+        memo = self._shown_memo
+        if shadow is None and memo[0] is self.redactor and decision.reason in memo[1]:
+            return decision  # a reason with nothing to redact, seen before: as it is
+        reason = self._shown(decision.reason)
         if shadow is not None:
             shown = self._shown(shadow.reason)
             if shown != shadow.reason:

@@ -28,6 +28,7 @@ from interlock._extension import load_extension
 from interlock.errors import EvaluationError, message_of
 from interlock.policy.celtokens import MACRO_BINDING, ROOTS, Token, roots_shadowed
 from interlock.policy.celtokens import tokens as tokenize
+from interlock.policy.extract import SAFE_ROOTS
 
 if TYPE_CHECKING:
     from interlock.policy.celpartial import Node
@@ -37,6 +38,7 @@ __all__ = [
     "ROOTS",
     "CelCondition",
     "compile_condition",
+    "required_arguments",
     "rewrite",
 ]
 
@@ -186,6 +188,22 @@ def _binding() -> ModuleType:
     prompt_toolkit, pygments), most of the cost of loading a policy with ``when:`` from
     a cold process (:mod:`interlock._extension`, ADR 0014)."""
     return load_extension("cel", "cel")
+
+
+def required_arguments(when: CelCondition) -> tuple[str, ...]:
+    """The arguments ``when`` is false without, whatever else the check holds — for a
+    check whose CEL roots cannot fail to build (``extract.plain_roots``): the keys of
+    its top-level ``has(args.x)`` conjuncts, when every root its Python tree reads is
+    one of ``extract.SAFE_ROOTS`` (so no conjunct before can fail instead). Empty
+    when there is none, or no Python tree."""
+    partial = when.partial
+    if partial is None:
+        return ()
+    from interlock.policy.celpartial import required_keys, roots_read
+
+    if not roots_read(partial) <= SAFE_ROOTS:
+        return ()
+    return required_keys(partial, "args")
 
 
 # A large policy repeats its conditions (the same `when:` on a rule per tool or per

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from interlock.policy.celtokens import ROOTS, Token, roots_shadowed, tokens
 
-__all__ = ["Node", "context_gates", "parse", "roots_read"]
+__all__ = ["Node", "context_gates", "parse", "required_keys", "roots_read"]
 
 RootGetter = Callable[[str], Mapping[str, Any]]
 
@@ -540,3 +540,13 @@ def _reads_only_gate_fields(node: Node) -> bool:
     if isinstance(node, _Not):
         return _reads_only_gate_fields(node.part)
     return False  # a constant or an opaque part: nothing to narrow by
+
+
+def required_keys(node: Node, root: str) -> tuple[str, ...]:
+    """The keys of ``root`` whose presence a top-level conjunct of the tree tests
+    (``has(args.body) && ...``): when one is missing that conjunct is false, and so is
+    the whole tree — provided nothing before it raises (the caller's to make sure)."""
+    parts = node.parts if isinstance(node, _And) else (node,)
+    return tuple(
+        dict.fromkeys(part.key for part in parts if isinstance(part, _Has) and part.root == root)
+    )

@@ -2,27 +2,37 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from bisect import bisect_left
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from interlock.core.action import Context
-from interlock.core.decision import Verdict
+from interlock.core.decision import Decision, Verdict
 from interlock.errors import EvaluationError
 from interlock.ledger.estimate import MaxTokensTable
 from interlock.ledger.pricing import DEFAULT_PRICING, PricingTable
-from interlock.policy.celexpr import CelCondition
-from interlock.policy.extract import Facts
-from interlock.policy.matchers import CompiledCondition, GlobSet
+from interlock.policy import fastpath
+from interlock.policy.celexpr import CelCondition, required_arguments
+from interlock.policy.extract import SAFE_ROOTS, Facts, plain_roots
+from interlock.policy.matchers import CompiledCondition, GlobSet, lookup
 from interlock.policy.prefilter import PREFILTER_MIN_RULES, Prefilter
+from interlock.policy.shapes import Shape, shape_of
 from interlock.policy.shellmatch import ShellMatcher
+from interlock.policy.specialise import Decide, always, decider_for
 from interlock.policy.specs import ApprovalPolicy, AuditPolicy, BudgetSpec, RateLimitSpec
 
 if TYPE_CHECKING:
     from interlock.policy.toolschema import ArgumentRef
 
-__all__ = ["CandidateSet", "CompiledPolicy", "CompiledRule", "TierFilter"]
+__all__ = [
+    "CandidateSet",
+    "CompiledPolicy",
+    "CompiledRule",
+    "TierFilter",
+]
 
 
 RuleTest = Callable[[Facts], bool]
@@ -66,10 +76,6 @@ class CompiledRule:
         return self.names is None or self.names.matches(name)
 
 
-def _always(facts: Facts) -> bool:
-    return True
-
-
 def _build_test(rule: CompiledRule) -> RuleTest:
     """The checks the index has not already made (agent, tenant, parameters, CEL),
     cheapest first, as one closure with no per-call branching on absent matchers."""
@@ -94,17 +100,10 @@ def _build_test(rule: CompiledRule) -> RuleTest:
     if when is not None:
         checks.append(_when_test(when, rule.id))
     if not checks:
-        return _always
+        return always
     if len(checks) == 1:
         return checks[0]
     return _all_of(tuple(checks))
-
-
-#: The roots a ``when:`` may read for its context part to rule the rule out: building
-#: them cannot raise when the check's arguments are a dict and its context a Context
-#: (what :meth:`CandidateSet.narrowed`'s caller makes sure of), so the tree reaches
-#: its false part and is false, as the gate says, rather than failing before it.
-_GATE_SAFE_ROOTS: Final = frozenset({"args", "params", "action", "context"})
 
 
 def _build_gate(rule: CompiledRule) -> RuleGate | None:
@@ -130,7 +129,7 @@ def _build_gate(rule: CompiledRule) -> RuleGate | None:
         when is not None
         and when.partial is not None
         and "params" not in when.variables
-        and roots_read(when.partial) <= _GATE_SAFE_ROOTS
+        and roots_read(when.partial) <= SAFE_ROOTS
     ):
         for node in context_gates(when.partial):
             decide = node.value
@@ -206,9 +205,25 @@ def _when_test(when: CelCondition, rule_id: str) -> RuleTest:
 
 def _plain_when_test(when: CelCondition, rule_id: str) -> RuleTest:
     run = when.run
-    if when.partial is None:
+    partial = when.partial
+    if partial is None:
         return lambda facts: run(facts.root, rule_id)
-    decide = when.partial.value
+    decide = partial.value
+    needed = required_arguments(when) if fastpath.SPECIALISED else ()
+    if needed:
+        # ``has(args.x) && ...`` with no ``x``: false before any root is built, as the
+        # tree would find (its roots cannot raise on a dict and a Context).
+        key = needed[0]
+
+        def when_test_with(facts: Facts) -> bool:
+            args = facts.args
+            if type(args) is dict and key not in args and plain_roots(facts):
+                return False
+            roots = facts.root
+            decided = decide(roots)
+            return run(roots, rule_id) if decided is None else decided
+
+        return when_test_with
 
     def when_test(facts: Facts) -> bool:
         roots = facts.root
@@ -234,37 +249,96 @@ class CandidateSet:
     shadow_filter: TierFilter | None = None
     #: whether some rule has a gate and no prefilter applies: worth :meth:`narrowed`
     gated: bool = False
-    _narrowed: dict[tuple[str, str | None], tuple[tuple[Tier, ...], tuple[Tier, ...] | None]] = (
-        field(default_factory=dict, repr=False, compare=False)
+    #: when no shadow rule applies and the policy enforces: the function deciding a
+    #: check by the enforced tiers — the generated one of the tiers (policy/
+    #: specialise.py), or one that first narrows them, by the prefilter or by the
+    #: check's tenant and agent, and calls that of the tiers left; None otherwise
+    decide: Decide | None = None
+    _policy: CompiledPolicy | None = field(default=None, repr=False, compare=False)
+    _narrowed: dict[tuple[str, str | None], _Narrowed] = field(
+        default_factory=dict, repr=False, compare=False
     )
 
     @classmethod
-    def of(cls, enforced: list[CompiledRule], shadow: list[CompiledRule]) -> CandidateSet:
+    def of(
+        cls,
+        enforced: list[CompiledRule],
+        shadow: list[CompiledRule],
+        policy: CompiledPolicy | None = None,
+    ) -> CandidateSet:
+        """The candidate set of these rules; with ``policy`` (the policy they belong
+        to), and no shadow rule, also its decision function."""
         tiers = _tiers(enforced)
         with_shadow = _tiers(enforced + shadow) if shadow else None
-        enforced_filter = TierFilter.of(tiers)
+        make = None
+        if policy is not None and with_shadow is None and not policy.shadow_mode:
+            make = functools.partial(decider_for, policy=policy)
+        enforced_filter = TierFilter.of(tiers, make=make)
         shadow_filter = TierFilter.of(with_shadow) if with_shadow is not None else None
         gated = (
-            enforced_filter is None
+            NARROW_BY_CONTEXT
+            and enforced_filter is None
             and shadow_filter is None
             and any(rule.gate is not None for rule in (*enforced, *shadow))
         )
-        return cls(tiers, with_shadow, enforced_filter, shadow_filter, gated)
+        made = cls(tiers, with_shadow, enforced_filter, shadow_filter, gated)
+        if make is not None:
+            decide = make(tiers)
+            if enforced_filter is not None:
+                decide = enforced_filter.dispatcher()
+            elif gated:
+                decide = made._narrowing(decide)
+            object.__setattr__(made, "decide", decide)
+            object.__setattr__(made, "_policy", policy)
+        return made
+
+    def decide_for(self, names: tuple[Any, ...]) -> Decide | None:
+        """:attr:`decide`, for checks whose arguments are a dict of exactly ``names``
+        (the calls of one shape of call)."""
+        if self.decide is not None and self.enforced_filter is not None:
+            return self.enforced_filter.dispatcher_for(names)
+        return self.decide
+
+    def _narrowing(self, every: Decide) -> Decide:
+        """The decision function that decides by the tiers narrowed for the check's
+        tenant and agent (where :meth:`narrowed_for` would narrow), else by ``every``."""
+        narrowed = self._narrowed
+        learn = self._narrowed_of
+
+        def narrowing(facts: Facts) -> Decision:
+            if plain_roots(facts):
+                context = facts.context
+                tenant, agent = context.tenant, context.agent
+                if type(tenant) is str and (agent is None or type(agent) is str):
+                    found = narrowed.get((tenant, agent))
+                    if found is None:
+                        found = learn(tenant, agent)
+                    decide = found[1]
+                    assert decide is not None  # made for a set with a policy
+                    return decide(facts)
+            return every(facts)
+
+        return narrowing
 
     def narrowed_for(self, facts: Facts) -> tuple[tuple[Tier, ...], tuple[Tier, ...] | None] | None:
         """:meth:`narrowed` for this check's tenant and agent, when the check is the
         usual kind the gates are exact for — arguments that are a dict, a ``Context``
-        with a text tenant and a text or no agent; None otherwise (or when no rule of
+        with a text tenant and a text or no agent, capabilities that are a tuple
+        (:func:`plain_roots`); None otherwise (or when no rule of
         the set has a gate): then every candidate is tested."""
+        found = self._narrowed_for(facts)
+        return None if found is None else found[0]
+
+    def _narrowed_for(self, facts: Facts) -> _Narrowed | None:
         if not self.gated:
             return None
-        context = facts.context
-        if type(facts.args) is not dict or type(context) is not Context:
+        if not plain_roots(facts):
             return None
+        context = facts.context
         tenant, agent = context.tenant, context.agent
         if type(tenant) is not str or not (agent is None or type(agent) is str):
             return None
-        return self.narrowed(tenant, agent)
+        return self._narrowed_of(tenant, agent)
 
     def narrowed(
         self, tenant: str, agent: str | None
@@ -275,6 +349,9 @@ class CandidateSet:
         text tenant and a text or no agent (:meth:`narrowed_for`); the verdicts, rule
         ids and reasons are those of the full tiers, since a rule left out cannot
         match."""
+        return self._narrowed_of(tenant, agent)[0]
+
+    def _narrowed_of(self, tenant: str, agent: str | None) -> _Narrowed:
         key = (tenant, agent)
         found = self._narrowed.get(key)
         if found is None:
@@ -282,12 +359,23 @@ class CandidateSet:
             with_shadow = self.with_shadow
             if with_shadow is not None:
                 with_shadow = _narrow(with_shadow, tenant, agent)
-            found = (enforced, with_shadow)
+            policy = self._policy
+            decide = decider_for(enforced, policy) if policy is not None else None
+            found = ((enforced, with_shadow), decide)
             if len(self._narrowed) >= _NARROWED_LIMIT:
                 self._narrowed.clear()
             self._narrowed[key] = found
         return found
 
+
+#: The narrowed enforced tiers and tiers with shadow rules, and the enforced tiers'
+#: decision function (when no shadow rule applies).
+_Narrowed = tuple[tuple[tuple[Tier, ...], "tuple[Tier, ...] | None"], "Decide | None"]
+
+
+#: Whether candidate sets are narrowed by the check's tenant and agent (a seam for the
+#: tests that compare narrowed sets with every candidate; read when a set is built).
+NARROW_BY_CONTEXT = True
 
 #: The most (tenant, agent) pairs a candidate set remembers its narrowed tiers for.
 _NARROWED_LIMIT: Final = 256
@@ -314,13 +402,23 @@ class TierFilter:
     prefilter: Prefilter
     #: each tier's verdict and the position after its last rule, in tier order
     bounds: tuple[tuple[Verdict, int], ...]
-    #: the tiers of each set of kept positions seen (a few shapes of call recur)
-    _kept: dict[frozenset[int], tuple[Tier, ...]] = field(
+    #: what makes the decision function of a set of kept tiers (None: not made)
+    make: Callable[[tuple[Tier, ...]], Decide] | None = field(
+        default=None, repr=False, compare=False
+    )
+    #: the tiers (and their decision function) of each set of kept positions seen, by
+    #: its bits (a few shapes of call recur)
+    _kept: dict[int, tuple[tuple[Tier, ...], Decide | None]] = field(
         default_factory=dict, repr=False, compare=False
     )
 
     @classmethod
-    def of(cls, tiers: tuple[Tier, ...], minimum: int | None = None) -> TierFilter | None:
+    def of(
+        cls,
+        tiers: tuple[Tier, ...],
+        minimum: int | None = None,
+        make: Callable[[tuple[Tier, ...]], Decide] | None = None,
+    ) -> TierFilter | None:
         rules = [rule for _, tier in tiers for rule in tier]
         if len(rules) < (PREFILTER_MIN_RULES if minimum is None else minimum):
             return None
@@ -332,21 +430,74 @@ class TierFilter:
         for verdict, tier in tiers:
             end += len(tier)
             bounds.append((verdict, end))
-        return cls(prefilter, tuple(bounds))
+        return cls(prefilter, tuple(bounds), make)
 
     def tiers(self, facts: Facts) -> tuple[Tier, ...]:
         """The tiers, holding only the rules that can match ``facts`` (remembered
         per set of kept rules: the tiers depend on nothing else)."""
-        kept = frozenset(self.prefilter.keep(facts))
-        found = self._kept.get(kept)
+        bits = self.prefilter.bits(facts)
+        found = self._kept.get(bits)
         if found is None:
-            found = self._tiers_of(kept)
-            if len(self._kept) >= _KEPT_LIMIT:
-                self._kept.clear()
-            self._kept[kept] = found
+            found = self._learn(bits)
+        return found[0]
+
+    def dispatcher(self) -> Decide:
+        """The decision function that decides a check by the function of the tiers
+        the prefilter keeps for it (only with ``make``)."""
+        kept = self._kept
+        bits_of = self.prefilter.bits
+        learn = self._learn
+
+        def dispatch(facts: Facts) -> Decision:
+            bits = bits_of(facts)
+            found = kept.get(bits)
+            if found is None:
+                found = learn(bits)
+            decide = found[1]
+            assert decide is not None  # made whenever ``make`` is given
+            return decide(facts)
+
+        return dispatch
+
+    def dispatcher_for(self, names: tuple[Any, ...]) -> Decide:
+        """:meth:`dispatcher` for checks whose arguments are a dict of exactly
+        ``names`` (the calls of one shape): the parameters the prefilter indexes
+        among them are known, and read without a search."""
+        kept = self._kept
+        learn = self._learn
+        free, unusual, pairs, others = self.prefilter.plan(names)
+
+        def dispatch_shape(facts: Facts) -> Decision:
+            bits = free
+            # plain_roots, for arguments that are a dict
+            if unusual and not (
+                type(facts.context) is Context and type(facts.capabilities) is tuple
+            ):
+                bits |= unusual
+            args = facts.args
+            for name, passing in pairs:
+                bits |= passing(args[name])
+            for name, passing in others:
+                bits |= passing(lookup(name, facts.params, args))
+            found = kept.get(bits)
+            if found is None:
+                found = learn(bits)
+            decide = found[1]
+            assert decide is not None  # made whenever ``make`` is given
+            return decide(facts)
+
+        return dispatch_shape
+
+    def _learn(self, bits: int) -> tuple[tuple[Tier, ...], Decide | None]:
+        positions = [p for p in range(len(self.prefilter.rules)) if bits >> p & 1]
+        tiers = self._tiers_of(positions)
+        found = (tiers, self.make(tiers) if self.make is not None else None)
+        if len(self._kept) >= _KEPT_LIMIT:
+            self._kept.clear()
+        self._kept[bits] = found
         return found
 
-    def _tiers_of(self, kept: frozenset[int]) -> tuple[Tier, ...]:
+    def _tiers_of(self, kept: Iterable[int]) -> tuple[Tier, ...]:
         positions = sorted(kept)
         rules = self.prefilter.rules
         out: list[Tier] = []
@@ -401,6 +552,9 @@ class CompiledPolicy:
     _candidates: dict[tuple[str, str, str], CandidateSet] = field(default_factory=dict)
     _pins: dict[str, str | None] = field(default_factory=dict)
     _refusers: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    #: the extraction plan of each shape of call seen (see policy/shapes.py); None
+    #: for a shape extracted in full
+    shapes: dict[tuple[Any, ...], Shape | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.default_reason = f"no rule matched; the policy default is {self.default.value}"
@@ -426,7 +580,39 @@ class CompiledPolicy:
         for rule in self.rules:
             if rule.applies_to(kind, name, scope):
                 (shadow if rule.shadow or self.shadow_mode else enforced).append(rule)
-        return CandidateSet.of(enforced, shadow)
+        return CandidateSet.of(enforced, shadow, self)
+
+    def learn_shape(self, key: tuple[Any, ...], action: Any) -> Shape | None:
+        """The extraction plan for calls of ``action``'s shape (``key`` in
+        :attr:`shapes`: its kind, name, scope, description and argument names),
+        planned and remembered."""
+        found = self._plan(action) if fastpath.SPECIALISED else None
+        if len(self.shapes) >= _CACHE_LIMIT:
+            self.shapes.clear()
+        self.shapes[key] = found
+        return found
+
+    def _plan(self, action: Any) -> Shape | None:
+        name = action.name
+        if action.scope is not None:
+            pinned = action.scope
+        elif type(name) is str:
+            pinned = self.pinned_scope(name)
+        else:
+            pinned = None  # (not planned: shape_of reads the name's type)
+        found = shape_of(
+            action.kind,
+            name,
+            action.arguments,
+            pinned,
+            action.description,
+            self.scope_default,
+            self.max_items,
+        )
+        if found is not None and found.scopes is None:
+            candidates = self.candidates(action.kind, name, found.scope)
+            found = dataclasses.replace(found, decide=candidates.decide_for(found.names))
+        return found
 
     def refusers(self, kind: str, name: str) -> frozenset[str]:
         """The scopes among filesystem and network whose deny or approval rules

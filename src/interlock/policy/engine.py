@@ -21,12 +21,12 @@ Example::
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from interlock.core.action import Action
-from interlock.core.decision import ApprovalRef, Decision, ShadowVerdict, Verdict
+from interlock.core.decision import Decision, ShadowVerdict, Verdict
 from interlock.errors import EvaluationError, describe, message_of
-from interlock.policy.compiled import CompiledPolicy, CompiledRule, Tier
+from interlock.policy.compiled import CompiledPolicy
 from interlock.policy.extract import (
     AliasConflict,
     AmbiguousUrl,
@@ -36,6 +36,9 @@ from interlock.policy.extract import (
     project_arguments,
 )
 from interlock.policy.facets import Outcome, evaluate_facets, needs_facets
+from interlock.policy.outcomes import decision_of, judge, outcome_ids, outcome_reason
+from interlock.policy.shapes import Shape
+from interlock.policy.specialise import Decide
 
 __all__ = ["AMBIGUOUS_URL_RULE", "CONFLICTING_ALIASES_RULE", "evaluate", "facts_for"]
 
@@ -45,20 +48,38 @@ CONFLICTING_ALIASES_RULE = "interlock:conflicting-aliases"
 AMBIGUOUS_URL_RULE = "interlock:ambiguous-url"
 
 
-# An outcome: the verdict, the rules that matched (sorted by id) or the errors that
-# left it open. A plain tuple: this is built on every check.
-_Outcome = Outcome  # (verdict, rules that decided, errors that left it open)
-_NO_RULES: tuple[CompiledRule, ...] = ()
-_NO_ERRORS: tuple[EvaluationError, ...] = ()
-# Enum members read as module globals: a class attribute of an Enum costs about ten
-# times as much to read on Python 3.11, and these are read on every check.
-_ALLOW: Final = Verdict.ALLOW
-_REQUIRE_APPROVAL: Final = Verdict.REQUIRE_APPROVAL
-_UNDETERMINED: Final = Verdict.UNDETERMINED
-
-
 def facts_for(action: Action, policy: CompiledPolicy) -> Facts:
     """Project, bound and extract. Raises AliasConflict or EvaluationError."""
+    arguments = action.arguments
+    if type(arguments) is dict and action.schema is None:
+        shape = _planned(action, arguments, policy)
+        if shape is not None:
+            facts = shape.facts(action, arguments, policy.max_param_chars)
+            if facts is not None:
+                return facts
+    return _extracted(action, policy)
+
+
+def _planned(action: Action, arguments: dict[str, Any], policy: CompiledPolicy) -> Shape | None:
+    """The plan of the shape of ``action`` (whose arguments are the dict
+    ``arguments``, with no schema), remembered by the policy (policy/shapes.py); None
+    when calls of its shape are extracted in full."""
+    key = (action.kind, action.name, action.scope, action.description, *arguments)
+    try:
+        shape: Shape | None = policy.shapes.get(key, _UNPLANNED)
+    except TypeError:  # an unhashable field: the full extraction says what it makes of it
+        return None
+    if shape is _UNPLANNED:
+        shape = policy.learn_shape(key, action)
+    return shape
+
+
+#: A shape of call not yet planned (None is one that is never planned).
+_UNPLANNED: Final[Any] = object()
+
+
+def _extracted(action: Action, policy: CompiledPolicy) -> Facts:
+    """:func:`facts_for` in full, for any call."""
     arguments = action.arguments
     if action.schema is not None:  # nothing to project otherwise: skip the call
         arguments = project_arguments(arguments, action.schema)
@@ -83,8 +104,26 @@ def facts_for(action: Action, policy: CompiledPolicy) -> Facts:
 def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
     """The verdict of ``policy`` on ``action``. Never raises for a bad action: anything
     that stops a verdict is an undetermined decision with its cause."""
+    decide: Decide | None = None
     try:
-        facts = facts_for(action, policy)
+        facts: Facts | None = None
+        arguments = action.arguments
+        if type(arguments) is dict and action.schema is None:
+            # facts_for's usual case, inlined (with what the shape knows of its
+            # candidate rules): this is the hot path
+            key = (action.kind, action.name, action.scope, action.description, *arguments)
+            try:
+                shape: Shape | None = policy.shapes.get(key, _UNPLANNED)
+            except TypeError:
+                shape = None
+            if shape is _UNPLANNED:
+                shape = policy.learn_shape(key, action)
+            if shape is not None:
+                facts = shape.facts(action, arguments, policy.max_param_chars)
+                decide = shape.decide
+        if facts is None:
+            decide = None
+            facts = _extracted(action, policy)
     except AliasConflict as conflict:
         return Decision(
             verdict=Verdict.DENY,
@@ -106,6 +145,8 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
         )
 
     params = facts.params
+    if decide is not None and "@file" not in params:  # one facet (the shape says)
+        return decide(facts)
     # needs_facets' own first tests, inlined: most calls are one facet, and this runs
     # on every check.
     if (
@@ -115,7 +156,7 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
         or ("command" in params and facts.scope == "shell")
     ) and needs_facets(facts, policy):
         try:
-            enforced, would, note = evaluate_facets(facts, policy, _judge)
+            enforced, would, note = evaluate_facets(facts, policy, judge)
         except Exception as exc:
             return Decision.undetermined(
                 EvaluationError(f"cannot judge this call: {describe(exc)}"),
@@ -124,22 +165,23 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
         return _finish(enforced, would, policy, note)
 
     candidates = policy.candidates(facts.kind, facts.name, facts.scope)
+    decide = candidates.decide
+    if decide is not None:  # no shadow rule applies: the usual check
+        return decide(facts)
+
     tiers = candidates.enforced
     shadow_tiers = candidates.with_shadow
     if candidates.gated:
-        narrowed = candidates.narrowed_for(facts)
-        if narrowed is not None:
-            tiers, shadow_tiers = narrowed
+        narrowed_tiers = candidates.narrowed_for(facts)
+        if narrowed_tiers is not None:
+            tiers, shadow_tiers = narrowed_tiers
     elif candidates.enforced_filter is not None:
         tiers = candidates.enforced_filter.tiers(facts)
-    enforced = _judge(facts, tiers, policy.default)
-
-    if candidates.with_shadow is None and not policy.shadow_mode:
-        return _decision(enforced, policy, None)  # _finish's usual case, without the call
+    enforced = judge(facts, tiers, policy.default)
     tiers = shadow_tiers or ()
     if candidates.shadow_filter is not None:
         tiers = candidates.shadow_filter.tiers(facts)
-    with_shadow = _judge(facts, tiers, policy.default)
+    with_shadow = judge(facts, tiers, policy.default)
     return _finish(enforced, with_shadow, policy)
 
 
@@ -153,7 +195,7 @@ def _finish(
         policy.shadow_mode or would[0] is not enforced[0] or would[1] != enforced[1]
     ):
         shadow = ShadowVerdict(
-            verdict=would[0], reason=_reason(would, policy), rule_ids=_ids(would)
+            verdict=would[0], reason=outcome_reason(would, policy), rule_ids=outcome_ids(would)
         )
     if policy.shadow_mode:
         assert shadow is not None  # every rule is a shadow rule in shadow mode
@@ -162,97 +204,4 @@ def _finish(
             reason=f"shadow mode: would {shadow.verdict.value}: {shadow.reason}",
             shadow=shadow,
         )
-    return _decision(enforced, policy, shadow, note)
-
-
-def _judge(facts: Facts, tiers: tuple[Tier, ...], default: Verdict) -> _Outcome:
-    for verdict, rules in tiers:
-        matched: list[CompiledRule] | None = None
-        errors: list[EvaluationError] | None = None
-        for rule in rules:
-            try:
-                if rule.test(facts):
-                    if matched is None:
-                        matched = [rule]
-                    else:
-                        matched.append(rule)
-            except Exception as exc:
-                if errors is None:
-                    errors = []
-                errors.append(_located(exc, rule))
-        if matched is not None:
-            return (verdict, tuple(matched), _NO_ERRORS)  # already in id order
-        if errors is not None:
-            if verdict is _ALLOW and default is _ALLOW:
-                return (_ALLOW, _NO_RULES, _NO_ERRORS)  # allowed either way
-            return (_UNDETERMINED, _NO_RULES, tuple(sorted(errors, key=_error_key)))
-    return (default, _NO_RULES, _NO_ERRORS)
-
-
-def _located(exc: Exception, rule: CompiledRule) -> EvaluationError:
-    """The error, naming the rule it came from."""
-    if isinstance(exc, EvaluationError):
-        if exc.rule_id is not None:
-            return exc
-        message = f"rule {rule.id!r}: {message_of(exc)}"
-    else:
-        message = f"rule {rule.id!r} failed: {describe(exc)}"
-    located = EvaluationError(message, rule_id=rule.id)
-    located.__cause__ = exc
-    return located
-
-
-def _error_key(error: EvaluationError) -> tuple[str, str]:
-    return (error.rule_id or "", str(error))
-
-
-def _ids(outcome: _Outcome) -> tuple[str, ...]:
-    _, rules, errors = outcome
-    if rules:
-        return (rules[0].id,) if len(rules) == 1 else tuple(rule.id for rule in rules)
-    return tuple(e.rule_id for e in errors if e.rule_id is not None)
-
-
-def _reason(outcome: _Outcome, policy: CompiledPolicy) -> str:
-    _, rules, errors = outcome
-    if rules:
-        return rules[0].reason if len(rules) == 1 else "; ".join(rule.reason for rule in rules)
-    if errors:
-        return "a rule could not be evaluated: " + "; ".join(str(e) for e in errors)
-    return policy.default_reason
-
-
-def _decision(
-    outcome: _Outcome,
-    policy: CompiledPolicy,
-    shadow: ShadowVerdict | None,
-    note: str | None = None,
-) -> Decision:
-    verdict, rules, errors = outcome
-    if verdict is not _UNDETERMINED:
-        rule_ids: tuple[str, ...]
-        if len(rules) == 1 and note is None:  # the common case, without the helpers
-            reason, rule_ids = rules[0].reason, (rules[0].id,)
-        else:
-            reason, rule_ids = _reason(outcome, policy), _ids(outcome)
-            if note is not None:
-                reason = f"{reason} ({note})"
-        approval = None
-        if verdict is _REQUIRE_APPROVAL:
-            approval = ApprovalRef(id=None, url=policy.approval_link(None))
-        # Positional: this runs on every check, and keywords cost more.
-        return Decision(verdict, reason, rule_ids, None, "", approval, shadow)
-    reason = _reason(outcome, policy)
-    if note is not None:
-        reason = f"{reason} ({note})"
-    cause = errors[0]
-    if len(errors) > 1:
-        cause = EvaluationError(reason, rule_id=errors[0].rule_id)
-        cause.__cause__ = errors[0]
-    return Decision(
-        verdict=Verdict.UNDETERMINED,
-        reason=reason,
-        rule_ids=_ids(outcome),
-        cause=cause,
-        shadow=shadow,
-    )
+    return decision_of(enforced, policy, shadow, note)

@@ -29,18 +29,23 @@ from functools import lru_cache
 from typing import Any, Final
 from urllib.parse import unquote
 
+from interlock.core.action import Context
 from interlock.errors import EvaluationError
 from interlock.facts.paths import PathPattern, normalise_path
 from interlock.facts.url import UrlError, registrable_domain, url_facts
 
 __all__ = [
+    "SAFE_ROOTS",
     "SCOPE_KEYS",
     "AliasConflict",
     "AmbiguousUrl",
     "Facts",
+    "est_cost_param",
     "infer_keyword_scope",
+    "kind_params",
     "mcp_params",
     "name_tokens",
+    "plain_roots",
     "project_arguments",
     "verb_of",
 ]
@@ -316,6 +321,21 @@ def _shell_root(facts: Facts) -> Mapping[str, Any]:
     return shell.as_cel()
 
 
+#: The CEL roots whose building cannot raise for a check :func:`plain_roots` holds for.
+SAFE_ROOTS: Final = frozenset({"args", "params", "action", "context"})
+
+
+def plain_roots(facts: Facts) -> bool:
+    """Whether building the CEL roots of :data:`SAFE_ROOTS` cannot raise for this
+    check: its arguments a dict, its context a ``Context``, its capabilities a tuple
+    (the usual check)."""
+    return (
+        type(facts.args) is dict
+        and type(facts.context) is Context
+        and type(facts.capabilities) is tuple
+    )
+
+
 class _Roots(dict[str, Mapping[str, Any]]):
     __slots__ = ("facts",)
     facts: Facts
@@ -489,23 +509,16 @@ def extract(
 
     est_cost = arguments.get("est_cost", _MISSING)
     if est_cost is not _MISSING:
-        if (
-            isinstance(est_cost, bool)
-            or not isinstance(est_cost, (int, float))
-            or not math.isfinite(est_cost)
-        ):
-            raise EvaluationError(f"parameter 'est_cost' must be a finite number, not {est_cost!r}")
-        params["est_cost"] = est_cost
+        params["est_cost"] = est_cost_param(est_cost)
 
     verb = verb_of(name)
     if verb is not None:
         params["verb"] = verb
     if target is not None:
         params["target"] = target
-    if kind == "mcp":
-        params.update(mcp_params(target, capabilities))
-    elif kind == "llm" and target is not None and target.startswith("mcp:"):
-        params["server"] = target[4:]  # a server's sampling request (the MCP gateway)
+    trusted = kind_params(kind, target, capabilities)
+    if trusted:
+        params.update(trusted)
 
     if pinned_scope is not None:  # the usual case: decided without a call
         scopes: tuple[str, ...] = (pinned_scope,)
@@ -535,6 +548,21 @@ _MCP_HINTS: Final = (
 )
 
 
+def kind_params(
+    kind: str, target: str | None, capabilities: tuple[str, ...]
+) -> dict[str, Any] | None:
+    """The parameters an action's kind adds from its trusted fields: an MCP tool's
+    (:func:`mcp_params`), a server's sampling request's ``server`` (an ``llm`` action
+    whose target is ``mcp:<server>``, from the MCP gateway); ``None`` for any other.
+    Every path that builds a check's parameters adds them (the full extraction and
+    the per-shape facts functions alike)."""
+    if kind == "mcp":
+        return mcp_params(target, capabilities)
+    if kind == "llm" and target is not None and target.startswith("mcp:"):
+        return {"server": target[4:]}
+    return None
+
+
 def mcp_params(target: str | None, capabilities: tuple[str, ...]) -> dict[str, Any]:
     """An MCP tool's trusted facts as parameters: ``server`` (the upstream, from the
     target ``mcp:<server>``) and its four annotation hints, each true or false. The
@@ -545,6 +573,14 @@ def mcp_params(target: str | None, capabilities: tuple[str, ...]) -> dict[str, A
     for capability, param in _MCP_HINTS:
         params[param] = capability in capabilities
     return params
+
+
+def est_cost_param(value: Any) -> Any:
+    """``value`` as the ``est_cost`` parameter; raises EvaluationError unless it is a
+    finite number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise EvaluationError(f"parameter 'est_cost' must be a finite number, not {value!r}")
+    return value
 
 
 #: The longest text whose path, URL and host parameters are remembered (a key of the

@@ -17,6 +17,8 @@ from interlock.core.redaction import Redactor
 from interlock.errors import EvaluationError
 from interlock.facts.globs import could_match, covers
 from interlock.facts.paths import PathPattern
+from interlock.policy import fastpath
+from interlock.policy.conditiontests import condition_test
 
 __all__ = [
     "MISSING",
@@ -325,62 +327,47 @@ class CompiledCondition:
 
     def _build(self) -> Callable[[Any], bool]:
         key = self.key
-        judge = self._judge
         if not key.startswith("args."):
-            return self._build_for_param(key)
-        get: Callable[[Any], Any]
-        if "." not in key[5:] and not key[5:].isdigit():
-            name = key[5:]
-            get = lambda facts: facts.args.get(name, MISSING)  # noqa: E731
+            getter = "param"  # the most common kind
+        elif "." not in key[5:] and not key[5:].isdigit():
+            getter, key = "flat", key[5:]
         else:
-            get = lambda facts: lookup(key, facts.params, facts.args)  # noqa: E731
+            getter = "path"
+        options: dict[str, Any] = {}
         if self.exists is False:
-            return lambda facts: get(facts) is MISSING
-        text_test = self._text_only()
-        if text_test is not None:
-            match, wanted = text_test
+            kind = "absent"
+        elif not fastpath.SPECIALISED:
+            kind = "general"
+        elif (text_test := self._text_only()) is not None:
+            kind = "text"
+            options["match"], options["wanted"] = text_test
+        elif (literal_test := self._literal_only()) is not None:
+            kind = "literal"
+            options["texts"], options["wanted"] = literal_test
+        elif self._tests() == {"bounds"}:
+            kind = "bounds"
+            options["bounds"] = self.bounds
+        else:
+            kind = "general"
+        return condition_test(
+            getter, key, kind, self._judge, missing=MISSING, lookup=lookup, **options
+        )
 
-            def text_arg_test(facts: Any) -> bool:
-                value = get(facts)
-                if value is MISSING:
-                    return False
-                if type(value) is str:
-                    return (match(value) is not None) is wanted
-                return judge(value)  # raises: not text
-
-            return text_arg_test
-
-        def test(facts: Any) -> bool:
-            value = get(facts)
-            return value is not MISSING and judge(value)
-
-        return test
-
-    def _build_for_param(self, key: str) -> Callable[[Any], bool]:
-        """The test on an extracted parameter: the most common kind, so the lookup is
-        inlined rather than made through a getter call."""
-        judge = self._judge
-        if self.exists is False:
-            return lambda facts: facts.params.get(key, MISSING) is MISSING
-        text_test = self._text_only()
-        if text_test is not None:
-            match, wanted = text_test
-
-            def text_param_test(facts: Any) -> bool:
-                value = facts.params.get(key, MISSING)
-                if value is MISSING:
-                    return False
-                if type(value) is str:
-                    return (match(value) is not None) is wanted
-                return judge(value)  # raises: not text
-
-            return text_param_test
-
-        def param_test(facts: Any) -> bool:
-            value = facts.params.get(key, MISSING)
-            return value is not MISSING and judge(value)
-
-        return param_test
+    def _literal_only(self) -> tuple[frozenset[str], bool] | None:
+        """When the condition is one ``eq``, ``ne``, ``in`` or ``not_in`` of literals
+        that are all exactly ``str``: the literals and the outcome a text among them
+        gives (a text equals exactly the texts of the same contents, see
+        :func:`_equal`)."""
+        tests = self._tests()
+        if tests in ({"eq"}, {"ne"}):
+            literals: tuple[Any, ...] = (self.eq if self.ne is MISSING else self.ne,)
+        elif tests in ({"in_"}, {"not_in"}):
+            literals = self.in_ if self.in_ is not None else self.not_in or ()
+        else:
+            return None
+        if not all(type(literal) is str for literal in literals):
+            return None
+        return frozenset(literals), tests <= {"eq", "in_"}
 
     def _text_only(self) -> tuple[Callable[[str], object | None], bool] | None:
         """When the condition is one glob or regex test (negated or not) and nothing

@@ -9,6 +9,9 @@ picks, for each rule, one condition the rule needs — its *discriminator*:
 - a ``regex`` on a parameter: one RE2 set of every such regex, searched once;
 - any other test on a parameter (a number bound, ``not_in``...): that the parameter is
   there, since every test but ``exists: false`` is false on a missing one;
+- for a rule with no such condition, a ``has(args.x)`` its ``when:`` is AND-ed with
+  (``has(args.body) && args.body.contains(...)``): that ``x`` is there, for the usual
+  check (see :func:`~interlock.policy.celexpr.required_arguments`);
 
 and at a check runs each set once over the parameter's value, keeping only the rules
 whose discriminator holds (and every rule with none). The rules kept are then tested
@@ -32,6 +35,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from interlock.core.action import Context
+from interlock.policy import fastpath
+from interlock.policy.celexpr import required_arguments
 from interlock.policy.matchers import (
     MISSING,
     CompiledCondition,
@@ -84,28 +90,51 @@ class _Key:
         self.sets = tuple((made.match_bytes, owner) for made, owner in sets)
         return unheld
 
-    def passing(self, value: str) -> set[int]:
-        """The rules whose discriminator on this parameter holds for ``value``."""
-        found: set[int] = set(self.present)
-        self.add_passing(found, value)
-        return found
+    def bits(self) -> Callable[[Any], int]:
+        """``bits(value)``: the rules discriminated here that ``value`` (MISSING for a
+        missing parameter) can satisfy, as bits of their positions — none for a
+        missing value (a condition on it is false), all for one that is not plain
+        text (the rules judge it themselves)."""
+        every = _mask(self.rules)
+        present = _mask(self.present)
+        literals = {value: _mask(rules) for value, rules in self.literals.items()}
+        sets = tuple((match, [1 << owner for owner in owners]) for match, owners in self.sets)
+        if not literals and not sets:
 
-    def add_passing(self, found: set[int], value: str) -> None:
-        """Add to ``found`` the rules whose discriminator holds for ``value`` (no
-        set of its own: this runs for every indexed parameter of a check)."""
-        present = self.present
-        if present:
-            found |= present
-        hit = self.literals.get(value)
-        if hit:
-            found.update(hit)
-        sets = self.sets
-        if sets:
-            data = value.encode("utf-8", "surrogatepass")  # once for every set
-            for match, owner in sets:
-                matched = match(data)
-                if matched:
-                    found.update([owner[i] for i in matched])
+            def presence(value: Any) -> int:
+                if value is MISSING:
+                    return 0
+                return present if type(value) is str else every
+
+            return presence
+
+        def passing(value: Any) -> int:
+            if value is MISSING:
+                return 0
+            if type(value) is not str:
+                return every
+            found = present
+            if literals:
+                hit = literals.get(value)
+                if hit is not None:
+                    found |= hit
+            if sets:
+                data = value.encode("utf-8", "surrogatepass")  # once for every set
+                for match, masks in sets:
+                    matched = match(data)
+                    if matched:
+                        for i in matched:
+                            found |= masks[i]
+            return found
+
+        return passing
+
+
+def _mask(positions: Iterable[int]) -> int:
+    found = 0
+    for position in positions:
+        found |= 1 << position
+    return found
 
 
 def _sets(
@@ -128,11 +157,22 @@ def _sets(
 class Prefilter:
     """The rules of one candidate set that can match a check, found per parameter."""
 
-    __slots__ = ("_flat", "_free", "_keys", "_other", "_rules")
+    __slots__ = (
+        "_flat",
+        "_free",
+        "_free_bits",
+        "_keys",
+        "_other",
+        "_rules",
+        "_unusual",
+        "_unusual_bits",
+    )
 
     def __init__(self, rules: Iterable[CompiledRule]) -> None:
         self._rules: tuple[CompiledRule, ...] = tuple(rules)
         self._keys: dict[str, _Key] = {}
+        #: rules indexed by what their ``when:`` needs: kept for an unusual check
+        self._unusual: set[int] = set()
         free: set[int] = set()
         for index, rule in enumerate(self._rules):
             if not self._index(index, rule):
@@ -140,25 +180,28 @@ class Prefilter:
         for key in self._keys.values():
             free |= key.compile()  # a rule no set can hold is tested in full, always
         self._free: frozenset[int] = frozenset(free)
+        self._free_bits = _mask(free)
+        self._unusual_bits = _mask(self._unusual)
         # ``args.<name>`` is one dict lookup; a nested path or an extracted parameter
         # goes through the general lookup
-        self._flat: dict[str, _Key] = {}
-        self._other: list[tuple[str, _Key]] = []
+        self._flat: dict[str, Callable[[Any], int]] = {}
+        self._other: list[tuple[str, Callable[[Any], int]]] = []
         for name, key in self._keys.items():
             if name.startswith("args.") and "." not in name[5:]:
-                self._flat[name[5:]] = key
+                self._flat[name[5:]] = key.bits()
             else:
-                self._other.append((name, key))
+                self._other.append((name, key.bits()))
 
     def _index(self, index: int, rule: CompiledRule) -> bool:
-        """Index ``rule`` by one of its conditions; False when none can be indexed."""
+        """Index ``rule`` by one of its conditions, else by an argument its ``when:``
+        needs; False when nothing can be indexed."""
         best: tuple[int, CompiledCondition] | None = None
         for condition in rule.conditions:
             rank = _rank(condition)
             if rank is not None and (best is None or rank < best[0]):
                 best = (rank, condition)
         if best is None:
-            return False
+            return self._index_when(index, rule)
         condition = best[1]
         key = self._keys.setdefault(condition.key, _Key())
         key.rules.add(index)
@@ -177,10 +220,40 @@ class Prefilter:
             key.present.add(index)
         return True
 
+    def _index_when(self, index: int, rule: CompiledRule) -> bool:
+        """Index ``rule`` by the presence of an argument its ``when:`` is false
+        without (``has(args.body) && ...``, see :func:`required_arguments`). Not when
+        the ``when:`` reads ``params``: a parameter known only as a pattern makes the
+        rule raise first. Such a rule is always kept for a check whose CEL roots could
+        fail to build (:func:`plain_roots`), where that reasoning does not hold."""
+        when = rule.when
+        if when is None or "params" in when.variables or not fastpath.SPECIALISED:
+            return False
+        needed = required_arguments(when)
+        if not needed:
+            return False
+        key = self._keys.setdefault(f"args.{needed[0]}", _Key())
+        key.rules.add(index)
+        key.present.add(index)
+        self._unusual.add(index)
+        return True
+
     def keep(self, facts: Facts) -> set[int]:
         """The positions of the rules to test in full."""
-        keep = set(self._free)
+        found = self.bits(facts)
+        return {position for position in range(len(self._rules)) if found >> position & 1}
+
+    def bits(self, facts: Facts) -> int:
+        """The rules to test in full, as bits of their positions."""
+        found = self._free_bits
         args = facts.args
+        # plain_roots, inlined (this runs on every check of a large candidate set)
+        if self._unusual_bits and not (
+            type(args) is dict
+            and type(facts.context) is Context
+            and type(facts.capabilities) is tuple
+        ):
+            found |= self._unusual_bits
         flat = self._flat
         if flat:
             if type(args) is dict:
@@ -188,20 +261,28 @@ class Prefilter:
                 # may index many parameter names
                 if len(args) < len(flat):
                     for name, value in args.items():
-                        key = flat.get(name)
-                        if key is not None:
-                            _keep_for(keep, key, value)
+                        passing = flat.get(name)
+                        if passing is not None:
+                            found |= passing(value)
                 else:
-                    for name, key in flat.items():
-                        _keep_for(keep, key, args.get(name, MISSING))
+                    for name, passing in flat.items():
+                        found |= passing(args.get(name, MISSING))
             else:
-                for name, key in flat.items():
-                    _keep_for(keep, key, lookup("args." + name, {}, args))
+                for name, passing in flat.items():
+                    found |= passing(lookup("args." + name, {}, args))
         if self._other:
             params = facts.params
-            for name, key in self._other:
-                _keep_for(keep, key, lookup(name, params, args))
-        return keep
+            for name, passing in self._other:
+                found |= passing(lookup(name, params, args))
+        return found
+
+    def plan(self, names: Iterable[Any]) -> tuple[int, int, tuple[Any, ...], tuple[Any, ...]]:
+        """What :meth:`bits` does for a call whose arguments are a dict of exactly
+        ``names``: the bits of the rules always kept, of those kept for an unusual
+        check, the (name, passing) of each of those arguments indexed here, and the
+        (parameter, passing) of the parameters read otherwise."""
+        pairs = tuple((name, self._flat[name]) for name in names if name in self._flat)
+        return (self._free_bits, self._unusual_bits, pairs, tuple(self._other))
 
     @property
     def rules(self) -> tuple[CompiledRule, ...]:
@@ -231,13 +312,3 @@ def _rank(condition: CompiledCondition) -> int | None:
     # is false when the parameter is missing (CompiledCondition): its presence is
     # still a discriminator, and most calls lack most parameters a policy names.
     return 4
-
-
-def _keep_for(keep: set[int], key: _Key, value: Any) -> None:
-    """Add the rules discriminated on ``key`` that ``value`` can satisfy."""
-    if value is MISSING:
-        return  # a condition on a missing parameter is false: skip them all
-    if type(value) is not str:
-        keep |= key.rules  # not plain text: the rules judge it themselves
-        return
-    key.add_passing(keep, value)
