@@ -166,3 +166,12 @@ def test_a_refusal_names_an_mcp_tool() -> None:
 
     action = mcp("shred")
     assert "denied MCP tool 'shred'" in (verdict_outcome(judge(action), action).message or "")
+
+
+def test_the_facts_hold_on_every_call_of_a_shape() -> None:
+    # a call's shape is planned once and its facts then built by a generated function:
+    # the trusted MCP parameters must be there on the later calls too
+    guard = Guard(POLICY)
+    for _ in range(4):
+        decision = guard.check(mcp("issue_close", {"id": 7}, server="github"))
+        assert (decision.verdict, decision.rule_ids) == (Verdict.DENY, ("destructive-github",))
