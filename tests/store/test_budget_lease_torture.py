@@ -2,7 +2,9 @@
 lease on one budget and hammer it from three threads (reserve, then commit within the
 headroom, release, or abandon), running into its cap, while this process reaps
 concurrently — and one replica is killed with SIGKILL mid-run, its lease and its
-reservations in flight left behind. Afterwards one reaper pass reclaims them.
+reservations in flight left behind (it stops after ``KILL_AFTER`` settled calls with one
+reservation in flight per thread, and waits there for the kill). Afterwards one reaper
+pass reclaims them.
 
 What must hold (docs/adr/0012-budget-leases.md):
 
@@ -35,14 +37,18 @@ CAP = 3_000
 SLICE = 200
 REPLICAS = 3
 SECONDS = 60.0  # at most: each replica stops once the cap refuses it
-KILL_AFTER = 40  # calls the first replica reported done
+KILL_AFTER = 40  # calls the first replica settles before it holds, waiting for the kill
 
 
 class Replica:
-    def __init__(self, url: str, name: str, seed: int) -> None:
+    def __init__(self, url: str, name: str, seed: int, hold_after: int = 0) -> None:
         self.name = name
         self.proc = subprocess.Popen(
-            [sys.executable, str(WORKER), url, name, str(CAP), str(SLICE), str(SECONDS), str(seed)],
+            [
+                sys.executable,
+                str(WORKER),
+                *(url, name, str(CAP), str(SLICE), str(SECONDS), str(seed), str(hold_after)),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -69,14 +75,14 @@ class Replica:
         self.proc.stdin.write("go\n")
         self.proc.stdin.flush()
 
-    def wait_for(self, count: int) -> None:
-        """Until it reported ``count`` calls (or stopped)."""
-        while len(self.messages) < count:
+    def wait_until_holding(self) -> int:
+        """Until it says it holds (its reservations in flight); how many it holds."""
+        while True:
             message = self.lines.get(timeout=120)
-            if message is None:
-                self.lines.put(None)
-                return
+            assert message is not None, f"{self.name} stopped before it held: {self._stderr()}"
             self.messages.append(message)
+            if "holding" in message:
+                return int(message["holding"])
 
     def collect(self) -> list[dict[str, Any]]:
         while (message := self.lines.get(timeout=120)) is not None:
@@ -145,14 +151,17 @@ def test_leases_across_three_replicas_and_a_kill_lose_nothing_and_never_pass_the
 ) -> None:
     store = open_store(store_url)  # migrates first; the real clock, as the replicas'
     try:
-        replicas = [Replica(store_url, f"r{i}", seed=i) for i in range(REPLICAS)]
+        replicas = [
+            Replica(store_url, f"r{i}", seed=i, hold_after=KILL_AFTER if i == 0 else 0)
+            for i in range(REPLICAS)
+        ]
         for replica in replicas:
             replica.expect_ready()
         monitor = Monitor(store)
         monitor.start()
         for replica in replicas:
             replica.go()
-        replicas[0].wait_for(KILL_AFTER)  # mid-run: it holds a lease and calls in flight
+        in_flight = replicas[0].wait_until_holding()  # mid-run: a lease, calls in flight
         replicas[0].kill()
         messages = {replica.name: replica.collect() for replica in replicas}
         monitor.stopping.set()
@@ -161,6 +170,8 @@ def test_leases_across_three_replicas_and_a_kill_lose_nothing_and_never_pass_the
         for name in ("r1", "r2"):
             assert messages[name][-1].get("done"), f"{name} did not finish: {messages[name][-1:]}"
         assert all("done" not in m for m in messages["r0"])
+        settled_by_r0 = [m for m in messages["r0"] if "holding" not in m]
+        assert len(settled_by_r0) >= KILL_AFTER, len(settled_by_r0)
 
         # the cap held at every sample, the leases counted as reserved
         assert monitor.samples
@@ -192,6 +203,9 @@ def test_leases_across_three_replicas_and_a_kill_lose_nothing_and_never_pass_the
                     assert each[m["released"]] == ("released", None), m
                 elif "abandoned" in m:
                     assert each[m["abandoned"]] == ("expired", m["amount"]), m
-        assert messages["r0"], "the killed replica did nothing before it was killed"
+        # what was in flight at the kill was charged in full, as the abandoned ones
+        abandoned = sum("abandoned" in m for ms in messages.values() for m in ms)
+        expired = sum(status == "expired" for status, _ in each.values())
+        assert in_flight >= 1 and expired == abandoned + in_flight, (in_flight, expired)
     finally:
         store.close()

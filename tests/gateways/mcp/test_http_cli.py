@@ -72,7 +72,10 @@ async def test_the_command_serves_a_client_and_stops_cleanly(tmp_path: Path) -> 
         assert process.stderr is not None
         for line in process.stderr:
             lines.append(line)
-            if b"Uvicorn running" in line or b"Application startup complete" in line:
+            # uvicorn says "Application startup complete" before it binds the socket:
+            # only "Uvicorn running on" means a client can connect (a CI run under load
+            # connected in between and was refused).
+            if b"Uvicorn running on" in line:
                 ready.set()
 
     threading.Thread(target=read_stderr, daemon=True).start()
