@@ -47,6 +47,7 @@ class HttpSettings:
     allowed_origins: tuple[str, ...]
     grace: float
     log_level: str
+    reload_interval: float | None = None
 
 
 def _deciders(
@@ -157,12 +158,19 @@ def serve_http(
             timeout_graceful_shutdown=2,
         )
     )
+    watcher = None
+    if guard is not None:  # a local policy: watched as the stdio gateway's is
+        from interlock.cli_gateways_mcp import watch_policy
+
+        watcher = watch_policy(guard, policy, settings.reload_interval)
     try:
         with stop_on_sigterm():
             uvicorn_server.run()
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     finally:
+        if watcher is not None:
+            watcher.stop()
         if guard is not None:
             guard.close()
         err.print(Text("interlock: mcp-gateway stopped"))
