@@ -217,3 +217,54 @@ async def test_an_approval_answered_in_band_is_the_keys(approving: Gateway, mode
     assert approval.status.value == "claimed"
     assert approval.decided_by == "mcp-elicitation:other"
     assert approval.context.get("agent") == "other"
+
+
+# -- what each key is shown: --hide-denied-tools per key ----------------------------------
+
+HIDING_POLICY = (
+    POLICY
+    + """\
+  - id: lookups-for-beta
+    decision: allow
+    reason: tenant beta may look things up
+    name: lookup
+    tenant: beta
+"""
+)
+
+
+@pytest.fixture(scope="module", params=["transparent", "merged"])
+def hiding(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Gateway]:
+    upstreams = (TRANSPARENT if request.param == "transparent" else MERGED).upstreams
+    config = GatewayConfig(upstreams, hide_denied_tools=True)
+    running = Gateway(tmp_path_factory.mktemp(f"hiding-{request.param}"), HIDING_POLICY, config)
+    yield running
+    running.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_each_key_is_shown_the_tools_its_agent_and_tenant_may_call(
+    hiding: Gateway, mode: str
+) -> None:
+    shown: dict[str, set[str]] = {}
+    refused: dict[str, types.CallToolResult] = {}
+    for who, key, forbidden in (
+        ("bot", hiding.keys.bot, "lookup"),
+        ("other", hiding.keys.other, "whoami"),
+    ):
+        async with http_client(hiding.url, key, mode=mode) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            shown[who] = {name.removeprefix("tools__") for name in names}
+            arguments = {"query": "x", "est_cost": 1.0} if forbidden == "lookup" else {}
+            refused[who] = await client.call_tool(tool(hiding, forbidden), arguments)
+    always = {"echo", "fail", "count", "confirm", "roots", "chatty"}
+    assert always <= shown["bot"] and always <= shown["other"]
+    assert "whoami" in shown["bot"] and "whoami" not in shown["other"]  # agent: bot
+    assert "lookup" in shown["other"] and "lookup" not in shown["bot"]  # tenant: beta
+    assert "delete_file" not in shown["bot"] | shown["other"]  # nobody's
+    # hidden, called anyway: judged and refused like any other, never reaching it
+    assert refused["bot"].is_error and refused["other"].is_error
+    assert {entry.get("tool") for entry in reached(hiding.log)} & {"lookup", "whoami"} == set()

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import mcp_types as types
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -175,6 +176,61 @@ def test_credentials_reach_their_upstream_and_the_clients_key_never_does(
         assert key.split("_")[1] not in everything  # not even the key's id
     whoami = [e for e in reached(gateway.log) if e["tool"] == "whoami"]
     assert whoami == []  # (the stdio upstreams get no headers at all: no such channel)
+
+
+CLIENT_SECRETS = {"x-client-secret": "client-secret-91c2", "cookie": "sid=client-cookie-5d1e"}
+
+
+@pytest.mark.parametrize("generation", ["handshake", "per-request"])
+def test_nothing_of_the_upstreams_credentials_reaches_the_client_nor_the_clients_the_upstream(
+    gateway: Gateway, web: tuple[Uvicorn, Record], generation: str
+) -> None:
+    """Every byte the client is sent (status lines aside: headers and bodies), for a
+    handshake, a listing, an allowed call, a refused one and an upstream's error, is
+    free of the upstream's credentials; every request the upstream gets is free of
+    the client's key and of whatever else the client sent in its headers."""
+    _, record = web
+    raw = RawHttp(gateway.url, gateway.keys.bot)
+    seen = len(record.requests)
+    answers: list[httpx.Response] = []
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+
+    def send(request_id: int, method: str, params: dict[str, Any]) -> None:
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        if generation == "handshake":
+            answers.append(raw.post(body, **CLIENT_SECRETS))
+            return
+        body["params"] = {**params, "_meta": meta}
+        headers = {**raw.headers(), **CLIENT_SECRETS, "mcp-protocol-version": "2026-07-28"}
+        headers["mcp-method"] = method
+        if "name" in params or "uri" in params:
+            headers["mcp-name"] = params.get("name") or params["uri"]
+        answers.append(raw.http.post(raw.url, content=json.dumps(body).encode(), headers=headers))
+
+    try:
+        if generation == "handshake":
+            raw.handshake()
+        send(1, "tools/list", {})
+        send(2, "tools/call", {"name": "web__echo", "arguments": {"text": "whose secret?"}})
+        send(3, "tools/call", {"name": "web__delete_file", "arguments": {"path": "/"}})
+        send(4, "tools/call", {"name": "web__no_such_tool", "arguments": {}})
+        send(5, "resources/read", {"uri": "web://nowhere"})
+    finally:
+        if generation == "handshake":
+            raw.delete()
+        raw.close()
+    assert "whose secret?" in answers[1].text  # the call went through, and back
+    assert '"isError":true' in answers[2].text and '"isError":true' in answers[3].text
+    assert '"error"' in answers[4].text  # an error answer (no upstream listed the URI)
+    sent_back = "".join(f"{answer.headers}{answer.text}" for answer in answers)
+    assert SECRET not in sent_back and "upstream-secret" not in sent_back
+    upstream_saw = json.dumps(record.requests[seen:])
+    assert len(record.requests) > seen
+    for value in (*CLIENT_SECRETS.values(), gateway.keys.bot, gateway.keys.bot.split("_")[1]):
+        assert value not in upstream_saw
 
 
 def test_each_gateway_session_has_its_own_upstream_session(
