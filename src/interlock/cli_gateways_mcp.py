@@ -235,7 +235,8 @@ def mcp_gateway(
         typer.Option(
             "--http",
             help="Listen on streamable HTTP (path /mcp) instead of stdio: clients "
-            "authenticate with Interlock agent keys (needs --database or --server).",
+            "authenticate with Interlock agent keys, from the store (--database; by default "
+            "that of interlock keys create) or the server (--server).",
         ),
     ] = False,
     host: Annotated[str, typer.Option(help="With --http: the interface to listen on.")] = (
@@ -309,9 +310,9 @@ def mcp_gateway(
             log_level=log_level,
             reload_interval=reload_interval,
         )
-        if approve_by_elicitation and (server is not None or database is None):
+        if approve_by_elicitation and server is not None:
             raise fail(
-                "--approve-by-elicitation needs a local store (-d), and is refused with "
+                "--approve-by-elicitation needs a local store, and is refused with "
                 "--server: approvals asked of the client's user are recorded there"
             )
         serve_http(gateway_config, environment, settings, policy, database, server, session_options)
