@@ -394,7 +394,11 @@ async def test_an_unreadable_call_is_recorded_as_its_callers_and_never_judged(tw
     assert isinstance(decision.cause, MappingError)
     assert decision.reason == "could not map the call: the params are not an object"
     (record,) = sink.records()
-    assert (record["tenant"], record["agent"], record["decision"]) == ("acme", "bot", "undetermined")
+    assert (record["tenant"], record["agent"], record["decision"]) == (
+        "acme",
+        "bot",
+        "undetermined",
+    )
     assert record["action"]["name"] == "echo"
     # the look-alike: a mapper that raises has no action; the record is the guard's
     guard.check_mapped(_raises)
