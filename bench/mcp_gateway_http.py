@@ -23,6 +23,10 @@ timed from before its POST to after the last byte of its SSE answer; every answe
 is checked, and a denied call goes through the gateway once at the end: it must come
 back refused. Calls are taken in turn, ``BLOCK`` at a time per endpoint.
 
+With ``INTERLOCK_BENCH_BASELINE_SRC`` set to another source tree (``.../src`` of a
+``git worktree`` of the base commit), a fourth endpoint is that tree's gateway (run
+by this interpreter with ``PYTHONPATH`` on it), measured in the same run.
+
 No target of its own in issue 14 (the stdio gateway's is 0.5 ms added at p50); the
 figure reported is the added p50 and the ratio.
 """
@@ -30,6 +34,7 @@ figure reported is the added p50 and the ratio.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -51,6 +56,7 @@ BLOCK: Final = 50
 DIRECT: Final = "direct to the upstream (MCPServer, streamable HTTP)"
 GATEWAY: Final = "through interlock mcp-gateway --http"
 RELAY: Final = "through a bare Starlette + httpx relay"
+BASELINE: Final = "through the baseline tree's gateway"
 
 RELAY_APP: Final = """\
 import sys
@@ -211,7 +217,7 @@ def _endpoints(scratch: Path) -> Iterator[dict[str, _Endpoint]]:
     store.close()
     relay = scratch / "relay.py"
     relay.write_text(RELAY_APP, encoding="utf-8")
-    up_port, gw_port, relay_port = _free_port(), _free_port(), _free_port()
+    up_port, gw_port, relay_port, base_port = _free_port(), _free_port(), _free_port(), _free_port()
     config = scratch / "gateway.yaml"
     config.write_text(
         f"upstreams:\n  up:\n    url: http://127.0.0.1:{up_port}/mcp\n    namespace: false\n",
@@ -237,6 +243,20 @@ def _endpoints(scratch: Path) -> Iterator[dict[str, _Endpoint]]:
         GATEWAY: _Endpoint(f"http://127.0.0.1:{gw_port}/mcp", key),
         RELAY: _Endpoint(f"http://127.0.0.1:{relay_port}/mcp"),
     }
+    baseline_src = os.environ.get("INTERLOCK_BENCH_BASELINE_SRC")
+    if baseline_src:
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable, "-m", "interlock", "mcp-gateway", "--http", "--port",
+                    str(base_port), "-d", database, "--policy", str(policy), "--config",
+                    str(config), "--log-level", "warning",
+                ],
+                stderr=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONPATH": baseline_src},
+            )
+        )  # fmt: skip
+        endpoints[BASELINE] = _Endpoint(f"http://127.0.0.1:{base_port}/mcp", key)
     try:
         for endpoint in endpoints.values():
             endpoint.start()
@@ -322,4 +342,16 @@ def run(calls: int | None, quick: bool) -> BenchResult:
         f"added by a bare Starlette + httpx relay: p50 {relay_added:.3f} ms; the gateway's "
         f"own share (judging, key, audit record, parsing): {added_p50 - relay_added:.3f} ms"
     )
+    baseline = stats.get(BASELINE)
+    if baseline is not None:
+        base_added = (baseline.p50_ns - direct.p50_ns) / 1e6
+        result.info["baseline_added_p50_ms"] = round(base_added, 3)
+        result.info["p50_ratio gateway / baseline"] = round(gateway.p50_ns / baseline.p50_ns, 3)
+        result.notes.append(
+            f"the baseline tree's gateway added p50 {base_added:.3f} ms (this tree "
+            f"{added_p50:.3f} ms): p50 ratio this / baseline "
+            f"{gateway.p50_ns / baseline.p50_ns:.3f}"
+        )
+    else:
+        result.notes.append("set INTERLOCK_BENCH_BASELINE_SRC=<base>/src to compare two trees")
     return result

@@ -10,6 +10,11 @@ on stdio (the client launches the gateway) or on streamable HTTP (``--http``).
     INTERLOCK_API_KEY=... interlock mcp-gateway --server http://127.0.0.1:8750 -- python s.py
     interlock mcp-gateway --http --port 8770 -d sqlite:///.interlock/interlock.db -- python s.py
 
+With a local policy, the policy file is watched while the gateway serves (every
+``--reload-interval`` seconds, and on SIGHUP), as ``interlock serve`` watches it: a new
+policy decides from the next call on, sessions and upstreams untouched; one that does
+not load leaves the old one in force and says why on stderr.
+
 On stdio the exit code is the upstream's (128 + N when signal N ended it); with
 ``--http``, 0 once stopped. 2 for a usage error, an invalid policy or a store that
 cannot be opened.
@@ -21,6 +26,7 @@ import asyncio
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
@@ -33,12 +39,15 @@ from interlock.errors import ConfigError, PolicyError, StoreError, message_of
 if TYPE_CHECKING:
     from interlock import Guard
     from interlock.gateways.mcp.config import GatewayConfig
+    from interlock.policy.reload import PolicyWatcher
 
-__all__ = ["API_KEY_ENV", "mcp_gateway"]
+__all__ = ["API_KEY_ENV", "DEFAULT_RELOAD_INTERVAL", "mcp_gateway", "watch_policy"]
 
 #: Where ``--server`` reads its API key (never from the command line, which other
 #: users of the machine can read).
 API_KEY_ENV: Final = "INTERLOCK_API_KEY"
+#: Seconds between looks at the policy file (as ``interlock serve`` and ``llm-proxy``).
+DEFAULT_RELOAD_INTERVAL: Final = 2.0
 
 
 def _env_pairs(pairs: list[str]) -> dict[str, str]:
@@ -69,6 +78,25 @@ def _guard(policy: Path | None, database: str | None, server: str | None) -> Gua
         return Guard.from_file(policy_path(policy), store=database)
     except (PolicyError, StoreError, OSError) as exc:
         raise fail(message_of(exc)) from exc
+
+
+def watch_policy(guard: Guard, policy: Path | None, reload_interval: float | None) -> PolicyWatcher:
+    """Keep ``guard`` on its policy file while the gateway serves: a look every
+    ``reload_interval`` seconds (default 2; 0: only on SIGHUP) and on SIGHUP, each
+    reload, refused reload and held one told on stderr — as ``interlock serve`` and
+    ``interlock llm-proxy`` do (:class:`~interlock.policy.reload.PolicyWatcher`: a
+    policy that does not load, or a file half-written, never replaces the one in
+    force). Stop it with :meth:`~interlock.policy.reload.PolicyWatcher.stop`."""
+    from interlock.cli_server import reporting_watcher
+
+    interval = DEFAULT_RELOAD_INTERVAL if reload_interval is None else reload_interval
+    path = policy_path(policy)
+    watcher = reporting_watcher(guard, path, interval, held=lambda _held: "restart to take it")
+    if interval > 0:
+        watcher.start()
+    if threading.current_thread() is threading.main_thread():
+        watcher.install_sighup()
+    return watcher
 
 
 def mcp_gateway(
@@ -188,6 +216,17 @@ def mcp_gateway(
             "before it is abandoned (its reservation released; 0: no limit).",
         ),
     ] = 120.0,
+    reload_interval: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help="Seconds between looks at the policy file for changes (0: only on SIGHUP; "
+            "default 2). A new policy decides from the next call on; one that does not "
+            "load never replaces the one in force; one that removes more than half of the "
+            "rules is held until a restart.",
+            show_default=False,
+        ),
+    ] = None,
     log_level: Annotated[
         str, typer.Option(help="Log level on stderr: warning, info or debug.")
     ] = "info",
@@ -196,7 +235,8 @@ def mcp_gateway(
         typer.Option(
             "--http",
             help="Listen on streamable HTTP (path /mcp) instead of stdio: clients "
-            "authenticate with Interlock agent keys (needs --database or --server).",
+            "authenticate with Interlock agent keys, from the store (--database; by default "
+            "that of interlock keys create) or the server (--server).",
         ),
     ] = False,
     host: Annotated[str, typer.Option(help="With --http: the interface to listen on.")] = (
@@ -253,6 +293,8 @@ def mcp_gateway(
         "approve_by_elicitation": approve_by_elicitation,
         "elicitation_timeout": elicitation_timeout or None,
     }
+    if server is not None and reload_interval is not None:
+        raise fail("--server decides on the server: no --reload-interval with it")
     if http:
         from interlock.cli_gateways_mcp_http import HttpSettings, serve_http
 
@@ -266,10 +308,11 @@ def mcp_gateway(
             allowed_origins=tuple(allowed_origin or ()),
             grace=grace,
             log_level=log_level,
+            reload_interval=reload_interval,
         )
-        if approve_by_elicitation and (server is not None or database is None):
+        if approve_by_elicitation and server is not None:
             raise fail(
-                "--approve-by-elicitation needs a local store (-d), and is refused with "
+                "--approve-by-elicitation needs a local store, and is refused with "
                 "--server: approvals asked of the client's user are recorded there"
             )
         serve_http(gateway_config, environment, settings, policy, database, server, session_options)
@@ -308,11 +351,14 @@ def mcp_gateway(
             approve_by_elicitation=approve_by_elicitation,
             elicitation_timeout=elicitation_timeout or None,
         )
+    watcher = watch_policy(guard, policy, reload_interval) if server is None else None
     try:
         code = asyncio.run(gateway.run())
     except OSError as exc:  # an upstream could not be started
         raise fail(f"could not start the upstream: {exc}") from exc
     finally:
+        if watcher is not None:
+            watcher.stop()
         guard.close()
     raise typer.Exit(code)
 

@@ -5,9 +5,11 @@
     interlock mcp-gateway --http -d sqlite:///.interlock/interlock.db -- python server.py
     interlock mcp-gateway --http --server http://127.0.0.1:8750 --config gateway.yaml
 
-Clients authenticate with Interlock agent keys: from the store (``--database``), whose
-guard judges every call; or, with ``--server``, keys the shared server knows, each
-client's calls judged there under its own key. Exit code 0 once stopped (Ctrl-C,
+Clients authenticate with Interlock agent keys: from the store (``--database``; by
+default ``$INTERLOCK_DATABASE_URL``, else ``sqlite:///.interlock/interlock.db``, where
+``interlock keys create`` puts them), whose guard judges every call; or, with
+``--server``, keys the shared server knows, each client's calls judged there under
+its own key. Exit code 0 once stopped (Ctrl-C,
 SIGTERM); 2 for a usage error, an invalid policy or a store that cannot be used.
 """
 
@@ -47,6 +49,7 @@ class HttpSettings:
     allowed_origins: tuple[str, ...]
     grace: float
     log_level: str
+    reload_interval: float | None = None
 
 
 def _deciders(
@@ -65,11 +68,10 @@ def _deciders(
         except ImportError:
             raise fail("--server needs httpx: pip install 'interlock[remote]'") from None
         return ServerKeys(server), None
-    if database is None:
-        raise fail(
-            "--http needs a store for the clients' API keys (--database URL; create a key "
-            "with interlock keys create), or --server URL"
-        )
+    if database is None:  # the store `interlock keys create` writes to by default
+        from interlock.store import default_database_url
+
+        database = default_database_url()
     from interlock import Guard
     from interlock.server.keys import KeyStore, Role
     from interlock.store.sql import SqlStore
@@ -157,12 +159,19 @@ def serve_http(
             timeout_graceful_shutdown=2,
         )
     )
+    watcher = None
+    if guard is not None:  # a local policy: watched as the stdio gateway's is
+        from interlock.cli_gateways_mcp import watch_policy
+
+        watcher = watch_policy(guard, policy, settings.reload_interval)
     try:
         with stop_on_sigterm():
             uvicorn_server.run()
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     finally:
+        if watcher is not None:
+            watcher.stop()
         if guard is not None:
             guard.close()
         err.print(Text("interlock: mcp-gateway stopped"))

@@ -621,6 +621,29 @@ class Guard:
             self._emit_pass_through(start)
         return actions
 
+    def unreadable(self, action: Action, problem: str) -> Decision:
+        """Record, without judging it, a call that cannot be read: an undetermined
+        decision ("could not map the call: ``problem``"), recorded and told as any
+        other. ``action`` says what is known of the call — above all who asked, its
+        context — so that the record is that caller's (its tenant and agent); the
+        decider never sees it. A mapper that raises is the same thing with no
+        action at all (the guard's own context is the record's)."""
+        start = time.perf_counter_ns()
+        return self._finish(*self._unreadable(action, problem), start)
+
+    async def aunreadable(self, action: Action, problem: str) -> Decision:
+        """The async twin of :meth:`unreadable`."""
+        start = time.perf_counter_ns()
+        return await self._afinish(*self._unreadable(action, problem), start)
+
+    def _unreadable(self, action: Action, problem: str) -> tuple[Action | None, Decision]:
+        error = MappingError(problem)
+        try:
+            known: Action | None = self._contextualise(action)
+        except MappingError:  # not an Action the record can describe
+            known = None
+        return known, _failed(error, f"could not map the call: {error}")
+
     # -- raising forms -----------------------------------------------------------------
 
     def enforce(self, action: Action, *, timeout: float | None = None) -> Decision:

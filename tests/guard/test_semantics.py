@@ -374,6 +374,41 @@ def test_every_decision_and_pass_through_is_recorded() -> None:
     assert record["latency_us"] >= 0
 
 
+ALLOW_ALL = load_policy_text("version: 1\ndefault: allow\n")
+
+
+@pytest.mark.parametrize("twin", ["sync", "async"])
+async def test_an_unreadable_call_is_recorded_as_its_callers_and_never_judged(twin: str) -> None:
+    """``unreadable``: undetermined under a policy that allows everything (the
+    decider is never asked), the record the caller's — not the guard's."""
+    from interlock import Context
+
+    sink = MemorySink()
+    guard = Guard(ALLOW_ALL, sink=sink, context=Context(tenant="gateway", runtime="gw"))
+    known = Action(kind="mcp", name="echo", context=Context(tenant="acme", agent="bot"))
+    if twin == "sync":
+        decision = guard.unreadable(known, "the params are not an object")
+    else:
+        decision = await guard.aunreadable(known, "the params are not an object")
+    assert decision.verdict is Verdict.UNDETERMINED
+    assert isinstance(decision.cause, MappingError)
+    assert decision.reason == "could not map the call: the params are not an object"
+    (record,) = sink.records()
+    assert (record["tenant"], record["agent"], record["decision"]) == (
+        "acme",
+        "bot",
+        "undetermined",
+    )
+    assert record["action"]["name"] == "echo"
+    # the look-alike: a mapper that raises has no action; the record is the guard's
+    guard.check_mapped(_raises)
+    assert "tenant" not in sink.records()[-1]
+
+
+def _raises() -> None:
+    raise MappingError("unreadable")
+
+
 async def test_asyncio_cancellation_is_recorded_undetermined_and_reraised() -> None:
     sink = MemorySink()
     guard = Guard(POLICY, decider=SlowDecider(5), sink=sink)

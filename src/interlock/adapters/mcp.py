@@ -92,6 +92,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DECISION_META_KEY",
+    "UNREADABLE_TOOL",
     "ClientSessionAdapter",
     "InterlockMiddleware",
     "LowLevelServerAdapter",
@@ -114,6 +115,8 @@ ToolLookup = Callable[[str], Awaitable[Tool | None]]
 
 #: Where a refusal's ``_meta`` carries the decision.
 DECISION_META_KEY: Final = "interlock/decision"
+#: The name a record gives a ``tools/call`` whose params name no tool it can read.
+UNREADABLE_TOOL: Final = "(unreadable tools/call)"
 
 
 # -- the action and the refusal --------------------------------------------------------
@@ -288,14 +291,24 @@ class _Gate:
         try:
             tool = await self.lookup(name)
         except Exception as exc:  # no schema to project onto: fail closed
-            return await self.unmappable(f"could not look up tool {name!r}: {describe(exc)}")
+            problem = f"could not look up tool {name!r}: {describe(exc)}"
+            return await self.unmappable(problem, name)
         if self.mapper is None:
             action = tool_action(name, arguments, tool, call_id, self.server, self.context)
             return await self.guard.acheck(action)
         return await self.guard.acheck_mapped(self.mapper, name, arguments or {}, tool)
 
-    async def unmappable(self, problem: str) -> Decision:
-        """An undetermined decision, recorded by the guard, for a call it cannot read."""
+    async def unmappable(
+        self, problem: str, name: str | None = None, *, routed: bool = True
+    ) -> Decision:
+        """An undetermined decision, recorded by the guard, for a call it cannot read
+        (``name``: the tool's, when the call names one; ``routed``: the call is this
+        gate's server's). At a gateway the record is the caller's (the tenant and
+        agent of the client's key), never the guard's."""
+        if self.context is not None:
+            server = self.server if routed else None
+            known = tool_action(name or UNREADABLE_TOOL, None, None, None, server, self.context)
+            return await self.guard.aunreadable(known, problem)
 
         def refuse(*_: Any) -> None:
             raise MappingError(problem)

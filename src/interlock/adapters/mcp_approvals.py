@@ -45,7 +45,7 @@ from interlock.errors import ApprovalError, describe
 
 if TYPE_CHECKING:
     from interlock.adapters.base import CallKey
-    from interlock.core.action import Action
+    from interlock.core.action import Action, Context
     from interlock.core.decision import Decision
     from interlock.guard import Guard
 
@@ -99,10 +99,16 @@ def check_can_approve(guard: Guard) -> None:
         raise ValueError("approvals through elicitation need a store (approvals are kept there)")
 
 
-def approver(guard: Guard) -> str:
-    """Who an approval decided in the MCP client is recorded as decided by."""
-    agent = guard.context.agent
+def approver(guard: Guard, context: Context | None = None) -> str:
+    """Who an approval decided in the MCP client is recorded as decided by: the
+    channel and the agent at the client (``context``'s, a gateway client's key's,
+    else the guard's)."""
+    agent = _callers(guard, context).agent
     return f"{CHANNEL}:{agent}" if agent else CHANNEL
+
+
+def _callers(guard: Guard, context: Context | None) -> Context:
+    return context.merged_over(guard.context) if context is not None else guard.context
 
 
 def form_supported(capabilities: Any) -> bool:
@@ -166,19 +172,25 @@ def answer_of(result: Any) -> Answer:
 
 
 async def record_answer(
-    guard: Guard, approval_id: str, answer: Answer, client: str | None = None
+    guard: Guard,
+    approval_id: str,
+    answer: Answer,
+    client: str | None = None,
+    context: Context | None = None,
 ) -> str | None:
     """Decide the approval as the client's user answered (nothing for ``pending``).
     ``None``, or why the store refused (decided meanwhile, expired, the requester's
-    own identity): the call is then judged as the approval stands."""
+    own identity): the call is then judged as the approval stands. ``context``: the
+    caller's, where the runtime knows it (a gateway client's key: the approval is
+    its tenant's, and its agent's user answered), else the guard's."""
     if answer == "pending":
         return None
     store = guard.store
     if store is None:  # pragma: no cover - check_can_approve refuses this first
         return "no store"
     where = f"in the MCP client {client!r}" if client else "in the MCP client"
-    by = approver(guard)
-    tenant = guard.context.tenant
+    by = approver(guard, context)
+    tenant = _callers(guard, context).tenant
 
     def decide() -> None:
         if answer == "approve":

@@ -289,6 +289,10 @@ async def judge_sampling(
     parsed = problem if problem is not None else sampling_params(params)
     if isinstance(parsed, str):
         problem = parsed
+        if context is not None:  # a gateway's: the record is the client's key's
+            target = f"mcp:{server}" if server else None
+            known = Action.llm(SAMPLING_MODEL, target=target, context=_trusted(context, call_id))
+            return await guard.aunreadable(known, problem), None
 
         def refuse(*_: Any) -> None:
             raise MappingError(problem)

@@ -131,8 +131,10 @@ class Gateway:
         idle_timeout: float = 1800.0,
         max_sessions: int = 64,
         max_body_bytes: int = 4 * 1024 * 1024,
+        **session_options: Any,
     ) -> None:
         self.log = tmp / "upstream.jsonl"
+        self.config = config
         self.guard = Guard(load_policy_text(policy), store=f"sqlite:///{tmp / 'gateway.db'}")
         assert self.guard.store is not None
         keys = KeyStore(self.guard.store)
@@ -152,7 +154,9 @@ class Gateway:
             max_body_bytes=max_body_bytes,
         )
         self.gateway = HttpGateway(
-            StoreKeys(self.guard, keys), relays_for(config, env, grace=2.0), options
+            StoreKeys(self.guard, keys),
+            relays_for(config, env, grace=2.0, **session_options),
+            options,
         )
         self.server = Uvicorn(self.gateway.app())
 

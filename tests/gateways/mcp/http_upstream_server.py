@@ -6,7 +6,8 @@ every HTTP request it receives appends its method and headers to
 
 Tools: ``echo(text)``, ``delete_file(path)``, ``count(to)`` (a progress
 notification per step) and ``ask(question)`` (a sampling request back to the
-client), like the stdio test server's; and ``hangup(text)``, which closes the
+client), like the stdio test server's; ``locate(region, query)``, whose ``region``
+is an ``x-mcp-header`` parameter; and ``hangup(text)``, which closes the
 call's SSE connection before it answers (the answer is kept in the server's event
 store, for the client to resume the stream from its last event id).
 """
@@ -14,11 +15,12 @@ store, for the client to resume the stream from its last event id).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 from mcp_types import JSONRPCMessage, SamplingMessage, TextContent
+from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 
@@ -86,6 +88,15 @@ def build(record: Record) -> ASGIApp:
         reply = await ctx.session.create_message(messages=[message], max_tokens=16)
         content = reply.content
         return content.text if isinstance(content, TextContent) else str(content)
+
+    @server.tool()
+    def locate(
+        region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})], query: str
+    ) -> str:
+        """Look ``query`` up in ``region`` (mirrored in the ``Mcp-Param-Region`` header
+        on the per-request generation, which this server checks against the body)."""
+        record.calls.append({"tool": "locate", "args": {"region": region, "query": query}})
+        return f"{query} in {region}"
 
     @server.tool()
     async def hangup(text: str, ctx: Context) -> str:

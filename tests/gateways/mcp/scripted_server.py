@@ -9,6 +9,7 @@ It answers ``initialize`` (the version it was asked for), ``ping`` and
 - ``{"send": MESSAGE}`` writes MESSAGE (a server-to-client request, a notification);
   with ``"repeat": N``, the content of its first message repeated N times (a message
   too large to pass as the call's own arguments);
+- ``{"print": TEXT}`` writes TEXT and a newline as it is (a stray ``print``, not JSON-RPC);
 - ``{"await": ID}`` reads until the response to ID arrives;
 - ``{"exit": CODE}`` exits at once;
 - ``{"result": RESULT}`` answers the call with RESULT (and ends the steps);
@@ -64,6 +65,9 @@ def run(request: dict[str, Any]) -> None:
                 first = message["params"]["messages"][0]
                 first["content"] = [first["content"]] * step["repeat"]
             write(message)
+        elif "print" in step:
+            sys.stdout.write(step["print"] + "\n")
+            sys.stdout.flush()
         elif "await" in step:
             while (body := read()) is not None:
                 if "method" not in body and body.get("id") == step["await"]:

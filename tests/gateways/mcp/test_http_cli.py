@@ -99,7 +99,6 @@ async def test_the_command_serves_a_client_and_stops_cleanly(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("options", "says"),
     [
-        (["--http"], b"--database"),
         (["--allowed-host", "example.com"], b"--http"),
         (["--http", "--server", "http://127.0.0.1:9", "-d", "sqlite:///x.db"], b"--server"),
         (["--http", "--server", "ftp://example.com"], b"http(s)"),
@@ -112,6 +111,49 @@ def test_usage_errors_exit_2(tmp_path: Path, options: list[str], says: bytes) ->
     )
     assert done.returncode == 2, done.stderr
     assert says in done.stderr
+
+
+async def test_without_a_store_named_the_keys_are_the_default_stores(tmp_path: Path) -> None:
+    """``--http`` with neither ``-d`` nor ``--server``: the store ``interlock keys
+    create`` writes to by default (``.interlock/interlock.db`` here), as ``serve`` and
+    ``llm-proxy`` read it."""
+    keys = subprocess.run(
+        [INTERLOCK, "keys", "create", "--tenant", "acme", "--role", "agent", "--name", "bot"],
+        cwd=tmp_path,
+        capture_output=True,
+        env=base_env(),
+        timeout=WAIT,
+        check=True,
+    )
+    key = next(word for word in keys.stdout.decode().split() if word.startswith("ilk_"))
+    write_policy(tmp_path)
+    log, port = tmp_path / "upstream.jsonl", free_port()
+    command = [INTERLOCK, "mcp-gateway", "--http", "--port", str(port)]
+    command += ["--env", f"MCP_TEST_LOG={log}", "--", sys.executable, str(UPSTREAM)]
+    process = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, env=base_env())
+    lines: list[bytes] = []
+    ready = threading.Event()
+
+    def read_stderr() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            if b"Uvicorn running on" in line:
+                ready.set()
+
+    threading.Thread(target=read_stderr, daemon=True).start()
+    try:
+        assert ready.wait(WAIT), b"".join(lines)
+        async with http_client(f"http://127.0.0.1:{port}/mcp", key, mode="legacy") as client:
+            echoed = await client.call_tool("echo", {"text": "the default store's key"})
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(WAIT) == 0, b"".join(lines)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(WAIT)
+    assert text_of(echoed) == "the default store's key"
+    assert b"no agent API key" not in b"".join(lines)
 
 
 @pytest.fixture

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import mcp_types as types
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.context import ClientRequestContext
 
 from interlock.gateways.mcp.config import load_config
@@ -37,7 +38,7 @@ rules:
   - id: tools-ok
     decision: allow
     reason: these tools are fine
-    name: [echo, count, ask, hangup, list_mail]
+    name: [echo, count, ask, hangup, list_mail, locate]
   - id: no-deletes
     decision: deny
     reason: deleting files is not allowed
@@ -177,6 +178,121 @@ def test_credentials_reach_their_upstream_and_the_clients_key_never_does(
     assert whoami == []  # (the stdio upstreams get no headers at all: no such channel)
 
 
+CLIENT_SECRETS = {"x-client-secret": "client-secret-91c2", "cookie": "sid=client-cookie-5d1e"}
+
+
+@pytest.mark.parametrize("generation", ["handshake", "per-request"])
+def test_nothing_of_the_upstreams_credentials_reaches_the_client_nor_the_clients_the_upstream(
+    gateway: Gateway, web: tuple[Uvicorn, Record], generation: str
+) -> None:
+    """Every byte the client is sent (status lines aside: headers and bodies), for a
+    handshake, a listing, an allowed call, a refused one and an upstream's error, is
+    free of the upstream's credentials; every request the upstream gets is free of
+    the client's key and of whatever else the client sent in its headers."""
+    _, record = web
+    raw = RawHttp(gateway.url, gateway.keys.bot)
+    seen = len(record.requests)
+    answers: list[httpx.Response] = []
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+
+    def send(request_id: int, method: str, params: dict[str, Any]) -> None:
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        if generation == "handshake":
+            answers.append(raw.post(body, **CLIENT_SECRETS))
+            return
+        body["params"] = {**params, "_meta": meta}
+        headers = {**raw.headers(), **CLIENT_SECRETS, "mcp-protocol-version": "2026-07-28"}
+        headers["mcp-method"] = method
+        if "name" in params or "uri" in params:
+            headers["mcp-name"] = params.get("name") or params["uri"]
+        answers.append(raw.http.post(raw.url, content=json.dumps(body).encode(), headers=headers))
+
+    try:
+        if generation == "handshake":
+            raw.handshake()
+        send(1, "tools/list", {})
+        send(2, "tools/call", {"name": "web__echo", "arguments": {"text": "whose secret?"}})
+        send(3, "tools/call", {"name": "web__delete_file", "arguments": {"path": "/"}})
+        send(4, "tools/call", {"name": "web__no_such_tool", "arguments": {}})
+        send(5, "resources/read", {"uri": "web://nowhere"})
+    finally:
+        if generation == "handshake":
+            raw.delete()
+        raw.close()
+    assert "whose secret?" in answers[1].text  # the call went through, and back
+    assert '"isError":true' in answers[2].text and '"isError":true' in answers[3].text
+    assert '"error"' in answers[4].text  # an error answer (no upstream listed the URI)
+    sent_back = "".join(f"{answer.headers}{answer.text}" for answer in answers)
+    assert SECRET not in sent_back and "upstream-secret" not in sent_back
+    upstream_saw = json.dumps(record.requests[seen:])
+    assert len(record.requests) > seen
+    for value in (*CLIENT_SECRETS.values(), gateway.keys.bot, gateway.keys.bot.split("_")[1]):
+        assert value not in upstream_saw
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_x_mcp_header_parameters_reach_the_upstream_as_mcp_param_headers(
+    gateway: Gateway, web: tuple[Uvicorn, Record], mode: str
+) -> None:
+    """A tool whose ``region`` is an ``x-mcp-header`` parameter: on the per-request
+    generation the upstream (the SDK's server, which checks them) gets
+    ``Mcp-Param-Region`` from the body the gateway judged — base64-wrapped when it is
+    not plain ASCII — and the call runs; the handshake generation carries none."""
+    _, record = web
+    seen = len(record.requests)
+    async with http_client(gateway.url, gateway.keys.bot, mode=mode) as client:
+        plain = await client.call_tool("web__locate", {"region": "eu-west", "query": "a"})
+        accented = await client.call_tool("web__locate", {"region": "Zürich", "query": "b"})
+        without = await client.call_tool("web__locate", {"region": "", "query": "c"})
+    assert [text_of(r) for r in (plain, accented, without)] == [
+        "a in eu-west",
+        "b in Zürich",
+        "c in ",
+    ]
+    sent = [h["mcp-param-region"] for _, h in record.requests[seen:] if "mcp-param-region" in h]
+    if mode == "auto":
+        assert sent == ["eu-west", "=?base64?WsO8cmljaA==?=", ""]
+    else:
+        assert sent == []
+
+
+def test_a_clients_own_mcp_param_header_never_reaches_the_upstream(
+    gateway: Gateway, web: tuple[Uvicorn, Record]
+) -> None:
+    """The headers go from the judged body, never from the client's: a client that
+    says ``Mcp-Param-Region: us-evil`` over a body saying ``eu`` — the look-alike of
+    an honest client — gets its call run with ``eu``, and ``us-evil`` goes nowhere."""
+    _, record = web
+    seen = len(record.requests)
+    raw = RawHttp(gateway.url, gateway.keys.bot)
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "web__locate",
+            "arguments": {"region": "eu", "query": "q"},
+            "_meta": meta,
+        },
+    }
+    headers = {**raw.headers(), "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call"}
+    headers.update({"mcp-name": "web__locate", "mcp-param-region": "us-evil"})
+    try:
+        answer = raw.http.post(raw.url, content=json.dumps(body).encode(), headers=headers)
+    finally:
+        raw.close()
+    assert answer.json()["result"]["content"][0]["text"] == "q in eu"
+    sent = [h.get("mcp-param-region") for _, h in record.requests[seen:]]
+    assert "eu" in sent and "us-evil" not in json.dumps(record.requests[seen:])
+
+
 def test_each_gateway_session_has_its_own_upstream_session(
     gateway: Gateway, web: tuple[Uvicorn, Record]
 ) -> None:
@@ -255,6 +371,28 @@ async def test_an_http_upstream_behind_the_stdio_gateway(
     seen = record.requests[before:]
     assert {h.get("authorization") for _, h in seen} == {f"Bearer {SECRET}"}
     wait_until(lambda: any(m == "DELETE" for m, _ in record.requests[before:]), "a DELETE")
+
+
+async def test_the_stdio_gateway_sends_mcp_param_headers_to_an_http_upstream(
+    tmp_path: Path, web: tuple[Uvicorn, Record]
+) -> None:
+    """The per-request generation over stdio (``mcp.Client``), on to an HTTP upstream
+    that checks ``Mcp-Param-*``: the call runs, its header read from the body."""
+    server, record = web
+    policy = write_policy(tmp_path, POLICY)
+    path = config_file(tmp_path, server.url, stdio=False)
+    params = StdioServerParameters(
+        command=INTERLOCK,
+        args=["mcp-gateway", "--policy", str(policy), "--config", str(path)],
+        env={**base_env(), "WEB_TOKEN": SECRET},
+    )
+    before = len(record.requests)
+    async with Client(params) as client:
+        assert client.protocol_version == "2026-07-28"
+        located = await client.call_tool("web__locate", {"region": "ap-south", "query": "d"})
+    assert text_of(located) == "d in ap-south"
+    sent = [h.get("mcp-param-region") for _, h in record.requests[before:]]
+    assert "ap-south" in sent
 
 
 def test_the_same_messages_through_the_gateway_as_straight_to_the_upstream(

@@ -13,6 +13,7 @@ from typing import Any
 
 from .support import (
     INTERLOCK,
+    POLICY,
     WAIT,
     RawWire,
     base_env,
@@ -260,3 +261,58 @@ def test_large_messages_both_ways_at_once_do_not_deadlock(tmp_path: Path) -> Non
         assert wire.close() == 0
     finally:
         wire.kill()
+
+
+SCRIPTED = Path(__file__).with_name("scripted_server.py")
+
+
+def test_the_clients_stdout_carries_json_rpc_only(tmp_path: Path) -> None:
+    """An upstream's stray output (a ``print``, a JSON value that is not a message) is
+    dropped and said on stderr; the gateway's own log lines (a refused call's) go to
+    stderr too: every line the client reads is one JSON-RPC message. The look-alike —
+    a notification the upstream sends between them — arrives."""
+    policy = write_policy(tmp_path, POLICY.replace("name: [echo,", "name: [script, echo,"))
+    log = tmp_path / "upstream.jsonl"
+    wire = RawWire(
+        gateway_command(policy, log, upstream=[sys.executable, str(SCRIPTED)]), base_env()
+    )
+    note = {
+        "jsonrpc": "2.0",
+        "method": "notifications/message",
+        "params": {"level": "info", "data": "kept"},
+    }
+    steps = [
+        {"print": "Server starting... (a stray print)"},
+        {"print": '"a JSON string"'},
+        {"send": note},
+        {"print": "[1, 2, 3]"},
+        {"result": {"content": [{"type": "text", "text": "done"}]}},
+    ]
+    try:
+        wire.handshake()
+        wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "delete_file", "arguments": {}},
+            }
+        )
+        refused, _ = wire.until(1)
+        wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "script", "arguments": {"steps": steps}},
+            }
+        )
+        answered, before = wire.until(2)
+        assert wire.close() == 0
+    finally:
+        wire.kill()
+    assert refused["result"]["isError"]
+    assert [json.loads(raw) for raw in before] == [note]
+    assert answered["result"]["content"][0]["text"] == "done"
+    said = b"".join(wire.stderr)
+    assert b"dropped an upstream line" in said and b"tools/call 'delete_file'" in said

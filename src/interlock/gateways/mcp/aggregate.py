@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from interlock.adapters.base import call_key
 from interlock.adapters.mcp import redacted_error, refusal_result, run_settled, tool_action
-from interlock.adapters.mcp_approvals import approval_question, record_answer
+from interlock.adapters.mcp_approvals import approval_question
 from interlock.adapters.mcp_sampling import SAMPLING_METHOD, Sampled
 from interlock.gateways.mcp.approvals import DEFAULT_ELICITATION_TIMEOUT, InBandApprovals
 from interlock.gateways.mcp.config import GatewayConfig, UpstreamSpec
@@ -224,7 +224,9 @@ class AggregateSession:
             guard, timeout=sampling_timeout, expired=self._expired, context=context
         )
         self.approvals = (
-            InBandApprovals(guard, lambda line: send(line, None), timeout=elicitation_timeout)
+            InBandApprovals(
+                guard, lambda line: send(line, None), timeout=elicitation_timeout, context=context
+            )
             if approve_by_elicitation
             else None
         )
@@ -472,11 +474,13 @@ class AggregateSession:
         found = self._unprefixed(name, self._tools) if isinstance(name, str) else None
         gate = found[0].gate if found is not None else self.links[0].gate
         if not isinstance(params, Mapping) or not isinstance(name, str):
-            refused = await gate.malformed(message.id, "the tools/call params are malformed")
+            problem = "the tools/call params are malformed"
+            refused = await gate.malformed(message.id, problem, name, routed=found is not None)
             self._send(refused.reply, message.id)
             return
         if found is None:
-            refused = await gate.malformed(message.id, f"unknown tool: {name!r}")
+            problem = f"unknown tool: {name!r}"
+            refused = await gate.malformed(message.id, problem, name, routed=False)
             self._send(refused.reply, message.id)
             return
         link, original = found
@@ -575,7 +579,7 @@ class AggregateSession:
             answer = await self.approvals.ask(question)
             again: Allowed | Refused = verdict
             if answer != "pending":
-                await record_answer(self.guard, approval_id, answer, self.approvals.client_name)
+                await self.approvals.record(approval_id, answer)
                 version = protocol_version_of(message, self._protocol_version)
                 again = await link.gate.judge_params(message.id, judged, version, shown_as=name)
         finally:
@@ -603,7 +607,7 @@ class AggregateSession:
         call = call_key(name, arguments if isinstance(arguments, Mapping) else {})
         stripped, answers = self.approvals.questions.take(params, call)
         for approval_id, answer in answers:
-            await record_answer(self.guard, approval_id, answer, self.approvals.client_name)
+            await self.approvals.record(approval_id, answer)
         return (params if stripped is None else stripped), bool(answers)
 
     # -- handshakes and listings ---------------------------------------------------------

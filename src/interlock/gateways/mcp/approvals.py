@@ -36,11 +36,13 @@ from interlock.adapters.mcp_approvals import (
     answer_of,
     check_can_approve,
     form_supported,
+    record_answer,
 )
 from interlock.gateways.mcp.gate import protocol_version_of
 from interlock.gateways.mcp.messages import Message, encode
 
 if TYPE_CHECKING:
+    from interlock.core.action import Context
     from interlock.core.decision import Decision
     from interlock.guard import Guard
 
@@ -65,7 +67,9 @@ Channel = Literal["request", "result"]
 
 class InBandApprovals:
     """The approvals one gateway session puts to its client's user. ``send`` writes
-    a line to the client."""
+    a line to the client; ``context`` is the client's trusted context where the
+    transport knows it (the HTTP gateway: its key's tenant and agent, whose
+    approvals these are)."""
 
     def __init__(
         self,
@@ -73,9 +77,11 @@ class InBandApprovals:
         send: Callable[[bytes], None],
         *,
         timeout: float | None = DEFAULT_ELICITATION_TIMEOUT,
+        context: Context | None = None,
     ) -> None:
         check_can_approve(guard)
         self.guard = guard
+        self.context = context
         self.timeout = timeout
         self.questions = HeldQuestions()
         self.client_name: str | None = None
@@ -84,6 +90,10 @@ class InBandApprovals:
         self._asked: dict[str, asyncio.Future[Mapping[str, Any]]] = {}
         self._token = secrets.token_hex(6)
         self._next = 0
+
+    async def record(self, approval_id: str, answer: Answer) -> None:
+        """Decide the approval as the client's user answered (as the client's)."""
+        await record_answer(self.guard, approval_id, answer, self.client_name, self.context)
 
     def learn(self, message: Message) -> None:
         """Read the client's capabilities and name from its ``initialize``."""

@@ -46,6 +46,8 @@ __all__ = ["PROTOCOL_VERSION_META", "Allowed", "Refused", "ToolCallGate", "ToolC
 
 #: Where a request of the 2026-07-28 generation carries its protocol version.
 PROTOCOL_VERSION_META: Final = "io.modelcontextprotocol/protocolVersion"
+#: How much of an unreadable call's tool name its record keeps.
+_MAX_NAME_SHOWN: Final = 200
 
 
 class ToolCatalog:
@@ -142,7 +144,8 @@ class ToolCallGate:
         call = _call_params(params if isinstance(params, Mapping) else None)
         if isinstance(call, str) or not isinstance(params, Mapping):
             problem = call if isinstance(call, str) else "the tools/call params are not an object"
-            return await self.malformed(request_id, problem)
+            named = params.get("name") if isinstance(params, Mapping) else None
+            return await self.malformed(request_id, problem, named)
         judged = await self._gate.decide(call.name, call.arguments, str(request_id))
         assert judged is not None  # only a mapper passes a call through; none here
         decision = judged
@@ -173,8 +176,13 @@ class ToolCallGate:
             known["target"] = target
         return never_allowed(policy, "mcp", name, context.tenant, context.agent, known)
 
-    async def malformed(self, request_id: Any, problem: str) -> Refused:
-        """``-32602`` for a call that cannot be read, recorded as undetermined."""
-        decision = await self._gate.unmappable(problem)
+    async def malformed(
+        self, request_id: Any, problem: str, name: Any = None, *, routed: bool = True
+    ) -> Refused:
+        """``-32602`` for a call that cannot be read, recorded as undetermined — as
+        the caller's (``context``), naming the tool it names (``name``, when text)
+        and this upstream, unless the call is no upstream's (``routed=False``)."""
+        named = name[:_MAX_NAME_SHOWN] if isinstance(name, str) and name else None
+        decision = await self._gate.unmappable(problem, named, routed=routed)
         data = {"decision_id": decision.decision_id} if decision.decision_id else None
         return Refused(error_reply(request_id, INVALID_PARAMS, problem, data), decision)

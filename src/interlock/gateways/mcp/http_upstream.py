@@ -13,7 +13,13 @@ by :meth:`HttpUpstream.lines`, one message per line, as a stdio upstream's would
   version that answer agreed). A message of the per-request generation
   (2026-07-28: its ``_meta`` names the version) goes without a session, with
   ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` read from the body
-  being sent. :meth:`stop` ends the session (``DELETE``).
+  being sent — and, for a ``tools/call``, an ``Mcp-Param-<token>`` header for each
+  argument the tool's input schema marks ``x-mcp-header: <token>`` (learnt from
+  the server's own ``tools/list`` answers as they pass; a server of that
+  generation refuses a call without them). Every such header is read from the
+  body the gateway judged and sends, never taken from the client's request, so
+  it cannot say anything the body does not. :meth:`stop` ends the session
+  (``DELETE``).
 - **Resumption.** An SSE stream that drops before its response is resumed once,
   from its last event id (``Last-Event-ID``); the GET stream likewise.
 - **Credentials.** ``headers`` (the config's ``headers:``) go to this upstream and
@@ -68,6 +74,11 @@ DEFAULT_RETRY: Final = 1.0
 DRAIN_SECONDS: Final = 5.0
 
 
+def _id_key(request_id: Any) -> tuple[str, Any]:
+    """A request id as a key (``1`` and ``"1"`` are two ids to a server)."""
+    return (type(request_id).__name__, request_id)
+
+
 def _import_httpx() -> Any:
     try:
         import httpx
@@ -107,6 +118,10 @@ class HttpUpstream:
         self._closing = False
         self._ended = asyncio.Event()
         self._code = 0
+        #: each tool's x-mcp-header parameters (path in the arguments -> token)
+        self._param_headers: dict[str, dict[tuple[str, ...], str]] = {}
+        #: the ids of the tools/list requests whose answers are still to come
+        self._listings: set[tuple[str, Any]] = set()
 
     @property
     def label(self) -> str:
@@ -214,16 +229,59 @@ class HttpUpstream:
                 value = params.get(key) if key is not None and isinstance(params, dict) else None
                 if isinstance(value, str):
                     headers["mcp-name"] = encode_header_value(value)
+                    if method == "tools/call" and isinstance(params, dict):
+                        headers.update(self._mcp_param_headers(value, params))
             return headers
         if body.get("method") != "initialize":
             headers.update(self._base_headers())
         return headers
+
+    def _mcp_param_headers(self, name: str, params: dict[str, Any]) -> dict[str, str]:
+        """The ``Mcp-Param-*`` headers of a call of ``name`` with these params."""
+        declared = self._param_headers.get(name)
+        arguments = params.get("arguments")
+        if not declared or not isinstance(arguments, dict):
+            return {}
+        from mcp.shared.inbound import mcp_param_headers
+
+        return mcp_param_headers(declared, arguments)
+
+    def _learn_tools(self, data: bytes) -> None:
+        """Read each tool's ``x-mcp-header`` parameters from the answer to a
+        ``tools/list`` request of ours (a later listing replaces an entry; a tool
+        whose annotations are invalid gets none: a conforming client drops it, and
+        its server checks none)."""
+        try:
+            body = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return
+        if not isinstance(body, dict) or "method" in body or "id" not in body:
+            return
+        request_id = body["id"]
+        if not isinstance(request_id, str | int) or _id_key(request_id) not in self._listings:
+            return  # not the answer to a listing of ours
+        result = body.get("result")
+        tools = result.get("tools") if isinstance(result, dict) else None
+        from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
+
+        for tool in tools if isinstance(tools, list) else ():
+            name = tool.get("name") if isinstance(tool, dict) else None
+            if not isinstance(name, str):
+                continue
+            schema = tool.get("inputSchema")
+            declared = x_mcp_header_map(schema) if find_invalid_x_mcp_header(schema) is None else {}
+            if declared:
+                self._param_headers[name] = declared
+            else:
+                self._param_headers.pop(name, None)
 
     def _deliver(self, data: bytes) -> None:
         """One message from the server, onward as one line (re-encoded when the
         server spread it over several: a line must hold one message)."""
         if not data.strip():
             return
+        if self._listings:
+            self._learn_tools(data)
         if len(data) > self._limit:
             log.warning("interlock mcp-gateway: dropped a message over the limit from %s", self)
             return
@@ -264,6 +322,18 @@ class HttpUpstream:
         self._end(1)
 
     async def _request(self, line: bytes, body: dict[str, Any]) -> None:
+        request_id = body.get("id")
+        if body.get("method") == "tools/list" and isinstance(request_id, str | int):
+            listing = _id_key(request_id)
+            self._listings.add(listing)  # its answer teaches the x-mcp-header parameters
+            try:
+                await self._exchange(line, body)
+            finally:
+                self._listings.discard(listing)  # answered, failed or cancelled
+            return
+        await self._exchange(line, body)
+
+    async def _exchange(self, line: bytes, body: dict[str, Any]) -> None:
         client = self._client
         assert client is not None, "start() first"
         request_id = body.get("id")

@@ -42,7 +42,7 @@ from interlock.adapters.mcp import (
     run_settled,
     tool_action,
 )
-from interlock.adapters.mcp_approvals import approval_question, check_can_approve, record_answer
+from interlock.adapters.mcp_approvals import approval_question, check_can_approve
 from interlock.adapters.mcp_sampling import SAMPLING_METHOD
 from interlock.gateways.mcp.approvals import DEFAULT_ELICITATION_TIMEOUT, InBandApprovals
 from interlock.gateways.mcp.clientio import StdioClient, TooLong
@@ -182,7 +182,7 @@ class RelaySession:
             guard, timeout=sampling_timeout, expired=self._expired, context=context
         )
         self.approvals = (
-            InBandApprovals(guard, self._unrelated, timeout=elicitation_timeout)
+            InBandApprovals(guard, self._unrelated, timeout=elicitation_timeout, context=context)
             if approve_by_elicitation
             else None
         )
@@ -373,7 +373,7 @@ class RelaySession:
         try:
             answer = await self.approvals.ask(question)
             if answer != "pending":
-                await record_answer(self.guard, approval_id, answer, self.approvals.client_name)
+                await self.approvals.record(approval_id, answer)
                 again = await self.gate.judge(message, self._protocol_version)
             else:
                 again = verdict
@@ -404,7 +404,7 @@ class RelaySession:
             message.params, call_key(call.name, call.arguments)
         )
         for approval_id, answer in answers:
-            await record_answer(self.guard, approval_id, answer, self.approvals.client_name)
+            await self.approvals.record(approval_id, answer)
         if params is None:
             return message, False
         body = {**message.body, "params": params}
