@@ -18,13 +18,10 @@ A ``\\r\\n`` line ending is accepted (it ends the line for every reader).
 from __future__ import annotations
 
 import json
-import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
-
-import orjson
 
 __all__ = [
     "INVALID_PARAMS",
@@ -127,16 +124,12 @@ def parse_body(raw: bytes) -> Message:
     body = _decoded(raw)
     line = b""
     if isinstance(body, dict):
-        fast = _fast_line(body)
-        if fast is not None:
-            line = fast
-        else:
-            text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-            try:
-                line = text.encode("utf-8") + b"\n"
-            except UnicodeEncodeError as exc:
-                problem = "a string holds a lone surrogate (it is not Unicode text)"
-                raise NotAMessage(problem, PARSE_ERROR, _id_of(body)) from exc
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        try:
+            line = text.encode("utf-8") + b"\n"
+        except UnicodeEncodeError as exc:
+            problem = "a string holds a lone surrogate (it is not Unicode text)"
+            raise NotAMessage(problem, PARSE_ERROR, _id_of(body)) from exc
     return _message(line, body)
 
 
@@ -209,37 +202,11 @@ def encode(body: dict[str, Any]) -> bytes:
     """One line of JSON (compact, UTF-8, newline-terminated). A string holding a lone
     surrogate (``"\\ud800"`` in the JSON read) cannot be UTF-8: the line is then
     ASCII, every such character escaped as it came."""
-    fast = _fast_line(body)
-    if fast is not None:
-        return fast
     text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     try:
         return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:
         return json.dumps(body, separators=(",", ":")).encode("ascii") + b"\n"
-
-
-#: A number with a fraction or an exponent where a value starts (after ``:``, ``,``
-#: or ``[``; compact JSON has no spaces): a float, whose form orjson and ``json``
-#: may write differently (``0.00001`` and ``1e-05``) — or text that looks like one,
-#: which only costs the slower path. ``"jsonrpc":"2.0"`` is text after a quote.
-_MAYBE_FLOAT: Final = re.compile(rb"[:,\[]-?[0-9]+[.eE]")
-
-
-def _fast_line(body: dict[str, Any]) -> bytes | None:
-    """``body`` as :func:`json.dumps` (compact, UTF-8) writes it, by orjson (a
-    tenth of the time: every message through the gateway is written once or
-    twice); ``None`` where the two could differ — a float, a lone surrogate, an
-    integer past 64 bits, a value orjson does not take — for the caller's
-    ``json`` path. The bytes are the same either way (a property test holds
-    them to it)."""
-    try:
-        line = orjson.dumps(body)
-    except (orjson.JSONEncodeError, TypeError):
-        return None
-    if _MAYBE_FLOAT.search(line) is not None:
-        return None
-    return line + b"\n"
 
 
 def progress_token(body: Mapping[str, Any]) -> str | None:
