@@ -184,20 +184,35 @@ def _all_of(checks: tuple[RuleTest, ...]) -> RuleTest:
 
 def _when_test(when: CelCondition, rule_id: str) -> RuleTest:
     """``when.evaluate`` on the check's roots, with the Python tree called directly
-    (one call fewer on every check, where most `when:` are decided)."""
+    (one call fewer on every check, where most `when:` are decided) — or, for the
+    usual check, the test generated from the tree (policy/celgen.py)."""
     test = _plain_when_test(when, rule_id)
-    if "params" not in when.variables:
+    reads_params = "params" in when.variables
+
+    def refuse_inexact() -> None:
+        # A parameter known only as a pattern (`*/etc/passwd`) would read as text to
+        # CEL, and `startsWith('/etc')` would be false where the path may be /etc/...
+        raise EvaluationError(
+            f"rule {rule_id!r}: `when` reads params, and a parameter of this call is "
+            "only known as a pattern (see docs/policy.md, Paths)",
+            rule_id=rule_id,
+        )
+
+    if when.partial is not None and fastpath.SPECIALISED:
+        # Imported with a `when:` (its compile parsed it), not by every policy (ADR 0014).
+        from interlock.policy.celgen import when_test
+
+        generated = when_test(
+            when.partial, when.run, rule_id, test, refuse_inexact if reads_params else None
+        )
+        if generated is not None:
+            return generated
+    if not reads_params:
         return test
 
     def exact_when_test(facts: Facts) -> bool:
-        # A parameter known only as a pattern (`*/etc/passwd`) would read as text to
-        # CEL, and `startsWith('/etc')` would be false where the path may be /etc/...
         if facts.inexact:
-            raise EvaluationError(
-                f"rule {rule_id!r}: `when` reads params, and a parameter of this call is "
-                "only known as a pattern (see docs/policy.md, Paths)",
-                rule_id=rule_id,
-            )
+            refuse_inexact()
         return test(facts)
 
     return exact_when_test
