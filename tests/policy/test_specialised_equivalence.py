@@ -337,7 +337,7 @@ def actions(draw: st.DrawFn) -> Action:
         arguments=arguments,
         scope=draw(st.one_of(st.none(), st.none(), st.sampled_from(["data", "shell"]))),
         description=draw(st.sampled_from([None, None, "reads a file", "runs a shell"])),
-        target=draw(st.sampled_from([None, "order:1"])),
+        target=draw(st.sampled_from([None, "order:1", "mcp:alpha"])),
         schema=draw(st.sampled_from([None, None, None, {"properties": {"q": {}, "path": {}}}])),
         capabilities=capabilities,
         context=context,
@@ -756,6 +756,17 @@ TRICKY: list[tuple[str, dict[str, Any], Action, tuple[Verdict, tuple[str, ...]]]
         (Verdict.ALLOW, ()),
     ),
     (
+        # a rule's checks AND-ed in the generated decision function: the glob holds,
+        # the `when:` does not
+        "checks-in-line",
+        _policy(
+            {"id": "d", "decision": "deny", "params": {"args.q": "al*"}, "when": "has(args.n)"},
+            {"id": "a", "decision": "allow"},
+        ),
+        Action.tool("search", {"q": "alpha"}),
+        (Verdict.ALLOW, ("a",)),
+    ),
+    (
         # an int past int64 is unknown to the generated test: CEL judges it
         "when-huge-int",
         _policy({"id": "d", "decision": "deny", "when": "args.n > 10"}),
@@ -902,3 +913,21 @@ def test_a_generated_when_test_that_misreads_an_unset_field_is_seen(
 
     monkeypatch.setattr(celgen._Writer, "value", always_there)
     assert _differs(data, action)
+
+
+def test_a_generated_function_that_ors_a_rules_checks_is_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data, action, _ = next(case[1:] for case in TRICKY if case[0] == "checks-in-line")
+    assert not _differs(data, action)
+    real = specialise_module._matches
+    monkeypatch.setattr(
+        specialise_module,
+        "_matches",
+        lambda tier, rule, checks: real(tier, rule, checks).replace(" and ", " or "),
+    )
+    specialise_module._factory.cache_clear()
+    try:
+        assert _differs(data, action)
+    finally:
+        specialise_module._factory.cache_clear()

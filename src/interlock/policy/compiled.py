@@ -60,11 +60,16 @@ class CompiledRule:
     arguments: tuple[ArgumentRef, ...] = ()
     # The per-check test, specialised to the matchers this rule has (built once).
     test: RuleTest = field(init=False, repr=False, compare=False)
+    #: the checks :attr:`test` AND-s, cheapest first (empty: always true); the
+    #: generated decision functions call them in line (policy/specialise.py)
+    checks: tuple[RuleTest, ...] = field(init=False, repr=False, compare=False)
     #: None when the check's tenant and agent alone never rule it out
     gate: RuleGate | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "test", _build_test(self))
+        checks = _build_checks(self)
+        object.__setattr__(self, "checks", checks)
+        object.__setattr__(self, "test", _test_of(checks))
         object.__setattr__(self, "gate", _build_gate(self))
 
     def applies_to(self, kind: str, name: str, scope: str) -> bool:
@@ -76,9 +81,9 @@ class CompiledRule:
         return self.names is None or self.names.matches(name)
 
 
-def _build_test(rule: CompiledRule) -> RuleTest:
+def _build_checks(rule: CompiledRule) -> tuple[RuleTest, ...]:
     """The checks the index has not already made (agent, tenant, parameters, CEL),
-    cheapest first, as one closure with no per-call branching on absent matchers."""
+    cheapest first, each a closure with no per-call branching on absent matchers."""
     checks: list[RuleTest] = []
     agents, tenants = rule.agents, rule.tenants
     if agents is not None:
@@ -99,11 +104,16 @@ def _build_test(rule: CompiledRule) -> RuleTest:
     when = rule.when
     if when is not None:
         checks.append(_when_test(when, rule.id))
+    return tuple(checks)
+
+
+def _test_of(checks: tuple[RuleTest, ...]) -> RuleTest:
+    """The rule's test: its checks AND-ed (:func:`_all_of`)."""
     if not checks:
         return always
     if len(checks) == 1:
         return checks[0]
-    return _all_of(tuple(checks))
+    return _all_of(checks)
 
 
 def _build_gate(rule: CompiledRule) -> RuleGate | None:
@@ -321,8 +331,13 @@ class CandidateSet:
         learn = self._narrowed_of
 
         def narrowing(facts: Facts) -> Decision:
-            if plain_roots(facts):
-                context = facts.context
+            context = facts.context
+            # plain_roots, inlined (this runs on every check of a narrowed set)
+            if (
+                type(facts.args) is dict
+                and type(context) is Context
+                and type(facts.capabilities) is tuple
+            ):
                 tenant, agent = context.tenant, context.agent
                 if type(tenant) is str and (agent is None or type(agent) is str):
                     found = narrowed.get((tenant, agent))

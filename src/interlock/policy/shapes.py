@@ -67,6 +67,8 @@ class Shape:
     verb: str | None
     scope: str
     scopes: tuple[str, ...] | None  # every scope, when there are several
+    #: the kind of the calls (calls of a kind equal to it share the shape)
+    kind: str = "tool"
     #: the decision function of the shape's candidate set, when a call of this shape
     #: is one facet (one scope) and no shadow rule applies (set by the policy)
     decide: Callable[[Facts], Decision] | None = None
@@ -80,7 +82,7 @@ class Shape:
 
     def __post_init__(self) -> None:
         roles = tuple(_role(name, self.aliases) for name in self.names)
-        factory = _factory(roles, self.verb is not None)
+        factory = _factory(roles, self.verb is not None, self.kind in _KINDS_WITH_PARAMS)
         made = factory(
             self.names,
             self.aliases,
@@ -124,8 +126,15 @@ if any(default is dataclasses.MISSING for _, default in _FACTS_DEFAULTS):
     raise TypeError("a field of Facts has no default: extend shapes._FACTS_SET")
 
 
+#: The kinds whose trusted fields add parameters (:func:`kind_params` is None for any
+#: other: its call is left out of their facts functions).
+_KINDS_WITH_PARAMS: Final = frozenset({"mcp", "llm"})
+
+
 @functools.lru_cache(maxsize=256)
-def _factory(roles: tuple[str | int, ...], has_verb: bool) -> Callable[..., FactsOf]:
+def _factory(
+    roles: tuple[str | int, ...], has_verb: bool, kind_has_params: bool
+) -> Callable[..., FactsOf]:
     """The factory of the facts functions of shapes whose arguments have these roles
     (the names themselves are arguments of the factory, never generated text)."""
     lines = ["def make(NAMES, ALIASES, VERB, SCOPE, SCOPES, DEFAULTS):"]
@@ -168,9 +177,14 @@ def _factory(roles: tuple[str | int, ...], has_verb: bool) -> Callable[..., Fact
         "target = action.target",
         "if target is not None:",
         "    params['target'] = target",
-        "trusted = KIND_PARAMS(action.kind, target, action.capabilities)",
-        "if trusted:",
-        "    params.update(trusted)",
+    ]
+    if kind_has_params:
+        body += [
+            "trusted = KIND_PARAMS(action.kind, target, action.capabilities)",
+            "if trusted:",
+            "    params.update(trusted)",
+        ]
+    body += [
         "facts = NEW(FACTS)",
         "facts.kind = action.kind",
         "facts.name = action.name",
@@ -240,4 +254,5 @@ def shape_of(
         verb=verb_of(name),
         scope=scopes[0],
         scopes=scopes if len(scopes) > 1 else None,
+        kind=kind,
     )
