@@ -381,16 +381,27 @@ def _facts_or_error(make: Any) -> tuple[Any, ...]:
     )
 
 
+#: The policy's limits on arguments: the default, and small ones that nested
+#: arguments (``meta``, ``items``) reach.
+LIMITS = (None, {"max_depth": 1, "max_items": 3}, {"max_depth": 2, "max_items": 5})
+
+
 @SETTINGS
-@given(calls=st.lists(actions(), min_size=1, max_size=8))
-def test_a_planned_shape_gives_the_facts_of_the_full_extraction(calls: list[Action]) -> None:
-    policy = compile_policy(
-        {
-            "version": 1,
-            "scopes": {"tools": {"se*": "data"}, "default": "network"},
-            "rules": [{"id": "a", "decision": "allow", "reason": "ok"}],
-        }
-    )
+@given(
+    calls=st.lists(actions(), min_size=1, max_size=8),
+    limits=st.sampled_from(LIMITS),
+)
+def test_a_planned_shape_gives_the_facts_of_the_full_extraction(
+    calls: list[Action], limits: dict[str, int] | None
+) -> None:
+    data: dict[str, Any] = {
+        "version": 1,
+        "scopes": {"tools": {"se*": "data"}, "default": "network"},
+        "rules": [{"id": "a", "decision": "allow", "reason": "ok"}],
+    }
+    if limits is not None:
+        data["limits"] = limits
+    policy = compile_policy(data)
     for call in calls:
         for _ in (0, 1):  # planned on the first call, used on the second
             planned = _facts_or_error(lambda: facts_for(call, policy))  # noqa: B023
@@ -931,3 +942,25 @@ def test_a_generated_function_that_ors_a_rules_checks_is_seen(
         assert _differs(data, action)
     finally:
         specialise_module._factory.cache_clear()
+
+
+def test_a_shape_plan_that_skips_the_limits_on_nested_arguments_is_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = {**_policy({"id": "a", "decision": "allow"}), "limits": {"max_depth": 1}}
+    action = Action.tool("post", {"q": "x", "body": {"id": {"deep": 1}}})
+    policy = compile_policy(data)
+    planned = _facts_or_error(lambda: facts_for(action, policy))
+    assert planned[0] == "raised"  # nested deeper than the policy judges
+    assert planned == _facts_or_error(lambda: _extracted(action, policy))
+    # the shape was planned, not left to the full extraction
+    assert [shape is not None for shape in policy.shapes.values()] == [True]
+    monkeypatch.setattr(shapes, "check_limits", lambda arguments, **limits: None)
+    shapes._factory.cache_clear()
+    try:
+        policy = compile_policy(data)
+        assert _facts_or_error(lambda: facts_for(action, policy)) != _facts_or_error(
+            lambda: _extracted(action, policy)
+        )
+    finally:
+        shapes._factory.cache_clear()

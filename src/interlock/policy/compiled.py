@@ -638,6 +638,7 @@ class CompiledPolicy:
             action.description,
             self.scope_default,
             self.max_items,
+            self.max_depth,
         )
         if found is not None and found.scopes is None:
             candidates = self.candidates(action.kind, name, found.scope)
