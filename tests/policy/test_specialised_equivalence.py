@@ -487,7 +487,7 @@ def _when_fields(draw: st.DrawFn) -> str:
 @st.composite
 def _when_atoms(draw: st.DrawFn) -> str:
     field = draw(_when_fields())
-    shape = draw(st.integers(0, 7))
+    shape = draw(st.integers(0, 8))
     if shape == 0:
         return f"has({field})"
     if shape == 1:
@@ -505,6 +505,8 @@ def _when_atoms(draw: st.DrawFn) -> str:
         return draw(st.sampled_from(["true", "false"]))
     if shape == 6:
         return draw(st.sampled_from(["size(args) > 1", "args.size() == 0"]))  # CEL's own
+    if shape == 7:
+        return f"{field} {draw(st.sampled_from(['==', '!=']))} {draw(_when_fields())}"
     return f"!has({field})"
 
 
@@ -964,3 +966,21 @@ def test_a_shape_plan_that_skips_the_limits_on_nested_arguments_is_seen(
         )
     finally:
         shapes._factory.cache_clear()
+
+
+def test_a_generated_two_field_comparison_of_mixed_types_is_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = _policy(
+        {"id": "d", "decision": "deny", "when": "args.q == args.n"},
+        {"id": "a", "decision": "allow"},
+    )
+    action = Action.tool("search", {"q": 1, "n": True})  # CEL: an int is no bool
+    assert not _differs(data, action)
+    real = celgen._Writer._compare_fields
+
+    def mixed(self: Any, node: Any) -> str:  # the types' identity not required
+        return real(self, node).replace(" or type(", " or False and type(")
+
+    monkeypatch.setattr(celgen._Writer, "_compare_fields", mixed)
+    assert _differs(data, action)

@@ -45,6 +45,7 @@ from interlock.policy.celpartial import (
     _NULL,
     _And,
     _Compare,
+    _CompareFields,
     _Const,
     _Flag,
     _Has,
@@ -229,6 +230,8 @@ class _Writer:
             return f"({self.value(node.root, node.key)} is not M)"
         if isinstance(node, _Compare):
             return self._compare(node)
+        if isinstance(node, _CompareFields):
+            return self._compare_fields(node)
         if isinstance(node, _In):
             return self._membership(node)
         if isinstance(node, _Method):
@@ -277,6 +280,23 @@ class _Writer:
             differs = "True" if op == "!=" else "False"
             typed = f"({differs} if {v} is None else {typed})"
         return f"(None if ({v} := {read}) is M else {typed})"
+
+    def _compare_fields(self, node: _CompareFields) -> str:
+        """Two fields of one type (text, a bool, an int in int64, a finite float):
+        equal or not; unknown otherwise, and when either is missing."""
+        v, w = self.temp(), self.temp()
+        first = self.value(node.root, node.key)
+        second = self.value(node.other_root, node.other_key)
+        compared = f"{v} == {w}" if node.op == "==" else f"{v} != {w}"
+        return (
+            f"(None if ({v} := {first}) is M or ({w} := {second}) is M "
+            f"or type({v}) is not type({w}) else "
+            f"({compared} if type({v}) is str or type({v}) is bool else "
+            f"(({compared} if LOW <= {v} <= HIGH and LOW <= {w} <= HIGH else None) "
+            f"if type({v}) is int else "
+            f"(({compared} if ISFINITE({v}) and ISFINITE({w}) else None) "
+            f"if type({v}) is float else None))))"
+        )
 
     def _membership(self, node: _In) -> str:
         literals = node.literals
