@@ -593,6 +593,24 @@ def test_a_generated_when_test_answers_as_the_tree(source: str, calls: list[Acti
         assert got == want
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        "!" * 46 + "has(args.q)",
+        " && ".join(f"has(args.k{i})" for i in range(47)),
+        "(" * 40 + "has(args.q) || args.n > 1" + ")" * 40,
+        " || ".join(f"(args.q == 'a{i}' && has(args.n))" for i in range(16)),
+    ],
+)
+def test_deeply_nested_when_tests_answer_as_the_tree(source: str) -> None:
+    calls = [
+        Action.tool("search", arguments)
+        for arguments in ({}, {"q": "a3"}, {"q": "a3", "n": 2}, {"k0": 1, "n": "x"})
+    ]
+    for got, want in _when_outcomes(source, calls) or ():
+        assert got == want
+
+
 def test_generated_when_tests_are_made_for_the_trees_python_decides() -> None:
     """The property above judges generated tests, not the fallback: a tree of the
     safe roots gets one, a tree reading ``shell`` keeps the tree-walking test."""

@@ -132,7 +132,10 @@ def when_test(
         "        return found",
         "    return test",
     ]
-    factory = _factory("\n".join(lines))
+    try:
+        factory = _factory("\n".join(lines))
+    except (SyntaxError, RecursionError, MemoryError):  # nested past the compiler's limits
+        return None
     test: Test = factory(tuple(writer.values), run, rule_id, general, inexact)
     return test
 
