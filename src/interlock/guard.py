@@ -401,7 +401,15 @@ class Guard:
             # inlined: the decision told, and its event given to the sink
             verdict = decision.verdict
             if verdict is not _ALLOW:
-                decision = self._told(decision)
+                memo = self._shown_memo
+                # _told's own first case, inlined: a reason with nothing to redact,
+                # seen before, is told as it is
+                if not (
+                    decision.shadow is None
+                    and memo[0] is self.redactor
+                    and decision.reason in memo[1]
+                ):
+                    decision = self._told(decision)
                 if verdict is _UNDETERMINED and self.fail_mode == "open":
                     decision = self._failed_open(action, decision)
             sink = self.sink

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from interlock.errors import EvaluationError
+from interlock.policy import celpartial
 from interlock.policy.celexpr import compile_condition, rewrite
 from interlock.policy.celpartial import parse
 
@@ -99,6 +100,13 @@ EXPRESSIONS = [
     "!(args.a == 'x') && args.b == null",
     "args.a != true && args.b != null",
     "args.a == false",
+    # two fields compared: decided in Python when both hold one plain type
+    "args.a == args.b",
+    "args.a != args.b",
+    "has(args.a) && has(args.b) && args.a == args.b",
+    "args.a != context.tenant",
+    "args.a == args.b || args.b == 1",
+    "args.a == args.b.k",  # a nested field: left to CEL
 ]
 
 values = st.one_of(
@@ -150,6 +158,10 @@ def test_the_rewritten_program_agrees_with_the_original(
         ("args.a == 'x\\'y'", False),  # an escaped literal is left to CEL
         ("[1].all(args, args > 0) && has(context.agent)", False),  # a shadowed root
         ("has(args.a) ? true : false", False),
+        ("args.a == args.b", True),
+        ("args.a != context.tenant", True),
+        ("args.a == args.b.k", False),  # a nested field
+        ("args.a < args.b", False),  # only equality of two fields
     ],
 )
 def test_only_exact_shapes_are_decided_in_python(source: str, decidable: bool) -> None:
@@ -216,3 +228,29 @@ def test_errors_name_the_original_field() -> None:
 def test_a_parse_error_points_at_the_users_text() -> None:
     with pytest.raises(ValueError, match=r"args\.amount >"):
         compile_condition("args.amount >")
+
+
+def test_two_fields_of_different_types_compared_in_python_are_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The grid above holds the two-field comparison to CEL: comparing mixed types in
+    Python (``1 == True``, ``1 == 1.0``) would disagree with it."""
+    source = "args.a == args.b"
+    program, condition = cel.compile(source), compile_condition(source)
+
+    def disagreements() -> int:
+        found = 0
+        for a in (1, True, 1.0, "1"):
+            for b in (1, True, 1.0, "1"):
+                roots = {"args": {"a": a, "b": b}, "params": {}, "context": {}, "action": {}}
+                expected = _run(program, roots)
+                try:
+                    got: tuple[str, Any] = ("ok", condition.evaluate(roots.__getitem__, "r"))
+                except EvaluationError:
+                    got = ("error", None)
+                found += got != expected
+        return found
+
+    assert disagreements() == 0
+    monkeypatch.setattr(celpartial, "_comparable", lambda value, literal: True)
+    assert disagreements() > 0

@@ -33,8 +33,17 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from interlock import Action, Context, Decision, Verdict
+from interlock.core.action import Downstream
 from interlock.errors import PolicyError
-from interlock.policy import celpartial, compile_policy, conditiontests, evaluate, fastpath, shapes
+from interlock.policy import (
+    celgen,
+    celpartial,
+    compile_policy,
+    conditiontests,
+    evaluate,
+    fastpath,
+    shapes,
+)
 from interlock.policy import compiled as compiled_module
 from interlock.policy import specialise as specialise_module
 from interlock.policy.engine import _extracted, facts_for
@@ -328,7 +337,7 @@ def actions(draw: st.DrawFn) -> Action:
         arguments=arguments,
         scope=draw(st.one_of(st.none(), st.none(), st.sampled_from(["data", "shell"]))),
         description=draw(st.sampled_from([None, None, "reads a file", "runs a shell"])),
-        target=draw(st.sampled_from([None, "order:1"])),
+        target=draw(st.sampled_from([None, "order:1", "mcp:alpha"])),
         schema=draw(st.sampled_from([None, None, None, {"properties": {"q": {}, "path": {}}}])),
         capabilities=capabilities,
         context=context,
@@ -372,16 +381,27 @@ def _facts_or_error(make: Any) -> tuple[Any, ...]:
     )
 
 
+#: The policy's limits on arguments: the default, and small ones that nested
+#: arguments (``meta``, ``items``) reach.
+LIMITS = (None, {"max_depth": 1, "max_items": 3}, {"max_depth": 2, "max_items": 5})
+
+
 @SETTINGS
-@given(calls=st.lists(actions(), min_size=1, max_size=8))
-def test_a_planned_shape_gives_the_facts_of_the_full_extraction(calls: list[Action]) -> None:
-    policy = compile_policy(
-        {
-            "version": 1,
-            "scopes": {"tools": {"se*": "data"}, "default": "network"},
-            "rules": [{"id": "a", "decision": "allow", "reason": "ok"}],
-        }
-    )
+@given(
+    calls=st.lists(actions(), min_size=1, max_size=8),
+    limits=st.sampled_from(LIMITS),
+)
+def test_a_planned_shape_gives_the_facts_of_the_full_extraction(
+    calls: list[Action], limits: dict[str, int] | None
+) -> None:
+    data: dict[str, Any] = {
+        "version": 1,
+        "scopes": {"tools": {"se*": "data"}, "default": "network"},
+        "rules": [{"id": "a", "decision": "allow", "reason": "ok"}],
+    }
+    if limits is not None:
+        data["limits"] = limits
+    policy = compile_policy(data)
     for call in calls:
         for _ in (0, 1):  # planned on the first call, used on the second
             planned = _facts_or_error(lambda: facts_for(call, policy))  # noqa: B023
@@ -429,6 +449,180 @@ def test_a_generated_condition_test_answers_as_the_general_one(
         got, want = _outcome(fast.test, facts), _outcome(slow.test, facts)
         event(f"{want[0]}")
         assert got == want
+
+
+# -- 3b. the same answer from a generated `when:` test as from the tree ---------------------
+
+#: What a `when:` reads: each root with keys that are there, are not, and hold values
+#: of every type (a list for ``action.capabilities``, a dict for ``context.downstream``).
+_WHEN_FIELDS = {
+    "args": ("q", "n", "mode", "meta", "items", "absent"),
+    "params": ("path", "verb", "session_id", "target", "est_cost", "absent"),
+    "context": ("tenant", "agent", "agent_type", "session_id", "downstream", "absent"),
+    "action": ("name", "kind", "verb", "target", "capabilities", "scope", "absent"),
+}
+_WHEN_LITERALS = (
+    "'alpha'",
+    "'al'",
+    "''",
+    '"acme"',
+    "0",
+    "1",
+    "42",
+    "-1",
+    "2.5",
+    "1e9",
+    "true",
+    "false",
+    "null",
+)
+
+
+@st.composite
+def _when_fields(draw: st.DrawFn) -> str:
+    root = draw(st.sampled_from(sorted(_WHEN_FIELDS)))
+    return f"{root}.{draw(st.sampled_from(_WHEN_FIELDS[root]))}"
+
+
+@st.composite
+def _when_atoms(draw: st.DrawFn) -> str:
+    field = draw(_when_fields())
+    shape = draw(st.integers(0, 8))
+    if shape == 0:
+        return f"has({field})"
+    if shape == 1:
+        op = draw(st.sampled_from(["==", "!=", "<", "<=", ">", ">="]))
+        return f"{field} {op} {draw(st.sampled_from(_WHEN_LITERALS))}"
+    if shape == 2:
+        literals = draw(st.lists(st.sampled_from(_WHEN_LITERALS[:-1]), max_size=3))
+        return f"{field} in [{', '.join(literals)}]"
+    if shape == 3:
+        method = draw(st.sampled_from(["startsWith", "endsWith", "contains"]))
+        return f"{field}.{method}({draw(st.sampled_from(_WHEN_LITERALS[:3]))})"
+    if shape == 4:
+        return field  # a flag
+    if shape == 5:
+        return draw(st.sampled_from(["true", "false"]))
+    if shape == 6:
+        return draw(st.sampled_from(["size(args) > 1", "args.size() == 0"]))  # CEL's own
+    if shape == 7:
+        return f"{field} {draw(st.sampled_from(['==', '!=']))} {draw(_when_fields())}"
+    return f"!has({field})"
+
+
+def _when_expressions() -> st.SearchStrategy[str]:
+    return st.recursive(
+        _when_atoms(),
+        lambda inner: st.one_of(
+            st.lists(inner, min_size=2, max_size=4).map(" && ".join),
+            st.lists(inner, min_size=2, max_size=4).map(" || ".join),
+            inner.map(lambda part: f"({part})"),
+            inner.map(lambda part: f"!({part})"),
+        ),
+        max_leaves=8,
+    )
+
+
+_WHEN_VALUES = st.one_of(
+    _VALUES,
+    st.sampled_from(
+        ["alpha", "al", "", 0, 1, 42, -1, 2.5, 1e9, -0.0, 2**63, -(2**63) - 1, False, math.nan]
+    ),
+)
+
+
+@st.composite
+def _when_calls(draw: st.DrawFn) -> Action:
+    """Calls for `when:` tests: the usual kind mostly, odd ones (a context of another
+    class, arguments that are not a dict, capabilities that are a list) sometimes."""
+    arguments: Any = {
+        key: draw(_WHEN_VALUES)
+        for key in draw(st.lists(st.sampled_from(["q", "n", "mode", "meta"]), unique=True))
+    }
+    arguments.update(draw(st.sampled_from([{}, {}, {"path": "/tmp/alpha"}, {"path": "*"}])))
+    context = Context(
+        tenant=draw(st.sampled_from(["default", "acme"])),
+        agent=draw(st.sampled_from([None, "bot"])),
+        agent_type=draw(st.sampled_from([None, "release"])),
+        session_id=draw(st.sampled_from([None, "s-1"])),
+        downstream=draw(st.sampled_from([None, Downstream("erp", "post")])),
+    )
+    odd = draw(st.integers(0, 9))
+    if odd == 0:
+        context = _OddContext(tenant=context.tenant, agent=context.agent)
+    elif odd == 1:
+        arguments = MappingProxyType(arguments)
+    return Action(
+        kind=draw(st.sampled_from(["tool", "mcp"])),
+        name=draw(st.sampled_from(["search", "read_file"])),
+        arguments=arguments,
+        target=draw(st.sampled_from([None, "order:1"])),
+        capabilities=draw(st.sampled_from([(), ("read",), ["read"]])),
+        context=context,
+    )
+
+
+def _when_outcomes(source: str, calls: list[Action]) -> list[tuple[Any, ...]] | None:
+    """Each call's answer (or error) from the rule's generated `when:` test and from
+    the tree-walking one, in pairs; None when the expression does not compile."""
+    data = {"version": 1, "rules": [{"id": "w", "decision": "deny", "when": source}]}
+    try:
+        specialised = compile_policy(data)
+        with reference():
+            general = compile_policy(data)
+    except PolicyError:
+        return None
+    out = []
+    for call in calls:
+        try:
+            facts = _extracted(call, general)
+        except Exception:
+            continue
+        out.append(
+            (_outcome(specialised.rules[0].test, facts), _outcome(general.rules[0].test, facts))
+        )
+    return out
+
+
+@SETTINGS
+@given(source=_when_expressions(), calls=st.lists(_when_calls(), min_size=1, max_size=8))
+def test_a_generated_when_test_answers_as_the_tree(source: str, calls: list[Action]) -> None:
+    found = _when_outcomes(source, calls)
+    for got, want in found or ():
+        event(f"{want[0]} {want[1] if want[0] == 'ok' else ''}")
+        assert got == want
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "!" * 46 + "has(args.q)",
+        " && ".join(f"has(args.k{i})" for i in range(47)),
+        "(" * 40 + "has(args.q) || args.n > 1" + ")" * 40,
+        " || ".join(f"(args.q == 'a{i}' && has(args.n))" for i in range(16)),
+    ],
+)
+def test_deeply_nested_when_tests_answer_as_the_tree(source: str) -> None:
+    calls = [
+        Action.tool("search", arguments)
+        for arguments in ({}, {"q": "a3"}, {"q": "a3", "n": 2}, {"k0": 1, "n": "x"})
+    ]
+    for got, want in _when_outcomes(source, calls) or ():
+        assert got == want
+
+
+def test_generated_when_tests_are_made_for_the_trees_python_decides() -> None:
+    """The property above judges generated tests, not the fallback: a tree of the
+    safe roots gets one, a tree reading ``shell`` keeps the tree-walking test."""
+    policy = compile_policy(
+        _policy(
+            {"id": "g", "decision": "deny", "when": "has(args.q) && context.tenant == 'a'"},
+            {"id": "s", "decision": "deny", "when": "shell.complete && has(args.q)"},
+        )
+    )
+    tests = {rule.id: rule.test for rule in policy.rules}
+    assert tests["g"].__code__.co_filename == "<interlock when>"
+    assert tests["s"].__code__.co_filename != "<interlock when>"
 
 
 # -- 4. tricky cases, each with what it decides ----------------------------------------------
@@ -585,6 +779,48 @@ TRICKY: list[tuple[str, dict[str, Any], Action, tuple[Verdict, tuple[str, ...]]]
         Action.tool("read_file", {"path": "/tmp/" + "x" * 600}),
         (Verdict.DENY, ("f",)),
     ),
+    (
+        # a part only CEL can judge leaves the generated `when:` unknown: CEL runs
+        "when-unknown-runs-cel",
+        _policy({"id": "d", "decision": "deny", "when": "has(args.q) && size(args) > 5"}),
+        Action.tool("search", {"q": "alpha"}),
+        (Verdict.ALLOW, ()),
+    ),
+    (
+        # a rule's checks AND-ed in the generated decision function: the glob holds,
+        # the `when:` does not
+        "checks-in-line",
+        _policy(
+            {"id": "d", "decision": "deny", "params": {"args.q": "al*"}, "when": "has(args.n)"},
+            {"id": "a", "decision": "allow"},
+        ),
+        Action.tool("search", {"q": "alpha"}),
+        (Verdict.ALLOW, ("a",)),
+    ),
+    (
+        # an int past int64 is unknown to the generated test: CEL judges it
+        "when-huge-int",
+        _policy({"id": "d", "decision": "deny", "when": "args.n > 10"}),
+        Action.tool("pay", {"n": 2**70}),
+        (Verdict.DENY, ("d",)),
+    ),
+    (
+        # a bool is no number to CEL: `true > 2.5` has no overload (Python says False)
+        "when-bool-under-a-bound",
+        _policy({"id": "d", "decision": "deny", "when": "args.n > 2.5"}),
+        Action.tool("pay", {"n": True}),
+        (Verdict.UNDETERMINED, ("d",)),
+    ),
+    (
+        # null equals no text: an unset agent type is not "release"
+        "when-null-differs",
+        _policy(
+            {"id": "d", "decision": "deny", "when": "context.agent_type != 'release'"},
+            default="deny",
+        ),
+        Action.tool("deploy", {}),
+        (Verdict.DENY, ("d",)),
+    ),
 ]
 
 
@@ -662,3 +898,107 @@ class _NoFinite:
     @staticmethod
     def isfinite(value: float) -> bool:
         return True
+
+
+def test_a_generated_when_test_that_decides_an_unknown_part_is_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data, action, _ = next(case[1:] for case in TRICKY if case[0] == "when-unknown-runs-cel")
+    assert not _differs(data, action)
+    real = celgen._Writer._junction
+
+    def unknown_as_true(self: Any, parts: Any, decisive: str) -> str:  # no CEL run
+        return real(self, parts, decisive).replace("(None if ", "(True if ")
+
+    monkeypatch.setattr(celgen._Writer, "_junction", unknown_as_true)
+    assert _differs(data, action)
+
+
+def test_a_generated_when_test_that_forgets_the_type_is_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data, action, _ = next(case[1:] for case in TRICKY if case[0] == "when-bool-under-a-bound")
+    assert not _differs(data, action)
+    real = celgen._Writer._compare
+
+    def any_type(self: Any, node: Any) -> str:  # compares a bool with a float
+        return real(self, node).replace("(None if type(", "(None if False and type(")
+
+    monkeypatch.setattr(celgen._Writer, "_compare", any_type)
+    assert _differs(data, action)
+
+
+def test_a_generated_when_test_that_misreads_an_unset_field_is_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = _policy(
+        {"id": "d", "decision": "deny", "when": "has(context.downstream)"},
+        {"id": "a", "decision": "allow"},
+    )
+    action = Action.tool("deploy", {})
+    assert not _differs(data, action)
+    real = celgen._Writer.value
+
+    def always_there(self: Any, root: str, key: str) -> str:  # downstream read as set
+        return real(self, root, key).replace("(M if context.downstream is None", "(M if False")
+
+    monkeypatch.setattr(celgen._Writer, "value", always_there)
+    assert _differs(data, action)
+
+
+def test_a_generated_function_that_ors_a_rules_checks_is_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data, action, _ = next(case[1:] for case in TRICKY if case[0] == "checks-in-line")
+    assert not _differs(data, action)
+    real = specialise_module._matches
+    monkeypatch.setattr(
+        specialise_module,
+        "_matches",
+        lambda tier, rule, checks: real(tier, rule, checks).replace(" and ", " or "),
+    )
+    specialise_module._factory.cache_clear()
+    try:
+        assert _differs(data, action)
+    finally:
+        specialise_module._factory.cache_clear()
+
+
+def test_a_shape_plan_that_skips_the_limits_on_nested_arguments_is_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = {**_policy({"id": "a", "decision": "allow"}), "limits": {"max_depth": 1}}
+    action = Action.tool("post", {"q": "x", "body": {"id": {"deep": 1}}})
+    policy = compile_policy(data)
+    planned = _facts_or_error(lambda: facts_for(action, policy))
+    assert planned[0] == "raised"  # nested deeper than the policy judges
+    assert planned == _facts_or_error(lambda: _extracted(action, policy))
+    # the shape was planned, not left to the full extraction
+    assert [shape is not None for shape in policy.shapes.values()] == [True]
+    monkeypatch.setattr(shapes, "check_limits", lambda arguments, **limits: None)
+    shapes._factory.cache_clear()
+    try:
+        policy = compile_policy(data)
+        assert _facts_or_error(lambda: facts_for(action, policy)) != _facts_or_error(
+            lambda: _extracted(action, policy)
+        )
+    finally:
+        shapes._factory.cache_clear()
+
+
+def test_a_generated_two_field_comparison_of_mixed_types_is_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = _policy(
+        {"id": "d", "decision": "deny", "when": "args.q == args.n"},
+        {"id": "a", "decision": "allow"},
+    )
+    action = Action.tool("search", {"q": 1, "n": True})  # CEL: an int is no bool
+    assert not _differs(data, action)
+    real = celgen._Writer._compare_fields
+
+    def mixed(self: Any, node: Any) -> str:  # the types' identity not required
+        return real(self, node).replace(" or type(", " or False and type(")
+
+    monkeypatch.setattr(celgen._Writer, "_compare_fields", mixed)
+    assert _differs(data, action)

@@ -8,6 +8,9 @@ can judge itself:
 - ``has(root.key)``;
 - ``root.key == lit`` / ``!=`` / ``<`` / ``<=`` / ``>`` / ``>=`` and ``root.key in [lits]``
   with a plain string, an int, a float or a bool literal (``== null`` too);
+- ``root.key == other.key`` / ``!=``: two fields, decided when both hold values of
+  one type — text, bools, ints in int64 or finite floats — and left to CEL otherwise
+  (mixed types, null, lists and maps);
 - ``root.key.startsWith(lit)`` / ``endsWith`` / ``contains`` with a plain string;
 - a bare ``root.key`` holding a bool, and ``true`` / ``false``.
 
@@ -229,6 +232,37 @@ class _Compare(Node):
             return result
 
         _set_value(self, comparison)
+
+
+@dataclass(frozen=True, slots=True)
+class _CompareFields(Node):
+    root: str
+    key: str
+    op: str  # "==" or "!="
+    other_root: str
+    other_key: str
+    value: Value = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        root, key, other_root, other_key = self.root, self.key, self.other_root, self.other_key
+        equal = self.op == "=="
+
+        def fields_compared(roots: RootGetter) -> bool | None:
+            mapping, other = roots(root), roots(other_root)
+            if key not in mapping or other_key not in other:
+                return None  # CEL fails here
+            value, other_value = mapping[key], other[other_key]
+            if type(value) not in _SAME_TYPE_KINDS or not _comparable(other_value, value):
+                return None
+            if not _comparable(value, value):
+                return None  # (an int outside int64, a float that is not finite)
+            return (value == other_value) is equal
+
+        _set_value(self, fields_compared)
+
+
+#: The types two fields compared in Python may hold (both the same one).
+_SAME_TYPE_KINDS: Final = frozenset({str, bool, int, float})
 
 
 @dataclass(frozen=True, slots=True)
@@ -476,7 +510,10 @@ def _relation(root: str, key: str, rest: list[Token]) -> Node:
         op = first + "=" if second == "=" else first
         if op not in _COMPARE:
             raise ValueError("not a comparison")
-        literal = _literal(rest[len(op) :])
+        operand = rest[len(op) :]
+        if op in ("==", "!=") and _is_flag(operand):
+            return _CompareFields(root, key, op, operand[0].text, operand[2].text)
+        literal = _literal(operand)
         return _Compare(root, key, op, literal)
     if first == "in" and len(rest) >= 3 and rest[1].text == "[" and rest[-1].text == "]":
         literals = []
@@ -511,6 +548,8 @@ _ATOMS: Final = (_Has, _Compare, _In, _Method, _Flag)
 
 def roots_read(node: Node) -> frozenset[str]:
     """The root variables the tree reads (an opaque part reads none: it is unknown)."""
+    if isinstance(node, _CompareFields):
+        return frozenset((node.root, node.other_root))
     if isinstance(node, _ATOMS):
         return frozenset((node.root,))
     if isinstance(node, (_And, _Or)):
@@ -533,6 +572,13 @@ def context_gates(node: Node) -> tuple[Node, ...]:
 
 
 def _reads_only_gate_fields(node: Node) -> bool:
+    if isinstance(node, _CompareFields):
+        return (
+            node.root == "context"
+            and node.key in GATE_FIELDS
+            and node.other_root == "context"
+            and node.other_key in GATE_FIELDS
+        )
     if isinstance(node, _ATOMS):
         return node.root == "context" and node.key in GATE_FIELDS
     if isinstance(node, (_And, _Or)):

@@ -60,11 +60,16 @@ class CompiledRule:
     arguments: tuple[ArgumentRef, ...] = ()
     # The per-check test, specialised to the matchers this rule has (built once).
     test: RuleTest = field(init=False, repr=False, compare=False)
+    #: the checks :attr:`test` AND-s, cheapest first (empty: always true); the
+    #: generated decision functions call them in line (policy/specialise.py)
+    checks: tuple[RuleTest, ...] = field(init=False, repr=False, compare=False)
     #: None when the check's tenant and agent alone never rule it out
     gate: RuleGate | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "test", _build_test(self))
+        checks = _build_checks(self)
+        object.__setattr__(self, "checks", checks)
+        object.__setattr__(self, "test", _test_of(checks))
         object.__setattr__(self, "gate", _build_gate(self))
 
     def applies_to(self, kind: str, name: str, scope: str) -> bool:
@@ -76,9 +81,9 @@ class CompiledRule:
         return self.names is None or self.names.matches(name)
 
 
-def _build_test(rule: CompiledRule) -> RuleTest:
+def _build_checks(rule: CompiledRule) -> tuple[RuleTest, ...]:
     """The checks the index has not already made (agent, tenant, parameters, CEL),
-    cheapest first, as one closure with no per-call branching on absent matchers."""
+    cheapest first, each a closure with no per-call branching on absent matchers."""
     checks: list[RuleTest] = []
     agents, tenants = rule.agents, rule.tenants
     if agents is not None:
@@ -99,11 +104,16 @@ def _build_test(rule: CompiledRule) -> RuleTest:
     when = rule.when
     if when is not None:
         checks.append(_when_test(when, rule.id))
+    return tuple(checks)
+
+
+def _test_of(checks: tuple[RuleTest, ...]) -> RuleTest:
+    """The rule's test: its checks AND-ed (:func:`_all_of`)."""
     if not checks:
         return always
     if len(checks) == 1:
         return checks[0]
-    return _all_of(tuple(checks))
+    return _all_of(checks)
 
 
 def _build_gate(rule: CompiledRule) -> RuleGate | None:
@@ -184,20 +194,35 @@ def _all_of(checks: tuple[RuleTest, ...]) -> RuleTest:
 
 def _when_test(when: CelCondition, rule_id: str) -> RuleTest:
     """``when.evaluate`` on the check's roots, with the Python tree called directly
-    (one call fewer on every check, where most `when:` are decided)."""
+    (one call fewer on every check, where most `when:` are decided) — or, for the
+    usual check, the test generated from the tree (policy/celgen.py)."""
     test = _plain_when_test(when, rule_id)
-    if "params" not in when.variables:
+    reads_params = "params" in when.variables
+
+    def refuse_inexact() -> None:
+        # A parameter known only as a pattern (`*/etc/passwd`) would read as text to
+        # CEL, and `startsWith('/etc')` would be false where the path may be /etc/...
+        raise EvaluationError(
+            f"rule {rule_id!r}: `when` reads params, and a parameter of this call is "
+            "only known as a pattern (see docs/policy.md, Paths)",
+            rule_id=rule_id,
+        )
+
+    if when.partial is not None and fastpath.SPECIALISED:
+        # Imported with a `when:` (its compile parsed it), not by every policy (ADR 0014).
+        from interlock.policy.celgen import when_test
+
+        generated = when_test(
+            when.partial, when.run, rule_id, test, refuse_inexact if reads_params else None
+        )
+        if generated is not None:
+            return generated
+    if not reads_params:
         return test
 
     def exact_when_test(facts: Facts) -> bool:
-        # A parameter known only as a pattern (`*/etc/passwd`) would read as text to
-        # CEL, and `startsWith('/etc')` would be false where the path may be /etc/...
         if facts.inexact:
-            raise EvaluationError(
-                f"rule {rule_id!r}: `when` reads params, and a parameter of this call is "
-                "only known as a pattern (see docs/policy.md, Paths)",
-                rule_id=rule_id,
-            )
+            refuse_inexact()
         return test(facts)
 
     return exact_when_test
@@ -306,8 +331,13 @@ class CandidateSet:
         learn = self._narrowed_of
 
         def narrowing(facts: Facts) -> Decision:
-            if plain_roots(facts):
-                context = facts.context
+            context = facts.context
+            # plain_roots, inlined (this runs on every check of a narrowed set)
+            if (
+                type(facts.args) is dict
+                and type(context) is Context
+                and type(facts.capabilities) is tuple
+            ):
                 tenant, agent = context.tenant, context.agent
                 if type(tenant) is str and (agent is None or type(agent) is str):
                     found = narrowed.get((tenant, agent))
@@ -608,6 +638,7 @@ class CompiledPolicy:
             action.description,
             self.scope_default,
             self.max_items,
+            self.max_depth,
         )
         if found is not None and found.scopes is None:
             candidates = self.candidates(action.kind, name, found.scope)

@@ -11,9 +11,12 @@ values alone.
 A shape is planned only where the plan is exact — no ``command`` / ``cmd`` (a shell
 call), no argument text read as a command, no more arguments than the policy's limit
 — and :meth:`Shape.facts` gives up (returns None, and the caller extracts in full)
-on any value the plan did not assume: a value that is not a scalar (the limits are
-then checked in full), or a path, URL or host name that is not short text (a list
-of them, a ``None`` that would change the scopes, a long one). Everything it does
+on any value the plan did not assume: a session id or an estimated cost that is not
+a scalar, or a path, URL or host name that is not short text (a list of them, a
+``None`` that would change the scopes, a long one). An argument extraction does not
+read (a JSON body, a list of items) may hold anything: when one is not a scalar the
+policy's limits on depth and size are checked on the whole arguments first, by the
+full extraction's own function and in its order, so the same error is raised. Everything it does
 build comes from the same functions as the full extraction, in the same order, so
 the parameters, their order and any error are the same; a property test
 (``tests/policy/test_shapes.py``) holds the two to the same facts and errors.
@@ -36,6 +39,7 @@ from interlock.policy.extract import (
     _alias_plan,
     _scopes,
     _text_params,
+    check_limits,
     est_cost_param,
     kind_params,
     verb_of,
@@ -67,6 +71,11 @@ class Shape:
     verb: str | None
     scope: str
     scopes: tuple[str, ...] | None  # every scope, when there are several
+    #: the kind of the calls (calls of a kind equal to it share the shape)
+    kind: str = "tool"
+    #: the policy's limits, checked when an argument is not a scalar
+    max_depth: int = 32
+    max_items: int = 10_000
     #: the decision function of the shape's candidate set, when a call of this shape
     #: is one facet (one scope) and no shadow rule applies (set by the policy)
     decide: Callable[[Facts], Decision] | None = None
@@ -80,7 +89,7 @@ class Shape:
 
     def __post_init__(self) -> None:
         roles = tuple(_role(name, self.aliases) for name in self.names)
-        factory = _factory(roles, self.verb is not None)
+        factory = _factory(roles, self.verb is not None, self.kind in _KINDS_WITH_PARAMS)
         made = factory(
             self.names,
             self.aliases,
@@ -88,6 +97,7 @@ class Shape:
             self.scope,
             self.scopes,
             _FACTS_DEFAULTS,
+            (self.max_depth, self.max_items),
         )
         object.__setattr__(self, "facts", made)
 
@@ -124,26 +134,45 @@ if any(default is dataclasses.MISSING for _, default in _FACTS_DEFAULTS):
     raise TypeError("a field of Facts has no default: extend shapes._FACTS_SET")
 
 
+#: The kinds whose trusted fields add parameters (:func:`kind_params` is None for any
+#: other: its call is left out of their facts functions).
+_KINDS_WITH_PARAMS: Final = frozenset({"mcp", "llm"})
+
+
 @functools.lru_cache(maxsize=256)
-def _factory(roles: tuple[str | int, ...], has_verb: bool) -> Callable[..., FactsOf]:
+def _factory(
+    roles: tuple[str | int, ...], has_verb: bool, kind_has_params: bool
+) -> Callable[..., FactsOf]:
     """The factory of the facts functions of shapes whose arguments have these roles
     (the names themselves are arguments of the factory, never generated text)."""
-    lines = ["def make(NAMES, ALIASES, VERB, SCOPE, SCOPES, DEFAULTS):"]
+    lines = ["def make(NAMES, ALIASES, VERB, SCOPE, SCOPES, DEFAULTS, LIMITS):"]
     if roles:
         lines.append(f"    {', '.join(f'n{i}' for i in range(len(roles)))}, = NAMES")
     defaults = [f"d_{name}" for name, _ in _FACTS_DEFAULTS]
     if defaults:
         lines.append(f"    {', '.join(defaults)}, = [value for _, value in DEFAULTS]")
+    lines.append("    max_depth, max_items = LIMITS")
     lines.append("    def facts(action, arguments, max_param_chars):")
     body: list[str] = []
     aliases: dict[int, str] = {}
+    plain = [i for i, role in enumerate(roles) if role == "plain"]
+    if plain:
+        body.append("nested = False")
     for i, role in enumerate(roles):
         body.append(f"v{i} = arguments[n{i}]")
         if isinstance(role, int):  # an alias: short text, for the memo
             aliases[role] = f"v{i}"
             body += [f"if type(v{i}) is not str or len(v{i}) > MEMO:", "    return None"]
-        else:  # any scalar: else the limits are checked in full
+        elif role == "plain":  # not read: anything, within the limits
+            body += [f"if type(v{i}) not in SCALARS:", "    nested = True"]
+        else:  # the session id, the estimated cost: any scalar, else in full
             body += [f"if type(v{i}) not in SCALARS:", "    return None"]
+    if plain:
+        # as the full extraction does, before anything else it could raise
+        body += [
+            "if nested:",
+            "    CHECK_LIMITS(arguments, max_depth=max_depth, max_items=max_items)",
+        ]
     if aliases:
         values = ", ".join(aliases[place] for place in range(len(aliases)))
         body += [
@@ -168,9 +197,14 @@ def _factory(roles: tuple[str | int, ...], has_verb: bool) -> Callable[..., Fact
         "target = action.target",
         "if target is not None:",
         "    params['target'] = target",
-        "trusted = KIND_PARAMS(action.kind, target, action.capabilities)",
-        "if trusted:",
-        "    params.update(trusted)",
+    ]
+    if kind_has_params:
+        body += [
+            "trusted = KIND_PARAMS(action.kind, target, action.capabilities)",
+            "if trusted:",
+            "    params.update(trusted)",
+        ]
+    body += [
         "facts = NEW(FACTS)",
         "facts.kind = action.kind",
         "facts.name = action.name",
@@ -194,6 +228,7 @@ def _factory(roles: tuple[str | int, ...], has_verb: bool) -> Callable[..., Fact
         "TEXT_PARAMS": _text_params,
         "EST_COST": est_cost_param,
         "KIND_PARAMS": kind_params,
+        "CHECK_LIMITS": check_limits,
         "NEW": object.__new__,
         "FACTS": Facts,
     }
@@ -210,6 +245,7 @@ def shape_of(
     description: str | None,
     default_scope: str,
     max_items: int,
+    max_depth: int = 32,
 ) -> Shape | None:
     """The plan for calls like this one (only its argument names are read), or None
     when calls of this shape are extracted in full (also for a kind, name, scope or
@@ -240,4 +276,7 @@ def shape_of(
         verb=verb_of(name),
         scope=scopes[0],
         scopes=scopes if len(scopes) > 1 else None,
+        kind=kind,
+        max_depth=max_depth,
+        max_items=max_items,
     )

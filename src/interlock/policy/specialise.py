@@ -5,8 +5,9 @@ in loops: a tier, a rule, a test, a list of matches, then a ``Decision`` built f
 outcome. On the usual check — no shadow rule applies — the same answer comes from a
 function made for those tiers once, when they are first used (:func:`decider_for`):
 
-- every rule's test is called straight from a local variable, unrolled, and the
-  matching rules of a tier are kept as the bits of an int;
+- every rule's checks are called straight from local variables, unrolled and
+  AND-ed in line (``c1(facts) and c2(facts)``: without the call through the rule's
+  own ``test``), and the matching rules of a tier are kept as the bits of an int;
 - the decision's verdict, reason, rule ids and approval link for a set of matching
   rules are worked out once and remembered (per tier, by those bits), so a check
   builds nothing but the ``Decision`` itself and its id;
@@ -19,9 +20,10 @@ function made for those tiers once, when they are first used (:func:`decider_for
   verdicts, their causes and the "allowed either way" case are the reference's own.
 
 The code of a factory is generated from the tiers' *shape* alone — how many rules each
-tier has and which of them are always true — and compiled once per shape; the rules'
-tests and the remembered decisions are handed to the factory as arguments. No text of
-a policy (an id, a reason, a pattern) is ever part of generated source.
+tier has and how many checks each rule has (none: always true) — and compiled once per
+shape; the rules' checks and the remembered decisions are handed to the factory as
+arguments. No text of a policy (an id, a reason, a pattern) is ever part of generated
+source.
 
 Sets of more than :data:`MAX_SPECIALISED_RULES` rules are decided by the reference
 path (a very large generated function would cost more to compile than it saves).
@@ -76,14 +78,12 @@ def decider_for(tiers: tuple[Tier, ...], policy: CompiledPolicy) -> Decide:
     kept: list[Tier] = []
     for verdict, rules in tiers:
         kept.append((verdict, rules))
-        if any(rule.test is always for rule in rules):
+        if any(not rule.checks for rule in rules):
             break  # this tier always has a match: no later tier is ever reached
     if sum(len(rules) for _, rules in kept) > MAX_SPECIALISED_RULES:
         return reference
-    shape = tuple((len(rules), tuple(rule.test is always for rule in rules)) for _, rules in kept)
-    tests = tuple(
-        tuple(rule.test for rule in rules if rule.test is not always) for _, rules in kept
-    )
+    shape = tuple((len(rules), tuple(len(rule.checks) for rule in rules)) for _, rules in kept)
+    tests = tuple(tuple(check for rule in rules for check in rule.checks) for _, rules in kept)
     heads: list[dict[int, _Head]] = []
     for verdict, rules in kept:
         found: dict[int, _Head] = {}
@@ -119,7 +119,8 @@ def _approval(policy: CompiledPolicy) -> ApprovalRef:
     return ApprovalRef(id=None, url=policy.approval_link(None))
 
 
-_Shape = tuple[tuple[int, tuple[bool, ...]], ...]
+#: each tier's number of rules and the number of checks of each rule (0: always true)
+_Shape = tuple[tuple[int, tuple[int, ...]], ...]
 
 
 @functools.lru_cache(maxsize=512)
@@ -128,8 +129,8 @@ def _factory(shape: _Shape) -> Callable[..., Decide]:
     lines = [
         "def make(T, H, DEFAULT, REFERENCE, MORE):",
     ]
-    for tier, (_, flags) in enumerate(shape):
-        names = [f"t{tier}_{i}" for i, flag in enumerate(flags) if not flag]
+    for tier, (_, counts) in enumerate(shape):
+        names = [f"t{tier}_{i}_{j}" for i, count in enumerate(counts) for j in range(count)]
         if names:
             lines.append(f"    {', '.join(names)}, = T[{tier}]")
         lines.append(f"    h{tier} = H[{tier}]")
@@ -160,20 +161,20 @@ def _tier_lines(shape: _Shape, tier: int, indent: str) -> list[str]:
     """The statements that leave in ``h`` the decision of tiers ``tier`` onwards."""
     if tier == len(shape):
         return [f"{indent}h = DEFAULT"]
-    count, flags = shape[tier]
-    always_bits = sum(1 << i for i, flag in enumerate(flags) if flag)
-    tested = [i for i, flag in enumerate(flags) if not flag]
+    count, counts = shape[tier]
+    always_bits = sum(1 << i for i, checks in enumerate(counts) if not checks)
     rest = _tier_lines(shape, tier + 1, indent + "    ")
     if count == 1 and not always_bits:  # one rule: its remembered decision, or on
         return [
-            f"{indent}if t{tier}_0(facts):",
+            f"{indent}if {_matches(tier, 0, counts[0])}:",
             f"{indent}    h = h{tier}[1]",
             f"{indent}else:",
             *rest,
         ]
     out = [f"{indent}k = {always_bits}"]
-    for i in tested:
-        out += [f"{indent}if t{tier}_{i}(facts):", f"{indent}    k |= {1 << i}"]
+    for i, checks in enumerate(counts):
+        if checks:
+            out += [f"{indent}if {_matches(tier, i, checks)}:", f"{indent}    k |= {1 << i}"]
     found = [
         f"h = h{tier}.get(k)",
         "if h is None:",
@@ -187,5 +188,11 @@ def _tier_lines(shape: _Shape, tier: int, indent: str) -> list[str]:
     return out + rest
 
 
+def _matches(tier: int, rule: int, checks: int) -> str:
+    """The expression of a rule's match: its checks AND-ed, in order (any error goes
+    to the reference path, which then AND-s them in any order, as ``_all_of`` does)."""
+    return " and ".join(f"t{tier}_{rule}_{j}(facts)" for j in range(checks))
+
+
 def _shape_name(shape: _Shape) -> str:
-    return " ".join(f"{count}/{sum(flags)}" for count, flags in shape) or "empty"
+    return " ".join(f"{count}/{counts.count(0)}" for count, counts in shape) or "empty"
