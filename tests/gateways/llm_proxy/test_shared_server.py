@@ -316,7 +316,7 @@ def test_a_key_refused_by_the_servers_check_is_the_proxys_401_or_403() -> None:
         decision = Decision.undetermined(cause)
         refusal = refusal_for_decision(ActionUndetermined("x", decision=decision))
         assert refusal.status == status
-        assert json.loads(refusal.response("openai").body)["error"]["type"] == error
+        assert json.loads(refusal.render("openai")[1])["error"]["type"] == error
     other = Decision.undetermined(RemoteError("POST /v1/check: HTTP 500: boom", status=500))
     assert refusal_for_decision(ActionUndetermined("x", decision=other)).status == 503
     denied = Decision(Verdict.DENY, "no", rule_ids=("r",))

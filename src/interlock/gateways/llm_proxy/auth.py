@@ -11,11 +11,10 @@ asks the shared server, and judges with the client's own key there.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
-
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
 
 from interlock.core.action import Context
 from interlock.guard import Guard
@@ -54,8 +53,9 @@ class Caller:
 class Callers(Protocol):
     """Where the proxy learns who a request is."""
 
-    async def caller(self, request: Request) -> Caller | Refusal:
-        """The request's caller, or the refusal to answer (401, 403, 503)."""
+    async def caller(self, headers: Mapping[str, str]) -> Caller | Refusal:
+        """The caller of the request with these ``headers`` (lower-case names), or
+        the refusal to answer (401, 403, 503)."""
         ...
 
     def forget(self, caller: Caller) -> None:
@@ -67,12 +67,12 @@ class Callers(Protocol):
     async def aclose(self) -> None: ...
 
 
-def presented_token(request: Request) -> str | Refusal:
+def presented_token(headers: Mapping[str, str]) -> str | Refusal:
     """The one key the request carries (bearer or ``x-api-key``), or a 401."""
-    bearer = request.headers.get("authorization", "")
+    bearer = headers.get("authorization", "")
     scheme, _, value = bearer.partition(" ")
     from_bearer = value.strip() if scheme.lower() == "bearer" else ""
-    from_header = request.headers.get("x-api-key", "").strip()
+    from_header = headers.get("x-api-key", "").strip()
     if from_bearer and from_header and from_bearer != from_header:
         return Refusal(401, "unauthorized", "two different API keys: send one")
     token = from_bearer or from_header
@@ -89,14 +89,14 @@ def not_an_agent(role: str) -> Refusal:
     return Refusal(403, "forbidden", f"a key with role {role!r} may not call models")
 
 
-async def authenticate(request: Request, keys: KeyStore) -> ApiKey | Refusal:
+async def authenticate(headers: Mapping[str, str], keys: KeyStore) -> ApiKey | Refusal:
     """The live agent key the request carries, or the refusal to answer."""
-    token = presented_token(request)
+    token = presented_token(headers)
     if isinstance(token, Refusal):
         return token
     hit, key = keys.authenticate_cached(token)
     if not hit:
-        key = await run_in_threadpool(keys.authenticate, token)
+        key = await asyncio.to_thread(keys.authenticate, token)
     if key is None:
         return Refusal(401, "unauthorized", UNKNOWN_KEY)
     if key.role is not Role.AGENT:
@@ -114,8 +114,8 @@ class StoreKeys:
         self.guard = guard
         self.keys = KeyStore(guard.store)
 
-    async def caller(self, request: Request) -> Caller | Refusal:
-        key = await authenticate(request, self.keys)
+    async def caller(self, headers: Mapping[str, str]) -> Caller | Refusal:
+        key = await authenticate(headers, self.keys)
         if isinstance(key, Refusal):
             return key
         context = Context(tenant=key.tenant, agent=key.identity, runtime=RUNTIME)

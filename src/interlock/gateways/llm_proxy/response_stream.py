@@ -32,10 +32,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeGuard
 
 import anyio
-import httpx
 import orjson
-from starlette.types import Message, Receive, Scope, Send
 
+from interlock.gateways.http1 import Response, UpstreamError
+
+from .asgi import Message, Receive, Scope, Send
 from .relay import sse_events
 from .response_items import ItemJudge, calls_of, is_gated
 from .responses import ResponsesMeter
@@ -90,7 +91,7 @@ class ResponsesRelay:
 
     def __init__(
         self,
-        upstream: httpx.Response,
+        upstream: Response,
         meter: ResponsesMeter,
         settle: Settle,
         judge: ItemJudge,
@@ -123,7 +124,7 @@ class ResponsesRelay:
                             await send(_body(chunk))
                     self._ended = True
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
-                except httpx.HTTPError:
+                except UpstreamError:
                     self._ended = True  # the upstream failed mid-stream
                 finally:
                     group.cancel_scope.cancel()
