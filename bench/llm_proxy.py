@@ -168,7 +168,14 @@ def _lean_relay(upstream: str) -> Iterator[tuple[str, list[int]]]:
     """:mod:`bench.llm_relay_lean`: the proxy's own stack, nothing of Interlock's."""
     port = _free_port()
     argv = [sys.executable, "-m", "uvicorn", "bench.llm_relay_lean:app", "--port", str(port)]
-    argv += ["--log-level", "warning", "--no-access-log", "--app-dir", str(ROOT)]
+    argv += [
+        "--log-level",
+        "warning",
+        "--no-access-log",
+        "--no-proxy-headers",
+        "--app-dir",
+        str(ROOT),
+    ]
     url = f"http://127.0.0.1:{port}/v1"
     with _process(argv, url, {"BENCH_UPSTREAM": upstream}) as pid:
         yield url, [pid]

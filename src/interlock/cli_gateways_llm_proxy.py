@@ -202,7 +202,8 @@ def llm_proxy(
         app = create_app(judge, config)
         err.print(Text(f"interlock: llm-proxy on http://{host}:{port}/v1 — {what}"))
         # httptools and uvloop (the extra's) are uvicorn's own picks when installed; no
-        # access log: a line per call costs more than the proxy's own parsing
+        # access log (a line per call costs more than the proxy's own parsing) and no
+        # forwarded-address rewriting (the proxy never reads the client's address)
         config_ = uvicorn.Config(
             app,
             host=host,
@@ -210,6 +211,7 @@ def llm_proxy(
             log_level=log_level,
             server_header=False,
             access_log=access_log,
+            proxy_headers=False,
         )
         server_ = uvicorn.Server(config_)
         try:

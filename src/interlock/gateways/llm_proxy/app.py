@@ -32,21 +32,14 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import orjson
 
 from interlock.core.action import Context
 from interlock.errors import Blocked
-from interlock.gateways.http1 import (
-    Http1Client,
-    Limits,
-    Response,
-    Target,
-    Timeouts,
-    UpstreamError,
-)
+from interlock.gateways.http1 import Limits, Target, Timeouts, UpstreamError
 from interlock.guard import Guard
 from interlock.ledger.estimate import estimate_model_call
 from interlock.ledger.llm_call import LLMCall
@@ -73,6 +66,10 @@ from .responses import RESPONSES, ResponsesFlavour
 from .shared import SharedServer
 from .stream_tools import tool_gate
 from .tools import judge_tool_calls
+from .upstream import UpstreamResponse, Upstreams, upstream_client
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["ProxyApp", "create_app"]
 
@@ -93,14 +90,17 @@ def create_app(
     config: ProxyConfig,
     *,
     on_settled: Callable[[LLMCall], None] | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
     timeouts: Timeouts | None = None,
     limits: Limits | None = None,
 ) -> ProxyApp:
     """The proxy app judging with ``guard`` (which must have a SQL store: it holds
     the API keys), or through a :class:`SharedServer` with each client's own key.
     ``on_settled`` is told of each model call once its budget is settled (an
-    observer: its failure is ignored); ``timeouts`` and ``limits`` bound the upstream
-    client (:data:`UPSTREAM_TIMEOUTS`, :data:`UPSTREAM_LIMITS`)."""
+    observer: its failure is ignored); ``transport`` replaces the network with an
+    httpx transport (``httpx.MockTransport``: a fake model in process);
+    ``timeouts`` and ``limits`` bound the upstream client (:data:`UPSTREAM_TIMEOUTS`,
+    :data:`UPSTREAM_LIMITS`)."""
     callers: Callers = guard if isinstance(guard, SharedServer) else StoreKeys(guard)
     return ProxyApp(
         callers,
@@ -108,6 +108,7 @@ def create_app(
         on_settled,
         timeouts or UPSTREAM_TIMEOUTS,
         limits or UPSTREAM_LIMITS,
+        transport,
     )
 
 
@@ -121,13 +122,15 @@ class ProxyApp:
         on_settled: Callable[[LLMCall], None] | None,
         timeouts: Timeouts,
         limits: Limits,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.callers = callers
         self.config = config
         self.on_settled = on_settled
         self.timeouts = timeouts
         self.limits = limits
-        self.client: Http1Client | None = None
+        self.transport = transport
+        self.client: Upstreams | None = None
         self._settled: weakref.WeakSet[LLMCall] = weakref.WeakSet()
         openai, anthropic = config.openai, config.anthropic
         self.routes: dict[str, tuple[Provider, _AnyFlavour, Upstream | None, Target | None]] = {
@@ -163,7 +166,10 @@ class ProxyApp:
     async def start(self) -> None:
         """Open the upstream client (on the serving loop) and the callers."""
         if self.client is None:
-            self.client = Http1Client(timeouts=self.timeouts, limits=self.limits)
+            targets = [route[3] for route in self.routes.values() if route[3] is not None]
+            self.client = upstream_client(
+                self.timeouts, self.limits, transport=self.transport, targets=targets
+            )
             await self.callers.start()
 
     async def aclose(self) -> None:
@@ -221,7 +227,10 @@ class ProxyApp:
         arguments = flavour.arguments(body)
         call = guard.llm_call(body["model"], context=context, arguments=arguments)
         try:
-            await call.__aenter__()
+            if caller.inline:
+                call.__enter__()
+            else:
+                await call.__aenter__()
         except Blocked as exc:
             refusal = refusal_for_decision(exc)
             if refusal.status == 401:
@@ -236,30 +245,40 @@ class ProxyApp:
                 orjson.dumps(sent),
             )
         except BaseException as exc:
-            await self._settle(call, failed=exc)
+            await self._settle(call, caller.inline, failed=exc)
             if isinstance(exc, UpstreamError):
                 message = f"the {provider} upstream could not be reached ({type(exc).__name__})"
                 return await Refusal(502, "upstream_unreachable", message).send(send, provider)
             raise
+        inline = caller.inline
         if answer.status_code >= 400:  # relayed as it came; nothing was spent
-            return await self._upstream_error(call, answer, send)
+            return await self._upstream_error(call, inline, answer, send)
         if not streamed:
-            return await self._unstreamed(call, flavour, answer, caller.guard, context, send)
+            return await self._unstreamed(call, inline, flavour, answer, guard, context, send)
         decision_id = call.decision.decision_id if call.decision is not None else None
         estimated = _estimated_input(arguments)
         if isinstance(flavour, ResponsesFlavour):
             relay: SseRelay | ResponsesRelay = self._stream_responses(
-                call, flavour, answer, estimated, guard, context, decision_id
+                call, inline, flavour, answer, estimated, guard, context, decision_id
             )
         else:
             gate = tool_gate(provider, guard, context, max_held_bytes=self.config.max_held_bytes)
             relay = self._stream(
-                call, flavour, answer, estimated, gate, decision_id, hide_usage=not asked_usage
+                call,
+                inline,
+                flavour,
+                answer,
+                estimated,
+                gate,
+                decision_id,
+                hide_usage=not asked_usage,
             )
         await relay(scope, receive, send)
         return None
 
-    async def _upstream_error(self, call: LLMCall, answer: Response, send: Send) -> None:
+    async def _upstream_error(
+        self, call: LLMCall, inline: bool, answer: UpstreamResponse, send: Send
+    ) -> None:
         content = b""
         try:
             content = await answer.aread()
@@ -267,31 +286,36 @@ class ProxyApp:
             pass
         finally:
             await answer.aclose()
-            await self._settle(call, failed=RuntimeError(f"upstream {answer.status_code}"))
+            failed = RuntimeError(f"upstream {answer.status_code}")
+            await self._settle(call, inline, failed=failed)
         await send_answer(send, answer.status_code, _relayed(answer), content)
 
     async def _unstreamed(
         self,
         call: LLMCall,
+        inline: bool,
         flavour: _AnyFlavour,
-        answer: Response,
+        answer: UpstreamResponse,
         guard: Guard,
         context: Context,
         send: Send,
     ) -> None:
-        """Read, judge, commit, answer."""
+        """Read, judge and answer; then commit. The answer goes first: a crash
+        between the two leaves the reservation to the reaper, which charges it in
+        full (module docstring)."""
         try:  # whatever ends this (a cancellation included), the call is settled once
             status, headers, content = await self._judged(call, flavour, answer, guard, context)
+            await answer.aclose()
+            await send_answer(send, status, headers, content)
         finally:
             await answer.aclose()
-            await self._settle(call)
-        await send_answer(send, status, headers, content)
+            await self._settle(call, inline)
 
     async def _judged(
         self,
         call: LLMCall,
         flavour: _AnyFlavour,
-        answer: Response,
+        answer: UpstreamResponse,
         guard: Guard,
         context: Context,
     ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
@@ -323,8 +347,9 @@ class ProxyApp:
     def _stream(
         self,
         call: LLMCall,
+        inline: bool,
         flavour: Flavour,
-        answer: Response,
+        answer: UpstreamResponse,
         estimated_input: int,
         gate: Gate,
         decision_id: str | None,
@@ -335,10 +360,11 @@ class ProxyApp:
 
         async def settle(failed: bool) -> None:
             if failed:
-                await self._settle(call, failed=RuntimeError("the upstream stream failed"))
+                broken = RuntimeError("the upstream stream failed")
+                await self._settle(call, inline, failed=broken)
                 return
             call.record(meter.usage())
-            await self._settle(call)
+            await self._settle(call, inline)
 
         headers = _stream_headers(decision_id)
         return SseRelay(answer, meter, settle, headers=headers, hide_usage=hide_usage, gate=gate)
@@ -346,8 +372,9 @@ class ProxyApp:
     def _stream_responses(
         self,
         call: LLMCall,
+        inline: bool,
         flavour: ResponsesFlavour,
-        answer: Response,
+        answer: UpstreamResponse,
         estimated_input: int,
         guard: Guard,
         context: Context,
@@ -358,24 +385,30 @@ class ProxyApp:
 
         async def settle(failed: bool) -> None:
             if failed:
-                await self._settle(call, failed=RuntimeError("the upstream stream failed"))
+                broken = RuntimeError("the upstream stream failed")
+                await self._settle(call, inline, failed=broken)
                 return
             call.record(meter.usage())
-            await self._settle(call)
+            await self._settle(call, inline)
 
         judge = ItemJudge(guard, context)
         headers = _stream_headers(decision_id)
         return ResponsesRelay(answer, meter, settle, judge, headers=headers)
 
-    async def _settle(self, call: LLMCall, *, failed: BaseException | None = None) -> None:
+    async def _settle(
+        self, call: LLMCall, inline: bool, *, failed: BaseException | None = None
+    ) -> None:
         """Commit (or release, when ``failed``) — once: a second call does nothing.
-        Shielded from cancellation."""
+        Inline (no await, so nothing to cancel), or shielded from cancellation."""
         if call in self._settled:
             return
         self._settled.add(call)
         kind = None if failed is None else type(failed)
-        with anyio.CancelScope(shield=True):
-            await call.__aexit__(kind, failed, None)
+        if inline:
+            call.__exit__(kind, failed, None)
+        else:
+            with anyio.CancelScope(shield=True):
+                await call.__aexit__(kind, failed, None)
         if self.on_settled is not None:
             with contextlib.suppress(Exception):  # an observer never changes the answer
                 self.on_settled(call)
@@ -402,7 +435,7 @@ def _estimated_input(arguments: dict[str, Any]) -> int:
         return 0
 
 
-def _relayed(answer: Response) -> list[tuple[bytes, bytes]]:
+def _relayed(answer: UpstreamResponse) -> list[tuple[bytes, bytes]]:
     found = answer.headers
     return [
         (name.encode(), found[name].encode("latin-1")) for name in _RELAYED_HEADERS if name in found

@@ -19,10 +19,11 @@ from typing import Any, Protocol
 import anyio
 import orjson
 
-from interlock.gateways.http1 import Response, UpstreamError
+from interlock.gateways.http1 import UpstreamError
 
 from .asgi import Receive, Scope, Send
 from .flavours import StreamMeter
+from .upstream import UpstreamResponse
 
 __all__ = ["Gate", "SseRelay", "sse_events", "sse_frame", "sse_payload"]
 
@@ -80,7 +81,7 @@ class SseRelay:
 
     def __init__(
         self,
-        upstream: Response,
+        upstream: UpstreamResponse,
         meter: StreamMeter,
         settle: Settle,
         *,

@@ -34,12 +34,13 @@ from typing import Any, Final, TypeGuard
 import anyio
 import orjson
 
-from interlock.gateways.http1 import Response, UpstreamError
+from interlock.gateways.http1 import UpstreamError
 
 from .asgi import Message, Receive, Scope, Send
 from .relay import sse_events
 from .response_items import ItemJudge, calls_of, is_gated
 from .responses import ResponsesMeter
+from .upstream import UpstreamResponse
 
 __all__ = ["ResponsesRelay"]
 
@@ -91,7 +92,7 @@ class ResponsesRelay:
 
     def __init__(
         self,
-        upstream: Response,
+        upstream: UpstreamResponse,
         meter: ResponsesMeter,
         settle: Settle,
         judge: ItemJudge,
