@@ -92,10 +92,6 @@ class Target:
     def origin(self) -> str:
         return f"{self.scheme}://{self.host}:{self.port}"
 
-    def with_path(self, path: str) -> Target:
-        """The same origin, another path (appended to this one's)."""
-        return Target.of(f"{self.scheme}://{self.host_header.decode()}{self.path}{path}")
-
 
 def check_header(name: bytes, value: bytes) -> None:
     """Refuse a header that would not be one header on the wire."""
