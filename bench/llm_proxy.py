@@ -93,9 +93,12 @@ TOOLS: Final = [{"type": "function", "function": {"name": TOOL, "parameters": {"
 
 DIRECT: Final = "direct"
 PROXY: Final = "through proxy"
+BASELINE: Final = "through proxy, tree before"
 REMOTE: Final = "through proxy --server"
 LITELLM: Final = "through LiteLLM"
 RELAY: Final = "bare relay"
+LEAN: Final = "lean relay"
+SPLICE: Final = "tcp splice"
 #: how long a server process may take to answer at all (LiteLLM's start-up is slow)
 START_TIMEOUT: Final = 180.0
 
@@ -160,6 +163,35 @@ def _relay(upstream: str) -> Iterator[tuple[str, list[int]]]:
         yield url, [pid]
 
 
+@contextmanager
+def _lean_relay(upstream: str) -> Iterator[tuple[str, list[int]]]:
+    """:mod:`bench.llm_relay_lean`: the proxy's own stack, nothing of Interlock's."""
+    port = _free_port()
+    argv = [sys.executable, "-m", "uvicorn", "bench.llm_relay_lean:app", "--port", str(port)]
+    argv += [
+        "--log-level",
+        "warning",
+        "--no-access-log",
+        "--no-proxy-headers",
+        "--app-dir",
+        str(ROOT),
+    ]
+    url = f"http://127.0.0.1:{port}/v1"
+    with _process(argv, url, {"BENCH_UPSTREAM": upstream}) as pid:
+        yield url, [pid]
+
+
+@contextmanager
+def _splice(upstream: str) -> Iterator[tuple[str, list[int]]]:
+    """:mod:`bench.llm_splice`: bytes copied across, no HTTP at all (the floor)."""
+    port = _free_port()
+    origin = upstream.removeprefix("http://").removesuffix("/v1")
+    argv = [sys.executable, "-m", "bench.llm_splice", str(port), origin]
+    url = f"http://127.0.0.1:{port}/v1"
+    with _process(argv, url, {}, cwd=ROOT) as pid:
+        yield url, [pid]
+
+
 def _agent_key(database: str) -> str:
     from interlock.server import KeyStore, Role
     from interlock.store import open_store
@@ -171,14 +203,22 @@ def _agent_key(database: str) -> str:
 
 @contextmanager
 def _proxy(
-    scratch: Path, database: str, upstream: str, profile_to: Path | None = None
+    scratch: Path,
+    database: str,
+    upstream: str,
+    profile_to: Path | None = None,
+    source: str | None = None,
 ) -> Iterator[tuple[str, list[int]]]:
     """``interlock llm-proxy`` in a process of its own (under cProfile, writing to
-    ``profile_to`` when it stops, if given)."""
+    ``profile_to`` when it stops, if given; from the source tree ``source`` if given)."""
     policy = scratch / "interlock.yaml"
     policy.write_text(POLICY)
     port = _free_port()
-    if profile_to is None:
+    env = {"OPENAI_API_KEY": "sk-standin"}
+    if source is not None:
+        command = [sys.executable, "-m", "interlock"]
+        env["PYTHONPATH"] = source
+    elif profile_to is None:
         command = [str(Path(sys.executable).parent / "interlock")]
     else:
         command = [sys.executable, "-m", "cProfile", "-o", str(profile_to), "-m", "interlock"]
@@ -186,7 +226,7 @@ def _proxy(
     argv += ["--openai-upstream", upstream, "--port", str(port), "--log-level", "warning"]
     argv += ["--reload-interval", "0"]
     url = f"http://127.0.0.1:{port}/v1"
-    with _process(argv, url, {"OPENAI_API_KEY": "sk-standin"}) as pid:
+    with _process(argv, url, env) as pid:
         yield url, [pid]
 
 
@@ -494,12 +534,23 @@ def run(
         scratch = Path(tmp)
         database = f"sqlite:///{scratch / 'interlock.db'}"
         server_database = f"sqlite:///{scratch / 'server.db'}"
+        baseline_database = f"sqlite:///{scratch / 'baseline.db'}"
         token = _agent_key(database)
         upstream = up.enter_context(_standin())
         urls = {
             PROXY: (*up.enter_context(_proxy(scratch, database, upstream)), token),
             RELAY: (*up.enter_context(_relay(upstream)), "unused"),
+            LEAN: (*up.enter_context(_lean_relay(upstream)), "unused"),
+            SPLICE: (*up.enter_context(_splice(upstream)), "unused"),
         }
+        baseline_src = os.environ.get("INTERLOCK_BENCH_BASELINE_SRC")
+        if baseline_src:
+            base_scratch = scratch / "baseline"
+            base_scratch.mkdir()
+            side = up.enter_context(
+                _proxy(base_scratch, baseline_database, upstream, source=baseline_src)
+            )
+            urls[BASELINE] = (*side, _agent_key(baseline_database))
         if remote:
             remote_token = _agent_key(server_database)
             side = up.enter_context(_remote_proxy(scratch, server_database, upstream))
@@ -545,6 +596,8 @@ def run(
         ]
         up.close()  # the proxies stop (gracefully) before their stores are read
         spent = {PROXY: _spent(database)}
+        if BASELINE in urls:
+            spent[BASELINE] = _spent(baseline_database)
         if remote:
             spent[REMOTE] = _spent(server_database)
     proxied = creates + 2 * streams + responses + responses_streamed + 5 * warmup
@@ -607,7 +660,11 @@ Series = tuple[str, dict[str, list[list[int]]], dict[str, int], int]
 def _report(result: BenchResult, sides: dict[str, Any], series: list[Series]) -> None:
     p50: dict[str, int] = {}
     p99: dict[str, int] = {}
-    order = [side for side in (DIRECT, RELAY, PROXY, REMOTE, LITELLM) if side in sides]
+    order = [
+        side
+        for side in (DIRECT, SPLICE, LEAN, RELAY, PROXY, BASELINE, REMOTE, LITELLM)
+        if side in sides
+    ]
     for side in order:
         subjects = [
             (f"{side}, {what}", samples[side][i], walls[side])
@@ -625,15 +682,23 @@ def _report(result: BenchResult, sides: dict[str, Any], series: list[Series]) ->
     for what, samples, _, _ in series:
         added50, added99 = added(PROXY, what, p50), added(PROXY, what, p99)
         ratio = p50[f"{PROXY}, {what}"] / p50[f"{DIRECT}, {what}"]
-        hop = added(RELAY, what, p50)
+        hop, lean, splice = (added(side, what, p50) for side in (RELAY, LEAN, SPLICE))
         result.info[f"added_p50_ms {what}"] = round(added50, 3)
         result.info[f"added_p99_ms {what}"] = round(added99, 3)
         result.info[f"p50_ratio {what}"] = round(ratio, 3)
         result.info[f"bare_relay_added_p50_ms {what}"] = round(hop, 3)
+        result.info[f"lean_relay_added_p50_ms {what}"] = round(lean, 3)
+        result.info[f"splice_added_p50_ms {what}"] = round(splice, 3)
         note = (
             f"{what}: +{added50:.2f} ms at p50 ({ratio:.2f}× direct), +{added99:.2f} ms at "
-            f"p99; the bare relay +{hop:.2f} ms at p50"
+            f"p99; the bare relay (Starlette + httpx) +{hop:.2f} ms, the lean relay "
+            f"(the proxy's stack) +{lean:.2f} ms, the TCP splice (the floor) "
+            f"+{splice:.2f} ms at p50"
         )
+        if BASELINE in samples:
+            base50 = added(BASELINE, what, p50)
+            result.info[f"baseline_added_p50_ms {what}"] = round(base50, 3)
+            note += f"; the tree before +{base50:.2f} ms at p50"
         if REMOTE in samples:
             remote50, remote99 = added(REMOTE, what, p50), added(REMOTE, what, p99)
             result.info[f"remote_added_p50_ms {what}"] = round(remote50, 3)

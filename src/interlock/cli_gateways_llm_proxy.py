@@ -131,6 +131,13 @@ def llm_proxy(
     log_level: Annotated[
         str, typer.Option(help="critical, error, warning, info, debug or trace.")
     ] = "info",
+    access_log: Annotated[
+        bool,
+        typer.Option(
+            "--access-log",
+            help="Log a line per request (uvicorn's access log, at --log-level info).",
+        ),
+    ] = False,
 ) -> None:
     """Relay OpenAI /v1/chat/completions and /v1/responses and Anthropic /v1/messages to
     the upstreams, every model call judged and budgeted by the policy first
@@ -194,9 +201,19 @@ def llm_proxy(
                 )
         app = create_app(judge, config)
         err.print(Text(f"interlock: llm-proxy on http://{host}:{port}/v1 — {what}"))
-        server_ = uvicorn.Server(
-            uvicorn.Config(app, host=host, port=port, log_level=log_level, server_header=False)
+        # httptools and uvloop (the extra's) are uvicorn's own picks when installed; no
+        # access log (a line per call costs more than the proxy's own parsing) and no
+        # forwarded-address rewriting (the proxy never reads the client's address)
+        config_ = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            server_header=False,
+            access_log=access_log,
+            proxy_headers=False,
         )
+        server_ = uvicorn.Server(config_)
         try:
             with stop_on_sigterm():  # exit 0 after a graceful stop, store closed
                 server_.run()

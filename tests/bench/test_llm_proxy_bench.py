@@ -37,7 +37,14 @@ def test_a_quick_run_checks_every_answer_and_the_budget() -> None:
     result = llm_proxy.run(calls=10, quick=True, litellm=False)
     assert result.problems == []
     labels = [s.label for s in result.stats]
-    sides = (llm_proxy.DIRECT, llm_proxy.RELAY, llm_proxy.PROXY, llm_proxy.REMOTE)
+    sides = (
+        llm_proxy.DIRECT,
+        llm_proxy.SPLICE,
+        llm_proxy.LEAN,
+        llm_proxy.RELAY,
+        llm_proxy.PROXY,
+        llm_proxy.REMOTE,
+    )
     assert labels == [f"{side}, {what}" for side in sides for what in WHATS + OURS]
     calls = result.info["calls"]
     assert {s.calls for s in result.stats} == {
@@ -47,6 +54,8 @@ def test_a_quick_run_checks_every_answer_and_the_budget() -> None:
         calls["responses stream"],
     }
     assert "bare_relay_added_p50_ms create" in result.info
+    assert "lean_relay_added_p50_ms create" in result.info
+    assert "splice_added_p50_ms create" in result.info
     assert "remote_added_p50_ms create" in result.info
     assert "litellm_added_p50_ms create" not in result.info
     assert any("LiteLLM's side left out" in note for note in result.notes)
@@ -66,7 +75,8 @@ def test_a_quick_run_checks_every_answer_and_the_budget() -> None:
     assert result.info["budget_spent_tokens"] == proxied * 18
     assert result.info["server_budget_spent_tokens"] == proxied * 18
     cpu = result.info["cpu_ms_per_call"]
-    assert set(cpu) == {llm_proxy.PROXY, llm_proxy.RELAY, llm_proxy.REMOTE}
+    sides_with_processes = {llm_proxy.PROXY, llm_proxy.RELAY, llm_proxy.LEAN, llm_proxy.SPLICE}
+    assert set(cpu) == {*sides_with_processes, llm_proxy.REMOTE}
     assert all(ms > 0 for ms in cpu.values())
 
 
@@ -75,7 +85,7 @@ def test_a_tiny_round_beside_litellm_reports_the_ratio() -> None:
     result = llm_proxy.run(calls=4, quick=True, litellm=True, remote=False)
     assert result.problems == []  # LiteLLM's answers were checked like the others
     labels = [s.label for s in result.stats]
-    ours = (llm_proxy.DIRECT, llm_proxy.RELAY, llm_proxy.PROXY)
+    ours = (llm_proxy.DIRECT, llm_proxy.SPLICE, llm_proxy.LEAN, llm_proxy.RELAY, llm_proxy.PROXY)
     expected = [f"{side}, {what}" for side in ours for what in WHATS + OURS]
     expected += [f"{llm_proxy.LITELLM}, {what}" for what in WHATS]  # chat calls only
     assert labels == expected

@@ -7,8 +7,9 @@ the real APIs stream them: text first, each call's name in one delta and its
 arguments in several, parallel calls interleaved, text after), ``script`` (a stream
 of exactly ``script``'s steps), ``error`` (a 500 in the provider's format), ``hold``
 (a stream that sends a few events and then waits until ``release`` is set: the client
-drops it mid-way), ``break`` (an OpenAI stream whose connection is cut after a few
-events), ``garbage`` (an OpenAI 200 that is not JSON).
+drops it mid-way), ``hold-answer`` (an OpenAI chat answer, not streamed, written
+once ``release`` is set), ``break`` (an OpenAI stream whose connection is cut after a
+few events), ``garbage`` (an OpenAI 200 that is not JSON).
 
 A script is a list of SSE frames (``str`` or ``bytes``, written as they are: a
 ``bytes`` step may end mid-UTF-8 sequence) and two controls: :data:`WAIT` (wait until
@@ -126,6 +127,8 @@ class StandIn:
             return JSONResponse({"error": error}, status_code=500)
         if self.mode == "garbage":
             return Response("<html>a proxy's error page</html>", media_type="text/html")
+        if self.mode == "hold-answer":
+            await self._hold()
         model = body["model"]
         if body.get("stream"):
             steps = self._streamed("openai", model)

@@ -33,6 +33,7 @@ def test_an_allowed_message_is_relayed_and_charged_its_real_usage(proxy: Proxy) 
     assert seen.headers["x-api-key"] == "sk-upstream-anthropic"
     assert seen.headers["anthropic-version"]  # the client's own, passed on
     assert proxy.tokens["agent"] not in str(seen.headers)
+    proxy.settled.wait_for(1)  # the commit follows the answer
     assert proxy.spent() == (TOTAL, 0)
 
 
@@ -40,6 +41,7 @@ async def test_the_async_client_is_relayed_and_charged(proxy: Proxy) -> None:
     async with aclient(proxy) as api:
         reply = await api.messages.create(model=MODEL, max_tokens=100, messages=MESSAGES)
     assert reply.usage.output_tokens == ANTHROPIC_USAGE["output_tokens"]
+    proxy.settled.wait_for(1)  # the commit follows the answer
     assert proxy.spent() == (TOTAL, 0)
 
 

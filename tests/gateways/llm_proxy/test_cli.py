@@ -119,6 +119,89 @@ def test_the_command_serves_the_openai_client_and_stops_on_sigterm(tmp_path: Pat
     assert "llm-proxy stopped" in said.text()
 
 
+@pytest.mark.parametrize("then", ["lock released", "proxy killed"])
+def test_the_answer_leaves_before_the_commit_and_a_crash_between_loses_no_charge(
+    tmp_path: Path, then: str
+) -> None:
+    """The store's write lock is held from the moment the upstream has the request
+    (its decision and reservation are durable), so no commit can be written — and the
+    client still gets its answer. Then either the lock goes, and the commit that was
+    waiting is written with the real usage; or the proxy is killed first, and nothing
+    is lost: the reservation is open, and the reaper charges it in full (the
+    estimate; the real usage died with the proxy)."""
+    import sqlite3
+
+    (tmp_path / "interlock.yaml").write_text(POLICY)
+    path = tmp_path / "interlock.db"
+    store = open_store(f"sqlite:///{path}")
+    assert isinstance(store, SqlStore)
+    token = KeyStore(store).create(tenant="acme", role=Role.AGENT, name="bot").token
+    store.close()
+    standin = StandIn(mode="hold-answer")
+    upstream = Served(standin.app())
+    port = _free_port()
+    command = [sys.executable, "-m", "interlock.cli", "llm-proxy", "-p", "interlock.yaml"]
+    command += ["--store", f"sqlite:///{path}", "--port", str(port), "--log-level", "warning"]
+    command += ["--reload-interval", "0", "--openai-upstream", upstream.url + "/v1"]
+    process = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.DEVNULL)
+    lock = sqlite3.connect(path, timeout=30, isolation_level=None)
+    answers: list[str | None] = []
+    try:
+        _wait_until_listening(port, process)
+        api = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=token, max_retries=0)
+        messages = [{"role": "user", "content": "hi"}]
+
+        def call() -> None:
+            reply = api.chat.completions.create(
+                model="gpt-4o-mini",
+                messages=messages,  # type: ignore[arg-type]
+                max_tokens=50,
+            )
+            answers.append(reply.choices[0].message.content)
+
+        client = threading.Thread(target=call)
+        client.start()
+        assert standin.holding.wait(timeout=30)  # the upstream has it: decided and reserved
+        lock.execute("BEGIN IMMEDIATE")  # from now on no commit can be written
+        standin.release.set()
+        client.join(timeout=30)
+        assert answers == ["Hello there, agent."]  # answered while the commit is impossible
+        if then == "proxy killed":
+            process.kill()
+            process.wait(timeout=30)
+        lock.execute("ROLLBACK")  # nothing was written under the lock
+        if then == "lock released":
+            reader = open_store(f"sqlite:///{path}")
+            assert isinstance(reader, SqlStore)
+            try:
+                for _ in range(3000):  # the commit that waited on the lock now goes in
+                    (row,) = reader.budget_rows(tenant="acme", budget_id="tokens")
+                    if row.reserved == 0:
+                        break
+                    threading.Event().wait(0.01)
+                assert (row.spent, row.reserved) == (18, 0)  # the real usage, once
+            finally:
+                reader.close()
+            return
+    finally:
+        lock.close()
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+        upstream.close()
+    store = open_store(f"sqlite:///{path}")
+    assert isinstance(store, SqlStore)
+    try:
+        (row,) = store.budget_rows(tenant="acme", budget_id="tokens")
+        reserved = row.reserved
+        assert (row.spent, reserved > 0) == (0, True)  # open, not lost
+        store.reap(now=store.clock() + 3600 * 10**6)  # past its TTL
+        (row,) = store.budget_rows(tenant="acme", budget_id="tokens")
+        assert (row.spent, row.reserved) == (reserved, 0)  # charged in full
+    finally:
+        store.close()
+
+
 class _Lines:
     """The process's stderr, read line by line in a thread, to wait on."""
 

@@ -70,6 +70,7 @@ def test_an_image_request_fits_the_budget_and_reaches_the_upstream_whole(proxy: 
     )
     sent = proxy.standin.seen[0].body["messages"][0]["content"][0]["source"]["data"]
     assert sent == IMAGE
+    proxy.settled.wait_for(1)  # the commit follows the answer
     assert proxy.spent() == (27, 0)
 
 

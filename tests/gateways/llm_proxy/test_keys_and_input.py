@@ -97,6 +97,7 @@ def test_the_tenant_comes_from_the_key_not_from_headers_or_body(proxy: Proxy) ->
     }
     answer = post(proxy, "/v1/chat/completions", headers, json=body)
     assert answer.status_code == 200
+    proxy.settled.wait_for(1)  # the commit follows the answer
     assert proxy.spent("acme") == (18, 0)
     assert proxy.store.budget_rows(tenant="globex") == []
     (row,) = proxy.store.budget_rows(tenant="acme", budget_id="tokens")
@@ -105,6 +106,7 @@ def test_the_tenant_comes_from_the_key_not_from_headers_or_body(proxy: Proxy) ->
 
 def test_the_other_tenants_agent_of_the_same_name_has_its_own_budget(proxy: Proxy) -> None:
     assert post(proxy, "/v1/chat/completions", bearer(proxy, "other"), json=BODY).is_success
+    proxy.settled.wait_for(1)  # the commit follows the answer
     assert proxy.spent("globex") == (18, 0)
     assert proxy.spent("acme") == (0, 0)
 

@@ -31,6 +31,7 @@ def test_an_allowed_call_is_relayed_and_charged_its_real_usage(proxy: Proxy) -> 
     seen = proxy.standin.seen[0]
     assert seen.headers["authorization"] == "Bearer sk-upstream-openai"
     assert proxy.tokens["agent"] not in str(seen.headers)
+    proxy.settled.wait_for(1)  # the commit follows the answer
     assert proxy.spent() == (TOTAL, 0)
 
 
@@ -38,6 +39,7 @@ async def test_the_async_client_is_relayed_and_charged(proxy: Proxy) -> None:
     async with aclient(proxy) as api:
         reply = await api.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)
     assert reply.choices[0].message.content == "Hello there, agent."
+    proxy.settled.wait_for(1)  # the commit follows the answer
     assert proxy.spent() == (TOTAL, 0)
 
 
@@ -212,6 +214,7 @@ def test_a_2xx_that_is_not_json_is_a_502_and_charged_as_reserved(proxy: Proxy) -
     assert raised.value.status_code == 502
     body = raised.value.body
     assert isinstance(body, dict) and body["code"] == "upstream_unreadable"
+    proxy.settled.wait_for(1)  # the commit follows the answer
     spent, reserved = proxy.spent()
     assert reserved == 0
     assert spent == 4 + 50  # its reservation: "user" "Say hello." (14 chars: 4) + max_tokens

@@ -54,6 +54,7 @@ async def test_the_async_client_is_relayed_and_charged(proxy: Proxy) -> None:
     async with aclient(proxy) as api:
         reply = await api.responses.create(model="gpt-4o-mini", input="Say hello.")
     assert reply.output_text == "Hello there, agent."
+    proxy.settled.wait_for(1)  # the commit follows the answer
     assert proxy.spent() == (TOTAL, 0)
 
 
@@ -254,6 +255,7 @@ def test_a_2xx_that_is_not_json_is_a_502_and_charged_as_reserved(proxy: Proxy) -
             model="gpt-4o-mini", input="Say hello.", max_output_tokens=50
         )
     assert raised.value.status_code == 502
+    proxy.settled.wait_for(1)  # the commit follows the answer
     assert proxy.spent() == (4 + 50, 0)  # its reservation: 14 characters and the bound
 
 
@@ -351,6 +353,7 @@ def test_inline_files_and_images_are_replaced_in_the_action_and_sent_whole(
     assert reply.output_text == "Hello there, agent."
     sent = proxy.standin.seen[0].body["input"]
     assert sent[1]["content"][2]["file_data"] == IMAGE  # the upstream gets it whole
+    proxy.settled.wait_for(1)  # the commit follows the answer
     assert proxy.spent() == (TOTAL, 0)
 
 

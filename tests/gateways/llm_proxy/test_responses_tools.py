@@ -530,6 +530,7 @@ def test_an_unstreamed_item_reaches_the_agent_only_when_judged_allowed(
     else:
         assert output[1]["type"] == "message" and output[1]["id"].startswith("msg_")
         assert says in output[1]["content"][0]["text"]
+    proxy.settled.wait_for(1)  # the commit follows the answer
     assert proxy.spent() == (22, 0)
 
 

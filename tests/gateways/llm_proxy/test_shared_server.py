@@ -28,7 +28,7 @@ from interlock.gateways.llm_proxy import ProxyConfig, SharedServer, Upstream, cr
 from interlock.gateways.llm_proxy.refusals import refusal_for_decision
 from interlock.server import KeyStore, Role
 
-from .conftest import Proxy, Served
+from .conftest import Proxy, Served, Settled
 from .standin import OPENAI_USAGE, StandIn
 
 pytest.importorskip("fastapi")
@@ -96,6 +96,7 @@ def test_a_key_revoked_on_the_server_is_refused_at_its_next_call_and_forgotten(
 ) -> None:
     api = openai_client(proxy.url, proxy.tokens["agent"])
     api.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)
+    proxy.settled.wait_for(1)  # the commit follows the answer
     _revoke(proxy, "agent")
     with pytest.raises(openai.AuthenticationError) as raised:
         api.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)
@@ -197,7 +198,8 @@ class Front:
             anthropic=Upstream(self.upstream.url, "sk-upstream-anthropic"),
         )
         self.shared = SharedServer(server_url, **options)
-        self.proxy = Served(create_app(self.shared, config))
+        self.settled = Settled()
+        self.proxy = Served(create_app(self.shared, config, on_settled=self.settled))
         self.url = self.proxy.url
 
     def close(self) -> None:
@@ -235,6 +237,7 @@ def test_a_server_that_is_not_there_is_a_503_before_any_upstream_call() -> None:
 def test_a_server_that_goes_down_after_the_key_is_known_is_a_503(proxy: Proxy) -> None:
     api = openai_client(proxy.url, proxy.tokens["agent"])
     api.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)
+    proxy.settled.wait_for(1)  # the commit follows the answer
     assert proxy.server is not None
     proxy.server.close()  # the shared server stops; the proxy still knows the key
     with pytest.raises(openai.InternalServerError) as raised:
@@ -316,7 +319,7 @@ def test_a_key_refused_by_the_servers_check_is_the_proxys_401_or_403() -> None:
         decision = Decision.undetermined(cause)
         refusal = refusal_for_decision(ActionUndetermined("x", decision=decision))
         assert refusal.status == status
-        assert json.loads(refusal.response("openai").body)["error"]["type"] == error
+        assert json.loads(refusal.render("openai")[1])["error"]["type"] == error
     other = Decision.undetermined(RemoteError("POST /v1/check: HTTP 500: boom", status=500))
     assert refusal_for_decision(ActionUndetermined("x", decision=other)).status == 503
     denied = Decision(Verdict.DENY, "no", rule_ids=("r",))
@@ -362,6 +365,7 @@ def test_a_server_on_a_unix_socket(tmp_path: Any) -> None:
             model="gpt-4o-mini", messages=MESSAGES, max_tokens=50
         )
         assert reply.choices[0].message.content == "Hello there, agent."
+        front.settled.wait_for(1)  # the commit follows the answer
         assert server.guard.store is not None
         (row,) = server.guard.store.budget_rows(budget_id="model-tokens")
         assert (row.spent, row.reserved) == (TOTAL, 0)

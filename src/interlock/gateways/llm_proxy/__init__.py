@@ -15,20 +15,21 @@ Needs ``pip install 'interlock[llm-proxy]'``.
 from __future__ import annotations
 
 try:
+    import httptools as _httptools  # noqa: F401
     import httpx as _httpx  # noqa: F401
-    import starlette as _starlette  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         f"the LLM proxy needs its extra ({exc.name} is missing): pip install 'interlock[llm-proxy]'"
     ) from exc
 
-from .app import create_app
+from .app import ProxyApp, create_app
 from .config import DEFAULT_MAX_BODY, DEFAULT_MAX_HELD, ProxyConfig, Upstream
 from .shared import SharedServer
 
 __all__ = [
     "DEFAULT_MAX_BODY",
     "DEFAULT_MAX_HELD",
+    "ProxyApp",
     "ProxyConfig",
     "SharedServer",
     "Upstream",

@@ -1,4 +1,4 @@
-"""The proxy's Starlette app: ``POST /v1/chat/completions`` and ``POST /v1/responses``
+"""The proxy's ASGI app: ``POST /v1/chat/completions`` and ``POST /v1/responses``
 (OpenAI) and ``POST /v1/messages`` (Anthropic), streamed and not.
 
 One request is one model call, in this order — nothing reaches the upstream before
@@ -10,39 +10,51 @@ step 4:
 2. the body read (at most ``max_body`` bytes) and parsed: a JSON object naming a
    ``model`` (400 otherwise);
 3. the guard's model-call path (:meth:`interlock.Guard.llm_call`): an ``llm``
-   action, judged, its budget reserved from the proxy's estimate of the request; a
-   refusal answers in the provider's error format;
-4. the upstream call with the proxy's own key; then exactly one of: commit from the
-   real usage (non-streamed: the response's ``usage``; streamed: the metered usage at
-   the end of the stream, or at the client's disconnect) or release (the upstream
-   failed or answered an error, which is relayed as it came).
+   action, judged, its budget reserved from the proxy's estimate of the request, its
+   record durable (at the policy's audit durability); a refusal answers in the
+   provider's error format;
+4. the upstream call with the proxy's own key (:mod:`interlock.gateways.http1`); then
+   exactly one of: commit from the real usage (non-streamed: the response's
+   ``usage``, committed once the answer has been sent; streamed: the metered usage
+   at the end of the stream, or at the client's disconnect) or release (the upstream
+   failed or answered an error, which is relayed as it came). A proxy that dies
+   between an answer and its commit leaves the reservation open: the reaper charges
+   it in full after its TTL — nothing is lost, the charge is the estimate's.
 
 The tool calls in the answer are judged before the agent sees them: a non-streamed
 answer's in :mod:`.tools`, a stream's held until complete in :mod:`.stream_tools`.
+
+A plain ASGI app, no framework on the request path (:mod:`.asgi`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
-import httpx
 import orjson
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from interlock.core.action import Context
 from interlock.errors import Blocked
+from interlock.gateways.http1 import Limits, Target, Timeouts, UpstreamError
 from interlock.guard import Guard
 from interlock.ledger.estimate import estimate_model_call
 from interlock.ledger.llm_call import LLMCall
 
+from .asgi import (
+    JSON,
+    Disconnected,
+    Receive,
+    Scope,
+    Send,
+    TooLarge,
+    read_body,
+    request_headers,
+    send_answer,
+)
 from .auth import Callers, StoreKeys
 from .config import ProxyConfig, Upstream
 from .flavours import Flavour, flavour_of
@@ -54,11 +66,23 @@ from .responses import RESPONSES, ResponsesFlavour
 from .shared import SharedServer
 from .stream_tools import tool_gate
 from .tools import judge_tool_calls
+from .upstream import UpstreamResponse, Upstreams, upstream_client
 
-__all__ = ["create_app"]
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["ProxyApp", "create_app"]
 
 _AnyFlavour = Flavour | ResponsesFlavour
-_RELAYED_HEADERS = ("content-type", "request-id", "x-request-id", "retry-after")
+_RELAYED_HEADERS: Final = ("content-type", "request-id", "x-request-id", "retry-after")
+#: the upstream client's bounds (a proxy holds one connection per call in flight, and
+#: streams are long)
+UPSTREAM_TIMEOUTS: Final = Timeouts(connect=10.0, read=600.0, write=60.0, pool=10.0)
+UPSTREAM_LIMITS: Final = Limits(max_connections=1000, max_idle=100)
+_SSE_HEADERS: Final = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+]
 
 
 def create_app(
@@ -67,162 +91,245 @@ def create_app(
     *,
     on_settled: Callable[[LLMCall], None] | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
-) -> Starlette:
+    timeouts: Timeouts | None = None,
+    limits: Limits | None = None,
+) -> ProxyApp:
     """The proxy app judging with ``guard`` (which must have a SQL store: it holds
     the API keys), or through a :class:`SharedServer` with each client's own key.
     ``on_settled`` is told of each model call once its budget is settled (an
-    observer: its failure is ignored)."""
+    observer: its failure is ignored); ``transport`` replaces the network with an
+    httpx transport (``httpx.MockTransport``: a fake model in process);
+    ``timeouts`` and ``limits`` bound the upstream client (:data:`UPSTREAM_TIMEOUTS`,
+    :data:`UPSTREAM_LIMITS`)."""
     callers: Callers = guard if isinstance(guard, SharedServer) else StoreKeys(guard)
-    proxy = _Proxy(callers, config, on_settled)
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        timeout = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=10.0)
-        # A proxy holds one upstream connection per call in flight (streams are long).
-        limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
-        async with httpx.AsyncClient(timeout=timeout, limits=limits, transport=transport) as client:
-            await callers.start()
-            proxy.client = client
-            try:
-                yield
-            finally:
-                proxy.client = None
-                await callers.aclose()
-
-    routes = [
-        Route("/v1/chat/completions", proxy.openai, methods=["POST"]),
-        Route("/v1/responses", proxy.responses, methods=["POST"]),
-        Route("/v1/messages", proxy.anthropic, methods=["POST"]),
-    ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    return ProxyApp(
+        callers,
+        config,
+        on_settled,
+        timeouts or UPSTREAM_TIMEOUTS,
+        limits or UPSTREAM_LIMITS,
+        transport,
+    )
 
 
-class _Proxy:
+class ProxyApp:
+    """The ASGI app (see the module docstring); made by :func:`create_app`."""
+
     def __init__(
         self,
         callers: Callers,
         config: ProxyConfig,
         on_settled: Callable[[LLMCall], None] | None,
+        timeouts: Timeouts,
+        limits: Limits,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.callers = callers
         self.config = config
         self.on_settled = on_settled
-        self.client: httpx.AsyncClient | None = None
+        self.timeouts = timeouts
+        self.limits = limits
+        self.transport = transport
+        self.client: Upstreams | None = None
         self._settled: weakref.WeakSet[LLMCall] = weakref.WeakSet()
+        openai, anthropic = config.openai, config.anthropic
+        self.routes: dict[str, tuple[Provider, _AnyFlavour, Upstream | None, Target | None]] = {
+            "/v1/chat/completions": _route("openai", flavour_of("openai"), openai),
+            "/v1/responses": _route("openai", RESPONSES, openai),
+            "/v1/messages": _route("anthropic", flavour_of("anthropic"), anthropic),
+        }
 
-    async def openai(self, request: Request) -> Response:
-        return await self._handle(request, "openai", self.config.openai)
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
 
-    async def anthropic(self, request: Request) -> Response:
-        return await self._handle(request, "anthropic", self.config.anthropic)
+    # -- lifespan ---------------------------------------------------------------------
 
-    async def responses(self, request: Request) -> Response:
-        return await self._handle(request, "openai", self.config.openai, RESPONSES)
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.start()
+                except Exception as exc:
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
 
-    async def _handle(
-        self,
-        request: Request,
-        provider: Provider,
-        upstream: Upstream | None,
-        flavour: _AnyFlavour | None = None,
-    ) -> Response:
-        answer = await self._relay(request, provider, upstream, flavour)
-        return answer.response(provider) if isinstance(answer, Refusal) else answer
+    async def start(self) -> None:
+        """Open the upstream client (on the serving loop) and the callers."""
+        if self.client is None:
+            targets = [route[3] for route in self.routes.values() if route[3] is not None]
+            self.client = upstream_client(
+                self.timeouts, self.limits, transport=self.transport, targets=targets
+            )
+            await self.callers.start()
+
+    async def aclose(self) -> None:
+        client, self.client = self.client, None
+        if client is not None:
+            await client.aclose()
+            await self.callers.aclose()
+
+    # -- one request ------------------------------------------------------------------
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = self.routes.get(scope["path"])
+        if route is None:
+            refusal = Refusal(404, "not_found", f"this proxy does not serve {scope['path']}")
+            await refusal.send(send, "openai")
+            return
+        provider = route[0]
+        if scope["method"] != "POST":
+            refusal = Refusal(405, "method_not_allowed", "this path takes POST only")
+            headers, body = refusal.render(provider)
+            headers.append((b"allow", b"POST"))
+            await send_answer(send, 405, headers, body)
+            return
+        if self.client is None:  # served without a lifespan: open on the first call
+            await self.start()
+        await self._relay(scope, receive, send, *route)
 
     async def _relay(
         self,
-        request: Request,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
         provider: Provider,
+        flavour: _AnyFlavour,
         upstream: Upstream | None,
-        flavour: _AnyFlavour | None,
-    ) -> Response | Refusal:
-        caller = await self.callers.caller(request)
+        target: Target | None,
+    ) -> None:
+        headers = request_headers(scope)
+        caller = await self.callers.caller(headers)
         if isinstance(caller, Refusal):
-            return caller
-        if upstream is None or self.client is None:
-            return Refusal(404, "not_configured", f"this proxy has no {provider} upstream")
-        body = await _read_json(request, self.config.max_body)
+            return await caller.send(send, provider)
+        if upstream is None or target is None or self.client is None:
+            refusal = Refusal(404, "not_configured", f"this proxy has no {provider} upstream")
+            return await refusal.send(send, provider)
+        body = await _read_json(receive, headers, self.config.max_body)
+        if body is None:
+            return None  # the client left
         if isinstance(body, Refusal):
-            return body
-        flavour = flavour or flavour_of(provider)
+            return await body.send(send, provider)
         streamed = body.get("stream") is True
         unfit = flavour.unfit(body) if isinstance(flavour, ResponsesFlavour) else None
         if unfit is not None:
-            return unfit
+            return await unfit.send(send, provider)
         guard, context = caller.guard, caller.context
         arguments = flavour.arguments(body)
         call = guard.llm_call(body["model"], context=context, arguments=arguments)
         try:
-            await call.__aenter__()
+            if caller.inline:
+                call.__enter__()
+            else:
+                await call.__aenter__()
         except Blocked as exc:
             refusal = refusal_for_decision(exc)
             if refusal.status == 401:
                 self.callers.forget(caller)
-            return refusal
+            return await refusal.send(send, provider)
         try:  # from here on the reservation is open: every way out settles it
             sent, asked_usage = flavour.upstream_body(body)
-            outbound = self.client.build_request(
+            answer = await self.client.send(
                 "POST",
-                upstream.base_url + flavour.path,
-                content=orjson.dumps(sent),
-                headers=flavour.upstream_headers(upstream, request.headers),
+                target,
+                flavour.upstream_headers(upstream, headers).items(),
+                orjson.dumps(sent),
             )
-            answer = await self.client.send(outbound, stream=streamed)
         except BaseException as exc:
-            await self._settle(call, failed=exc)
-            if isinstance(exc, httpx.HTTPError):
+            await self._settle(call, caller.inline, failed=exc)
+            if isinstance(exc, UpstreamError):
                 message = f"the {provider} upstream could not be reached ({type(exc).__name__})"
-                return Refusal(502, "upstream_unreachable", message)
+                return await Refusal(502, "upstream_unreachable", message).send(send, provider)
             raise
+        inline = caller.inline
         if answer.status_code >= 400:  # relayed as it came; nothing was spent
-            content = b""
-            try:
-                content = await answer.aread()
-            except httpx.HTTPError:
-                pass
-            finally:
-                await answer.aclose()
-                await self._settle(call, failed=RuntimeError(f"upstream {answer.status_code}"))
-            return Response(content, answer.status_code, headers=_relayed(answer))
-        if streamed:
-            estimated = _estimated_input(arguments)
-            if isinstance(flavour, ResponsesFlavour):
-                return self._stream_responses(call, flavour, answer, estimated, guard, context)
+            return await self._upstream_error(call, inline, answer, send)
+        if not streamed:
+            return await self._unstreamed(call, inline, flavour, answer, guard, context, send)
+        decision_id = call.decision.decision_id if call.decision is not None else None
+        estimated = _estimated_input(arguments)
+        if isinstance(flavour, ResponsesFlavour):
+            relay: SseRelay | ResponsesRelay = self._stream_responses(
+                call, inline, flavour, answer, estimated, guard, context, decision_id
+            )
+        else:
             gate = tool_gate(provider, guard, context, max_held_bytes=self.config.max_held_bytes)
-            return self._stream(call, flavour, answer, estimated, gate, hide_usage=not asked_usage)
-        return await self._unstreamed(call, flavour, answer, guard, context)
+            relay = self._stream(
+                call,
+                inline,
+                flavour,
+                answer,
+                estimated,
+                gate,
+                decision_id,
+                hide_usage=not asked_usage,
+            )
+        await relay(scope, receive, send)
+        return None
+
+    async def _upstream_error(
+        self, call: LLMCall, inline: bool, answer: UpstreamResponse, send: Send
+    ) -> None:
+        content = b""
+        try:
+            content = await answer.aread()
+        except UpstreamError:
+            pass
+        finally:
+            await answer.aclose()
+            failed = RuntimeError(f"upstream {answer.status_code}")
+            await self._settle(call, inline, failed=failed)
+        await send_answer(send, answer.status_code, _relayed(answer), content)
 
     async def _unstreamed(
         self,
         call: LLMCall,
+        inline: bool,
         flavour: _AnyFlavour,
-        answer: httpx.Response,
+        answer: UpstreamResponse,
         guard: Guard,
         context: Context,
-    ) -> Response | Refusal:
+        send: Send,
+    ) -> None:
+        """Read, judge and answer; then commit. The answer goes first: a crash
+        between the two leaves the reservation to the reaper, which charges it in
+        full (module docstring)."""
         try:  # whatever ends this (a cancellation included), the call is settled once
-            return await self._judged(call, flavour, answer, guard, context)
+            status, headers, content = await self._judged(call, flavour, answer, guard, context)
+            await answer.aclose()
+            await send_answer(send, status, headers, content)
         finally:
             await answer.aclose()
-            await self._settle(call)
+            await self._settle(call, inline)
 
     async def _judged(
         self,
         call: LLMCall,
         flavour: _AnyFlavour,
-        answer: httpx.Response,
+        answer: UpstreamResponse,
         guard: Guard,
         context: Context,
-    ) -> Response | Refusal:
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         try:
             content = await answer.aread()
             reply = orjson.loads(content)
             if not isinstance(reply, dict):
                 raise ValueError("the response is not a JSON object")
-        except (httpx.HTTPError, ValueError) as exc:
+        except (UpstreamError, ValueError) as exc:
             # The call happened (2xx) but cannot be read, so its tool calls cannot be
             # judged: charged as reserved, and nothing of it reaches the agent.
-            return Refusal(502, "upstream_unreadable", f"the upstream's answer: {exc}")
+            refusal = Refusal(502, "upstream_unreadable", f"the upstream's answer: {exc}")
+            headers, body = refusal.render(flavour.provider)
+            return refusal.status, headers, body
         usage = flavour.usage(reply)
         if usage is not None:
             call.record(usage)
@@ -230,89 +337,95 @@ class _Proxy:
             refused = await judge_response(guard, reply, context)
         else:
             refused = await judge_tool_calls(guard, flavour.provider, reply, context)
-        headers = _relayed(answer)
-        headers.pop("content-type", None)
+        headers = [JSON, *(h for h in _relayed(answer) if h[0] != b"content-type")]
         if call.decision is not None:
-            headers["x-interlock-decision-id"] = call.decision.decision_id
-        if not refused:
-            return Response(
-                content, answer.status_code, headers=headers, media_type="application/json"
-            )
-        return JSONResponse(reply, answer.status_code, headers=headers)
+            headers.append((b"x-interlock-decision-id", call.decision.decision_id.encode()))
+        if refused:
+            content = orjson.dumps(reply)
+        return answer.status_code, headers, content
 
     def _stream(
         self,
         call: LLMCall,
+        inline: bool,
         flavour: Flavour,
-        answer: httpx.Response,
+        answer: UpstreamResponse,
         estimated_input: int,
         gate: Gate,
+        decision_id: str | None,
         *,
         hide_usage: bool,
-    ) -> Response:
+    ) -> SseRelay:
         meter = flavour.meter(estimated_input)
 
         async def settle(failed: bool) -> None:
             if failed:
-                await self._settle(call, failed=RuntimeError("the upstream stream failed"))
+                broken = RuntimeError("the upstream stream failed")
+                await self._settle(call, inline, failed=broken)
                 return
             call.record(meter.usage())
-            await self._settle(call)
+            await self._settle(call, inline)
 
-        headers = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
-        if call.decision is not None:
-            headers["x-interlock-decision-id"] = call.decision.decision_id
-        relay = SseRelay(answer, meter, settle, headers=headers, hide_usage=hide_usage, gate=gate)
-        return _AsgiResponse(relay)
+        headers = _stream_headers(decision_id)
+        return SseRelay(answer, meter, settle, headers=headers, hide_usage=hide_usage, gate=gate)
 
     def _stream_responses(
         self,
         call: LLMCall,
+        inline: bool,
         flavour: ResponsesFlavour,
-        answer: httpx.Response,
+        answer: UpstreamResponse,
         estimated_input: int,
         guard: Guard,
         context: Context,
-    ) -> Response:
+        decision_id: str | None,
+    ) -> ResponsesRelay:
         """A Responses stream: its tool calls held and judged (response_stream)."""
         meter = flavour.meter(estimated_input)
 
         async def settle(failed: bool) -> None:
             if failed:
-                await self._settle(call, failed=RuntimeError("the upstream stream failed"))
+                broken = RuntimeError("the upstream stream failed")
+                await self._settle(call, inline, failed=broken)
                 return
             call.record(meter.usage())
-            await self._settle(call)
+            await self._settle(call, inline)
 
-        headers = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
-        if call.decision is not None:
-            headers["x-interlock-decision-id"] = call.decision.decision_id
         judge = ItemJudge(guard, context)
-        return _AsgiResponse(ResponsesRelay(answer, meter, settle, judge, headers=headers))
+        headers = _stream_headers(decision_id)
+        return ResponsesRelay(answer, meter, settle, judge, headers=headers)
 
-    async def _settle(self, call: LLMCall, *, failed: BaseException | None = None) -> None:
+    async def _settle(
+        self, call: LLMCall, inline: bool, *, failed: BaseException | None = None
+    ) -> None:
         """Commit (or release, when ``failed``) — once: a second call does nothing.
-        Shielded from cancellation."""
+        Inline (no await, so nothing to cancel), or shielded from cancellation."""
         if call in self._settled:
             return
         self._settled.add(call)
         kind = None if failed is None else type(failed)
-        with anyio.CancelScope(shield=True):
-            await call.__aexit__(kind, failed, None)
+        if inline:
+            call.__exit__(kind, failed, None)
+        else:
+            with anyio.CancelScope(shield=True):
+                await call.__aexit__(kind, failed, None)
         if self.on_settled is not None:
             with contextlib.suppress(Exception):  # an observer never changes the answer
                 self.on_settled(call)
 
 
-class _AsgiResponse(Response):
-    """A Starlette response that hands the ASGI call to ``app``."""
+def _route(
+    provider: Provider, flavour: _AnyFlavour, upstream: Upstream | None
+) -> tuple[Provider, _AnyFlavour, Upstream | None, Target | None]:
+    target = None if upstream is None else Target.of(upstream.base_url + flavour.path)
+    return provider, flavour, upstream, target
 
-    def __init__(self, app: SseRelay | ResponsesRelay) -> None:
-        self.app = app
-        self.background = None
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self.app(scope, receive, send)
+def _stream_headers(decision_id: str | None) -> dict[str, str]:
+    headers = {k.decode(): v.decode() for k, v in _SSE_HEADERS}
+    if decision_id is not None:
+        headers["x-interlock-decision-id"] = decision_id
+    return headers
 
 
 def _estimated_input(arguments: dict[str, Any]) -> int:
@@ -322,23 +435,25 @@ def _estimated_input(arguments: dict[str, Any]) -> int:
         return 0
 
 
-def _relayed(answer: httpx.Response) -> dict[str, str]:
-    return {name: answer.headers[name] for name in _RELAYED_HEADERS if name in answer.headers}
+def _relayed(answer: UpstreamResponse) -> list[tuple[bytes, bytes]]:
+    found = answer.headers
+    return [
+        (name.encode(), found[name].encode("latin-1")) for name in _RELAYED_HEADERS if name in found
+    ]
 
 
-async def _read_json(request: Request, limit: int) -> dict[str, Any] | Refusal:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        return Refusal(413, "too_large", f"the request body is larger than {limit} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return Refusal(413, "too_large", f"the request body is larger than {limit} bytes")
-        chunks.append(chunk)
+async def _read_json(
+    receive: Receive, headers: dict[str, str], limit: int
+) -> dict[str, Any] | Refusal | None:
+    """The request's JSON object, the refusal of it, or None: the client left."""
     try:
-        body = orjson.loads(b"".join(chunks))
+        raw = await read_body(receive, headers, limit)
+    except TooLarge:
+        return Refusal(413, "too_large", f"the request body is larger than {limit} bytes")
+    except Disconnected:
+        return None
+    try:
+        body = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return Refusal(400, "invalid_json", "the request body is not JSON")
     if not isinstance(body, dict):

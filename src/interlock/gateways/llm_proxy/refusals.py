@@ -12,10 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from starlette.responses import JSONResponse
+import orjson
 
 from interlock.core.decision import Decision, Verdict
 from interlock.errors import Blocked, RemoteError
+
+from .asgi import JSON, Send, send_answer
 
 __all__ = ["Provider", "Refusal", "refusal_for_decision"]
 
@@ -27,6 +29,7 @@ _TYPES: dict[int, tuple[str, str]] = {
     401: ("authentication_error", "authentication_error"),
     403: ("permission_error", "permission_error"),
     404: ("not_found_error", "not_found_error"),
+    405: ("invalid_request_error", "invalid_request_error"),
     413: ("invalid_request_error", "request_too_large"),
     429: ("insufficient_quota", "rate_limit_error"),
     502: ("server_error", "api_error"),
@@ -45,13 +48,14 @@ class Refusal:
     approval_id: str | None = None
     approval_url: str | None = None
 
-    def response(self, provider: Provider) -> JSONResponse:
+    def render(self, provider: Provider) -> tuple[list[tuple[bytes, bytes]], bytes]:
+        """The answer's headers and JSON body."""
         openai_type, anthropic_type = _TYPES[self.status]
-        headers = {"x-should-retry": "false"}
+        headers = [JSON, (b"x-should-retry", b"false")]
         if self.decision_id:
-            headers["x-interlock-decision-id"] = self.decision_id
+            headers.append((b"x-interlock-decision-id", self.decision_id.encode("latin-1")))
         if self.status == 401:
-            headers["www-authenticate"] = "Bearer"
+            headers.append((b"www-authenticate", b"Bearer"))
         if provider == "openai":
             error: dict[str, object] = {
                 "message": self.message,
@@ -68,7 +72,12 @@ class Refusal:
         if self.approval_id:
             error["approval_id"] = self.approval_id
             error["approval_url"] = self.approval_url
-        return JSONResponse(body, status_code=self.status, headers=headers)
+        return headers, orjson.dumps(body)
+
+    async def send(self, send: Send, provider: Provider) -> None:
+        """Answer with this refusal."""
+        headers, body = self.render(provider)
+        await send_answer(send, self.status, headers, body)
 
 
 def refusal_for_decision(exc: Blocked) -> Refusal:

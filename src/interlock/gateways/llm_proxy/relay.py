@@ -17,11 +17,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 import anyio
-import httpx
 import orjson
-from starlette.types import Receive, Scope, Send
 
+from interlock.gateways.http1 import UpstreamError
+
+from .asgi import Receive, Scope, Send
 from .flavours import StreamMeter
+from .upstream import UpstreamResponse
 
 __all__ = ["Gate", "SseRelay", "sse_events", "sse_frame", "sse_payload"]
 
@@ -79,7 +81,7 @@ class SseRelay:
 
     def __init__(
         self,
-        upstream: httpx.Response,
+        upstream: UpstreamResponse,
         meter: StreamMeter,
         settle: Settle,
         *,
@@ -124,7 +126,7 @@ class SseRelay:
                         for frame in await self.gate.end():
                             await _send(send, frame)
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
-                except httpx.HTTPError:
+                except UpstreamError:
                     # The upstream failed mid-stream: what it sent is charged (held
                     # tool calls included: generated, if never released); a failure
                     # before its first event is released.

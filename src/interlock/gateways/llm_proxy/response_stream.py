@@ -32,13 +32,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeGuard
 
 import anyio
-import httpx
 import orjson
-from starlette.types import Message, Receive, Scope, Send
 
+from interlock.gateways.http1 import UpstreamError
+
+from .asgi import Message, Receive, Scope, Send
 from .relay import sse_events
 from .response_items import ItemJudge, calls_of, is_gated
 from .responses import ResponsesMeter
+from .upstream import UpstreamResponse
 
 __all__ = ["ResponsesRelay"]
 
@@ -90,7 +92,7 @@ class ResponsesRelay:
 
     def __init__(
         self,
-        upstream: httpx.Response,
+        upstream: UpstreamResponse,
         meter: ResponsesMeter,
         settle: Settle,
         judge: ItemJudge,
@@ -123,7 +125,7 @@ class ResponsesRelay:
                             await send(_body(chunk))
                     self._ended = True
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
-                except httpx.HTTPError:
+                except UpstreamError:
                     self._ended = True  # the upstream failed mid-stream
                 finally:
                     group.cancel_scope.cancel()

@@ -25,10 +25,9 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
-
-from starlette.requests import Request
 
 from interlock.core.action import Context
 from interlock.errors import describe
@@ -104,8 +103,8 @@ class SharedServer:
     async def aclose(self) -> None:
         await self.connection.aclose()
 
-    async def caller(self, request: Request) -> Caller | Refusal:
-        token = presented_token(request)
+    async def caller(self, headers: Mapping[str, str]) -> Caller | Refusal:
+        token = presented_token(headers)
         if isinstance(token, Refusal):
             return token
         if not _TOKEN.fullmatch(token):
