@@ -281,7 +281,9 @@ def test_each_session_has_its_own_upstream_and_delete_stops_it(gateway: Gateway)
 
 
 def test_an_abandoned_session_expires_and_the_cap_holds(tmp_path: Path) -> None:
-    small = Gateway(tmp_path, HTTP_POLICY, TRANSPARENT, idle_timeout=0.3, max_sessions=1)
+    # 1.5 s: a loaded machine's pauses between the handshake's two messages must not
+    # expire the session before the test abandons it (0.3 s did, once, under load).
+    small = Gateway(tmp_path, HTTP_POLICY, TRANSPARENT, idle_timeout=1.5, max_sessions=1)
     try:
         abandoned, waiting = RawHttp(small.url, small.keys.bot), RawHttp(small.url, small.keys.bot)
         abandoned.handshake()

@@ -105,6 +105,9 @@ _SINGLE: Final = (
 _LOCAL_BINDS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 _LOCAL_HOSTS: Final = ("127.0.0.1", "localhost", "[::1]")
 _SSE_HEADERS: Final = {"cache-control": "no-cache, no-transform", "x-accel-buffering": "no"}
+#: Seconds a session stays active after a streamed answer is handed to the server and
+#: before the server starts it (from then on the stream itself keeps it busy).
+_HANDOFF_GRACE: Final = 10.0
 
 #: Builds a session's relay: ``(guard, the caller's context, send) -> Relay``.
 RelayFactory = Callable[["Guard", "Context", "CoreSend"], Relay]
@@ -387,7 +390,10 @@ class HttpGateway:
             answer = await session.answer_of(channel)
         finally:
             session.busy -= 1
-            session.touch()
+            # An SSE answer's stream counts as busy only once the server starts it: until
+            # then a grace keeps the reaper off (a loaded loop can take longer than a
+            # short idle timeout, and the session ended under the client's answer).
+            session.touch(_HANDOFF_GRACE if not channel.json_only else 0.0)
         if answer is None:
             return _error(500, "the session ended before the answer", code=INTERNAL_ERROR)
         return Response(answer, media_type="application/json", headers=headers)
@@ -499,6 +505,7 @@ class HttpGateway:
         assert opened is not None  # renamed ids never meet
         channel, forwarded = opened
         await lane.forward(forwarded)
+        lane.touch(_HANDOFF_GRACE)  # busy once the server starts the answer (as above)
         return _DeferredAnswer(lane, channel, self.options.keepalive)  # type: ignore[return-value]
 
     async def _lane(self, caller: Caller) -> HttpSession | Response:
@@ -531,6 +538,10 @@ class HttpGateway:
             self.lanes[caller.key_id] = session
         else:
             self.sessions[session_id] = session
+        # Busy while its upstreams start: a slow start (a process spawned on a loaded
+        # machine) must not let the reaper end the session as idle before its first
+        # request is even delivered (its client then got an empty answer).
+        session.busy += 1
         try:
             await session.relay.start()
         except OSError as exc:
@@ -539,6 +550,9 @@ class HttpGateway:
             log.error("interlock mcp-gateway: could not start the upstream: %s", exc)
             problem = f"could not start the upstream: {exc}"
             return _error(502, problem, code=INTERNAL_ERROR)
+        finally:
+            session.busy -= 1
+            session.touch()
         watcher = asyncio.create_task(self._watch(session))
         self._tasks.add(watcher)
         watcher.add_done_callback(self._tasks.discard)

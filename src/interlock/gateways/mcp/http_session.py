@@ -84,8 +84,10 @@ class HttpSession:
         self._lane_ids = count(1)
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def touch(self) -> None:
-        self.last_active = time.monotonic()
+    def touch(self, grace: float = 0.0) -> None:
+        """Active now (``grace``: and for that many seconds more, where a response
+        is handed to the server to start later)."""
+        self.last_active = time.monotonic() + grace
 
     # -- from the client -----------------------------------------------------------------
 
