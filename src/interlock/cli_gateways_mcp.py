@@ -197,7 +197,8 @@ def mcp_gateway(
             help="Put a tools/call that needs approval to the MCP client's user (form "
             "elicitation) when the client supports it: their answer decides the "
             "approval. Makes whoever answers the client's prompts an approver; needs "
-            "--database, not --server (see docs/mcp-gateway.md).",
+            "a store (--database; with --http, the default one), not --server (see "
+            "docs/mcp-gateway.md).",
         ),
     ] = False,
     elicitation_timeout: Annotated[
