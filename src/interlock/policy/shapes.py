@@ -16,10 +16,11 @@ a scalar, or a path, URL or host name that is not short text (a list of them, a
 ``None`` that would change the scopes, a long one). An argument extraction does not
 read (a JSON body, a list of items) may hold anything: when one is not a scalar the
 policy's limits on depth and size are checked on the whole arguments first, by the
-full extraction's own function and in its order, so the same error is raised. Everything it does
-build comes from the same functions as the full extraction, in the same order, so
-the parameters, their order and any error are the same; a property test
-(``tests/policy/test_shapes.py``) holds the two to the same facts and errors.
+full extraction's own function and in its order, so the same error is raised.
+Everything it does build comes from the same functions as the full extraction, in
+the same order, so the parameters, their order and any error are the same; a
+property test (``tests/policy/test_specialised_equivalence.py``) holds the two to
+the same facts and errors.
 """
 
 from __future__ import annotations
