@@ -769,9 +769,10 @@ def _p50_us(samples: list[int]) -> float:
 
 
 async def _parts(upstream: str, scratch: Path) -> list[str]:
-    """The proxy's parts one by one in one event loop, as the proxy runs them: the
-    guard's model call on entry and exit (same policy, SQLite store, default
-    durability), and the upstream POST by ``httpx.AsyncClient``."""
+    """The proxy's parts one by one in one event loop: the guard's model call on
+    entry and exit (same policy, SQLite store, default durability), on the loop as
+    the proxy runs them on SQLite and through the async path (a worker thread), and
+    the upstream POST by the proxy's client and by ``httpx.AsyncClient``."""
     import httpx
     import orjson
 
@@ -784,41 +785,59 @@ async def _parts(upstream: str, scratch: Path) -> list[str]:
     guard = Guard.from_file(policy, store=f"sqlite:///{scratch / 'parts.db'}")
     context = Context(tenant=TENANT, agent="bench-agent", runtime="llm-proxy")
     arguments = {"messages": MESSAGES, "max_tokens": 64}
-    enter: list[int] = []
-    leave: list[int] = []
+    timed: dict[str, list[int]] = {"enter": [], "leave": [], "aenter": [], "aleave": []}
     try:
-        for i in range(PART_CALLS + 50):
+        for i in range(2 * PART_CALLS + 100):
+            inline = i % 2 == 0
             call = guard.llm_call(MODEL, context=context, arguments=arguments)
             t0 = time.perf_counter_ns()
-            await call.__aenter__()
+            if inline:
+                call.__enter__()
+            else:
+                await call.__aenter__()
             t1 = time.perf_counter_ns()
             call.record(Usage(USAGE["prompt_tokens"], USAGE["completion_tokens"]))
             t2 = time.perf_counter_ns()
-            await call.__aexit__(None, None, None)
-            if i >= 50:
-                enter.append(t1 - t0)
-                leave.append(time.perf_counter_ns() - t2)
+            if inline:
+                call.__exit__(None, None, None)
+            else:
+                await call.__aexit__(None, None, None)
+            if i >= 100:
+                timed["enter" if inline else "aenter"].append(t1 - t0)
+                timed["leave" if inline else "aleave"].append(time.perf_counter_ns() - t2)
     finally:
         guard.close()
     body = orjson.dumps({"model": MODEL, "messages": MESSAGES, "max_tokens": 64})
+    from interlock.gateways.http1 import Http1Client, Target
+
     posts: list[int] = []
-    async with httpx.AsyncClient() as client:
-        for i in range(PART_CALLS + 50):
+    lean: list[int] = []
+    target = Target.of(upstream + "/chat/completions")
+    headers = {"content-type": "application/json"}
+    async with httpx.AsyncClient() as client, Http1Client() as ours:
+        for i in range(2 * PART_CALLS + 100):
             t0 = time.perf_counter_ns()
-            answer = await client.post(
-                upstream + "/chat/completions",
-                content=body,
-                headers={"content-type": "application/json"},
-            )
-            await answer.aread()
-            if i >= 50:
-                posts.append(time.perf_counter_ns() - t0)
+            if i % 2:
+                answer = await client.post(target_url(target), content=body, headers=headers)
+                await answer.aread()
+            else:
+                reply = await ours.send("POST", target, headers.items(), body)
+                await reply.aread()
+            if i >= 100:
+                (posts if i % 2 else lean).append(time.perf_counter_ns() - t0)
     return [
         f"guard.llm_call entry (decision, reservation, audit record committed): "
-        f"p50 {_p50_us(enter):.0f} µs",
-        f"guard.llm_call exit (usage committed to the budget): p50 {_p50_us(leave):.0f} µs",
-        f"the upstream POST by httpx.AsyncClient, answer read: p50 {_p50_us(posts):.0f} µs",
+        f"p50 {_p50_us(timed['enter']):.0f} µs on the loop, "
+        f"{_p50_us(timed['aenter']):.0f} µs async (a worker thread)",
+        f"guard.llm_call exit (usage committed to the budget): p50 "
+        f"{_p50_us(timed['leave']):.0f} µs on the loop, {_p50_us(timed['aleave']):.0f} µs async",
+        f"the upstream POST, answer read: p50 {_p50_us(lean):.0f} µs by the proxy's client "
+        f"(interlock.gateways.http1), {_p50_us(posts):.0f} µs by httpx.AsyncClient",
     ]
+
+
+def target_url(target: Any) -> str:
+    return f"{target.scheme}://{target.host_header.decode()}{target.path}"
 
 
 def profile() -> str:

@@ -245,27 +245,25 @@ class ProxyApp:
                 orjson.dumps(sent),
             )
         except BaseException as exc:
-            await self._settle(call, caller.inline, failed=exc)
+            await self._settle(call, failed=exc)
             if isinstance(exc, UpstreamError):
                 message = f"the {provider} upstream could not be reached ({type(exc).__name__})"
                 return await Refusal(502, "upstream_unreachable", message).send(send, provider)
             raise
-        inline = caller.inline
         if answer.status_code >= 400:  # relayed as it came; nothing was spent
-            return await self._upstream_error(call, inline, answer, send)
+            return await self._upstream_error(call, answer, send)
         if not streamed:
-            return await self._unstreamed(call, inline, flavour, answer, guard, context, send)
+            return await self._unstreamed(call, flavour, answer, guard, context, send)
         decision_id = call.decision.decision_id if call.decision is not None else None
         estimated = _estimated_input(arguments)
         if isinstance(flavour, ResponsesFlavour):
             relay: SseRelay | ResponsesRelay = self._stream_responses(
-                call, inline, flavour, answer, estimated, guard, context, decision_id
+                call, flavour, answer, estimated, guard, context, decision_id
             )
         else:
             gate = tool_gate(provider, guard, context, max_held_bytes=self.config.max_held_bytes)
             relay = self._stream(
                 call,
-                inline,
                 flavour,
                 answer,
                 estimated,
@@ -276,9 +274,7 @@ class ProxyApp:
         await relay(scope, receive, send)
         return None
 
-    async def _upstream_error(
-        self, call: LLMCall, inline: bool, answer: UpstreamResponse, send: Send
-    ) -> None:
+    async def _upstream_error(self, call: LLMCall, answer: UpstreamResponse, send: Send) -> None:
         content = b""
         try:
             content = await answer.aread()
@@ -287,13 +283,12 @@ class ProxyApp:
         finally:
             await answer.aclose()
             failed = RuntimeError(f"upstream {answer.status_code}")
-            await self._settle(call, inline, failed=failed)
+            await self._settle(call, failed=failed)
         await send_answer(send, answer.status_code, _relayed(answer), content)
 
     async def _unstreamed(
         self,
         call: LLMCall,
-        inline: bool,
         flavour: _AnyFlavour,
         answer: UpstreamResponse,
         guard: Guard,
@@ -309,7 +304,7 @@ class ProxyApp:
             await send_answer(send, status, headers, content)
         finally:
             await answer.aclose()
-            await self._settle(call, inline)
+            await self._settle(call)
 
     async def _judged(
         self,
@@ -347,7 +342,6 @@ class ProxyApp:
     def _stream(
         self,
         call: LLMCall,
-        inline: bool,
         flavour: Flavour,
         answer: UpstreamResponse,
         estimated_input: int,
@@ -361,10 +355,10 @@ class ProxyApp:
         async def settle(failed: bool) -> None:
             if failed:
                 broken = RuntimeError("the upstream stream failed")
-                await self._settle(call, inline, failed=broken)
+                await self._settle(call, failed=broken)
                 return
             call.record(meter.usage())
-            await self._settle(call, inline)
+            await self._settle(call)
 
         headers = _stream_headers(decision_id)
         return SseRelay(answer, meter, settle, headers=headers, hide_usage=hide_usage, gate=gate)
@@ -372,7 +366,6 @@ class ProxyApp:
     def _stream_responses(
         self,
         call: LLMCall,
-        inline: bool,
         flavour: ResponsesFlavour,
         answer: UpstreamResponse,
         estimated_input: int,
@@ -386,29 +379,26 @@ class ProxyApp:
         async def settle(failed: bool) -> None:
             if failed:
                 broken = RuntimeError("the upstream stream failed")
-                await self._settle(call, inline, failed=broken)
+                await self._settle(call, failed=broken)
                 return
             call.record(meter.usage())
-            await self._settle(call, inline)
+            await self._settle(call)
 
         judge = ItemJudge(guard, context)
         headers = _stream_headers(decision_id)
         return ResponsesRelay(answer, meter, settle, judge, headers=headers)
 
-    async def _settle(
-        self, call: LLMCall, inline: bool, *, failed: BaseException | None = None
-    ) -> None:
+    async def _settle(self, call: LLMCall, *, failed: BaseException | None = None) -> None:
         """Commit (or release, when ``failed``) — once: a second call does nothing.
-        Inline (no await, so nothing to cancel), or shielded from cancellation."""
+        Shielded from cancellation. Off the event loop (the store's worker thread):
+        it follows an answer already sent, so it may overlap the client's next
+        request rather than hold the loop in front of it (ADR 0020)."""
         if call in self._settled:
             return
         self._settled.add(call)
         kind = None if failed is None else type(failed)
-        if inline:
-            call.__exit__(kind, failed, None)
-        else:
-            with anyio.CancelScope(shield=True):
-                await call.__aexit__(kind, failed, None)
+        with anyio.CancelScope(shield=True):
+            await call.__aexit__(kind, failed, None)
         if self.on_settled is not None:
             with contextlib.suppress(Exception):  # an observer never changes the answer
                 self.on_settled(call)

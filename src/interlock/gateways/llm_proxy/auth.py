@@ -45,8 +45,9 @@ class Caller:
     """One request's caller: the guard that judges its calls and the trusted context
     (tenant and agent, from the key). ``key_digest`` names the key in the caller
     cache of a shared-server proxy (``None`` for a store's key). ``inline``: the
-    guard's check and settlement run on the event loop, not in a worker thread (an
-    embedded SQLite store: microseconds of I/O, less than the two thread switches)."""
+    guard's check runs on the event loop, not in a worker thread (an embedded SQLite
+    store: microseconds of I/O, less than the two thread switches it saves on the
+    call's own critical path)."""
 
     guard: Guard
     context: Context
