@@ -77,7 +77,10 @@ def test_a_quick_run_checks_every_answer_and_the_budget() -> None:
     cpu = result.info["cpu_ms_per_call"]
     sides_with_processes = {llm_proxy.PROXY, llm_proxy.RELAY, llm_proxy.LEAN, llm_proxy.SPLICE}
     assert set(cpu) == {*sides_with_processes, llm_proxy.REMOTE}
-    assert all(ms > 0 for ms in cpu.values())
+    # the splice copies bytes and little else: over a quick run its CPU can stay under
+    # one clock tick of /proc's (10 ms) and read 0; every side that speaks HTTP cannot
+    assert cpu[llm_proxy.SPLICE] >= 0
+    assert all(ms > 0 for side, ms in cpu.items() if side != llm_proxy.SPLICE)
 
 
 @pytest.mark.skipif(LITELLM is None, reason="LiteLLM's environment is not built")
