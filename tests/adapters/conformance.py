@@ -7,16 +7,22 @@ message-style adapter hands the model. Adapters differ only in how they drive a 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from interlock import (
+    Action,
     ActionDenied,
     ActionUndetermined,
     ApprovalRequired,
     Blocked,
+    CancelToken,
+    Decision,
     Guard,
     Verdict,
     load_policy_text,
@@ -24,13 +30,17 @@ from interlock import (
 from support import SlowDecider
 
 __all__ = [
+    "CANCELLATION",
     "POLICY",
     "POLICY_TEXT",
     "POLICY_YAML",
     "ROWS",
     "STATEFUL_POLICY",
+    "STORE_UNREACHABLE",
+    "GateDecider",
     "Row",
     "SlowDecider",
+    "assert_cancellation_never_runs",
     "make_guard",
 ]
 
@@ -90,6 +100,7 @@ class Row:
     says: str = ""  # a fragment of the refusal the model reads
     guard_options: dict[str, Any] = field(default_factory=dict)
     mapper: Callable[..., Any] | None = None
+    store_gone: bool = False  # the guard's store is closed before the call: unreachable
 
     @property
     def error(self) -> type[Blocked] | None:
@@ -184,10 +195,99 @@ ROWS = [
     ),
 ]
 
+#: The store went away after the guard started: no decision can be recorded, so none
+#: stands (undetermined), and model calls an adapter judges are refused the same way —
+#: drive it through a whole loop and assert the body never ran and the loop ended or
+#: read the refusal.
+STORE_UNREACHABLE = Row(
+    "an unreachable store is undetermined",
+    "shell",
+    {"command": "ls"},
+    Verdict.UNDETERMINED,
+    False,
+    "could not be recorded",
+    store_gone=True,
+)
+
 
 def make_guard(row: Row, **extra: Any) -> Guard:
     options = {**row.guard_options, **extra}
-    return Guard(POLICY, **options)
+    if not row.store_gone:
+        return Guard(POLICY, **options)
+    # A store that went away after the guard started: every decision must be recorded
+    # before it stands, so none can.
+    folder = tempfile.mkdtemp(prefix="interlock-gone-")
+    guard = Guard(POLICY, store=f"sqlite:///{folder}/state.db", **options)
+    assert guard.store is not None
+    guard.store.close()
+    return guard
+
+
+# -- cancellation: a call cancelled while it is judged never runs -----------------------
+
+
+class GateDecider:
+    """A decider that holds every decision until :meth:`release` (then allows), and
+    says when one has started: a test cancels the call in between, deterministically."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.released = threading.Event()
+
+    def release(self) -> None:
+        self.released.set()
+
+    def decide(
+        self, action: Action, *, deadline: float | None, cancel: CancelToken | None
+    ) -> Decision:
+        self.entered.set()
+        self.released.wait(10)
+        return Decision(verdict=Verdict.ALLOW, reason="gate opened")
+
+    async def adecide(
+        self, action: Action, *, deadline: float | None, cancel: CancelToken | None
+    ) -> Decision:
+        self.entered.set()
+        while not self.released.is_set():
+            await asyncio.sleep(0.005)
+        return Decision(verdict=Verdict.ALLOW, reason="gate opened")
+
+
+#: The cancellation row: the call is cancelled while its decision is pending; the
+#: decision then arrives as ``allow``, and the body must still never run.
+CANCELLATION = Row(
+    "a call cancelled while it is judged never runs the body",
+    "shell",
+    {"command": "ls"},
+    Verdict.ALLOW,
+    False,
+)
+
+
+async def assert_cancellation_never_runs(
+    call: Callable[[Guard], Awaitable[Any]], runs: Callable[[], int]
+) -> None:
+    """Drive one call (``call(guard)``: the adapter's async path, a whole agent loop or
+    one tool invocation) with a guard whose decision is held, cancel it while held, let
+    the decision come out ``allow``, and assert the body never ran (``runs()``: how
+    many times it has)."""
+    gate = GateDecider()
+    guard = Guard(POLICY, decider=gate)
+    task = asyncio.ensure_future(call(guard))
+    try:
+        for _ in range(2000):
+            if gate.entered.is_set() or task.done():
+                break
+            await asyncio.sleep(0.005)
+        assert gate.entered.is_set(), "the call never reached the guard"
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        assert task.done()
+    finally:
+        gate.release()
+    await asyncio.sleep(0.05)  # a decision that outlived its call must not run it now
+    assert runs() == 0, "a cancelled call ran its body"
 
 
 #: The stateful side of the table: budgets on tools and model calls, an approval.
