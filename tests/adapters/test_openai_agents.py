@@ -558,12 +558,12 @@ def test_adapter_for_finds_the_tool_and_the_agent_adapters() -> None:
         adapter_for(WebSearchTool())
 
 
-@pytest.mark.parametrize("version", ["0.6.9", "1.0.0"])
+@pytest.mark.parametrize("version", ["0.23.9", "0.25.0", "1.0.0"])
 def test_a_version_outside_the_range_names_the_range_and_the_extra(
     version: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(base.metadata, "version", lambda distribution: version)
-    pattern = rf"openai-agents>=0.7,<1, not {version}.*interlock\[openai-agents\]"
+    pattern = rf"openai-agents>=0.24,<0.25, not {version}.*interlock\[openai-agents\]"
     with pytest.raises(ImportError, match=pattern):
         FunctionToolAdapter.check_version()
     with pytest.raises(ImportError, match=pattern):

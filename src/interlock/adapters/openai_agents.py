@@ -681,7 +681,7 @@ class FunctionToolAdapter(Adapter):
 
     framework = "openai-agents"
     distribution = "openai-agents"
-    supported = ("0.7", "1")
+    supported = ("0.24", "0.25")
     extra = "openai-agents"
     targets = (PatchTarget(FunctionTool, "on_invoke_tool"),)
 
@@ -732,7 +732,7 @@ class AgentAdapter(Adapter):
 
     framework = "openai-agents-agent"
     distribution = "openai-agents"
-    supported = ("0.7", "1")
+    supported = ("0.24", "0.25")
     extra = "openai-agents"
     targets = (PatchTarget(Agent, "tools"), PatchTarget(Agent, "get_mcp_tools"))
 
