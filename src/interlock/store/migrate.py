@@ -36,15 +36,25 @@ class Migration:
 
     def statements(self) -> list[str]:
         """The file's statements (split on ``;`` at a line end, but not inside a
-        ``$$``-quoted function body; comments dropped)."""
+        ``$$``-quoted function body, nor inside a trigger's ``BEGIN … END;``;
+        comments dropped)."""
         lines = [line for line in self.sql.splitlines() if not line.lstrip().startswith("--")]
         out: list[str] = []
         current: list[str] = []
         quoted = False
+        trigger = False
         for line in lines:
+            starts = not "".join(current).strip()
+            if starts and line.lstrip().upper().startswith("CREATE TRIGGER"):
+                trigger = True
             current.append(line)
             quoted ^= line.count("$$") % 2 == 1
-            if not quoted and re.search(r";\s*$", line):
+            if trigger:  # its body's statements end in ';' too: only END ends it
+                if re.fullmatch(r"\s*END\s*;\s*", line, re.IGNORECASE):
+                    out.append("\n".join(current).strip().removesuffix(";").strip())
+                    current = []
+                    trigger = False
+            elif not quoted and re.search(r";\s*$", line):
                 out.append("\n".join(current).strip().removesuffix(";").strip())
                 current = []
         out.append("\n".join(current).strip())

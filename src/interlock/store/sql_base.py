@@ -14,7 +14,7 @@ import contextlib
 import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
@@ -56,8 +56,13 @@ class StoreBase(ABC):
     this store (:mod:`.checkpoints`: ``None`` finds them, ``False`` turns them off).
     """
 
+    #: Which back end: ``sqlite`` or ``postgres``.
+    dialect = ""
     #: The SQL function for the larger of two values.
     greatest = "MAX"
+    #: Whether :meth:`usual` and :meth:`usual_in` run schema 9's one-statement usual
+    #: reservation and commit (SQLite's views; PostgreSQL has its functions instead).
+    usual_statements = False
     #: Appended to a SELECT that must lock the rows it reads.
     for_update = ""
     #: Appended to the reaper's SELECT so that replicas share the work.
@@ -107,6 +112,18 @@ class StoreBase(ABC):
     @abstractmethod
     async def await_approval(self, approval_id: str, timeout: float) -> ApprovalRecord:
         """The async twin of :meth:`wait_for_approval`."""
+
+    def usual(self, sql: str, params: Sequence[Any]) -> bool:
+        """Run ``sql``, one statement, as a transaction of its own (no ``BEGIN`` or
+        ``COMMIT`` sent); False when it aborted — nothing of it stays, and the
+        caller's general path decides. A back end without such statements (the
+        default) always answers False."""
+        return False
+
+    def usual_in(self, cur: Cursor, sql: str, params: Sequence[Any]) -> bool:
+        """:meth:`usual` inside the caller's transaction: an abort undoes this
+        statement only, and the transaction goes on."""
+        return False
 
     def file_path(self) -> Path | None:
         """The database file, for a back end that keeps one (the default place of

@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import logging
 import re
-import secrets
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from functools import cached_property
-from typing import Any, Final
+from os import urandom
+from typing import Any, Final, Protocol
 
 from interlock.errors import ReservationClosed, ReservationNotFound, StoreError
 from interlock.ledger.leases import LeaseBook
@@ -39,10 +39,11 @@ from interlock.store.settle import (
     released,
     units,
 )
-from interlock.store.sql_base import Cursor, compact_json
-from interlock.store.sql_leases import LeaseStore, lines_json
+from interlock.store.sql_audit import AuditStore
+from interlock.store.sql_base import AuditEntry, Cursor, compact_json
+from interlock.store.sql_leases import LeaseStore, lines_json, quoted
 
-__all__ = ["BudgetStore"]
+__all__ = ["BudgetStore", "JoinedRecord"]
 
 log = logging.getLogger("interlock.store")
 
@@ -70,11 +71,25 @@ _OPEN = (
 )
 _TAKE: Final = _TAKE_SET + "AND spent + reserved + headroom + ? <= ?" + _OPEN
 _FORCED_TAKE: Final = _TAKE_SET + f"AND reserved + headroom <= {_FORCED_LIMIT}" + _OPEN
+#: The usual reservation and the usual commit, one statement each (schema 9's views:
+#: SQLite's stored procedures; each aborts, changing nothing, on anything unusual).
+_RESERVE_USUAL: Final = "INSERT INTO budget_reserve_usual VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_COMMIT_USUAL: Final = "INSERT INTO budget_commit_usual VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 #: Reservations an instance remembers having made, for commits that need no read.
 _UNSETTLED_KEPT: Final = 4_096
 
 
-class BudgetStore(LeaseStore):
+class JoinedRecord(Protocol):
+    """An audit record that joins a reservation's transaction (see
+    :meth:`BudgetStore.reserve`): ``entry`` is asked once the reservation is made;
+    ``durable`` is whether its commit must reach the disk (durability ``power``)."""
+
+    durable: bool
+
+    def entry(self, reservation: Reservation) -> AuditEntry: ...
+
+
+class BudgetStore(LeaseStore, AuditStore):
     """Reservations against the policy's budgets, settling them, reaping them, and
     the closures overruns leave. On PostgreSQL a reservation and a commit are each
     one statement (the functions of migration 8): one round trip."""
@@ -88,41 +103,76 @@ class BudgetStore(LeaseStore):
         ttl_us: int,
         force: bool = False,
         owner: str | None = None,
+        record: JoinedRecord | None = None,
     ) -> ReserveOutcome:
         """Reserve every line (its amount and its headroom) at once, or none. A line
         whose budget cannot hold it, or whose budget is closed, refuses the whole
         reservation (``force`` records it past the cap anyway — an approved
         overspend — but never on a closed budget). The same ``idempotency_key``
         returns the first reservation again (``replayed``) and reserves nothing more.
-        ``owner`` is the agent making it: only it (or an admin) may settle it."""
-        for line in lines:
-            _check_line(line)
+        ``owner`` is the agent making it: only it (or an admin) may settle it.
+
+        ``record``: the audit record of the decision this reservation belongs to,
+        appended in the reservation's own transaction where the back end can
+        (SQLite, a reservation not served from a lease): one commit for both. It is
+        asked for its entry only once the reservation is made, new (a refusal or a
+        replay asks nothing: the caller then records as usual)."""
+        if len(lines) == 1:  # the usual reservation, checked without calls
+            line = lines[0]
+            ordered: tuple[BudgetLine, ...] = (line,)
+            amount, headroom, cap = line.amount, line.headroom, line.cap
+            if not (
+                type(amount) is int
+                and type(headroom) is int
+                and type(cap) is int
+                and 1 <= amount <= MAX_UNITS
+                and 0 <= headroom <= MAX_UNITS
+                and 0 <= cap <= MAX_UNITS
+            ):
+                _check_line(line)
+            if not force and amount + headroom > cap:
+                return ReserveOutcome(None, Refusal(line, spent=0, reserved=0))
+        else:
+            for line in lines:
+                _check_line(line)
+            # one lock order: no deadlock
+            ordered = tuple(sorted(lines, key=lambda line: line.key))
+            if not force:
+                for line in ordered:
+                    if line.held > line.cap:
+                        return ReserveOutcome(None, Refusal(line, spent=0, reserved=0))
         now = self.clock()
-        ordered = sorted(lines, key=lambda line: line.key)  # one lock order: no deadlock
-        if not force:
-            for line in ordered:
-                if line.held > line.cap:
-                    return ReserveOutcome(None, Refusal(line, spent=0, reserved=0))
-        reservation = Reservation(
-            id="res_" + secrets.token_hex(12),
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            status=ReservationStatus.RESERVED,
-            lines=tuple(ordered),
-            created_us=now,
-            expires_us=now + ttl_us,
-            owner=owner,
+        reservation = _made(
+            "res_" + urandom(12).hex(),  # secrets.token_hex(12), without its two calls
+            tenant,
+            idempotency_key,
+            ReservationStatus.RESERVED,
+            ordered,
+            now,
+            now + ttl_us,
+            None,
+            None,
+            owner,
         )
         book = self.leases
-        leasable = book is not None and not force and len(ordered) == 1
-        if leasable and book is not None and book.slice_for(ordered[0]) is not None:
+        if (
+            book is not None
+            and not force
+            and len(ordered) == 1
+            and book.slice_for(ordered[0]) is not None
+        ):
             leased = self._reserve_leased(book, reservation)
             if leased is not None:
                 return leased
         try:
-            if getattr(self, "dialect", "") == "postgres":
+            if self.dialect == "postgres":
                 return self._reserve_in_one(reservation, force)
-            return self._reserve(reservation, force)
+            if record is None and not force and len(ordered) == 1 and self.usual_statements:
+                if self.usual(_RESERVE_USUAL, _usual_reserve_params(reservation)):
+                    self._unsettled.keep(reservation)  # a commit of it needs no read
+                    return ReserveOutcome(reservation)
+                return self._reserve(reservation, force, None, usual_tried=True)
+            return self._reserve(reservation, force, record, usual_tried=False)
         except _Refused as refused:  # raised inside the transaction: it rolled back
             return ReserveOutcome(None, refused.refusal)
 
@@ -199,39 +249,78 @@ class BudgetStore(LeaseStore):
             )
             return ReserveOutcome(_reservation(cur.fetchone(), replayed=True))
 
-    def _reserve(self, reservation: Reservation, force: bool) -> ReserveOutcome:
-        tenant = reservation.tenant
-        with self.transaction(write=True) as cur:
-            cur.execute(  # no RETURNING: SQLite counts the row inserted (or not) anyway
-                self.q(
-                    "INSERT INTO reservations (id, tenant, idempotency_key, status, lines, "
-                    "created_us, expires_us, owner) VALUES (?, ?, ?, 'reserved', ?, ?, ?, ?) "
-                    "ON CONFLICT (tenant, idempotency_key) DO NOTHING"
-                ),
-                (
-                    reservation.id,
-                    tenant,
-                    reservation.idempotency_key,
-                    lines_json(reservation.lines),
-                    reservation.created_us,
-                    reservation.expires_us,
-                    reservation.owner,
-                ),
+    def _reserve(
+        self,
+        reservation: Reservation,
+        force: bool,
+        record: JoinedRecord | None,
+        *,
+        usual_tried: bool,
+    ) -> ReserveOutcome:
+        """One transaction: the usual statement where it applies (unless it was just
+        tried on its own), else the reservation's row and each line's take; then,
+        with ``record``, the decision's audit record (one commit for both)."""
+        heads = None
+        begun = (
+            self.transaction(write=True)
+            if record is None
+            else self.audit_transaction(record.durable)
+        )
+        with begun as cur:
+            usual = (
+                self.usual_statements
+                and not usual_tried
+                and not force
+                and len(reservation.lines) == 1
+                and self.usual_in(cur, _RESERVE_USUAL, _usual_reserve_params(reservation))
             )
-            if cur.rowcount != 1:
-                cur.execute(
-                    self.q(
-                        f"SELECT {_RESERVATION_COLUMNS} FROM reservations "
-                        "WHERE tenant = ? AND idempotency_key = ?"
-                    ),
-                    (tenant, reservation.idempotency_key),
-                )
-                return ReserveOutcome(_reservation(cur.fetchone(), replayed=True))
-            for line in reservation.lines:
-                if not self._take(cur, tenant, line, reservation.created_us, force):
-                    raise _Refused(self._refusal(cur, tenant, line))
+            if not usual:
+                replayed = self._reserve_rows(cur, reservation, force)
+                if replayed is not None:
+                    return replayed
+            if record is not None:
+                heads = self._append_chain(cur, [record.entry(reservation)])[1]
+        if heads is not None:
+            self._appended(heads)
         self._unsettled.keep(reservation)  # committed: a commit of it needs no read
         return ReserveOutcome(reservation)
+
+    def _reserve_rows(
+        self, cur: Cursor, reservation: Reservation, force: bool
+    ) -> ReserveOutcome | None:
+        """The general reservation, inside a transaction: its row, then each line's
+        take. A replay comes back (the key was used before); a refusal raises
+        :class:`_Refused` (the transaction rolls back)."""
+        tenant = reservation.tenant
+        cur.execute(  # no RETURNING: SQLite counts the row inserted (or not) anyway
+            self.q(
+                "INSERT INTO reservations (id, tenant, idempotency_key, status, lines, "
+                "created_us, expires_us, owner) VALUES (?, ?, ?, 'reserved', ?, ?, ?, ?) "
+                "ON CONFLICT (tenant, idempotency_key) DO NOTHING"
+            ),
+            (
+                reservation.id,
+                tenant,
+                reservation.idempotency_key,
+                lines_json(reservation.lines),
+                reservation.created_us,
+                reservation.expires_us,
+                reservation.owner,
+            ),
+        )
+        if cur.rowcount != 1:
+            cur.execute(
+                self.q(
+                    f"SELECT {_RESERVATION_COLUMNS} FROM reservations "
+                    "WHERE tenant = ? AND idempotency_key = ?"
+                ),
+                (tenant, reservation.idempotency_key),
+            )
+            return ReserveOutcome(_reservation(cur.fetchone(), replayed=True))
+        for line in reservation.lines:
+            if not self._take(cur, tenant, line, reservation.created_us, force):
+                raise _Refused(self._refusal(cur, tenant, line))
+        return None
 
     def _take(self, cur: Cursor, tenant: str, line: BudgetLine, now: int, force: bool) -> bool:
         """Reserve on one budget: the counter's conditional UPDATE (the usual case: it
@@ -328,7 +417,7 @@ class BudgetStore(LeaseStore):
             settled = self._commit_leased(book, reservation_id, checked, by, now)
             if settled is not None:
                 return settled
-        if getattr(self, "dialect", "") == "postgres":
+        if self.dialect == "postgres":
             settled = self._commit_in_one(reservation_id, checked, by, now)
             if settled is not None:
                 return settled
@@ -380,14 +469,41 @@ class BudgetStore(LeaseStore):
         lines, tenant and owner never change, and the status UPDATE's condition (still
         in flight, not on a lease) is the only thing the read decided. ``None`` when
         it is no longer in flight (settled elsewhere, or expired by the reaper): the
-        transaction rolled back and the general path decides."""
+        transaction rolled back and the general path decides. One line closing
+        nothing (the usual commit) is one statement (schema 9)."""
         check_owner(reservation, by)
-        used = {
-            line.budget_id: checked.get(line.budget_id, line.amount) for line in reservation.lines
-        }
+        lines = reservation.lines
+        if len(lines) == 1 and self.usual_statements:
+            line = lines[0]
+            used = checked.get(line.budget_id, line.amount) if checked else line.amount
+            amount = line.amount
+            # settle.committed(line, used, in_flight=True), written out: within its
+            # headroom (no excess, nothing closes) the usual statement settles it
+            if used <= amount + line.headroom:
+                done = self.usual(
+                    _COMMIT_USUAL,
+                    (
+                        reservation.id,
+                        now,
+                        _actual_json({line.budget_id: used}),
+                        reservation.tenant,
+                        line.budget_id,
+                        line.scope_key,
+                        line.window_start,
+                        amount,  # off reserved
+                        line.headroom,  # off headroom
+                        used,  # charged
+                        used - amount if used > amount else 0,  # overage
+                    ),
+                )
+                if not done:  # no longer in flight: the general path reads and decides
+                    return None
+                return _settled(
+                    reservation, ReservationStatus.COMMITTED, now, {line.budget_id: used}
+                )
+        used_by = {line.budget_id: checked.get(line.budget_id, line.amount) for line in lines}
         settlements = [
-            (line, committed(line, used[line.budget_id], in_flight=True))
-            for line in reservation.lines
+            (line, committed(line, used_by[line.budget_id], in_flight=True)) for line in lines
         ]
         try:
             with self.transaction(write=True) as cur:
@@ -396,7 +512,7 @@ class BudgetStore(LeaseStore):
                         "UPDATE reservations SET status = 'committed', settled_us = ?, "
                         "actual = ? WHERE id = ? AND status = 'reserved' AND lease_id IS NULL"
                     ),
-                    (now, _actual_json(used), reservation.id),
+                    (now, _actual_json(used_by), reservation.id),
                 )
                 if cur.rowcount != 1:
                     raise _NotInFlight
@@ -406,7 +522,7 @@ class BudgetStore(LeaseStore):
                         self._close(cur, reservation, line, settlement.excess, now)
         except _NotInFlight:  # raised inside the transaction: it rolled back
             return None
-        return _settled(reservation, ReservationStatus.COMMITTED, now, used)
+        return _settled(reservation, ReservationStatus.COMMITTED, now, used_by)
 
     @cached_property
     def _unsettled(self) -> _Unsettled:
@@ -778,7 +894,7 @@ def _settled(
 ) -> Reservation:
     """``reservation`` settled (built directly: ``dataclasses.replace`` is slow)."""
     r = reservation
-    return Reservation(
+    return _made(
         r.id,
         r.tenant,
         r.idempotency_key,
@@ -788,9 +904,55 @@ def _settled(
         r.expires_us,
         now,
         actual,
-        False,
         r.owner,
     )
+
+
+# Reservation's slots, set directly: twice as fast as the frozen dataclass's
+# ``__init__`` (one ``object.__setattr__`` call per field), and a budgeted call
+# builds two. ``_made`` gives the same object (a test compares them).
+(
+    _set_id,
+    _set_tenant,
+    _set_key,
+    _set_status,
+    _set_lines,
+    _set_created,
+    _set_expires,
+    _set_settled,
+    _set_actual,
+    _set_replayed,
+    _set_owner,
+) = (vars(Reservation)[f.name].__set__ for f in fields(Reservation))
+_new = object.__new__
+
+
+def _made(
+    id: str,
+    tenant: str,
+    idempotency_key: str,
+    status: ReservationStatus,
+    lines: tuple[BudgetLine, ...],
+    created_us: int,
+    expires_us: int,
+    settled_us: int | None,
+    actual: dict[str, int] | None,
+    owner: str | None,
+) -> Reservation:
+    """``Reservation(...)``, not replayed, built slot by slot."""
+    r: Reservation = _new(Reservation)
+    _set_id(r, id)
+    _set_tenant(r, tenant)
+    _set_key(r, idempotency_key)
+    _set_status(r, status)
+    _set_lines(r, lines)
+    _set_created(r, created_us)
+    _set_expires(r, expires_us)
+    _set_settled(r, settled_us)
+    _set_actual(r, actual)
+    _set_replayed(r, False)
+    _set_owner(r, owner)
+    return r
 
 
 def _check_line(line: BudgetLine) -> None:
@@ -811,12 +973,34 @@ def _check_line(line: BudgetLine) -> None:
     units(cap, f"the cap of budget {line.budget_id!r}")
 
 
+def _usual_reserve_params(reservation: Reservation) -> tuple[Any, ...]:
+    """The usual reservation's row and its one line, as ``budget_reserve_usual``
+    takes them."""
+    line = reservation.lines[0]
+    return (
+        reservation.id,
+        reservation.tenant,
+        reservation.idempotency_key,
+        lines_json(reservation.lines),
+        reservation.created_us,
+        reservation.expires_us,
+        reservation.owner,
+        line.budget_id,
+        line.scope_key,
+        line.window_start,
+        line.unit,
+        line.cap,
+        line.amount,
+        line.headroom,
+    )
+
+
 def _actual_json(used: dict[str, int]) -> str:
     """``compact_json(used)``, written directly for the usual single budget."""
     if len(used) == 1:
         for budget_id, value in used.items():
             if type(value) is int:
-                return f"{{{json.dumps(budget_id)}:{value}}}"
+                return f"{{{quoted(budget_id)}:{value}}}"
     return compact_json(used)
 
 

@@ -20,7 +20,7 @@ from interlock.store.records import BudgetLine, Reservation
 from interlock.store.settle import CEILING
 from interlock.store.sql_base import Cursor, StoreBase, compact_json
 
-__all__ = ["LeaseStore", "lines_json"]
+__all__ = ["LeaseStore", "lines_json", "quoted"]
 
 _REAP_LEASES = 100
 
@@ -377,13 +377,35 @@ class LeaseStore(StoreBase):
 def lines_json(lines: Sequence[BudgetLine]) -> str:
     """The lines as the store keeps them (what :func:`compact_json` makes of their
     fields, written directly: this runs on every reservation)."""
-    dumps = json.dumps
+    if len(lines) == 1:  # the usual reservation
+        line = lines[0]
+        return (
+            f"[[{quoted(line.budget_id)},{quoted(line.scope_key)},{int(line.window_start)},"
+            f"{quoted(line.unit)},{int(line.cap)},{int(line.amount)},{int(line.headroom)}]]"
+        )
     return (
         "["
         + ",".join(
-            f"[{dumps(line.budget_id)},{dumps(line.scope_key)},{int(line.window_start)},"
-            f"{dumps(line.unit)},{int(line.cap)},{int(line.amount)},{int(line.headroom)}]"
+            f"[{quoted(line.budget_id)},{quoted(line.scope_key)},{int(line.window_start)},"
+            f"{quoted(line.unit)},{int(line.cap)},{int(line.amount)},{int(line.headroom)}]"
             for line in lines
         )
         + "]"
     )
+
+
+_QUOTED: dict[str, str] = {}
+_QUOTED_KEPT = 4_096
+
+
+def quoted(text: str) -> str:
+    """``json.dumps(text)``, remembered: budget ids, scope keys and units are few and
+    said on every reservation. (A full memo is cleared, not grown: scope keys can be
+    many, e.g. one per session.)"""
+    done = _QUOTED.get(text)
+    if done is None:
+        done = json.dumps(text)
+        if len(_QUOTED) >= _QUOTED_KEPT:
+            _QUOTED.clear()
+        _QUOTED[text] = done
+    return done

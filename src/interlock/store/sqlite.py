@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from interlock.core.deadline import time_left
 from interlock.errors import StoreError, StoreTimeout, StoreUnavailable
@@ -64,6 +64,7 @@ class SQLiteStore(SqlStore):
     ``<path>.audit-key`` — see :mod:`.audit_keys`."""
 
     dialect = "sqlite"
+    usual_statements = True
 
     def __init__(
         self,
@@ -175,6 +176,37 @@ class SQLiteStore(SqlStore):
                 ) from exc
             raise StoreUnavailable(f"{self.path}: {exc}") from exc
         return conn
+
+    def usual(self, sql: str, params: Sequence[Any]) -> bool:
+        """In autocommit: one statement is one write transaction — it takes the
+        write lock first, waiting like ``BEGIN IMMEDIATE`` (no longer than the
+        check's deadline), and commits at its end."""
+        wait = time_left(self.busy_timeout)
+        if wait <= 0:
+            raise StoreTimeout(f"{self.path}: the deadline passed before the store was asked")
+        conn = self._connection()
+        self._bound_busy_wait(conn, wait)
+        try:
+            conn.execute(sql, params)
+        except sqlite3.IntegrityError:  # the trigger's RAISE(ABORT), or a unique key
+            return False
+        except sqlite3.OperationalError as exc:
+            if wait < self.busy_timeout and exc.sqlite_errorcode == sqlite3.SQLITE_BUSY:
+                raise StoreTimeout(
+                    f"{self.path}: still locked by another writer at the deadline ({exc})"
+                ) from exc
+            raise StoreUnavailable(f"{self.path}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
+        self._committed(True)
+        return True
+
+    def usual_in(self, cur: Cursor, sql: str, params: Sequence[Any]) -> bool:
+        try:
+            cur.execute(sql, params)
+        except sqlite3.IntegrityError:  # the statement is undone; the transaction goes on
+            return False
+        return True
 
     def file_path(self) -> Path | None:
         return None if str(self.path) == ":memory:" else self.path

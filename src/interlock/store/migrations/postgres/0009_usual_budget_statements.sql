@@ -1,0 +1,3 @@
+-- Interlock schema 9 (PostgreSQL): nothing. SQLite gets its one-statement usual
+-- reservation and commit here (views with INSTEAD OF triggers); PostgreSQL has had
+-- them since schema 8, as the functions interlock_reserve and interlock_commit.
