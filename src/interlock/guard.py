@@ -37,6 +37,7 @@ from interlock.core.decision import Decision, ShadowVerdict, Verdict
 from interlock.core.events import Event, EventSink, new_event
 from interlock.core.redaction import Redactor
 from interlock.deciders.base import CancelToken, Decider
+from interlock.deciders.joined import JOINED, JoinedRecord
 from interlock.deciders.local import LocalDecider
 from interlock.errors import (
     ActionDenied,
@@ -438,9 +439,19 @@ class Guard:
         # Every wait below — the store's connections, locks and statements, the audit
         # commit — reads this deadline and waits no longer.
         with deadline_scope(deadline):
+            joined = None
             try:
                 action = self._contextualise(action)
-                decision = _validated(self.decider.decide(action, deadline=deadline, cancel=cancel))
+                joined = self._joined(action, start)
+                if joined is None:
+                    decided = self.decider.decide(action, deadline=deadline, cancel=cancel)
+                else:  # the record may commit with the call's reservation
+                    token = JOINED.set(joined)
+                    try:
+                        decided = self.decider.decide(action, deadline=deadline, cancel=cancel)
+                    finally:
+                        JOINED.reset(token)
+                decision = _validated(decided)
                 if cancel is not None and cancel.cancelled:
                     self._give_back(decision)
                     decision = _cancelled(cancel)
@@ -449,7 +460,7 @@ class Guard:
                     decision = _timed_out(cast(float, timeout))
             except Exception as exc:
                 decision = _failed(exc)
-            return self._finish(action, decision, start)
+            return self._finish(action, decision, start, joined)
 
     async def acheck(
         self,
@@ -471,8 +482,13 @@ class Guard:
         with deadline_scope(deadline):  # the store's waits, in this task and its threads
             if cancel is not None and cancel.cancelled:
                 return await self._afinish(action, _cancelled(cancel), start)
+            joined = None
+            token = None
             try:
                 action = self._contextualise(action)
+                joined = self._joined(action, start)
+                if joined is not None:  # copied into the thread the store is asked on
+                    token = JOINED.set(joined)
                 if timeout is None:
                     decision = _validated(
                         await self.decider.adecide(action, deadline=None, cancel=cancel)
@@ -489,13 +505,24 @@ class Guard:
                 decision = _timed_out(cast(float, timeout))
             except asyncio.CancelledError as exc:
                 # Recorded without awaiting: this task is being cancelled.
-                self._finish_detached(action, _failed(exc, "the check was cancelled"), start)
+                self._finish_detached(
+                    action, _failed(exc, "the check was cancelled"), start, joined
+                )
                 raise
             except Exception as exc:
                 decision = _failed(exc)
-            return await self._afinish(action, decision, start)
+            finally:
+                if token is not None:
+                    JOINED.reset(token)
+            return await self._afinish(action, decision, start, joined)
 
-    def _finish_detached(self, action: Action | None, decision: Decision, start: int) -> None:
+    def _finish_detached(
+        self,
+        action: Action | None,
+        decision: Decision,
+        start: int,
+        joined: JoinedRecord | None = None,
+    ) -> None:
         """Record a decision from a task that is being cancelled: the audit record is
         queued, not awaited (the verdict is undetermined either way)."""
         decision = self._told(decision)
@@ -503,7 +530,7 @@ class Guard:
         if audit is None:
             self._finish(action, decision, start)
             return
-        event = self._event(action, decision, start)
+        event = _superseding(self._event(action, decision, start), joined)
         try:
             audit.write_event_nowait(self._tenant(action), event)
         except Exception:
@@ -1013,7 +1040,28 @@ class Guard:
             return action
         return action.with_context(action.context.merged_over(base))
 
-    def _finish(self, action: Action | None, decision: Decision, start: int) -> Decision:
+    def _joined(self, action: Action, start: int) -> JoinedRecord | None:
+        """The check's record on offer to its reservation's transaction: when the
+        audit log waits for its records and the policy has budgets (a check nothing
+        budgets never reserves, and the record then goes the usual way)."""
+        audit, policy = self.audit, self.policy
+        if (
+            audit is None
+            or not audit.waits
+            or policy is None
+            or not policy.budgets
+            or not self._policy_decides
+        ):
+            return None
+        return JoinedRecord(audit, action, start, self.redactor)
+
+    def _finish(
+        self,
+        action: Action | None,
+        decision: Decision,
+        start: int,
+        joined: JoinedRecord | None = None,
+    ) -> Decision:
         verdict = decision.verdict
         if verdict is not _ALLOW:  # (an allow is told as it is: no call on the hot path)
             decision = self._told(decision)
@@ -1041,6 +1089,13 @@ class Guard:
                     self.redactor,
                 ),
             )
+            if joined is not None:
+                recorded = joined.close()
+                if recorded is not None and joined.landed and decision is recorded:
+                    audit = None  # committed with its reservation: in the chain already
+                    event = joined.event or event
+                else:
+                    event = _superseding(event, joined)
             if audit is not None:
                 late = _LateRecord(self, action, event)
                 try:
@@ -1059,10 +1114,23 @@ class Guard:
         self._publish(action, decision, event)
         return decision
 
-    async def _afinish(self, action: Action | None, decision: Decision, start: int) -> Decision:
+    async def _afinish(
+        self,
+        action: Action | None,
+        decision: Decision,
+        start: int,
+        joined: JoinedRecord | None = None,
+    ) -> Decision:
         """:meth:`_finish`, awaiting the audit commit without blocking the loop."""
         if self.audit is None:
             return self._finish(action, decision, start)
+        if joined is not None:
+            recorded = joined.close()
+            if recorded is not None and joined.landed and decision is recorded:
+                # committed with its reservation: in the chain already (an allow: it
+                # is told as it is, and never fails open)
+                self._publish(action, decision, joined.event)
+                return decision
         decision = self._told(decision)
         if action is not None and not (
             isinstance(action, Action) and isinstance(action.context, Context)
@@ -1070,7 +1138,7 @@ class Guard:
             action = None
         if decision.verdict is _UNDETERMINED and self.fail_mode == "open":
             decision = self._failed_open(action, decision)
-        event = self._event(action, decision, start)
+        event = _superseding(self._event(action, decision, start), joined)
         late = _LateRecord(self, action, event)
         try:
             await self.audit.awrite_event(self._tenant(action), event, late=late)
@@ -1234,6 +1302,24 @@ class _LateRecord:
         assert original is not None
         self.guard._give_back(original)
         return told
+
+
+def _superseding(event: Event, joined: JoinedRecord | None) -> Event:
+    """``event``, saying which record it supersedes when its check's allowed decision
+    was recorded with its reservation but is not what the check returns (a deadline
+    passed, the check was cancelled or stopped waiting: the reservation is given
+    back). That record may be in the chain (or may still land there)."""
+    if joined is None:
+        return event
+    recorded = joined.close()
+    if recorded is None or recorded is event.decision:
+        return event
+    detail = {
+        **(event.detail or {}),
+        "supersedes": recorded.verdict.value,
+        "supersedes_decision_id": recorded.decision_id,
+    }
+    return event._replace(detail=detail)
 
 
 def raise_for(decision: Decision, action: Action | None = None) -> None:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from interlock.core.deadline import deadline_scope
 from interlock.core.decision import Decision, ReservationRef, Verdict
 from interlock.core.redaction import Redactor
+from interlock.deciders.joined import JOINED, DecisionRecord
 from interlock.errors import CostUnknown, describe
 from interlock.policy.engine import evaluate
 from interlock.policy.specs import scope_key
@@ -253,16 +254,34 @@ class StatefulDecider:
         context = action.context
         key = context.idempotency_key
         idempotency_key = f"{key}:{_intent(action)}" if key else decision.decision_id
-        outcome = self.ledger.reserve(
-            tenant=context.tenant,
-            idempotency_key=idempotency_key,
-            lines=lines,
-            ttl_us=int(self.reservation_ttl * 1_000_000),
-            force=claimed is not None,
-            owner=context.agent,
-        )
+        joined = JOINED.get() if self.store is not None else None
+        if joined is None:
+            outcome = self.ledger.reserve(
+                tenant=context.tenant,
+                idempotency_key=idempotency_key,
+                lines=lines,
+                ttl_us=int(self.reservation_ttl * 1_000_000),
+                force=claimed is not None,
+                owner=context.agent,
+            )
+        else:  # the decision's record commits with the reservation (deciders.joined)
+            assert self.store is not None
+            record = DecisionRecord(joined, decision, _holding)
+            outcome = self.store.reserve(
+                tenant=context.tenant,
+                idempotency_key=idempotency_key,
+                lines=lines,
+                ttl_us=int(self.reservation_ttl * 1_000_000),
+                force=claimed is not None,
+                owner=context.agent,
+                record=record,
+            )
+            recorded = joined.decision
+            if outcome.reservation is not None and recorded is not None:
+                joined.landed = True  # committed with the reservation
+                return recorded  # the very decision in the chain: the guard records nothing
         if outcome.reservation is not None:
-            return decision._replace(reservation=_ref(outcome.reservation))
+            return _holding(decision, outcome.reservation)
         from interlock.ledger.budgets import refusal_reason
 
         refusal = outcome.refusal
@@ -346,6 +365,11 @@ def _intent(action: Action) -> str:
         return intent_hash(action)
     except (TypeError, ValueError):
         return f"{action.kind}:{action.name}"
+
+
+def _holding(decision: Decision, reservation: Reservation) -> Decision:
+    """``decision``, holding ``reservation``."""
+    return decision._replace(reservation=_ref(reservation))
 
 
 def _ref(reservation: Reservation) -> ReservationRef:

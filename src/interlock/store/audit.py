@@ -247,6 +247,12 @@ class AuditWriter:
         """Record any other event (an approval decided, a budget settled)."""
         return self._write((tenant, kind, record), None)
 
+    def encode(self, tenant: str, event: Event) -> AuditEntry:
+        """``event``'s record as this writer appends it (redacted, encoded), for a
+        caller that appends it in a transaction of its own — a budgeted decision's, in
+        its reservation's (:mod:`interlock.deciders.joined`)."""
+        return self._entry(tenant, event.kind, event)
+
     def write_event_nowait(self, tenant: str, event: Event) -> None:
         """Queue a guard event without waiting for it to be durable."""
         self._submit((tenant, event.kind, event))

@@ -1,0 +1,134 @@
+"""The decision's audit record in its reservation's transaction (ADR 0012 §5).
+
+An allowed call a budget covers makes two writes before it runs: its reservation and
+its decision's audit record. Where the store can, both commit in one transaction:
+the guard hands the stateful decider a :class:`JoinedRecord` for the check in
+progress (a ``contextvars`` variable: it follows the check into the thread an async
+check settles on, and no other check sees it), the decider hands it to the store's
+``reserve``, and the store asks it for the record's entry once the reservation is
+made — the allowed decision, holding that reservation — and appends it inside the
+same transaction. A refusal, a replay, a reservation served from a lease, or a back
+end that cannot join asks nothing: the guard then records the decision as usual.
+
+Nothing can be lost or said twice: the record is encoded before the transaction
+commits and is in the chain exactly when the reservation is; the guard writes the
+decision's record itself unless the decision it is about to return is the very one
+recorded (:attr:`JoinedRecord.decision`, once :attr:`JoinedRecord.landed`). A
+decision the guard changes afterwards (a deadline passed, the check was cancelled: the
+reservation is given back) is recorded again, marked ``supersedes: allow``; an async
+check that stopped waiting closes its record first, so that a reservation still being
+made cannot commit it any more (:class:`JoinClosed`).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from interlock.core.action import Action
+    from interlock.core.decision import Decision
+    from interlock.core.events import Event
+    from interlock.core.redaction import Redactor
+    from interlock.store.audit import AuditWriter
+    from interlock.store.records import Reservation
+    from interlock.store.sql_base import AuditEntry
+
+__all__ = ["JOINED", "DecisionRecord", "JoinClosed", "JoinedRecord"]
+
+#: The check in progress's record, while its decider runs (``None``: record as usual).
+JOINED: Final[contextvars.ContextVar[JoinedRecord | None]] = contextvars.ContextVar(
+    "interlock_joined_record", default=None
+)
+
+
+class JoinedRecord:
+    """One check's decision record, on offer to its reservation's transaction. Made by
+    the guard; :meth:`entry` is called (at most once) by the store, inside that
+    transaction, with the decision the decider is about to return."""
+
+    __slots__ = (
+        "_lock",
+        "action",
+        "closed",
+        "decision",
+        "durable",
+        "event",
+        "landed",
+        "redactor",
+        "start",
+        "writer",
+    )
+
+    def __init__(self, writer: AuditWriter, action: Action, start: int, redactor: Redactor) -> None:
+        self.writer = writer
+        self.action = action
+        self.start = start  # perf_counter_ns at the check's start: the record's latency
+        self.redactor = redactor
+        self.durable = writer.durability == "power"
+        self.event: Event | None = None  # the recorded event, once encoded
+        self.decision: Decision | None = None  # the decision it records
+        self.landed = False  # its transaction committed: it is in the chain
+        self.closed = False  # the guard records on its own: no entry any more
+        self._lock = threading.Lock()
+
+    def entry(self, decision: Decision) -> AuditEntry:
+        """The record of ``decision``, encoded as the audit writer encodes it. Raises
+        :class:`JoinClosed` once the guard has closed it (an async check that stopped
+        waiting): the reservation's transaction then rolls back, and nothing of it
+        stays."""
+        from interlock.core.events import Event
+
+        with self._lock:
+            if self.closed:
+                raise JoinClosed("the check stopped waiting for its reservation")
+            event = Event(
+                "decision",
+                time.time(),
+                self.action,
+                decision,
+                time.perf_counter_ns() - self.start,
+                None,
+                self.redactor,
+            )
+            encoded = self.writer.encode(self.action.context.tenant, event)
+            self.event, self.decision = event, decision
+            return encoded
+
+    def close(self) -> Decision | None:
+        """No entry from now on; the decision already encoded, if one was (its
+        transaction may have committed, or may yet: a record the guard writes
+        instead says it supersedes it)."""
+        with self._lock:
+            self.closed = True
+            return self.decision
+
+
+class JoinClosed(Exception):
+    """Raised inside a reservation's transaction whose check stopped waiting."""
+
+
+class DecisionRecord:
+    """What the stateful decider gives the store's ``reserve``: the joined record of
+    ``decision`` once it holds the reservation (``durable`` and ``entry``, as
+    :class:`~interlock.store.sql_budgets.JoinedRecord` asks)."""
+
+    __slots__ = ("decision", "durable", "joined", "made")
+
+    def __init__(self, joined: JoinedRecord, decision: Decision, made: MakeDecision) -> None:
+        self.joined = joined
+        self.decision = decision
+        self.made = made
+        self.durable = joined.durable
+
+    def entry(self, reservation: Reservation) -> AuditEntry:
+        return self.joined.entry(self.made(self.decision, reservation))
+
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    #: The allowed decision holding the reservation (the decider's ``_replace``).
+    MakeDecision = Callable[[Decision, Reservation], Decision]
