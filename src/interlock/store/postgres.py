@@ -106,6 +106,7 @@ class PostgresStore(SqlStore):
     for_update = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
     key_share = " FOR KEY SHARE"
+    lease_batches = True
 
     def __init__(
         self,
