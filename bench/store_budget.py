@@ -23,6 +23,15 @@ Subjects, per back end (SQLite file in WAL mode; PostgreSQL when reachable):
 
 The subjects alternate in five rounds, so that drifting load lands on each alike.
 
+On SQLite also **a budgeted call through the guard**, end to end: ``guard.check`` of a
+tool call a budget covers (durability ``process``), then ``guard.commit`` of its
+decision — the reservation, the decision's audit record, the settlement and its
+``budget`` record. Two guards, each on its own file: one as shipped, where the
+decision's record commits in its reservation's transaction (ADR 0012 §5), and the
+same guard with that turned off (the record goes through the audit writer, one more
+transaction): what joining the record saves. Afterwards each chain must verify and
+hold two records per call, and ``spent`` must equal what was committed.
+
 On PostgreSQL also the **hot budget**: 3 processes × 4 threads (each process its own
 store) run reserve + commit pairs on ONE budget row for a few seconds, then the same
 pairs served from a lease each process holds, then the raw UPDATE on one row as the
@@ -52,6 +61,8 @@ from bench.store import (
     sqlite_dir,
     sqlite_facts,
 )
+from interlock import Action, Context, Guard, Verdict
+from interlock.policy import load_policy_text
 from interlock.store import BudgetLine, SqlStore, open_store
 
 __all__ = ["profile", "run"]
@@ -87,7 +98,12 @@ RAW_INSERT_SQLITE: Final = (
     "INSERT INTO reservations (id, tenant, idempotency_key, status, lines, created_us, "
     "expires_us) VALUES (?, ?, ?, 'reserved', ?, ?, ?)"
 )
+RAW_STATUS_SQLITE: Final = (
+    "UPDATE reservations SET status = 'committed', settled_us = 1, actual = '{\"raw3\":1000}' "
+    "WHERE id = ? AND status = 'reserved'"
+)
 RAW_RESERVE_PG: Final = RAW_RESERVE_SQLITE.replace("?", "%s")
+RAW_STATUS_PG: Final = RAW_STATUS_SQLITE.replace("?", "%s")
 RAW_SETTLE_PG: Final = RAW_SETTLE_SQLITE.replace("?", "%s")
 RAW_INSERT_PG: Final = RAW_INSERT_SQLITE.replace("?", "%s")
 LINES_JSON: Final = f'[["raw1","{KEY[0]}",{KEY[1]},"units",{CAP},{AMOUNT},0]]'
@@ -144,6 +160,9 @@ def _raw_chunks(
     settle_args = (AMOUNT, AMOUNT, TENANT, "raw2", *KEY)
     reserve2_args = (AMOUNT, TENANT, "raw2", *KEY, AMOUNT)
     reserve1_args = (AMOUNT, TENANT, "raw1", *KEY, AMOUNT)
+    reserve3_args = (AMOUNT, TENANT, "raw3", *KEY, AMOUNT)
+    settle3_args = (AMOUNT, AMOUNT, TENANT, "raw3", *KEY)
+    status_sql = RAW_STATUS_PG if "%s" in insert_sql else RAW_STATUS_SQLITE
     both_counter = [0]
 
     def one(count: int) -> tuple[dict[str, list[int]], int]:
@@ -195,13 +214,35 @@ def _raw_chunks(
                 problems.append("the raw reserve UPDATE changed no row")
         return {"raw1": samples}, clock() - began
 
-    return one, two, both
+    def pair(count: int) -> tuple[dict[str, list[int]], int]:
+        samples = [0] * count
+        clock = time.perf_counter_ns
+        start = both_counter[0]
+        both_counter[0] += count
+        began = clock()
+        for i in range(count):
+            key = f"rawpair-{start + i}"
+            t0 = clock()
+            begin()
+            execute(insert_sql, (key, TENANT, key, LINES_JSON, 0, TTL_US))
+            changed = execute(reserve_sql, reserve3_args)
+            end()
+            begin()
+            execute(status_sql, (key,))
+            execute(settle_sql, settle3_args)
+            end()
+            samples[i] = clock() - t0
+            if changed != 1:
+                problems.append("the raw reserve UPDATE changed no row")
+        return {"rawpair": samples}, clock() - began
+
+    return one, two, both, pair
 
 
 def _seed_rows(store: SqlStore) -> None:
     """The budget rows the raw statements update (the store's own row is made by
     its first reserve)."""
-    for budget_id in ("raw", "raw2", "raw1"):
+    for budget_id in ("raw", "raw2", "raw1", "raw3"):
         outcome = store.reserve(
             tenant=TENANT,
             idempotency_key=f"seed-{budget_id}",
@@ -238,10 +279,19 @@ def _single(
     warm = max(200, calls // 20)
     pair = _pair_chunk(store, _line("store"), f"{backend}-pair", result.problems)
     lease = _pair_chunk(leased, _line("leased"), f"{backend}-lease", result.problems, "lease")
-    one, two, both = raw
-    pair(warm), lease(warm), one(warm), two(warm), both(warm)  # untimed warm-up
+    one, two, both, raw_pair = raw
+    for chunk in (pair, lease, one, two, both, raw_pair):  # untimed warm-up
+        chunk(warm)
     measured = rounds(
-        [("pair", pair), ("lease", lease), ("raw", one), ("raw2", two), ("raw1", both)], calls
+        [
+            ("pair", pair),
+            ("lease", lease),
+            ("raw", one),
+            ("raw2", two),
+            ("raw1", both),
+            ("rawpair", raw_pair),
+        ],
+        calls,
     )
     stats = {
         "pair": summarise(f"{backend} reserve+commit (store)", *measured["pair"]),
@@ -251,6 +301,9 @@ def _single(
         "raw": summarise(f"{backend} baseline: raw UPDATE", *measured["raw"]),
         "raw2": summarise(f"{backend} floor: 2 raw txns", *measured["raw2"]),
         "raw1": summarise(f"{backend} baseline: 1 raw txn, both writes", *measured["raw1"]),
+        "rawpair": summarise(
+            f"{backend} baseline: 2 raw txns, the pair's 4 writes", *measured["rawpair"]
+        ),
     }
     result.problems.extend(_check_line(store, "store", warm + calls, f"{backend} store budget"))
     leased.close()  # returns the lease: the counter must then add up
@@ -293,6 +346,7 @@ def _sqlite(directory: Path, calls: int, result: BenchResult) -> dict[str, Stats
             result.problems,
         )
         stats = _single("sqlite", store, _leased_store(f"sqlite:///{path}"), raw, calls, result)
+        stats.update(_guards(directory, max(200, calls // 4), result))
         result.info["sqlite"] = sqlite_facts(directory) | {
             "synchronous": "NORMAL (store and baseline)",
             "wal_bytes_after": (directory / "budget.db-wal").stat().st_size
@@ -303,6 +357,107 @@ def _sqlite(directory: Path, calls: int, result: BenchResult) -> dict[str, Stats
     finally:
         conn.close()
         store.close()
+
+
+GUARD_POLICY: Final = """
+version: 1
+default: deny
+audit:
+  durability: process
+budgets:
+  - id: spend
+    limit: 1000000000
+    unit: USD
+    name: pay
+    max_overage: 0
+rules:
+  - id: pay
+    decision: allow
+    reason: payments are budgeted
+    name: pay
+"""
+GUARD_COST: Final = 0.001  # USD a call: the cap is never reached
+
+
+def _guard_chunk(guard: Guard, label: str, problems: list[str]) -> Any:
+    """``guard.check`` of a budgeted call, then ``guard.commit`` of its decision."""
+    action = Action.tool("pay", {"to": "shop", "est_cost": GUARD_COST}, context=GUARD_CONTEXT)
+
+    def chunk(count: int) -> tuple[dict[str, list[int]], int]:
+        check_ns, pair_ns = [0] * count, [0] * count
+        clock = time.perf_counter_ns
+        check, commit = guard.check, guard.commit
+        began = clock()
+        for i in range(count):
+            t0 = clock()
+            decision = check(action)
+            t1 = clock()
+            if decision.verdict is not Verdict.ALLOW:
+                problems.append(f"{label}: a budgeted call was not allowed: {decision.reason}")
+                continue
+            commit(decision)
+            t2 = clock()
+            check_ns[i], pair_ns[i] = t1 - t0, t2 - t0
+        return {f"{label}_check": check_ns, f"{label}_pair": pair_ns}, clock() - began
+
+    return chunk
+
+
+GUARD_CONTEXT: Final = Context(tenant="acme", agent="bench")
+
+
+def _guards(directory: Path, calls: int, result: BenchResult) -> dict[str, Stats]:
+    """The budgeted call through two guards: the record joined, and not."""
+    policy = load_policy_text(GUARD_POLICY)
+    guards: dict[str, Guard] = {}
+    for label in ("joined", "writer"):
+        guards[label] = Guard(
+            policy, store=f"sqlite:///{directory / f'guard-{label}.db'}", reap_interval=None
+        )
+    guards["writer"]._joined = lambda action, start: None  # type: ignore[method-assign]
+    chunks = [
+        (label, _guard_chunk(guard, label, result.problems)) for label, guard in guards.items()
+    ]
+    amounts: dict[str, int] = {}
+    for label, guard in guards.items():  # one call each, to learn a call's amount in units
+        first = guard.check(Action.tool("pay", {"est_cost": GUARD_COST}, context=GUARD_CONTEXT))
+        assert first.reservation is not None
+        guard.commit(first)
+        amounts[label] = first.reservation.amounts[0][1]
+    try:
+        warm = max(200, calls // 20)
+        for _, chunk in chunks:
+            chunk(warm)
+        measured = rounds(chunks, calls)
+        for label, guard in guards.items():
+            audit = guard.audit
+            assert audit is not None and guard.store is not None
+            result.info[f"guard_{label}_writer_batches"] = audit.batches
+            store = guard.store
+            report = store.verify_audit()
+            total = warm + calls + 1
+            held = sum(report.checked.values())
+            if not report.ok or held != 2 * total:
+                result.problems.append(
+                    f"guard ({label}): the chain holds {held} records for {total} calls "
+                    f"(2 each expected), verifies: {report.ok}"
+                )
+            (row,) = store.budget_rows(budget_id="spend")
+            if row.reserved != 0 or row.spent != total * amounts[label]:
+                result.problems.append(
+                    f"guard ({label}): spent {row.spent}, reserved {row.reserved} after "
+                    f"{total} calls of {amounts[label]} units each"
+                )
+    finally:
+        for guard in guards.values():
+            guard.close()
+    names = {
+        "joined_check": "sqlite guard.check, budgeted (record joined)",
+        "joined_pair": "sqlite guard.check + commit (record joined)",
+        "writer_check": "sqlite guard.check, budgeted (record by the writer)",
+        "writer_pair": "sqlite guard.check + commit (record by the writer)",
+    }
+    return {key: summarise(name, *measured[key]) for key, name in names.items()}
 
 
 def _postgres(calls: int, hot_seconds: float, result: BenchResult) -> dict[str, Stats]:
@@ -326,7 +481,7 @@ def _postgres(calls: int, hot_seconds: float, result: BenchResult) -> dict[str, 
                     in_transaction[0] = False
 
             in_transaction = [False]
-            raw_one, raw_two, raw_both = _raw_chunks(
+            raw_one, raw_two, _, _ = _raw_chunks(
                 execute,
                 lambda: None,
                 lambda: None,
@@ -335,10 +490,10 @@ def _postgres(calls: int, hot_seconds: float, result: BenchResult) -> dict[str, 
                 RAW_INSERT_PG,
                 result.problems,
             )
-            _, _, raw_both = _raw_chunks(
+            _, _, raw_both, raw_pair = _raw_chunks(
                 execute, begin, end, RAW_RESERVE_PG, RAW_SETTLE_PG, RAW_INSERT_PG, result.problems
             )
-            raw = (raw_one, raw_two, raw_both)
+            raw = (raw_one, raw_two, raw_both, raw_pair)
             stats = _single("postgres", store, _leased_store(url), raw, calls, result)
         finally:
             conn.close()
@@ -463,10 +618,16 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
     result.info["calls"] = {"sqlite": sqlite_calls, "postgres": pg_calls, "rounds": 5}
     with sqlite_dir() as directory:
         lite = _sqlite(directory, sqlite_calls, result)
-    order = ("pair", "reserve", "commit", "lease", "raw1", "raw", "raw2")
+    order = ("pair", "reserve", "commit", "lease", "raw1", "rawpair", "raw", "raw2")
     stats = [lite[k] for k in order]
+    stats += [lite[k] for k in ("joined_check", "writer_check", "joined_pair", "writer_pair")]
     ratios: dict[str, float] = {
         "sqlite_pair_over_raw_txn_p50": lite["pair"].p50_ns / lite["raw1"].p50_ns,
+        "sqlite_pair_over_raw_pair_p50": lite["pair"].p50_ns / lite["rawpair"].p50_ns,
+        "sqlite_guard_check_joined_over_writer_p50": lite["joined_check"].p50_ns
+        / lite["writer_check"].p50_ns,
+        "sqlite_guard_pair_joined_over_writer_p50": lite["joined_pair"].p50_ns
+        / lite["writer_pair"].p50_ns,
         "sqlite_lease_pair_over_raw_txn_p50": lite["lease"].p50_ns / lite["raw1"].p50_ns,
         "sqlite_pair_over_raw_p50": lite["pair"].p50_ns / lite["raw"].p50_ns,
         "sqlite_pair_over_2raw_p50": lite["pair"].p50_ns / lite["raw2"].p50_ns,
@@ -492,6 +653,7 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
         hot = result.info["hot_budget"]
         ratios |= {
             "postgres_pair_over_raw_txn_p50": pg["pair"].p50_ns / pg["raw1"].p50_ns,
+            "postgres_pair_over_raw_pair_p50": pg["pair"].p50_ns / pg["rawpair"].p50_ns,
             "postgres_lease_pair_over_raw_txn_p50": pg["lease"].p50_ns / pg["raw1"].p50_ns,
             "postgres_pair_over_raw_p50": pg["pair"].p50_ns / pg["raw"].p50_ns,
             "postgres_pair_over_2raw_p50": pg["pair"].p50_ns / pg["raw2"].p50_ns,
