@@ -175,7 +175,7 @@ def test_a_closed_record_rolls_its_reservation_back(store: SqlStore) -> None:
                 idempotency_key="k1",
                 lines=[line],
                 ttl_us=10**9,
-                record=DecisionRecord(joined, allow, lambda d, r: d),
+                record=DecisionRecord(joined, allow, lambda decision, _: decision),
             )
     assert reservations(store) == []
     assert records(store) == []

@@ -5,10 +5,12 @@ its decision's audit record. Where the store can, both commit in one transaction
 the guard hands the stateful decider a :class:`JoinedRecord` for the check in
 progress (a ``contextvars`` variable: it follows the check into the thread an async
 check settles on, and no other check sees it), the decider hands it to the store's
-``reserve``, and the store asks it for the record's entry once the reservation is
-made — the allowed decision, holding that reservation — and appends it inside the
-same transaction. A refusal, a replay, a reservation served from a lease, or a back
-end that cannot join asks nothing: the guard then records the decision as usual.
+``reserve``, and the store has it encode the record — the allowed decision, holding
+the reservation, whose id is made before the transaction — then claims it inside
+the transaction once the reservation is written, appends it there, and tells it
+when that transaction has committed. A refusal, a replay, a reservation served from
+a lease, or a back end that cannot join claims nothing: the guard then records the
+decision as usual.
 
 Nothing can be lost or said twice: the record is encoded before the transaction
 commits and is in the chain exactly when the reservation is; the guard writes the
@@ -50,6 +52,7 @@ class JoinedRecord:
     transaction, with the decision the decider is about to return."""
 
     __slots__ = (
+        "_encoded",
         "_lock",
         "action",
         "closed",
@@ -68,39 +71,52 @@ class JoinedRecord:
         self.start = start  # perf_counter_ns at the check's start: the record's latency
         self.redactor = redactor
         self.durable = writer.durability == "power"
-        self.event: Event | None = None  # the recorded event, once encoded
-        self.decision: Decision | None = None  # the decision it records
+        self.event: Event | None = None  # the recorded event, once claimed
+        self.decision: Decision | None = None  # the decision it records, once claimed
         self.landed = False  # its transaction committed: it is in the chain
-        self.closed = False  # the guard records on its own: no entry any more
+        self.closed = False  # the guard records on its own: no claim any more
         self._lock = threading.Lock()
+        self._encoded: tuple[Event, Decision] | None = None
 
-    def entry(self, decision: Decision) -> AuditEntry:
-        """The record of ``decision``, encoded as the audit writer encodes it. Raises
-        :class:`JoinClosed` once the guard has closed it (an async check that stopped
-        waiting): the reservation's transaction then rolls back, and nothing of it
-        stays."""
+    def encode(self, decision: Decision) -> AuditEntry:
+        """The record of ``decision``, encoded as the audit writer encodes it — before
+        the reservation's transaction, so that its write lock is not held for it.
+        Nothing is promised yet: :meth:`claim` does that."""
         from interlock.core.events import Event
 
+        event = Event(
+            "decision",
+            time.time(),
+            self.action,
+            decision,
+            time.perf_counter_ns() - self.start,
+            None,
+            self.redactor,
+        )
+        encoded = self.writer.encode(self.action.context.tenant, event)
+        self._encoded = (event, decision)
+        return encoded
+
+    def claim(self) -> None:
+        """Inside the reservation's transaction, just before the record is appended:
+        from now on it may land. Raises :class:`JoinClosed` once the guard has closed
+        it (an async check that stopped waiting): the transaction then rolls back, and
+        nothing of it stays."""
         with self._lock:
             if self.closed:
                 raise JoinClosed("the check stopped waiting for its reservation")
-            event = Event(
-                "decision",
-                time.time(),
-                self.action,
-                decision,
-                time.perf_counter_ns() - self.start,
-                None,
-                self.redactor,
-            )
-            encoded = self.writer.encode(self.action.context.tenant, event)
-            self.event, self.decision = event, decision
-            return encoded
+            encoded = self._encoded
+            assert encoded is not None, "claim() before encode()"
+            self.event, self.decision = encoded
+
+    def committed(self) -> None:
+        """The reservation's transaction committed: the record is in the chain."""
+        self.landed = True
 
     def close(self) -> Decision | None:
-        """No entry from now on; the decision already encoded, if one was (its
-        transaction may have committed, or may yet: a record the guard writes
-        instead says it supersedes it)."""
+        """No claim from now on; the decision claimed, if one was (its transaction
+        may have committed, or may yet: a record the guard writes instead says it
+        supersedes it)."""
         with self._lock:
             self.closed = True
             return self.decision
@@ -111,9 +127,9 @@ class JoinClosed(Exception):
 
 
 class DecisionRecord:
-    """What the stateful decider gives the store's ``reserve``: the joined record of
-    ``decision`` once it holds the reservation (``durable`` and ``entry``, as
-    :class:`~interlock.store.sql_budgets.JoinedRecord` asks)."""
+    """What the stateful decider gives the store's ``reserve`` (as
+    :class:`~interlock.store.sql_budgets.JoinedRecord` asks): the joined record of
+    ``decision`` once it holds the reservation."""
 
     __slots__ = ("decision", "durable", "joined", "made")
 
@@ -124,7 +140,13 @@ class DecisionRecord:
         self.durable = joined.durable
 
     def entry(self, reservation: Reservation) -> AuditEntry:
-        return self.joined.entry(self.made(self.decision, reservation))
+        return self.joined.encode(self.made(self.decision, reservation))
+
+    def claim(self) -> None:
+        self.joined.claim()
+
+    def committed(self) -> None:
+        self.joined.committed()
 
 
 if TYPE_CHECKING:

@@ -277,8 +277,7 @@ class StatefulDecider:
                 record=record,
             )
             recorded = joined.decision
-            if outcome.reservation is not None and recorded is not None:
-                joined.landed = True  # committed with the reservation
+            if outcome.reservation is not None and recorded is not None and joined.landed:
                 return recorded  # the very decision in the chain: the guard records nothing
         if outcome.reservation is not None:
             return _holding(decision, outcome.reservation)

@@ -81,12 +81,19 @@ _UNSETTLED_KEPT: Final = 4_096
 
 class JoinedRecord(Protocol):
     """An audit record that joins a reservation's transaction (see
-    :meth:`BudgetStore.reserve`): ``entry`` is asked once the reservation is made;
-    ``durable`` is whether its commit must reach the disk (durability ``power``)."""
+    :meth:`BudgetStore.reserve`): ``entry`` encodes it, before the transaction;
+    ``claim`` is called inside it once the reservation is written, just before the
+    record is appended (it may refuse: the transaction then rolls back);
+    ``committed`` once the transaction has committed. ``durable``: its commit must
+    reach the disk (durability ``power``)."""
 
     durable: bool
 
     def entry(self, reservation: Reservation) -> AuditEntry: ...
+
+    def claim(self) -> None: ...
+
+    def committed(self) -> None: ...
 
 
 class BudgetStore(LeaseStore, AuditStore):
@@ -115,8 +122,8 @@ class BudgetStore(LeaseStore, AuditStore):
         ``record``: the audit record of the decision this reservation belongs to,
         appended in the reservation's own transaction where the back end can
         (SQLite, a reservation not served from a lease): one commit for both. It is
-        asked for its entry only once the reservation is made, new (a refusal or a
-        replay asks nothing: the caller then records as usual)."""
+        claimed and told it committed only when the reservation is made and new (a
+        refusal or a replay claims nothing: the caller then records as usual)."""
         if len(lines) == 1:  # the usual reservation, checked without calls
             line = lines[0]
             ordered: tuple[BudgetLine, ...] = (line,)
@@ -261,11 +268,12 @@ class BudgetStore(LeaseStore, AuditStore):
         tried on its own), else the reservation's row and each line's take; then,
         with ``record``, the decision's audit record (one commit for both)."""
         heads = None
-        begun = (
-            self.transaction(write=True)
-            if record is None
-            else self.audit_transaction(record.durable)
-        )
+        entry = None
+        if record is None:
+            begun = self.transaction(write=True)
+        else:  # encoded first: the write lock is not held for it
+            entry = record.entry(reservation)
+            begun = self.audit_transaction(record.durable)
         with begun as cur:
             usual = (
                 self.usual_statements
@@ -278,9 +286,11 @@ class BudgetStore(LeaseStore, AuditStore):
                 replayed = self._reserve_rows(cur, reservation, force)
                 if replayed is not None:
                     return replayed
-            if record is not None:
-                heads = self._append_chain(cur, [record.entry(reservation)])[1]
-        if heads is not None:
+            if record is not None and entry is not None:
+                record.claim()
+                heads = self._append_chain(cur, [entry])[1]
+        if record is not None and heads is not None:
+            record.committed()
             self._appended(heads)
         self._unsettled.keep(reservation)  # committed: a commit of it needs no read
         return ReserveOutcome(reservation)
