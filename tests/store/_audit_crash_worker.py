@@ -5,7 +5,8 @@
 tenants through one group-commit writer; each acknowledged record is printed as
 ``{"ack": [tenant, seq, marker]}`` the moment ``write_record`` returns. From the
 ``STALL_AT``-th commit with records of at least two tenants, the commit stops
-between its INSERT and its head UPDATE — inside the transaction — and prints
+half done inside its transaction — on SQLite every head moved and no row inserted,
+on PostgreSQL the rows inserted and no head moved — and prints
 ``{"mid_batch": [markers]}``; the test kills the process there (SIGKILL).
 """
 
@@ -33,25 +34,41 @@ def emit(**message: Any) -> None:
 def main() -> None:
     url, durability = sys.argv[1], sys.argv[2]
     store = open_store(url)
-    write_links = store._write_links
     commits = [0]
 
-    def stalling(cur: Any, rows: list[tuple[Any, ...]], heads: Any) -> None:
-        commits[0] += 1
-        if commits[0] < STALL_AT or len(heads) < 2:
-            write_links(cur, rows, heads)
-            return
-        cur.executemany(  # the batch's rows, in the open transaction; no head moved
-            store.q(
-                "INSERT INTO audit_events (tenant, seq, ts_us, kind, decision_id, agent, "
-                "decision, body, prev_hash, hash, key_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
-            ),
-            rows,
-        )
+    def stall(rows: list[tuple[Any, ...]]) -> None:
         emit(mid_batch=[json.loads(row[7])["marker"] for row in rows])
         time.sleep(600)  # killed here
 
-    store._write_links = stalling  # type: ignore[method-assign]
+    if store.dialect == "sqlite":  # heads moved first (conditionally), rows last
+        insert_links = store._insert_links
+
+        def stalling_insert(cur: Any, rows: list[tuple[Any, ...]]) -> None:
+            commits[0] += 1
+            if commits[0] < STALL_AT or len({row[0] for row in rows}) < 2:
+                insert_links(cur, rows)
+                return
+            stall(rows)  # every head of the batch moved, in the open transaction; no row
+
+        store._insert_links = stalling_insert  # type: ignore[method-assign]
+    else:  # heads locked first, then one statement inserts the rows and moves them
+        write_links = store._write_links
+
+        def stalling(cur: Any, rows: list[tuple[Any, ...]], heads: Any) -> None:
+            commits[0] += 1
+            if commits[0] < STALL_AT or len(heads) < 2:
+                write_links(cur, rows, heads)
+                return
+            cur.executemany(  # the batch's rows, in the open transaction; no head moved
+                store.q(
+                    "INSERT INTO audit_events (tenant, seq, ts_us, kind, decision_id, agent, "
+                    "decision, body, prev_hash, hash, key_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+                ),
+                rows,
+            )
+            stall(rows)
+
+        store._write_links = stalling  # type: ignore[method-assign]
     writer = AuditWriter(store, durability=durability)  # type: ignore[arg-type]
     tenants = ("acme", "globex", "initech")
 

@@ -299,7 +299,7 @@ def test_a_record_an_interrupted_leader_took_along_fails_closed_at_once(
     with pytest.raises(KeyboardInterrupt):  # this caller leads: its batch holds both
         writer.write_record("acme", "note", {"n": 1})
     # whoever waits on that batch (flush, an async caller) is released with a failure
-    assert queued.done.is_set()
+    assert queued.settled
     assert isinstance(queued.error, AuditFailure) and "interrupted" in str(queued.error)
     assert watched.commits == [(threading.current_thread().name, 2)]
     writer.release.set()

@@ -41,7 +41,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -51,7 +51,8 @@ from interlock.errors import StoreError, StoreTimeout, StoreUnavailable
 from interlock.store.audit_keys import AuditKeys, AuditKeySetting
 from interlock.store.migrate import apply_migrations, migration_status
 from interlock.store.records import ApprovalRecord, ChainHead
-from interlock.store.sql import Cursor, SqlStore
+from interlock.store.sql import AuditEntry, Cursor, SqlStore
+from interlock.store.sql_audit import _by_tenant, _seqs
 from interlock.store.watchdog import WATCHDOG, socket_cutter
 
 if TYPE_CHECKING:
@@ -288,12 +289,88 @@ class PostgresStore(SqlStore):
             f"SET LOCAL lock_timeout = {min(ms, _ms(self.lock_timeout))}"
         )
 
+    def append_audit(self, entries: Sequence[AuditEntry], *, durable: bool = False) -> list[int]:
+        """A batch of one chain whose head this process knows: one statement, one
+        round trip (:meth:`_append_known`); else the head locked first."""
+        if not durable:
+            seqs = self._append_known(entries)
+            if seqs is not None:
+                return seqs
+        return super().append_audit(entries, durable=durable)
+
+    def _append_known(self, entries: Sequence[AuditEntry]) -> list[int] | None:
+        """Append a batch of one tenant after the head this process last committed to
+        its chain, in one autocommit statement — the head moved only if it is still
+        that one, the rows inserted only if the head moved, so all or nothing. ``None``
+        (nothing written) when the head is not known here, or another writer moved
+        it: the caller then locks and reads it."""
+        tenant = entries[0][0]
+        head = self._known_heads.get(tenant)
+        if head is None or len(entries) * 11 + 6 > _MAX_PARAMS:
+            return None
+        if any(entry[0] != tenant for entry in entries):
+            return None
+        link = self._linker()
+        if link.key_id is None and head.key_id is not None:
+            return None  # the locked path refuses it, saying why
+        rows, new = link(head, entries)
+        params: list[Any] = [new.seq, new.hash, new.key_id, tenant, head.seq, head.hash]
+        for row in rows:
+            params += row
+        with self.single_statement() as cur:
+            cur.execute(_known_statement(len(rows)), params)
+            landed = cur.rowcount
+        if landed != len(rows):
+            if landed:  # pragma: no cover - one statement: all or nothing
+                raise StoreError(f"{self._display_url}: {landed} of {len(rows)} links landed")
+            self._known_heads.pop(tenant, None)
+            return None
+        self._appended({tenant: new})
+        return [row[1] for row in rows]
+
+    def _append_chain(
+        self, cur: Cursor, entries: Sequence[AuditEntry]
+    ) -> tuple[list[int], dict[str, ChainHead]]:
+        """Inside a transaction: every head of the batch locked and read first (one
+        statement), then the links inserted and the heads moved in one more."""
+        link = self._linker()
+        groups = _by_tenant(entries)
+        tenants = sorted(groups)
+        olds = self._lock_heads(cur, tenants)
+        if link.key_id is None:
+            self._refuse_downgrade(olds)
+        rows: list[tuple[Any, ...]] = []
+        heads: dict[str, ChainHead] = {}
+        for tenant in tenants:
+            links, heads[tenant] = link(olds[tenant], groups[tenant])
+            rows += links
+        self._write_links(cur, rows, heads)
+        return _seqs(entries, groups, heads), heads
+
+    def _lock_heads(self, cur: Cursor, tenants: list[str]) -> dict[str, ChainHead]:
+        """The heads of ``tenants`` (sorted), locked in that order by one statement;
+        a tenant without one yet makes the heads be locked one by one, in order (a
+        head made out of order could deadlock two writers)."""
+        cur.execute(
+            "SELECT tenant, seq, hash, key_id FROM audit_heads WHERE tenant = ANY(%s) "
+            "ORDER BY tenant FOR UPDATE",
+            (tenants,),
+        )
+        found = {
+            str(tenant): ChainHead(str(tenant), int(seq), str(digest), key_id, 0)
+            for tenant, seq, digest, key_id in cur.fetchall()
+        }
+        if len(found) == len(tenants):
+            return found
+        return {tenant: found.get(tenant) or self._lock_head(cur, tenant) for tenant in tenants}
+
     def _write_links(
         self, cur: Cursor, rows: list[tuple[Any, ...]], heads: Mapping[str, ChainHead]
     ) -> None:
         """One statement, one round trip, for the whole batch: the heads moved in a
         data-modifying ``WITH`` and the links inserted as one multi-row ``INSERT``
-        (a batch too big for one statement's parameters: two ``executemany``)."""
+        (a batch too big for one statement's parameters: an INSERT per 64 links and
+        the heads' UPDATE)."""
         if len(rows) * 11 + len(heads) * 4 > _MAX_PARAMS:
             super()._write_links(cur, rows, heads)
             return
@@ -385,6 +462,27 @@ def _links_statement(links: int, heads: int) -> str:
 
 
 _LINKS_SQL: dict[tuple[int, int], str] = {}
+
+
+def _known_statement(links: int) -> str:
+    """:meth:`PostgresStore._append_known`'s statement for ``links`` rows: the head
+    moved if it is still the one known, and the rows inserted only if it was."""
+    sql = _KNOWN_SQL.get(links)
+    if sql is None:
+        sql = (
+            "WITH moved AS (UPDATE audit_heads SET seq = %s::bigint, hash = %s, key_id = %s "
+            "WHERE tenant = %s AND seq = %s::bigint AND hash = %s RETURNING 1) "
+            + _AUDIT_INSERT
+            + "SELECT * FROM (VALUES "
+            + ", ".join([_LINK_ROW] * links)
+            + ") AS r WHERE EXISTS (SELECT 1 FROM moved)"
+        )
+        if len(_KNOWN_SQL) < 512:
+            _KNOWN_SQL[links] = sql
+    return sql
+
+
+_KNOWN_SQL: dict[int, str] = {}
 
 
 def _links_params(rows: list[tuple[Any, ...]], heads: Mapping[str, ChainHead]) -> list[Any]:

@@ -9,14 +9,15 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from hashlib import sha256
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
-from interlock.errors import AuditKeyError
+from interlock.errors import AuditKeyError, StoreError
 from interlock.store.chain import GENESIS, encode_body, link_material, verify_chain
 from interlock.store.records import AuditRow, ChainBreak, ChainHead, VerifyReport
 from interlock.store.sql_base import AuditEntry, Cursor, StoreBase
 
 if TYPE_CHECKING:
+    from interlock.store.audit_keys import AuditKey
     from interlock.store.checkpoints import CheckpointLog
 
 __all__ = ["AppendListener", "AuditStore"]
@@ -31,6 +32,9 @@ _AUDIT_COLUMNS = (
 AppendListener = Callable[[Mapping[str, ChainHead]], object]
 _NO_LISTENERS: tuple[AppendListener, ...] = ()
 
+#: Chains whose heads a store remembers (past that it forgets them all at once).
+_KNOWN_HEADS: Final = 10_000
+
 #: The kind of the keyed record that seals an unkeyed chain.
 SEALED_KIND = "audit.sealed"
 
@@ -40,6 +44,12 @@ class AuditStore(StoreBase):
 
     _audit_listeners = _NO_LISTENERS
     _listeners_lock = threading.Lock()  # adding and removing are rare: one lock for all
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        #: Each chain's head as this process last committed it (the next append links
+        #: to it unread; a stale one is found by the head's conditional UPDATE).
+        self._known_heads: dict[str, ChainHead] = {}
 
     def try_append_audit(self, entries: Sequence[AuditEntry]) -> list[int] | None:
         """Append as :meth:`append_audit` does (durability ``process``) only if that
@@ -70,6 +80,11 @@ class AuditStore(StoreBase):
             self._audit_listeners = tuple(x for x in self._audit_listeners if x != listener)
 
     def _appended(self, heads: Mapping[str, ChainHead]) -> None:
+        """After the commit: remember the heads, tell the listeners."""
+        known = self._known_heads
+        if len(known) >= _KNOWN_HEADS:  # many tenants: forget them all, re-read as needed
+            known.clear()
+        known.update(heads)
         for listener in self._audit_listeners:  # a tuple, replaced whole: no lock needed
             try:
                 listener(heads)
@@ -84,50 +99,74 @@ class AuditStore(StoreBase):
     def _append_chain(
         self, cur: Cursor, entries: Sequence[AuditEntry]
     ) -> tuple[list[int], dict[str, ChainHead]]:
-        """Append inside the caller's transaction; the sequence numbers, and each
-        chain's new head."""
-        keyring = self.audit_keys.for_writing()
-        key = keyring.current if keyring is not None else None
-        key_id = key.key_id if key is not None else None
-        seqs: list[int] = []
-        # Lock the heads in one order (sorted), whatever the entries' order: two
-        # replicas appending to the same tenants must not deadlock.
-        heads = {t: self._lock_head(cur, t) for t in sorted({e[0] for e in entries})}
-        if key is None:
-            self._refuse_downgrade(heads)
-        # Per record only what the link needs; the heads are made once per tenant.
-        tips = {tenant: (head.seq, head.hash, 0) for tenant, head in heads.items()}
-        digest_of = key.digest if key is not None else _sha256_hex
+        """Append inside the caller's (write) transaction; the sequence numbers, and
+        each chain's new head.
+
+        Each chain links to the head this process last committed to it, without
+        reading it first: its head is moved by a conditional ``UPDATE`` (``WHERE seq
+        = ? AND hash = ?``) that matches nothing if another writer — another process,
+        a replica, a transaction of this process not yet heard of — has moved it
+        since. Then, and for a chain not yet known here, the head is read under the
+        transaction's lock and the links are made again from it. The rows go in last,
+        in one multi-row ``INSERT``: one step for the whole batch (each SQLite call
+        gives up the GIL and must win it back from the callers the last commit woke,
+        so a batch's commit makes as few as it can)."""
+        link = self._linker()
         rows: list[tuple[Any, ...]] = []
-        for tenant, ts_us, kind, decision_id, agent, decision, body in entries:
-            last, prev, _ = tips[tenant]
-            seq = last + 1
-            digest = digest_of(
-                link_material(
-                    prev, tenant, seq, ts_us, kind, decision_id, agent, decision, body, key_id
-                )
-            )
-            rows.append(
-                (tenant, seq, ts_us, kind, decision_id, agent, decision, body, prev, digest, key_id)
-            )
-            tips[tenant] = (seq, digest, ts_us)
-            seqs.append(seq)
-        heads = {
-            tenant: ChainHead(tenant, seq, digest, key_id, ts_us)
-            for tenant, (seq, digest, ts_us) in tips.items()
-        }
-        self._write_links(cur, rows, heads)
-        return seqs, heads
+        heads: dict[str, ChainHead] = {}
+        groups = _by_tenant(entries)
+        # Heads are moved in one order (sorted), whatever the entries' order: two
+        # replicas appending to the same tenants must not deadlock.
+        for tenant in sorted(groups) if len(groups) > 1 else groups:
+            mine = groups[tenant]
+            head = self._known_heads.get(tenant)
+            while True:
+                fresh = head is None
+                if head is None:
+                    head = self._lock_head(cur, tenant)
+                if link.key_id is None:
+                    self._refuse_downgrade({tenant: head})
+                links, new = link(head, mine)
+                if self._move_head(cur, head, new):
+                    break
+                if fresh:  # read under this transaction's lock, and moved since?
+                    raise StoreError(f"tenant {tenant!r}'s audit head moved under the lock")
+                head = None  # another writer moved it: read it, link again
+            rows += links
+            heads[tenant] = new
+        self._insert_links(cur, rows)
+        return _seqs(entries, groups, heads), heads
+
+    def _linker(self) -> _Linker:
+        keyring = self.audit_keys.for_writing()
+        return _Linker(keyring.current if keyring is not None else None)
+
+    def _move_head(self, cur: Cursor, old: ChainHead, new: ChainHead) -> bool:
+        """Move a chain's head from ``old`` to ``new``; False (nothing moved) if it is
+        not ``old`` any more."""
+        cur.execute(
+            self.q(
+                "UPDATE audit_heads SET seq = ?, hash = ?, key_id = ? "
+                "WHERE tenant = ? AND seq = ? AND hash = ?"
+            ),
+            (new.seq, new.hash, new.key_id, new.tenant, old.seq, old.hash),
+        )
+        return cur.rowcount == 1
+
+    def _insert_links(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
+        """Insert the new links: one multi-row ``INSERT`` per ``_INSERT_ROWS`` rows
+        (a statement per row count, memoised)."""
+        for start in range(0, len(rows), _INSERT_ROWS):
+            chunk = rows[start : start + _INSERT_ROWS] if len(rows) > _INSERT_ROWS else rows
+            cur.execute(self.q(_insert_sql(len(chunk))), [v for row in chunk for v in row])
 
     def _write_links(
         self, cur: Cursor, rows: list[tuple[Any, ...]], heads: Mapping[str, ChainHead]
     ) -> None:
-        """Insert the new links and move each tenant's head to its last one (SQLite:
-        two ``executemany``, in process; PostgreSQL overrides it with one statement)."""
-        cur.executemany(
-            self.q(f"INSERT INTO audit_events ({_AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"),
-            rows,
-        )
+        """Insert the links and move each tenant's head to its last one, heads read
+        under the transaction's lock (PostgreSQL's locked path; it overrides this with
+        one statement)."""
+        self._insert_links(cur, rows)
         cur.executemany(
             self.q("UPDATE audit_heads SET seq = ?, hash = ?, key_id = ? WHERE tenant = ?"),
             [(head.seq, head.hash, head.key_id, tenant) for tenant, head in heads.items()],
@@ -393,6 +432,85 @@ class AuditStore(StoreBase):
 
 def _sha256_hex(material: bytes) -> str:
     return sha256(material).hexdigest()
+
+
+class _Linker:
+    """Makes a chain's new links from its head, under the batch's key (looked up once
+    a batch)."""
+
+    __slots__ = ("digest", "key_id")
+
+    def __init__(self, key: AuditKey | None) -> None:
+        self.key_id = key.key_id if key is not None else None
+        self.digest: Callable[[bytes], str] = key.digest if key is not None else _sha256_hex
+
+    def __call__(
+        self, head: ChainHead, entries: Sequence[AuditEntry]
+    ) -> tuple[list[tuple[Any, ...]], ChainHead]:
+        """The rows of ``entries`` (all of ``head``'s tenant) linked after ``head``,
+        and the chain's new head."""
+        key_id, digest_of = self.key_id, self.digest
+        seq, prev, ts_us = head.seq, head.hash, head.ts_us
+        rows: list[tuple[Any, ...]] = []
+        for tenant, ts_us, kind, decision_id, agent, decision, body in entries:
+            seq += 1
+            digest = digest_of(
+                link_material(
+                    prev, tenant, seq, ts_us, kind, decision_id, agent, decision, body, key_id
+                )
+            )
+            rows.append(
+                (tenant, seq, ts_us, kind, decision_id, agent, decision, body, prev, digest, key_id)
+            )
+            prev = digest
+        return rows, ChainHead(head.tenant, seq, prev, key_id, ts_us)
+
+
+def _by_tenant(entries: Sequence[AuditEntry]) -> dict[str, Sequence[AuditEntry]]:
+    """The entries of each tenant, in their order (one group, as they are, for the
+    usual batch of one tenant)."""
+    first = entries[0][0]
+    if all(entry[0] == first for entry in entries):
+        return {first: entries}
+    groups: dict[str, list[AuditEntry]] = {}
+    for entry in entries:
+        groups.setdefault(entry[0], []).append(entry)
+    return dict(groups)
+
+
+def _seqs(
+    entries: Sequence[AuditEntry],
+    groups: Mapping[str, Sequence[AuditEntry]],
+    heads: Mapping[str, ChainHead],
+) -> list[int]:
+    """Each entry's sequence number, in the entries' order, from each chain's new
+    head."""
+    if len(groups) == 1:
+        (head,) = heads.values()
+        return list(range(head.seq - len(entries) + 1, head.seq + 1))
+    at = {tenant: head.seq - len(groups[tenant]) for tenant, head in heads.items()}
+    seqs: list[int] = []
+    for entry in entries:
+        at[entry[0]] += 1
+        seqs.append(at[entry[0]])
+    return seqs
+
+
+#: Rows in one multi-row INSERT (11 parameters each; SQLite allows 32,766 a statement).
+_INSERT_ROWS: Final = 64
+
+
+def _insert_sql(rows: int) -> str:
+    """The multi-row INSERT of ``rows`` links (memoised: a steady load repeats a few
+    batch sizes)."""
+    sql = _INSERT_SQL.get(rows)
+    if sql is None:
+        values = ",".join(["(?,?,?,?,?,?,?,?,?,?,?)"] * rows)
+        sql = _INSERT_SQL[rows] = f"INSERT INTO audit_events ({_AUDIT_COLUMNS}) VALUES {values}"
+    return sql
+
+
+_INSERT_SQL: dict[int, str] = {}
 
 
 def _audit_row(row: Any) -> AuditRow:
