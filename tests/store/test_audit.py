@@ -230,18 +230,22 @@ def test_with_an_audit_key_a_chain_rehashed_without_the_key_fails(
 def pause_after_first_head(
     replica: SqlStore, meet: threading.Barrier, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lock_head = replica._lock_head
+    """Pause ``replica``'s first append once it holds a chain head (PostgreSQL locks a
+    batch's heads in one statement, SQLite reads them one by one under its write
+    lock), until the other replica has locked one too or 1 s passed."""
+    name = "_lock_heads" if hasattr(replica, "_lock_heads") else "_lock_head"
+    lock = getattr(replica, name)
     paused: list[bool] = []
 
-    def pausing(cur: Any, tenant: str) -> tuple[int, str]:
-        head = lock_head(cur, tenant)
+    def pausing(cur: Any, tenants: Any) -> Any:
+        heads = lock(cur, tenants)
         if not paused:
             paused.append(True)
             with contextlib.suppress(threading.BrokenBarrierError):
                 meet.wait(1.0)
-        return head
+        return heads
 
-    monkeypatch.setattr(replica, "_lock_head", pausing)
+    monkeypatch.setattr(replica, name, pausing)
 
 
 def test_replicas_appending_to_the_same_tenants_in_opposite_order_both_commit(
