@@ -601,7 +601,7 @@ class AuditWriter:
         return True
 
     def _entry(self, tenant: str, kind: str, payload: Any) -> AuditEntry:
-        ts_us = self.store.clock()
+        ts_us: int | None = None  # an event's own time; else now (the clock read once)
         try:
             if isinstance(payload, dict):
                 record = self.redactor.redact_value(payload)
@@ -619,6 +619,8 @@ class AuditWriter:
             record = {"kind": kind, "error": f"unencodable record: {describe(exc)}"}
             agent = decision = decision_id = None
             body = encode_body(record)
+        if ts_us is None:
+            ts_us = self.store.clock()
         return (
             tenant,
             ts_us,

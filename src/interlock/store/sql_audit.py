@@ -50,6 +50,7 @@ class AuditStore(StoreBase):
         #: Each chain's head as this process last committed it (the next append links
         #: to it unread; a stale one is found by the head's conditional UPDATE).
         self._known_heads: dict[str, ChainHead] = {}
+        self._linker_made: _Linker | None = None
 
     def try_append_audit(self, entries: Sequence[AuditEntry]) -> list[int] | None:
         """Append as :meth:`append_audit` does (durability ``process``) only if that
@@ -138,8 +139,14 @@ class AuditStore(StoreBase):
         return _seqs(entries, groups, heads), heads
 
     def _linker(self) -> _Linker:
+        """What links the batch: the current key's (made again only when the key
+        changes)."""
         keyring = self.audit_keys.for_writing()
-        return _Linker(keyring.current if keyring is not None else None)
+        key = keyring.current if keyring is not None else None
+        linker = self._linker_made
+        if linker is None or linker.key is not key:
+            linker = self._linker_made = _Linker(key)
+        return linker
 
     def _move_head(self, cur: Cursor, old: ChainHead, new: ChainHead) -> bool:
         """Move a chain's head from ``old`` to ``new``; False (nothing moved) if it is
@@ -156,6 +163,9 @@ class AuditStore(StoreBase):
     def _insert_links(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
         """Insert the new links: one multi-row ``INSERT`` per ``_INSERT_ROWS`` rows
         (a statement per row count, memoised)."""
+        if len(rows) == 1:
+            cur.execute(self.q(_insert_sql(1)), rows[0])
+            return
         for start in range(0, len(rows), _INSERT_ROWS):
             chunk = rows[start : start + _INSERT_ROWS] if len(rows) > _INSERT_ROWS else rows
             cur.execute(self.q(_insert_sql(len(chunk))), [v for row in chunk for v in row])
@@ -438,9 +448,10 @@ class _Linker:
     """Makes a chain's new links from its head, under the batch's key (looked up once
     a batch)."""
 
-    __slots__ = ("digest", "key_id")
+    __slots__ = ("digest", "key", "key_id")
 
     def __init__(self, key: AuditKey | None) -> None:
+        self.key = key
         self.key_id = key.key_id if key is not None else None
         self.digest: Callable[[bytes], str] = key.digest if key is not None else _sha256_hex
 

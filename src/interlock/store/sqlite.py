@@ -352,7 +352,7 @@ class _Begun:
                 raise StoreError(f"{store.path}: {exc}") from exc
             return  # re-raised as it is
         try:
-            conn.execute("COMMIT")
+            (cur or conn).execute("COMMIT")  # the cursor's: no cursor made for it
         except sqlite3.Error as error:
             with suppress(sqlite3.Error):
                 conn.rollback()
