@@ -10,10 +10,15 @@ Subjects, per back end (SQLite file in WAL mode; PostgreSQL when reachable):
   run, each write's latency, and the mean records per commit (``writer.batches``).
 * **baseline: raw SQL of the same schema** — one thread on a bare connection
   (``sqlite3``; ``psycopg``) running the statements a commit of the store runs, with
-  every row built beforehand (no redaction, JSON or hashing): lock the chain head,
-  insert ``n`` rows, move the head, commit. Measured at 8 and 64 rows a transaction
-  and at the batch size each subject reached; the subject's ratio is to the raw SQL
-  at its own batch size, on the same back end and durability.
+  every row built beforehand (no redaction, JSON or hashing): SQLite ``BEGIN
+  IMMEDIATE``, the head's conditional ``UPDATE``, one multi-row ``INSERT``, ``COMMIT``;
+  PostgreSQL the one autocommit statement that moves the head and inserts the rows.
+  Measured at 8 and 64 rows a transaction and at the batch size each subject reached;
+  the subject's ratio is to the raw SQL at its own batch size, on the same back end
+  and durability. The statements of the store before it knew its heads (SQLite: head
+  ``SELECT``, ``executemany``, head ``UPDATE`` in ``BEGIN IMMEDIATE … COMMIT``;
+  PostgreSQL: ``BEGIN``, ``SELECT … FOR UPDATE``, one statement, ``COMMIT``) run too,
+  labelled "(the statements before)", and ``process`` gets a ratio to them as well.
 * **baseline: one fsync per record** — a single-threaded loop of one-row INSERT +
   COMMIT (SQLite: WAL, ``synchronous=FULL``; PostgreSQL: an autocommit INSERT with
   ``synchronous_commit`` on), rows the size of a real record.
@@ -67,6 +72,8 @@ DEFAULT_FSYNC_RECORDS: Final = 1_500
 QUICK_FSYNC_RECORDS: Final = 300
 WARMUP: Final = 200
 TARGET_PER_S: Final = 50_000.0
+#: In the label of a raw-SQL baseline of the store's statements before it knew its heads.
+BEFORE: Final = " (the statements before)"
 
 
 def _write_concurrently(
@@ -295,10 +302,20 @@ def _raw_loop(label: str, rows: Sequence[tuple[Any, ...]], batch: int, commit: A
     return summarise(label, samples, wall)
 
 
-def raw_sqlite(path: Path, rows: Sequence[tuple[Any, ...]], batch: int, *, full: bool) -> Stats:
+def raw_sqlite(
+    path: Path,
+    rows: Sequence[tuple[Any, ...]],
+    batch: int,
+    *,
+    full: bool,
+    before: bool = False,
+) -> Stats:
     """The store's SQLite commit as raw SQL on a bare ``sqlite3`` connection (the
     store's schema, WAL, ``synchronous`` NORMAL or FULL): ``BEGIN IMMEDIATE``, the head
-    ``SELECT``, an ``executemany`` INSERT, the head UPDATE, ``COMMIT``."""
+    moved by its conditional ``UPDATE``, the rows in one multi-row ``INSERT``,
+    ``COMMIT`` — what a commit of a chain the store knows runs. ``before``: the five
+    statements of the store before it knew its heads (``BEGIN IMMEDIATE``, the head
+    ``SELECT``, an ``executemany`` INSERT, the head UPDATE, ``COMMIT``)."""
     open_store(f"sqlite:///{path}").close()  # the schema, by the store's migrations
     conn = sqlite3.connect(path, isolation_level=None)
     try:
@@ -309,12 +326,29 @@ def raw_sqlite(path: Path, rows: Sequence[tuple[Any, ...]], batch: int, *, full:
         conn.execute(
             "INSERT INTO audit_heads (tenant, seq, hash) VALUES (?, 0, ?)", (tenant, GENESIS)
         )
-        insert = (
-            "INSERT INTO audit_events (tenant, seq, ts_us, kind, decision_id, agent, decision, "
-            "body, prev_hash, hash, key_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+        columns = (
+            "tenant, seq, ts_us, kind, decision_id, agent, decision, body, prev_hash, hash, key_id"
         )
+        insert = f"INSERT INTO audit_events ({columns}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+        many = f"INSERT INTO audit_events ({columns}) VALUES " + ",".join(
+            ["(?,?,?,?,?,?,?,?,?,?,?)"] * batch
+        )
+        move = (
+            "UPDATE audit_heads SET seq = ?, hash = ?, key_id = ? "
+            "WHERE tenant = ? AND seq = ? AND hash = ?"
+        )
+        head = [0, GENESIS]
 
         def commit(chunk: Sequence[tuple[Any, ...]]) -> None:
+            last = chunk[-1]
+            conn.execute("BEGIN IMMEDIATE")
+            if conn.execute(move, (last[1], last[9], last[10], tenant, *head)).rowcount != 1:
+                raise RuntimeError("raw SQL: the head did not move")  # a floor doing less
+            conn.execute(many, chunk[0] if batch == 1 else [v for row in chunk for v in row])
+            conn.execute("COMMIT")
+            head[:] = last[1], last[9]
+
+        def commit_before(chunk: Sequence[tuple[Any, ...]]) -> None:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(
                 "SELECT seq, hash, key_id FROM audit_heads WHERE tenant = ?", (tenant,)
@@ -328,25 +362,39 @@ def raw_sqlite(path: Path, rows: Sequence[tuple[Any, ...]], batch: int, *, full:
             conn.execute("COMMIT")
 
         sync = "FULL" if full else "NORMAL"
-        return _raw_loop(f"sqlite raw SQL {sync}, {batch} rows a transaction", rows, batch, commit)
+        label = f"sqlite raw SQL {sync}{BEFORE if before else ''}, {batch} rows a transaction"
+        return _raw_loop(label, rows, batch, commit_before if before else commit)
     finally:
         conn.close()
 
 
-def raw_postgres(schema: str, rows: Sequence[tuple[Any, ...]], batch: int) -> Stats:
-    """The store's PostgreSQL commit as raw SQL on a bare ``psycopg`` connection:
-    ``BEGIN``, the head ``SELECT … FOR UPDATE``, the one statement that inserts the
-    rows and moves the head, ``COMMIT`` (four round trips, as the store's)."""
-    from interlock.store.postgres import _links_statement
-
+def raw_postgres(
+    schema: str, rows: Sequence[tuple[Any, ...]], batch: int, *, before: bool = False
+) -> Stats:
+    """The store's PostgreSQL commit of a chain it knows as raw SQL on a bare
+    ``psycopg`` connection: the one autocommit statement that moves the head if it is
+    still the one known and inserts the rows if it moved (one round trip, as the
+    store's). ``before``: the store's commit before it knew its heads — ``BEGIN``, the
+    head ``SELECT … FOR UPDATE``, the one statement that inserts the rows and moves the
+    head, ``COMMIT`` (four round trips)."""
     conn = pg_connect(schema)
     try:
         tenant = rows[0][0]
         conn.execute(
             "INSERT INTO audit_heads (tenant, seq, hash) VALUES (%s, 0, %s)", (tenant, GENESIS)
         )
+        head = [0, GENESIS]
 
         def commit(chunk: Sequence[tuple[Any, ...]]) -> None:
+            last = chunk[-1]
+            params: list[Any] = [last[1], last[9], last[10], tenant, head[0], head[1]]
+            for row in chunk:
+                params += row
+            if conn.execute(_pg_known_sql(len(chunk)), params).rowcount != len(chunk):
+                raise RuntimeError("raw SQL: the rows did not land")  # a floor doing less
+            head[:] = last[1], last[9]
+
+        def commit_before(chunk: Sequence[tuple[Any, ...]]) -> None:
             conn.execute("BEGIN")
             conn.execute(
                 "SELECT seq, hash, key_id FROM audit_heads WHERE tenant = %s FOR UPDATE",
@@ -356,12 +404,46 @@ def raw_postgres(schema: str, rows: Sequence[tuple[Any, ...]], batch: int) -> St
             params: list[Any] = [tenant, last[1], last[9], last[10]]
             for row in chunk:
                 params += row
-            conn.execute(_links_statement(len(chunk), 1), params)
+            conn.execute(_pg_locked_sql(len(chunk)), params)
             conn.execute("COMMIT")
 
-        return _raw_loop(f"postgres raw SQL, {batch} rows a transaction", rows, batch, commit)
+        label = f"postgres raw SQL{BEFORE if before else ''}, {batch} rows a transaction"
+        return _raw_loop(label, rows, batch, commit_before if before else commit)
     finally:
         conn.close()
+
+
+_PG_ROW: Final = "(%s, %s::bigint, %s::bigint, %s, %s, %s, %s, %s, %s, %s, %s)"
+_PG_INSERT: Final = (
+    "INSERT INTO audit_events "
+    "(tenant, seq, ts_us, kind, decision_id, agent, decision, body, prev_hash, hash, key_id) "
+)
+
+
+def _pg_known_sql(rows: int) -> str:
+    """The store's statement for a chain it knows (written out here, so that this
+    bench runs against a tree before it too)."""
+    return (
+        "WITH moved AS (UPDATE audit_heads SET seq = %s::bigint, hash = %s, key_id = %s "
+        "WHERE tenant = %s AND seq = %s::bigint AND hash = %s RETURNING 1) "
+        + _PG_INSERT
+        + "SELECT * FROM (VALUES "
+        + ", ".join([_PG_ROW] * rows)
+        + ") AS r WHERE EXISTS (SELECT 1 FROM moved)"
+    )
+
+
+def _pg_locked_sql(rows: int) -> str:
+    """The store's statement after it locked the head: the head moved and the rows
+    inserted, one statement."""
+    return (
+        "WITH moved AS (UPDATE audit_heads AS h SET seq = v.seq, hash = v.hash, "
+        "key_id = v.key_id FROM (VALUES (%s, %s::bigint, %s, %s)) "
+        "AS v (tenant, seq, hash, key_id) WHERE h.tenant = v.tenant) "
+        + _PG_INSERT
+        + "VALUES "
+        + ", ".join([_PG_ROW] * rows)
+    )
 
 
 def _step_costs(events: Sequence[Any], iterations: int = 3_000) -> dict[str, float]:
@@ -449,6 +531,13 @@ def _raw_ratios(result: BenchResult, stats: Sequence[Stats]) -> dict[str, float]
         if raw is not None:
             value["raw_sql_per_s_at_that_batch"] = round(raw.throughput, 1)
             ratios[f"{key}_over_raw_sql_at_{size}_rows"] = value["decisions_per_s"] / raw.throughput
+        label = f"{backend} raw SQL{'' if backend == 'postgres' else ' NORMAL'}{BEFORE}"
+        old = next((s for s in stats if s.label == f"{label}, {size} rows a transaction"), None)
+        if old is not None and durability == "process":
+            value["raw_sql_before_per_s_at_that_batch"] = round(old.throughput, 1)
+            ratios[f"{key}_over_raw_sql_before_at_{size}_rows"] = (
+                value["decisions_per_s"] / old.throughput
+            )
     return ratios
 
 
@@ -473,6 +562,8 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
             for full in (False, True):
                 name = f"raw-{size}-{'full' if full else 'normal'}.db"
                 stats.append(raw_sqlite(directory / name, rows, size, full=full))
+            name = f"raw-{size}-normal-before.db"
+            stats.append(raw_sqlite(directory / name, rows, size, full=False, before=True))
         stats.append(_sqlite_fsync(directory, events, fsync_records))
     skipped = pg_unavailable()
     if skipped:
@@ -487,10 +578,11 @@ def run(calls: int | None = None, quick: bool = False) -> BenchResult:
                 )
             rows = raw_rows(events, "raw", pg_records)
             for size in _raw_sizes(result, "postgres"):
-                with store.transaction() as cur:  # a fresh chain for each size
-                    cur.execute(store.q("DELETE FROM audit_events WHERE tenant = 'raw'"))
-                    cur.execute(store.q("DELETE FROM audit_heads WHERE tenant = 'raw'"))
-                stats.append(raw_postgres(schema, rows, size))
+                for before in (False, True):
+                    with store.transaction() as cur:  # a fresh chain for each run
+                        cur.execute(store.q("DELETE FROM audit_events WHERE tenant = 'raw'"))
+                        cur.execute(store.q("DELETE FROM audit_heads WHERE tenant = 'raw'"))
+                    stats.append(raw_postgres(schema, rows, size, before=before))
             stats.append(_pg_fsync(schema, events, fsync_records))
     result.stats = stats
     ratios = _raw_ratios(result, stats)
