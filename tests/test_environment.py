@@ -144,3 +144,58 @@ def test_the_readme_matrix_names_every_framework_extra_and_its_range() -> None:
         assert said.specifier == meant.specifier, (
             f"README says {stated} for {extra}; pyproject.toml says {meant}"
         )
+
+
+def declared_ranges() -> list[tuple[str, str, str, str, str]]:
+    """(module, class, distribution, low, high) of every adapter class, read from the
+    source (an adapter whose framework is not installed here cannot be imported)."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "src/interlock/adapters").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            fields: dict[str, object] = {}
+            for statement in node.body:
+                if (
+                    isinstance(statement, ast.Assign)
+                    and len(statement.targets) == 1
+                    and isinstance(statement.targets[0], ast.Name)
+                ):
+                    try:
+                        fields[statement.targets[0].id] = ast.literal_eval(statement.value)
+                    except ValueError:
+                        continue
+            supported, distribution = fields.get("supported"), fields.get("distribution")
+            if isinstance(supported, tuple) and isinstance(distribution, str):
+                low, high = supported
+                found.append((path.stem, node.name, distribution, low, high))
+    return found
+
+
+def test_adapters_are_found_by_the_source_reader() -> None:
+    names = {(module, cls) for module, cls, *_ in declared_ranges()}
+    assert ("openai_agents", "FunctionToolAdapter") in names
+    assert any(module == "langchain" for module, _ in names)
+
+
+@pytest.mark.parametrize(
+    ("module", "cls", "distribution", "low", "high"),
+    declared_ranges(),
+    ids=[f"{m}.{c}" for m, c, *_ in declared_ranges()],
+)
+def test_each_adapter_refuses_outside_the_range_its_extra_installs(
+    module: str, cls: str, distribution: str, low: str, high: str
+) -> None:
+    installs = [
+        Requirement(text)
+        for extra in FRAMEWORKS
+        for text in EXTRAS[extra]
+        if Requirement(text).name == distribution
+    ]
+    assert installs, f"{module}.{cls}: no extra installs {distribution}"
+    for requirement in installs:
+        assert set(requirement.specifier) == {
+            *Requirement(f"{distribution}>={low},<{high}").specifier
+        }, f"{module}.{cls} supports >={low},<{high}; the extra installs {requirement}"
