@@ -846,7 +846,8 @@ class Guard:
             from interlock.ledger.budgets import actual_units
             from interlock.store.settle import check_owner
 
-            reservation = ledger.get_reservation(ref.id)
+            # Its lines and owner, which never change: pricing needs no fresh read.
+            reservation = ledger.reservation_terms(ref.id)
             check_owner(reservation, settler)  # before pricing: a stranger learns nothing
             policy = self.policy
             if policy is None:

@@ -203,6 +203,33 @@ def test_another_agent_cannot_release_or_commit_a_reservation(store: SqlStore) -
     assert counters(store) == (200, 0)
 
 
+def test_usage_is_priced_on_the_reservation_as_made_whichever_instance_commits(
+    store: SqlStore, tmp_path: Path
+) -> None:
+    """The instance that reserved prices a commit from what it holds (no read); another
+    (another process's store on the same file) reads the reservation: both charge the
+    usage, and a stranger is refused on either before anything is priced."""
+    from interlock.errors import ReservationNotOwned
+
+    policy = model_policy(limit=10_000)
+    with (
+        Guard(policy, store=store, context=AGENT, reap_interval=None) as here,
+        open_store(f"sqlite:///{tmp_path / 'state.db'}") as elsewhere_store,
+        Guard(policy, store=elsewhere_store, context=AGENT, reap_interval=None) as elsewhere,
+        Guard(policy, store=elsewhere_store, context=Context(tenant="acme", agent="eve")) as eve,
+    ):
+        first = here.check(Action.llm("m", arguments=Usage(100, 100).as_arguments()))
+        second = here.check(Action.llm("m", arguments=Usage(100, 100).as_arguments()))
+        assert store.reservation_terms(first.reservation.id).lines  # type: ignore[union-attr]
+        with pytest.raises(ReservationNotOwned):
+            eve.commit(second, Usage(0, 0), model="m")
+        here.commit(first, Usage(30, 20), model="m")  # priced from memory
+        elsewhere.commit(second, Usage(300, 100), model="m")  # read back, then priced
+        assert counters(store) == (450, 0)
+        here.commit(second, Usage(1, 1), model="m")  # settled elsewhere: changes nothing
+        assert counters(store) == (450, 0)
+
+
 # -- a guard without a store ---------------------------------------------------------------
 
 NO_STORE_POLICY = """

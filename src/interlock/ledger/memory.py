@@ -214,6 +214,10 @@ class MemoryLedger:
                 self._apply(reservation.tenant, line, released(line), now)
             return self._settle(reservation, ReservationStatus.RELEASED, None, now)
 
+    def reservation_terms(self, reservation_id: str) -> Reservation:
+        """The reservation as it was made (its lines and owner); here, as it is."""
+        return self.get_reservation(reservation_id)
+
     def get_reservation(self, reservation_id: str) -> Reservation:
         with self._lock:
             return self._get(reservation_id)

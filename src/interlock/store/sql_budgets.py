@@ -738,6 +738,13 @@ class BudgetStore(LeaseStore, AuditStore):
         with self.transaction(write=False) as cur:
             return self._read_reservation(cur, reservation_id, lock=False)
 
+    def reservation_terms(self, reservation_id: str) -> Reservation:
+        """The reservation as it was made — its lines, tenant and owner, which never
+        change; its status may be stale. Served from memory for one this instance made
+        and has not committed yet (pricing a commit needs no read), else read."""
+        made = self._unsettled.peek(reservation_id)
+        return made if made is not None else self.get_reservation(reservation_id)
+
     def _read_reservation(
         self, cur: Cursor, reservation_id: str, *, lock: bool = True
     ) -> Reservation:
@@ -894,6 +901,9 @@ class _Unsettled:
     def pop(self, reservation_id: str) -> Reservation | None:
         with self._lock:
             return self._by_id.pop(reservation_id, None)
+
+    def peek(self, reservation_id: str) -> Reservation | None:
+        return self._by_id.get(reservation_id)  # one dict read: atomic under the GIL
 
 
 def _settled(

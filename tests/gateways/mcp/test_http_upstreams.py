@@ -259,38 +259,138 @@ async def test_x_mcp_header_parameters_reach_the_upstream_as_mcp_param_headers(
         assert sent == []
 
 
-def test_a_clients_own_mcp_param_header_never_reaches_the_upstream(
-    gateway: Gateway, web: tuple[Uvicorn, Record]
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def modern_post(
+    raw: RawHttp, method: str, params: dict[str, Any], extra: list[tuple[str, str]]
+) -> httpx.Response:
+    """One per-request-generation POST, its routing headers right, ``extra`` added
+    as given (a header may come twice)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": MODERN_META}}
+    headers = [
+        *raw.headers().items(),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", method),
+        *([("mcp-name", params["name"])] if "name" in params else []),
+        *extra,
+    ]
+    return raw.http.post(raw.url, content=json.dumps(body).encode(), headers=headers)
+
+
+#: ``Mcp-Param-*`` headers over ``web__locate`` (``region`` is its ``x-mcp-header``
+#: argument, ``query`` is not): a proxy in front of the gateway may route on them, so
+#: every one that says otherwise than the body is refused before the upstream hears
+#: of the call; the honest look-alikes run.
+PARAM_HEADER_ROWS: list[tuple[str, dict[str, Any], list[tuple[str, str]], str | None]] = [
+    ("a header saying another region", {"region": "eu"}, [("mcp-param-region", "us-evil")], None),
+    (
+        "the right header twice",
+        {"region": "eu"},
+        [("mcp-param-region", "eu"), ("mcp-param-region", "eu")],
+        None,
+    ),
+    (
+        "a right header and a wrong one",
+        {"region": "eu"},
+        [("mcp-param-region", "eu"), ("Mcp-Param-Region", "us")],
+        None,
+    ),
+    ("no header for a region the body has", {"region": "eu"}, [], None),
+    ("a header for a region the body lacks", {}, [("mcp-param-region", "eu")], None),
+    (
+        "a header no declared argument stands behind",
+        {"region": "eu"},
+        [("mcp-param-region", "eu"), ("mcp-param-query", "q")],
+        None,
+    ),
+    (
+        "a base64 wrapper around another value",
+        {"region": "eu"},
+        [("mcp-param-region", "=?base64?dXM=?=")],
+        None,
+    ),
+    # the honest look-alikes
+    ("the right header", {"region": "eu"}, [("mcp-param-region", "eu")], "q in eu"),
+    (
+        "the right header, its name in capitals",
+        {"region": "eu"},
+        [("MCP-PARAM-REGION", "eu")],
+        "q in eu",
+    ),
+    (
+        "a value outside ASCII, base64-wrapped",
+        {"region": "Zürich"},
+        [("mcp-param-region", "=?base64?WsO8cmljaA==?=")],
+        "q in Zürich",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("label", "arguments", "extra", "runs"),
+    PARAM_HEADER_ROWS,
+    ids=[r[0] for r in PARAM_HEADER_ROWS],
+)
+def test_mcp_param_headers_that_disagree_with_the_body_are_refused(
+    gateway: Gateway,
+    web: tuple[Uvicorn, Record],
+    label: str,
+    arguments: dict[str, Any],
+    extra: list[tuple[str, str]],
+    runs: str | None,
 ) -> None:
-    """The headers go from the judged body, never from the client's: a client that
-    says ``Mcp-Param-Region: us-evil`` over a body saying ``eu`` — the look-alike of
-    an honest client — gets its call run with ``eu``, and ``us-evil`` goes nowhere."""
     _, record = web
-    seen = len(record.requests)
     raw = RawHttp(gateway.url, gateway.keys.bot)
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": "web__locate",
-            "arguments": {"region": "eu", "query": "q"},
-            "_meta": meta,
-        },
-    }
-    headers = {**raw.headers(), "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call"}
-    headers.update({"mcp-name": "web__locate", "mcp-param-region": "us-evil"})
     try:
-        answer = raw.http.post(raw.url, content=json.dumps(body).encode(), headers=headers)
+        listed = modern_post(raw, "tools/list", {}, [])
+        assert listed.status_code == 200
+        seen, ran = len(record.requests), len(record.calls)
+        answer = modern_post(
+            raw,
+            "tools/call",
+            {"name": "web__locate", "arguments": {**arguments, "query": "q"}},
+            extra,
+        )
     finally:
         raw.close()
-    assert answer.json()["result"]["content"][0]["text"] == "q in eu"
-    sent = [h.get("mcp-param-region") for _, h in record.requests[seen:]]
-    assert "eu" in sent and "us-evil" not in json.dumps(record.requests[seen:])
+    calls = record.calls[ran:]
+    if runs is None:
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"]["code"] == -32020
+        assert calls == []  # the upstream never heard of it
+        assert "us-evil" not in json.dumps(record.requests[seen:])
+    else:
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["result"]["content"][0]["text"] == runs
+        assert len(calls) == 1
+
+
+def test_mcp_param_headers_on_a_tool_not_yet_listed_are_refused_until_it_is(
+    gateway: Gateway, web: tuple[Uvicorn, Record]
+) -> None:
+    """A key whose lane has never listed the tools: the gateway cannot tell what the
+    headers stand for, so it refuses them (the client lists, and calls again, as the
+    protocol has it); a call with no such header runs at once (the gateway lists the
+    tools itself to judge it)."""
+    from interlock.server.keys import KeyStore, Role
+
+    assert gateway.guard.store is not None
+    fresh = KeyStore(gateway.guard.store).create(tenant="acme", role=Role.AGENT, name="fresh")
+    raw = RawHttp(gateway.url, fresh.token)
+    call = {"name": "web__locate", "arguments": {"region": "eu", "query": "q"}}
+    try:
+        refused = modern_post(raw, "tools/call", call, [("mcp-param-region", "eu")])
+        assert modern_post(raw, "tools/list", {}, []).status_code == 200
+        runs = modern_post(raw, "tools/call", call, [("mcp-param-region", "eu")])
+    finally:
+        raw.close()
+    assert refused.status_code == 400
+    assert "list the tools" in refused.json()["error"]["message"]
+    assert runs.json()["result"]["content"][0]["text"] == "q in eu"
 
 
 def test_each_gateway_session_has_its_own_upstream_session(

@@ -508,6 +508,16 @@ class AggregateSession:
             return
         await self._relay_request(message, link, {**message.body, "params": judged}, verdict)
 
+    def tool_schema(self, name: str) -> dict[str, Any] | None:
+        """The input schema of the merged tool ``name``, as its upstream last listed it
+        (``None``: not listed yet, or no such tool)."""
+        found = self._tools.get(name)
+        if found is None:
+            return None
+        link, original = found
+        tool = link.gate.catalog.get(original)
+        return None if tool is None else tool.input_schema
+
     async def _learn_tools(self, link: Link, name: str, params: Mapping[str, Any]) -> None:
         """A call of a tool not seen listed, before its upstream's tools all were: the
         gateway lists them itself first (every page, under the request's own protocol

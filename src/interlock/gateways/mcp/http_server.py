@@ -90,6 +90,10 @@ DEFAULT_PORT: Final = 8770
 SESSION_HEADER: Final = "mcp-session-id"
 VERSION_HEADER: Final = "mcp-protocol-version"
 INTERNAL_ERROR: Final = -32603
+#: The JSON-RPC error of a request whose headers say otherwise than its body (the SDK's
+#: ``mcp_types.jsonrpc.HEADER_MISMATCH``; HTTP 400).
+HEADER_MISMATCH: Final = -32020
+_PARAM_PREFIX: Final = "mcp-param-"
 #: Headers a request may carry once: two readers could take different copies.
 _SINGLE: Final = (
     "authorization",
@@ -501,6 +505,12 @@ class HttpGateway:
         if isinstance(lane, Response):
             return lane
         lane.touch()
+        if message.method == "tools/call":
+            mismatch = _param_header_mismatch(lane.relay, message, request)
+            if mismatch is not None:
+                log.warning("interlock mcp-gateway: refused a tools/call: %s", mismatch)
+                body = error_reply(message.id, HEADER_MISMATCH, mismatch)
+                return Response(body.rstrip(b"\n"), status_code=400, media_type="application/json")
         opened = lane.open_request(message, json_only=not takes_sse)
         assert opened is not None  # renamed ids never meet
         channel, forwarded = opened
@@ -688,3 +698,50 @@ class _DeferredAnswer:
         headers = [(b"content-type", b"text/event-stream")]
         headers += [(name.encode(), value.encode()) for name, value in _SSE_HEADERS.items()]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+
+def _param_header_mismatch(relay: Relay | None, message: Message, request: Request) -> str | None:
+    """What is wrong with the ``Mcp-Param-*`` headers of a per-request ``tools/call``,
+    or ``None``. An intermediary in front of the gateway may route on them, so each must
+    say what the body says: the headers the tool's schema declares (``x-mcp-header``)
+    are checked against the arguments by the SDK's own rule (present together and
+    equal, or absent together; never twice); a header no declared argument stands
+    behind, or any header for a tool the gateway has not seen listed, is refused — the
+    client then lists the tools and calls again, as the protocol has it. A malformed
+    call passes here: the relay answers it (``-32602``)."""
+    from mcp.shared.inbound import (
+        MCP_PARAM_HEADER_PREFIX,
+        find_invalid_x_mcp_header,
+        validate_mcp_param_headers,
+        x_mcp_header_map,
+    )
+
+    params = message.params
+    name = params.get("name") if isinstance(params, Mapping) else None
+    arguments = params.get("arguments", {}) if isinstance(params, Mapping) else None
+    if not isinstance(name, str) or not isinstance(arguments, Mapping) or relay is None:
+        return None
+    sent = {
+        key.lower() for key, _ in request.headers.items() if key.lower().startswith(_PARAM_PREFIX)
+    }
+    schema = relay.tool_schema(name)
+    if schema is None:
+        if sent:
+            return (
+                f"Mcp-Param-* headers on a call of {name!r}, a tool the gateway has not "
+                "seen listed: list the tools, then call again"
+            )
+        return None
+    declared = (
+        set()
+        if find_invalid_x_mcp_header(schema) is not None
+        else {
+            f"{MCP_PARAM_HEADER_PREFIX}{token}".lower()
+            for token in x_mcp_header_map(schema).values()
+        }
+    )
+    undeclared = sorted(sent - declared)
+    if undeclared:
+        return f"{undeclared[0]} header stands for no argument of {name!r}"
+    rejection = validate_mcp_param_headers(schema, arguments, request.headers)
+    return None if rejection is None else rejection.message

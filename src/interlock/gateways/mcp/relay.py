@@ -48,6 +48,11 @@ class Relay:
         self._gone: asyncio.Future[Any] | None = None
         self._closed: int | None = None
 
+    def tool_schema(self, name: str) -> dict[str, Any] | None:
+        """The input schema of the tool the client calls ``name``, as last listed
+        (``None``: not listed yet, or no such tool)."""
+        return None
+
     async def start(self) -> None:
         started: list[Upstream] = []
         try:
@@ -131,6 +136,10 @@ class TransparentRelay(Relay):
     async def client_message(self, message: Message) -> None:
         await self.session.client_message(message)
 
+    def tool_schema(self, name: str) -> dict[str, Any] | None:
+        tool = self.session.gate.catalog.get(name)
+        return None if tool is None else tool.input_schema
+
     async def _pump(self, upstream: Upstream) -> None:
         async for line in upstream.lines():
             await self.session.from_upstream(line)
@@ -169,6 +178,9 @@ class AggregateRelay(Relay):
 
     async def client_message(self, message: Message) -> None:
         await self.session.client_message(message)
+
+    def tool_schema(self, name: str) -> dict[str, Any] | None:
+        return self.session.tool_schema(name)
 
     async def _pump(self, upstream: Upstream) -> None:
         link = next(link for link in self.links if link.conn is upstream)
