@@ -78,6 +78,8 @@ _SHOWN_MAX_ENTRIES = 1024
 # times as much to read on Python 3.11, and these are read on every check.
 _ALLOW: Final = Verdict.ALLOW
 _UNDETERMINED: Final = Verdict.UNDETERMINED
+#: What a remote guard tells the server of a call its mapper could not read.
+_UNMAPPED: Final = Action(kind="tool", name="(unreadable call)")
 _new_tuple: Final = tuple.__new__
 
 log = logging.getLogger("interlock")
@@ -613,9 +615,10 @@ class Guard:
         check them. ``None`` means the call is not ours to judge (recorded as a
         pass-through); a mapper that raises or returns a malformed value is
         undetermined."""
-        actions = self._map(mapper, args, kwargs)
-        if isinstance(actions, Decision):
-            return actions
+        start = time.perf_counter_ns()
+        actions = self._map(mapper, args, kwargs, start)
+        if isinstance(actions, MappingError):
+            return self._unmapped(actions, start)
         if actions is None:
             return None
         return self.check_batch(actions, timeout=timeout, cancel=cancel)
@@ -629,17 +632,17 @@ class Guard:
         **kwargs: Any,
     ) -> Decision | None:
         """The async twin of :meth:`check_mapped` (the mapper itself is sync)."""
-        actions = self._map(mapper, args, kwargs)
-        if isinstance(actions, Decision):
-            return actions
+        start = time.perf_counter_ns()
+        actions = self._map(mapper, args, kwargs, start)
+        if isinstance(actions, MappingError):
+            return await self._aunmapped(actions, start)
         if actions is None:
             return None
         return await self.acheck_batch(actions, timeout=timeout, cancel=cancel)
 
     def _map(
-        self, mapper: Mapper, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Decision | list[Action] | None:
-        start = time.perf_counter_ns()
+        self, mapper: Mapper, args: tuple[Any, ...], kwargs: dict[str, Any], start: int
+    ) -> MappingError | list[Action] | None:
         try:
             result = mapper(*args, **kwargs)
             actions = _as_actions(result)
@@ -651,10 +654,30 @@ class Guard:
             )
             if error is not exc:
                 error.__cause__ = exc
-            return self._finish(None, _failed(error, f"could not map the call: {error}"), start)
+            return error
         if actions is None:
             self._emit_pass_through(start)
         return actions
+
+    def _unmapped(self, error: MappingError, start: int) -> Decision:
+        """The undetermined decision of a call its mapper could not read, recorded —
+        by the server, for a remote guard (it keeps no record of its own)."""
+        remote = self._remote()
+        if remote is not None:
+            try:
+                return remote.unreadable(self._contextualise(_UNMAPPED), str(error))
+            except Exception as exc:
+                log.error("interlock: the server did not record an unreadable call: %s", exc)
+        return self._finish(None, _failed(error, f"could not map the call: {error}"), start)
+
+    async def _aunmapped(self, error: MappingError, start: int) -> Decision:
+        remote = self._remote()
+        if remote is not None:
+            try:
+                return await remote.aunreadable(self._contextualise(_UNMAPPED), str(error))
+            except Exception as exc:
+                log.error("interlock: the server did not record an unreadable call: %s", exc)
+        return self._finish(None, _failed(error, f"could not map the call: {error}"), start)
 
     def unreadable(self, action: Action, problem: str) -> Decision:
         """Record, without judging it, a call that cannot be read: an undetermined
@@ -662,13 +685,27 @@ class Guard:
         other. ``action`` says what is known of the call — above all who asked, its
         context — so that the record is that caller's (its tenant and agent); the
         decider never sees it. A mapper that raises is the same thing with no
-        action at all (the guard's own context is the record's)."""
+        action at all (the guard's own context is the record's). A remote guard has
+        the server record it (it keeps no record of its own); when the server cannot
+        be reached the call is undetermined all the same."""
         start = time.perf_counter_ns()
+        remote = self._remote()
+        if remote is not None:
+            try:
+                return remote.unreadable(self._contextualise(action), problem)
+            except Exception as exc:
+                log.error("interlock: the server did not record an unreadable call: %s", exc)
         return self._finish(*self._unreadable(action, problem), start)
 
     async def aunreadable(self, action: Action, problem: str) -> Decision:
         """The async twin of :meth:`unreadable`."""
         start = time.perf_counter_ns()
+        remote = self._remote()
+        if remote is not None:
+            try:
+                return await remote.aunreadable(self._contextualise(action), problem)
+            except Exception as exc:
+                log.error("interlock: the server did not record an unreadable call: %s", exc)
         return await self._afinish(*self._unreadable(action, problem), start)
 
     def _unreadable(self, action: Action, problem: str) -> tuple[Action | None, Decision]:

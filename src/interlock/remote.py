@@ -246,6 +246,16 @@ class RemoteDecider:
         response = await self._asend("POST", "/v1/check", deadline, json=body, check=True)
         return decision_of(response)
 
+    def unreadable(self, action: Action, problem: str) -> Decision:
+        """Have the server record a call this client could not read (undetermined,
+        naming ``problem``), as it records every decision of this key's."""
+        body = {**action_json(action), "unreadable": problem[:4000]}
+        return decision_of(self._send("POST", "/v1/check", None, json=body, check=True))
+
+    async def aunreadable(self, action: Action, problem: str) -> Decision:
+        body = {**action_json(action), "unreadable": problem[:4000]}
+        return decision_of(await self._asend("POST", "/v1/check", None, json=body, check=True))
+
     # -- budgets and approvals ----------------------------------------------------------
 
     def commit(

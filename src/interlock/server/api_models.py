@@ -13,7 +13,14 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
 from interlock.core.decision import Decision
 from interlock.core.redaction import Redactor
@@ -145,12 +152,26 @@ class ActionIn(_In):
     )
     capabilities: list[Label] = Field(default_factory=list, max_length=100)
     context: ContextIn = Field(default_factory=ContextIn)
+    unreadable: Text | None = Field(
+        None,
+        description=(
+            "Set by a client that could not read the call it was asked to judge (a "
+            "malformed request at a gateway): the server records it as undetermined, "
+            "naming this problem, and decides nothing."
+        ),
+    )
 
 
 class BatchIn(_In):
     """Actions that together make one call: the first that is not allowed halts it."""
 
     actions: list[ActionIn] = Field(min_length=1, max_length=100)
+
+    @model_validator(mode="after")
+    def _readable(self) -> BatchIn:
+        if any(item.unreadable is not None for item in self.actions):
+            raise ValueError("an unreadable call is recorded through /v1/check, never a batch")
+        return self
 
 
 class ApprovalRefOut(BaseModel):

@@ -58,6 +58,8 @@ _Decide = Callable[["ServerState", BaseModel, "ApiKey"], Awaitable[Decision]]
 
 async def _decide_one(state: ServerState, body: BaseModel, key: ApiKey) -> Decision:
     assert isinstance(body, ActionIn)
+    if body.unreadable is not None:  # recorded as undetermined, never decided
+        return await state.guard.aunreadable(to_action(body, key), body.unreadable)
     return await state.guard.acheck(to_action(body, key))
 
 

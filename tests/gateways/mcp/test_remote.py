@@ -4,6 +4,7 @@ exist); the key's tenant is the caller."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,34 @@ def test_the_key_comes_from_the_environment_only(tmp_path: Path) -> None:
         done = subprocess.run(command, capture_output=True, env=env, timeout=WAIT, check=False)
         assert done.returncode == 2, done.stderr
         assert done.stdout == b""
+
+
+def test_a_malformed_call_is_recorded_on_the_server_as_the_callers_undetermined(
+    tmp_path: Path,
+) -> None:
+    """The gateway keeps no record of its own with ``--server``: a call it cannot read
+    is answered ``-32602`` and recorded by the server — undetermined, the key's tenant
+    and agent, the problem named — and never reaches the upstream."""
+    server = Server(tmp_path, policy=POLICY)
+    log = tmp_path / "upstream.jsonl"
+    command = [INTERLOCK, "mcp-gateway", "--server", server.url, "--env", f"MCP_TEST_LOG={log}"]
+    command += ["--", sys.executable, str(UPSTREAM)]
+    wire = RawWire(command, {**base_env(), "INTERLOCK_API_KEY": server.agent_key})
+    try:
+        wire.handshake()
+        params = {"name": "echo", "arguments": "not an object"}
+        wire.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+        reply, _ = wire.until(1)
+        assert wire.close() == 0
+        assert server.guard.store is not None
+        rows = [r for r in server.guard.store.audit_rows() if r.kind == "decision"]
+    finally:
+        wire.kill()
+        server.close()
+
+    assert reply["error"]["code"] == -32602
+    decision_id = reply["error"]["data"]["decision_id"]
+    (row,) = [r for r in rows if r.decision_id == decision_id]
+    assert (row.decision, row.tenant, row.agent) == ("undetermined", "acme", "ops-bot")
+    assert "malformed" in json.loads(row.body)["reason"]
+    assert reached(log) == []

@@ -107,7 +107,10 @@ async def check(body: ActionIn, request: Request, key: CheckKey) -> Response:
     closed). Every verdict is a 200; the decision is in the body."""
     state = state_of(request)
     started = time.perf_counter()
-    decision = await state.guard.acheck(to_action(body, key))
+    if body.unreadable is not None:  # recorded as undetermined, never decided
+        decision = await state.guard.aunreadable(to_action(body, key), body.unreadable)
+    else:
+        decision = await state.guard.acheck(to_action(body, key))
     return _answer(state, decision, started)
 
 
