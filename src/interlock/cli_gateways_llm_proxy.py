@@ -259,7 +259,7 @@ def _local_guard(
 ) -> tuple[Guard, Path]:
     """The guard on the policy and the store (closed, and its watcher stopped, when
     ``stack`` closes)."""
-    from interlock.cli_server import reporting_watcher
+    from interlock.cli_server import reporting_watcher, require_sidecar_match
     from interlock.guard import Guard
     from interlock.policy.loader import load_policy
     from interlock.server.keys import KeyStore, Role
@@ -270,6 +270,7 @@ def _local_guard(
         compiled = load_policy(path)
     except PolicyError as exc:
         raise fail(str(exc)) from None
+    require_sidecar_match(path)
     url = store or default_database_url()
     try:
         guard = Guard(compiled, store=url, reap_interval=10.0, reservation_ttl=reservation_ttl)

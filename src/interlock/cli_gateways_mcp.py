@@ -74,10 +74,18 @@ def _guard(policy: Path | None, database: str | None, server: str | None) -> Gua
             return Guard.remote(server, api_key)
         except (ImportError, ValueError) as exc:
             raise fail(message_of(exc)) from exc
+    from interlock.cli_server import require_sidecar_match
+
     try:
-        return Guard.from_file(policy_path(policy), store=database)
+        guard = Guard.from_file(policy_path(policy), store=database)
     except (PolicyError, StoreError, OSError) as exc:
         raise fail(message_of(exc)) from exc
+    try:  # a policy with a digest sidecar must match it, as `interlock serve` has it
+        require_sidecar_match(policy_path(policy))
+    except BaseException:
+        guard.close()
+        raise
+    return guard
 
 
 def watch_policy(guard: Guard, policy: Path | None, reload_interval: float | None) -> PolicyWatcher:

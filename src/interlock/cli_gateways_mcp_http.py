@@ -73,6 +73,7 @@ def _deciders(
 
         database = default_database_url()
     from interlock import Guard
+    from interlock.cli_server import require_sidecar_match
     from interlock.server.keys import KeyStore, Role
     from interlock.store.sql import SqlStore
 
@@ -80,6 +81,11 @@ def _deciders(
         guard = Guard.from_file(policy_path(policy), store=database)
     except (PolicyError, StoreError, OSError, ImportError) as exc:
         raise fail(message_of(exc)) from exc
+    try:  # a policy with a digest sidecar must match it, as `interlock serve` has it
+        require_sidecar_match(policy_path(policy))
+    except BaseException:
+        guard.close()
+        raise
     if not isinstance(guard.store, SqlStore):  # pragma: no cover - a URL opens a SqlStore
         guard.close()
         raise fail("--http needs a SQL store (it holds the API keys)")

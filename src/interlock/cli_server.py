@@ -309,12 +309,7 @@ def serve(
         compiled = load_policy(path)
     except PolicyError as exc:
         raise fail(str(exc)) from None
-    try:  # a policy with a digest sidecar must match it, at startup as on a reload
-        problem = sidecar_problem(path, path.read_bytes())
-    except OSError as exc:
-        problem = f"{path}: cannot read the policy file: {exc}"
-    if problem is not None:
-        raise fail(problem)
+    require_sidecar_match(path)
     url = database or default_database_url()
     if workers > 1 and worker_fd is None:
         options = [
@@ -452,6 +447,18 @@ def _warn_of_look_alike_names(store: SqlStore | None) -> None:
                 "they cannot decide each other's approvals (see `interlock keys check`)"
             )
         )
+
+
+def require_sidecar_match(path: Path) -> None:
+    """A policy with a digest sidecar (``<file>.sha256``) must match it at startup, as
+    on a reload: else the command stops (exit 2) naming the file — for ``interlock
+    serve``, ``mcp-gateway`` and ``llm-proxy`` alike."""
+    try:
+        problem = sidecar_problem(path, path.read_bytes())
+    except OSError as exc:
+        problem = f"{path}: cannot read the policy file: {exc}"
+    if problem is not None:
+        raise fail(problem)
 
 
 def reporting_watcher(

@@ -134,3 +134,34 @@ def test_serve_refuses_a_policy_that_does_not_match_its_digest_sidecar(tmp_path:
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2
     assert "does not match its digest in interlock.yaml.sha256" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["mcp-gateway", "--", "true"],
+        ["mcp-gateway", "--http", "--port", "0", "--", "true"],
+        ["llm-proxy", "--openai-upstream", "http://127.0.0.1:9/v1", "--port", "0"],
+    ],
+    ids=["mcp-gateway", "mcp-gateway --http", "llm-proxy"],
+)
+def test_the_gateways_refuse_a_policy_that_does_not_match_its_digest_sidecar(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """As `interlock serve`: a sidecar that disagrees stops the command before it
+    serves anything (exit 2, the file named)."""
+    import subprocess
+    import sys
+
+    policy = tmp_path / "interlock.yaml"
+    policy.write_text(POLICY)
+    sidecar = tmp_path / "interlock.yaml.sha256"
+    sidecar.write_text(f"{hashlib.sha256(b'another file').hexdigest()}  interlock.yaml\n")
+    interlock = str(Path(sys.executable).with_name("interlock"))
+    args = [interlock, command[0], "-p", str(policy), "-d", f"sqlite:///{tmp_path / 'i.db'}"]
+    done = subprocess.run(
+        [*args, *command[1:]], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    assert "does not match its digest in interlock.yaml.sha256" in done.stderr
+    assert done.stdout == ""
