@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from interlock.store.reaper import Reaper
     from interlock.store.records import ApprovalRecord, Reservation, Settler
     from interlock.store.sql import SqlStore
+    from interlock.store.sql_base import AuditEntry
 
 __all__ = ["DEFAULT_TIMEOUT", "Guard", "Mapper", "raise_for"]
 
@@ -890,8 +891,13 @@ class Guard:
             if policy is None:
                 raise StoreError("committing actual usage needs the guard's policy (pricing)")
             actual = actual_units(reservation.lines, policy, model, usage)
-        settled = ledger.commit(ref.id, actual, by=settler)
-        self._record_settled(settled)
+        record = self._settlement_record(ledger)
+        if record is None:
+            settled = ledger.commit(ref.id, actual, by=settler)
+        else:  # the record commits with the settlement where the store can join them
+            settled = record.store.commit(ref.id, actual, by=settler, record=record)
+        if record is None or not record.landed:
+            self._record_settled(settled)
         return settled
 
     def release(
@@ -979,17 +985,21 @@ class Guard:
     def _record_settled(self, reservation: Reservation) -> None:
         if self.audit is None or reservation.replayed:
             return
-        self.audit.write_record(
-            reservation.tenant,
-            "budget",
-            {
-                "reservation_id": reservation.id,
-                "status": reservation.status.value,
-                "owner": reservation.owner,
-                "reserved": {line.budget_id: line.amount for line in reservation.lines},
-                "actual": reservation.actual,
-            },
-        )
+        self.audit.write_record(reservation.tenant, "budget", _settlement(reservation))
+
+    def _settlement_record(self, ledger: SqlStore | MemoryLedger) -> _SettlementRecord | None:
+        """The settlement's record, on offer to the commit's transaction: on an
+        embedded store that is the audit log's too, when its records are waited for
+        (durability ``process`` or ``power``)."""
+        audit = self.audit
+        if (
+            audit is None
+            or not audit.waits
+            or audit.store is not ledger
+            or getattr(ledger, "dialect", None) != "sqlite"
+        ):
+            return None
+        return _SettlementRecord(audit, ledger)
 
     def wait_for_approval(self, approval_id: str, timeout: float = 300.0) -> ApprovalRecord:
         """Block until a human decides the approval (or ``timeout`` seconds pass) and
@@ -1479,3 +1489,37 @@ def _signature_mapper(
         return Action(kind=kind, name=tool_name, arguments=arguments, scope=scope, description=doc)
 
     return to_action
+
+
+def _settlement(reservation: Reservation) -> dict[str, Any]:
+    """The audit record of a settled reservation (kind ``budget``)."""
+    return {
+        "reservation_id": reservation.id,
+        "status": reservation.status.value,
+        "owner": reservation.owner,
+        "reserved": {line.budget_id: line.amount for line in reservation.lines},
+        "actual": reservation.actual,
+    }
+
+
+class _SettlementRecord:
+    """A settlement's audit record, appended in its commit's transaction by the store
+    (:class:`~interlock.store.sql_budgets.JoinedRecord`): one commit for both.
+    ``landed`` once that transaction committed; else the guard records as usual."""
+
+    __slots__ = ("durable", "landed", "store", "writer")
+
+    def __init__(self, writer: AuditWriter, store: SqlStore) -> None:
+        self.writer = writer
+        self.store = store
+        self.durable = writer.durability == "power"
+        self.landed = False
+
+    def entry(self, reservation: Reservation) -> AuditEntry:
+        return self.writer.encode_record(reservation.tenant, "budget", _settlement(reservation))
+
+    def claim(self) -> None:
+        pass  # a commit is not abandoned half-way: nothing can refuse it here
+
+    def committed(self) -> None:
+        self.landed = True

@@ -292,6 +292,11 @@ class AuditWriter:
         its reservation's (:mod:`interlock.deciders.joined`)."""
         return self._entry(tenant, event.kind, event)
 
+    def encode_record(self, tenant: str, kind: str, record: dict[str, Any]) -> AuditEntry:
+        """:meth:`write_record`'s record as this writer appends it, for a caller that
+        appends it in a transaction of its own — a settlement's, in its commit's."""
+        return self._entry(tenant, kind, record)
+
     def write_event_nowait(self, tenant: str, event: Event) -> None:
         """Queue a guard event without waiting for it to be durable."""
         self._submit((tenant, event.kind, event))

@@ -22,6 +22,7 @@ from interlock.store.records import (
     BudgetClosure,
     BudgetLine,
     BudgetRow,
+    ChainHead,
     ReapResult,
     Refusal,
     Reservation,
@@ -409,6 +410,7 @@ class BudgetStore(LeaseStore, AuditStore):
         actual: Mapping[str, int] | None = None,
         *,
         by: Settler = ANY_AGENT,
+        record: JoinedRecord | None = None,
     ) -> Reservation:
         """Spend a reservation. ``actual`` maps budget id → units really used, charged
         in full whatever was reserved: beyond the reservation it is overage, beyond
@@ -416,7 +418,12 @@ class BudgetStore(LeaseStore, AuditStore):
         budget left out is charged what was reserved. Committing twice changes
         nothing; committing one the reaper expired (and charged) adds what ran past
         its reservation, all of it excess. ``by`` is the agent committing: another
-        agent's reservation raises :class:`ReservationNotOwned`."""
+        agent's reservation raises :class:`ReservationNotOwned`.
+
+        ``record``: the settlement's audit record, given the settled reservation,
+        appended in the commit's own transaction where the back end can (SQLite, a
+        reservation this instance made, still in flight): one commit for both. It is
+        told it committed only then; otherwise the caller records as usual."""
         checked = {
             budget_id: units(used, f"the usage on budget {budget_id!r}")
             for budget_id, used in (actual or {}).items()
@@ -434,7 +441,7 @@ class BudgetStore(LeaseStore, AuditStore):
         else:
             made = self._unsettled.pop(reservation_id)
             if made is not None:
-                settled = self._commit_known(made, checked, by, now)
+                settled = self._commit_known(made, checked, by, now, record)
                 if settled is not None:
                     return settled
         with self.transaction(write=True) as cur:
@@ -473,7 +480,12 @@ class BudgetStore(LeaseStore, AuditStore):
         return _settled(reservation, ReservationStatus.COMMITTED, now, used)
 
     def _commit_known(
-        self, reservation: Reservation, checked: Mapping[str, int], by: Settler, now: int
+        self,
+        reservation: Reservation,
+        checked: Mapping[str, int],
+        by: Settler,
+        now: int,
+        record: JoinedRecord | None = None,
     ) -> Reservation | None:
         """Commit a reservation this instance made, without reading it back: its
         lines, tenant and owner never change, and the status UPDATE's condition (still
@@ -490,33 +502,51 @@ class BudgetStore(LeaseStore, AuditStore):
             # settle.committed(line, used, in_flight=True), written out: within its
             # headroom (no excess, nothing closes) the usual statement settles it
             if used <= amount + line.headroom:
-                done = self.usual(
-                    _COMMIT_USUAL,
-                    (
-                        reservation.id,
-                        now,
-                        _actual_json({line.budget_id: used}),
-                        reservation.tenant,
-                        line.budget_id,
-                        line.scope_key,
-                        line.window_start,
-                        amount,  # off reserved
-                        line.headroom,  # off headroom
-                        used,  # charged
-                        used - amount if used > amount else 0,  # overage
-                    ),
+                params = (
+                    reservation.id,
+                    now,
+                    _actual_json({line.budget_id: used}),
+                    reservation.tenant,
+                    line.budget_id,
+                    line.scope_key,
+                    line.window_start,
+                    amount,  # off reserved
+                    line.headroom,  # off headroom
+                    used,  # charged
+                    used - amount if used > amount else 0,  # overage
                 )
-                if not done:  # no longer in flight: the general path reads and decides
-                    return None
-                return _settled(
+                settled = _settled(
                     reservation, ReservationStatus.COMMITTED, now, {line.budget_id: used}
                 )
+                if record is None:
+                    if not self.usual(_COMMIT_USUAL, params):
+                        return None  # no longer in flight: the general path decides
+                    return settled
+                entry = record.entry(settled)  # encoded first: the lock is not held for it
+                try:
+                    with self.audit_transaction(record.durable) as cur:
+                        if not self.usual_in(cur, _COMMIT_USUAL, params):
+                            raise _NotInFlight
+                        record.claim()
+                        heads = self._append_chain(cur, [entry])[1]
+                except _NotInFlight:  # raised inside the transaction: it rolled back
+                    return None
+                record.committed()
+                self._appended(heads)
+                return settled
         used_by = {line.budget_id: checked.get(line.budget_id, line.amount) for line in lines}
         settlements = [
             (line, committed(line, used_by[line.budget_id], in_flight=True)) for line in lines
         ]
+        settled = _settled(reservation, ReservationStatus.COMMITTED, now, used_by)
+        joining = None if record is None else record.entry(settled)
+        joined: dict[str, ChainHead] | None = None
         try:
-            with self.transaction(write=True) as cur:
+            with (
+                self.transaction(write=True)
+                if record is None
+                else self.audit_transaction(record.durable)
+            ) as cur:
                 cur.execute(
                     self.q(
                         "UPDATE reservations SET status = 'committed', settled_us = ?, "
@@ -530,9 +560,15 @@ class BudgetStore(LeaseStore, AuditStore):
                 for line, settlement in settlements:
                     if settlement.excess:
                         self._close(cur, reservation, line, settlement.excess, now)
+                if record is not None and joining is not None:
+                    record.claim()
+                    joined = self._append_chain(cur, [joining])[1]
         except _NotInFlight:  # raised inside the transaction: it rolled back
             return None
-        return _settled(reservation, ReservationStatus.COMMITTED, now, used_by)
+        if record is not None and joined is not None:
+            record.committed()
+            self._appended(joined)
+        return settled
 
     @cached_property
     def _unsettled(self) -> _Unsettled:
