@@ -83,7 +83,11 @@ def test_a_commit_and_its_record_land_in_one_transaction_and_say_the_same(
         guard.commit(decision)  # twice: changes nothing, records nothing
     (only,) = settlements(store)
     assert only["reservation_id"] == settled.id
-    assert (only["status"], only["actual"], only["owner"]) == ("committed", {"spend": 10_000_000}, "bot")
+    assert (only["status"], only["actual"], only["owner"]) == (
+        "committed",
+        {"spend": 10_000_000},
+        "bot",
+    )
     assert spent(store) == (10_000_000, 0)
     assert store.verify_audit().breaks == ()
 
@@ -151,3 +155,23 @@ def test_a_reservation_settled_by_another_store_is_recorded_once(
         here.commit(decision)
     assert [s["actual"] for s in settlements(store)] == [{"spend": 10_000_000}]
     assert spent(store) == (10_000_000, 0)
+
+
+@pytest.mark.parametrize("joined", [True, False], ids=["joined", "through the writer"])
+def test_a_budgeted_decisions_record_names_the_reservation_its_settlement_names(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch, joined: bool
+) -> None:
+    """An auditor follows a budgeted call from its decision to its settlement by the
+    reservation id both records carry; a decision that holds none names none."""
+    if not joined:
+        monkeypatch.setattr(GuardClass, "_settlement_record", lambda self, ledger: None)
+    with guard_on(store) as guard:
+        decision = guard.check(pay(cost=3))
+        guard.commit(decision)
+        guard.check(Action.tool("look", {}, context=AGENT))  # denied: holds nothing
+    bodies = [json.loads(row.body) for row in store.audit_rows(tenant="acme")]
+    allowed, refused = [b for b in bodies if b["kind"] == "decision"]
+    (settled,) = settlements(store)
+    assert decision.reservation is not None
+    assert allowed["reservation_id"] == settled["reservation_id"] == decision.reservation.id
+    assert "reservation_id" not in refused

@@ -87,6 +87,8 @@ class Event(NamedTuple):
                 record["cause"] = redactor.redact(describe(decision.cause))
             if decision.approval is not None:
                 record["approval"] = {"id": decision.approval.id, "url": decision.approval.url}
+            if decision.reservation is not None:  # its settlement's record names it too
+                record["reservation_id"] = decision.reservation.id
             if decision.shadow is not None:
                 record["shadow"] = {
                     "decision": decision.shadow.verdict.value,
