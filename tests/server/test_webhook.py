@@ -38,7 +38,7 @@ from .test_serve_process import STARTUP, free_port, interlock_exe, make_keys, wa
 SECRET = "whsec-test-0123456789"
 HOOK_PATH = "/hooks/t0ken-in-the-path"  # chat services put tokens here: never logged
 TEMPLATE = "https://interlock.example.com/approvals/{id}"
-HANG = 1.0  # seconds a "hang" answer takes: well past the dispatcher's timeout
+HANG = 6.0  # seconds a "hang" answer takes: well past the dispatcher's timeout
 SIGNATURE = re.compile(r"^t=(\d+),v1=([0-9a-f]{64})$")
 DECIDED = "approval.decided"
 DAY = 24 * 3600.0
@@ -269,7 +269,7 @@ def test_a_failing_receiver_gets_the_delivery_on_the_third_try_after_backoff(
 ) -> None:
     receiver.script = ["500", "hang"]
     approval_id = open_approval(guard, 1)
-    dispatcher = make_dispatcher(store, timeout=0.2, lease=1.0, backoff_base=1.0)
+    dispatcher = make_dispatcher(store, timeout=1.5, lease=5.0, backoff_base=1.0)
     caplog.set_level(logging.WARNING, logger="interlock.webhook")
 
     assert dispatcher.run_once() == 1  # 500
@@ -445,7 +445,7 @@ def test_a_failing_receiver_gets_the_decision_on_the_third_try_after_backoff(
 ) -> None:
     receiver.script = ["ok", "500", "hang"]
     approval_id = open_approval(guard, 1)
-    dispatcher = make_dispatcher(store, timeout=0.2, lease=1.0, backoff_base=1.0)
+    dispatcher = make_dispatcher(store, timeout=1.5, lease=5.0, backoff_base=1.0)
     caplog.set_level(logging.WARNING, logger="interlock.webhook")
     assert dispatcher.run_once() == 1  # the request, accepted
     store.deny(approval_id, by="alice")
