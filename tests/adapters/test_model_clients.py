@@ -521,3 +521,17 @@ def test_a_version_outside_the_range_names_the_range_and_the_extra(
         adapter.check_version()
     with pytest.raises(ImportError, match=pattern):
         adapter()
+
+
+def test_the_adapters_import_without_the_llm_proxys_extra() -> None:
+    """They read the proxy's wire facts (pure modules); the proxy's server is not
+    needed: ``interlock[openai]`` alone is enough."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.modules['httptools'] = None\n"
+        "import interlock.adapters.openai_client, interlock.adapters.anthropic_client\n"
+        "assert 'interlock.gateways.llm_proxy.app' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
