@@ -535,3 +535,77 @@ def test_the_adapters_import_without_the_llm_proxys_extra() -> None:
         "assert 'interlock.gateways.llm_proxy.app' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+
+
+# -- approvals: refuse (default) or wait for a human ------------------------------------------
+
+APPROVAL_POLICY = """
+version: 1
+default: deny
+approvals:
+  url: "https://approvals.example.com/a/{id}"
+rules:
+  - id: pricey-needs-a-human
+    decision: require_approval
+    reason: pricey models need a human
+    kind: llm
+    name: "pricey-*"
+"""
+
+
+@pytest.fixture
+def approval_guard(tmp_path: Path) -> Any:
+    with Guard(
+        load_policy_text(APPROVAL_POLICY),
+        store=f"sqlite:///{tmp_path / 'state.db'}",
+        context=Context(agent="bot"),
+    ) as guard:
+        yield guard
+
+
+def test_an_approved_call_is_sent_once_when_retried_identically(
+    approval_guard: Guard, kit: Kit
+) -> None:
+    fake = FakeModel()
+    client = approval_guard.attach(kit.client(fake, False))
+    with pytest.raises(ApprovalRequired, match=r"approvals\.example\.com") as pending:
+        kit.call(client, "pricey-model")
+    assert pending.value.decision is not None and pending.value.decision.approval is not None
+    approval_id = pending.value.decision.approval.id
+    assert approval_guard.store is not None
+    approval_guard.store.approve(approval_id, by="lead", reason="ok")
+    bound = "max_output_tokens" if kit.name == "openai-responses" else "max_tokens"
+    with pytest.raises(ApprovalRequired):
+        kit.call(client, "pricey-model", **{bound: 99})  # another call: its own approval
+    kit.call(client, "pricey-model")  # the identical call claims the grant ...
+    assert len(fake.requests) == 1
+    with pytest.raises(ApprovalRequired):
+        kit.call(client, "pricey-model")  # ... once
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("approve", [True, False], ids=["approved", "denied"])
+def test_on_approval_wait_holds_the_call_until_a_human_decides(
+    approval_guard: Guard, kit: Kit, mode: str, approve: bool
+) -> None:
+    from interlock.adapters import anthropic_client, openai_client
+
+    from .conformance import approve_when_pending
+
+    module = openai_client if kit.sdk == "openai" else anthropic_client
+    fake = FakeModel()
+    client = module.guard_client(  # type: ignore[attr-defined]
+        kit.client(fake, mode == "async"), approval_guard, on_approval="wait", approval_timeout=20
+    )
+    derived = client.with_options(timeout=30)  # waits the same way
+    for target in (client, derived):
+        if approve or target is client:  # a denial stands for the identical call
+            supervisor = approve_when_pending(approval_guard, approve=approve)
+        if approve:
+            run(kit, target, mode, "pricey-model")
+        else:
+            with pytest.raises(ActionDenied):
+                run(kit, target, mode, "pricey-model")
+        supervisor.join(10)
+        assert not supervisor.is_alive()
+    assert len(fake.requests) == (2 if approve else 0)

@@ -250,3 +250,20 @@ def test_the_action_is_the_llm_proxys(budget_guard: Guard) -> None:
     assert decision["decision_id"] == started["decision_id"] == finished["decision_id"]
     assert finished["usage"] == {"input_tokens": 11, "output_tokens": 7}
     assert json.loads(fake.requests[0].content)["n"] == 2  # sent as it was asked
+
+
+def test_an_azure_client_is_guarded_too(budget_guard: Guard) -> None:
+    from openai import AzureOpenAI
+
+    fake = FakeModel()
+    client = AzureOpenAI(
+        api_key="k",
+        api_version="2024-10-21",
+        azure_endpoint="http://model.test",
+        http_client=httpx.Client(transport=fake.transport()),
+        max_retries=0,
+    )
+    budget_guard.attach(client)
+    list(client.chat.completions.create(model="my-deployment", messages=MESSAGES, stream=True))
+    assert "/deployments/my-deployment/chat/completions" in str(fake.requests[0].url)
+    assert budget(budget_guard) == (CHAT_TOTAL, 0)

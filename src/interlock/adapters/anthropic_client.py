@@ -25,7 +25,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from interlock.adapters.base import register_adapter
-from interlock.adapters.model_client import ModelClientAdapter, ModelRoute, SideDoor
+from interlock.adapters.model_client import (
+    ModelClientAdapter,
+    ModelRoute,
+    OnApproval,
+    SideDoor,
+)
 from interlock.gateways.llm_proxy.flavours import flavour_of
 
 try:
@@ -88,8 +93,19 @@ ADAPTER = register_adapter(AnthropicClientAdapter())
 ASYNC_ADAPTER = register_adapter(AsyncAnthropicClientAdapter())
 
 
-def guard_client(client: C, guard: Guard) -> C:
+def guard_client(
+    client: C,
+    guard: Guard,
+    *,
+    on_approval: OnApproval = "refuse",
+    approval_timeout: float = 300.0,
+) -> C:
     """Guard ``client`` in place (``guard.attach(client)``) and return it;
-    ``guard.detach(client)`` restores it exactly."""
+    ``guard.detach(client)`` restores it exactly. ``on_approval="wait"`` (with a
+    store): a call that needs a human waits until one decides (at most
+    ``approval_timeout`` seconds), then the identical call is judged again — it claims
+    the grant once and is sent; a denial, or no decision in time, raises."""
     adapter = ASYNC_ADAPTER if isinstance(client, AsyncAnthropic) else ADAPTER
-    return adapter.attach(client, guard)  # type: ignore[no-any-return]
+    adapter.attach(client, guard)
+    adapter.configure(client, on_approval=on_approval, approval_timeout=approval_timeout)
+    return client

@@ -44,12 +44,13 @@ import logging
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 from urllib.parse import urlsplit
 
 import orjson
 
-from interlock.adapters.base import Adapter, LLMBinding, PatchTarget
+from interlock.adapters.base import Adapter, LLMBinding, PatchTarget, pending_approval
+from interlock.errors import ApprovalRequired
 from interlock.gateways.llm_proxy.flavours import Flavour, StreamMeter
 from interlock.gateways.llm_proxy.responses import ResponsesFlavour, ResponsesMeter
 from interlock.ledger.estimate import estimate_model_call
@@ -62,12 +63,16 @@ if TYPE_CHECKING:
 __all__ = [
     "ModelClientAdapter",
     "ModelRoute",
+    "OnApproval",
     "SideDoor",
 ]
 
 log = logging.getLogger("interlock")
 
 Wire = Flavour | ResponsesFlavour
+#: ``refuse``: a call that needs a human raises ``ApprovalRequired``; ``wait``: it
+#: waits (with a store) until one decides, then the identical call is judged again.
+OnApproval = Literal["refuse", "wait"]
 Meter = StreamMeter | ResponsesMeter
 
 #: The most of a non-streamed body read through ``with_streaming_response`` that is
@@ -392,11 +397,19 @@ def _estimated_input(arguments: Mapping[str, Any]) -> int:
 class _Gate:
     """Judges the model requests of one client for one guard."""
 
-    __slots__ = ("adapter", "guard")
+    __slots__ = ("adapter", "approval_timeout", "guard", "on_approval")
 
     def __init__(self, adapter: ModelClientAdapter, guard: Guard) -> None:
         self.adapter = adapter
         self.guard = guard
+        self.on_approval: OnApproval = "refuse"
+        self.approval_timeout = 300.0
+
+    def waits_for(self, refused: ApprovalRequired) -> str | None:
+        """The approval to wait for before judging ``refused``'s call again, if any."""
+        if self.on_approval != "wait" or refused.decision is None:
+            return None
+        return pending_approval(refused.decision)
 
     def route(self, options: Any) -> ModelRoute | None:
         if str(getattr(options, "method", "")).lower() != "post":
@@ -489,8 +502,16 @@ class _SyncRequest(_GatedRequest):
             options = prepare(options)
         streamed = bool(kwargs.get("stream"))
         judged = gate.judged(route, options, streamed)
+        try:
+            judged.settlement.call.__enter__()  # anything but allow raises: nothing sent
+        except ApprovalRequired as refused:
+            approval = gate.waits_for(refused)
+            if approval is None:
+                raise
+            gate.guard.wait_for_approval(approval, gate.approval_timeout)
+            judged = gate.judged(route, options, streamed)  # the identical call, again
+            judged.settlement.call.__enter__()
         settlement = judged.settlement
-        settlement.call.__enter__()  # anything but allow raises here: nothing is sent
         try:
             result = self.original(cast_to, judged.options, **kwargs)
             if gate.after(judged, result, streamed, asynchronous=False):
@@ -512,8 +533,16 @@ class _AsyncRequest(_GatedRequest):
             options = await prepare(options)
         streamed = bool(kwargs.get("stream"))
         judged = gate.judged(route, options, streamed)
+        try:
+            await judged.settlement.call.__aenter__()
+        except ApprovalRequired as refused:
+            approval = gate.waits_for(refused)
+            if approval is None:
+                raise
+            await gate.guard.await_approval(approval, gate.approval_timeout)
+            judged = gate.judged(route, options, streamed)
+            await judged.settlement.call.__aenter__()
         settlement = judged.settlement
-        await settlement.call.__aenter__()
         try:
             result = await self.original(cast_to, judged.options, **kwargs)
             if gate.after(judged, result, streamed, asynchronous=True):
@@ -537,6 +566,11 @@ class _Derive:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         derived = self.original(*args, **kwargs)
         self.adapter.guard_derived(derived, self.guard)
+        parent = ModelClientAdapter.gated(getattr(self.original, "__self__", None))
+        child = ModelClientAdapter.gated(derived)
+        if parent is not None and child is not None:  # the same approval handling
+            child.gate.on_approval = parent.gate.on_approval
+            child.gate.approval_timeout = parent.gate.approval_timeout
         return derived
 
 
@@ -571,18 +605,27 @@ class ModelClientAdapter(Adapter):
     # say which guard holds it.
 
     @staticmethod
-    def _gated(obj: object) -> _GatedRequest | None:
-        found = vars(obj).get("request")
+    def gated(obj: object) -> _GatedRequest | None:
+        """The gated ``request`` installed on ``obj`` (attached or derived), if any."""
+        found = getattr(obj, "__dict__", {}).get("request")
         return found if isinstance(found, _GatedRequest) else None
 
+    def configure(self, obj: Any, *, on_approval: OnApproval, approval_timeout: float) -> None:
+        """How the gate on ``obj`` (attached) treats a call that needs a human."""
+        gated = self.gated(obj)
+        if gated is None:
+            raise ValueError("this client is not guarded")
+        gated.gate.on_approval = on_approval
+        gated.gate.approval_timeout = approval_timeout
+
     def guard_derived(self, obj: Any, guard: Guard) -> None:
-        if self._gated(obj) is None:
+        if self.gated(obj) is None:
             for target in self.targets_for(obj):
                 original = getattr(obj, target.attr)
                 object.__setattr__(obj, target.attr, self.wrap(target, obj, original, guard))
 
     def attach(self, obj: Any, guard: Guard) -> Any:
-        gated = self._gated(obj)
+        gated = self.gated(obj)
         if gated is not None and not self.is_attached(obj):  # a derived client
             if gated.guard is not guard:
                 raise ValueError("this client is attached to another guard; detach it first")
@@ -592,13 +635,13 @@ class ModelClientAdapter(Adapter):
     def detach(self, obj: Any) -> Any:
         if self.is_attached(obj):
             return super().detach(obj)
-        if self._gated(obj) is not None:  # a derived client: its class's own methods
+        if self.gated(obj) is not None:  # a derived client: its class's own methods
             for target in self.targets_for(obj):
                 vars(obj).pop(target.attr, None)
         return obj
 
     def guarded_by(self, obj: object, guard: Guard | None) -> bool:
-        gated = self._gated(obj)
+        gated = self.gated(obj)
         return gated is not None and (guard is None or gated.guard is guard)
 
     def llm_bindings(self, obj: Any, guard: Guard | None = None) -> list[LLMBinding]:
