@@ -11,7 +11,10 @@ Anthropic messages, each not streamed and streamed (the stream read to its end):
 * **guarded** — ``guard.attach(client)``, a guard without a store: one ``llm`` check
   per call, and a streamed answer metered as it passes;
 * **guarded, store** — the same on an embedded SQLite store with a token budget: each
-  call judged, reserved, audited and committed from the reported usage.
+  call judged, reserved, audited and committed from the reported usage;
+* **guard.llm_call alone** — the guard's model-call path by itself (check, reserve,
+  commit; no client, no store): what any in-process model gate pays. The adapter's own
+  share is the guarded overhead minus this.
 
 Calls are timed one by one, round-robin over the subjects (a different one first each
 round), so drift in the machine's load hits every subject alike. The overhead per call
@@ -228,6 +231,14 @@ def run(calls: int | None, quick: bool) -> BenchResult:
                     guard.attach(anthropic)
                 for call, fn in _calls(openai, anthropic).items():
                     subjects.append((f"{call}: {name}", fn))
+            alone = Guard(policy)
+            arguments = {"provider": "openai", "messages": MESSAGES, "max_tokens": 50}
+
+            def llm_call_alone() -> None:
+                with alone.llm_call("gpt-5-mini", arguments=arguments) as call:
+                    call.record(_CHAT_USAGE)
+
+            subjects.append(("guard.llm_call alone", llm_call_alone))
             samples: dict[str, list[int]] = {label: [] for label, _ in subjects}
             clock = time.perf_counter_ns
             for round_ in range(WARMUP + count):
@@ -267,5 +278,8 @@ def run(calls: int | None, quick: bool) -> BenchResult:
                 f"{label}: {over / 1000:+.1f} µs per call over unguarded "
                 f"({medians[label] / base:.3f}×, unguarded {base / 1000:.0f} µs)"
             )
+    gate = medians["guard.llm_call alone"]
+    result.info["llm_call_alone_us"] = round(gate / 1000, 2)
+    result.notes.append(f"guard.llm_call alone (check, reserve, commit): {gate / 1000:.1f} µs")
     result.info["calls_per_subject"] = count
     return result

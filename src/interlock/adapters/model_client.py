@@ -54,11 +54,11 @@ from interlock.errors import ApprovalRequired
 from interlock.gateways.llm_proxy.flavours import Flavour, StreamMeter
 from interlock.gateways.llm_proxy.responses import ResponsesFlavour, ResponsesMeter
 from interlock.ledger.estimate import estimate_model_call
+from interlock.ledger.usage import Usage
 
 if TYPE_CHECKING:
     from interlock.guard import Guard
     from interlock.ledger.llm_call import LLMCall
-    from interlock.ledger.usage import Usage
 
 __all__ = [
     "ModelClientAdapter",
@@ -343,6 +343,8 @@ def _tap_type(base: type, asynchronous: bool) -> type:
 def _http_response(result: object) -> Any:
     """The HTTP response behind what ``request`` returned (a ``Stream``, a raw
     ``APIResponse``), or ``None`` for a parsed answer."""
+    if hasattr(type(result), "model_fields"):
+        return None  # a parsed answer (a pydantic model): asking it for more is slow
     for attr in ("http_response", "response"):
         found = getattr(result, attr, None)
         kind = type(found)
@@ -360,12 +362,15 @@ def _tap(response: Any, reader: _Reader, settlement: _Settlement, asynchronous: 
     response.stream = _tap_type(base, asynchronous)(response.stream, reader, settlement)
 
 
-def _parsed_usage(wire: Wire, result: object) -> Usage | None:
+def _parsed_usage(result: object) -> Usage | None:
+    """The ``usage`` of a parsed answer, read as the proxy reads a body's."""
     usage = getattr(result, "usage", None)
     if usage is None:
         return None
-    dump = getattr(usage, "model_dump", None)
-    return wire.usage({"usage": dump() if callable(dump) else usage})
+    try:
+        return Usage.of(usage)
+    except ValueError:
+        return None
 
 
 # -- the gate ----------------------------------------------------------------------------
@@ -470,7 +475,7 @@ class _Gate:
         wire = judged.settlement.wire
         if response is not None:
             return _body_usage(wire, response.content)
-        return _parsed_usage(wire, result)
+        return _parsed_usage(result)
 
 
 class _GatedRequest:
