@@ -609,3 +609,28 @@ def test_on_approval_wait_holds_the_call_until_a_human_decides(
         supervisor.join(10)
         assert not supervisor.is_alive()
     assert len(fake.requests) == (2 if approve else 0)
+
+
+async def test_a_call_cancelled_while_the_model_answers_is_released(
+    budget_guard: Guard, kit: Kit
+) -> None:
+    fake = FakeModel()
+    arrived = asyncio.Event()
+
+    async def slow(request: Any) -> Any:
+        fake.requests.append(request)
+        arrived.set()
+        await asyncio.sleep(30)  # the model never answers in time
+        raise AssertionError("not reached")
+
+    client = kit.client(fake, True)
+    library = httpx2 if kit.sdk == "anthropic" else httpx
+    client._client._transport = library.MockTransport(slow)
+    budget_guard.attach(client)
+    task = asyncio.ensure_future(kit.acall(client, "gpt-or-claude"))
+    await asyncio.wait_for(arrived.wait(), 10)
+    assert budget(budget_guard)[1] > 0  # reserved while in flight
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert budget(budget_guard) == (0, 0)
