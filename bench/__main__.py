@@ -77,6 +77,12 @@ def _store_check(calls: int | None, quick: bool) -> BenchResult:
     return store_check.run(calls, quick)
 
 
+def _adapter_clients(calls: int | None, quick: bool) -> BenchResult:
+    from bench import adapter_clients
+
+    return adapter_clients.run(calls, quick)
+
+
 def _adapters(calls: int | None, quick: bool) -> BenchResult:
     from bench import adapters
 
@@ -182,6 +188,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "guard.check with a durable SQLite store vs durability none vs no store, 1 and 8 "
         "threads (--calls: no-store checks)",
         _store_check,
+    ),
+    "adapter-clients": Benchmark(
+        "one call of the official openai / anthropic clients (chat, messages, streamed "
+        "or not) on a fake transport, guarded vs unguarded (--calls: calls per subject)",
+        _adapter_clients,
     ),
     "adapters": Benchmark(
         "the same LangChain agent loop and fake model with and without the guard, per tool "

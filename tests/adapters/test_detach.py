@@ -16,6 +16,8 @@ import pytest
 pytest.importorskip("langchain")
 pytest.importorskip("agents")
 pytest.importorskip("mcp")
+pytest.importorskip("interlock.adapters.openai_client")
+pytest.importorskip("interlock.adapters.anthropic_client")
 
 from agents import Agent, function_tool
 from langchain.agents import create_agent
@@ -25,9 +27,11 @@ from langgraph.prebuilt import ToolNode
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
+import interlock.adapters.anthropic_client
 import interlock.adapters.langchain
 import interlock.adapters.mcp
-import interlock.adapters.openai_agents  # noqa: F401 - registers its adapters
+import interlock.adapters.openai_agents
+import interlock.adapters.openai_client  # noqa: F401 - registers its adapters
 from interlock import Guard
 from interlock.adapters import base
 
@@ -117,8 +121,33 @@ async def mcp_client_session() -> AsyncIterator[tuple[object, list[object]]]:
         yield client.session, [client.session]
 
 
+def _model_client(make: Callable[[], object]) -> Subject:
+    @contextlib.asynccontextmanager
+    async def subject() -> AsyncIterator[tuple[object, list[object]]]:
+        client = make()
+        yield client, [client]
+
+    return subject
+
+
+def _openai(asynchronous: bool) -> object:
+    from openai import AsyncOpenAI, OpenAI
+
+    return (AsyncOpenAI if asynchronous else OpenAI)(api_key="sk-fake")
+
+
+def _anthropic(asynchronous: bool) -> object:
+    from anthropic import Anthropic, AsyncAnthropic
+
+    return (AsyncAnthropic if asynchronous else Anthropic)(api_key="sk-fake")
+
+
 #: adapter framework name → how to make what it guards
 SUBJECTS: dict[str, Subject] = {
+    "openai": _model_client(lambda: _openai(False)),
+    "openai-async": _model_client(lambda: _openai(True)),
+    "anthropic": _model_client(lambda: _anthropic(False)),
+    "anthropic-async": _model_client(lambda: _anthropic(True)),
     "langchain": langchain_tool,
     "langgraph": langgraph_tool_node,
     "langgraph-graph": langgraph_graph,
@@ -173,7 +202,11 @@ async def test_coverage_follows_attach_and_detach_for_this_guard_only(framework:
     async with SUBJECTS[framework]() as (obj, _):
 
         def guarded(by: Guard) -> list[bool]:
-            return [binding.guarded for binding in by.coverage(obj).tools]
+            coverage = by.coverage(obj)
+            if coverage.tools:
+                return [binding.guarded for binding in coverage.tools]
+            # A model client: its model endpoints (its side doors are never guarded).
+            return [binding.guarded for binding in coverage.llms if binding.callable]
 
         assert guarded(guard) and not any(guarded(guard))  # tools seen, none guarded
         guard.attach(obj)

@@ -461,6 +461,8 @@ _ADAPTER_MODULES: Final[dict[str, str]] = {
     "langgraph": "interlock.adapters.langchain",
     "agents": "interlock.adapters.openai_agents",
     "mcp": "interlock.adapters.mcp",
+    "openai": "interlock.adapters.openai_client",
+    "anthropic": "interlock.adapters.anthropic_client",
 }
 
 _ADAPTERS: dict[str, Adapter] = {}
