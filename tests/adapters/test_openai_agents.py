@@ -53,7 +53,15 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
-from interlock import ActionDenied, ApprovalRequired, Decision, Guard, Verdict, load_policy_text
+from interlock import (
+    ActionDenied,
+    ActionUndetermined,
+    ApprovalRequired,
+    Decision,
+    Guard,
+    Verdict,
+    load_policy_text,
+)
 from interlock import Usage as Tokens
 from interlock.adapters import base
 from interlock.adapters.base import adapter_for
@@ -68,7 +76,16 @@ from interlock.adapters.openai_agents import (
     guard_tools,
 )
 
-from .conformance import POLICY, ROWS, Row, approve_when_pending, make_guard
+from .conformance import (
+    CANCELLATION,
+    POLICY,
+    ROWS,
+    STORE_UNREACHABLE,
+    Row,
+    approve_when_pending,
+    assert_cancellation_never_runs,
+    make_guard,
+)
 
 set_tracing_disabled(True)
 
@@ -993,3 +1010,85 @@ def test_attaching_an_agent_guards_the_tools_its_mcp_servers_list() -> None:
     assert "get_mcp_tools" not in vars(agent)
     run(agent, "sync")
     assert server.calls == [{"command": "rm -rf /"}]
+
+
+# -- the store-unreachable row and cancellation, through whole loops ---------------------
+
+
+def _unreachable_agent(bodies: Bodies, refusal: str) -> tuple[Agent[Any], ScriptedModel]:
+    row = STORE_UNREACHABLE
+    model = ScriptedModel([tool_calls((row.tool, row.args), (row.tool, row.args)), answer("done")])
+    tools = guard_tools(bodies.tools, make_guard(row), refusal=refusal)  # type: ignore[arg-type]
+    return Agent(name="bot", model=model, tools=tools), model
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unreachable_store_refuses_every_tool_call_and_the_model_reads_it(mode: str) -> None:
+    bodies = Bodies()
+    agent, model = _unreachable_agent(bodies, "message")
+    result = run(agent, mode)
+    assert bodies.ran == []
+    outputs = final_input_outputs(model)
+    assert set(outputs) == {"call-1", "call-2"}
+    assert all(STORE_UNREACHABLE.says in output for output in outputs.values())
+    assert result.final_output == "done"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unreachable_store_raises_out_of_the_runner_in_raise_style(mode: str) -> None:
+    bodies = Bodies()
+    agent, _ = _unreachable_agent(bodies, "raise")
+    with pytest.raises(ActionUndetermined, match=STORE_UNREACHABLE.says) as caught:
+        run(agent, mode)
+    assert bodies.ran == []
+    assert isinstance(caught.value, AgentsException)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unreachable_store_refuses_the_model_call_before_the_model(mode: str) -> None:
+    bodies = Bodies()
+    row = STORE_UNREACHABLE
+    inner = ScriptedModel([tool_calls((row.tool, row.args)), answer("done")])
+    guard = make_guard(row)
+    agent = Agent(
+        name="bot",
+        model=GuardedModel(inner, guard),
+        tools=guard_tools(bodies.tools, guard, refusal="message"),
+    )
+    with pytest.raises(ActionUndetermined, match=row.says):
+        run(agent, mode)
+    assert inner.inputs == []
+    assert bodies.ran == []
+
+
+@pytest.mark.parametrize("refusal", ["message", "raise"])
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
+def test_a_run_cancelled_while_its_tool_call_is_judged_never_runs_the_body(
+    refusal: str, streamed: bool
+) -> None:
+    bodies = Bodies()
+
+    async def loop(guard: Guard) -> Any:
+        row = CANCELLATION
+        model = ScriptedModel([tool_calls((row.tool, row.args)), answer("done")])
+        tools = guard_tools(bodies.tools, guard, refusal=refusal)  # type: ignore[arg-type]
+        agent = Agent(name="bot", model=model, tools=tools)
+        if not streamed:
+            return await Runner.run(agent, "go")
+        result = Runner.run_streamed(agent, "go")
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    asyncio.run(assert_cancellation_never_runs(loop, lambda: len(bodies.ran)))
+
+
+def test_a_direct_tool_call_cancelled_while_it_is_judged_never_runs_the_body() -> None:
+    bodies = Bodies()
+    arguments = json.dumps(CANCELLATION.args)
+
+    async def call(guard: Guard) -> Any:
+        guarded = guard_tool(bodies.shell, guard)
+        return await guarded.on_invoke_tool(_context(CANCELLATION.args), arguments)
+
+    asyncio.run(assert_cancellation_never_runs(call, lambda: len(bodies.ran)))

@@ -12,7 +12,10 @@ Three ways in, from the framework's own hook outward:
   (invoke, batch and stream go to ``run``; their async twins to ``arun``), and on every
   attribute below them that can run the body — ``_run`` / ``_arun`` and, where the
   tool has them, ``func`` / ``coroutine``: a call that enters there directly is judged
-  too. A string (or positional) input is judged as the tool's own field, the one
+  too. A tool with no coroutine has its ``ainvoke`` sent through ``arun`` (``BaseTool``'s
+  own ``ainvoke``), so it is judged on the event loop, where cancelling the caller stops
+  it before the body, not in the worker thread its class would run ``invoke`` in.
+  A string (or positional) input is judged as the tool's own field, the one
   LangChain itself parses it as (``_to_args_and_kwargs``), never as ``{"input": ...}``.
   A refused call raises from inside LangChain's own ``run``, at the body, so callbacks
   see it: ``on_tool_start``, then ``on_tool_error`` with the refusal.
@@ -72,7 +75,7 @@ try:
     )
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-    from langchain_core.tools import BaseTool, Tool
+    from langchain_core.tools import BaseTool, StructuredTool, Tool
     from langchain_core.tools.base import _get_runnable_config_param
     from langchain_core.utils.pydantic import get_fields
     from langgraph.prebuilt import ToolNode
@@ -726,6 +729,27 @@ def _guarded_abody(tool: BaseTool, gate: _Gate, original: Callable[..., Any], la
     return abody
 
 
+def _ainvoke_in_a_thread(tool: object) -> bool:
+    """Whether ``tool.ainvoke`` runs the sync ``invoke`` in a worker thread (a
+    ``StructuredTool`` / ``Tool`` without a coroutine): the sync check would run there,
+    where cancelling the awaiting task cannot stop it."""
+    owner = type(tool).ainvoke
+    return (
+        owner in (StructuredTool.ainvoke, Tool.ainvoke) and getattr(tool, "coroutine", None) is None
+    )
+
+
+def _judged_on_the_loop(tool: BaseTool) -> Any:
+    """``ainvoke`` through ``arun`` (``BaseTool``'s own ``ainvoke``), so the call is
+    judged on the event loop, where a cancellation stops it before the body; the
+    body still runs in a worker thread (``_arun``'s default)."""
+
+    async def ainvoke(input: Any, config: Any = None, **kwargs: Any) -> Any:
+        return await BaseTool.ainvoke(tool, input, config, **kwargs)
+
+    return ainvoke
+
+
 class LangChainAdapter(Adapter):
     """Guards a ``BaseTool`` in place: ``run`` / ``arun`` (no framework hook reaches a
     direct ``tool.invoke()``), and every attribute below them that runs the body —
@@ -749,7 +773,8 @@ class LangChainAdapter(Adapter):
             for attr in ("func", "coroutine")
             if callable(getattr(obj, attr, None))
         )
-        return self.targets + bodies
+        threaded = (PatchTarget(type(obj), "ainvoke"),) if _ainvoke_in_a_thread(obj) else ()
+        return self.targets + bodies + threaded
 
     def wrap(
         self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
@@ -757,6 +782,8 @@ class LangChainAdapter(Adapter):
         tool: BaseTool = obj
         gate = _Gate(guard, None)
         attr = target.attr
+        if attr == "ainvoke":
+            return _judged_on_the_loop(tool)
         if attr == "run":
             return _guarded_run(tool, gate, original)
         if attr == "arun":
