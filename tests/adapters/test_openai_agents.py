@@ -824,7 +824,7 @@ def test_on_approval_is_checked_when_the_tool_is_guarded() -> None:
     with pytest.raises(ValueError, match="needs a guard with a store"):
         guard_tool(function_tool(wire), Guard(POLICY), on_approval="wait")
     with pytest.raises(ValueError, match="on_approval must be"):
-        guard_tool(function_tool(wire), Guard(POLICY), on_approval="interrupt")  # type: ignore[arg-type]
+        guard_tool(function_tool(wire), Guard(POLICY), on_approval="later")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("refusal", ["raise", "message"])

@@ -40,7 +40,9 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import inspect
 import json
 import logging
 import math
@@ -60,7 +62,13 @@ from interlock.adapters.base import (
 )
 from interlock.core.action import Action, Context, normalise_arguments
 from interlock.core.decision import Decision
-from interlock.errors import ActionDenied, ActionUndetermined, ApprovalRequired, Blocked
+from interlock.errors import (
+    ActionDenied,
+    ActionUndetermined,
+    ApprovalClosed,
+    ApprovalRequired,
+    Blocked,
+)
 from interlock.ledger.usage import Usage
 
 try:
@@ -90,6 +98,8 @@ except ImportError as exc:  # the extra is missing (tests/adapters: a missing fr
 if TYPE_CHECKING:
     from agents.agent_output import AgentOutputSchemaBase
     from agents.handoffs import Handoff
+    from agents.items import ToolApprovalItem
+    from agents.run_state import RunState
     from agents.tool import Tool
     from openai.types.responses.response_prompt_param import ResponsePromptParam
 
@@ -103,10 +113,12 @@ __all__ = [
     "FunctionToolAdapter",
     "GuardedModel",
     "GuardedModelProvider",
+    "apply_interlock_decisions",
     "estimate_usage",
     "guard_tool",
     "guard_tools",
     "model_name",
+    "reject",
     "runner_error",
     "tool_action",
 ]
@@ -114,7 +126,7 @@ __all__ = [
 log = logging.getLogger("interlock")
 
 Refusal = Literal["raise", "message"]
-OnApproval = Literal["refuse", "wait"]
+OnApproval = Literal["refuse", "wait", "interrupt"]
 Estimator = Callable[[str | None, str | list[TResponseInputItem], ModelSettings], Usage]
 
 #: Characters per token for the default input estimate (a rough, model-agnostic rule).
@@ -244,30 +256,91 @@ class _ToolGate:
         mapper: Mapper | None,
         on_approval: OnApproval = "refuse",
         approval_timeout: float = 300.0,
+        reviewer: str = "openai-agents-run-state",
     ) -> None:
         self.guard = guard
         self.tool = tool
         self.mapper = mapper
         self.on_approval = on_approval
         self.approval_timeout = approval_timeout
+        self.reviewer = reviewer
         self.guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(
             guardrail_function=self._judge_in_guardrail, name="interlock"
         )
         self._held: dict[tuple[str, str], Decision | None] = {}
+        # judged by needs_approval and not put to a human: the run executes it next
+        self._vetted: dict[tuple[str, str], Decision | None] = {}
 
-    async def decide(self, args_json: str, call_id: str | None) -> Decision | None:
+    def _key(self, call_id: str | None, arguments: Any) -> tuple[str, str]:
+        return (call_id or "", call_key(self.tool.name, arguments)[1])
+
+    async def decide(
+        self, args_json: str | Mapping[str, Any], call_id: str | None, ctx: object = None
+    ) -> Decision | None:
         """The verdict on one call; ``None`` when the mapper says it is not ours. With
         ``on_approval="wait"``, a call that opened (or found) a pending approval waits
         for the human, then is judged again — the identical call claims the grant once;
-        a denial, or no decision in time, is the verdict then."""
+        a denial, or no decision in time, is the verdict then. With
+        ``on_approval="interrupt"``, a pending approval that the run state approved
+        (``state.approve(item)``, seen in ``ctx``) is approved in Interlock as
+        ``reviewer``, and the call judged again claims it once — unless this very
+        check opened it: no interruption ever showed that one."""
+        started = self._store_clock()
         decision = await self._decide_once(args_json, call_id)
         approval_id = None if decision is None else pending_approval(decision)
-        if self.on_approval == "wait" and approval_id is not None:
+        if approval_id is None:
+            return decision
+        if self.on_approval == "wait":
             await self.guard.await_approval(approval_id, self.approval_timeout)
             decision = await self._decide_once(args_json, call_id) or decision
+        elif self.on_approval == "interrupt" and _approved_in_run(ctx, self.tool.name, call_id):
+            approved = await asyncio.to_thread(self._approve_shown, approval_id, started, call_id)
+            if approved:
+                decision = await self._decide_once(args_json, call_id) or decision
         return decision
 
-    async def _decide_once(self, args_json: str, call_id: str | None) -> Decision | None:
+    def _store_clock(self) -> int:
+        store = self.guard.store
+        return store.clock() if store is not None else 0
+
+    def _approve_shown(self, approval_id: str, started: int, call_id: str | None) -> bool:
+        """Approve ``approval_id`` as the reviewer if it existed before ``started``
+        (an interruption showed it); False when it did not."""
+        store = self.guard.store
+        if store is None or store.get_approval(approval_id).created_us >= started:
+            return False
+        with contextlib.suppress(ApprovalClosed):  # decided in Interlock first: that stands
+            store.approve(
+                approval_id,
+                by=self.reviewer,
+                reason=f"approved in the OpenAI Agents run state (call {call_id!r})",
+            )
+        return True
+
+    async def needs_approval(
+        self, ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str
+    ) -> bool:
+        """The tool's ``needs_approval`` (``on_approval="interrupt"``): True — the SDK
+        interrupts the run with a ``ToolApprovalItem`` — when the call awaits an Interlock
+        approval; otherwise its decision is kept for the execution that follows."""
+        decision = await self._decide_once(params, call_id)
+        if decision is not None and pending_approval(decision) is not None:
+            return True
+        replaced = self._vetted.pop(self._key(call_id, params), None)
+        self._vetted[self._key(call_id, params)] = decision
+        if replaced is not None and replaced.reservation is not None:
+            await asyncio.to_thread(_release_quietly, self.guard, replaced)
+        return False
+
+    def vetted(self, call_id: str | None, arguments: Any) -> tuple[bool, Decision | None]:
+        key = self._key(call_id, arguments)
+        if call_id is None or key not in self._vetted:
+            return False, None
+        return True, self._vetted.pop(key)
+
+    async def _decide_once(
+        self, args_json: str | Mapping[str, Any], call_id: str | None
+    ) -> Decision | None:
         if self.mapper is None:
             return await self.guard.acheck(tool_action(self.tool, args_json, call_id))
         arguments = normalise_arguments(args_json)
@@ -283,12 +356,25 @@ class _ToolGate:
     ) -> ToolGuardrailFunctionOutput:
         ctx = data.context
         call_id, args_json = ctx.tool_call_id, ctx.tool_arguments
-        decision = await self.decide(args_json, call_id)
+        vetted, decision = self.vetted(call_id, args_json)
+        if not vetted:
+            decision = await self.decide(args_json, call_id, ctx)
         if decision is not None and not decision.allowed:
+            if self._interrupts(decision, ctx, call_id):
+                # the SDK's pre-approval pass: the run is about to be interrupted for it
+                return ToolGuardrailFunctionOutput.allow(_decision_info(decision))
             message = str(self.refusal(decision, args_json, call_id))
             return ToolGuardrailFunctionOutput.reject_content(message, _decision_info(decision))
-        await self._hold((call_id, args_json), decision)
+        await self._hold(self._key(call_id, args_json), decision)
         return ToolGuardrailFunctionOutput.allow(_decision_info(decision))
+
+    def _interrupts(self, decision: Decision, ctx: object, call_id: str | None) -> bool:
+        """Whether the SDK will put this pending call to a human (``interrupt`` mode,
+        the run state has not decided it yet)."""
+        if self.on_approval != "interrupt" or pending_approval(decision) is None:
+            return False
+        status = getattr(ctx, "is_tool_approved", None)
+        return callable(status) and call_id is not None and status(self.tool.name, call_id) is None
 
     async def _hold(self, key: tuple[str, str], decision: Decision | None) -> None:
         # The same call judged again (the SDK's pre-approval guardrail pass, a model
@@ -301,9 +387,9 @@ class _ToolGate:
     def take(self, call_id: str | None, args_json: str) -> tuple[bool, Decision | None]:
         """``(True, decision)`` when the guardrail judged this very call (same id, same
         arguments); ``(False, None)`` when it did not, and the invoker must judge."""
-        key = (call_id or "", args_json)
+        key = self._key(call_id, args_json)
         if call_id is None or key not in self._held:
-            return False, None
+            return self.vetted(call_id, args_json)
         return True, self._held.pop(key)
 
 
@@ -333,7 +419,7 @@ class _GatedInvoker:
         call_id = _call_id(ctx)
         held, decision = self.gate.take(call_id, args_json)
         if not held:  # no guardrail judged it: never run a call unjudged
-            decision = await self.gate.decide(args_json, call_id)
+            decision = await self.gate.decide(args_json, call_id, ctx)
         if decision is None:  # not ours to judge
             return await self.inner(ctx, args_json)
         if not decision.allowed:
@@ -372,6 +458,7 @@ def guard_tool(
     mapper: Mapper | None = None,
     on_approval: OnApproval = "refuse",
     approval_timeout: float = 300.0,
+    reviewer: str = "openai-agents-run-state",
 ) -> FunctionTool:
     """A guarded copy of ``tool`` (name, description, schema and settings kept); ``tool``
     itself is left as it was.
@@ -380,8 +467,15 @@ def guard_tool(
     above, carrying the approval's id and URL) or ``"wait"`` (the tool call waits until
     the approval is decided or ``approval_timeout`` seconds pass, then the identical
     call is judged again and claims the grant once; needs a guard with a store). For a
-    human step inside the SDK's own run state instead, combine a ``refuse`` guard with
-    the SDK's ``needs_approval``.
+    human step inside the SDK's own run state, ``"interrupt"``: a call awaiting an
+    Interlock approval interrupts the run with the SDK's ``ToolApprovalItem`` (the tool's
+    ``needs_approval``, combined with any it had); ``state.approve(item)`` approves the
+    Interlock approval as ``reviewer`` and the resumed run executes the call once;
+    :func:`reject` rejects it in both (a bare ``state.reject(item)`` never runs it
+    either, but runs no code of ours: the Interlock approval lapses at its TTL); an
+    approval decided in Interlock meanwhile stands: :func:`apply_interlock_decisions`
+    carries it into the run state, and the resumed run executes (or refuses) the call
+    without asking again.
 
     ``refusal="raise"`` raises ``ActionDenied`` / ``ApprovalRequired`` /
     ``ActionUndetermined`` out of ``Runner.run`` (they are also ``AgentsException``, so
@@ -396,10 +490,14 @@ def guard_tool(
     """
     if refusal not in ("raise", "message"):
         raise ValueError(f"refusal must be 'raise' or 'message', not {refusal!r}")
-    if on_approval not in ("refuse", "wait"):
-        raise ValueError(f"on_approval must be 'refuse' or 'wait', not {on_approval!r}")
-    if on_approval == "wait" and guard.store is None:
-        raise ValueError("on_approval='wait' needs a guard with a store, where approvals live")
+    if on_approval not in ("refuse", "wait", "interrupt"):
+        raise ValueError(
+            f"on_approval must be 'refuse', 'wait' or 'interrupt', not {on_approval!r}"
+        )
+    if on_approval != "refuse" and guard.store is None:
+        raise ValueError(
+            f"on_approval={on_approval!r} needs a guard with a store, where approvals live"
+        )
     if not approval_timeout > 0:
         raise ValueError(f"approval_timeout must be positive, not {approval_timeout!r}")
     guarded = copy.copy(_function_tool(tool))  # FunctionTool.__copy__ rebinds its invoker
@@ -409,7 +507,9 @@ def guard_tool(
     if earlier is not None:  # re-guarding with the same guard replaces, never stacks
         inner = earlier.inner
         guardrails = [g for g in guardrails if g is not earlier.gate.guardrail]
-    gate = _ToolGate(guard, guarded, mapper, on_approval, approval_timeout)
+    gate = _ToolGate(guard, guarded, mapper, on_approval, approval_timeout, reviewer)
+    if on_approval == "interrupt":
+        guarded.needs_approval = _either(guarded.needs_approval, gate.needs_approval)
     guarded.on_invoke_tool = _GatedInvoker(gate, inner, refusal)
     if refusal == "message":
         # Last, so a guardrail of the user's that rejects runs first and no allowed
@@ -428,6 +528,7 @@ def guard_tools(
     mapper: Mapper | None = None,
     on_approval: OnApproval = "refuse",
     approval_timeout: float = 300.0,
+    reviewer: str = "openai-agents-run-state",
 ) -> list[FunctionTool]:
     """:func:`guard_tool` for each of ``tools``, in order (a TypeError names the first
     tool that cannot be gated, before anything is copied)."""
@@ -440,9 +541,101 @@ def guard_tools(
             mapper=mapper,
             on_approval=on_approval,
             approval_timeout=approval_timeout,
+            reviewer=reviewer,
         )
         for tool in tools
     ]
+
+
+def _approved_in_run(ctx: object, tool_name: str, call_id: str | None) -> bool:
+    """Whether the run state approved this call (``state.approve(item)``)."""
+    status = getattr(ctx, "is_tool_approved", None)
+    return callable(status) and call_id is not None and status(tool_name, call_id) is True
+
+
+def _either(
+    own: bool | Callable[..., Any], ours: Callable[..., Awaitable[bool]]
+) -> Callable[..., Awaitable[bool]]:
+    """A ``needs_approval`` that asks when the tool's own setting does or Interlock
+    holds the call for a human (ours always runs: it judges the call)."""
+    if own is False:
+        return ours
+
+    async def needs_approval(
+        ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str
+    ) -> bool:
+        held = await ours(ctx, params, call_id)
+        if own is True:
+            return True
+        answer = own(ctx, params, call_id)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return bool(answer) or held
+
+    return needs_approval
+
+
+def apply_interlock_decisions(state: RunState[Any, Any], guard: Guard) -> int:
+    """Carry the decisions made in Interlock (web UI, ``interlock approvals``,
+    ``store.approve`` / ``store.deny``) over to the run state's interruptions: an
+    approved call is approved in the run state, a denied one rejected with the
+    approver's reason. Returns how many it carried; the rest stay pending. The resumed
+    run then executes each approved call once (the identical call claims the grant)
+    and never a denied one. Looks at the 100 newest decided approvals."""
+    store = guard.store
+    if store is None:
+        raise ValueError("apply_interlock_decisions needs a guard with a store")
+    decided = {
+        (record.context.get("call_id"), record.action.get("name")): record
+        for status in ("approved", "denied")
+        for record in store.list_approvals(status=status)
+    }
+    carried = 0
+    for item in state.get_interruptions():
+        record = decided.get((getattr(item.raw_item, "call_id", None), item.tool_name))
+        if record is None:
+            continue
+        if record.status.value == "approved":
+            state.approve(item)
+        else:
+            why = f": {record.decision_reason}" if record.decision_reason else ""
+            state.reject(item, rejection_message=f"denied by {record.decided_by}{why}")
+        carried += 1
+    return carried
+
+
+def _tool_named(item: ToolApprovalItem) -> FunctionTool | None:
+    """The function tool of the item's agent that the interrupted call is for."""
+    tools = getattr(item.agent, "tools", None) or []
+    return next(
+        (t for t in tools if isinstance(t, FunctionTool) and t.name == item.tool_name), None
+    )
+
+
+def reject(
+    state: RunState[Any, Any],
+    item: ToolApprovalItem,
+    guard: Guard,
+    *,
+    rejection_message: str | None = None,
+    by: str = "openai-agents-run-state",
+) -> None:
+    """``state.reject(item)``, and deny the Interlock approval the call awaits, as
+    ``by``: the SDK runs no code of ours for a rejected call, so this is where
+    Interlock learns of it. The resumed run never executes the call; the model reads
+    ``rejection_message`` (or the SDK's default)."""
+    state.reject(item, rejection_message=rejection_message)
+    tool = _tool_named(item)
+    store = guard.store
+    if tool is None or store is None:
+        return
+    decision = guard.check(
+        tool_action(tool, item.arguments, getattr(item.raw_item, "call_id", None))
+    )
+    approval_id = pending_approval(decision)
+    if approval_id is not None:
+        with contextlib.suppress(ApprovalClosed):
+            store.deny(approval_id, by=by, reason=rejection_message or "rejected in the run state")
 
 
 def _guarded_list(tools: Iterable[Tool], guard: Guard) -> list[Tool]:
