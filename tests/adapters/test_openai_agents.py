@@ -72,6 +72,7 @@ from interlock.adapters.openai_agents import (
     GuardedModel,
     GuardedModelProvider,
     estimate_usage,
+    guard_handoff,
     guard_tool,
     guard_tools,
 )
@@ -1092,3 +1093,101 @@ def test_a_direct_tool_call_cancelled_while_it_is_judged_never_runs_the_body() -
         return await guarded.on_invoke_tool(_context(CANCELLATION.args), arguments)
 
     asyncio.run(assert_cancellation_never_runs(call, lambda: len(bodies.ran)))
+
+
+# -- handoffs are actions: judged before the transfer, listed by coverage ----------------
+
+HANDOFF_POLICY = """
+version: 1
+default: deny
+rules:
+  - id: to-billing
+    decision: allow
+    reason: billing may take over
+    kind: tool
+    scope: handoff
+    name: transfer_to_billing
+  - id: to-payouts
+    decision: require_approval
+    reason: payouts need a human
+    kind: tool
+    scope: handoff
+    params: {target: "agent:payouts"}
+"""
+
+
+def _handoff_call(name: str) -> ModelResponse:
+    call = ResponseFunctionToolCall(
+        type="function_call", name=name, arguments="{}", call_id="h-1", status="completed"
+    )
+    return ModelResponse(output=[call], usage=_usage(0, 0), response_id=None)
+
+
+def _triage(to: str) -> tuple[Agent[Any], dict[str, ScriptedModel]]:
+    models = {n: ScriptedModel([answer(f"{n} here")]) for n in ("billing", "payouts", "legal")}
+    agents = {n: Agent(name=n, model=m) for n, m in models.items()}
+    triage = Agent(
+        name="triage",
+        model=ScriptedModel([_handoff_call(f"transfer_to_{to}")]),
+        handoffs=list(agents.values()),
+    )
+    return triage, models
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_allowed_handoff_transfers(mode: str) -> None:
+    guard = Guard(load_policy_text(HANDOFF_POLICY))
+    triage, _ = _triage("billing")
+    guard.attach(triage)
+    assert run(triage, mode).final_output == "billing here"
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("to", "error"), [("legal", ActionDenied), ("payouts", ApprovalRequired)])
+def test_a_refused_handoff_never_transfers(mode: str, to: str, error: type[Exception]) -> None:
+    seen: list[Any] = []
+    guard = Guard(load_policy_text(HANDOFF_POLICY), on_decision=lambda d, a: seen.append(a))
+    triage, models = _triage(to)
+    guard.attach(triage)
+    with pytest.raises(error):
+        run(triage, mode)
+    assert models[to].inputs == []  # the target agent never ran
+    (action,) = seen
+    assert (action.kind, action.name, action.scope, action.target) == (
+        "tool",
+        f"transfer_to_{to}",
+        "handoff",
+        f"agent:{to}",
+    )
+
+
+def test_guard_handoff_gates_an_agent_or_a_handoff_in_place_of_attach() -> None:
+    from agents import handoff
+
+    guard = Guard(load_policy_text(HANDOFF_POLICY))
+    triage, models = _triage("legal")
+    triage.handoffs = [
+        guard_handoff(h, guard) for h in [handoff(models_agent) for models_agent in triage.handoffs]
+    ]  # type: ignore[arg-type]
+    with pytest.raises(ActionDenied):
+        run(triage, "async")
+    assert models["legal"].inputs == []
+
+
+def test_coverage_lists_every_handoff_and_detach_restores_them() -> None:
+    guard = Guard(load_policy_text(HANDOFF_POLICY))
+    triage, _ = _triage("billing")
+    before = list(triage.handoffs)
+    names = lambda: {b.name: b.guarded for b in guard.coverage(triage).tools}  # noqa: E731
+    assert names() == {"handoff:billing": False, "handoff:payouts": False, "handoff:legal": False}
+    guard.attach(triage)
+    assert names() == {
+        "transfer_to_billing": True,
+        "transfer_to_payouts": True,
+        "transfer_to_legal": True,
+    }
+    assert "own tools and model only if that agent is guarded" in str(guard.coverage(triage))
+    guard.detach(triage)
+    assert triage.handoffs == before and all(
+        a is b for a, b in zip(triage.handoffs, before, strict=True)
+    )

@@ -85,6 +85,7 @@ try:
         ToolInputGuardrailData,
     )
     from agents.exceptions import AgentsException
+    from agents.handoffs import Handoff, handoff
     from agents.items import TResponseInputItem, TResponseStreamEvent
     from agents.run_context import RunContextWrapper
     from agents.tool_context import ToolContext
@@ -97,7 +98,6 @@ except ImportError as exc:  # the extra is missing (tests/adapters: a missing fr
 
 if TYPE_CHECKING:
     from agents.agent_output import AgentOutputSchemaBase
-    from agents.handoffs import Handoff
     from agents.items import ToolApprovalItem
     from agents.run_state import RunState
     from agents.tool import Tool
@@ -115,8 +115,10 @@ __all__ = [
     "GuardedModelProvider",
     "apply_interlock_decisions",
     "estimate_usage",
+    "guard_handoff",
     "guard_tool",
     "guard_tools",
+    "handoff_action",
     "model_name",
     "reject",
     "runner_error",
@@ -644,6 +646,97 @@ def _guarded_list(tools: Iterable[Tool], guard: Guard) -> list[Tool]:
     return [tool if _gated_by(tool, guard) else guard_tool(tool, guard) for tool in checked]
 
 
+# -- handoffs: a transfer to another agent is an action too -------------------------------
+
+#: The scope of a handoff action (a custom scope: rules match it with ``scope: handoff``).
+HANDOFF_SCOPE: Final = "handoff"
+
+
+def handoff_action(target: Handoff[Any, Any], input_json: str | None = None) -> Action:
+    """The Action for one handoff: ``kind: tool`` named by the tool the model calls
+    (``transfer_to_<agent>``), ``scope: handoff``, ``target: agent:<name>``, the
+    model's input (if the handoff takes one) as arguments."""
+    return Action.tool(
+        target.tool_name,
+        input_json or {},
+        schema=target.input_json_schema or None,
+        description=target.tool_description,
+        target=f"agent:{target.agent_name}",
+        scope=HANDOFF_SCOPE,
+    )
+
+
+class _GatedHandoff:
+    """A ``Handoff.on_invoke_handoff`` that judges the handoff first and transfers on
+    allow only; a refusal raises (a handoff returns an agent: there is no message for
+    the model to read), as an error the Runner lets through."""
+
+    def __init__(
+        self,
+        guard: Guard,
+        target: Handoff[Any, Any],
+        inner: Callable[[RunContextWrapper[Any], str], Awaitable[Any]],
+    ) -> None:
+        self.guard = guard
+        self.target = target
+        self.inner = inner
+
+    async def __call__(self, ctx: RunContextWrapper[Any], input_json: str) -> Any:
+        action = handoff_action(self.target, input_json)
+        decision = await self.guard.acheck(action)
+        outcome = verdict_outcome(decision, action)
+        if outcome.error is not None:
+            raise runner_error(outcome.error)
+        key = call_key(self.target.tool_name, input_json or {})
+        return await arun_settled(self.guard, decision, lambda: self.inner(ctx, input_json), key)
+
+
+def guard_handoff(target: Agent[Any] | Handoff[Any, Any], guard: Guard) -> Handoff[Any, Any]:
+    """A guarded copy of a handoff (an ``Agent`` becomes ``handoff(agent)`` first):
+    every transfer is judged as :func:`handoff_action` and a refusal raises out of
+    ``Runner.run``. Put it in ``Agent(handoffs=[...])``; ``guard.attach(agent)`` does
+    it for every handoff the agent has."""
+    made = handoff(target) if isinstance(target, Agent) else target
+    inner = made.on_invoke_handoff
+    if isinstance(inner, _GatedHandoff):
+        if inner.guard is guard:
+            return made
+        inner = inner.inner
+    guarded = copy.copy(made)
+    guarded.on_invoke_handoff = _GatedHandoff(guard, guarded, inner)
+    return guarded
+
+
+def _handoff_guarded(target: object, guard: Guard | None) -> bool:
+    invoker = getattr(target, "on_invoke_handoff", None)
+    return isinstance(invoker, _GatedHandoff) and (guard is None or invoker.guard is guard)
+
+
+def handoff_binding(
+    target: Agent[Any] | Handoff[Any, Any], guard: Guard | None, **where: Any
+) -> ToolBinding:
+    """How the guard sees one handoff of an agent."""
+    if isinstance(target, Agent):
+        return ToolBinding(
+            f"handoff:{target.name}",
+            f"a handoff to agent {target.name!r}",
+            None,
+            guarded=False,
+            note="a plain Agent in handoffs: guard.attach(agent) or guard_handoff() gates it",
+            **where,
+        )
+    return ToolBinding(
+        target.tool_name,
+        f"a handoff to agent {target.agent_name!r}",
+        dict(target.input_json_schema or {}),
+        target.on_invoke_handoff,
+        guarded=_handoff_guarded(target, guard),
+        note=f"the transfer is judged; agent {target.agent_name!r}'s own tools and model "
+        "only if that agent is guarded too",
+        **where,
+    )
+
+
 # -- model calls: checked and reserved before, committed from real usage after ----------
 
 
@@ -919,26 +1012,36 @@ def tool_binding(tool: Tool, guard: Guard | None, **where: Any) -> ToolBinding:
 
 class AgentAdapter(Adapter):
     """Guards every tool of an ``Agent`` (raise style): ``tools`` becomes a list of
-    guarded copies, and the tools its MCP servers list at run time (``get_mcp_tools``)
-    are guarded as they arrive. A hosted tool in ``tools`` is a TypeError, and then
+    guarded copies, the tools its MCP servers list at run time (``get_mcp_tools``)
+    are guarded as they arrive, and every handoff is judged before the transfer
+    (:func:`guard_handoff`). A hosted tool in ``tools`` is a TypeError, and then
     nothing is patched."""
 
     framework = "openai-agents-agent"
     distribution = "openai-agents"
     supported = ("0.7", "1")
     extra = "openai-agents"
-    targets = (PatchTarget(Agent, "tools"), PatchTarget(Agent, "get_mcp_tools"))
+    targets = (
+        PatchTarget(Agent, "tools"),
+        PatchTarget(Agent, "get_mcp_tools"),
+        PatchTarget(Agent, "handoffs"),
+    )
 
     inspects_models = True
 
     def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
-        """Its ``tools``, and one binding per MCP server for the tools it lists at run
-        time (guarded when ``guard.attach(agent)`` holds ``get_mcp_tools``)."""
+        """Its ``tools``, its handoffs (named by the tool the model calls), and one
+        binding per MCP server for the tools it lists at run time (guarded when
+        ``guard.attach(agent)`` holds ``get_mcp_tools``)."""
         agent: Agent[Any] = obj
         bindings = [
             tool_binding(tool, guard, container=agent.tools, key=index)
             for index, tool in enumerate(agent.tools)
         ]
+        bindings.extend(
+            handoff_binding(h, guard, container=agent.handoffs, key=index)
+            for index, h in enumerate(agent.handoffs)
+        )
         for server in agent.mcp_servers:
             bindings.append(
                 ToolBinding(
@@ -977,6 +1080,8 @@ class AgentAdapter(Adapter):
     def wrap(self, target: PatchTarget, obj: Any, original: Any, guard: Guard) -> Any:
         if target.attr == "tools":
             return _guarded_list(original, guard)
+        if target.attr == "handoffs":
+            return [guard_handoff(h, guard) for h in original]
         list_mcp_tools: Callable[[RunContextWrapper[Any]], Awaitable[list[Tool]]] = original
 
         async def get_mcp_tools(run_context: RunContextWrapper[Any]) -> list[Tool]:
