@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
 from interlock.adapters.base import (
     Adapter,
+    LLMBinding,
     PatchTarget,
     ToolBinding,
     already_judged,
@@ -1208,22 +1209,21 @@ def _unguarded(body: Any) -> Any:
     return getattr(body, "__interlock_original__", body)
 
 
-def _middleware_in(wrapper: object, guard: Guard | None) -> bool:
-    """Whether an :class:`InterlockMiddleware` of ``guard`` is among the functions a
-    ``ToolNode`` tool-call wrapper is composed of (``create_agent`` composes the
-    agent's middleware into closures): followed through closures, bound methods and
+def _interlock_middleware(root: object) -> list[InterlockMiddleware]:
+    """The :class:`InterlockMiddleware` s whose hooks ``root`` (a node's function, a
+    tool-call wrapper) is composed of: followed through closures, bound methods and
     partials only, a bounded number of steps."""
-    todo: list[object] = [wrapper]
+    found: list[InterlockMiddleware] = []
+    todo: list[object] = [root]
     seen: set[int] = set()
     while todo and len(seen) < 256:
         item = todo.pop()
         if item is None or id(item) in seen:
             continue
         seen.add(id(item))
-        owner = getattr(item, "__self__", None)
+        owner = item if isinstance(item, InterlockMiddleware) else getattr(item, "__self__", None)
         if isinstance(owner, InterlockMiddleware):
-            if guard is None or owner.guard is guard:
-                return True
+            found.append(owner)
             continue
         if isinstance(item, functools.partial):
             todo.extend((item.func, *item.args, *item.keywords.values()))
@@ -1232,7 +1232,44 @@ def _middleware_in(wrapper: object, guard: Guard | None) -> bool:
                 with contextlib.suppress(ValueError):  # an empty cell
                     todo.append(cell.cell_contents)
             todo.append(getattr(item, "__wrapped__", None))
-    return False
+    return found
+
+
+def _chat_model_in(root: object) -> BaseChatModel | None:
+    """The chat model a ``create_agent`` model node calls (found in its closures)."""
+    todo: list[object] = [root]
+    seen: set[int] = set()
+    while todo and len(seen) < 256:
+        item = todo.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, BaseChatModel):
+            return item
+        bound = getattr(item, "bound", None)  # a model with tools bound: RunnableBinding
+        if isinstance(bound, BaseChatModel):
+            return bound
+        if callable(item):
+            for cell in getattr(item, "__closure__", None) or ():
+                with contextlib.suppress(ValueError):
+                    todo.append(cell.cell_contents)
+    return None
+
+
+def _agent_model_node(graph: Pregel[Any, Any, Any, Any]) -> Any:
+    """The model node of a ``create_agent`` graph (its function is
+    ``create_agent``'s own), else ``None``."""
+    node = graph.nodes.get("model")
+    func = getattr(getattr(node, "bound", None), "func", None)
+    qualname = getattr(func, "__qualname__", "")
+    return node if qualname.startswith("create_agent.") else None
+
+
+def _middleware_in(wrapper: object, guard: Guard | None) -> bool:
+    """Whether an :class:`InterlockMiddleware` of ``guard`` is among the functions a
+    ``ToolNode`` tool-call wrapper is composed of (``create_agent`` composes the
+    agent's middleware into closures)."""
+    return any(guard is None or m.guard is guard for m in _interlock_middleware(wrapper))
 
 
 class ToolNodeAdapter(Adapter):
@@ -1301,6 +1338,8 @@ class GraphAdapter(Adapter):
     extra = "langchain"
     targets = ()
 
+    inspects_models = True
+
     def __init__(self, nodes: ToolNodeAdapter) -> None:
         super().__init__()
         self.nodes = nodes
@@ -1312,7 +1351,58 @@ class GraphAdapter(Adapter):
         return [n.bound for n in graph.nodes.values() if isinstance(n.bound, ToolNode)]
 
     def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
-        return [b for node in self.tool_nodes(obj) for b in self.nodes.tool_bindings(node, guard)]
+        """The tools of its ``ToolNode`` s, then every other node but the start and a
+        ``create_agent`` model node: what such a node runs directly (a tool called
+        inside it, an API) passes no gate here."""
+        graph: Pregel[Any, Any, Any, Any] = obj
+        bindings = [
+            b for node in self.tool_nodes(graph) for b in self.nodes.tool_bindings(node, guard)
+        ]
+        model_node = _agent_model_node(graph)
+        for name, node in graph.nodes.items():
+            if name == "__start__" or node is model_node or isinstance(node.bound, ToolNode):
+                continue
+            bindings.append(
+                ToolBinding(
+                    f"node:{name}",
+                    "a graph node that is not a ToolNode",
+                    None,
+                    container=graph.nodes,
+                    key=name,
+                    guarded=False,
+                    note="what it runs directly is not judged: give it guarded tools "
+                    "(guard_tool) or route its tool calls through a ToolNode",
+                )
+            )
+        return bindings
+
+    def llm_bindings(self, obj: Any, guard: Guard | None = None) -> list[LLMBinding]:
+        """The model of a ``create_agent`` graph: guarded when an
+        :class:`InterlockMiddleware` of ``guard`` gates its calls (a guard with a
+        store, or ``models=True``)."""
+        graph: Pregel[Any, Any, Any, Any] = obj
+        node = _agent_model_node(graph)
+        if node is None:
+            return []
+        paths = [getattr(node.bound, "func", None), getattr(node.bound, "afunc", None)]
+        guarded = all(
+            any(m.models and (guard is None or m.guard is guard) for m in _interlock_middleware(p))
+            for p in paths
+            if p is not None
+        )
+        model = _chat_model_in(paths[0])
+        return [
+            LLMBinding(
+                model_name(model) if model is not None else "model",
+                owner=graph.nodes,
+                attr="model",
+                guarded=guarded,
+                note=None
+                if guarded
+                else "its calls are not judged or budgeted: InterlockMiddleware(guard) with "
+                "a store (or models=True) gates them",
+            )
+        ]
 
     def is_attached(self, obj: object) -> bool:
         return isinstance(obj, Pregel) and any(
