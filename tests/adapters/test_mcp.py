@@ -817,3 +817,24 @@ async def test_a_client_call_cancelled_while_it_is_judged_is_never_sent(refusal:
             return await client.session.call_tool(CANCELLATION.tool, CANCELLATION.args)
 
     await assert_cancellation_never_runs(call, lambda: len(tools.ran))
+
+
+def test_coverage_names_the_resources_and_prompts_no_gate_judges() -> None:
+    tools = Tools()
+
+    @tools.server.resource("notes://today")
+    def today() -> str:
+        """Today's notes."""
+        return "notes"
+
+    @tools.server.prompt()
+    def greet(name: str) -> str:
+        """Greet someone."""
+        return f"hi {name}"
+
+    guard = Guard(POLICY)
+    guard.attach(tools.server)
+    coverage = guard.coverage(tools.server)
+    assert coverage.unguarded == ["resource:notes://today", "prompt:greet"]
+    assert "only tools/call is" in str(coverage)
+    guard.detach(tools.server)
