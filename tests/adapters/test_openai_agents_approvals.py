@@ -253,3 +253,28 @@ def test_a_small_call_runs_without_interrupting(guard: Guard) -> None:
     assert result.interruptions == []
     assert run.ran == [5]
     assert run.approvals() == []
+
+
+def test_guarding_again_joins_the_tools_own_needs_approval_once(guard: Guard) -> None:
+    asked: list[str] = []
+
+    async def own(ctx: Any, params: dict[str, Any], call_id: str) -> bool:
+        asked.append(call_id)
+        return False
+
+    @function_tool(needs_approval=own)
+    def wire(amount: float) -> str:
+        """Wire money."""
+        return f"wired {amount}"
+
+    (once,) = guard_tools([wire], guard, on_approval="interrupt")
+    (twice,) = guard_tools([once], guard, on_approval="interrupt")
+    model = ScriptedModel([tool_calls(("wire", {"amount": 5})), answer("done")])
+    result = Runner.run_sync(Agent(name="bot", model=model, tools=[twice]), "pay")
+    assert result.final_output == "done"
+    assert asked == ["call-1"]  # the tool's own check, once
+    assert guard.store is not None
+    rows = list(guard.store.audit_rows(kind="decision"))
+    assert len(rows) == 1  # judged once, not once per layer
+    (plain,) = guard_tools([twice], guard)
+    assert plain.needs_approval is own

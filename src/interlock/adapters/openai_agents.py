@@ -272,6 +272,8 @@ class _ToolGate:
         self._held: dict[tuple[str, str], Decision | None] = {}
         # judged by needs_approval and not put to a human: the run executes it next
         self._vetted: dict[tuple[str, str], Decision | None] = {}
+        # the tool's own needs_approval, before on_approval="interrupt" joined it
+        self.own_needs_approval: bool | Callable[..., Any] = tool.needs_approval
 
     def _key(self, call_id: str | None, arguments: Any) -> tuple[str, str]:
         return (call_id or "", call_key(self.tool.name, arguments)[1])
@@ -505,13 +507,19 @@ def guard_tool(
     guarded = copy.copy(_function_tool(tool))  # FunctionTool.__copy__ rebinds its invoker
     inner = guarded.on_invoke_tool
     guardrails = list(guarded.tool_input_guardrails or ())  # a new list: tool keeps its own
+    own_needs_approval = guarded.needs_approval
     earlier = _gated_by(guarded, guard)
     if earlier is not None:  # re-guarding with the same guard replaces, never stacks
         inner = earlier.inner
         guardrails = [g for g in guardrails if g is not earlier.gate.guardrail]
+        own_needs_approval = earlier.gate.own_needs_approval
     gate = _ToolGate(guard, guarded, mapper, on_approval, approval_timeout, reviewer)
-    if on_approval == "interrupt":
-        guarded.needs_approval = _either(guarded.needs_approval, gate.needs_approval)
+    gate.own_needs_approval = own_needs_approval
+    guarded.needs_approval = (
+        _either(own_needs_approval, gate.needs_approval)
+        if on_approval == "interrupt"
+        else own_needs_approval
+    )
     guarded.on_invoke_tool = _GatedInvoker(gate, inner, refusal)
     if refusal == "message":
         # Last, so a guardrail of the user's that rejects runs first and no allowed
