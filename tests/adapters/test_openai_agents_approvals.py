@@ -76,14 +76,23 @@ class Run:
     def run(self, start: Any, mode: str = "async") -> Any:
         if mode == "sync":
             return Runner.run_sync(self.agent, start)
-        return asyncio.run(Runner.run(self.agent, start))
+        if mode == "async":
+            return asyncio.run(Runner.run(self.agent, start))
+
+        async def streamed() -> Any:
+            result = Runner.run_streamed(self.agent, start)
+            async for _ in result.stream_events():
+                pass
+            return result
+
+        return asyncio.run(streamed())
 
     def approvals(self) -> list[Any]:
         assert self.guard.store is not None
         return list(reversed(self.guard.store.list_approvals()))
 
 
-MODES = ["sync", "async"]
+MODES = ["sync", "async", "streamed"]
 STYLES = ["message", "raise"]
 
 

@@ -13,8 +13,13 @@ Three ways in, from one tool outward:
   run goes on (and the verdict shows up in the SDK's own guardrail results).
 - :class:`FunctionToolAdapter` / :class:`AgentAdapter` — ``guard.attach(tool)`` patches
   ``on_invoke_tool`` in place; ``guard.attach(agent)`` swaps the agent's ``tools`` list
-  for guarded copies and guards the tools its MCP servers list at run time.
+  for guarded copies, guards the tools its MCP servers list at run time, and gates
+  every handoff (:func:`guard_handoff`: a transfer is an action, ``scope: handoff``).
   ``guard.detach(...)`` restores exactly what was there. Both raise on a refusal.
+- ``on_approval="interrupt"`` bridges Interlock approvals and the SDK's run-state
+  interruptions both ways: a call awaiting approval surfaces as a ``ToolApprovalItem``,
+  ``state.approve(item)`` decides the Interlock approval, :func:`reject` and
+  :func:`apply_interlock_decisions` carry decisions the other way.
 - :class:`GuardedModel` — a ``Model`` whose every call is checked as an ``llm`` action
   and reserved on the policy's budgets before the wrapped model runs, then committed
   from the ``usage`` it reports (streaming included).
