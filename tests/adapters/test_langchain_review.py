@@ -367,3 +367,31 @@ def test_a_decision_that_is_not_allowed_is_refused_and_decides_nothing(guard: Gu
         loop.resume({"type": "edit", "edited_action": {"name": "wire", "args": {"amount": 5}}})
     assert loop.ran == []
     assert [a.status.value for a in loop.approvals()] == ["pending"]
+
+
+def test_a_plain_langgraph_tool_node_reviews_the_same_way(guard: Guard) -> None:
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    from interlock.adapters.langchain import guarded_tool_node
+
+    ran: list[float] = []
+
+    @tool
+    def wire(amount: float) -> str:
+        """Wire money."""
+        ran.append(amount)
+        return f"wired {amount}"
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("tools", guarded_tool_node([wire], guard, on_approval="review"))
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    app = graph.compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "plain"}}
+    ask = AIMessage(content="", tool_calls=[{"name": "wire", "args": {"amount": 50}, "id": "p1"}])
+    paused = app.invoke({"messages": [ask]}, config)
+    (pending,) = paused["__interrupt__"]
+    assert pending.value["action_requests"][0]["args"] == {"amount": 50}
+    done = app.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+    assert ran == [50]
+    assert answers(done)[0].content == "wired 50.0"
