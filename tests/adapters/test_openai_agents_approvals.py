@@ -287,3 +287,20 @@ def test_guarding_again_joins_the_tools_own_needs_approval_once(guard: Guard) ->
     assert len(rows) == 1  # judged once, not once per layer
     (plain,) = guard_tools([twice], guard)
     assert plain.needs_approval is own
+
+
+def test_an_interlock_decision_is_carried_by_intent_never_by_call_id(guard: Guard) -> None:
+    first = Run(guard, 500)
+    result = first.run("pay")
+    assert guard.store is not None
+    guard.store.approve(first.approvals()[0].id, by="supervisor")
+    # another run whose model reuses the call id "call-1" for a bigger wire
+    second = Run(guard, 9000)
+    state = second.run("pay").to_state()
+    assert apply_interlock_decisions(state, guard) == 0  # 500's approval is not 9000's
+    assert len(second.run(state).interruptions) == 1
+    assert second.ran == []
+    carried = result.to_state()
+    assert apply_interlock_decisions(carried, guard) == 1
+    assert first.run(carried).final_output == "done"
+    assert first.ran == [500]

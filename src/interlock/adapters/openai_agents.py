@@ -67,6 +67,7 @@ from interlock.adapters.base import (
 )
 from interlock.core.action import Action, Context, normalise_arguments
 from interlock.core.decision import Decision
+from interlock.core.intent import intent_hash
 from interlock.errors import (
     ActionDenied,
     ActionUndetermined,
@@ -110,6 +111,7 @@ if TYPE_CHECKING:
 
     from interlock.guard import Guard, Mapper
     from interlock.ledger.llm_call import LLMCall
+    from interlock.store.records import ApprovalRecord
 
 __all__ = [
     "ADAPTER",
@@ -594,27 +596,34 @@ def apply_interlock_decisions(state: RunState[Any, Any], guard: Guard) -> int:
     """Carry the decisions made in Interlock (web UI, ``interlock approvals``,
     ``store.approve`` / ``store.deny``) over to the run state's interruptions: an
     approved call is approved in the run state, a denied one rejected with the
-    approver's reason. Returns how many it carried; the rest stay pending. The resumed
-    run then executes each approved call once (the identical call claims the grant)
-    and never a denied one. Looks at the 100 newest decided approvals."""
+    approver's reason. Returns how many it carried; the rest stay pending. A decision
+    is matched to an interruption by the call's intent (the tool and its exact
+    arguments, as the guard judges them), never by the model's call id. The resumed run
+    then executes each approved call once (the identical call claims the grant) and
+    never a denied one. Looks at the 100 newest decided approvals."""
     store = guard.store
     if store is None:
         raise ValueError("apply_interlock_decisions needs a guard with a store")
-    decided = {
-        (record.context.get("call_id"), record.action.get("name")): record
-        for status in ("approved", "denied")
-        for record in store.list_approvals(status=status)
-    }
+    decided: dict[str, ApprovalRecord] = {}
+    for status in ("denied", "approved"):  # newest first: the first found stands
+        for record in store.list_approvals(status=status):
+            decided.setdefault(record.intent_hash, record)
     carried = 0
     for item in state.get_interruptions():
-        record = decided.get((getattr(item.raw_item, "call_id", None), item.tool_name))
-        if record is None:
+        tool = _tool_named(item)
+        if tool is None:
             continue
-        if record.status.value == "approved":
+        action = tool_action(tool, item.arguments)
+        found = decided.get(
+            intent_hash(action.with_context(action.context.merged_over(guard.context)))
+        )
+        if found is None:
+            continue
+        if found.status.value == "approved":
             state.approve(item)
         else:
-            why = f": {record.decision_reason}" if record.decision_reason else ""
-            state.reject(item, rejection_message=f"denied by {record.decided_by}{why}")
+            why = f": {found.decision_reason}" if found.decision_reason else ""
+            state.reject(item, rejection_message=f"denied by {found.decided_by}{why}")
         carried += 1
     return carried
 
