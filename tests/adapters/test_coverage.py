@@ -58,12 +58,38 @@ def guarded_names(coverage: Coverage) -> dict[str, bool]:
 def test_a_create_agent_graph_with_the_middleware_is_covered_by_its_guard_only() -> None:
     guard, other = Guard(POLICY), Guard(POLICY)
     agent = create_agent(
-        _Model(responses=[]), [shell, read_file], middleware=[InterlockMiddleware(guard)]
+        _Model(responses=[]),
+        [shell, read_file],
+        middleware=[InterlockMiddleware(guard, models=True)],
     )
     coverage = guard.coverage(agent)
     assert guarded_names(coverage) == {"shell": True, "read_file": True}
     assert coverage.unguarded == []
-    assert other.coverage(agent).unguarded == ["shell", "read_file"]
+    assert other.coverage(agent).unguarded == ["shell", "read_file", "model:_Model"]
+
+
+def test_a_create_agent_model_is_named_unless_the_middleware_gates_it() -> None:
+    guard = Guard(POLICY)  # no store: the middleware gates tool calls only
+    agent = create_agent(_Model(responses=[]), [shell], middleware=[InterlockMiddleware(guard)])
+    coverage = guard.coverage(agent)
+    assert coverage.unguarded == ["model:_Model"]
+    assert "model _Model: NOT guarded (its calls are not judged" in str(coverage)
+
+
+def test_a_graph_node_that_is_not_a_tool_node_is_named() -> None:
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("direct", lambda state: {})
+    graph.add_node("tools", guarded_tool_node([shell], Guard(POLICY)))
+    graph.add_edge(START, "direct")
+    graph.add_edge("direct", "tools")
+    graph.add_edge("tools", END)
+    compiled = graph.compile()
+    guard = Guard(POLICY)
+    guard.attach(compiled)
+    assert guard.coverage(compiled).unguarded == ["node:direct"]
+    assert "what it runs directly is not judged" in str(guard.coverage(compiled))
 
 
 def test_the_middleware_is_found_among_other_middleware() -> None:
@@ -82,16 +108,16 @@ def test_the_middleware_is_found_among_other_middleware() -> None:
         [InterlockMiddleware(guard), Logging()],
     ):
         agent = create_agent(_Model(responses=[]), [shell], middleware=middleware)
-        assert guard.coverage(agent).unguarded == []
+        assert guard.coverage(agent).unguarded == ["model:_Model"]  # no store: tools only
     plain = create_agent(_Model(responses=[]), [shell], middleware=[Logging()])
-    assert guard.coverage(plain).unguarded == ["shell"]
+    assert guard.coverage(plain).unguarded == ["shell", "model:_Model"]
 
 
 def test_a_graph_with_one_guarded_copy_names_the_tool_left_unguarded() -> None:
     guard = Guard(POLICY)
     agent = create_agent(_Model(responses=[]), [shell, guard_tool(read_file, guard)])
     coverage = guard.coverage(agent)
-    assert coverage.unguarded == ["shell"]
+    assert coverage.unguarded == ["shell", "model:_Model"]
     assert "tool shell: NOT guarded" in str(coverage)
     assert "tool read_file: guarded" in str(coverage)
 

@@ -22,7 +22,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 
-from interlock import ActionDenied, Decision, Guard, Usage, Verdict
+from interlock import ActionDenied, ActionUndetermined, Decision, Guard, Usage, Verdict
 from interlock.adapters.base import adapter_for
 from interlock.adapters.langchain import (
     ADAPTER,
@@ -34,7 +34,16 @@ from interlock.adapters.langchain import (
     guarded_tool_node,
 )
 
-from .conformance import POLICY, ROWS, Row, approve_when_pending, make_guard
+from .conformance import (
+    CANCELLATION,
+    POLICY,
+    ROWS,
+    STORE_UNREACHABLE,
+    Row,
+    approve_when_pending,
+    assert_cancellation_never_runs,
+    make_guard,
+)
 
 
 class FakeToolModel(FakeMessagesListChatModel):
@@ -737,3 +746,77 @@ def test_a_guarded_tool_called_inside_an_allowed_body_is_judged(mode: str) -> No
     with pytest.raises(ActionDenied, match="no recursive deletes"):  # raised in the body
         run_agent(agent, mode)
     assert bodies.ran == []  # the nested delete never ran
+
+
+# -- the store-unreachable row and cancellation, through whole loops ---------------------
+
+
+def _unreachable_agent(bodies: Bodies, refusal: str, models: bool) -> Any:
+    guard = make_guard(STORE_UNREACHABLE)
+    middleware = InterlockMiddleware(guard, refusal=refusal, models=models)  # type: ignore[arg-type]
+    model = FakeToolModel(responses=parallel_calls(STORE_UNREACHABLE))
+    return create_agent(model, bodies.tools, middleware=[middleware])
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_unreachable_store_refuses_the_model_call_and_the_loop_ends(mode: str) -> None:
+    bodies = Bodies()
+    result = run_agent(_unreachable_agent(bodies, "message", models=True), mode)
+    assert bodies.ran == []
+    assert tool_messages(result["messages"]) == []  # the model never asked for a tool
+    final = result["messages"][-1]
+    assert isinstance(final, AIMessage)
+    assert STORE_UNREACHABLE.says in str(final.content)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_unreachable_store_raises_out_of_the_loop_in_raise_style(mode: str) -> None:
+    bodies = Bodies()
+    for models in (True, False):
+        with pytest.raises(ActionUndetermined, match=STORE_UNREACHABLE.says):
+            run_agent(_unreachable_agent(bodies, "raise", models=models), mode)
+    assert bodies.ran == []
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_unreachable_store_refuses_every_tool_call_the_model_reads_it(mode: str) -> None:
+    bodies = Bodies()
+    result = run_agent(_unreachable_agent(bodies, "message", models=False), mode)
+    assert bodies.ran == []
+    answers = tool_messages(result["messages"])
+    assert {m.tool_call_id for m in answers} == {"call-1", "call-2"}
+    assert all(m.status == "error" and STORE_UNREACHABLE.says in str(m.content) for m in answers)
+    assert result["messages"][-1].content == "done"
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_an_unreachable_store_refuses_a_guarded_tool_at_every_entry_point(entry: str) -> None:
+    bodies = Bodies()
+    guarded = guard_tool(bodies.tools[0], make_guard(STORE_UNREACHABLE))
+    with pytest.raises(ActionUndetermined, match=STORE_UNREACHABLE.says):
+        _entry_points(guarded, STORE_UNREACHABLE.args)[entry]()
+    assert bodies.ran == []
+
+
+@pytest.mark.parametrize("refusal", ["message", "raise"])
+def test_a_loop_cancelled_while_its_tool_call_is_judged_never_runs_the_body(
+    refusal: str,
+) -> None:
+    bodies = Bodies()
+
+    async def loop(guard: Guard) -> Any:
+        middleware = InterlockMiddleware(guard, refusal=refusal)  # type: ignore[arg-type]
+        model = FakeToolModel(responses=parallel_calls(CANCELLATION))
+        agent = create_agent(model, bodies.tools, middleware=[middleware])
+        return await agent.ainvoke({"messages": [("user", "go")]})
+
+    asyncio.run(assert_cancellation_never_runs(loop, lambda: len(bodies.ran)))
+
+
+def test_a_guarded_tool_cancelled_while_it_is_judged_never_runs_the_body() -> None:
+    bodies = Bodies()
+
+    async def call(guard: Guard) -> Any:
+        return await guard_tool(bodies.tools[0], guard).ainvoke(CANCELLATION.args)
+
+    asyncio.run(assert_cancellation_never_runs(call, lambda: len(bodies.ran)))

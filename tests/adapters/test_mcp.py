@@ -55,7 +55,15 @@ from interlock.adapters.mcp import (
 )
 from interlock.store import open_store
 
-from .conformance import POLICY, ROWS, Row, make_guard
+from .conformance import (
+    CANCELLATION,
+    POLICY,
+    ROWS,
+    STORE_UNREACHABLE,
+    Row,
+    assert_cancellation_never_runs,
+    make_guard,
+)
 
 ids = [row.behaviour for row in ROWS]
 
@@ -758,3 +766,75 @@ def test_an_unsupported_version_names_the_range_and_the_extra(adapter: type[Any]
 
     with pytest.raises(ImportError, match=r"mcp>=9.0,<10.*interlock\[mcp\]"):
         Future()
+
+
+# -- the store-unreachable row and cancellation --------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["guard_server", "middleware alone"])
+@pytest.mark.parametrize("wire", WIRES)
+async def test_an_unreachable_store_never_runs_the_tool_on_the_server(wire: Wire, how: str) -> None:
+    row = STORE_UNREACHABLE
+    tools = Tools()
+    install(how, tools, make_guard(row), row)
+    async with connect(tools.server, wire) as client:
+        results = await twice(lambda: client.call_tool(row.tool, row.args))
+    check_row(row, results, tools.ran)
+
+
+@pytest.mark.parametrize("refusal", ["message", "raise"])
+async def test_an_unreachable_store_never_sends_the_call_from_the_client(refusal: str) -> None:
+    row = STORE_UNREACHABLE
+    tools = Tools()
+    async with connect(tools.server) as client:
+        guard_session(client.session, make_guard(row), refusal=refusal)  # type: ignore[arg-type]
+        outcomes = await twice(lambda: client.session.call_tool(row.tool, row.args))
+    if refusal == "message":
+        check_row(row, outcomes, tools.ran)
+    else:
+        check_raised(row, outcomes, tools.ran)
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_server_call_cancelled_while_it_is_judged_never_runs_the_tool(wire: Wire) -> None:
+    tools = Tools()
+
+    async def call(guard: Guard) -> Any:
+        guard_server(tools.server, guard)
+        async with connect(tools.server, wire) as client:
+            return await client.call_tool(CANCELLATION.tool, CANCELLATION.args)
+
+    await assert_cancellation_never_runs(call, lambda: len(tools.ran))
+
+
+@pytest.mark.parametrize("refusal", ["message", "raise"])
+async def test_a_client_call_cancelled_while_it_is_judged_is_never_sent(refusal: str) -> None:
+    tools = Tools()
+
+    async def call(guard: Guard) -> Any:
+        async with connect(tools.server) as client:
+            guard_session(client.session, guard, refusal=refusal)  # type: ignore[arg-type]
+            return await client.session.call_tool(CANCELLATION.tool, CANCELLATION.args)
+
+    await assert_cancellation_never_runs(call, lambda: len(tools.ran))
+
+
+def test_coverage_names_the_resources_and_prompts_no_gate_judges() -> None:
+    tools = Tools()
+
+    @tools.server.resource("notes://today")
+    def today() -> str:
+        """Today's notes."""
+        return "notes"
+
+    @tools.server.prompt()
+    def greet(name: str) -> str:
+        """Greet someone."""
+        return f"hi {name}"
+
+    guard = Guard(POLICY)
+    guard.attach(tools.server)
+    coverage = guard.coverage(tools.server)
+    assert coverage.unguarded == ["resource:notes://today", "prompt:greet"]
+    assert "only tools/call is" in str(coverage)
+    guard.detach(tools.server)

@@ -53,7 +53,15 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
-from interlock import ActionDenied, ApprovalRequired, Decision, Guard, Verdict, load_policy_text
+from interlock import (
+    ActionDenied,
+    ActionUndetermined,
+    ApprovalRequired,
+    Decision,
+    Guard,
+    Verdict,
+    load_policy_text,
+)
 from interlock import Usage as Tokens
 from interlock.adapters import base
 from interlock.adapters.base import adapter_for
@@ -64,11 +72,21 @@ from interlock.adapters.openai_agents import (
     GuardedModel,
     GuardedModelProvider,
     estimate_usage,
+    guard_handoff,
     guard_tool,
     guard_tools,
 )
 
-from .conformance import POLICY, ROWS, Row, approve_when_pending, make_guard
+from .conformance import (
+    CANCELLATION,
+    POLICY,
+    ROWS,
+    STORE_UNREACHABLE,
+    Row,
+    approve_when_pending,
+    assert_cancellation_never_runs,
+    make_guard,
+)
 
 set_tracing_disabled(True)
 
@@ -807,7 +825,7 @@ def test_on_approval_is_checked_when_the_tool_is_guarded() -> None:
     with pytest.raises(ValueError, match="needs a guard with a store"):
         guard_tool(function_tool(wire), Guard(POLICY), on_approval="wait")
     with pytest.raises(ValueError, match="on_approval must be"):
-        guard_tool(function_tool(wire), Guard(POLICY), on_approval="interrupt")  # type: ignore[arg-type]
+        guard_tool(function_tool(wire), Guard(POLICY), on_approval="later")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("refusal", ["raise", "message"])
@@ -993,3 +1011,183 @@ def test_attaching_an_agent_guards_the_tools_its_mcp_servers_list() -> None:
     assert "get_mcp_tools" not in vars(agent)
     run(agent, "sync")
     assert server.calls == [{"command": "rm -rf /"}]
+
+
+# -- the store-unreachable row and cancellation, through whole loops ---------------------
+
+
+def _unreachable_agent(bodies: Bodies, refusal: str) -> tuple[Agent[Any], ScriptedModel]:
+    row = STORE_UNREACHABLE
+    model = ScriptedModel([tool_calls((row.tool, row.args), (row.tool, row.args)), answer("done")])
+    tools = guard_tools(bodies.tools, make_guard(row), refusal=refusal)  # type: ignore[arg-type]
+    return Agent(name="bot", model=model, tools=tools), model
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unreachable_store_refuses_every_tool_call_and_the_model_reads_it(mode: str) -> None:
+    bodies = Bodies()
+    agent, model = _unreachable_agent(bodies, "message")
+    result = run(agent, mode)
+    assert bodies.ran == []
+    outputs = final_input_outputs(model)
+    assert set(outputs) == {"call-1", "call-2"}
+    assert all(STORE_UNREACHABLE.says in output for output in outputs.values())
+    assert result.final_output == "done"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unreachable_store_raises_out_of_the_runner_in_raise_style(mode: str) -> None:
+    bodies = Bodies()
+    agent, _ = _unreachable_agent(bodies, "raise")
+    with pytest.raises(ActionUndetermined, match=STORE_UNREACHABLE.says) as caught:
+        run(agent, mode)
+    assert bodies.ran == []
+    assert isinstance(caught.value, AgentsException)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unreachable_store_refuses_the_model_call_before_the_model(mode: str) -> None:
+    bodies = Bodies()
+    row = STORE_UNREACHABLE
+    inner = ScriptedModel([tool_calls((row.tool, row.args)), answer("done")])
+    guard = make_guard(row)
+    agent = Agent(
+        name="bot",
+        model=GuardedModel(inner, guard),
+        tools=guard_tools(bodies.tools, guard, refusal="message"),
+    )
+    with pytest.raises(ActionUndetermined, match=row.says):
+        run(agent, mode)
+    assert inner.inputs == []
+    assert bodies.ran == []
+
+
+@pytest.mark.parametrize("refusal", ["message", "raise"])
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
+def test_a_run_cancelled_while_its_tool_call_is_judged_never_runs_the_body(
+    refusal: str, streamed: bool
+) -> None:
+    bodies = Bodies()
+
+    async def loop(guard: Guard) -> Any:
+        row = CANCELLATION
+        model = ScriptedModel([tool_calls((row.tool, row.args)), answer("done")])
+        tools = guard_tools(bodies.tools, guard, refusal=refusal)  # type: ignore[arg-type]
+        agent = Agent(name="bot", model=model, tools=tools)
+        if not streamed:
+            return await Runner.run(agent, "go")
+        result = Runner.run_streamed(agent, "go")
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    asyncio.run(assert_cancellation_never_runs(loop, lambda: len(bodies.ran)))
+
+
+def test_a_direct_tool_call_cancelled_while_it_is_judged_never_runs_the_body() -> None:
+    bodies = Bodies()
+    arguments = json.dumps(CANCELLATION.args)
+
+    async def call(guard: Guard) -> Any:
+        guarded = guard_tool(bodies.shell, guard)
+        return await guarded.on_invoke_tool(_context(CANCELLATION.args), arguments)
+
+    asyncio.run(assert_cancellation_never_runs(call, lambda: len(bodies.ran)))
+
+
+# -- handoffs are actions: judged before the transfer, listed by coverage ----------------
+
+HANDOFF_POLICY = """
+version: 1
+default: deny
+rules:
+  - id: to-billing
+    decision: allow
+    reason: billing may take over
+    kind: tool
+    scope: handoff
+    name: transfer_to_billing
+  - id: to-payouts
+    decision: require_approval
+    reason: payouts need a human
+    kind: tool
+    scope: handoff
+    params: {target: "agent:payouts"}
+"""
+
+
+def _handoff_call(name: str) -> ModelResponse:
+    call = ResponseFunctionToolCall(
+        type="function_call", name=name, arguments="{}", call_id="h-1", status="completed"
+    )
+    return ModelResponse(output=[call], usage=_usage(0, 0), response_id=None)
+
+
+def _triage(to: str) -> tuple[Agent[Any], dict[str, ScriptedModel]]:
+    models = {n: ScriptedModel([answer(f"{n} here")]) for n in ("billing", "payouts", "legal")}
+    agents = {n: Agent(name=n, model=m) for n, m in models.items()}
+    triage = Agent(
+        name="triage",
+        model=ScriptedModel([_handoff_call(f"transfer_to_{to}")]),
+        handoffs=list(agents.values()),
+    )
+    return triage, models
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_allowed_handoff_transfers(mode: str) -> None:
+    guard = Guard(load_policy_text(HANDOFF_POLICY))
+    triage, _ = _triage("billing")
+    guard.attach(triage)
+    assert run(triage, mode).final_output == "billing here"
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("to", "error"), [("legal", ActionDenied), ("payouts", ApprovalRequired)])
+def test_a_refused_handoff_never_transfers(mode: str, to: str, error: type[Exception]) -> None:
+    seen: list[Any] = []
+    guard = Guard(load_policy_text(HANDOFF_POLICY), on_decision=lambda d, a: seen.append(a))
+    triage, models = _triage(to)
+    guard.attach(triage)
+    with pytest.raises(error):
+        run(triage, mode)
+    assert models[to].inputs == []  # the target agent never ran
+    (action,) = seen
+    assert (action.kind, action.name, action.scope, action.target) == (
+        "tool",
+        f"transfer_to_{to}",
+        "handoff",
+        f"agent:{to}",
+    )
+
+
+def test_guard_handoff_gates_an_agent_or_a_handoff_in_place_of_attach() -> None:
+    from agents import handoff
+
+    guard = Guard(load_policy_text(HANDOFF_POLICY))
+    triage, models = _triage("legal")
+    triage.handoffs = [
+        guard_handoff(h, guard) for h in [handoff(models_agent) for models_agent in triage.handoffs]
+    ]  # type: ignore[arg-type]
+    with pytest.raises(ActionDenied):
+        run(triage, "async")
+    assert models["legal"].inputs == []
+
+
+def test_coverage_lists_every_handoff_and_detach_restores_them() -> None:
+    guard = Guard(load_policy_text(HANDOFF_POLICY))
+    triage, _ = _triage("billing")
+    before = list(triage.handoffs)
+    names = lambda: {b.name: b.guarded for b in guard.coverage(triage).tools}  # noqa: E731
+    assert names() == {"handoff:billing": False, "handoff:payouts": False, "handoff:legal": False}
+    guard.attach(triage)
+    assert names() == {
+        "transfer_to_billing": True,
+        "transfer_to_payouts": True,
+        "transfer_to_legal": True,
+    }
+    assert "own tools and model only if that agent is guarded" in str(guard.coverage(triage))
+    guard.detach(triage)
+    assert triage.handoffs == before and all(
+        a is b for a, b in zip(triage.handoffs, before, strict=True)
+    )

@@ -12,7 +12,10 @@ Three ways in, from the framework's own hook outward:
   (invoke, batch and stream go to ``run``; their async twins to ``arun``), and on every
   attribute below them that can run the body — ``_run`` / ``_arun`` and, where the
   tool has them, ``func`` / ``coroutine``: a call that enters there directly is judged
-  too. A string (or positional) input is judged as the tool's own field, the one
+  too. A tool with no coroutine has its ``ainvoke`` sent through ``arun`` (``BaseTool``'s
+  own ``ainvoke``), so it is judged on the event loop, where cancelling the caller stops
+  it before the body, not in the worker thread its class would run ``invoke`` in.
+  A string (or positional) input is judged as the tool's own field, the one
   LangChain itself parses it as (``_to_args_and_kwargs``), never as ``{"input": ...}``.
   A refused call raises from inside LangChain's own ``run``, at the body, so callbacks
   see it: ``on_tool_start``, then ``on_tool_error`` with the refusal.
@@ -26,8 +29,10 @@ The middleware also gates model calls (``wrap_model_call``) when the guard has a
 each call is checked as an ``llm`` action and reserved on the policy's budgets before
 the model runs, and committed from the response's ``usage_metadata`` after. A call
 awaiting approval can be refused (default), waited for in place
-(``on_approval="wait"``), or turned into a LangGraph ``interrupt`` the graph resumes
-from once a human has decided (``on_approval="interrupt"``).
+(``on_approval="wait"``), turned into a LangGraph ``interrupt`` the graph resumes
+from once a human has decided in Interlock (``on_approval="interrupt"``), or put to
+a reviewer in the interrupt format of LangChain's own ``HumanInTheLoopMiddleware``,
+whose decision on resume decides the Interlock approval (``on_approval="review"``).
 
 Example::
 
@@ -39,15 +44,18 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import functools
+import json
 import math
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
 from interlock.adapters.base import (
     Adapter,
+    LLMBinding,
     PatchTarget,
     ToolBinding,
     already_judged,
@@ -60,7 +68,7 @@ from interlock.adapters.base import (
 )
 from interlock.core.action import Action, Context
 from interlock.core.decision import Decision
-from interlock.errors import Blocked
+from interlock.errors import ApprovalClosed, Blocked
 from interlock.ledger.usage import Usage
 
 try:
@@ -72,12 +80,14 @@ try:
     )
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-    from langchain_core.tools import BaseTool, Tool
+    from langchain_core.tools import BaseTool, StructuredTool, Tool
     from langchain_core.tools.base import _get_runnable_config_param
     from langchain_core.utils.pydantic import get_fields
+    from langgraph.config import get_config
+    from langgraph.errors import GraphInterrupt
     from langgraph.prebuilt import ToolNode
     from langgraph.pregel import Pregel
-    from langgraph.types import interrupt
+    from langgraph.types import Command, interrupt
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         f"the LangChain adapter needs langchain, langchain-core and langgraph ({exc}): "
@@ -86,9 +96,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
-    from langgraph.types import Command
 
     from interlock.guard import Guard, Mapper
+    from interlock.store.records import ApprovalRecord
+    from interlock.store.sql import SqlStore
 
 __all__ = [
     "GraphAdapter",
@@ -97,12 +108,27 @@ __all__ = [
     "ToolNodeAdapter",
     "guard_tool",
     "guarded_tool_node",
+    "resume_after_approval",
     "tool_action",
     "tool_arguments",
 ]
 
+_R = TypeVar("_R")
+
 Refusal = Literal["message", "raise"]
-OnApproval = Literal["refuse", "wait", "interrupt"]
+OnApproval = Literal["refuse", "wait", "interrupt", "review"]
+InterruptMode = Literal["batched", "per_call"]
+ReviewDecision = Literal["approve", "edit", "reject", "respond"]
+
+#: The decisions a reviewer may give (``HumanInTheLoopMiddleware``'s own four).
+REVIEW_DECISIONS: Final[tuple[ReviewDecision, ...]] = ("approve", "edit", "reject", "respond")
+
+#: Prepended to the result of a call a reviewer replaced (the model's message keeps its
+#: own call): the model learns what ran instead.
+EDIT_NOTICE: Final = (
+    "Note: a human reviewer replaced this tool call before it ran, and Interlock judged "
+    "the replacement again. Executed instead: {name} with arguments {args}."
+)
 Estimator = Callable[[ModelRequest[Any]], Usage]
 
 #: Characters per token for the default input estimate (a rough, model-agnostic rule).
@@ -230,8 +256,21 @@ class InterlockMiddleware(AgentMiddleware):
     is decided or ``approval_timeout`` seconds pass, then check the identical call
     again, which claims the grant once), or ``"interrupt"`` (a LangGraph ``interrupt``
     carrying the approval; resume the graph after a human decides — the call is
-    checked again then, so the resume value is never trusted as an approval). The two
-    last need a guard with a store; ``"interrupt"`` needs a graph with a checkpointer.
+    checked again then, so the resume value is never trusted as an approval), or
+    ``"review"`` (the interrupt ``HumanInTheLoopMiddleware`` raises, so the same UI
+    answers it, and the reviewer's decision on resume decides the Interlock approval:
+    see :meth:`_review`). All but ``"refuse"`` need a guard with a store;
+    ``"interrupt"`` and ``"review"`` need a graph with a checkpointer and a
+    ``thread_id``.
+
+    ``"review"`` takes ``interrupt_mode`` (``"batched"``: the value is
+    ``{"action_requests": [...], "review_configs": [...]}`` and the answer
+    ``{"decisions": [decision]}``; ``"per_call"``: the value is
+    ``{"type": "tool_approval", ...}`` and the answer the decision itself, keyed by the
+    interrupt's id), ``allowed_decisions`` (of ``approve``, ``edit``, ``reject``,
+    ``respond``), ``reviewer`` (the identity recorded as the approval's decider) and
+    ``description_prefix``. Each value also carries ``"interlock"``: the approval's id,
+    URL, reason and rules. One interrupt per tool call (each runs as its own task).
 
     ``models`` gates model calls: ``None`` (default) does so when the guard has a
     store, so budgets see every call. ``estimate`` gives the reservation for a
@@ -258,14 +297,26 @@ class InterlockMiddleware(AgentMiddleware):
         approval_timeout: float = 300.0,
         models: bool | None = None,
         estimate: Estimator | None = None,
+        interrupt_mode: InterruptMode = "batched",
+        allowed_decisions: Sequence[ReviewDecision] = REVIEW_DECISIONS,
+        reviewer: str = "langgraph-reviewer",
+        description_prefix: str = "Tool execution requires approval",
     ) -> None:
         super().__init__()
         if refusal not in ("message", "raise"):
             raise ValueError(f"refusal must be 'message' or 'raise', not {refusal!r}")
-        if on_approval not in ("refuse", "wait", "interrupt"):
+        if on_approval not in ("refuse", "wait", "interrupt", "review"):
             raise ValueError(
-                f"on_approval must be 'refuse', 'wait' or 'interrupt', not {on_approval!r}"
+                "on_approval must be 'refuse', 'wait', 'interrupt' or 'review', "
+                f"not {on_approval!r}"
             )
+        if interrupt_mode not in ("batched", "per_call"):
+            raise ValueError(
+                f"interrupt_mode must be 'batched' or 'per_call', not {interrupt_mode!r}"
+            )
+        unknown = [d for d in allowed_decisions if d not in REVIEW_DECISIONS]
+        if unknown or not allowed_decisions:
+            raise ValueError(f"allowed_decisions must be some of {REVIEW_DECISIONS}: {unknown}")
         if on_approval != "refuse" and guard.store is None:
             raise ValueError(
                 f"on_approval={on_approval!r} needs a guard with a store, where approvals live"
@@ -274,6 +325,10 @@ class InterlockMiddleware(AgentMiddleware):
         self.refusal = refusal
         self.on_approval = on_approval
         self.approval_timeout = approval_timeout
+        self.interrupt_mode = interrupt_mode
+        self.allowed_decisions = tuple(dict.fromkeys(allowed_decisions))
+        self.reviewer = reviewer
+        self.description_prefix = description_prefix
         self.models = guard.store is not None if models is None else models
         self.estimate = estimate or estimate_usage
         self._gate = _Gate(guard, mapper)
@@ -287,6 +342,8 @@ class InterlockMiddleware(AgentMiddleware):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
+        if self.on_approval == "review":
+            return self._review(request, handler)
         call = request.tool_call
 
         def decide() -> Decision | None:  # again after an approval is decided
@@ -307,6 +364,8 @@ class InterlockMiddleware(AgentMiddleware):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
+        if self.on_approval == "review":
+            return await self._areview(request, handler)
         call = request.tool_call
         decision = await self._gate.adecide(
             call["name"], call.get("args"), request.tool, call.get("id")
@@ -324,6 +383,219 @@ class InterlockMiddleware(AgentMiddleware):
             return self._refuse(request, decision)
         key = call_key(call["name"], call.get("args"))
         return await arun_settled(self.guard, decision, lambda: handler(request), key)
+
+    # -- review: HumanInTheLoopMiddleware's interrupt decides the Interlock approval ------
+
+    def _review(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """Judge the call; while it awaits a human, interrupt the graph with the
+        reviewer's request, and apply the answer it resumes with to the approval.
+
+        LangGraph runs this task again from the start on every resume, handing each
+        ``interrupt`` its answer by position, so the walk is replayed each time: an
+        answer already applied is applied again and changes nothing. ``approve``
+        approves the pending approval as ``reviewer`` and the call is checked again,
+        which claims it once; ``reject`` / ``respond`` deny it and the model reads the
+        answer; ``edit`` replaces the call with the reviewer's, judged from scratch (it
+        may run, be refused, or await approval in turn), and the replaced call's
+        approval is denied once the task is done. An answer for an approval that did
+        not exist before this run of the task (a replay of the thread, a resume meant
+        for another call) decides nothing: the call is refused, its approval pending.
+        A decision made in Interlock first (web UI, ``store.approve``) stands: the
+        call is checked before any answer is read.
+        """
+        store = self._review_store()
+        review = _Review(request, store.clock())
+        try:
+            result = self._review_walk(store, review, handler)
+        except GraphInterrupt:
+            raise  # the task runs again on resume: nothing it replaced is settled yet
+        except BaseException:
+            self._deny_replaced(store, review)
+            raise
+        self._deny_replaced(store, review)
+        return result
+
+    def _review_walk(
+        self,
+        store: SqlStore,
+        review: _Review,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        while True:
+            decision = self._gate.decide(*review.call_parts())
+            if decision is None:  # not ours to judge
+                return review.finish(handler(review.request))
+            approval_id = pending_approval(decision)
+            if approval_id is None:
+                break
+            value, schema = self._review_interrupt(review.request, decision)
+            answer = interrupt(value, response_schema=schema)
+            if review.opened_here(store.get_approval(approval_id)):
+                return self._refuse(review.request, decision)  # an answer for another
+            choice = self._choice(answer, review.request)
+            if choice is None:
+                continue  # no decision in it: ask again
+            answered = self._apply_choice(store, approval_id, choice, review)
+            if answered is not None:
+                return answered
+        if not decision.allowed:
+            return self._refuse(review.request, decision)
+        call = review.request.tool_call
+        key = call_key(call["name"], call.get("args"))
+        return review.finish(
+            run_settled(self.guard, decision, lambda: handler(review.request), key)
+        )
+
+    async def _areview(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """The async twin of :meth:`_review` (store calls run off the event loop)."""
+        store = self._review_store()
+        review = _Review(request, store.clock())
+        try:
+            result = await self._areview_walk(store, review, handler)
+        except GraphInterrupt:
+            raise
+        except BaseException:
+            await asyncio.to_thread(self._deny_replaced, store, review)
+            raise
+        await asyncio.to_thread(self._deny_replaced, store, review)
+        return result
+
+    async def _areview_walk(
+        self,
+        store: SqlStore,
+        review: _Review,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        while True:
+            decision = await self._gate.adecide(*review.call_parts())
+            if decision is None:
+                return review.finish(await handler(review.request))
+            approval_id = pending_approval(decision)
+            if approval_id is None:
+                break
+            value, schema = self._review_interrupt(review.request, decision)
+            answer = interrupt(value, response_schema=schema)
+            record = await asyncio.to_thread(store.get_approval, approval_id)
+            if review.opened_here(record):
+                return self._refuse(review.request, decision)
+            choice = self._choice(answer, review.request)
+            if choice is None:
+                continue
+            answered = await asyncio.to_thread(
+                self._apply_choice, store, approval_id, choice, review
+            )
+            if answered is not None:
+                return answered
+        if not decision.allowed:
+            return self._refuse(review.request, decision)
+        call = review.request.tool_call
+        key = call_key(call["name"], call.get("args"))
+        return review.finish(
+            await arun_settled(self.guard, decision, lambda: handler(review.request), key)
+        )
+
+    def _review_store(self) -> SqlStore:
+        store = self.guard.store
+        if store is None:  # pragma: no cover - __init__ refuses review without a store
+            raise RuntimeError("on_approval='review' needs a guard with a store")
+        return store
+
+    def _review_interrupt(
+        self, request: ToolCallRequest, decision: Decision
+    ) -> tuple[Any, dict[str, Any] | None]:
+        """The interrupt value (``HumanInTheLoopMiddleware``'s format) and, per call,
+        the JSON schema of the answer."""
+        call = request.tool_call
+        name, args = call["name"], dict(call.get("args") or {})
+        approval = decision.approval
+        link = f" ({approval.url})" if approval is not None and approval.url else ""
+        description = (
+            f"{self.description_prefix}\n\nTool: {name}\nArgs: {args}\n\n"
+            f"Interlock: {decision.reason}{link}"
+        )
+        interlock = approval_payload(decision)
+        value: dict[str, Any]
+        if self.interrupt_mode == "per_call":
+            value = {
+                "type": "tool_approval",
+                "tool_call_id": call.get("id") or "",
+                "name": name,
+                "args": args,
+                "description": description,
+                "interlock": interlock,
+            }
+            return value, _decision_json_schema(self.allowed_decisions)
+        value = {
+            "action_requests": [{"name": name, "args": args, "description": description}],
+            "review_configs": [
+                {"action_name": name, "allowed_decisions": list(self.allowed_decisions)}
+            ],
+            "interlock": interlock,
+        }
+        return value, None
+
+    def _choice(self, answer: Any, request: ToolCallRequest) -> dict[str, Any] | None:
+        """The reviewer's decision in ``answer`` (``None``: it holds none); a
+        decision of a kind not allowed, or more than one, is a ValueError (as
+        ``HumanInTheLoopMiddleware`` raises)."""
+        if isinstance(answer, Mapping) and "decisions" in answer:
+            decisions = answer["decisions"]
+            if not isinstance(decisions, Sequence) or isinstance(decisions, str):
+                raise ValueError(f"decisions must be a list, not {type(decisions).__name__}")
+            if not decisions:
+                return None
+            if len(decisions) != 1:
+                raise ValueError(
+                    f"Number of human decisions ({len(decisions)}) does not match "
+                    "number of hanging tool calls (1)."
+                )
+            answer = decisions[0]
+        if answer is None:
+            return None
+        kind = answer.get("type") if isinstance(answer, Mapping) else None
+        if kind not in self.allowed_decisions:
+            raise ValueError(
+                f"Unexpected human decision: {answer!r}. Decision type {kind!r} is not "
+                f"allowed for tool {request.tool_call['name']!r}. Expected one of "
+                f"{list(self.allowed_decisions)}."
+            )
+        return dict(answer)
+
+    def _apply_choice(
+        self, store: SqlStore, approval_id: str, choice: dict[str, Any], review: _Review
+    ) -> ToolMessage | None:
+        """Decide the approval as the reviewer chose: the message the model reads
+        instead of the result (reject, respond), or ``None`` to judge the call again."""
+        kind = choice["type"]
+        where = _where(review.request)
+        if kind == "approve":
+            self._decide_approval(store, approval_id, True, f"approved {where}")
+            return None
+        if kind == "edit":
+            review.edit(choice.get("edited_action"), approval_id)
+            return None
+        reason = f"{kind} {where}: {choice.get('message') or 'no reason given'}"
+        self._decide_approval(store, approval_id, False, reason)
+        return _answer_message(review.request, choice)
+
+    def _decide_approval(self, store: SqlStore, approval_id: str, approve: bool, why: str) -> None:
+        decide = store.approve if approve else store.deny
+        with contextlib.suppress(ApprovalClosed):  # decided in Interlock first: that stands
+            decide(approval_id, by=self.reviewer, reason=why)
+
+    def _deny_replaced(self, store: SqlStore, review: _Review) -> None:
+        """Deny the approvals of the calls a reviewer's edit replaced (the task is
+        done: no resume walks through them again)."""
+        for approval_id in review.replaced:
+            self._decide_approval(store, approval_id, False, "replaced by the reviewer's edit")
 
     # -- approvals: refuse, wait, or interrupt the graph --------------------------------
 
@@ -414,6 +686,127 @@ class InterlockMiddleware(AgentMiddleware):
             name=call["name"],
             status="error",
         )
+
+
+class _Review:
+    """One tool call under review: the request as the reviewer left it (an edit
+    replaces it), the approvals of the calls it replaced, and when this run of the
+    task began (store clock, µs)."""
+
+    def __init__(self, request: ToolCallRequest, started_us: int) -> None:
+        self.request = request
+        self.started_us = started_us
+        self.executed: dict[str, Any] | None = None
+        self.replaced: list[str] = []
+
+    def call_parts(self) -> tuple[str, Any, BaseTool | None, str | None]:
+        call = self.request.tool_call
+        return call["name"], call.get("args"), self.request.tool, call.get("id")
+
+    def opened_here(self, record: ApprovalRecord) -> bool:
+        """Whether the approval was opened by this run of the task: no interrupt ever
+        showed it, so an answer read now was given for something else."""
+        return record.created_us >= self.started_us
+
+    def edit(self, edited: Any, approval_id: str) -> None:
+        """Replace the call by the reviewer's (a tool the agent has, a dict of args)."""
+        if not isinstance(edited, Mapping) or not isinstance(edited.get("args"), Mapping):
+            raise ValueError(f"an edit needs edited_action with name and args, not {edited!r}")
+        name = edited.get("name") or self.request.tool_call["name"]
+        call: Any = {**self.request.tool_call, "name": name, "args": dict(edited["args"])}
+        if name == self.request.tool_call["name"]:
+            self.request = self.request.override(tool_call=call)
+        else:
+            tools = getattr(self.request.runtime, "tools", None) or []
+            tool = next((t for t in tools if t.name == name), None)
+            if tool is None:
+                raise ValueError(f"the reviewer's edit names {name!r}, which is not a tool here")
+            self.request = self.request.override(tool_call=call, tool=tool)
+        self.executed = {"name": name, "args": dict(edited["args"])}
+        if approval_id not in self.replaced:
+            self.replaced.append(approval_id)
+
+    def finish(self, result: _R) -> _R:
+        """The result, with the notice that a reviewer's call ran instead of the
+        model's."""
+        if self.executed is None or not isinstance(result, ToolMessage):
+            return result
+        notice = EDIT_NOTICE.format(
+            name=self.executed["name"], args=json.dumps(self.executed["args"], default=str)
+        )
+        content = result.content
+        updated: Any
+        if isinstance(content, str):
+            updated = f"{notice}\n\nTool response:\n{content}" if content else notice
+        else:
+            updated = [{"type": "text", "text": notice}, *content]
+        return cast("_R", result.model_copy(update={"content": updated}))
+
+
+def _where(request: ToolCallRequest) -> str:
+    """Where a reviewer's decision came from, for the approval's record."""
+    try:
+        thread = get_config().get("configurable", {}).get("thread_id")
+    except Exception:  # outside a graph run: no thread to name
+        thread = None
+    call_id = request.tool_call.get("id")
+    return f"on resume of LangGraph thread {thread!r} (tool call {call_id!r})"
+
+
+def _answer_message(request: ToolCallRequest, choice: Mapping[str, Any]) -> ToolMessage:
+    """What the model reads for a rejected call or a reviewer's answer (the text
+    ``HumanInTheLoopMiddleware`` gives)."""
+    call = request.tool_call
+    name, call_id = call["name"], call.get("id") or ""
+    if choice["type"] == "respond":
+        content = str(choice.get("message") or "")
+    elif reason := choice.get("message"):
+        content = f"User rejected the tool call for `{name}` with reason: {reason}"
+    else:
+        content = (
+            f"User rejected the tool call for `{name}` with id {call_id}. The tool was not "
+            "executed. Do not retry this tool call unless the user explicitly requests it."
+        )
+    status: Literal["success", "error"] = "success" if choice["type"] == "respond" else "error"
+    return ToolMessage(content=content, name=name, tool_call_id=call_id, status=status)
+
+
+def _decision_json_schema(allowed: Sequence[str]) -> dict[str, Any]:
+    """The JSON schema of one reviewer decision (the per-call interrupt's
+    ``response_schema``)."""
+    message = {"type": "string"}
+    branches: dict[str, dict[str, Any]] = {
+        "approve": {"properties": {"type": {"const": "approve"}}, "required": ["type"]},
+        "reject": {
+            "properties": {"type": {"const": "reject"}, "message": message},
+            "required": ["type"],
+        },
+        "respond": {
+            "properties": {"type": {"const": "respond"}, "message": message},
+            "required": ["type", "message"],
+        },
+        "edit": {
+            "properties": {
+                "type": {"const": "edit"},
+                "edited_action": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string"}, "args": {"type": "object"}},
+                    "required": ["name", "args"],
+                },
+            },
+            "required": ["type", "edited_action"],
+        },
+    }
+    return {"oneOf": [{"type": "object", **branches[kind]} for kind in allowed]}
+
+
+def resume_after_approval() -> Command[Any]:
+    """The ``Command`` that resumes a graph interrupted by ``on_approval="review"``
+    after the approval was decided in Interlock (web UI, ``interlock approvals``,
+    ``store.approve``): it carries no decision, so the call is checked again, and runs
+    once if approved, is refused if denied, or is put to the reviewer again if still
+    pending."""
+    return Command(resume={"decisions": []})
 
 
 class _ToolCallsOnly(InterlockMiddleware):
@@ -726,6 +1119,27 @@ def _guarded_abody(tool: BaseTool, gate: _Gate, original: Callable[..., Any], la
     return abody
 
 
+def _ainvoke_in_a_thread(tool: object) -> bool:
+    """Whether ``tool.ainvoke`` runs the sync ``invoke`` in a worker thread (a
+    ``StructuredTool`` / ``Tool`` without a coroutine): the sync check would run there,
+    where cancelling the awaiting task cannot stop it."""
+    owner = getattr(type(tool), "ainvoke", None)
+    return (
+        owner in (StructuredTool.ainvoke, Tool.ainvoke) and getattr(tool, "coroutine", None) is None
+    )
+
+
+def _judged_on_the_loop(tool: BaseTool) -> Any:
+    """``ainvoke`` through ``arun`` (``BaseTool``'s own ``ainvoke``), so the call is
+    judged on the event loop, where a cancellation stops it before the body; the
+    body still runs in a worker thread (``_arun``'s default)."""
+
+    async def ainvoke(input: Any, config: Any = None, **kwargs: Any) -> Any:
+        return await BaseTool.ainvoke(tool, input, config, **kwargs)
+
+    return ainvoke
+
+
 class LangChainAdapter(Adapter):
     """Guards a ``BaseTool`` in place: ``run`` / ``arun`` (no framework hook reaches a
     direct ``tool.invoke()``), and every attribute below them that runs the body —
@@ -749,7 +1163,8 @@ class LangChainAdapter(Adapter):
             for attr in ("func", "coroutine")
             if callable(getattr(obj, attr, None))
         )
-        return self.targets + bodies
+        threaded = (PatchTarget(type(obj), "ainvoke"),) if _ainvoke_in_a_thread(obj) else ()
+        return self.targets + bodies + threaded
 
     def wrap(
         self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
@@ -757,6 +1172,8 @@ class LangChainAdapter(Adapter):
         tool: BaseTool = obj
         gate = _Gate(guard, None)
         attr = target.attr
+        if attr == "ainvoke":
+            return _judged_on_the_loop(tool)
         if attr == "run":
             return _guarded_run(tool, gate, original)
         if attr == "arun":
@@ -792,22 +1209,21 @@ def _unguarded(body: Any) -> Any:
     return getattr(body, "__interlock_original__", body)
 
 
-def _middleware_in(wrapper: object, guard: Guard | None) -> bool:
-    """Whether an :class:`InterlockMiddleware` of ``guard`` is among the functions a
-    ``ToolNode`` tool-call wrapper is composed of (``create_agent`` composes the
-    agent's middleware into closures): followed through closures, bound methods and
+def _interlock_middleware(root: object) -> list[InterlockMiddleware]:
+    """The :class:`InterlockMiddleware` s whose hooks ``root`` (a node's function, a
+    tool-call wrapper) is composed of: followed through closures, bound methods and
     partials only, a bounded number of steps."""
-    todo: list[object] = [wrapper]
+    found: list[InterlockMiddleware] = []
+    todo: list[object] = [root]
     seen: set[int] = set()
     while todo and len(seen) < 256:
         item = todo.pop()
         if item is None or id(item) in seen:
             continue
         seen.add(id(item))
-        owner = getattr(item, "__self__", None)
+        owner = item if isinstance(item, InterlockMiddleware) else getattr(item, "__self__", None)
         if isinstance(owner, InterlockMiddleware):
-            if guard is None or owner.guard is guard:
-                return True
+            found.append(owner)
             continue
         if isinstance(item, functools.partial):
             todo.extend((item.func, *item.args, *item.keywords.values()))
@@ -816,7 +1232,44 @@ def _middleware_in(wrapper: object, guard: Guard | None) -> bool:
                 with contextlib.suppress(ValueError):  # an empty cell
                     todo.append(cell.cell_contents)
             todo.append(getattr(item, "__wrapped__", None))
-    return False
+    return found
+
+
+def _chat_model_in(root: object) -> BaseChatModel | None:
+    """The chat model a ``create_agent`` model node calls (found in its closures)."""
+    todo: list[object] = [root]
+    seen: set[int] = set()
+    while todo and len(seen) < 256:
+        item = todo.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, BaseChatModel):
+            return item
+        bound = getattr(item, "bound", None)  # a model with tools bound: RunnableBinding
+        if isinstance(bound, BaseChatModel):
+            return bound
+        if callable(item):
+            for cell in getattr(item, "__closure__", None) or ():
+                with contextlib.suppress(ValueError):
+                    todo.append(cell.cell_contents)
+    return None
+
+
+def _agent_model_node(graph: Pregel[Any, Any, Any, Any]) -> Any:
+    """The model node of a ``create_agent`` graph (its function is
+    ``create_agent``'s own), else ``None``."""
+    node = graph.nodes.get("model")
+    func = getattr(getattr(node, "bound", None), "func", None)
+    qualname = getattr(func, "__qualname__", "")
+    return node if qualname.startswith("create_agent.") else None
+
+
+def _middleware_in(wrapper: object, guard: Guard | None) -> bool:
+    """Whether an :class:`InterlockMiddleware` of ``guard`` is among the functions a
+    ``ToolNode`` tool-call wrapper is composed of (``create_agent`` composes the
+    agent's middleware into closures)."""
+    return any(guard is None or m.guard is guard for m in _interlock_middleware(wrapper))
 
 
 class ToolNodeAdapter(Adapter):
@@ -885,6 +1338,8 @@ class GraphAdapter(Adapter):
     extra = "langchain"
     targets = ()
 
+    inspects_models = True
+
     def __init__(self, nodes: ToolNodeAdapter) -> None:
         super().__init__()
         self.nodes = nodes
@@ -896,7 +1351,58 @@ class GraphAdapter(Adapter):
         return [n.bound for n in graph.nodes.values() if isinstance(n.bound, ToolNode)]
 
     def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
-        return [b for node in self.tool_nodes(obj) for b in self.nodes.tool_bindings(node, guard)]
+        """The tools of its ``ToolNode`` s, then every other node but the start and a
+        ``create_agent`` model node: what such a node runs directly (a tool called
+        inside it, an API) passes no gate here."""
+        graph: Pregel[Any, Any, Any, Any] = obj
+        bindings = [
+            b for node in self.tool_nodes(graph) for b in self.nodes.tool_bindings(node, guard)
+        ]
+        model_node = _agent_model_node(graph)
+        for name, node in graph.nodes.items():
+            if name == "__start__" or node is model_node or isinstance(node.bound, ToolNode):
+                continue
+            bindings.append(
+                ToolBinding(
+                    f"node:{name}",
+                    "a graph node that is not a ToolNode",
+                    None,
+                    container=graph.nodes,
+                    key=name,
+                    guarded=False,
+                    note="what it runs directly is not judged: give it guarded tools "
+                    "(guard_tool) or route its tool calls through a ToolNode",
+                )
+            )
+        return bindings
+
+    def llm_bindings(self, obj: Any, guard: Guard | None = None) -> list[LLMBinding]:
+        """The model of a ``create_agent`` graph: guarded when an
+        :class:`InterlockMiddleware` of ``guard`` gates its calls (a guard with a
+        store, or ``models=True``)."""
+        graph: Pregel[Any, Any, Any, Any] = obj
+        node = _agent_model_node(graph)
+        if node is None:
+            return []
+        paths = [getattr(node.bound, "func", None), getattr(node.bound, "afunc", None)]
+        guarded = all(
+            any(m.models and (guard is None or m.guard is guard) for m in _interlock_middleware(p))
+            for p in paths
+            if p is not None
+        )
+        model = _chat_model_in(paths[0])
+        return [
+            LLMBinding(
+                model_name(model) if model is not None else "model",
+                owner=graph.nodes,
+                attr="model",
+                guarded=guarded,
+                note=None
+                if guarded
+                else "its calls are not judged or budgeted: InterlockMiddleware(guard) with "
+                "a store (or models=True) gates them",
+            )
+        ]
 
     def is_attached(self, obj: object) -> bool:
         return isinstance(obj, Pregel) and any(

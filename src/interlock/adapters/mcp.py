@@ -656,11 +656,13 @@ class MCPServerAdapter(_OptionsAdapter):
 
     def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
         """The tools registered on the server (its tool manager), guarded when both
-        gates — the low-level middleware and ``call_tool`` — hold ``guard``."""
+        gates — the low-level middleware and ``call_tool`` — hold ``guard``; then its
+        resources, resource templates and prompts, which no gate here judges (only
+        ``tools/call`` passes it)."""
         guarded = self.guarded_by(obj, guard) and LOW_LEVEL.guarded_by(_lowlevel(obj), guard)
         manager = getattr(obj, "_tool_manager", None)
         listed = manager.list_tools() if manager is not None else []
-        return [
+        tools = [
             ToolBinding(
                 str(tool.name),
                 getattr(tool, "description", None) or None,
@@ -672,6 +674,34 @@ class MCPServerAdapter(_OptionsAdapter):
             )
             for tool in listed
         ]
+        return tools + _unjudged_reads(obj)
+
+
+def _unjudged_reads(server: MCPServer) -> list[ToolBinding]:
+    """A binding, not guarded, for each resource, resource template and prompt the
+    server registers: ``resources/read`` and ``prompts/get`` run their functions
+    without passing the gate."""
+    resources = getattr(server, "_resource_manager", None)
+    prompts = getattr(server, "_prompt_manager", None)
+    found: list[tuple[str, Any]] = []
+    with contextlib.suppress(Exception):  # a manager we cannot read: nothing to name
+        if resources is not None:
+            found += [(f"resource:{r.uri}", r) for r in resources.list_resources()]
+            found += [(f"resource:{t.uri_template}", t) for t in resources.list_templates()]
+        if prompts is not None:
+            found += [(f"prompt:{p.name}", p) for p in prompts.list_prompts()]
+    return [
+        ToolBinding(
+            name,
+            getattr(item, "description", None) or None,
+            None,
+            getattr(item, "fn", None),
+            owner=server,
+            guarded=False,
+            note="resources/read and prompts/get are not judged: only tools/call is",
+        )
+        for name, item in found
+    ]
 
 
 def _lowlevel(server: MCPServer) -> Server[Any]:

@@ -13,8 +13,13 @@ Three ways in, from one tool outward:
   run goes on (and the verdict shows up in the SDK's own guardrail results).
 - :class:`FunctionToolAdapter` / :class:`AgentAdapter` — ``guard.attach(tool)`` patches
   ``on_invoke_tool`` in place; ``guard.attach(agent)`` swaps the agent's ``tools`` list
-  for guarded copies and guards the tools its MCP servers list at run time.
+  for guarded copies, guards the tools its MCP servers list at run time, and gates
+  every handoff (:func:`guard_handoff`: a transfer is an action, ``scope: handoff``).
   ``guard.detach(...)`` restores exactly what was there. Both raise on a refusal.
+- ``on_approval="interrupt"`` bridges Interlock approvals and the SDK's run-state
+  interruptions both ways: a call awaiting approval surfaces as a ``ToolApprovalItem``,
+  ``state.approve(item)`` decides the Interlock approval, :func:`reject` and
+  :func:`apply_interlock_decisions` carry decisions the other way.
 - :class:`GuardedModel` — a ``Model`` whose every call is checked as an ``llm`` action
   and reserved on the policy's budgets before the wrapped model runs, then committed
   from the ``usage`` it reports (streaming included).
@@ -40,7 +45,9 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import inspect
 import json
 import logging
 import math
@@ -60,7 +67,14 @@ from interlock.adapters.base import (
 )
 from interlock.core.action import Action, Context, normalise_arguments
 from interlock.core.decision import Decision
-from interlock.errors import ActionDenied, ActionUndetermined, ApprovalRequired, Blocked
+from interlock.core.intent import intent_hash
+from interlock.errors import (
+    ActionDenied,
+    ActionUndetermined,
+    ApprovalClosed,
+    ApprovalRequired,
+    Blocked,
+)
 from interlock.ledger.usage import Usage
 
 try:
@@ -77,6 +91,7 @@ try:
         ToolInputGuardrailData,
     )
     from agents.exceptions import AgentsException
+    from agents.handoffs import Handoff, handoff
     from agents.items import TResponseInputItem, TResponseStreamEvent
     from agents.run_context import RunContextWrapper
     from agents.tool_context import ToolContext
@@ -89,12 +104,14 @@ except ImportError as exc:  # the extra is missing (tests/adapters: a missing fr
 
 if TYPE_CHECKING:
     from agents.agent_output import AgentOutputSchemaBase
-    from agents.handoffs import Handoff
+    from agents.items import ToolApprovalItem
+    from agents.run_state import RunState
     from agents.tool import Tool
     from openai.types.responses.response_prompt_param import ResponsePromptParam
 
     from interlock.guard import Guard, Mapper
     from interlock.ledger.llm_call import LLMCall
+    from interlock.store.records import ApprovalRecord
 
 __all__ = [
     "ADAPTER",
@@ -103,10 +120,14 @@ __all__ = [
     "FunctionToolAdapter",
     "GuardedModel",
     "GuardedModelProvider",
+    "apply_interlock_decisions",
     "estimate_usage",
+    "guard_handoff",
     "guard_tool",
     "guard_tools",
+    "handoff_action",
     "model_name",
+    "reject",
     "runner_error",
     "tool_action",
 ]
@@ -114,7 +135,7 @@ __all__ = [
 log = logging.getLogger("interlock")
 
 Refusal = Literal["raise", "message"]
-OnApproval = Literal["refuse", "wait"]
+OnApproval = Literal["refuse", "wait", "interrupt"]
 Estimator = Callable[[str | None, str | list[TResponseInputItem], ModelSettings], Usage]
 
 #: Characters per token for the default input estimate (a rough, model-agnostic rule).
@@ -244,30 +265,93 @@ class _ToolGate:
         mapper: Mapper | None,
         on_approval: OnApproval = "refuse",
         approval_timeout: float = 300.0,
+        reviewer: str = "openai-agents-run-state",
     ) -> None:
         self.guard = guard
         self.tool = tool
         self.mapper = mapper
         self.on_approval = on_approval
         self.approval_timeout = approval_timeout
+        self.reviewer = reviewer
         self.guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(
             guardrail_function=self._judge_in_guardrail, name="interlock"
         )
         self._held: dict[tuple[str, str], Decision | None] = {}
+        # judged by needs_approval and not put to a human: the run executes it next
+        self._vetted: dict[tuple[str, str], Decision | None] = {}
+        # the tool's own needs_approval, before on_approval="interrupt" joined it
+        self.own_needs_approval: bool | Callable[..., Any] = tool.needs_approval
 
-    async def decide(self, args_json: str, call_id: str | None) -> Decision | None:
+    def _key(self, call_id: str | None, arguments: Any) -> tuple[str, str]:
+        return (call_id or "", call_key(self.tool.name, arguments)[1])
+
+    async def decide(
+        self, args_json: str | Mapping[str, Any], call_id: str | None, ctx: object = None
+    ) -> Decision | None:
         """The verdict on one call; ``None`` when the mapper says it is not ours. With
         ``on_approval="wait"``, a call that opened (or found) a pending approval waits
         for the human, then is judged again — the identical call claims the grant once;
-        a denial, or no decision in time, is the verdict then."""
+        a denial, or no decision in time, is the verdict then. With
+        ``on_approval="interrupt"``, a pending approval that the run state approved
+        (``state.approve(item)``, seen in ``ctx``) is approved in Interlock as
+        ``reviewer``, and the call judged again claims it once — unless this very
+        check opened it: no interruption ever showed that one."""
+        started = self._store_clock()
         decision = await self._decide_once(args_json, call_id)
         approval_id = None if decision is None else pending_approval(decision)
-        if self.on_approval == "wait" and approval_id is not None:
+        if approval_id is None:
+            return decision
+        if self.on_approval == "wait":
             await self.guard.await_approval(approval_id, self.approval_timeout)
             decision = await self._decide_once(args_json, call_id) or decision
+        elif self.on_approval == "interrupt" and _approved_in_run(ctx, self.tool.name, call_id):
+            approved = await asyncio.to_thread(self._approve_shown, approval_id, started, call_id)
+            if approved:
+                decision = await self._decide_once(args_json, call_id) or decision
         return decision
 
-    async def _decide_once(self, args_json: str, call_id: str | None) -> Decision | None:
+    def _store_clock(self) -> int:
+        store = self.guard.store
+        return store.clock() if store is not None else 0
+
+    def _approve_shown(self, approval_id: str, started: int, call_id: str | None) -> bool:
+        """Approve ``approval_id`` as the reviewer if it existed before ``started``
+        (an interruption showed it); False when it did not."""
+        store = self.guard.store
+        if store is None or store.get_approval(approval_id).created_us >= started:
+            return False
+        with contextlib.suppress(ApprovalClosed):  # decided in Interlock first: that stands
+            store.approve(
+                approval_id,
+                by=self.reviewer,
+                reason=f"approved in the OpenAI Agents run state (call {call_id!r})",
+            )
+        return True
+
+    async def needs_approval(
+        self, ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str
+    ) -> bool:
+        """The tool's ``needs_approval`` (``on_approval="interrupt"``): True — the SDK
+        interrupts the run with a ``ToolApprovalItem`` — when the call awaits an Interlock
+        approval; otherwise its decision is kept for the execution that follows."""
+        decision = await self._decide_once(params, call_id)
+        if decision is not None and pending_approval(decision) is not None:
+            return True
+        replaced = self._vetted.pop(self._key(call_id, params), None)
+        self._vetted[self._key(call_id, params)] = decision
+        if replaced is not None and replaced.reservation is not None:
+            await asyncio.to_thread(_release_quietly, self.guard, replaced)
+        return False
+
+    def vetted(self, call_id: str | None, arguments: Any) -> tuple[bool, Decision | None]:
+        key = self._key(call_id, arguments)
+        if call_id is None or key not in self._vetted:
+            return False, None
+        return True, self._vetted.pop(key)
+
+    async def _decide_once(
+        self, args_json: str | Mapping[str, Any], call_id: str | None
+    ) -> Decision | None:
         if self.mapper is None:
             return await self.guard.acheck(tool_action(self.tool, args_json, call_id))
         arguments = normalise_arguments(args_json)
@@ -283,12 +367,25 @@ class _ToolGate:
     ) -> ToolGuardrailFunctionOutput:
         ctx = data.context
         call_id, args_json = ctx.tool_call_id, ctx.tool_arguments
-        decision = await self.decide(args_json, call_id)
+        vetted, decision = self.vetted(call_id, args_json)
+        if not vetted:
+            decision = await self.decide(args_json, call_id, ctx)
         if decision is not None and not decision.allowed:
+            if self._interrupts(decision, ctx, call_id):
+                # the SDK's pre-approval pass: the run is about to be interrupted for it
+                return ToolGuardrailFunctionOutput.allow(_decision_info(decision))
             message = str(self.refusal(decision, args_json, call_id))
             return ToolGuardrailFunctionOutput.reject_content(message, _decision_info(decision))
-        await self._hold((call_id, args_json), decision)
+        await self._hold(self._key(call_id, args_json), decision)
         return ToolGuardrailFunctionOutput.allow(_decision_info(decision))
+
+    def _interrupts(self, decision: Decision, ctx: object, call_id: str | None) -> bool:
+        """Whether the SDK will put this pending call to a human (``interrupt`` mode,
+        the run state has not decided it yet)."""
+        if self.on_approval != "interrupt" or pending_approval(decision) is None:
+            return False
+        status = getattr(ctx, "is_tool_approved", None)
+        return callable(status) and call_id is not None and status(self.tool.name, call_id) is None
 
     async def _hold(self, key: tuple[str, str], decision: Decision | None) -> None:
         # The same call judged again (the SDK's pre-approval guardrail pass, a model
@@ -301,9 +398,9 @@ class _ToolGate:
     def take(self, call_id: str | None, args_json: str) -> tuple[bool, Decision | None]:
         """``(True, decision)`` when the guardrail judged this very call (same id, same
         arguments); ``(False, None)`` when it did not, and the invoker must judge."""
-        key = (call_id or "", args_json)
+        key = self._key(call_id, args_json)
         if call_id is None or key not in self._held:
-            return False, None
+            return self.vetted(call_id, args_json)
         return True, self._held.pop(key)
 
 
@@ -333,7 +430,7 @@ class _GatedInvoker:
         call_id = _call_id(ctx)
         held, decision = self.gate.take(call_id, args_json)
         if not held:  # no guardrail judged it: never run a call unjudged
-            decision = await self.gate.decide(args_json, call_id)
+            decision = await self.gate.decide(args_json, call_id, ctx)
         if decision is None:  # not ours to judge
             return await self.inner(ctx, args_json)
         if not decision.allowed:
@@ -372,6 +469,7 @@ def guard_tool(
     mapper: Mapper | None = None,
     on_approval: OnApproval = "refuse",
     approval_timeout: float = 300.0,
+    reviewer: str = "openai-agents-run-state",
 ) -> FunctionTool:
     """A guarded copy of ``tool`` (name, description, schema and settings kept); ``tool``
     itself is left as it was.
@@ -380,8 +478,15 @@ def guard_tool(
     above, carrying the approval's id and URL) or ``"wait"`` (the tool call waits until
     the approval is decided or ``approval_timeout`` seconds pass, then the identical
     call is judged again and claims the grant once; needs a guard with a store). For a
-    human step inside the SDK's own run state instead, combine a ``refuse`` guard with
-    the SDK's ``needs_approval``.
+    human step inside the SDK's own run state, ``"interrupt"``: a call awaiting an
+    Interlock approval interrupts the run with the SDK's ``ToolApprovalItem`` (the tool's
+    ``needs_approval``, combined with any it had); ``state.approve(item)`` approves the
+    Interlock approval as ``reviewer`` and the resumed run executes the call once;
+    :func:`reject` rejects it in both (a bare ``state.reject(item)`` never runs it
+    either, but runs no code of ours: the Interlock approval lapses at its TTL); an
+    approval decided in Interlock meanwhile stands: :func:`apply_interlock_decisions`
+    carries it into the run state, and the resumed run executes (or refuses) the call
+    without asking again.
 
     ``refusal="raise"`` raises ``ActionDenied`` / ``ApprovalRequired`` /
     ``ActionUndetermined`` out of ``Runner.run`` (they are also ``AgentsException``, so
@@ -396,20 +501,32 @@ def guard_tool(
     """
     if refusal not in ("raise", "message"):
         raise ValueError(f"refusal must be 'raise' or 'message', not {refusal!r}")
-    if on_approval not in ("refuse", "wait"):
-        raise ValueError(f"on_approval must be 'refuse' or 'wait', not {on_approval!r}")
-    if on_approval == "wait" and guard.store is None:
-        raise ValueError("on_approval='wait' needs a guard with a store, where approvals live")
+    if on_approval not in ("refuse", "wait", "interrupt"):
+        raise ValueError(
+            f"on_approval must be 'refuse', 'wait' or 'interrupt', not {on_approval!r}"
+        )
+    if on_approval != "refuse" and guard.store is None:
+        raise ValueError(
+            f"on_approval={on_approval!r} needs a guard with a store, where approvals live"
+        )
     if not approval_timeout > 0:
         raise ValueError(f"approval_timeout must be positive, not {approval_timeout!r}")
     guarded = copy.copy(_function_tool(tool))  # FunctionTool.__copy__ rebinds its invoker
     inner = guarded.on_invoke_tool
     guardrails = list(guarded.tool_input_guardrails or ())  # a new list: tool keeps its own
+    own_needs_approval = guarded.needs_approval
     earlier = _gated_by(guarded, guard)
     if earlier is not None:  # re-guarding with the same guard replaces, never stacks
         inner = earlier.inner
         guardrails = [g for g in guardrails if g is not earlier.gate.guardrail]
-    gate = _ToolGate(guard, guarded, mapper, on_approval, approval_timeout)
+        own_needs_approval = earlier.gate.own_needs_approval
+    gate = _ToolGate(guard, guarded, mapper, on_approval, approval_timeout, reviewer)
+    gate.own_needs_approval = own_needs_approval
+    guarded.needs_approval = (
+        _either(own_needs_approval, gate.needs_approval)
+        if on_approval == "interrupt"
+        else own_needs_approval
+    )
     guarded.on_invoke_tool = _GatedInvoker(gate, inner, refusal)
     if refusal == "message":
         # Last, so a guardrail of the user's that rejects runs first and no allowed
@@ -428,6 +545,7 @@ def guard_tools(
     mapper: Mapper | None = None,
     on_approval: OnApproval = "refuse",
     approval_timeout: float = 300.0,
+    reviewer: str = "openai-agents-run-state",
 ) -> list[FunctionTool]:
     """:func:`guard_tool` for each of ``tools``, in order (a TypeError names the first
     tool that cannot be gated, before anything is copied)."""
@@ -440,15 +558,205 @@ def guard_tools(
             mapper=mapper,
             on_approval=on_approval,
             approval_timeout=approval_timeout,
+            reviewer=reviewer,
         )
         for tool in tools
     ]
+
+
+def _approved_in_run(ctx: object, tool_name: str, call_id: str | None) -> bool:
+    """Whether the run state approved this call (``state.approve(item)``)."""
+    status = getattr(ctx, "is_tool_approved", None)
+    return callable(status) and call_id is not None and status(tool_name, call_id) is True
+
+
+def _either(
+    own: bool | Callable[..., Any], ours: Callable[..., Awaitable[bool]]
+) -> Callable[..., Awaitable[bool]]:
+    """A ``needs_approval`` that asks when the tool's own setting does or Interlock
+    holds the call for a human (ours always runs: it judges the call)."""
+    if own is False:
+        return ours
+
+    async def needs_approval(
+        ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str
+    ) -> bool:
+        held = await ours(ctx, params, call_id)
+        if own is True:
+            return True
+        answer = own(ctx, params, call_id)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return bool(answer) or held
+
+    return needs_approval
+
+
+def apply_interlock_decisions(state: RunState[Any, Any], guard: Guard) -> int:
+    """Carry the decisions made in Interlock (web UI, ``interlock approvals``,
+    ``store.approve`` / ``store.deny``) over to the run state's interruptions: an
+    approved call is approved in the run state, a denied one rejected with the
+    approver's reason. Returns how many it carried; the rest stay pending. A decision
+    is matched to an interruption by the call's intent (the tool and its exact
+    arguments, as the guard judges them), never by the model's call id. The resumed run
+    then executes each approved call once (the identical call claims the grant) and
+    never a denied one. Looks at the 100 newest decided approvals."""
+    store = guard.store
+    if store is None:
+        raise ValueError("apply_interlock_decisions needs a guard with a store")
+    decided: dict[str, ApprovalRecord] = {}
+    for status in ("denied", "approved"):  # newest first: the first found stands
+        for record in store.list_approvals(status=status):
+            decided.setdefault(record.intent_hash, record)
+    carried = 0
+    for item in state.get_interruptions():
+        tool = _tool_named(item)
+        if tool is None:
+            continue
+        action = tool_action(tool, item.arguments)
+        found = decided.get(
+            intent_hash(action.with_context(action.context.merged_over(guard.context)))
+        )
+        if found is None:
+            continue
+        if found.status.value == "approved":
+            state.approve(item)
+        else:
+            why = f": {found.decision_reason}" if found.decision_reason else ""
+            state.reject(item, rejection_message=f"denied by {found.decided_by}{why}")
+        carried += 1
+    return carried
+
+
+def _tool_named(item: ToolApprovalItem) -> FunctionTool | None:
+    """The function tool of the item's agent that the interrupted call is for."""
+    tools = getattr(item.agent, "tools", None) or []
+    return next(
+        (t for t in tools if isinstance(t, FunctionTool) and t.name == item.tool_name), None
+    )
+
+
+def reject(
+    state: RunState[Any, Any],
+    item: ToolApprovalItem,
+    guard: Guard,
+    *,
+    rejection_message: str | None = None,
+    by: str = "openai-agents-run-state",
+) -> None:
+    """``state.reject(item)``, and deny the Interlock approval the call awaits, as
+    ``by``: the SDK runs no code of ours for a rejected call, so this is where
+    Interlock learns of it. The resumed run never executes the call; the model reads
+    ``rejection_message`` (or the SDK's default)."""
+    state.reject(item, rejection_message=rejection_message)
+    tool = _tool_named(item)
+    store = guard.store
+    if tool is None or store is None:
+        return
+    decision = guard.check(
+        tool_action(tool, item.arguments, getattr(item.raw_item, "call_id", None))
+    )
+    approval_id = pending_approval(decision)
+    if approval_id is not None:
+        with contextlib.suppress(ApprovalClosed):
+            store.deny(approval_id, by=by, reason=rejection_message or "rejected in the run state")
 
 
 def _guarded_list(tools: Iterable[Tool], guard: Guard) -> list[Tool]:
     """Guarded copies (raise style) of ``tools``; one already gated by ``guard`` stays."""
     checked = [_function_tool(tool) for tool in tools]
     return [tool if _gated_by(tool, guard) else guard_tool(tool, guard) for tool in checked]
+
+
+# -- handoffs: a transfer to another agent is an action too -------------------------------
+
+#: The scope of a handoff action (a custom scope: rules match it with ``scope: handoff``).
+HANDOFF_SCOPE: Final = "handoff"
+
+
+def handoff_action(target: Handoff[Any, Any], input_json: str | None = None) -> Action:
+    """The Action for one handoff: ``kind: tool`` named by the tool the model calls
+    (``transfer_to_<agent>``), ``scope: handoff``, ``target: agent:<name>``, the
+    model's input (if the handoff takes one) as arguments."""
+    return Action.tool(
+        target.tool_name,
+        input_json or {},
+        schema=target.input_json_schema or None,
+        description=target.tool_description,
+        target=f"agent:{target.agent_name}",
+        scope=HANDOFF_SCOPE,
+    )
+
+
+class _GatedHandoff:
+    """A ``Handoff.on_invoke_handoff`` that judges the handoff first and transfers on
+    allow only; a refusal raises (a handoff returns an agent: there is no message for
+    the model to read), as an error the Runner lets through."""
+
+    def __init__(
+        self,
+        guard: Guard,
+        target: Handoff[Any, Any],
+        inner: Callable[[RunContextWrapper[Any], str], Awaitable[Any]],
+    ) -> None:
+        self.guard = guard
+        self.target = target
+        self.inner = inner
+
+    async def __call__(self, ctx: RunContextWrapper[Any], input_json: str) -> Any:
+        action = handoff_action(self.target, input_json)
+        decision = await self.guard.acheck(action)
+        outcome = verdict_outcome(decision, action)
+        if outcome.error is not None:
+            raise runner_error(outcome.error)
+        key = call_key(self.target.tool_name, input_json or {})
+        return await arun_settled(self.guard, decision, lambda: self.inner(ctx, input_json), key)
+
+
+def guard_handoff(target: Agent[Any] | Handoff[Any, Any], guard: Guard) -> Handoff[Any, Any]:
+    """A guarded copy of a handoff (an ``Agent`` becomes ``handoff(agent)`` first):
+    every transfer is judged as :func:`handoff_action` and a refusal raises out of
+    ``Runner.run``. Put it in ``Agent(handoffs=[...])``; ``guard.attach(agent)`` does
+    it for every handoff the agent has."""
+    made = handoff(target) if isinstance(target, Agent) else target
+    inner = made.on_invoke_handoff
+    if isinstance(inner, _GatedHandoff):
+        if inner.guard is guard:
+            return made
+        inner = inner.inner
+    guarded = copy.copy(made)
+    guarded.on_invoke_handoff = _GatedHandoff(guard, guarded, inner)
+    return guarded
+
+
+def _handoff_guarded(target: object, guard: Guard | None) -> bool:
+    invoker = getattr(target, "on_invoke_handoff", None)
+    return isinstance(invoker, _GatedHandoff) and (guard is None or invoker.guard is guard)
+
+
+def handoff_binding(
+    target: Agent[Any] | Handoff[Any, Any], guard: Guard | None, **where: Any
+) -> ToolBinding:
+    """How the guard sees one handoff of an agent."""
+    if isinstance(target, Agent):
+        return ToolBinding(
+            f"handoff:{target.name}",
+            f"a handoff to agent {target.name!r}",
+            None,
+            guarded=False,
+            note="a plain Agent in handoffs: guard.attach(agent) or guard_handoff() gates it",
+            **where,
+        )
+    return ToolBinding(
+        target.tool_name,
+        f"a handoff to agent {target.agent_name!r}",
+        dict(target.input_json_schema or {}),
+        target.on_invoke_handoff,
+        guarded=_handoff_guarded(target, guard),
+        note=f"the transfer is judged; agent {target.agent_name!r}'s own tools and model "
+        "only if that agent is guarded too",
+        **where,
+    )
 
 
 # -- model calls: checked and reserved before, committed from real usage after ----------
@@ -726,26 +1034,36 @@ def tool_binding(tool: Tool, guard: Guard | None, **where: Any) -> ToolBinding:
 
 class AgentAdapter(Adapter):
     """Guards every tool of an ``Agent`` (raise style): ``tools`` becomes a list of
-    guarded copies, and the tools its MCP servers list at run time (``get_mcp_tools``)
-    are guarded as they arrive. A hosted tool in ``tools`` is a TypeError, and then
+    guarded copies, the tools its MCP servers list at run time (``get_mcp_tools``)
+    are guarded as they arrive, and every handoff is judged before the transfer
+    (:func:`guard_handoff`). A hosted tool in ``tools`` is a TypeError, and then
     nothing is patched."""
 
     framework = "openai-agents-agent"
     distribution = "openai-agents"
     supported = ("0.24", "0.25")
     extra = "openai-agents"
-    targets = (PatchTarget(Agent, "tools"), PatchTarget(Agent, "get_mcp_tools"))
+    targets = (
+        PatchTarget(Agent, "tools"),
+        PatchTarget(Agent, "get_mcp_tools"),
+        PatchTarget(Agent, "handoffs"),
+    )
 
     inspects_models = True
 
     def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
-        """Its ``tools``, and one binding per MCP server for the tools it lists at run
-        time (guarded when ``guard.attach(agent)`` holds ``get_mcp_tools``)."""
+        """Its ``tools``, its handoffs (named by the tool the model calls), and one
+        binding per MCP server for the tools it lists at run time (guarded when
+        ``guard.attach(agent)`` holds ``get_mcp_tools``)."""
         agent: Agent[Any] = obj
         bindings = [
             tool_binding(tool, guard, container=agent.tools, key=index)
             for index, tool in enumerate(agent.tools)
         ]
+        bindings.extend(
+            handoff_binding(h, guard, container=agent.handoffs, key=index)
+            for index, h in enumerate(agent.handoffs)
+        )
         for server in agent.mcp_servers:
             bindings.append(
                 ToolBinding(
@@ -784,6 +1102,8 @@ class AgentAdapter(Adapter):
     def wrap(self, target: PatchTarget, obj: Any, original: Any, guard: Guard) -> Any:
         if target.attr == "tools":
             return _guarded_list(original, guard)
+        if target.attr == "handoffs":
+            return [guard_handoff(h, guard) for h in original]
         list_mcp_tools: Callable[[RunContextWrapper[Any]], Awaitable[list[Tool]]] = original
 
         async def get_mcp_tools(run_context: RunContextWrapper[Any]) -> list[Tool]:
