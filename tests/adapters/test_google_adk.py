@@ -19,14 +19,16 @@ from typing import Any
 
 from google.adk.agents import LlmAgent
 from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.apps import App
 from google.adk.models import BaseLlm, LlmRequest, LlmResponse
 from google.adk.plugins import BasePlugin
 from google.adk.runners import InMemoryRunner
-from google.adk.tools import AgentTool, FunctionTool, google_search
+from google.adk.tools import AgentTool, FunctionTool, LongRunningFunctionTool, google_search
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
+from pydantic import Field
 
-from interlock import ActionDenied, Decision, Guard, Verdict, load_policy_text
+from interlock import Decision, Guard, Verdict, load_policy_text
 from interlock import Usage as Tokens
 from interlock.adapters import base
 from interlock.adapters.google_adk import (
@@ -84,8 +86,8 @@ class FakeLlm(BaseLlm):
     """Answers each call with the next scripted turn; streamed (``stream=True``), as
     two fragments then the whole turn, with usage on the last only. ``fail``: raise."""
 
-    turns: list[LlmResponse] = []
-    requests: list[LlmRequest] = []
+    turns: list[LlmResponse] = Field(default_factory=list)
+    requests: list[LlmRequest] = Field(default_factory=list)
     fail: bool = False
 
     async def generate_content_async(
@@ -131,6 +133,11 @@ class Bodies:
         with self._lock:
             self.ran.append((name, value))
             self.threads.add(threading.get_ident())
+
+
+def make_runner(agent: LlmAgent, *plugins: BasePlugin) -> InMemoryRunner:
+    """A runner for ``agent`` with ``plugins`` (through an ``App``, as ADK asks)."""
+    return InMemoryRunner(app=App(name="interlock_test", root_agent=agent, plugins=list(plugins)))
 
 
 def message(text: str = "go") -> types.Content:
@@ -193,7 +200,7 @@ def plugin_runner(row: Row, bodies: Bodies, refusal: str) -> InMemoryRunner:
         mapper=row.mapper,
         models=row.store_gone,  # the table's policy names no model
     )
-    return InMemoryRunner(agent=agent, plugins=[plugin])
+    return make_runner(agent, plugin)
 
 
 def callback_runner(row: Row, bodies: Bodies, refusal: str) -> InMemoryRunner:
@@ -205,7 +212,7 @@ def callback_runner(row: Row, bodies: Bodies, refusal: str) -> InMemoryRunner:
         mapper=row.mapper,
         models=row.store_gone,
     )
-    return InMemoryRunner(agent=agent)
+    return make_runner(agent)
 
 
 RUNNERS: dict[str, Callable[[Row, Bodies, str], InMemoryRunner]] = {
@@ -287,9 +294,9 @@ async def test_a_run_cancelled_while_the_call_is_judged_never_runs_the_body(way:
             tools=[bodies.shell],
         )
         if way == "plugin":
-            runner = InMemoryRunner(agent=agent, plugins=[InterlockPlugin(guard, models=False)])
+            runner = make_runner(agent, InterlockPlugin(guard, models=False))
         else:
-            runner = InMemoryRunner(agent=guard_agent(agent, guard, models=False))
+            runner = make_runner(guard_agent(agent, guard, models=False))
         return await arun(runner)
 
     await assert_cancellation_never_runs(call, lambda: len(bodies.ran))
@@ -306,8 +313,10 @@ def test_an_agent_callback_cannot_run_a_call_the_plugin_refused() -> None:
         seen.append(tool.name)  # it would let anything through ...
 
     model = fake(calls(("shell", {"command": "rm -rf /"})), answer("done"))
-    agent = LlmAgent(name="bot", model=model, tools=[bodies.shell], before_tool_callback=user_callback)
-    runner = InMemoryRunner(agent=agent, plugins=[InterlockPlugin(Guard(POLICY), models=False)])
+    agent = LlmAgent(
+        name="bot", model=model, tools=[bodies.shell], before_tool_callback=user_callback
+    )
+    runner = make_runner(agent, InterlockPlugin(Guard(POLICY), models=False))
     events = run(runner, "async")
     assert bodies.ran == [] and seen == []  # ... and never ran: the plugin answered first
     assert "no recursive deletes" in responses(events)[0]["error"]
@@ -325,7 +334,7 @@ def test_the_agent_gate_runs_after_the_users_callbacks_and_judges_what_the_tool_
     guard_agent(agent, guard, refusal="message", models=False)
     assert agent.before_tool_callback[0] is rewrite  # type: ignore[index]
     # With the plugin too: the plugin allowed "ls"; the agent gate sees the rewrite.
-    runner = InMemoryRunner(agent=agent, plugins=[InterlockPlugin(guard, models=False)])
+    runner = make_runner(agent, InterlockPlugin(guard, models=False))
     events = run(runner, "async")
     assert bodies.ran == []
     assert "no recursive deletes" in responses(events)[0]["error"]
@@ -336,8 +345,10 @@ def test_a_plugin_allowed_call_is_judged_once_when_the_agent_gate_sees_it_unchan
     guard = Guard(POLICY, on_decision=lambda d, *_: seen.append(d))
     bodies = Bodies()
     model = fake(calls(("shell", {"command": "ls"})), answer("done"))
-    agent = guard_agent(LlmAgent(name="bot", model=model, tools=[bodies.shell]), guard, models=False)
-    run(InMemoryRunner(agent=agent, plugins=[InterlockPlugin(guard, models=False)]), "async")
+    agent = guard_agent(
+        LlmAgent(name="bot", model=model, tools=[bodies.shell]), guard, models=False
+    )
+    run(make_runner(agent, InterlockPlugin(guard, models=False)), "async")
     assert bodies.ran == [("shell", "ls")]
     assert [d.verdict for d in seen] == [Verdict.ALLOW]
 
@@ -380,7 +391,7 @@ def bypass_table(
         return LlmAgent(name="bot", model=model, tools=list(tools) or [bodies.shell], **fields)
 
     def plugin_run(**fields: Any) -> Any:
-        return run(InMemoryRunner(agent=agent(**fields), plugins=[InterlockPlugin(guard)]), "async")
+        return run(make_runner(agent(**fields), InterlockPlugin(guard)), "async")
 
     def agent_tool(include_plugins: bool) -> Any:
         inner = agent()
@@ -389,11 +400,13 @@ def bypass_table(
             model=fake(calls(("bot", {"request": "go"})), answer("done")),
             tools=[AgentTool(inner, include_plugins=include_plugins)],
         )
-        return run(InMemoryRunner(agent=outer, plugins=[InterlockPlugin(guard)]), "async")
+        return run(make_runner(outer, InterlockPlugin(guard)), "async")
 
     def direct_run_async() -> Any:
-        runner = InMemoryRunner(agent=agent(), plugins=[InterlockPlugin(guard)])
-        return asyncio.run(FunctionTool(bodies.shell).run_async(args=args, tool_context=_tool_context(runner)))
+        runner = make_runner(agent(), InterlockPlugin(guard))
+        return asyncio.run(
+            FunctionTool(bodies.shell).run_async(args=args, tool_context=_tool_context(runner))
+        )
 
     def sub_agent() -> Any:
         child = agent()
@@ -402,31 +415,28 @@ def bypass_table(
             model=fake(calls(("transfer_to_agent", {"agent_name": "bot"}))),
             sub_agents=[child],
         )
-        return run(InMemoryRunner(agent=parent, plugins=[InterlockPlugin(guard)]), "async")
+        return run(make_runner(parent, InterlockPlugin(guard)), "async")
 
     return {
-        "Runner.run_async + plugin": (lambda: plugin_run(), True),
+        "Runner.run_async + plugin": (plugin_run, True),
         "Runner.run + plugin": (
-            lambda: run(InMemoryRunner(agent=agent(), plugins=[InterlockPlugin(guard)]), "sync"),
+            lambda: run(make_runner(agent(), InterlockPlugin(guard)), "sync"),
             True,
         ),
         "SSE streaming + plugin": (
-            lambda: run(InMemoryRunner(agent=agent(), plugins=[InterlockPlugin(guard)]), "stream"),
+            lambda: run(make_runner(agent(), InterlockPlugin(guard)), "stream"),
             True,
         ),
         "FunctionTool(fn) in tools + plugin": (
             lambda: run(
-                InMemoryRunner(agent=agent(FunctionTool(bodies.shell)), plugins=[InterlockPlugin(guard)]),
+                make_runner(agent(FunctionTool(bodies.shell)), InterlockPlugin(guard)),
                 "async",
             ),
             True,
         ),
         "long-running tool + plugin": (
             lambda: run(
-                InMemoryRunner(
-                    agent=agent(__import__("google.adk.tools", fromlist=["LongRunningFunctionTool"]).LongRunningFunctionTool(bodies.shell)),
-                    plugins=[InterlockPlugin(guard)],
-                ),
+                make_runner(agent(LongRunningFunctionTool(bodies.shell)), InterlockPlugin(guard)),
                 "async",
             ),
             True,
@@ -434,12 +444,12 @@ def bypass_table(
         "sub-agent after transfer + plugin": (sub_agent, True),
         "AgentTool (include_plugins=True) + plugin": (lambda: agent_tool(True), True),
         "guard_agent, no plugin": (
-            lambda: run(InMemoryRunner(agent=guard_agent(agent(), guard, refusal="message")), "async"),
+            lambda: run(make_runner(guard_agent(agent(), guard, refusal="message")), "async"),
             True,
         ),
         "an earlier plugin answers the call": (
             lambda: run(
-                InMemoryRunner(agent=agent(), plugins=[OtherPlugin(), InterlockPlugin(guard)]),
+                make_runner(agent(), OtherPlugin(), InterlockPlugin(guard)),
                 "async",
             ),
             True,  # it answered instead of the tool: the body never ran either
@@ -525,9 +535,9 @@ def test_each_model_call_commits_its_real_usage_exactly_once(
     model = fake(calls(lookup, tokens=(100, 20)), answer("done", tokens=(150, 30)))
     agent = LlmAgent(name="bot", model=model, tools=[paid_lookup])
     if way == "plugin":
-        runner = InMemoryRunner(agent=agent, plugins=[InterlockPlugin(stateful_guard)])
+        runner = make_runner(agent, InterlockPlugin(stateful_guard))
     else:
-        runner = InMemoryRunner(agent=guard_agent(agent, stateful_guard))
+        runner = make_runner(guard_agent(agent, stateful_guard))
     events = asyncio.run(arun(runner, stream=stream))
     assert final_text(events) == "done"
     # The streamed fragments carry no usage; the whole turn does: committed once each.
@@ -539,7 +549,7 @@ def test_each_model_call_commits_its_real_usage_exactly_once(
 def test_a_model_call_over_budget_never_reaches_the_model(stateful_guard: Guard) -> None:
     model = fake(answer("never"))
     plugin = InterlockPlugin(stateful_guard, estimate=lambda _: Tokens(2000, 0))
-    events = run(InMemoryRunner(agent=LlmAgent(name="bot", model=model), plugins=[plugin]), "async")
+    events = run(make_runner(LlmAgent(name="bot", model=model), plugin), "async")
     assert model.requests == []
     assert "model-tokens" in final_text(events)
     assert _budget(stateful_guard, "model-tokens") == (0, 0)
@@ -549,9 +559,9 @@ def test_a_model_call_over_budget_never_reaches_the_model(stateful_guard: Guard)
 def test_a_failed_model_call_releases_its_reservation(stateful_guard: Guard, way: str) -> None:
     agent = LlmAgent(name="bot", model=fake(fail=True))
     if way == "plugin":
-        runner = InMemoryRunner(agent=agent, plugins=[InterlockPlugin(stateful_guard)])
+        runner = make_runner(agent, InterlockPlugin(stateful_guard))
     else:
-        runner = InMemoryRunner(agent=guard_agent(agent, stateful_guard))
+        runner = make_runner(guard_agent(agent, stateful_guard))
     with pytest.raises(RuntimeError, match="provider down"):
         asyncio.run(arun(runner))
     assert _budget(stateful_guard, "model-tokens") == (0, 0)
@@ -579,7 +589,7 @@ def test_waiting_for_an_approval_runs_the_call_once_approved(stateful_guard: Gua
 
     model = fake(calls(("wire", {"amount": 5})), answer("done"))
     plugin = InterlockPlugin(stateful_guard, on_approval="wait", approval_timeout=10)
-    runner = InMemoryRunner(agent=LlmAgent(name="bot", model=model, tools=[wire]), plugins=[plugin])
+    runner = make_runner(LlmAgent(name="bot", model=model, tools=[wire]), plugin)
     supervisor = approve_when_pending(stateful_guard)
     events = asyncio.run(arun(runner))
     supervisor.join(5)
@@ -595,7 +605,9 @@ def _confirmation_request(events: list[Any]) -> types.FunctionCall:
 
 
 @pytest.mark.parametrize("confirmed", [True, False])
-def test_adk_confirmation_decides_the_interlock_approval(stateful_guard: Guard, confirmed: bool) -> None:
+def test_adk_confirmation_decides_the_interlock_approval(
+    stateful_guard: Guard, confirmed: bool
+) -> None:
     wired: list[int] = []
 
     def wire(amount: int) -> str:
@@ -605,11 +617,16 @@ def test_adk_confirmation_decides_the_interlock_approval(stateful_guard: Guard, 
 
     model = fake(calls(("wire", {"amount": 5})), answer("asked"), answer("done"))
     plugin = InterlockPlugin(stateful_guard, on_approval="confirm")
-    runner = InMemoryRunner(agent=LlmAgent(name="bot", model=model, tools=[wire]), plugins=[plugin])
+    runner = make_runner(LlmAgent(name="bot", model=model, tools=[wire]), plugin)
 
     async def scenario() -> list[Any]:
         session = await runner.session_service.create_session(app_name=runner.app_name, user_id="u")
-        first = [e async for e in runner.run_async(user_id="u", session_id=session.id, new_message=message())]
+        first = [
+            e
+            async for e in runner.run_async(
+                user_id="u", session_id=session.id, new_message=message()
+            )
+        ]
         request = _confirmation_request(first)
         assert wired == []
         assert stateful_guard.store is not None
@@ -625,7 +642,9 @@ def test_adk_confirmation_decides_the_interlock_approval(stateful_guard: Guard, 
                 )
             ],
         )
-        return [e async for e in runner.run_async(user_id="u", session_id=session.id, new_message=reply)]
+        return [
+            e async for e in runner.run_async(user_id="u", session_id=session.id, new_message=reply)
+        ]
 
     asyncio.run(scenario())
     assert wired == ([5] if confirmed else [])
@@ -643,8 +662,9 @@ def test_attach_composes_with_the_users_callbacks_and_detach_restores_them_exact
         return None
 
     theirs = [mine]
-    agent = LlmAgent(name="bot", model=fake(), before_tool_callback=theirs, after_model_callback=mine)
-    before = {name: getattr(agent, name) for name, _ in ADAPTER.targets_names()} if hasattr(ADAPTER, "targets_names") else None
+    agent = LlmAgent(
+        name="bot", model=fake(), before_tool_callback=theirs, after_model_callback=mine
+    )
     fields = [t.attr for t in ADAPTER.targets]
     held = {name: getattr(agent, name) for name in fields}
     guard = Guard(POLICY)
@@ -655,7 +675,6 @@ def test_attach_composes_with_the_users_callbacks_and_detach_restores_them_exact
     guard.detach(agent)
     assert {name: getattr(agent, name) for name in fields} == held
     assert all(getattr(agent, name) is held[name] for name in fields)
-    del before
 
 
 def test_unguard_agent_takes_the_gate_out_and_guarding_again_never_stacks() -> None:
@@ -671,14 +690,14 @@ def test_an_out_of_range_version_is_refused_with_the_range_and_the_pip_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(base.metadata, "version", lambda _: "1.9.0")
-    with pytest.raises(ImportError, match=r"google-adk>=2.0,<3.*pip install 'interlock\[google-adk\]'"):
+    with pytest.raises(
+        ImportError, match=r"google-adk>=2.0,<3.*pip install 'interlock\[google-adk\]'"
+    ):
         AgentAdapter()
     monkeypatch.setattr(base.metadata, "version", lambda _: "3.0.0")
-    with pytest.raises(ImportError, match="not 3.0.0"):
+    with pytest.raises(ImportError, match=r"not 3\.0\.0"):
         AgentAdapter.check_version()
 
 
 def test_adapter_for_finds_the_adk_adapter() -> None:
     assert base.adapter_for(LlmAgent(name="bot", model=fake())) is ADAPTER
-    with pytest.raises(ActionDenied):
-        raise ActionDenied("x", decision=Decision(verdict=Verdict.DENY, reason="x"))

@@ -54,11 +54,11 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from interlock.adapters.base import (
     Adapter,
-    _Attached,
     CallKey,
     LLMBinding,
     PatchTarget,
     ToolBinding,
+    _Attached,
     call_key,
     pending_approval,
     register_adapter,
@@ -72,9 +72,11 @@ from interlock.ledger.usage import Usage
 try:
     from google.adk.agents import LlmAgent
     from google.adk.agents.callback_context import CallbackContext
-    from google.adk.models import BaseLlm, LlmRequest, LlmResponse
-    from google.adk.plugins import BasePlugin
-    from google.adk.tools import BaseTool
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_request import LlmRequest
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.plugins.base_plugin import BasePlugin
+    from google.adk.tools.base_tool import BaseTool
     from google.adk.tools.tool_context import ToolContext
     from google.genai import types
 except ImportError as exc:  # the extra is missing
@@ -245,7 +247,9 @@ class _Gate:
 
     # -- tools --------------------------------------------------------------------------
 
-    async def _decide(self, tool: BaseTool, args: dict[str, Any], call_id: str | None) -> Decision | None:
+    async def _decide(
+        self, tool: BaseTool, args: dict[str, Any], call_id: str | None
+    ) -> Decision | None:
         if self.mapper is None:
             return await self.guard.acheck(tool_action(tool, args, call_id))
         arguments = normalise_arguments(dict(args))
@@ -641,7 +645,9 @@ class AgentAdapter(Adapter):
     def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
         agent: LlmAgent = obj
         guarded = _gated_by(agent, guard)
-        return [_tool_binding(tool, agent, index, guarded) for index, tool in enumerate(agent.tools)]
+        return [
+            _tool_binding(tool, agent, index, guarded) for index, tool in enumerate(agent.tools)
+        ]
 
     def llm_bindings(self, obj: Any, guard: Guard | None = None) -> list[LLMBinding]:
         agent: LlmAgent = obj
