@@ -502,6 +502,36 @@ def test_every_entry_point_runs_an_allowed_call_once(entry: str) -> None:
     assert bodies.ran == [("shell", "ls")]  # so a refused row above was refused, not lost
 
 
+def test_coverage_names_code_executors_and_unguarded_sub_agents() -> None:
+    from google.adk.code_executors import BuiltInCodeExecutor
+
+    guard = Guard(POLICY)
+    child = LlmAgent(name="child", model=fake())
+    agent = LlmAgent(
+        name="bot", model=fake(), sub_agents=[child], code_executor=BuiltInCodeExecutor()
+    )
+    guard.attach(agent)
+    assert guard.coverage(agent).unguarded == [
+        "code_executor:BuiltInCodeExecutor",
+        "sub_agent:child",
+    ]
+    guard.attach(child)
+    assert guard.coverage(agent).unguarded == ["code_executor:BuiltInCodeExecutor"]
+    assert guard.coverage(agent).llms[0].guarded
+
+
+def test_a_tool_error_releases_the_tools_reservation(stateful_guard: Guard) -> None:
+    def paid_lookup(query: str, est_cost: float) -> str:
+        """Look something up (at a declared cost)."""
+        raise ConnectionError("lookup service down")
+
+    model = fake(calls(("paid_lookup", {"query": "q", "est_cost": 0.1})), answer("done"))
+    agent = LlmAgent(name="bot", model=model, tools=[paid_lookup])
+    with pytest.raises(ConnectionError):
+        run(make_runner(agent, InterlockPlugin(stateful_guard)), "async")
+    assert _budget(stateful_guard, "tool-spend") == (0, 0)
+
+
 def test_a_server_side_tool_is_reported_unguarded_in_coverage() -> None:
     guard = Guard(POLICY)
     bodies = Bodies()

@@ -643,11 +643,44 @@ class AgentAdapter(Adapter):
             object.__setattr__(obj, attr, original)
 
     def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
+        """Its tools (a server-side one: never guarded), its code executor (nothing
+        judges model-written code), and its sub-agents (each has its own callbacks)."""
         agent: LlmAgent = obj
         guarded = _gated_by(agent, guard)
-        return [
-            _tool_binding(tool, agent, index, guarded) for index, tool in enumerate(agent.tools)
-        ]
+        bindings = [_tool_binding(tool, agent, i, guarded) for i, tool in enumerate(agent.tools)]
+        executor = agent.code_executor
+        if executor is not None:
+            kind = type(executor).__name__
+            bindings.append(
+                ToolBinding(
+                    f"code_executor:{kind}",
+                    "code the model writes, run without a tool call",
+                    None,
+                    owner=agent,
+                    attr="code_executor",
+                    guarded=False,
+                    note="runs on the model provider's side"
+                    if kind == "BuiltInCodeExecutor"
+                    else "runs model-written code in this process with no tool call to judge",
+                )
+            )
+        for index, sub in enumerate(agent.sub_agents):
+            sub_guarded = isinstance(sub, LlmAgent) and _gated_by(sub, guard)
+            bindings.append(
+                ToolBinding(
+                    f"sub_agent:{sub.name}",
+                    sub.description or None,
+                    None,
+                    container=agent.sub_agents,
+                    key=index,
+                    guarded=sub_guarded,
+                    note=None
+                    if sub_guarded
+                    else "a sub-agent has its own callbacks: attach it too, or give the "
+                    "runner an InterlockPlugin",
+                )
+            )
+        return bindings
 
     def llm_bindings(self, obj: Any, guard: Guard | None = None) -> list[LLMBinding]:
         agent: LlmAgent = obj
