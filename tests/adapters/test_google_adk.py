@@ -364,6 +364,23 @@ def test_a_plugin_allowed_call_is_judged_once_when_the_agent_gate_sees_it_unchan
     assert [d.verdict for d in seen] == [Verdict.ALLOW]
 
 
+@pytest.mark.parametrize("way", ["plugin", "agent callbacks", "both"])
+def test_the_same_call_made_twice_is_judged_twice(way: str) -> None:
+    seen: list[Decision] = []
+    guard = Guard(POLICY, on_decision=lambda d, *_: seen.append(d))
+    bodies = Bodies()
+    ls = ("shell", {"command": "ls"})
+    agent = LlmAgent(
+        name="bot", model=fake(calls(ls), calls(ls), answer("done")), tools=[bodies.shell]
+    )
+    plugins = [] if way == "agent callbacks" else [InterlockPlugin(guard, models=False)]
+    if way != "plugin":
+        guard_agent(agent, guard, models=False)
+    run(make_runner(agent, *plugins), "async")
+    assert bodies.ran == [("shell", "ls")] * 2
+    assert [d.verdict for d in seen] == [Verdict.ALLOW] * 2  # once per call, never skipped
+
+
 # -- side doors: every public way to run a guarded tool ----------------------------------
 
 

@@ -44,10 +44,12 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import logging
 import math
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -77,6 +79,7 @@ try:
     from google.adk.models.llm_response import LlmResponse
     from google.adk.plugins.base_plugin import BasePlugin
     from google.adk.tools.base_tool import BaseTool
+    from google.adk.tools.function_tool import FunctionTool
     from google.adk.tools.tool_context import ToolContext
     from google.genai import types
 except ImportError as exc:  # the extra is missing
@@ -128,8 +131,25 @@ _SERVER_SIDE_TOOLS: Final = frozenset(
 # -- one tool call as the guard sees it --------------------------------------------------
 
 
+#: Declared schemas, by tool (a plain function's ``FunctionTool``, which ADK builds anew
+#: every turn, by its function): building a declaration costs tens of microseconds.
+_SCHEMAS: Final[weakref.WeakKeyDictionary[Any, dict[str, Any] | None]] = weakref.WeakKeyDictionary()
+
+
 def _schema(tool: BaseTool) -> dict[str, Any] | None:
     """The JSON Schema of ``tool``'s arguments, from its function declaration."""
+    key = tool.func if type(tool) is FunctionTool else tool
+    try:
+        return _SCHEMAS[key]
+    except (KeyError, TypeError):  # not seen yet, or a key no weak reference can hold
+        pass
+    schema = _declared_schema(tool)
+    with contextlib.suppress(TypeError):
+        _SCHEMAS[key] = schema
+    return schema
+
+
+def _declared_schema(tool: BaseTool) -> dict[str, Any] | None:
     try:
         declaration = tool._get_declaration()
     except Exception:  # a tool that cannot declare itself: no projection
@@ -205,12 +225,26 @@ def _model_label(model: object) -> str:
 
 # -- the gate both ways in share --------------------------------------------------------
 
-#: The call a gate allowed, in this tool call's context (ADK runs each call in its own
-#: copy of the context): the agent callback of the same guard does not judge it again
-#: unless an earlier callback changed its arguments.
-_ALLOWED: contextvars.ContextVar[tuple[int, CallKey] | None] = contextvars.ContextVar(
+#: The call a gate allowed: its guard, its key and its very ``ToolContext`` (the one
+#: object the plugin and the agent callbacks of one call share). The agent gate of the
+#: same guard does not judge that call again unless a callback in between changed its
+#: arguments; any other call, identical or not, has another ``ToolContext``.
+_ALLOWED: contextvars.ContextVar[tuple[int, CallKey, object] | None] = contextvars.ContextVar(
     "interlock_adk_allowed", default=None
 )
+
+
+def _allowed_here(
+    guard: Guard, tool: BaseTool, args: Mapping[str, Any], tool_context: object
+) -> bool:
+    """Whether ``guard`` already allowed this very call, with these arguments."""
+    marker = _ALLOWED.get()
+    return (
+        marker is not None
+        and marker[2] is tool_context
+        and marker[0] == id(guard)
+        and marker[1] == call_key(tool.name, args)
+    )
 
 
 @dataclass(slots=True)
@@ -260,8 +294,7 @@ class _Gate:
     ) -> dict[str, Any] | None:
         """``None``: the call may run (held for settling); a dict: ADK's answer to it;
         raises the refusal in raise style."""
-        key = call_key(tool.name, args)
-        if _ALLOWED.get() == (id(self.guard), key):
+        if _allowed_here(self.guard, tool, args, tool_context):
             return None  # the plugin of this guard allowed this very call
         call_id = tool_context.function_call_id
         confirmation = tool_context.tool_confirmation
@@ -280,7 +313,7 @@ class _Gate:
         if not decision.allowed:
             return self._refuse(decision, tool, args, call_id)
         self._tools[id(tool_context)] = _HeldCall(tool_context, decision)
-        _ALLOWED.set((id(self.guard), key))
+        _ALLOWED.set((id(self.guard), call_key(tool.name, args), tool_context))
         return None
 
     async def _bridge(
