@@ -613,6 +613,32 @@ def test_a_model_call_over_budget_never_reaches_the_model(stateful_guard: Guard)
     assert _budget(stateful_guard, "model-tokens") == (0, 0)
 
 
+class SlowEcho(BaseLlm):
+    """Asks for one lookup, then answers; slow enough that concurrent runs interleave."""
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        await asyncio.sleep(0.02)
+        last = llm_request.contents[-1]
+        answered = any(part.function_response for part in last.parts or [])
+        lookup = ("paid_lookup", {"query": "q", "est_cost": 0.1})
+        yield answer("done", tokens=(50, 5)) if answered else calls(lookup, tokens=(40, 4))
+
+
+def test_concurrent_runs_of_one_plugin_settle_each_call_once(stateful_guard: Guard) -> None:
+    agent = LlmAgent(name="bot", model=SlowEcho(model="slow"), tools=[paid_lookup])
+    runner = make_runner(agent, InterlockPlugin(stateful_guard))
+
+    async def both() -> list[list[Any]]:
+        return list(await asyncio.gather(arun(runner), arun(runner)))
+
+    for events in asyncio.run(both()):
+        assert final_text(events) == "done"
+    # Each run's end sweeps its own holds only: no call of another run is released.
+    assert _budget(stateful_guard, "model-tokens") == (2 * (44 + 55), 0)
+
+
 @pytest.mark.parametrize("way", ["plugin", "agent callbacks"])
 def test_a_failed_model_call_releases_its_reservation(stateful_guard: Guard, way: str) -> None:
     agent = LlmAgent(name="bot", model=fake(fail=True))

@@ -248,11 +248,13 @@ def _allowed_here(
 
 
 @dataclass(slots=True)
-class _HeldCall:
-    """An allowed tool decision waiting to be settled, with what keeps its key alive."""
+class _Held:
+    """What waits to be settled — an allowed tool decision, or a model call under way —
+    with the object whose identity keys it (kept alive) and the run it belongs to."""
 
     owner: object
-    decision: Decision
+    invocation_id: str
+    settle: Decision | LLMCall
 
 
 class _Gate:
@@ -276,8 +278,10 @@ class _Gate:
         self.approval_timeout = approval_timeout
         self.models = models
         self.estimate = estimate or estimate_usage
-        self._tools: dict[int, _HeldCall] = {}
-        self._calls: dict[int, tuple[object, LLMCall]] = {}
+        # One plugin serves every run of its runner, concurrent ones included: what is
+        # held is keyed by its own objects and swept per run.
+        self._tools: dict[int, _Held] = {}
+        self._calls: dict[int, _Held] = {}
 
     # -- tools --------------------------------------------------------------------------
 
@@ -312,7 +316,7 @@ class _Gate:
             return None
         if not decision.allowed:
             return self._refuse(decision, tool, args, call_id)
-        self._tools[id(tool_context)] = _HeldCall(tool_context, decision)
+        self._tools[id(tool_context)] = _Held(tool_context, tool_context.invocation_id, decision)
         _ALLOWED.set((id(self.guard), call_key(tool.name, args), tool_context))
         return None
 
@@ -359,13 +363,18 @@ class _Gate:
 
     async def after_tool(self, tool_context: ToolContext, *, spent: bool) -> None:
         held = self._tools.pop(id(tool_context), None)
-        if held is None or held.decision.reservation is None:
+        if held is not None:
+            await self._settle_tool(held, spent=spent)
+
+    async def _settle_tool(self, held: _Held, *, spent: bool) -> None:
+        decision = held.settle
+        if not isinstance(decision, Decision) or decision.reservation is None:
             return
         settle = self.guard.commit if spent else self.guard.release
         try:
-            await asyncio.to_thread(settle, held.decision)
+            await asyncio.to_thread(settle, decision)
         except Exception:
-            log.exception("interlock: could not settle %s", held.decision.decision_id)
+            log.exception("interlock: could not settle %s", decision.decision_id)
 
     # -- models -------------------------------------------------------------------------
 
@@ -388,15 +397,16 @@ class _Gate:
                 turn_complete=True,
             )
         actions = callback_context.actions  # the same object in the after/error callbacks
-        self._calls[id(actions)] = (actions, call)
+        self._calls[id(actions)] = _Held(actions, callback_context.invocation_id, call)
         return None
 
     async def after_model(self, callback_context: CallbackContext, response: LlmResponse) -> None:
         key = id(callback_context.actions)
         held = self._calls.get(key)
-        if held is None:
+        if held is None or held.owner is not callback_context.actions:
             return
-        call = held[1]
+        call = held.settle
+        assert not isinstance(call, Decision)
         usage = usage_of(response.usage_metadata)
         if usage is not None:
             call.record(usage)
@@ -407,23 +417,25 @@ class _Gate:
 
     async def model_failed(self, callback_context: CallbackContext, error: BaseException) -> None:
         held = self._calls.pop(id(callback_context.actions), None)
-        if held is not None:
-            await held[1].__aexit__(type(error), error, None)
+        if held is not None and not isinstance(held.settle, Decision):
+            await held.settle.__aexit__(type(error), error, None)
 
-    async def sweep(self) -> None:
-        """Settle what no after-callback settled (another plugin answered first, a
-        stream abandoned): a model call is released, a tool call committed (it ran)."""
-        calls, self._calls = self._calls, {}
-        for _, call in calls.values():
-            error = asyncio.CancelledError("the model call was not completed")
-            await call.__aexit__(type(error), error, None)
-        tools, self._tools = self._tools, {}
-        for held in tools.values():
-            if held.decision.reservation is not None:
-                try:
-                    await asyncio.to_thread(self.guard.commit, held.decision)
-                except Exception:
-                    log.exception("interlock: could not settle %s", held.decision.decision_id)
+    async def sweep(self, invocation_id: str) -> None:
+        """Settle what no after-callback of this run settled (another plugin answered
+        first, a stream abandoned): a model call is released, a tool call committed
+        (it ran). Other runs' holds are left alone."""
+        for held in _take(self._calls, invocation_id):
+            if not isinstance(held.settle, Decision):
+                error = asyncio.CancelledError("the model call was not completed")
+                await held.settle.__aexit__(type(error), error, None)
+        for held in _take(self._tools, invocation_id):
+            await self._settle_tool(held, spent=True)
+
+
+def _take(holds: dict[int, _Held], invocation_id: str) -> list[_Held]:
+    """Remove and return the holds of one run."""
+    keys = [key for key, held in holds.items() if held.invocation_id == invocation_id]
+    return [holds.pop(key) for key in keys]
 
 
 # -- the runner-wide plugin --------------------------------------------------------------
@@ -514,7 +526,7 @@ class InterlockPlugin(BasePlugin):
         return None
 
     async def after_run_callback(self, *, invocation_context: Any) -> None:
-        await self.gate.sweep()
+        await self.gate.sweep(invocation_context.invocation_id)
 
 
 # -- per-agent callbacks ------------------------------------------------------------------
@@ -571,7 +583,7 @@ class _AgentCallbacks:
         await self.gate.model_failed(callback_context, error)
 
     async def after_agent_callback(self, callback_context: CallbackContext) -> None:
-        await self.gate.sweep()
+        await self.gate.sweep(callback_context.invocation_id)
 
 
 def _ours(callback: object) -> _AgentCallbacks | None:
