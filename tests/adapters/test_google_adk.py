@@ -13,9 +13,11 @@ os.environ.setdefault("GOOGLE_API_KEY", "offline-test-key")
 os.environ.setdefault("OTEL_SDK_DISABLED", "true")
 
 import asyncio
+import sys
 import threading
 from collections.abc import AsyncGenerator, Callable
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from google.adk.agents import LlmAgent
@@ -560,6 +562,43 @@ def test_a_tool_error_releases_the_tools_reservation(stateful_guard: Guard) -> N
     assert _budget(stateful_guard, "tool-spend") == (0, 0)
 
 
+@pytest.mark.parametrize("command", ["ls", "rm -rf /"])
+def test_an_mcp_toolsets_tools_are_judged_like_any_other(tmp_path: Path, command: str) -> None:
+    pytest.importorskip("mcp")
+    from google.adk.tools.mcp_tool import McpToolset, StdioConnectionParams
+    from mcp import StdioServerParameters
+
+    import interlock
+
+    log = tmp_path / "calls.jsonl"
+    server = Path(__file__).parent / "mcp_servers" / "tools_server.py"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[str(server)],
+        env={
+            "PYTHONPATH": str(Path(interlock.__file__).resolve().parents[1]),
+            "MCP_TEST_LOG": str(log),
+        },
+    )
+    toolset = McpToolset(connection_params=StdioConnectionParams(server_params=params, timeout=30))
+    model = fake(calls(("shell", {"command": command})), answer("done"))
+    agent = LlmAgent(name="bot", model=model, tools=[toolset])
+
+    async def go() -> list[Any]:
+        try:
+            return await arun(make_runner(agent, InterlockPlugin(Guard(POLICY), models=False)))
+        finally:
+            await toolset.close()
+
+    events = asyncio.run(go())
+    ran = log.read_text().splitlines() if log.exists() else []
+    if command == "ls":
+        assert len(ran) == 1  # the server's body ran, once
+    else:
+        assert ran == []
+        assert "no recursive deletes" in responses(events)[0]["error"]
+
+
 def test_a_server_side_tool_is_reported_unguarded_in_coverage() -> None:
     guard = Guard(POLICY)
     bodies = Bodies()
@@ -688,10 +727,22 @@ def _confirmation_request(events: list[Any]) -> types.FunctionCall:
     raise AssertionError("no confirmation was requested")
 
 
-@pytest.mark.parametrize("confirmed", [True, False])
-def test_adk_confirmation_decides_the_interlock_approval(
-    stateful_guard: Guard, confirmed: bool
+#: (decided in Interlock first, confirmed in ADK) → (the call runs, the approval's end
+#: state, who decided it)
+CONFIRMATIONS = {
+    "ADK confirms": (None, True, True, "claimed", "adk-confirmation"),
+    "ADK rejects": (None, False, False, "denied", "adk-confirmation"),
+    "Interlock approved, ADK confirms": (True, True, True, "claimed", "supervisor"),
+    "Interlock denied, ADK confirms": (False, True, False, "denied", "supervisor"),
+    "Interlock approved, ADK rejects": (True, False, False, "claimed", "supervisor"),
+}
+
+
+@pytest.mark.parametrize("case", list(CONFIRMATIONS))
+def test_adk_confirmation_and_the_interlock_approval_decide_together(
+    stateful_guard: Guard, case: str
 ) -> None:
+    interlock_first, confirmed, runs, status, decided_by = CONFIRMATIONS[case]
     wired: list[int] = []
 
     def wire(amount: int) -> str:
@@ -702,6 +753,8 @@ def test_adk_confirmation_decides_the_interlock_approval(
     model = fake(calls(("wire", {"amount": 5})), answer("asked"), answer("done"))
     plugin = InterlockPlugin(stateful_guard, on_approval="confirm")
     runner = make_runner(LlmAgent(name="bot", model=model, tools=[wire]), plugin)
+    store = stateful_guard.store
+    assert store is not None
 
     async def scenario() -> list[Any]:
         session = await runner.session_service.create_session(app_name=runner.app_name, user_id="u")
@@ -712,10 +765,12 @@ def test_adk_confirmation_decides_the_interlock_approval(
             )
         ]
         request = _confirmation_request(first)
-        assert wired == []
-        assert stateful_guard.store is not None
-        (pending,) = stateful_guard.store.list_approvals(status="pending")
+        assert wired == []  # paused: nothing ran
+        (pending,) = store.list_approvals(status="pending")
         assert request.args["toolConfirmation"]["payload"] == {"interlock_approval": pending.id}
+        if interlock_first is not None:  # a human decides in Interlock (its UI, the CLI)
+            decide = store.approve if interlock_first else store.deny
+            decide(pending.id, by="supervisor", reason="checked")
         reply = types.Content(
             role="user",
             parts=[
@@ -731,11 +786,9 @@ def test_adk_confirmation_decides_the_interlock_approval(
         ]
 
     asyncio.run(scenario())
-    assert wired == ([5] if confirmed else [])
-    assert stateful_guard.store is not None
-    (record,) = stateful_guard.store.list_approvals()
-    assert record.status == ("claimed" if confirmed else "denied")  # approved, then claimed
-    assert record.decided_by == "adk-confirmation"
+    assert wired == ([5] if runs else [])
+    (record,) = store.list_approvals()
+    assert (record.status, record.decided_by) == (status, decided_by)
 
 
 # -- attach / detach, version range ----------------------------------------------------------
