@@ -348,7 +348,7 @@ class _Gate:
             decision = await self._decide(tool, args, tool_context.function_call_id) or decision
         if not confirmation.confirmed and decision.allowed:
             # The human in ADK said no: the call does not run, whatever else decided it.
-            await asyncio.to_thread(self.guard.release, decision)
+            await self._settle_tool(_Held(tool_context, "", decision), spent=False)
             return {"error": "This tool call was rejected.", "interlock": "rejected"}
         return decision
 
