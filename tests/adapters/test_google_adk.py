@@ -564,8 +564,9 @@ def test_a_tool_error_releases_the_tools_reservation(stateful_guard: Guard) -> N
 
 @pytest.mark.parametrize("command", ["ls", "rm -rf /"])
 def test_an_mcp_toolsets_tools_are_judged_like_any_other(tmp_path: Path, command: str) -> None:
-    pytest.importorskip("mcp")
-    from google.adk.tools.mcp_tool import McpToolset, StdioConnectionParams
+    mcp_tool = pytest.importorskip("google.adk.tools.mcp_tool")
+    if not hasattr(mcp_tool, "McpToolset"):  # ADK's MCP support needs an mcp it can import
+        pytest.skip("this google-adk cannot import the installed mcp")
     from mcp import StdioServerParameters
 
     import interlock
@@ -580,7 +581,8 @@ def test_an_mcp_toolsets_tools_are_judged_like_any_other(tmp_path: Path, command
             "MCP_TEST_LOG": str(log),
         },
     )
-    toolset = McpToolset(connection_params=StdioConnectionParams(server_params=params, timeout=30))
+    connection = mcp_tool.StdioConnectionParams(server_params=params, timeout=30)
+    toolset = mcp_tool.McpToolset(connection_params=connection)
     model = fake(calls(("shell", {"command": command})), answer("done"))
     agent = LlmAgent(name="bot", model=model, tools=[toolset])
 
