@@ -825,6 +825,17 @@ def test_unguard_agent_takes_the_gate_out_and_guarding_again_never_stacks() -> N
     assert agent.before_tool_callback == []
 
 
+def test_two_guards_on_one_agent_both_judge_and_come_off_separately() -> None:
+    first, second = Guard(POLICY), Guard(POLICY)
+    bodies = Bodies()
+    agent = LlmAgent(name="bot", model=fake(), tools=[bodies.shell])
+    guard_agent(guard_agent(agent, first), second)
+    assert len(agent.before_tool_callback) == 2  # type: ignore[arg-type]
+    unguard_agent(agent, second)
+    assert first.coverage(agent).unguarded == []
+    assert second.coverage(agent).unguarded == ["shell", "model:fake-model"]
+
+
 def test_an_out_of_range_version_is_refused_with_the_range_and_the_pip_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

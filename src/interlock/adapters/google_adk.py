@@ -599,11 +599,18 @@ def _gated_by(agent: LlmAgent, guard: Guard | None) -> bool:
     return False
 
 
-def _composed(existing: Any, ours: Callable[..., Any], where: str) -> list[Any]:
-    """The user's callbacks (one, a list or none) with ``ours`` joined ``where``; an
-    earlier gate of ours is replaced, never stacked."""
+def _gate_of(callback: object, guard: Guard | None) -> bool:
+    """Whether ``callback`` is a gate of ``guard`` (``None``: of any guard)."""
+    owner = _ours(callback)
+    return owner is not None and (guard is None or owner.gate.guard is guard)
+
+
+def _composed(existing: Any, ours: Callable[..., Any], where: str, guard: Guard) -> list[Any]:
+    """The callbacks already there (one, a list or none) with ``ours`` joined
+    ``where``; an earlier gate of the same guard is replaced, never stacked (another
+    guard's gate stays: both judge)."""
     listed = [] if existing is None else existing if isinstance(existing, list) else [existing]
-    theirs = [c for c in listed if _ours(c) is None]
+    theirs = [c for c in listed if not _gate_of(c, guard)]
     return [*theirs, ours] if where == "last" else [ours, *theirs]
 
 
@@ -635,16 +642,19 @@ def guard_agent(
     callbacks = _AgentCallbacks(gate)
     for field_name, where in _FIELDS:
         ours = getattr(callbacks, field_name)
-        object.__setattr__(agent, field_name, _composed(getattr(agent, field_name), ours, where))
+        composed = _composed(getattr(agent, field_name), ours, where, guard)
+        object.__setattr__(agent, field_name, composed)
     return agent
 
 
-def unguard_agent(agent: LlmAgent) -> LlmAgent:
-    """Take the gate of :func:`guard_agent` out of ``agent``'s callback lists."""
+def unguard_agent(agent: LlmAgent, guard: Guard | None = None) -> LlmAgent:
+    """Take the gate of :func:`guard_agent` of ``guard`` (``None``: of every guard)
+    out of ``agent``'s callback lists; the other callbacks stay as they are."""
     for field_name, _ in _FIELDS:
         existing = getattr(agent, field_name)
         if isinstance(existing, list):
-            object.__setattr__(agent, field_name, [c for c in existing if _ours(c) is None])
+            kept = [c for c in existing if not _gate_of(c, guard)]
+            object.__setattr__(agent, field_name, kept)
     return agent
 
 
