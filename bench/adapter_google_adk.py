@@ -210,6 +210,7 @@ class _Context:
     """What the gate reads of a ``ToolContext`` (the hook pair calls it directly)."""
 
     function_call_id = "c1"
+    invocation_id = "bench"
     tool_confirmation = None
 
 
