@@ -680,6 +680,26 @@ def test_concurrent_runs_of_one_plugin_settle_each_call_once(stateful_guard: Gua
     assert _budget(stateful_guard, "model-tokens") == (2 * (44 + 55), 0)
 
 
+class Rewriter(BasePlugin):
+    """A plugin registered first that replaces every model response (no usage on it)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="rewriter")
+
+    async def after_model_callback(self, **_: Any) -> LlmResponse:
+        return answer("rewritten", tokens=(0, 0)).model_copy(update={"usage_metadata": None})
+
+
+def test_a_model_call_whose_after_callback_another_plugin_took_is_charged_at_run_end(
+    stateful_guard: Guard,
+) -> None:
+    agent = LlmAgent(name="bot", model=fake(answer("done", tokens=(30, 3))))
+    events = run(make_runner(agent, Rewriter(), InterlockPlugin(stateful_guard)), "async")
+    assert final_text(events) == "rewritten"
+    spent, reserved = _budget(stateful_guard, "model-tokens")
+    assert spent > 0 and reserved == 0  # charged what it reserved, never left open
+
+
 @pytest.mark.parametrize("way", ["plugin", "agent callbacks"])
 def test_a_failed_model_call_releases_its_reservation(stateful_guard: Guard, way: str) -> None:
     agent = LlmAgent(name="bot", model=fake(fail=True))

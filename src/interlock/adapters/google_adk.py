@@ -421,13 +421,14 @@ class _Gate:
             await held.settle.__aexit__(type(error), error, None)
 
     async def sweep(self, invocation_id: str) -> None:
-        """Settle what no after-callback of this run settled (another plugin answered
-        first, a stream abandoned): a model call is released, a tool call committed
-        (it ran). Other runs' holds are left alone."""
+        """Settle what no after-callback of this run settled (a plugin registered
+        before this one answered the after-callback, a stream left half-read): the
+        call happened, so it is committed — a model call with the usage it reported,
+        else what it reserved (its cost is not known to be lower). A call that failed
+        was released by the error callback already. Other runs' holds stay."""
         for held in _take(self._calls, invocation_id):
             if not isinstance(held.settle, Decision):
-                error = asyncio.CancelledError("the model call was not completed")
-                await held.settle.__aexit__(type(error), error, None)
+                await held.settle.__aexit__(None, None, None)
         for held in _take(self._tools, invocation_id):
             await self._settle_tool(held, spent=True)
 
