@@ -690,6 +690,11 @@ class Rewriter(BasePlugin):
         return answer("rewritten", tokens=(0, 0)).model_copy(update={"usage_metadata": None})
 
 
+@pytest.mark.skipif(
+    Version(metadata.version("google-adk")) < Version("2.5"),
+    reason="google-adk 2.0 does not call after_run_callback here (seen on 2.0; 2.5 does): "
+    "the reservation is left to the ledger's reaper",
+)
 def test_a_model_call_whose_after_callback_another_plugin_took_is_charged_at_run_end(
     stateful_guard: Guard,
 ) -> None:
