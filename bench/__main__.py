@@ -89,6 +89,12 @@ def _adapters(calls: int | None, quick: bool) -> BenchResult:
     return adapters.run(calls, quick)
 
 
+def _adapter_google_adk(calls: int | None, quick: bool) -> BenchResult:
+    from bench import adapter_google_adk
+
+    return adapter_google_adk.run(calls, quick)
+
+
 def _redaction(calls: int | None, quick: bool) -> BenchResult:
     from bench import redaction
 
@@ -198,6 +204,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the same LangChain agent loop and fake model with and without the guard, per tool "
         "call (--calls: runs of 40 tool calls per subject)",
         _adapters,
+    ),
+    "adapter-google-adk": Benchmark(
+        "the same Google ADK runner loop and scripted model with and without the guard "
+        "(plugin, agent callbacks), per tool call (--calls: runs of 20 tool calls per subject)",
+        _adapter_google_adk,
     ),
     "redaction": Benchmark(
         "redact_value over typical arguments (vs json.dumps, and vs another tree with "

@@ -18,8 +18,10 @@ pytest.importorskip("agents")
 pytest.importorskip("mcp")
 pytest.importorskip("interlock.adapters.openai_client")
 pytest.importorskip("interlock.adapters.anthropic_client")
+pytest.importorskip("google.adk")
 
 from agents import Agent, function_tool
+from google.adk.agents import LlmAgent
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.tools import tool
@@ -28,6 +30,7 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
 import interlock.adapters.anthropic_client
+import interlock.adapters.google_adk
 import interlock.adapters.langchain
 import interlock.adapters.mcp
 import interlock.adapters.openai_agents
@@ -142,6 +145,23 @@ def _anthropic(asynchronous: bool) -> object:
     return (AsyncAnthropic if asynchronous else Anthropic)(api_key="sk-fake")
 
 
+def _adk_callback(tool: Any, args: Any, tool_context: Any) -> None:
+    return None
+
+
+@contextlib.asynccontextmanager
+async def adk_agent() -> AsyncIterator[tuple[object, list[object]]]:
+    def lookup(query: str) -> str:
+        """Look something up."""
+        return query
+
+    # One callback of the user's already set (a single one, not a list): kept as it was.
+    agent = LlmAgent(
+        name="bot", model="gemini-2.5-flash", tools=[lookup], before_tool_callback=_adk_callback
+    )
+    yield agent, [agent]
+
+
 #: adapter framework name → how to make what it guards
 SUBJECTS: dict[str, Subject] = {
     "openai": _model_client(lambda: _openai(False)),
@@ -156,6 +176,7 @@ SUBJECTS: dict[str, Subject] = {
     "mcp server": mcp_server,
     "mcp lowlevel server": mcp_lowlevel_server,
     "mcp client": mcp_client_session,
+    "google-adk": adk_agent,
 }
 
 

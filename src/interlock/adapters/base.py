@@ -463,6 +463,7 @@ _ADAPTER_MODULES: Final[dict[str, str]] = {
     "mcp": "interlock.adapters.mcp",
     "openai": "interlock.adapters.openai_client",
     "anthropic": "interlock.adapters.anthropic_client",
+    "google": "interlock.adapters.google_adk",
 }
 
 _ADAPTERS: dict[str, Adapter] = {}
