@@ -461,6 +461,8 @@ _ADAPTER_MODULES: Final[dict[str, str]] = {
     "langgraph": "interlock.adapters.langchain",
     "agents": "interlock.adapters.openai_agents",
     "mcp": "interlock.adapters.mcp",
+    "pydantic_ai": "interlock.adapters.pydantic_ai",
+    "smolagents": "interlock.adapters.smolagents",
 }
 
 _ADAPTERS: dict[str, Adapter] = {}
