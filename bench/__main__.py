@@ -83,6 +83,18 @@ def _adapters(calls: int | None, quick: bool) -> BenchResult:
     return adapters.run(calls, quick)
 
 
+def _adapter_pydantic_ai(calls: int | None, quick: bool) -> BenchResult:
+    from bench import adapter_pydantic_ai
+
+    return adapter_pydantic_ai.run(calls, quick)
+
+
+def _adapter_smolagents(calls: int | None, quick: bool) -> BenchResult:
+    from bench import adapter_smolagents
+
+    return adapter_smolagents.run(calls, quick)
+
+
 def _redaction(calls: int | None, quick: bool) -> BenchResult:
     from bench import redaction
 
@@ -187,6 +199,16 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the same LangChain agent loop and fake model with and without the guard, per tool "
         "call (--calls: runs of 40 tool calls per subject)",
         _adapters,
+    ),
+    "adapter-pydantic-ai": Benchmark(
+        "the same PydanticAI agent loop and FunctionModel with and without "
+        "InterlockCapability, per tool call (--calls: runs of 20 tool calls per subject)",
+        _adapter_pydantic_ai,
+    ),
+    "adapter-smolagents": Benchmark(
+        "the same smolagents ToolCallingAgent loop and fake model with and without the "
+        "guard, per tool call (--calls: runs of 20 tool calls per subject)",
+        _adapter_smolagents,
     ),
     "redaction": Benchmark(
         "redact_value over typical arguments (vs json.dumps, and vs another tree with "

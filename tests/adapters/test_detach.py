@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("langchain")
 pytest.importorskip("agents")
 pytest.importorskip("mcp")
+pytest.importorskip("pydantic_ai")
 
 from agents import Agent, function_tool
 from langchain.agents import create_agent
@@ -24,10 +25,13 @@ from langchain_core.tools import tool
 from langgraph.prebuilt import ToolNode
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
+from pydantic_ai import Agent as PydanticAgent
+from pydantic_ai.models.test import TestModel
 
 import interlock.adapters.langchain
 import interlock.adapters.mcp
-import interlock.adapters.openai_agents  # noqa: F401 - registers its adapters
+import interlock.adapters.openai_agents
+import interlock.adapters.pydantic_ai  # noqa: F401 - registers its adapters
 from interlock import Guard
 from interlock.adapters import base
 
@@ -117,6 +121,18 @@ async def mcp_client_session() -> AsyncIterator[tuple[object, list[object]]]:
         yield client.session, [client.session]
 
 
+@contextlib.asynccontextmanager
+async def pydantic_ai_agent() -> AsyncIterator[tuple[object, list[object]]]:
+    agent: PydanticAgent[None, str] = PydanticAgent(TestModel())
+
+    @agent.tool_plain
+    def pay(amount: float) -> str:
+        """Pay an amount."""
+        return str(amount)
+
+    yield agent, [agent]
+
+
 #: adapter framework name → how to make what it guards
 SUBJECTS: dict[str, Subject] = {
     "langchain": langchain_tool,
@@ -127,6 +143,7 @@ SUBJECTS: dict[str, Subject] = {
     "mcp server": mcp_server,
     "mcp lowlevel server": mcp_lowlevel_server,
     "mcp client": mcp_client_session,
+    "pydantic-ai": pydantic_ai_agent,
 }
 
 
