@@ -46,6 +46,7 @@ budgets:
     unit: tokens
     scope: agent
     kind: llm
+    default_estimate: 250
 rules:
   - id: models
     decision: allow
