@@ -17,6 +17,7 @@ pytest.importorskip("langchain")
 pytest.importorskip("agents")
 pytest.importorskip("mcp")
 pytest.importorskip("pydantic_ai")
+pytest.importorskip("smolagents")
 
 from agents import Agent, function_tool
 from langchain.agents import create_agent
@@ -27,11 +28,15 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai.models.test import TestModel
+from smolagents import Model as SmolModel
+from smolagents import ToolCallingAgent
+from smolagents import tool as smol_tool
 
 import interlock.adapters.langchain
 import interlock.adapters.mcp
 import interlock.adapters.openai_agents
-import interlock.adapters.pydantic_ai  # noqa: F401 - registers its adapters
+import interlock.adapters.pydantic_ai
+import interlock.adapters.smolagents  # noqa: F401 - registers its adapters
 from interlock import Guard
 from interlock.adapters import base
 
@@ -133,6 +138,35 @@ async def pydantic_ai_agent() -> AsyncIterator[tuple[object, list[object]]]:
     yield agent, [agent]
 
 
+def _smol_pay() -> Any:
+    @smol_tool
+    def pay(amount: float) -> str:
+        """Pay an amount.
+
+        Args:
+            amount: How much.
+        """
+        return str(amount)
+
+    return pay
+
+
+@contextlib.asynccontextmanager
+async def smolagents_tool() -> AsyncIterator[tuple[object, list[object]]]:
+    fresh = _smol_pay()
+    yield fresh, [fresh]
+
+
+@contextlib.asynccontextmanager
+async def smolagents_agent() -> AsyncIterator[tuple[object, list[object]]]:
+    helper = ToolCallingAgent(
+        tools=[_smol_pay()], model=SmolModel(), name="helper", description="Helps."
+    )
+    agent = ToolCallingAgent(tools=[_smol_pay()], model=SmolModel(), managed_agents=[helper])
+    tools = [t for a in (agent, helper) for t in a.tools.values() if t.name != "final_answer"]
+    yield agent, [agent, helper, *tools]
+
+
 #: adapter framework name → how to make what it guards
 SUBJECTS: dict[str, Subject] = {
     "langchain": langchain_tool,
@@ -144,6 +178,8 @@ SUBJECTS: dict[str, Subject] = {
     "mcp lowlevel server": mcp_lowlevel_server,
     "mcp client": mcp_client_session,
     "pydantic-ai": pydantic_ai_agent,
+    "smolagents": smolagents_tool,
+    "smolagents-agent": smolagents_agent,
 }
 
 
