@@ -354,7 +354,9 @@ def _entry_points(bodies: Bodies, guard: Guard, args: dict[str, Any]) -> dict[st
     def managed() -> Any:
         inner_model = ScriptedModel(tool_calls(("shell", args)), answer("inner"))
         inner = _agent(inner_model, [bodies.shell], name="helper", description="Helps.")
-        outer_model = ScriptedModel(tool_calls(("helper", {"task": "do it"})), answer())
+        outer_model = ScriptedModel(
+            tool_calls(("helper", {"task": "do it", "additional_args": {}})), answer()
+        )
         outer = _agent(outer_model, [], managed_agents=[inner])
         guard_agent(outer, guard, refusal="raise")
         return outer.run("go")

@@ -16,7 +16,7 @@ A refused tool call is, as the user chooses:
 
 - ``refusal="message"`` (default): ``ToolFailed(reason)`` — the model reads the
   refusal as the tool's failed result and the run goes on; it does **not** consume
-  the tool's retry budget (``ToolFailed`` exists from pydantic-ai-slim 2.16);
+  the tool's retry budget;
 - ``refusal="retry"``: ``ModelRetry(reason)`` — the model reads it with PydanticAI's
   "fix the call and try again" framing; it **counts against the tool's retries**
   (``Agent(retries=...)`` / ``Tool(max_retries=...)``, default 1): a refusal more
@@ -75,8 +75,7 @@ from interlock.core.decision import Decision
 from interlock.ledger.usage import Usage
 
 try:
-    from pydantic_ai import Agent, ModelRetry
-    from pydantic_ai import exceptions as _pai_exceptions
+    from pydantic_ai import Agent, ModelRetry, ToolFailed
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.exceptions import ApprovalRequired as DeferForApproval
     from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
@@ -85,7 +84,7 @@ try:
     from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
 except ImportError as exc:  # the extra is missing
     raise ImportError(
-        f"the PydanticAI adapter needs pydantic-ai-slim ({exc}): "
+        f"the PydanticAI adapter needs pydantic-ai-slim>=2.16,<3 ({exc}): "
         "pip install 'interlock[pydantic-ai]'"
     ) from exc
 
@@ -113,9 +112,6 @@ Estimator = Callable[[ModelRequestContext], Usage]
 
 #: Characters per token for the default input estimate (a rough, model-agnostic rule).
 CHARS_PER_TOKEN: Final = 4
-
-#: ``ToolFailed`` (a refusal the model reads without spending a retry) is 2.16+.
-_TOOL_FAILED: type[Exception] | None = getattr(_pai_exceptions, "ToolFailed", None)
 
 
 # -- one call as the guard sees it ------------------------------------------------------
@@ -163,11 +159,6 @@ class _Gate:
     ) -> None:
         if refusal not in ("message", "retry", "raise"):
             raise ValueError(f"refusal must be 'message', 'retry' or 'raise', not {refusal!r}")
-        if refusal == "message" and _TOOL_FAILED is None:
-            raise ValueError(
-                "refusal='message' needs pydantic-ai-slim>=2.16 (ToolFailed): "
-                "use refusal='retry' (ModelRetry) on this version"
-            )
         if on_approval not in ("refuse", "wait", "defer"):
             raise ValueError(
                 f"on_approval must be 'refuse', 'wait' or 'defer', not {on_approval!r}"
@@ -238,8 +229,8 @@ class _Gate:
         outcome = verdict_outcome(decision, tool_action(tool_def, args))
         assert outcome.error is not None  # only called for a decision that is not allow
         message = outcome.message or decision.reason
-        if self.refusal == "message" and _TOOL_FAILED is not None:
-            return _TOOL_FAILED(message)
+        if self.refusal == "message":
+            return ToolFailed(message)
         if self.refusal == "retry":
             return ModelRetry(message)
         return outcome.error
@@ -440,7 +431,8 @@ class AgentAdapter(Adapter):
 
     framework = "pydantic-ai"
     distribution = "pydantic-ai-slim"
-    supported = ("2.0", "3")
+    # 2.0 has the capability hooks; ToolFailed (the message style) arrived in 2.16
+    supported = ("2.16", "3")
     extra = "pydantic-ai"
     targets = (PatchTarget(Agent, "iter"),)
 
