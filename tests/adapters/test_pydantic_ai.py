@@ -146,6 +146,17 @@ def run(agent: Agent[Any, Any], mode: str, prompt: str | None = "go", **options:
     if mode == "async":
         return asyncio.run(agent.run(prompt, **options))
 
+    if mode == "iter":
+
+        async def iterate() -> Any:
+            async with agent.iter(prompt, **options) as agent_run:
+                async for _ in agent_run:
+                    pass
+            assert agent_run.result is not None
+            return agent_run.result
+
+        return asyncio.run(iterate())
+
     async def streamed() -> Any:
         async with agent.run_stream(prompt, **options) as result:
             output = await result.get_output()
@@ -466,6 +477,22 @@ def test_a_guarded_toolset_in_a_guarded_agent_judges_each_call_once() -> None:
     assert len(seen) == 1
 
 
+def test_the_calls_of_a_toolset_that_is_not_a_function_toolset_pass_the_capability() -> None:
+    """Any toolset the agent's loop calls — a wrapper, an MCP server's — goes through
+    the same tool manager, so through ``wrap_tool_execute``."""
+    bodies = Bodies()
+    guard = Guard(POLICY)
+    wrapped = bodies.toolset.filtered(lambda ctx, tool_def: True)
+    script = Script([tool_calls(RM, ("shell", {"command": "ls"})), answer("done")])
+    agent = Agent(
+        script.model, toolsets=[wrapped], capabilities=[InterlockCapability(guard, models=False)]
+    )
+    assert agent.run_sync("go").output == "done"
+    assert bodies.ran == [("shell", "ls")]
+    (binding,) = guard.coverage(agent).tools
+    assert binding.name.startswith("toolset:FilteredToolset") and binding.guarded
+
+
 def test_the_boundary_a_toolset_or_function_called_directly_is_not_judged() -> None:
     """What no capability can see: code calling the toolset (or the function) itself.
     Documented in docs/adapter-pydantic-ai.md; close it with guard_toolset / protect."""
@@ -504,7 +531,7 @@ def _paid_toolset() -> FunctionToolset[Any]:
 LOOKUP = ("paid_lookup", {"query": "q", "est_cost": 0.4})
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", [*MODES, "iter"])
 def test_every_model_request_commits_its_real_usage_once(stateful_guard: Guard, mode: str) -> None:
     script = Script([tool_calls(LOOKUP, tokens=(120, 30)), answer("done", (200, 5))])
     agent = Agent(
