@@ -788,6 +788,21 @@ def test_an_edit_the_policy_allows_with_approval_runs_with_the_edited_arguments(
     assert by_status == ["claimed", "pending"]  # the edit's own approval, claimed once
 
 
+def test_an_approval_denied_in_interlock_meanwhile_wins_over_pydantic_ais_approval(
+    approval_guard: Guard,
+) -> None:
+    ran: list[float] = []
+    agent, first = _deferred(approval_guard, ran)
+    (call,) = first.output.approvals
+    assert approval_guard.store is not None
+    approval_id = first.output.metadata[call.tool_call_id]["approval_id"]
+    approval_guard.store.deny(approval_id, by="supervisor", reason="no")
+    results = DeferredToolResults(approvals={call.tool_call_id: True})
+    resumed = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
+    assert resumed.output == "done"
+    assert ran == []  # Interlock's record is the source of truth
+
+
 def test_a_denial_in_pydantic_ais_flow_never_runs_the_tool(approval_guard: Guard) -> None:
     ran: list[float] = []
     agent, first = _deferred(approval_guard, ran)

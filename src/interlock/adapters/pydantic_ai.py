@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -105,6 +106,8 @@ __all__ = [
     "model_name",
     "tool_action",
 ]
+
+log = logging.getLogger("interlock")
 
 Refusal = Literal["message", "retry", "raise"]
 OnApproval = Literal["refuse", "wait", "defer"]
@@ -204,7 +207,10 @@ class _Gate:
         if self.on_approval == "defer":
             if not approved_by_human:
                 raise DeferForApproval(approval_metadata(decision))
-            await asyncio.to_thread(self._approve, approval_id, tool_def.name)
+            try:
+                await asyncio.to_thread(self._approve, approval_id, tool_def.name)
+            except Exception as exc:  # decided meanwhile, expired, ...: as it stands
+                log.warning("interlock: a PydanticAI approval was not recorded: %s", exc)
             return await self.decide(tool_def, args, call_id) or decision
         return decision
 

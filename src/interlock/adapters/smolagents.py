@@ -364,7 +364,10 @@ class GuardedModel(Model):  # type: ignore[misc]
 
     def __getattr__(self, name: str) -> Any:
         # only reached for what this wrapper does not have: the wrapped model's
-        return getattr(self.__dict__["wrapped"], name)
+        wrapped = self.__dict__.get("wrapped")
+        if wrapped is None:
+            raise AttributeError(name)
+        return getattr(wrapped, name)
 
     def _llm_call(self, messages: list[Any], kwargs: Mapping[str, Any]) -> LLMCall:
         return self.guard.llm_call(self.model_name, estimate=self.estimate(messages, kwargs))
