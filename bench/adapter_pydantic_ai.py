@@ -102,6 +102,42 @@ def _noop() -> Any:
     return Noop()
 
 
+def _hook_costs(policy: Any, calls: int) -> list[Stats]:
+    """``wrap_tool_execute`` alone: the guarded capability vs the no-op one, same call,
+    a handler that returns at once — the guard's own share, free of the loop's noise."""
+    from pydantic_ai import RunContext
+    from pydantic_ai.messages import ToolCallPart
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.usage import RunUsage
+
+    from bench.harness import atime_calls
+    from interlock.adapters.pydantic_ai import InterlockCapability
+
+    ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage())
+    schema = {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}
+    tool_def = ToolDefinition(name="lookup", parameters_json_schema=schema)
+    call = ToolCallPart("lookup", {"key": "k1"}, tool_call_id="c1")
+
+    async def handler(args: dict[str, Any]) -> str:
+        return "ok"
+
+    out = []
+    for label, capability in (
+        ("hook: no-op wrap_tool_execute", _noop()),
+        ("hook: guarded wrap_tool_execute", InterlockCapability(Guard(policy))),
+    ):
+
+        async def one(args: dict[str, Any], capability: Any = capability) -> Any:
+            return await capability.wrap_tool_execute(
+                ctx, call=call, tool_def=tool_def, args=args, handler=handler
+            )
+
+        samples, wall = asyncio.run(atime_calls(one, [{"key": "k1"}], calls, 2_000))
+        out.append(summarise(label, samples, wall))
+    return out
+
+
 def _one_run(agent: Any, loop: asyncio.Runner) -> int:
     t0 = time.perf_counter_ns()
     result = loop.run(agent.run("go"))
@@ -166,6 +202,11 @@ def run(calls: int | None, quick: bool) -> BenchResult:
                 )
         finally:
             stored.close()
+    hooks = _hook_costs(policy, 2_000 if quick else 20_000)
+    result.stats.extend(hooks)
+    added = hooks[1].p50_ns - hooks[0].p50_ns
+    result.info["hook_added_us"] = round(added / 1000, 2)
+    result.notes.append(f"the guard adds {added / 1000:.1f} µs per tool call at the hook")
     base = medians["unguarded"]
     for label in labels[1:]:
         over = medians[label] - base

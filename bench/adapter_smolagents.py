@@ -63,8 +63,39 @@ rules:
 """
 
 
+def _lookup_tool() -> Any:
+    from smolagents import Tool
+
+    class Lookup(Tool):
+        name = "lookup"
+        description = "Look a key up."
+        inputs = {"key": {"type": "string", "description": "The key."}}  # noqa: RUF012
+        output_type = "string"
+
+        def forward(self, key: str) -> str:
+            return f"value of {key}"
+
+    return Lookup()
+
+
+def _hook_costs(policy: Any, calls: int) -> list[Stats]:
+    """A tool call alone (``tool(key=...)``): a guarded tool vs a plain one — the
+    guard's own share, free of the loop's noise."""
+    from bench.harness import time_calls
+    from interlock.adapters.smolagents import guard_tool
+
+    out = []
+    for label, tool in (
+        ("hook: plain tool(...)", _lookup_tool()),
+        ("hook: guarded tool(...)", guard_tool(_lookup_tool(), Guard(policy))),
+    ):
+        samples, wall = time_calls(lambda key, tool=tool: tool(key=key), ["k1"], calls, 2_000)
+        out.append(summarise(label, samples, wall))
+    return out
+
+
 def _agent(guard: Guard | None) -> Any:
-    from smolagents import Model, Tool, ToolCallingAgent
+    from smolagents import Model, ToolCallingAgent
     from smolagents.models import (
         ChatMessage,
         ChatMessageToolCall,
@@ -93,17 +124,8 @@ def _agent(guard: Guard | None) -> Any:
                 token_usage=TokenUsage(input_tokens=200, output_tokens=20),
             )
 
-    class Lookup(Tool):
-        name = "lookup"
-        description = "Look a key up."
-        inputs = {"key": {"type": "string", "description": "The key."}}  # noqa: RUF012
-        output_type = "string"
-
-        def forward(self, key: str) -> str:
-            return f"value of {key}"
-
     agent = ToolCallingAgent(
-        tools=[Lookup()],
+        tools=[_lookup_tool()],
         model=Scripted(model_id="scripted"),
         max_steps=TURNS + 2,
         verbosity_level=LogLevel.OFF,
@@ -174,6 +196,11 @@ def run(calls: int | None, quick: bool) -> BenchResult:
                 )
         finally:
             stored.close()
+    hooks = _hook_costs(policy, 2_000 if quick else 20_000)
+    result.stats.extend(hooks)
+    added = hooks[1].p50_ns - hooks[0].p50_ns
+    result.info["hook_added_us"] = round(added / 1000, 2)
+    result.notes.append(f"the guard adds {added / 1000:.1f} µs per tool call at the hook")
     base = medians["unguarded"]
     for label in labels[1:]:
         over = medians[label] - base
