@@ -29,8 +29,8 @@ from mcp.server.mcpserver import MCPServer
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai.models.test import TestModel
 from smolagents import Model as SmolModel
+from smolagents import Tool as SmolTool
 from smolagents import ToolCallingAgent
-from smolagents import tool as smol_tool
 
 import interlock.adapters.langchain
 import interlock.adapters.mcp
@@ -138,17 +138,18 @@ async def pydantic_ai_agent() -> AsyncIterator[tuple[object, list[object]]]:
     yield agent, [agent]
 
 
-def _smol_pay() -> Any:
-    @smol_tool
-    def pay(amount: float) -> str:
-        """Pay an amount.
+class _SmolPay(SmolTool):
+    name = "pay"
+    description = "Pay an amount."
+    inputs = {"amount": {"type": "number", "description": "How much."}}  # noqa: RUF012
+    output_type = "string"
 
-        Args:
-            amount: How much.
-        """
+    def forward(self, amount: float) -> str:
         return str(amount)
 
-    return pay
+
+def _smol_pay() -> Any:
+    return _SmolPay()
 
 
 @contextlib.asynccontextmanager
