@@ -197,8 +197,8 @@ def agent_for(
     row: Row, bodies: Bodies, refusal: str, **options: Any
 ) -> tuple[Agent[Any, Any], Script, Guard]:
     guard = make_guard(row)
-    calls = [(row.tool, row.args)] * (1 if refusal == "retry" else 2)
-    script = Script([tool_calls(*calls), answer("done")])
+    # two calls in one turn: a retry-style refusal of both spends one retry (per turn)
+    script = Script([tool_calls((row.tool, row.args), (row.tool, row.args)), answer("done")])
     capability = InterlockCapability(
         guard,
         refusal=refusal,  # type: ignore[arg-type]
@@ -227,10 +227,9 @@ def test_the_model_reads_the_refusal_and_the_body_runs_only_on_allow(
     result = run(agent, mode)
     assert result.output == "done"  # the loop went on
     outputs = script.tool_outputs()
-    calls = 1 if refusal == "retry" else 2
-    assert len(outputs) == calls
+    assert len(outputs) == 2
     if row.runs:
-        assert len(bodies.ran) == calls
+        assert len(bodies.ran) == 2
         assert all(output.startswith(("ran", "paid")) for output in outputs.values())
     else:
         assert bodies.ran == []
@@ -336,6 +335,15 @@ def test_retry_style_refusals_beyond_the_tools_retry_budget_end_the_run() -> Non
     agent, bodies = _refused_thrice("retry")  # default budget: 1 retry per tool
     with pytest.raises(UnexpectedModelBehavior, match="exceeded max retries count of 1"):
         agent.run_sync("go")
+    assert bodies.ran == []
+
+
+def test_retry_style_refusals_count_per_turn_not_per_call() -> None:
+    bodies = Bodies()
+    script = Script([tool_calls(RM, RM, RM), answer("done")])
+    capability = InterlockCapability(Guard(POLICY), refusal="retry")
+    agent = Agent(script.model, toolsets=[bodies.toolset], capabilities=[capability])
+    assert agent.run_sync("go").output == "done"  # three refusals, one turn: one retry
     assert bodies.ran == []
 
 
