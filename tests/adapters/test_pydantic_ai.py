@@ -402,6 +402,10 @@ def _entry_points(
             async for _ in stream:
                 pass
 
+    def stream_sync() -> Any:
+        with guarded().run_stream_sync("go") as result:
+            return result.get_output()
+
     def attached() -> Any:
         return guard.attach(agent()).run_sync("go")
 
@@ -428,6 +432,7 @@ def _entry_points(
         "Agent.run_sync": lambda: guarded().run_sync("go"),
         "Agent.run": lambda: asyncio.run(guarded().run("go")),
         "Agent.run_stream": lambda: run(guarded(), "stream"),
+        "Agent.run_stream_sync": stream_sync,
         "Agent.run_stream_events": lambda: asyncio.run(events()),
         "Agent.iter": lambda: asyncio.run(iterate()),
         "guard.attach(agent)": attached,
