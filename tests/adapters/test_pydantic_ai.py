@@ -295,6 +295,18 @@ async def test_a_run_cancelled_while_its_tool_call_is_judged_never_runs_the_body
     await assert_cancellation_never_runs(call, lambda: len(bodies.ran))
 
 
+async def test_a_run_cancelled_while_its_model_request_is_judged_never_calls_the_model() -> None:
+    scripts: list[Script] = []
+
+    async def call(guard: Guard) -> Any:
+        script = Script([answer("done")])
+        scripts.append(script)
+        agent = Agent(script.model, capabilities=[InterlockCapability(guard, models=True)])
+        return await agent.run("go")
+
+    await assert_cancellation_never_runs(call, lambda: sum(len(s.requests) for s in scripts))
+
+
 def test_the_guard_judges_the_validated_arguments_not_the_models_raw_json() -> None:
     seen: list[Any] = []
     guard = Guard(POLICY, on_decision=lambda d, action, *_: seen.append(action.arguments))
