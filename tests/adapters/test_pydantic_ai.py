@@ -863,6 +863,20 @@ def test_attaching_an_agent_then_detaching_restores_iter_exactly() -> None:
     assert bodies.ran == [("shell", "rm -rf /")]
 
 
+def test_attaching_an_agent_built_with_the_guards_capability_judges_each_call_once() -> None:
+    bodies = Bodies()
+    seen: list[Decision] = []
+    guard = Guard(POLICY, on_decision=lambda d, *_: seen.append(d))
+    script = Script([tool_calls(("shell", {"command": "ls"})), answer("done")])
+    capability = InterlockCapability(guard, models=False)
+    agent = guard.attach(Agent(script.model, toolsets=[bodies.toolset], capabilities=[capability]))
+    agent.run_sync("go")
+    assert bodies.ran == [("shell", "ls")]
+    assert len(seen) == 1
+    guard.detach(agent)
+    assert "iter" not in vars(agent)
+
+
 def test_attaching_to_a_second_guard_is_refused() -> None:
     agent = Agent(TestModel())
     Guard(POLICY).attach(agent)

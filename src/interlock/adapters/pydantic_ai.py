@@ -429,8 +429,10 @@ def _capabilities_of(agent: Agent[Any, Any]) -> list[AbstractCapability[Any]]:
 
 class AgentAdapter(Adapter):
     """``guard.attach(agent)`` adds an :class:`InterlockCapability` (message style) to
-    every run of ``agent``: its ``iter`` — which ``run``, ``run_sync``, ``run_stream``
-    and ``run_stream_events`` all enter — passes the capability as a run capability.
+    every run of ``agent``: its ``iter`` — which ``run``, ``run_sync``, ``run_stream``,
+    ``run_stream_sync`` and ``run_stream_events`` all enter — passes the capability as
+    a run capability (none when the agent was built with one of this guard's: a call
+    is judged once).
     PydanticAI binds constructor capabilities once, at ``Agent(...)``, so a run
     capability is its one way in afterwards; it also survives
     ``agent.override(capabilities=[...])``, which replaces the constructor's."""
@@ -447,6 +449,11 @@ class AgentAdapter(Adapter):
     def wrap(
         self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
     ) -> Any:
+        if any(
+            isinstance(cap, InterlockCapability) and cap.guard is guard
+            for cap in _capabilities_of(obj)
+        ):
+            return original  # built with this guard's capability: judging twice is noise
         capability = InterlockCapability(guard)
 
         def iter(*args: Any, capabilities: Sequence[Any] | None = None, **kwargs: Any) -> Any:
