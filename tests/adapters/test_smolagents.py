@@ -24,6 +24,7 @@ from smolagents import (
     ToolCollection,
     tool,
 )
+from smolagents.local_python_executor import PythonExecutor
 from smolagents.models import (
     ChatMessage,
     ChatMessageStreamDelta,
@@ -464,6 +465,32 @@ def test_the_codeagent_boundary_python_the_model_writes_is_not_a_tool_call(
     guard.attach(agent).run("go")
     assert "Import of os is not allowed" in model.seen()
     assert len(seen) == 1
+
+
+class _Sandbox(PythonExecutor):
+    """Stands for a remote executor (e2b, docker, ...): it would run the tools'
+    source inside the sandbox."""
+
+    def send_tools(self, tools: dict[str, Tool]) -> None:
+        return None
+
+    def send_variables(self, variables: dict[str, Any]) -> None:
+        return None
+
+    def __call__(self, code_action: str) -> Any:
+        raise AssertionError("not run")
+
+
+def test_a_codeagent_with_a_remote_executor_is_refused_and_reported_unguarded() -> None:
+    bodies = Bodies()
+    agent = CodeAgent(tools=[bodies.shell], model=ScriptedModel(), verbosity_level=LogLevel.OFF)
+    agent.python_executor = _Sandbox()
+    guard = Guard(POLICY)
+    with pytest.raises(TypeError, match="remote executor"):
+        guard.attach(agent)
+    assert "forward" not in vars(bodies.shell)  # nothing was patched
+    (binding,) = guard.coverage(agent).tools
+    assert not binding.guarded and "sandbox" in (binding.note or "")
 
 
 # -- budgets: model calls reserved before, committed from real usage after -----------------

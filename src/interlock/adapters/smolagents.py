@@ -67,12 +67,16 @@ from interlock.ledger.usage import Usage
 try:
     # smolagents ships no type information (no py.typed): its names are Any here
     from smolagents import (  # type: ignore[import-untyped]
+        CodeAgent,
         Model,
         MultiStepAgent,
         Tool,
         ToolCallingAgent,
     )
     from smolagents.default_tools import FinalAnswerTool  # type: ignore[import-untyped]
+    from smolagents.local_python_executor import (  # type: ignore[import-untyped]
+        LocalPythonExecutor,
+    )
     from smolagents.models import (  # type: ignore[import-untyped]
         ChatMessage,
         ChatMessageStreamDelta,
@@ -152,6 +156,20 @@ def tool_action(
         description=getattr(tool, "description", None),
         context=Context(call_id=call_id) if call_id else Context(),
     )
+
+
+def _runs_code_elsewhere(agent: object) -> bool:
+    """A ``CodeAgent`` whose executor is not the local one (e2b, docker, modal, ...):
+    it re-creates its tools from their source inside the sandbox, where no guard runs."""
+    if not isinstance(agent, CodeAgent):
+        return False
+    return not isinstance(getattr(agent, "python_executor", None), LocalPythonExecutor)
+
+
+_ELSEWHERE: Final = (
+    "a CodeAgent with a remote executor re-creates its tools from their source inside "
+    "the sandbox, where no guard runs: Interlock cannot gate them there"
+)
 
 
 def _is_final_answer(tool: object) -> bool:
@@ -557,6 +575,8 @@ class AgentAdapter(Adapter):
         options: _Options,
         record: _Patched,
     ) -> None:
+        if _runs_code_elsewhere(agent):
+            raise TypeError(f"{_ELSEWHERE} (use the local executor, or gate in the sandbox)")
         gate = options.gate
         for tool in agent.tools.values():
             owner = _forward_guard(tool)
@@ -592,6 +612,11 @@ class AgentAdapter(Adapter):
             for name, tool in agent.tools.items()
             if not _is_final_answer(tool)
         ]
+        if _runs_code_elsewhere(agent):
+            bindings = [
+                ToolBinding(b.name, b.description, b.schema, guarded=False, note=_ELSEWHERE)
+                for b in bindings
+            ]
         for name, managed in agent.managed_agents.items():
             bindings.append(
                 ToolBinding(
