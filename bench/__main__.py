@@ -95,6 +95,18 @@ def _adapter_google_adk(calls: int | None, quick: bool) -> BenchResult:
     return adapter_google_adk.run(calls, quick)
 
 
+def _adapter_pydantic_ai(calls: int | None, quick: bool) -> BenchResult:
+    from bench import adapter_pydantic_ai
+
+    return adapter_pydantic_ai.run(calls, quick)
+
+
+def _adapter_smolagents(calls: int | None, quick: bool) -> BenchResult:
+    from bench import adapter_smolagents
+
+    return adapter_smolagents.run(calls, quick)
+
+
 def _redaction(calls: int | None, quick: bool) -> BenchResult:
     from bench import redaction
 
@@ -209,6 +221,16 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the same Google ADK runner loop and scripted model with and without the guard "
         "(plugin, agent callbacks), per tool call (--calls: runs of 20 tool calls per subject)",
         _adapter_google_adk,
+    ),
+    "adapter-pydantic-ai": Benchmark(
+        "the same PydanticAI agent loop and FunctionModel with and without "
+        "InterlockCapability, per tool call (--calls: runs of 20 tool calls per subject)",
+        _adapter_pydantic_ai,
+    ),
+    "adapter-smolagents": Benchmark(
+        "the same smolagents ToolCallingAgent loop and fake model with and without the "
+        "guard, per tool call (--calls: runs of 20 tool calls per subject)",
+        _adapter_smolagents,
     ),
     "redaction": Benchmark(
         "redact_value over typical arguments (vs json.dumps, and vs another tree with "

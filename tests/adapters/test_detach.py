@@ -19,6 +19,8 @@ pytest.importorskip("mcp")
 pytest.importorskip("interlock.adapters.openai_client")
 pytest.importorskip("interlock.adapters.anthropic_client")
 pytest.importorskip("google.adk")
+pytest.importorskip("pydantic_ai")
+pytest.importorskip("smolagents")
 
 from agents import Agent, function_tool
 from google.adk.agents import LlmAgent
@@ -28,13 +30,20 @@ from langchain_core.tools import tool
 from langgraph.prebuilt import ToolNode
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
+from pydantic_ai import Agent as PydanticAgent
+from pydantic_ai.models.test import TestModel
+from smolagents import Model as SmolModel
+from smolagents import Tool as SmolTool
+from smolagents import ToolCallingAgent
 
 import interlock.adapters.anthropic_client
 import interlock.adapters.google_adk
 import interlock.adapters.langchain
 import interlock.adapters.mcp
 import interlock.adapters.openai_agents
-import interlock.adapters.openai_client  # noqa: F401 - registers its adapters
+import interlock.adapters.openai_client
+import interlock.adapters.pydantic_ai
+import interlock.adapters.smolagents  # noqa: F401 - registers its adapters
 from interlock import Guard
 from interlock.adapters import base
 
@@ -162,6 +171,48 @@ async def adk_agent() -> AsyncIterator[tuple[object, list[object]]]:
     yield agent, [agent]
 
 
+@contextlib.asynccontextmanager
+async def pydantic_ai_agent() -> AsyncIterator[tuple[object, list[object]]]:
+    agent: PydanticAgent[None, str] = PydanticAgent(TestModel())
+
+    @agent.tool_plain
+    def pay(amount: float) -> str:
+        """Pay an amount."""
+        return str(amount)
+
+    yield agent, [agent]
+
+
+class _SmolPay(SmolTool):
+    name = "pay"
+    description = "Pay an amount."
+    inputs = {"amount": {"type": "number", "description": "How much."}}  # noqa: RUF012
+    output_type = "string"
+
+    def forward(self, amount: float) -> str:
+        return str(amount)
+
+
+def _smol_pay() -> Any:
+    return _SmolPay()
+
+
+@contextlib.asynccontextmanager
+async def smolagents_tool() -> AsyncIterator[tuple[object, list[object]]]:
+    fresh = _smol_pay()
+    yield fresh, [fresh]
+
+
+@contextlib.asynccontextmanager
+async def smolagents_agent() -> AsyncIterator[tuple[object, list[object]]]:
+    helper = ToolCallingAgent(
+        tools=[_smol_pay()], model=SmolModel(), name="helper", description="Helps."
+    )
+    agent = ToolCallingAgent(tools=[_smol_pay()], model=SmolModel(), managed_agents=[helper])
+    tools = [t for a in (agent, helper) for t in a.tools.values() if t.name != "final_answer"]
+    yield agent, [agent, helper, *tools]
+
+
 #: adapter framework name → how to make what it guards
 SUBJECTS: dict[str, Subject] = {
     "openai": _model_client(lambda: _openai(False)),
@@ -177,6 +228,9 @@ SUBJECTS: dict[str, Subject] = {
     "mcp lowlevel server": mcp_lowlevel_server,
     "mcp client": mcp_client_session,
     "google-adk": adk_agent,
+    "pydantic-ai": pydantic_ai_agent,
+    "smolagents": smolagents_tool,
+    "smolagents-agent": smolagents_agent,
 }
 
 

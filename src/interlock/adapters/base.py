@@ -464,6 +464,8 @@ _ADAPTER_MODULES: Final[dict[str, str]] = {
     "openai": "interlock.adapters.openai_client",
     "anthropic": "interlock.adapters.anthropic_client",
     "google": "interlock.adapters.google_adk",
+    "pydantic_ai": "interlock.adapters.pydantic_ai",
+    "smolagents": "interlock.adapters.smolagents",
 }
 
 _ADAPTERS: dict[str, Adapter] = {}

@@ -1,0 +1,214 @@
+"""Benchmark ``adapter-smolagents``: what the guard adds to a real smolagents loop.
+
+The same ``ToolCallingAgent``, the same scripted ``smolagents.Model`` and the same
+tool, with and without the guard: the model asks for one tool call per step,
+``TURNS`` steps and a ``final_answer`` per run, and a run is timed whole
+(``agent.run``; smolagents is synchronous). Figures are per tool call (the run's time
+divided by ``TURNS``). Subjects:
+
+* **unguarded** — the agent as it is: the baseline;
+* **guarded** — ``guard.attach(agent)`` with ``Guard(policy)``, no store: each call
+  judged once in ``execute_tool_call`` (the tool's ``forward`` sees it judged);
+* **guarded, store** — on an embedded SQLite store: each tool call audited, and each
+  model call (``GuardedModel``) checked, reserved on a token budget and committed.
+
+Subjects run round-robin so drift in the machine's load hits each alike. The overhead
+per tool call is the guarded median minus the unguarded median; the ratio is guarded /
+unguarded.
+"""
+
+from __future__ import annotations
+
+import gc
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Final
+
+from bench.harness import BenchResult, Stats, summarise
+from interlock import Guard, Usage, load_policy_text
+
+__all__ = ["run"]
+
+TURNS: Final = 20
+#: timed runs per subject (default, quick)
+RUNS: Final = (40, 6)
+WARMUP: Final = 2
+
+POLICY: Final = """
+version: 1
+default: deny
+budgets:
+  - id: model-tokens
+    limit: 1000000000
+    unit: tokens
+    scope: agent
+    kind: llm
+    default_estimate: 250
+rules:
+  - id: models
+    decision: allow
+    reason: the model may think
+    kind: llm
+  - id: lookups
+    decision: allow
+    reason: lookups are fine
+    name: lookup
+  - id: no-secrets
+    decision: deny
+    reason: no secrets
+    name: lookup
+    params:
+      args.key: {glob: "secret*"}
+"""
+
+
+def _lookup_tool() -> Any:
+    from smolagents import Tool
+
+    class Lookup(Tool):
+        name = "lookup"
+        description = "Look a key up."
+        inputs = {"key": {"type": "string", "description": "The key."}}  # noqa: RUF012
+        output_type = "string"
+
+        def forward(self, key: str) -> str:
+            return f"value of {key}"
+
+    return Lookup()
+
+
+def _hook_costs(policy: Any, calls: int) -> list[Stats]:
+    """A tool call alone (``tool(key=...)``): a guarded tool vs a plain one — the
+    guard's own share, free of the loop's noise."""
+    from bench.harness import time_calls
+    from interlock.adapters.smolagents import guard_tool
+
+    out = []
+    for label, tool in (
+        ("hook: plain tool(...)", _lookup_tool()),
+        ("hook: guarded tool(...)", guard_tool(_lookup_tool(), Guard(policy))),
+    ):
+        samples, wall = time_calls(lambda key, tool=tool: tool(key=key), ["k1"], calls, 2_000)
+        out.append(summarise(label, samples, wall))
+    return out
+
+
+def _agent(guard: Guard | None) -> Any:
+    from smolagents import Model, ToolCallingAgent
+    from smolagents.models import (
+        ChatMessage,
+        ChatMessageToolCall,
+        ChatMessageToolCallFunction,
+        MessageRole,
+    )
+    from smolagents.monitoring import LogLevel, TokenUsage
+
+    from interlock.adapters.smolagents import guard_agent
+
+    class Scripted(Model):
+        def generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> ChatMessage:
+            # The step is the number of tool results so far: each run starts over.
+            done = sum(1 for m in messages if str(m.role.value) == "tool-response")
+            name, args_ = ("final_answer", {"answer": "done"})
+            if done < TURNS:
+                name, args_ = ("lookup", {"key": f"k{done}"})
+            call = ChatMessageToolCall(
+                function=ChatMessageToolCallFunction(name=name, arguments=args_),
+                id=f"c{done}",
+                type="function",
+            )
+            return ChatMessage(
+                role=MessageRole.ASSISTANT,
+                tool_calls=[call],
+                token_usage=TokenUsage(input_tokens=200, output_tokens=20),
+            )
+
+    agent = ToolCallingAgent(
+        tools=[_lookup_tool()],
+        model=Scripted(model_id="scripted"),
+        max_steps=TURNS + 2,
+        verbosity_level=LogLevel.OFF,
+    )
+    if guard is not None:
+        estimate = (lambda *_: Usage(200, 20)) if guard.store is not None else None
+        guard_agent(agent, guard, estimate=estimate)
+    return agent
+
+
+def _one_run(agent: Any) -> int:
+    t0 = time.perf_counter_ns()
+    output = agent.run("go")
+    elapsed = time.perf_counter_ns() - t0
+    if output != "done":
+        raise AssertionError("the agent loop did not finish")
+    return elapsed // TURNS
+
+
+def run(calls: int | None, quick: bool) -> BenchResult:
+    """``calls``: timed runs per subject (each ``TURNS`` tool calls)."""
+    runs = calls or RUNS[1 if quick else 0]
+    policy = load_policy_text(POLICY, file="bench/adapter_smolagents.py")
+    result = BenchResult("adapter-smolagents")
+    medians: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="interlock-bench-") as scratch:
+        stored = Guard(policy, store=f"sqlite:///{Path(scratch) / 'bench.db'}")
+        agents = {
+            "unguarded": _agent(None),
+            "guarded": _agent(Guard(policy)),
+            "guarded, store": _agent(stored),
+        }
+        labels = list(agents)
+        samples: dict[str, list[int]] = {label: [] for label in labels}
+        walls: dict[str, int] = dict.fromkeys(labels, 0)
+        try:
+            for round_ in range(WARMUP + runs):
+                gc.collect()
+                for k in range(len(labels)):
+                    label = labels[(round_ + k) % len(labels)]
+                    per_call = _one_run(agents[label])
+                    if round_ >= WARMUP:
+                        samples[label].append(per_call)
+                        walls[label] += per_call * TURNS
+            for label in labels:
+                stats = summarise(label, samples[label], walls[label])
+                stats = Stats(
+                    label,
+                    stats.calls * TURNS,
+                    stats.p50_ns,
+                    stats.p90_ns,
+                    stats.p99_ns,
+                    stats.p999_ns,
+                    stats.mean_ns,
+                    stats.min_ns,
+                    stats.max_ns,
+                    walls[label],
+                )
+                medians[label] = stats.p50_ns
+                result.stats.append(stats)
+            assert stored.store is not None
+            (tokens,) = stored.store.budget_rows(budget_id="model-tokens")
+            expected = (WARMUP + runs) * (TURNS + 1) * 220
+            if (tokens.spent, tokens.reserved) != (expected, 0):
+                result.problems.append(
+                    f"token budget spent {tokens.spent} reserved {tokens.reserved}, "
+                    f"expected {expected} and 0"
+                )
+        finally:
+            stored.close()
+    hooks = _hook_costs(policy, 2_000 if quick else 20_000)
+    result.stats.extend(hooks)
+    added = hooks[1].p50_ns - hooks[0].p50_ns
+    result.info["hook_added_us"] = round(added / 1000, 2)
+    result.notes.append(f"the guard adds {added / 1000:.1f} µs per tool call at the hook")
+    base = medians["unguarded"]
+    for label in labels[1:]:
+        over = medians[label] - base
+        result.info[f"overhead_us {label}"] = round(over / 1000, 2)
+        result.info[f"ratio {label}"] = round(medians[label] / base, 3)
+        result.notes.append(
+            f"{label}: {over / 1000:+.1f} µs per tool call over unguarded "
+            f"({medians[label] / base:.3f}×, unguarded {base / 1000:.0f} µs per tool call)"
+        )
+    result.info.update({"turns_per_run": TURNS, "runs": runs})
+    return result
