@@ -16,8 +16,13 @@ import pytest
 pytest.importorskip("langchain")
 pytest.importorskip("agents")
 pytest.importorskip("mcp")
+pytest.importorskip("autogen_agentchat")
 
 from agents import Agent, function_tool
+from autogen_agentchat.agents import AssistantAgent
+from autogen_core.models import ModelFamily, ModelInfo
+from autogen_core.tools import FunctionTool
+from autogen_ext.models.replay import ReplayChatCompletionClient
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.tools import tool
@@ -25,6 +30,7 @@ from langgraph.prebuilt import ToolNode
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
+import interlock.adapters.autogen
 import interlock.adapters.langchain
 import interlock.adapters.mcp
 import interlock.adapters.openai_agents  # noqa: F401 - registers its adapters
@@ -117,8 +123,39 @@ async def mcp_client_session() -> AsyncIterator[tuple[object, list[object]]]:
         yield client.session, [client.session]
 
 
+def _autogen_tool() -> FunctionTool:
+    def pay(amount: float) -> str:
+        """Pay an amount."""
+        return str(amount)
+
+    return FunctionTool(pay, description="Pay an amount.")
+
+
+@contextlib.asynccontextmanager
+async def autogen_tool() -> AsyncIterator[tuple[object, list[object]]]:
+    fresh = _autogen_tool()
+    yield fresh, [fresh]
+
+
+@contextlib.asynccontextmanager
+async def autogen_agent() -> AsyncIterator[tuple[object, list[object]]]:
+    info = ModelInfo(
+        vision=False,
+        function_calling=True,
+        json_output=False,
+        family=ModelFamily.UNKNOWN,
+        structured_output=False,
+    )
+    agent = AssistantAgent(
+        "payer", ReplayChatCompletionClient([], model_info=info), tools=[_autogen_tool()]
+    )
+    yield agent, [agent, *agent._workbench]
+
+
 #: adapter framework name → how to make what it guards
 SUBJECTS: dict[str, Subject] = {
+    "autogen": autogen_tool,
+    "autogen-agent": autogen_agent,
     "langchain": langchain_tool,
     "langgraph": langgraph_tool_node,
     "langgraph-graph": langgraph_graph,

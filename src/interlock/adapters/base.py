@@ -461,6 +461,8 @@ _ADAPTER_MODULES: Final[dict[str, str]] = {
     "langgraph": "interlock.adapters.langchain",
     "agents": "interlock.adapters.openai_agents",
     "mcp": "interlock.adapters.mcp",
+    "autogen_agentchat": "interlock.adapters.autogen",
+    "autogen_core": "interlock.adapters.autogen",
 }
 
 _ADAPTERS: dict[str, Adapter] = {}
