@@ -17,6 +17,7 @@ pytest.importorskip("langchain")
 pytest.importorskip("agents")
 pytest.importorskip("mcp")
 pytest.importorskip("autogen_agentchat")
+pytest.importorskip("llama_index.core")
 
 from agents import Agent, function_tool
 from autogen_agentchat.agents import AssistantAgent
@@ -27,11 +28,14 @@ from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.tools import tool
 from langgraph.prebuilt import ToolNode
+from llama_index.core.llms.mock import MockFunctionCallingLLM
+from llama_index.core.tools import FunctionTool as LlamaFunctionTool
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
 import interlock.adapters.autogen
 import interlock.adapters.langchain
+import interlock.adapters.llama_index
 import interlock.adapters.mcp
 import interlock.adapters.openai_agents  # noqa: F401 - registers its adapters
 from interlock import Guard
@@ -152,10 +156,28 @@ async def autogen_agent() -> AsyncIterator[tuple[object, list[object]]]:
     yield agent, [agent, *agent._workbench]
 
 
+@contextlib.asynccontextmanager
+async def llama_index_tool() -> AsyncIterator[tuple[object, list[object]]]:
+    def pay(amount: float) -> str:
+        """Pay an amount."""
+        return str(amount)
+
+    fresh = LlamaFunctionTool.from_defaults(pay)
+    yield fresh, [fresh]
+
+
+@contextlib.asynccontextmanager
+async def llama_index_llm() -> AsyncIterator[tuple[object, list[object]]]:
+    llm = MockFunctionCallingLLM()
+    yield llm, [llm]
+
+
 #: adapter framework name → how to make what it guards
 SUBJECTS: dict[str, Subject] = {
     "autogen": autogen_tool,
     "autogen-agent": autogen_agent,
+    "llama-index": llama_index_tool,
+    "llama-index-llm": llama_index_llm,
     "langchain": langchain_tool,
     "langgraph": langgraph_tool_node,
     "langgraph-graph": langgraph_graph,
@@ -209,8 +231,9 @@ async def test_coverage_follows_attach_and_detach_for_this_guard_only(framework:
     guard, other = Guard(POLICY), Guard(POLICY)
     async with SUBJECTS[framework]() as (obj, _):
 
-        def guarded(by: Guard) -> list[bool]:
-            return [binding.guarded for binding in by.coverage(obj).tools]
+        def guarded(by: Guard) -> list[bool]:  # its tools; a model adapter: its models
+            coverage = by.coverage(obj)
+            return [binding.guarded for binding in coverage.tools or coverage.llms]
 
         assert guarded(guard) and not any(guarded(guard))  # tools seen, none guarded
         guard.attach(obj)

@@ -463,6 +463,7 @@ _ADAPTER_MODULES: Final[dict[str, str]] = {
     "mcp": "interlock.adapters.mcp",
     "autogen_agentchat": "interlock.adapters.autogen",
     "autogen_core": "interlock.adapters.autogen",
+    "llama_index": "interlock.adapters.llama_index",
 }
 
 _ADAPTERS: dict[str, Adapter] = {}
