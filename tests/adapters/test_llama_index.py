@@ -513,3 +513,62 @@ def test_a_refusal_for_approval_carries_the_approval_url(stateful_guard: Guard) 
     _, results = run(guard_agent(agent, stateful_guard))
     assert "https://approvals.example.com/a/" in results["call-1"][0]
     assert ran == []
+
+
+# -- approvals: Interlock's approval bridged to the workflow's human-in-the-loop events ----
+
+
+@pytest.mark.parametrize("response", ["approve", "no"])
+def test_a_call_that_needs_a_human_pauses_the_workflow_until_one_answers(
+    stateful_guard: Guard, response: str
+) -> None:
+    from workflows.events import HumanResponseEvent
+
+    from interlock.adapters.llama_index import ApprovalRequested
+
+    ran: list[float] = []
+
+    def wire(amount: float) -> str:
+        """Wire money."""
+        ran.append(amount)
+        return f"wired {amount}"
+
+    llm = ScriptedLLM([calls(("wire", {"amount": 5})), answer("done")])
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(wire)], llm=llm)
+    guard_agent(agent, stateful_guard, approve_in_workflow=True, approval_timeout=20)
+
+    async def go() -> tuple[Any, list[Any], dict[str, tuple[str, bool]]]:
+        handler = agent.run("pay")
+        asked: list[Any] = []
+        results: dict[str, tuple[str, bool]] = {}
+        async for event in handler.stream_events():
+            if isinstance(event, ApprovalRequested):
+                asked.append(event)
+                handler.ctx.send_event(  # type: ignore[union-attr]
+                    HumanResponseEvent(
+                        response=response, approval_id=event.approval_id, user="alice"
+                    )
+                )
+            elif isinstance(event, ToolCallResult):
+                results[event.tool_id] = (
+                    str(event.tool_output.content),
+                    event.tool_output.is_error,
+                )
+        return await handler, asked, results
+
+    output, asked, results = asyncio.run(asyncio.wait_for(go(), 30))
+    assert str(output) == "done"
+    assert [(e.tool_name, e.tool_kwargs) for e in asked] == [("wire", {"amount": 5})]
+    assert stateful_guard.store is not None
+    (approval,) = stateful_guard.store.list_approvals()
+    if response == "approve":
+        assert ran == [5] and results["call-1"] == ("wired 5", False)
+        assert approval.status.value == "claimed"
+    else:
+        assert ran == [] and results["call-1"][1] and "denied" in results["call-1"][0]
+
+
+def test_approving_in_the_workflow_needs_a_store() -> None:
+    agent = FunctionAgent(tools=Bodies().tools, llm=ScriptedLLM([]))
+    with pytest.raises(ValueError, match="needs a guard with a store"):
+        guard_agent(agent, Guard(POLICY), approve_in_workflow=True)

@@ -50,6 +50,7 @@ from interlock.adapters.base import (
     already_judged,
     arun_settled,
     call_key,
+    pending_approval,
     register_adapter,
     run_settled,
     verdict_outcome,
@@ -62,6 +63,8 @@ try:
     from llama_index.core.base.llms.types import ChatMessage, ChatResponse
     from llama_index.core.llms.llm import LLM
     from llama_index.core.tools import FunctionTool
+    from workflows import Context
+    from workflows.events import HumanResponseEvent, InputRequiredEvent
 except ImportError as exc:  # the extra is missing
     raise ImportError(
         f"the LlamaIndex adapter needs llama-index-core ({exc}): "
@@ -74,7 +77,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADAPTER",
+    "APPROVING",
     "LLM_ADAPTER",
+    "ApprovalRequested",
     "FunctionToolAdapter",
     "LLMAdapter",
     "estimate_usage",
@@ -134,6 +139,8 @@ class _ToolGate:
         self.guard = guard
         self.tool = tool
         self.mapper = mapper
+        self.ask_human = False
+        self.approval_timeout: float | None = 300.0
         self.name = tool.metadata.get_name()
         self.signature = _signature(original)
 
@@ -186,6 +193,55 @@ class _ToolGate:
         return outcome.error
 
 
+class ApprovalRequested(InputRequiredEvent):
+    """Written to the workflow's event stream when a tool call needs a human
+    (``approve_in_workflow=True``): answer it with
+    ``handler.ctx.send_event(HumanResponseEvent(response="approve" | "deny",
+    approval_id=event.approval_id, user="alice"))``."""
+
+    question: str
+    approval_id: str
+    tool_name: str
+    tool_kwargs: dict[str, Any]
+    reason: str
+
+
+#: The answers that grant an approval; any other response denies it.
+APPROVING: Final = frozenset({"approve", "approved", "yes", "y", "allow"})
+
+
+async def _ask_a_human(gate: _ToolGate, approval_id: str, action: Action) -> None:
+    """Bridge an Interlock approval to LlamaIndex's human-in-the-loop events: wait for
+    a ``HumanResponseEvent`` carrying ``approval_id``, then record the human's answer
+    on the guard's store. The workflow pauses the step and replays it when the answer
+    arrives; the replayed call finds the same pending approval and reads the answer."""
+    ctx = Context.get_step_context()
+    question = ApprovalRequested(
+        question=f"Approve {gate.name} {json.dumps(dict(action.arguments), default=str)}? ",
+        approval_id=approval_id,
+        tool_name=gate.name,
+        tool_kwargs=dict(action.arguments),
+        reason="this call needs a human",
+    )
+    answer = await ctx.wait_for_event(
+        HumanResponseEvent,
+        waiter_event=question,
+        waiter_id=f"interlock-approval-{approval_id}",
+        requirements={"approval_id": approval_id},
+        timeout=gate.approval_timeout,
+    )
+    store = gate.guard.store
+    if store is None:
+        raise RuntimeError("approve_in_workflow needs a guard with a store")
+    by = str(answer.get("user") or "workflow")
+    if str(answer.response).strip().lower() in APPROVING:
+        await asyncio.to_thread(
+            store.approve, approval_id, by=by, reason="approved in the workflow"
+        )
+    else:
+        await asyncio.to_thread(store.deny, approval_id, by=by, reason="denied in the workflow")
+
+
 def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
     try:
         return inspect.signature(fn)
@@ -220,6 +276,10 @@ def _async_gate(gate: _ToolGate, original: Callable[..., Any]) -> Callable[..., 
             return await original(*args, **kwargs)
         action = gate.action(arguments)
         decision = await gate.adecide(key, action)
+        approval_id = None if decision is None else pending_approval(decision)
+        if approval_id is not None and gate.ask_human:
+            await _ask_a_human(gate, approval_id, action)
+            decision = await gate.adecide(key, action)  # the identical call claims it
         if decision is None:
             return await original(*args, **kwargs)
         if not decision.allowed:
@@ -679,15 +739,26 @@ def _function_tools(agent: Any) -> list[FunctionTool]:
 
 
 def guard_agent(
-    agent: Any, guard: Guard, *, refusal: Refusal = "message", mapper: Mapper | None = None
+    agent: Any,
+    guard: Guard,
+    *,
+    refusal: Refusal = "message",
+    mapper: Mapper | None = None,
+    approve_in_workflow: bool = False,
+    approval_timeout: float | None = 300.0,
 ) -> Any:
     """Guard every tool of a workflow agent (``FunctionAgent``, ``ReActAgent``, or each
     agent of an ``AgentWorkflow``) in place and return it. ``refusal="message"``: the
     model reads a refusal as the tool's error output and the run goes on; ``"raise"``:
     each call is judged when a function-calling model asks for it and a refusal raises
     out of ``agent.run`` (not for ``ReActAgent``, which has no such step).
+    ``approve_in_workflow=True`` (needs a guard with a store): a call that needs a
+    human pauses the workflow with an :class:`ApprovalRequested` event (an
+    ``InputRequiredEvent``) and goes on when a ``HumanResponseEvent`` answers it.
     :func:`unguard_agent` undoes it. A TypeError names a tool that cannot be gated,
     before anything is changed."""
+    if approve_in_workflow and guard.store is None:
+        raise ValueError("approve_in_workflow needs a guard with a store")
     if refusal not in ("raise", "message"):
         raise ValueError(f"refusal must be 'raise' or 'message', not {refusal!r}")
     agents = _agents(agent)
@@ -702,6 +773,10 @@ def guard_agent(
     for tool in tools:
         if not ADAPTER.guarded_by(tool, guard):
             ADAPTER.attach(tool, guard, mapper=mapper)
+        gate = getattr(vars(tool).get("_async_fn"), "__interlock_gate__", None)
+        if isinstance(gate, _ToolGate):
+            gate.ask_human = approve_in_workflow
+            gate.approval_timeout = approval_timeout
     if refusal == "raise":
         for one in agents:
             llm = one.llm
