@@ -51,6 +51,7 @@ budgets:
     unit: tokens
     scope: agent
     kind: llm
+    default_estimate: 200
 rules:
   - id: models
     decision: allow

@@ -222,6 +222,9 @@ class _Holds:
         del self._held[call_id]
         return held[1]
 
+    def __bool__(self) -> bool:
+        return bool(self._held)
+
     def release_all(self, guard: Guard) -> None:
         held, self._held = list(self._held.values()), {}
         for _, decision in held:
@@ -737,6 +740,10 @@ class _CallScreen(_DelegatingClient):
         self.handoffs = handoffs
 
     async def _screen(self, result: CreateResult, token: CancellationToken | None) -> None:
+        # The agent runs every call of a turn before it asks the model again: what is
+        # still held now was never run (a tool no workbench had), so give it back.
+        if self.holds:
+            await asyncio.to_thread(self.holds.release_all, self.guard)
         if not isinstance(result.content, list):
             return
         schemas = self.schemas()

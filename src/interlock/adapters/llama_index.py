@@ -38,6 +38,7 @@ import contextvars
 import inspect
 import json
 import math
+import weakref
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -117,12 +118,16 @@ class _Holds:
         return decision
 
 
-#: id(guard) → what its screens hold for its tool gates
-_HOLDS: dict[int, _Holds] = {}
+#: guard → what its screens hold for its tool gates (weak: a guard that is gone takes
+#: what it held with it, and a new guard never finds an old one's decisions)
+_HOLDS: weakref.WeakKeyDictionary[Guard, _Holds] = weakref.WeakKeyDictionary()
 
 
 def _holds(guard: Guard) -> _Holds:
-    return _HOLDS.setdefault(id(guard), _Holds())
+    holds = _HOLDS.get(guard)
+    if holds is None:
+        holds = _HOLDS[guard] = _Holds()
+    return holds
 
 
 # -- the tool gate ------------------------------------------------------------------------
