@@ -17,8 +17,9 @@ from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.messages import HandoffMessage, ToolCallExecutionEvent
 from autogen_core import CancellationToken, FunctionCall
 from autogen_core.models import CreateResult, ModelFamily, ModelInfo, RequestUsage
-from autogen_core.tools import FunctionTool, StaticStreamWorkbench, StaticWorkbench
+from autogen_core.tools import BaseStreamTool, FunctionTool, StaticStreamWorkbench, StaticWorkbench
 from autogen_ext.models.replay import ReplayChatCompletionClient
+from pydantic import BaseModel
 
 from interlock import ActionDenied, ActionUndetermined, ApprovalRequired, Decision, Guard, Verdict
 from interlock import Usage as Tokens
@@ -661,3 +662,53 @@ def test_a_workbench_that_waits_runs_the_call_once_a_human_decides(
 def test_on_approval_wait_needs_a_store() -> None:
     with pytest.raises(ValueError, match="needs a guard with a store"):
         GuardedWorkbench(StaticWorkbench([]), Guard(POLICY), on_approval="wait")
+
+
+# -- a stream tool: run_json_stream is a door too ------------------------------------------
+
+
+class _Command(BaseModel):
+    command: str
+
+
+class _Output(BaseModel):
+    text: str
+
+
+class _StreamingShell(BaseStreamTool[_Command, _Output, _Output]):
+    def __init__(self) -> None:
+        super().__init__(_Command, _Output, "shell", "Run a shell command, streaming.")
+        self.ran: list[str] = []
+
+    async def run(self, args: _Command, cancellation_token: CancellationToken) -> _Output:
+        self.ran.append(args.command)
+        return _Output(text=f"ran {args.command}")
+
+    async def run_stream(self, args: _Command, cancellation_token: CancellationToken) -> Any:
+        self.ran.append(args.command)
+        yield _Output(text="working")
+        yield _Output(text=f"ran {args.command}")
+
+
+@pytest.mark.parametrize(("command", "runs"), [("ls", True), ("rm -rf /", False)])
+def test_a_stream_tool_is_judged_once_on_its_stream_door(command: str, runs: bool) -> None:
+    seen: list[Decision] = []
+    guard = Guard(POLICY, on_decision=lambda d, *_: seen.append(d))
+    tool = _StreamingShell()
+    guard.attach(tool)
+
+    async def go() -> list[Any]:
+        bench = StaticStreamWorkbench([tool])
+        return [
+            item
+            async for item in bench.call_tool_stream(
+                "shell", {"command": command}, CancellationToken()
+            )
+        ]
+
+    items = asyncio.run(go())
+    assert tool.ran == ([command] if runs else [])
+    assert items[-1].is_error is (not runs)
+    assert len(seen) == 1
+    guard.detach(tool)
+    assert "run_json_stream" not in vars(tool)
