@@ -659,7 +659,40 @@ def test_a_workbench_that_waits_runs_the_call_once_a_human_decides(
         assert ran == [] and is_error and "denied" in text
 
 
+@pytest.mark.parametrize("refusal", ["message", "raise"])
+@pytest.mark.parametrize("mode", MODES)
+def test_a_guarded_agent_that_waits_runs_the_call_once_a_human_approves(
+    stateful_guard: Guard, refusal: str, mode: str
+) -> None:
+    ran: list[float] = []
+    supervisor = approve_when_pending(stateful_guard)
+    client = replay(calls(("wire", {"amount": 5})), answer("done"))
+    agent = AssistantAgent(
+        "bot", client, tools=[_wire(ran)], model_client_stream=mode == "run_stream"
+    )
+    guard_agent(
+        agent,
+        stateful_guard,
+        refusal=refusal,
+        on_approval="wait",
+        approval_timeout=30,  # type: ignore[arg-type]
+    )
+    result = run(agent, mode)
+    supervisor.join()
+    assert ran == [5.0]
+    if mode == "run":
+        assert tool_results(result)["call-1"] == ("wired 5.0", False)
+    assert stateful_guard.store is not None
+    (approval,) = stateful_guard.store.list_approvals()
+    assert approval.status.value == "claimed"
+    assert len(_records(stateful_guard, "tool")) == 2  # asked, then claimed: no third
+
+
 def test_on_approval_wait_needs_a_store() -> None:
+    agent = AssistantAgent("bot", replay())
+    with pytest.raises(ValueError, match="needs a guard with a store"):
+        guard_agent(agent, Guard(POLICY), on_approval="wait")
+    assert not AGENT_ADAPTER.is_attached(agent)
     with pytest.raises(ValueError, match="needs a guard with a store"):
         GuardedWorkbench(StaticWorkbench([]), Guard(POLICY), on_approval="wait")
 

@@ -41,6 +41,7 @@ import contextvars
 import json
 import math
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from interlock.adapters.base import (
@@ -738,6 +739,8 @@ class _CallScreen(_DelegatingClient):
         self.schemas = schemas
         self.screened = screened
         self.handoffs = handoffs
+        self.on_approval: Literal["refuse", "wait"] = "refuse"
+        self.approval_timeout = 300.0
 
     async def _screen(self, result: CreateResult, token: CancellationToken | None) -> None:
         # The agent runs every call of a turn before it asks the model again: what is
@@ -762,6 +765,11 @@ class _CallScreen(_DelegatingClient):
                     call_id=call.id,
                 )
                 decision = await _judge(self.guard, self.mapper, action, token, self)
+                approval_id = None if decision is None else pending_approval(decision)
+                if self.on_approval == "wait" and approval_id is not None:
+                    await self.guard.await_approval(approval_id, self.approval_timeout)
+                    again = await _judge(self.guard, self.mapper, action, token, self)
+                    decision = again or decision
                 if decision is None:
                     continue
                 if not decision.allowed:
@@ -801,6 +809,14 @@ class _CallScreen(_DelegatingClient):
 # -- attach / detach an agent --------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Options:
+    refusal: Refusal
+    mapper: Mapper | None
+    on_approval: Literal["refuse", "wait"]
+    approval_timeout: float
+
+
 class AgentAdapter(Adapter):
     """Guards an ``AssistantAgent``: its workbenches become :class:`GuardedWorkbench`
     gates and its model client a call screen that judges what the model asks for
@@ -820,16 +836,29 @@ class AgentAdapter(Adapter):
 
     def __init__(self) -> None:
         super().__init__()
-        self._styles: dict[int, tuple[Refusal, Mapper | None]] = {}
+        self._styles: dict[int, _Options] = {}
         self._holds: dict[int, _Holds] = {}
 
     def attach(
-        self, obj: Any, guard: Guard, *, refusal: Refusal = "raise", mapper: Mapper | None = None
+        self,
+        obj: Any,
+        guard: Guard,
+        *,
+        refusal: Refusal = "raise",
+        mapper: Mapper | None = None,
+        on_approval: Literal["refuse", "wait"] = "refuse",
+        approval_timeout: float = 300.0,
     ) -> Any:
         """As :meth:`Adapter.attach`, with the refusal style (``"raise"``: a refused
-        call raises out of ``agent.run``; ``"message"``: the model reads it)."""
+        call raises out of ``agent.run``; ``"message"``: the model reads it) and what a
+        call that needs a human does (see :func:`guard_agent`)."""
         if not self.is_attached(obj):
-            self._styles[id(obj)] = (_check_refusal(refusal), mapper)
+            if on_approval not in ("refuse", "wait"):
+                raise ValueError(f"on_approval must be 'refuse' or 'wait', not {on_approval!r}")
+            if on_approval == "wait" and guard.store is None and guard._remote() is None:
+                raise ValueError("on_approval='wait' needs a guard with a store")
+            options = _Options(_check_refusal(refusal), mapper, on_approval, approval_timeout)
+            self._styles[id(obj)] = options
             self._holds[id(obj)] = _Holds()
         try:
             return super().attach(obj, guard)
@@ -845,25 +874,35 @@ class AgentAdapter(Adapter):
         return super().detach(obj)
 
     def wrap(self, target: PatchTarget, obj: Any, original: Any, guard: Guard) -> Any:
-        (refusal, mapper), holds = self._styles[id(obj)], self._holds[id(obj)]
+        options, holds = self._styles[id(obj)], self._holds[id(obj)]
         if target.attr == "_workbench":
             gates = []
             for workbench in original:
-                gate = GuardedWorkbench(workbench, guard, refusal="message", mapper=mapper)
+                gate = GuardedWorkbench(
+                    workbench,
+                    guard,
+                    refusal="message",
+                    mapper=options.mapper,
+                    on_approval=options.on_approval,
+                    approval_timeout=options.approval_timeout,
+                )
                 gate._holds = holds
                 gates.append(gate)
             return gates
         agent: AssistantAgent = obj
         handoffs = frozenset(agent._handoffs)
-        return _CallScreen(
+        screen = _CallScreen(
             original,
             guard,
-            mapper,
+            options.mapper,
             holds,
             lambda: _schemas(agent),
-            None if refusal == "raise" else handoffs,
+            None if options.refusal == "raise" else handoffs,
             handoffs,
         )
+        screen.on_approval = options.on_approval
+        screen.approval_timeout = options.approval_timeout
+        return screen
 
     def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
         agent: AssistantAgent = obj
@@ -971,13 +1010,25 @@ def guard_agent(
     *,
     refusal: Refusal = "message",
     mapper: Mapper | None = None,
+    on_approval: Literal["refuse", "wait"] = "refuse",
+    approval_timeout: float = 300.0,
 ) -> AssistantAgent:
     """Guard ``agent`` in place and return it: every tool call (through its workbenches)
     and every handoff is judged before it runs. ``refusal="message"``: the model reads
     a refused tool call as an error result and the run goes on; ``"raise"``: the
     refusal raises out of ``agent.run``. A refused handoff raises in either style.
+    ``on_approval="wait"`` (a guard with a store): a call that needs a human waits up
+    to ``approval_timeout`` seconds for one to decide in Interlock's approvals, then is
+    judged again (the identical call claims the grant once).
     ``guard.detach(agent)`` undoes it."""
-    return AGENT_ADAPTER.attach(agent, guard, refusal=refusal, mapper=mapper)  # type: ignore[no-any-return]
+    return AGENT_ADAPTER.attach(  # type: ignore[no-any-return]
+        agent,
+        guard,
+        refusal=refusal,
+        mapper=mapper,
+        on_approval=on_approval,
+        approval_timeout=approval_timeout,
+    )
 
 
 ADAPTER = register_adapter(ToolAdapter())
