@@ -201,14 +201,19 @@ def test_a_react_agent_reads_the_refusal_and_has_no_raise_style() -> None:
         )
 
 
-def test_an_agent_workflow_guards_every_agent() -> None:
+@pytest.mark.parametrize("refusal", ["message", "raise"])
+def test_an_agent_workflow_guards_every_agent(refusal: str) -> None:
     bodies = Bodies()
     llm = ScriptedLLM([calls(("shell", {"command": "rm -rf /"})), answer("done")])
     agent = FunctionAgent(name="ops", description="ops", tools=bodies.tools, llm=llm)
-    workflow = guard_agent(AgentWorkflow(agents=[agent]), Guard(POLICY))
-    _, results = run(workflow)
+    workflow = guard_agent(AgentWorkflow(agents=[agent]), Guard(POLICY), refusal=refusal)  # type: ignore[arg-type]
+    if refusal == "message":
+        _, results = run(workflow)
+        assert all(error for _, error in results.values())
+    else:
+        with pytest.raises(ActionDenied, match="no recursive deletes"):
+            run(workflow)
     assert bodies.ran == []
-    assert all(error for _, error in results.values())
     unguard_agent(workflow)
     assert Guard(POLICY).coverage(bodies.shell).unguarded == ["shell"]
 
@@ -572,3 +577,18 @@ def test_approving_in_the_workflow_needs_a_store() -> None:
     agent = FunctionAgent(tools=Bodies().tools, llm=ScriptedLLM([]))
     with pytest.raises(ValueError, match="needs a guard with a store"):
         guard_agent(agent, Guard(POLICY), approve_in_workflow=True)
+
+
+@pytest.mark.parametrize(
+    "streaming", [False, True], ids=["chat_with_tools", "stream_chat_with_tools"]
+)
+def test_the_sync_tool_call_screen_refuses_before_any_tool_runs(streaming: bool) -> None:
+    bodies = Bodies()
+    llm = ScriptedLLM([calls(("shell", {"command": "rm -rf /"}))])
+    guard_agent(FunctionAgent(tools=bodies.tools, llm=llm), Guard(POLICY), refusal="raise")
+    with pytest.raises(ActionDenied, match="no recursive deletes"):
+        if streaming:
+            list(llm.stream_chat_with_tools(bodies.tools, user_msg="go"))
+        else:
+            llm.chat_with_tools(bodies.tools, user_msg="go")
+    assert bodies.ran == []
