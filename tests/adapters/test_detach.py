@@ -172,12 +172,27 @@ async def llama_index_llm() -> AsyncIterator[tuple[object, list[object]]]:
     yield llm, [llm]
 
 
+@contextlib.asynccontextmanager
+async def llama_index_agent() -> AsyncIterator[tuple[object, list[object]]]:
+    from llama_index.core.agent.workflow import FunctionAgent
+
+    def pay(amount: float) -> str:
+        """Pay an amount."""
+        return str(amount)
+
+    agent = FunctionAgent(
+        tools=[LlamaFunctionTool.from_defaults(pay)], llm=MockFunctionCallingLLM()
+    )
+    yield agent, [agent, *agent.tools]
+
+
 #: adapter framework name → how to make what it guards
 SUBJECTS: dict[str, Subject] = {
     "autogen": autogen_tool,
     "autogen-agent": autogen_agent,
     "llama-index": llama_index_tool,
     "llama-index-llm": llama_index_llm,
+    "llama-index-agent": llama_index_agent,
     "langchain": langchain_tool,
     "langgraph": langgraph_tool_node,
     "langgraph-graph": langgraph_graph,

@@ -29,6 +29,7 @@ from interlock import Usage as Tokens
 from interlock.adapters import base
 from interlock.adapters.llama_index import (
     ADAPTER,
+    AGENT_ADAPTER,
     LLM_ADAPTER,
     estimate_usage,
     guard_agent,
@@ -592,3 +593,24 @@ def test_the_sync_tool_call_screen_refuses_before_any_tool_runs(streaming: bool)
         else:
             llm.chat_with_tools(bodies.tools, user_msg="go")
     assert bodies.ran == []
+
+
+def test_attaching_an_agent_guards_its_tools_and_coverage_names_the_model() -> None:
+    guard = Guard(POLICY)
+    bodies = Bodies()
+    llm = ScriptedLLM([calls(("shell", {"command": "rm -rf /"})), answer("done")])
+    agent = FunctionAgent(tools=bodies.tools, llm=llm)
+    assert base.adapter_for(agent) is AGENT_ADAPTER
+    assert guard.coverage(agent).unguarded == ["shell", "pay", "model:ScriptedLLM"]
+    guard.attach(agent)
+    guard.attach(agent)
+    assert guard.coverage(agent).unguarded == ["model:ScriptedLLM"]
+    guard.attach(llm)
+    assert guard.coverage(agent).unguarded == []
+    guard.detach(llm)  # the table's policy has no rule for models
+    with pytest.raises(ValueError, match="another guard"):
+        Guard(POLICY).attach(agent)
+    _, results = run(agent)
+    assert bodies.ran == [] and all(error for _, error in results.values())
+    guard.detach(agent)
+    assert guard.coverage(agent).unguarded == ["shell", "pay", "model:ScriptedLLM"]

@@ -78,8 +78,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADAPTER",
+    "AGENT_ADAPTER",
     "APPROVING",
     "LLM_ADAPTER",
+    "AgentAdapter",
     "ApprovalRequested",
     "FunctionToolAdapter",
     "LLMAdapter",
@@ -808,5 +810,53 @@ def unguard_agent(agent: Any) -> Any:
     return agent
 
 
+class AgentAdapter(Adapter):
+    """``guard.attach(agent)`` for a workflow agent (``FunctionAgent``, ``ReActAgent``)
+    or an ``AgentWorkflow``: :func:`guard_agent` in message style (LlamaIndex's own);
+    ``guard.detach(agent)`` is :func:`unguard_agent`. Nothing on the agent itself is
+    patched: its tools are, each in place. ``guard.coverage(agent)`` lists every tool
+    of every agent in it, and each agent's model."""
+
+    framework = "llama-index-agent"
+    distribution = "llama-index-core"
+    supported = ("0.14", "0.15")
+    extra = "llama-index"
+    targets = ()
+    inspects_models = True
+
+    def can_wrap(self, obj: object) -> bool:
+        from llama_index.core.agent.workflow import AgentWorkflow, BaseWorkflowAgent
+
+        return isinstance(obj, (BaseWorkflowAgent, AgentWorkflow))
+
+    def attach(self, obj: Any, guard: Guard) -> Any:
+        record = self._attached.get(id(obj))
+        if record is not None and record.guard is not guard:
+            raise ValueError("this object is attached to another guard; detach it first")
+        guard_agent(obj, guard)
+        return super().attach(obj, guard)
+
+    def detach(self, obj: Any) -> Any:
+        if self.is_attached(obj):
+            unguard_agent(obj)
+        return super().detach(obj)
+
+    def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
+        return [
+            _tool_binding(tool, guard, container=one.tools, key=index)
+            for one in _agents(obj)
+            for index, tool in enumerate(getattr(one, "tools", None) or [])
+        ]
+
+    def llm_bindings(self, obj: Any, guard: Guard | None = None) -> list[LLMBinding]:
+        return [
+            binding
+            for one in _agents(obj)
+            if getattr(one, "llm", None) is not None
+            for binding in LLM_ADAPTER.llm_bindings(one.llm, guard)
+        ]
+
+
 ADAPTER = register_adapter(FunctionToolAdapter())
 LLM_ADAPTER = register_adapter(LLMAdapter())
+AGENT_ADAPTER = register_adapter(AgentAdapter())
