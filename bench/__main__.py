@@ -107,6 +107,18 @@ def _adapter_smolagents(calls: int | None, quick: bool) -> BenchResult:
     return adapter_smolagents.run(calls, quick)
 
 
+def _adapter_autogen(calls: int | None, quick: bool) -> BenchResult:
+    from bench import adapter_autogen
+
+    return adapter_autogen.run(calls, quick)
+
+
+def _adapter_llama_index(calls: int | None, quick: bool) -> BenchResult:
+    from bench import adapter_llama_index
+
+    return adapter_llama_index.run(calls, quick)
+
+
 def _redaction(calls: int | None, quick: bool) -> BenchResult:
     from bench import redaction
 
@@ -231,6 +243,16 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the same smolagents ToolCallingAgent loop and fake model with and without the "
         "guard, per tool call (--calls: runs of 20 tool calls per subject)",
         _adapter_smolagents,
+    ),
+    "adapter-autogen": Benchmark(
+        "the same AutoGen AssistantAgent loop and replayed model with and without the "
+        "guard, per tool call (--calls: runs of 20 tool calls per subject)",
+        _adapter_autogen,
+    ),
+    "adapter-llama-index": Benchmark(
+        "the same LlamaIndex FunctionAgent loop and scripted model with and without the "
+        "guard, per tool call (--calls: runs of 10 tool calls per subject)",
+        _adapter_llama_index,
     ),
     "redaction": Benchmark(
         "redact_value over typical arguments (vs json.dumps, and vs another tree with "

@@ -16,6 +16,8 @@ import pytest
 pytest.importorskip("langchain")
 pytest.importorskip("agents")
 pytest.importorskip("mcp")
+pytest.importorskip("autogen_agentchat")
+pytest.importorskip("llama_index.core")
 pytest.importorskip("interlock.adapters.openai_client")
 pytest.importorskip("interlock.adapters.anthropic_client")
 pytest.importorskip("google.adk")
@@ -23,11 +25,17 @@ pytest.importorskip("pydantic_ai")
 pytest.importorskip("smolagents")
 
 from agents import Agent, function_tool
+from autogen_agentchat.agents import AssistantAgent
+from autogen_core.models import ModelFamily, ModelInfo
+from autogen_core.tools import FunctionTool
+from autogen_ext.models.replay import ReplayChatCompletionClient
 from google.adk.agents import LlmAgent
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.tools import tool
 from langgraph.prebuilt import ToolNode
+from llama_index.core.llms.mock import MockFunctionCallingLLM
+from llama_index.core.tools import FunctionTool as LlamaFunctionTool
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from pydantic_ai import Agent as PydanticAgent
@@ -37,8 +45,10 @@ from smolagents import Tool as SmolTool
 from smolagents import ToolCallingAgent
 
 import interlock.adapters.anthropic_client
+import interlock.adapters.autogen
 import interlock.adapters.google_adk
 import interlock.adapters.langchain
+import interlock.adapters.llama_index
 import interlock.adapters.mcp
 import interlock.adapters.openai_agents
 import interlock.adapters.openai_client
@@ -213,8 +223,72 @@ async def smolagents_agent() -> AsyncIterator[tuple[object, list[object]]]:
     yield agent, [agent, helper, *tools]
 
 
+def _autogen_tool() -> FunctionTool:
+    def pay(amount: float) -> str:
+        """Pay an amount."""
+        return str(amount)
+
+    return FunctionTool(pay, description="Pay an amount.")
+
+
+@contextlib.asynccontextmanager
+async def autogen_tool() -> AsyncIterator[tuple[object, list[object]]]:
+    fresh = _autogen_tool()
+    yield fresh, [fresh]
+
+
+@contextlib.asynccontextmanager
+async def autogen_agent() -> AsyncIterator[tuple[object, list[object]]]:
+    info = ModelInfo(
+        vision=False,
+        function_calling=True,
+        json_output=False,
+        family=ModelFamily.UNKNOWN,
+        structured_output=False,
+    )
+    agent = AssistantAgent(
+        "payer", ReplayChatCompletionClient([], model_info=info), tools=[_autogen_tool()]
+    )
+    yield agent, [agent, *agent._workbench]
+
+
+@contextlib.asynccontextmanager
+async def llama_index_tool() -> AsyncIterator[tuple[object, list[object]]]:
+    def pay(amount: float) -> str:
+        """Pay an amount."""
+        return str(amount)
+
+    fresh = LlamaFunctionTool.from_defaults(pay)
+    yield fresh, [fresh]
+
+
+@contextlib.asynccontextmanager
+async def llama_index_llm() -> AsyncIterator[tuple[object, list[object]]]:
+    llm = MockFunctionCallingLLM()
+    yield llm, [llm]
+
+
+@contextlib.asynccontextmanager
+async def llama_index_agent() -> AsyncIterator[tuple[object, list[object]]]:
+    from llama_index.core.agent.workflow import FunctionAgent
+
+    def pay(amount: float) -> str:
+        """Pay an amount."""
+        return str(amount)
+
+    agent = FunctionAgent(
+        tools=[LlamaFunctionTool.from_defaults(pay)], llm=MockFunctionCallingLLM()
+    )
+    yield agent, [agent, *agent.tools]
+
+
 #: adapter framework name → how to make what it guards
 SUBJECTS: dict[str, Subject] = {
+    "autogen": autogen_tool,
+    "autogen-agent": autogen_agent,
+    "llama-index": llama_index_tool,
+    "llama-index-llm": llama_index_llm,
+    "llama-index-agent": llama_index_agent,
     "openai": _model_client(lambda: _openai(False)),
     "openai-async": _model_client(lambda: _openai(True)),
     "anthropic": _model_client(lambda: _anthropic(False)),

@@ -466,6 +466,9 @@ _ADAPTER_MODULES: Final[dict[str, str]] = {
     "google": "interlock.adapters.google_adk",
     "pydantic_ai": "interlock.adapters.pydantic_ai",
     "smolagents": "interlock.adapters.smolagents",
+    "autogen_agentchat": "interlock.adapters.autogen",
+    "autogen_core": "interlock.adapters.autogen",
+    "llama_index": "interlock.adapters.llama_index",
 }
 
 _ADAPTERS: dict[str, Adapter] = {}
