@@ -461,6 +461,7 @@ _ADAPTER_MODULES: Final[dict[str, str]] = {
     "langgraph": "interlock.adapters.langchain",
     "agents": "interlock.adapters.openai_agents",
     "mcp": "interlock.adapters.mcp",
+    "crewai": "interlock.adapters.crewai",
 }
 
 _ADAPTERS: dict[str, Adapter] = {}
