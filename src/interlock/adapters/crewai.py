@@ -130,34 +130,41 @@ REFUSAL_CODE: Final = "interlock:"
 # -- refusals CrewAI lets out of kickoff as they are -------------------------------------
 
 
-def _abort(error: Blocked) -> None:
-    # HookAborted's ``source`` (its __init__ is not called: Blocked's is; ``reason``
-    # is Blocked's own, the decision's reason).
-    error.source = "interlock"  # type: ignore[attr-defined]
+class _Aborted(HookAborted):  # type: ignore[misc]
+    """CrewAI's deliberate stop, carrying a ``Blocked`` error: first in the MRO, so
+    ``reason`` is the decision's (CrewAI reads it) and the ``Blocked`` initialiser
+    runs, not ``HookAborted``'s."""
+
+    source: Any = "interlock"
+
+    @property
+    def reason(self) -> str:
+        return str(self.decision.reason)  # type: ignore[attr-defined]
+
+    @reason.setter
+    def reason(self, value: str) -> None:
+        pass
 
 
-class _CrewDenied(ActionDenied, HookAborted):  # type: ignore[misc]
+class _CrewDenied(_Aborted, ActionDenied):
     """An ``ActionDenied`` CrewAI treats as a deliberate stop (a ``HookAborted``)."""
 
     def __init__(self, message: str, *, decision: Decision) -> None:
-        super().__init__(message, decision=decision)
-        _abort(self)
+        ActionDenied.__init__(self, message, decision=decision)  # HookAborted's is skipped
 
 
-class _CrewApprovalRequired(ApprovalRequired, HookAborted):  # type: ignore[misc]
+class _CrewApprovalRequired(_Aborted, ApprovalRequired):
     """An ``ApprovalRequired`` CrewAI treats as a deliberate stop."""
 
     def __init__(self, message: str, *, decision: Decision) -> None:
-        super().__init__(message, decision=decision)
-        _abort(self)
+        ApprovalRequired.__init__(self, message, decision=decision)  # HookAborted's is skipped
 
 
-class _CrewUndetermined(ActionUndetermined, HookAborted):  # type: ignore[misc]
+class _CrewUndetermined(_Aborted, ActionUndetermined):
     """An ``ActionUndetermined`` CrewAI treats as a deliberate stop."""
 
     def __init__(self, message: str, *, decision: Decision) -> None:
-        super().__init__(message, decision=decision)
-        _abort(self)
+        ActionUndetermined.__init__(self, message, decision=decision)  # HookAborted's is skipped
 
 
 _CREW_ERRORS: Final[dict[type[Blocked], type[Blocked]]] = {
@@ -247,8 +254,9 @@ class _Hooks:
                 unregister_after_tool_call_hook(_raise_refusal)
 
     @property
-    def registered(self) -> bool:
-        return self._users > 0
+    def users(self) -> int:
+        """How many attached tools hold the hooks registered (0: not registered)."""
+        return self._users
 
 
 HOOKS: Final = _Hooks()
