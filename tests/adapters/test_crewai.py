@@ -30,7 +30,7 @@ from crewai.hooks import register_before_tool_call_hook, unregister_before_tool_
 from crewai.hooks.dispatch import HookAborted
 from crewai.tools import BaseTool, tool
 from crewai.tools.tool_failure import ToolFailure
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from interlock import (
     ActionDenied,
@@ -90,10 +90,10 @@ class ScriptedLLM(BaseLLM):
     way CrewAI's own providers do (``_track_token_usage_internal``); ``fail`` makes
     every call raise. Records the messages it was given."""
 
-    turns: list[Any] = []
-    tokens: list[tuple[int, int]] = []
+    turns: list[Any] = Field(default_factory=list)
+    tokens: list[tuple[int, int]] = Field(default_factory=list)
     fail: bool = False
-    seen: list[Any] = []
+    seen: list[Any] = Field(default_factory=list)
 
     def call(
         self,
@@ -276,7 +276,7 @@ def test_an_unreachable_store_refuses_the_model_call_and_no_body_runs(
 
 
 def test_a_call_cancelled_while_it_is_judged_never_runs() -> None:
-    ran: list[str] = []
+    ran: list[str] = Field(default_factory=list)
 
     @tool("shell")
     async def shell(command: str) -> str:
@@ -304,11 +304,14 @@ def test_a_before_tool_call_hook_that_raises_lets_the_tool_run() -> None:
         assert crew_of(llm, [bodies.shell]).kickoff().raw == "done"
     finally:
         unregister_before_tool_call_hook(broken)
-    assert bodies.ran == [("shell", "rm -rf /")]  # fail open: the reason this adapter gates the tool
+    assert bodies.ran == [
+        ("shell", "rm -rf /")
+    ]  # fail open: the reason this adapter gates the tool
 
 
 def _registered() -> tuple[bool, bool]:
     from crewai.hooks import get_after_tool_call_hooks, get_before_tool_call_hooks
+
     from interlock.adapters import crewai as adapter
 
     return (
@@ -355,7 +358,7 @@ class ShellTool(BaseTool):
 
     name: str = "shell"
     description: str = "Run a shell command."
-    ran: list[str] = []
+    ran: list[str] = Field(default_factory=list)
 
     def _run(self, command: str) -> str:
         self.ran.append(command)

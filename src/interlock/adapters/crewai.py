@@ -136,10 +136,11 @@ class _Aborted(HookAborted):  # type: ignore[misc]
     runs, not ``HookAborted``'s."""
 
     source: Any = "interlock"
+    decision: Decision  # set by the Blocked initialiser
 
     @property
     def reason(self) -> str:
-        return str(self.decision.reason)  # type: ignore[attr-defined]
+        return self.decision.reason
 
     @reason.setter
     def reason(self, value: str) -> None:
@@ -177,7 +178,7 @@ _CREW_ERRORS: Final[dict[type[Blocked], type[Blocked]]] = {
 def crew_error(error: Blocked) -> Blocked:
     """``error`` as the same ``Blocked`` subclass that is also CrewAI's ``HookAborted``,
     so no executor feeds it back to the model or retries it: it leaves ``kickoff``."""
-    if isinstance(error, HookAborted):
+    if isinstance(error, _Aborted):
         return error
     twin = _CREW_ERRORS.get(type(error))
     if twin is None:
@@ -190,8 +191,8 @@ def crew_error(error: Blocked) -> Blocked:
 def is_refusal(result: object) -> bool:
     """Whether a tool result is the ``ToolFailure`` of a refusal (message style)."""
     code = getattr(result, "code", None)
-    return isinstance(result, ToolFailure) and isinstance(code, str) and code.startswith(
-        REFUSAL_CODE
+    return (
+        isinstance(result, ToolFailure) and isinstance(code, str) and code.startswith(REFUSAL_CODE)
     )
 
 
@@ -219,7 +220,6 @@ _SLOT: contextvars.ContextVar[list[Blocked] | None] = contextvars.ContextVar(
 
 def _open_slot(context: Any) -> None:
     _SLOT.set([])
-    return None
 
 
 def _raise_refusal(context: Any) -> None:
@@ -227,7 +227,6 @@ def _raise_refusal(context: Any) -> None:
     _SLOT.set(None)
     if slot:
         raise slot[0]  # a HookAborted: CrewAI lets it out of kickoff
-    return None
 
 
 class _Hooks:
@@ -879,7 +878,9 @@ class CrewAdapter(_ContainerAdapter):
             bindings += self._agent_bindings(agent, guard)[0]
         for task in obj.tasks or []:
             bindings += [
-                tool_binding(tool, TOOL_ADAPTER.guarded_by(tool, guard), container=task.tools, key=i)
+                tool_binding(
+                    tool, TOOL_ADAPTER.guarded_by(tool, guard), container=task.tools, key=i
+                )
                 for i, tool in enumerate(task.tools or [])
                 if isinstance(tool, BaseTool)
             ]
@@ -978,4 +979,3 @@ def guard_crew(
     ``guard.detach(crew)`` undoes it."""
     options = _Options(refusal, mapper, on_approval, approval_timeout)
     return CREW_ADAPTER.attach_with(crew, guard, options, estimate)
-
