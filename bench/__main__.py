@@ -83,6 +83,12 @@ def _adapters(calls: int | None, quick: bool) -> BenchResult:
     return adapters.run(calls, quick)
 
 
+def _adapter_crewai(calls: int | None, quick: bool) -> BenchResult:
+    from bench import adapter_crewai
+
+    return adapter_crewai.run(calls, quick)
+
+
 def _redaction(calls: int | None, quick: bool) -> BenchResult:
     from bench import redaction
 
@@ -187,6 +193,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the same LangChain agent loop and fake model with and without the guard, per tool "
         "call (--calls: runs of 40 tool calls per subject)",
         _adapters,
+    ),
+    "adapter-crewai": Benchmark(
+        "the same CrewAI crew and fake model with and without the guard, per tool call; "
+        "runs in .venv-crewai only (--calls: runs of 10 tool calls per subject)",
+        _adapter_crewai,
     ),
     "redaction": Benchmark(
         "redact_value over typical arguments (vs json.dumps, and vs another tree with "

@@ -814,3 +814,50 @@ def test_a_structured_output_task_still_passes_the_model_gate(stateful_guard: Gu
     result = crew.kickoff()
     assert "done" in result.raw
     assert _budget(stateful_guard, "model-tokens")[0] >= 10
+
+
+# -- the ReAct loop (a model without native function calling) ----------------------------
+
+
+class ReActLLM(ScriptedLLM):
+    def supports_function_calling(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("refusal", ["raise", "message"])
+def test_the_react_loop_is_judged_in_either_style(refusal: str) -> None:
+    bodies = Bodies()
+    llm = ReActLLM(
+        model="react",
+        turns=[
+            'Thought: tidy\nAction: shell\nAction Input: {"command": "rm -rf /"}',
+            "Thought: ok\nFinal Answer: done",
+        ],
+    )
+    crew = crew_of(llm, guard_tools([bodies.shell], Guard(POLICY), refusal=refusal))  # type: ignore[arg-type]
+    if refusal == "raise":
+        with pytest.raises(ActionDenied, match="no recursive deletes"):
+            crew.kickoff()
+    else:
+        assert crew.kickoff().raw == "done"
+        assert "no recursive deletes" in json.dumps(llm.seen[-1])
+    assert bodies.ran == []
+
+
+# -- the document's examples run here (the main environment has no CrewAI) ---------------
+
+
+def test_the_adapter_document_examples_run(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "adapter-crewai.md"
+    fence = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
+    found = fence.findall(doc.read_text())
+    policy = next(body for lang, body in found if lang == "yaml")
+    (tmp_path / "interlock.yaml").write_text(policy)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {"__name__": "docs_example"}
+    for number, (lang, body) in enumerate(found, 1):
+        if lang == "python":
+            exec(compile(body, f"{doc.name} block {number}", "exec"), namespace)

@@ -322,6 +322,17 @@ class _Gate:
         self.guard = guard
         self.tool = tool
         self.options = options
+        self._schema: tuple[dict[str, Any] | None] | None = None
+
+    def action(self, arguments: Mapping[str, Any]) -> Action:
+        if self._schema is None:  # rendered once: pydantic's schema is slow to build
+            self._schema = (_tool_schema(self.tool),)
+        return Action.tool(
+            str(self.tool.name),
+            dict(arguments),
+            schema=self._schema[0],
+            description=getattr(self.tool, "description", None) or None,
+        )
 
     def decide(self, arguments: dict[str, Any]) -> Decision | None:
         decision = self._decide_once(arguments)
@@ -341,12 +352,12 @@ class _Gate:
 
     def _decide_once(self, arguments: dict[str, Any]) -> Decision | None:
         if self.options.mapper is None:
-            return self.guard.check(tool_action(self.tool, arguments))
+            return self.guard.check(self.action(arguments))
         return self.guard.check_mapped(self.options.mapper, self.tool.name, arguments, self.tool)
 
     async def _adecide_once(self, arguments: dict[str, Any]) -> Decision | None:
         if self.options.mapper is None:
-            return await self.guard.acheck(tool_action(self.tool, arguments))
+            return await self.guard.acheck(self.action(arguments))
         return await self.guard.acheck_mapped(
             self.options.mapper, self.tool.name, arguments, self.tool
         )
@@ -354,7 +365,7 @@ class _Gate:
     def refuse(self, decision: Decision, arguments: dict[str, Any]) -> Any:
         """The refusal: a ``ToolFailure`` the model reads (message style), or the error
         raised, handed to the after hook first so it leaves ``kickoff``."""
-        error = verdict_outcome(decision, tool_action(self.tool, arguments)).error
+        error = verdict_outcome(decision, self.action(arguments)).error
         assert error is not None  # only called for a decision that is not allow
         if self.options.refusal == "message":
             return _refusal_result(error)
