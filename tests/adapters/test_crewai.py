@@ -276,7 +276,7 @@ def test_an_unreachable_store_refuses_the_model_call_and_no_body_runs(
 
 
 def test_a_call_cancelled_while_it_is_judged_never_runs() -> None:
-    ran: list[str] = Field(default_factory=list)
+    ran: list[str] = []
 
     @tool("shell")
     async def shell(command: str) -> str:
