@@ -159,6 +159,9 @@ MODES = ["kickoff", "kickoff_async", "akickoff"]
 def run(crew: Crew, mode: str) -> Any:
     if mode == "kickoff":
         return crew.kickoff()
+    if mode == "kickoff_for_each":  # runs a copy of the crew per input
+        (result,) = crew.kickoff_for_each(inputs=[{}])
+        return result
     if mode == "kickoff_async":
         return asyncio.run(crew.kickoff_async())
     return asyncio.run(crew.akickoff())
@@ -433,6 +436,7 @@ def _entry_points(
         "Crew.kickoff": in_crew("kickoff"),
         "Crew.kickoff_async": in_crew("kickoff_async"),
         "Crew.akickoff": in_crew("akickoff"),
+        "Crew.kickoff_for_each (copies the crew)": in_crew("kickoff_for_each"),
     }
 
 
@@ -861,3 +865,35 @@ def test_the_adapter_document_examples_run(tmp_path: Any, monkeypatch: pytest.Mo
     for number, (lang, body) in enumerate(found, 1):
         if lang == "python":
             exec(compile(body, f"{doc.name} block {number}", "exec"), namespace)
+
+
+# -- streaming: the stream is the call, committed once when it is done -------------------
+
+
+def test_a_streamed_model_call_commits_its_real_usage_once(stateful_guard: Guard) -> None:
+    llm = guard_llm(scripted("hello", tokens=[(7, 3)]), stateful_guard)
+    session = llm.stream_events("hi")
+    list(session)
+    assert session.result == "hello"
+    assert _budget(stateful_guard, "model-tokens") == (10, 0)
+    assert len(_records(stateful_guard, "llm")) == 1
+
+
+def test_a_streaming_crew_commits_every_model_call_once(stateful_guard: Guard) -> None:
+    lookup = ("paid_lookup", {"query": "q", "est_cost": 0.1})
+    llm = scripted(tool_calls(lookup), "done", tokens=[(10, 1), (20, 2)])
+    crew = guard_crew(crew_of(llm, _paid_tools()), stateful_guard)
+    crew.stream = True
+    streaming = crew.kickoff()
+    list(streaming)
+    assert streaming.result.raw == "done"
+    assert _budget(stateful_guard, "model-tokens") == (33, 0)
+    assert _budget(stateful_guard, "tool-spend") == (100_000, 0)
+
+
+def test_a_refused_streamed_call_never_reaches_the_model(stateful_guard: Guard) -> None:
+    llm = guard_llm(scripted("never"), stateful_guard, estimate=lambda *_: Tokens(2000, 0))
+    with pytest.raises(ActionDenied, match="model-tokens"):
+        list(llm.stream_events("hi"))
+    assert llm.seen == []
+    assert _budget(stateful_guard, "model-tokens") == (0, 0)
