@@ -897,3 +897,43 @@ def test_a_refused_streamed_call_never_reaches_the_model(stateful_guard: Guard) 
         list(llm.stream_events("hi"))
     assert llm.seen == []
     assert _budget(stateful_guard, "model-tokens") == (0, 0)
+
+
+# -- the console bridge: CrewAI's own human-input prompt decides the approval ------------
+
+
+@pytest.mark.parametrize("refusal", ["raise", "message"])
+@pytest.mark.parametrize("mode", ["kickoff", "akickoff"])
+def test_on_approval_ask_runs_the_call_once_the_console_approves(
+    stateful_guard: Guard, refusal: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prompts: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda *_: prompts.append("asked") or "approve")
+    ran: list[float] = []
+    llm = scripted(tool_calls(("wire", {"amount": 5})), "done")
+    wire = guard_tool(_wire(ran), stateful_guard, refusal=refusal, on_approval="ask")  # type: ignore[arg-type]
+    assert run(crew_of(llm, [wire]), mode).raw == "done"
+    assert prompts == ["asked"] and ran == [5]
+    assert stateful_guard.store is not None
+    (approval,) = stateful_guard.store.list_approvals()
+    assert (approval.status.value, approval.decided_by) == ("claimed", "crewai-console")
+
+
+@pytest.mark.parametrize("refusal", ["raise", "message"])
+def test_on_approval_ask_refuses_what_the_console_does_not_approve(
+    stateful_guard: Guard, refusal: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("builtins.input", lambda *_: "not today")
+    ran: list[float] = []
+    llm = scripted(tool_calls(("wire", {"amount": 5})), "done")
+    wire = guard_tool(_wire(ran), stateful_guard, refusal=refusal, on_approval="ask")  # type: ignore[arg-type]
+    if refusal == "raise":
+        with pytest.raises(ActionDenied, match="denied"):
+            crew_of(llm, [wire]).kickoff()
+    else:
+        assert crew_of(llm, [wire]).kickoff().raw == "done"
+        assert "denied" in tool_outputs(llm)["call-1"]
+    assert ran == []
+    assert stateful_guard.store is not None
+    (approval,) = stateful_guard.store.list_approvals()
+    assert (approval.status.value, approval.decision_reason) == ("denied", "not today")

@@ -25,6 +25,10 @@ A refused tool call, inside a crew:
   and the loop goes on, and the failure is recorded on the task output
   (``tool_failures``) like any other.
 
+A call that needs a human is refused (default), waited for in place
+(``on_approval="wait"``), or asked at the console (``on_approval="ask"``: CrewAI's own
+human-input prompt, whose answer decides the Interlock approval).
+
 Called directly (``tool.run(...)``), a refused call raises (or, message style, returns
 the ``ToolFailure``). Model calls are checked as ``llm`` actions and reserved on the
 policy's budgets before the model runs, committed from the usage the LLM reports
@@ -42,6 +46,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import functools
@@ -82,6 +87,7 @@ try:
         unregister_before_tool_call_hook,
     )
     from crewai.hooks.dispatch import HookAborted
+    from crewai.hooks.tool_hooks import ToolCallHookContext
     from crewai.llms.base_llm import BaseLLM
     from crewai.tools.base_tool import BaseTool, Tool
     from crewai.tools.tool_failure import ToolFailure, ToolFailureReason
@@ -117,7 +123,7 @@ __all__ = [
 log = logging.getLogger("interlock")
 
 Refusal = Literal["raise", "message"]
-OnApproval = Literal["refuse", "wait"]
+OnApproval = Literal["refuse", "wait", "ask"]
 Estimator = Callable[[Any, Any], Usage]
 
 #: Characters per token for the default input estimate (a rough, model-agnostic rule).
@@ -125,6 +131,11 @@ CHARS_PER_TOKEN: Final = 4
 
 #: The ``ToolFailure.code`` prefix of a refusal (``interlock:deny`` ...).
 REFUSAL_CODE: Final = "interlock:"
+
+#: Who decides an approval asked at the console (``on_approval="ask"``), and the
+#: answers that approve it (anything else denies).
+CONSOLE_APPROVER: Final = "crewai-console"
+APPROVE_WORDS: Final = frozenset({"approve", "approved", "y", "yes"})
 
 
 # -- refusals CrewAI lets out of kickoff as they are -------------------------------------
@@ -308,10 +319,14 @@ class _Options:
 def _checked_options(guard: Guard, options: _Options) -> _Options:
     if options.refusal not in ("raise", "message"):
         raise ValueError(f"refusal must be 'raise' or 'message', not {options.refusal!r}")
-    if options.on_approval not in ("refuse", "wait"):
-        raise ValueError(f"on_approval must be 'refuse' or 'wait', not {options.on_approval!r}")
-    if options.on_approval == "wait" and guard.store is None:
-        raise ValueError("on_approval='wait' needs a guard with a store, where approvals live")
+    if options.on_approval not in ("refuse", "wait", "ask"):
+        raise ValueError(
+            f"on_approval must be 'refuse', 'wait' or 'ask', not {options.on_approval!r}"
+        )
+    if options.on_approval != "refuse" and guard.store is None:
+        raise ValueError(
+            f"on_approval={options.on_approval!r} needs a guard with a store, where approvals live"
+        )
     return options
 
 
@@ -335,20 +350,60 @@ class _Gate:
         )
 
     def decide(self, arguments: dict[str, Any]) -> Decision | None:
+        """The verdict on one call; ``None`` when the mapper says it is not ours. A call
+        that opened (or found) a pending approval waits for a human (``"wait"``) or
+        asks one at the console (``"ask"``), then is judged again: the identical call
+        claims the grant once; a denial, or no decision in time, is the verdict then."""
         decision = self._decide_once(arguments)
         approval_id = None if decision is None else pending_approval(decision)
-        if self.options.on_approval == "wait" and approval_id is not None:
+        if approval_id is None or self.options.on_approval == "refuse":
+            return decision
+        assert decision is not None
+        if self.options.on_approval == "ask":
+            self._ask(approval_id, decision, arguments)
+        else:
             self.guard.wait_for_approval(approval_id, self.options.approval_timeout)
-            decision = self._decide_once(arguments) or decision
-        return decision
+        return self._decide_once(arguments) or decision
 
     async def adecide(self, arguments: dict[str, Any]) -> Decision | None:
         decision = await self._adecide_once(arguments)
         approval_id = None if decision is None else pending_approval(decision)
-        if self.options.on_approval == "wait" and approval_id is not None:
+        if approval_id is None or self.options.on_approval == "refuse":
+            return decision
+        assert decision is not None
+        if self.options.on_approval == "ask":
+            await asyncio.to_thread(self._ask, approval_id, decision, arguments)
+        else:
             await self.guard.await_approval(approval_id, self.options.approval_timeout)
-            decision = await self._adecide_once(arguments) or decision
-        return decision
+        return await self._adecide_once(arguments) or decision
+
+    def _ask(self, approval_id: str, decision: Decision, arguments: dict[str, Any]) -> None:
+        """Ask the human at the console, the way CrewAI's own approval gates do
+        (``ToolCallHookContext.request_human_input``), and record the answer as the
+        approval's decision. A store that refuses it (a self-approval rule) leaves the
+        approval pending: the call stays refused."""
+        approval = decision.approval
+        url = f"\nApproval: {approval.url}" if approval is not None and approval.url else ""
+        shown = json.dumps(arguments, default=str, sort_keys=True)
+        prompt = (
+            f"Interlock: tool '{self.tool.name}' needs approval ({decision.reason}).\n"
+            f"Arguments: {shown}{url}"
+        )
+        context = ToolCallHookContext(
+            tool_name=str(self.tool.name), tool_input=arguments, tool=None
+        )
+        answer = context.request_human_input(
+            prompt, default_message="Type 'approve' to run it, anything else to refuse:"
+        )
+        store = self.guard.store
+        assert store is not None  # on_approval="ask" needs a store (checked when guarded)
+        try:
+            if answer.strip().lower() in APPROVE_WORDS:
+                store.approve(approval_id, by=CONSOLE_APPROVER, reason="approved at the console")
+            else:
+                store.deny(approval_id, by=CONSOLE_APPROVER, reason=answer.strip() or "refused")
+        except Exception:
+            log.exception("interlock: could not record the console's answer on %s", approval_id)
 
     def _decide_once(self, arguments: dict[str, Any]) -> Decision | None:
         if self.options.mapper is None:
@@ -932,9 +987,11 @@ def guard_tool(
 
     ``refusal``: ``"raise"`` (the ``Blocked`` error, out of ``kickoff`` too) or
     ``"message"`` (a ``ToolFailure`` the model reads). ``mapper(name, args, tool)`` may
-    replace the default action (``None``: not ours to judge). ``on_approval="wait"``
-    waits in place for a human to decide a pending approval (needs a store), then
-    judges the identical call again, which claims the grant once.
+    replace the default action (``None``: not ours to judge). A call that needs a
+    human (needs a store): ``on_approval="wait"`` waits in place for the approval to be
+    decided (approvals page, CLI, webhook); ``"ask"`` asks at the console, CrewAI's
+    own human-input prompt, and records the answer as the approval's decision; then
+    the identical call is judged again, which claims the grant once.
     """
     if not isinstance(tool, BaseTool):
         raise TypeError(
