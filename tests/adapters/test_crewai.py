@@ -526,8 +526,8 @@ def test_tools_guarded_after_the_task_was_made_do_not_reach_the_task() -> None:
     bodies.ran.clear()
     crew = crew_of(scripted(rm, "done"), [bodies.shell])
     guard = Guard(POLICY)
-    guard_crew(crew, guard, refusal="message")
-    guard.detach(crew.agents[0].llm)  # the table's policy knows no model: tools only
+    guard_crew(crew, guard, refusal="message", models=False)  # the table knows no model
+    assert guard.coverage(crew).unguarded == ["model:scripted-model"]
     crew.kickoff()
     assert bodies.ran == []
     guard.detach(crew)

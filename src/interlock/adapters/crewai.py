@@ -800,6 +800,7 @@ class _ContainerAdapter(Adapter):
         self._held: dict[int, _Held] = {}
         self._options: _Options = _Options()
         self._estimate: Estimator | None = None
+        self._models = True
 
     def parts(self, obj: Any) -> tuple[list[Any], list[Any]]:
         """The tools and models of ``obj`` (each once)."""
@@ -813,13 +814,19 @@ class _ContainerAdapter(Adapter):
         return held is not None and (guard is None or held.guard is guard)
 
     def attach_with(
-        self, obj: Any, guard: Guard, options: _Options, estimate: Estimator | None = None
+        self,
+        obj: Any,
+        guard: Guard,
+        options: _Options,
+        estimate: Estimator | None = None,
+        models: bool = True,
     ) -> Any:
         self._options, self._estimate = _checked_options(guard, options), estimate
+        self._models = models
         try:
             return self.attach(obj, guard)
         finally:
-            self._options, self._estimate = _Options(), None
+            self._options, self._estimate, self._models = _Options(), None, True
 
     def attach(self, obj: Any, guard: Guard) -> Any:
         if not self.can_wrap(obj):
@@ -830,6 +837,8 @@ class _ContainerAdapter(Adapter):
                 raise ValueError("this object is attached to another guard; detach it first")
             return obj
         tools, llms = self.parts(obj)
+        if not self._models:
+            llms = []
         for part in (*tools, *llms):  # refuse before changing anything
             owner = TOOL_ADAPTER if isinstance(part, BaseTool) else LLM_ADAPTER
             record = owner._attached.get(id(part))
@@ -1026,11 +1035,13 @@ def guard_agent(
     on_approval: OnApproval = "refuse",
     approval_timeout: float = 300.0,
     estimate: Estimator | None = None,
+    models: bool = True,
 ) -> Any:
     """Guard an agent's tools and model(s) in place (as :func:`guard_tool` and
-    :func:`guard_llm`); ``guard.detach(agent)`` undoes it."""
+    :func:`guard_llm`; ``models=False``: its tools only); ``guard.detach(agent)``
+    undoes it."""
     options = _Options(refusal, mapper, on_approval, approval_timeout)
-    return AGENT_ADAPTER.attach_with(agent, guard, options, estimate)
+    return AGENT_ADAPTER.attach_with(agent, guard, options, estimate, models)
 
 
 def guard_crew(
@@ -1042,8 +1053,15 @@ def guard_crew(
     on_approval: OnApproval = "refuse",
     approval_timeout: float = 300.0,
     estimate: Estimator | None = None,
+    models: bool = True,
 ) -> Any:
-    """Guard the tools and models of every agent and task of a crew in place;
-    ``guard.detach(crew)`` undoes it."""
+    """Guard the tools and models of every agent and task of a crew in place
+    (``models=False``: the tools only); ``guard.detach(crew)`` undoes it.
+
+    Example::
+
+        guard_crew(crew, guard, refusal="message")
+        crew.kickoff()
+    """
     options = _Options(refusal, mapper, on_approval, approval_timeout)
-    return CREW_ADAPTER.attach_with(crew, guard, options, estimate)
+    return CREW_ADAPTER.attach_with(crew, guard, options, estimate, models)
