@@ -462,6 +462,15 @@ def test_every_entry_point_runs_an_allowed_call_once_judged_once(entry: str) -> 
     assert [d.verdict for d in seen] == [Verdict.ALLOW]
 
 
+def test_no_guarded_entry_point_exposes_the_unguarded_body_as_wrapped() -> None:
+    bodies = Bodies()
+    guarded = guard_tool(bodies.shell, Guard(POLICY))
+    for attr in ("run", "arun", "_run", "_arun", "func"):
+        assert not hasattr(getattr(guarded, attr), "__wrapped__"), attr
+    structured = guarded.to_structured_tool()
+    assert list(structured.args) == ["command"]  # the signature CrewAI reads is kept
+
+
 def test_message_style_on_a_direct_call_returns_the_failure_the_model_would_read() -> None:
     bodies = Bodies()
     spoken = guard_tool(bodies.shell, Guard(POLICY), refusal="message")

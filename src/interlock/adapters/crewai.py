@@ -488,8 +488,7 @@ def _guarded_sync(gate: _Gate, original: Callable[..., Any], layer: str) -> Any:
             return gate.refuse(decision, arguments)
         return run_settled(guard, decision, call, key)
 
-    guarded.__interlock_original__ = original  # type: ignore[attr-defined]
-    return guarded
+    return _seal(guarded, original)
 
 
 def _guarded_async(gate: _Gate, original: Callable[..., Any], layer: str) -> Any:
@@ -515,11 +514,10 @@ def _guarded_async(gate: _Gate, original: Callable[..., Any], layer: str) -> Any
             return gate.refuse(decision, arguments)
         return await arun_settled(guard, decision, call, key)
 
-    guarded.__interlock_original__ = original  # type: ignore[attr-defined]
-    return guarded
+    return _seal(guarded, original)
 
 
-def _never_cache_refusals(original: Callable[..., Any]) -> Any:
+def _never_cache(original: Callable[..., Any]) -> Any:
     """A tool's ``cache_function`` that never caches a guarded call's result: CrewAI
     serves a cached result before the tool runs, so a cached call would skip the
     decision (and a cached refusal would outlive the approval that lifts it)."""
@@ -529,6 +527,17 @@ def _never_cache_refusals(original: Callable[..., Any]) -> Any:
 
     cache_function.__interlock_original__ = original  # type: ignore[attr-defined]
     return cache_function
+
+
+def _seal(guarded: Any, original: Callable[..., Any]) -> Any:
+    """Keep ``original``'s signature on ``guarded`` (CrewAI reads it to build a
+    structured tool's schema) without ``functools.wraps``' ``__wrapped__``, a public
+    road to the unguarded body."""
+    with contextlib.suppress(TypeError, ValueError):  # none to keep: CrewAI reads none
+        guarded.__signature__ = inspect.signature(original)
+    guarded.__dict__.pop("__wrapped__", None)
+    guarded.__interlock_original__ = original  # for coverage (tool_binding)
+    return guarded
 
 
 def _unguarded(body: Any) -> Any:
@@ -594,7 +603,7 @@ class ToolAdapter(Adapter):
         self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
     ) -> Any:
         if target.attr == "cache_function":
-            return _never_cache_refusals(original)
+            return _never_cache(original)
         gate = _Gate(guard, obj, self._options.get(id(obj), _Options()))
         if target.attr in ("arun", "_arun") or inspect.iscoroutinefunction(original):
             return _guarded_async(gate, original, target.attr)
@@ -678,8 +687,7 @@ def _guarded_call(gate: _ModelGate, original: Callable[..., Any]) -> Any:
             raise crew_error(exc) from exc.__cause__
         return result
 
-    call.__interlock_original__ = original  # type: ignore[attr-defined]
-    return call
+    return _seal(call, original)
 
 
 def _guarded_acall(gate: _ModelGate, original: Callable[..., Any]) -> Any:
@@ -694,8 +702,7 @@ def _guarded_acall(gate: _ModelGate, original: Callable[..., Any]) -> Any:
             raise crew_error(exc) from exc.__cause__
         return result
 
-    acall.__interlock_original__ = original  # type: ignore[attr-defined]
-    return acall
+    return _seal(acall, original)
 
 
 class LLMAdapter(Adapter):
@@ -801,6 +808,7 @@ class _ContainerAdapter(Adapter):
         self._options: _Options = _Options()
         self._estimate: Estimator | None = None
         self._models = True
+        self._lock = threading.RLock()
 
     def parts(self, obj: Any) -> tuple[list[Any], list[Any]]:
         """The tools and models of ``obj`` (each once)."""
@@ -821,12 +829,13 @@ class _ContainerAdapter(Adapter):
         estimate: Estimator | None = None,
         models: bool = True,
     ) -> Any:
-        self._options, self._estimate = _checked_options(guard, options), estimate
-        self._models = models
-        try:
-            return self.attach(obj, guard)
-        finally:
-            self._options, self._estimate, self._models = _Options(), None, True
+        with self._lock:  # the options below are read by attach: one attach at a time
+            self._options, self._estimate = _checked_options(guard, options), estimate
+            self._models = models
+            try:
+                return self.attach(obj, guard)
+            finally:
+                self._options, self._estimate, self._models = _Options(), None, True
 
     def attach(self, obj: Any, guard: Guard) -> Any:
         if not self.can_wrap(obj):
