@@ -557,6 +557,9 @@ class ToolAdapter(Adapter):
 
     framework = "crewai"
     distribution = "crewai"
+    # 1.15.29: the first whose executors (the ReAct loop too) let a HookAborted raised
+    # by an after_tool_call hook out of kickoff; before it a raise-style refusal was fed
+    # to the model (the body still never ran).
     supported = ("1.15.29", "2")
     extra = "crewai"
     targets = (
