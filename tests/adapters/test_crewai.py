@@ -414,6 +414,16 @@ def _entry_points(
 
         return go
 
+    def alone(mode: str) -> Callable[[], Any]:
+        def go() -> Any:
+            llm = scripted(tool_calls(("shell", args)), "done")
+            agent = Agent(role="ops", goal="tidy up", backstory="careful", llm=llm, tools=[guarded])
+            if mode == "kickoff":
+                return agent.kickoff("tidy up")
+            return asyncio.run(agent.kickoff_async("tidy up"))
+
+        return go
+
     return {
         "run(**kwargs)": lambda: guarded.run(**args),
         "run(positional)": lambda: guarded.run(command),
@@ -437,6 +447,8 @@ def _entry_points(
         "Crew.kickoff_async": in_crew("kickoff_async"),
         "Crew.akickoff": in_crew("akickoff"),
         "Crew.kickoff_for_each (copies the crew)": in_crew("kickoff_for_each"),
+        "Agent.kickoff (no crew)": alone("kickoff"),
+        "Agent.kickoff_async (no crew)": alone("kickoff_async"),
     }
 
 
@@ -478,6 +490,22 @@ def test_message_style_on_a_direct_call_returns_the_failure_the_model_would_read
     assert isinstance(result, ToolFailure) and is_refusal(result)
     assert "no recursive deletes" in result.as_agent_message()
     assert bodies.ran == []
+
+
+def test_a_refused_call_spends_no_usage_and_never_becomes_the_answer() -> None:
+    ran: list[str] = []
+
+    @tool("shell", result_as_answer=True, max_usage_count=1)
+    def shell(command: str) -> str:
+        """Run a shell command."""
+        ran.append(command)
+        return f"ran {command}"
+
+    spoken = guard_tool(shell, Guard(POLICY), refusal="message")
+    rm, ls = (tool_calls(("shell", {"command": c})) for c in ("rm -rf /", "ls"))
+    result = crew_of(scripted(rm, ls, "done"), [spoken]).kickoff()
+    assert ran == ["ls"]  # the refusal did not use up the tool's one use
+    assert result.raw == "ran ls"  # the answer is the allowed call's, never the refusal
 
 
 def test_a_guarded_call_is_never_served_from_crewais_cache() -> None:
