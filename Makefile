@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 NODE_SERVERS := tests/gateways/mcp/npm
 NODE_SERVERS_STAMP := $(NODE_SERVERS)/node_modules/.installed
 
-.PHONY: demo test lint typecheck unit node-servers bench clean
+.PHONY: demo test lint typecheck unit test-crewai node-servers bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,15 @@ typecheck: $(VENV)/.installed-dev
 
 unit: $(VENV)/.installed-dev node-servers
 	$(BIN)/pytest
+
+## test-crewai: the CrewAI adapter's tests, in an environment of their own (crewai needs mcp<2)
+.venv-crewai/.installed: pyproject.toml
+	$(PYTHON) -m venv .venv-crewai
+	.venv-crewai/bin/python -m pip install --quiet --upgrade pip
+	.venv-crewai/bin/python -m pip install --quiet -e '.[crewai,test]'
+	touch $@
+test-crewai: .venv-crewai/.installed
+	.venv-crewai/bin/pytest -q -p no:cacheprovider tests/adapters/test_crewai.py
 
 ## node-servers: install the npm reference MCP servers for the gateway tests, where npm is
 ## (without npm, or when the install fails, those tests are skipped, not failed)

@@ -119,6 +119,12 @@ def _adapter_llama_index(calls: int | None, quick: bool) -> BenchResult:
     return adapter_llama_index.run(calls, quick)
 
 
+def _adapter_crewai(calls: int | None, quick: bool) -> BenchResult:
+    from bench import adapter_crewai
+
+    return adapter_crewai.run(calls, quick)
+
+
 def _redaction(calls: int | None, quick: bool) -> BenchResult:
     from bench import redaction
 
@@ -253,6 +259,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the same LlamaIndex FunctionAgent loop and scripted model with and without the "
         "guard, per tool call (--calls: runs of 10 tool calls per subject)",
         _adapter_llama_index,
+    ),
+    "adapter-crewai": Benchmark(
+        "the same CrewAI crew and fake model with and without the guard, per tool call; "
+        "runs in .venv-crewai only (--calls: runs of 10 tool calls per subject)",
+        _adapter_crewai,
     ),
     "redaction": Benchmark(
         "redact_value over typical arguments (vs json.dumps, and vs another tree with "

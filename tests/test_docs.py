@@ -79,8 +79,16 @@ def test_yaml_examples_load(path: Path, tmp_path: Path) -> None:
             compile_policy({"version": 1, "rules": [rule]})
 
 
+def required_modules(path: Path) -> list[str]:
+    """The modules a document's examples need (``<!-- requires: crewai -->``): a
+    framework that lives in an environment of its own runs them there."""
+    return re.findall(r"<!-- requires: ([\w.]+) -->", path.read_text())
+
+
 @pytest.mark.parametrize("path", [p for p in DOCS if blocks(p, "python")], ids=doc_id)
 def test_python_examples_run(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for module in required_modules(path):
+        pytest.importorskip(module)
     (tmp_path / "interlock.yaml").write_text(policy_of(path))
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {"__name__": "docs_example"}

@@ -469,6 +469,7 @@ _ADAPTER_MODULES: Final[dict[str, str]] = {
     "autogen_agentchat": "interlock.adapters.autogen",
     "autogen_core": "interlock.adapters.autogen",
     "llama_index": "interlock.adapters.llama_index",
+    "crewai": "interlock.adapters.crewai",
 }
 
 _ADAPTERS: dict[str, Adapter] = {}
