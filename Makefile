@@ -37,6 +37,15 @@ typecheck: $(VENV)/.installed-dev
 unit: $(VENV)/.installed-dev node-servers
 	$(BIN)/pytest
 
+## test-browser-use: the browser-use adapter's tests, in an environment of their own (it pins its dependencies exactly)
+.venv-browser-use/.installed: pyproject.toml
+	$(PYTHON) -m venv .venv-browser-use
+	.venv-browser-use/bin/python -m pip install --quiet --upgrade pip
+	.venv-browser-use/bin/python -m pip install --quiet -e '.[browser-use,test]'
+	touch $@
+test-browser-use: .venv-browser-use/.installed
+	.venv-browser-use/bin/pytest -q -p no:cacheprovider tests/adapters/test_browser_use.py
+
 ## node-servers: install the npm reference MCP servers for the gateway tests, where npm is
 ## (without npm, or when the install fails, those tests are skipped, not failed)
 node-servers:

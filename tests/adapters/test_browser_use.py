@@ -38,7 +38,6 @@ from browser_use.tools.registry.service import Registry
 from pydantic import ValidationError
 
 from interlock import (
-    Action,
     ActionDenied,
     ActionUndetermined,
     ApprovalRequired,
@@ -68,6 +67,7 @@ from interlock.core.events import MemorySink
 from .conformance import (
     CANCELLATION,
     POLICY,
+    POLICY_YAML,
     ROWS,
     STORE_UNREACHABLE,
     Row,
@@ -279,7 +279,9 @@ def _entry_points(bodies: Bodies) -> dict[str, Callable[[str], Coroutine[Any, An
     tools, registry = bodies.tools, bodies.tools.registry
 
     async def act_keyword(command: str) -> Any:
-        return await tools.act(action=bodies.model("shell", {"command": command}), browser_session=None)  # type: ignore[arg-type]
+        return await tools.act(
+            action=bodies.model("shell", {"command": command}), browser_session=None
+        )  # type: ignore[arg-type]
 
     async def act_positional(command: str) -> Any:
         return await tools.act(bodies.model("shell", {"command": command}), None)  # type: ignore[arg-type]
@@ -339,7 +341,9 @@ async def test_every_entry_point_runs_an_allowed_call_once_judged_once(entry: st
     assert len(seen) == 1
 
 
-async def test_the_registered_function_and_the_unbound_registry_are_the_documented_boundary() -> None:
+async def test_the_registered_function_and_the_unbound_registry_are_the_documented_boundary() -> (
+    None
+):
     """What an instance patch cannot close: the action's own function, and
     ``Registry.execute_action`` called through the class. Code that holds these holds
     the action itself (docs/adapter-browser-use.md, "What is not covered")."""
@@ -513,7 +517,9 @@ def everything_recorded(guard: Guard, sink: MemorySink) -> str:
 def sqlite_dump(path: Path) -> str:
     """Every row of every table of the store's SQLite file, read from disk."""
     with contextlib.closing(sqlite3.connect(path)) as db:
-        tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        tables = [
+            name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        ]
         rows = [repr(row) for table in tables for row in db.execute(f'SELECT * FROM "{table}"')]
     assert any("form-input" in row for row in rows)  # the rows are there, redacted
     return "\n".join(rows)
@@ -589,7 +595,9 @@ def _budget(guard: Guard, budget_id: str) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("refusal", ["raise", "message"])
-async def test_an_allowed_action_commits_its_reservation(stateful_guard: Guard, refusal: str) -> None:
+async def test_an_allowed_action_commits_its_reservation(
+    stateful_guard: Guard, refusal: str
+) -> None:
     bodies = Bodies()
     guard_tools(bodies.tools, stateful_guard, refusal=refusal)  # type: ignore[arg-type]
     await act(bodies.tools, bodies.model("paid_lookup", {"query": "a", "est_cost": 0.4}))
@@ -599,7 +607,9 @@ async def test_an_allowed_action_commits_its_reservation(stateful_guard: Guard, 
 async def test_an_action_that_fails_releases_its_reservation(stateful_guard: Guard) -> None:
     bodies = Bodies()
     guard_tools(bodies.tools, stateful_guard)
-    result = await act(bodies.tools, bodies.model("paid_lookup", {"query": "boom", "est_cost": 0.4}))
+    result = await act(
+        bodies.tools, bodies.model("paid_lookup", {"query": "boom", "est_cost": 0.4})
+    )
     assert "upstream down" in str(result.error)  # browser-use turned it into a message
     assert _budget(stateful_guard, "tool-spend") == (0, 0)
 
@@ -647,7 +657,9 @@ async def test_the_extract_actions_model_is_judged_where_the_tools_hand_it_over(
     assert isinstance(seen[0], GuardedChatModel) and model.seen == []
 
 
-async def test_on_approval_wait_runs_the_action_once_a_human_approves(stateful_guard: Guard) -> None:
+async def test_on_approval_wait_runs_the_action_once_a_human_approves(
+    stateful_guard: Guard,
+) -> None:
     bodies = Bodies()
     guard_tools(bodies.tools, stateful_guard, on_approval="wait", approval_timeout=10)
     approve_when_pending(stateful_guard)
@@ -751,3 +763,345 @@ def test_a_missing_framework_names_the_extra(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.delitem(sys.modules, "interlock.adapters.browser_use")
     with pytest.raises(ImportError, match=r"pip install 'interlock\[browser-use\]'"):
         importlib.import_module("interlock.adapters.browser_use")
+
+
+# -- real agent loops in headless Chromium (Debian's; never downloaded) --------------------
+
+
+def _no_browser(reason: str) -> None:
+    """Skip or, in CI (``INTERLOCK_REQUIRE_BROWSER=1``), fail (tests/server_ui/browser.py)."""
+    if os.environ.get("INTERLOCK_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"{reason} (INTERLOCK_REQUIRE_BROWSER=1)", pytrace=False)
+    pytest.skip(reason)
+
+
+class Site:
+    """Local pages: a form whose submissions are kept, and a redirect to another host
+    (``localhost`` → ``127.0.0.1``)."""
+
+    FORM = (
+        "<html><head><title>Form</title></head><body><form action='/submit'>"
+        "<input id='q' name='q' placeholder='secret'><button type='submit'>Send</button>"
+        "</form></body></html>"
+    )
+
+    def __init__(self) -> None:
+        self.submitted: list[str] = []
+        site = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path, _, query = self.path.partition("?")
+                if path == "/redirect":
+                    self.send_response(302)
+                    self.send_header("Location", f"http://127.0.0.1:{site.port}/landing")
+                    self.end_headers()
+                    return
+                if path == "/submit":
+                    site.submitted.append(query)
+                body = site.FORM if path == "/" else f"<html><body><p>{path}</p></body></html>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_port
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path: str = "/", host: str = "localhost") -> str:
+        return f"http://{host}:{self.port}{path}"
+
+
+class Browser:
+    """One headless Chromium for the module, driven from an event loop of its own (a
+    browser session belongs to the loop that started it)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.session = new_session(keep_alive=True)
+        self.run(self.session.start())
+
+    def run(self, coro: Coroutine[Any, Any, Any], timeout: float = 240) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.run(self.session.kill(), timeout=60)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def new_session(*, keep_alive: bool) -> BrowserSession:
+    profile = BrowserProfile(
+        executable_path=str(CHROMIUM),
+        headless=True,
+        chromium_sandbox=False,
+        user_data_dir=tempfile.mkdtemp(prefix="interlock-chromium-"),
+        keep_alive=keep_alive,
+        wait_between_actions=0.05,
+        minimum_wait_page_load_time=0.05,
+        wait_for_network_idle_page_load_time=0.1,
+    )
+    return BrowserSession(browser_profile=profile)
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[Site]:
+    served = Site()
+    yield served
+    served.server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        _no_browser(f"no Chromium at {CHROMIUM} (apt install chromium, or set INTERLOCK_CHROMIUM)")
+    started = Browser()
+    yield started
+    started.close()
+
+
+def loop_policy(extra: str = "") -> Any:
+    """The table's policy, plus models and the local site."""
+    return load_policy_text(
+        POLICY_YAML
+        + """
+  - id: models-ok
+    decision: allow
+    reason: the model may think
+    kind: llm
+  - id: local-pages
+    decision: allow
+    reason: the local site
+    kind: browser
+    name: navigate
+    params: {domain: localhost}
+  - id: finish
+    decision: allow
+    reason: finishing is fine
+    kind: browser
+    name: [done, wait, scroll]
+"""
+        + extra
+    )
+
+
+def agent_for(
+    browser: Browser,
+    model: FakeChatModel,
+    tools: Tools[Any] | None = None,
+) -> Agent[Any, Any]:
+    return Agent(
+        task="do the task",
+        llm=model,  # type: ignore[arg-type]
+        browser_session=browser.session,
+        tools=tools,
+        use_judge=False,
+        directly_open_url=False,
+        enable_signal_handler=False,
+        max_failures=2,
+        use_vision=False,
+    )
+
+
+#: Rows a model can emit at all: browser-use validates the model's output against the
+#: action's schema first (the CEL row, ``amount: "lots"``, is driven at the dispatch).
+LOOP_ROWS = [row for row in ROWS if not isinstance(row.args.get("amount", 0), str)]
+
+
+@pytest.mark.parametrize("refusal", ["raise", "message"])
+@pytest.mark.parametrize("row", LOOP_ROWS, ids=ids)
+def test_an_agent_loop_runs_an_action_only_on_allow(
+    browser: Browser, row: Row, refusal: str
+) -> None:
+    bodies = Bodies()
+    model = FakeChatModel([step({row.tool: row.args}), done()])
+    agent = agent_for(browser, model, bodies.tools)
+    guard = Guard(loop_policy(), **row.guard_options)
+    guard_agent(agent, guard, refusal=refusal, mapper=row.mapper, models=False)  # type: ignore[arg-type]
+    if row.runs:
+        history = browser.run(agent.run(max_steps=4))
+        assert history.final_result() == "finished"
+        assert len(bodies.ran) == 1
+        return
+    if refusal == "raise":
+        assert row.error is not None
+        with pytest.raises(row.error) as caught:
+            browser.run(agent.run(max_steps=4))
+        assert caught.value.decision.verdict is row.verdict
+        assert len(model.seen) == 1  # the run ended at the refusal
+    else:
+        history = browser.run(agent.run(max_steps=4))
+        assert row.says in model.seen[1]  # the model read the refusal, and the run went on
+        if row.mapper is None and "decider" not in row.guard_options:
+            # (a mapper that throws, a slow decider, refuse ``done`` too: those runs
+            # end on their failures)
+            assert history.final_result() == "finished"
+    assert bodies.ran == []
+
+
+@pytest.mark.parametrize("refusal", ["raise", "message"])
+def test_an_unreachable_store_ends_a_whole_loop_without_a_model_call_or_an_action(
+    browser: Browser, refusal: str
+) -> None:
+    bodies = Bodies()
+    model = FakeChatModel([step({"shell": {"command": "ls"}}), done()])
+    agent = agent_for(browser, model, bodies.tools)
+    guard_agent(agent, make_guard(STORE_UNREACHABLE), refusal=refusal)  # type: ignore[arg-type]
+    if refusal == "raise":
+        with pytest.raises(ActionUndetermined, match=STORE_UNREACHABLE.says):
+            browser.run(agent.run(max_steps=4))
+    else:
+        history = browser.run(agent.run(max_steps=4))
+        assert STORE_UNREACHABLE.says in str(history.errors())
+    assert model.seen == [] and bodies.ran == []
+
+
+def test_a_run_cancelled_while_an_action_is_judged_never_runs_it(browser: Browser) -> None:
+    bodies = Bodies()
+
+    async def call(guard: Guard) -> Any:
+        model = FakeChatModel([step({"shell": {"command": "ls"}}), done()])
+        agent = agent_for(browser, model, bodies.tools)
+        guard_agent(agent, guard, models=False)
+        return await agent.run(max_steps=3)
+
+    browser.run(assert_cancellation_never_runs(call, lambda: len(bodies.ran)))
+
+
+def _input_index(messages: list[Any]) -> int:
+    state = str(getattr(messages[-1], "text", messages[-1]))  # the browser state
+    found = re.findall(r"\[(\d+)\]<input", state)
+    assert found, f"the page's input is not in the browser state: {state[-1500:]}"
+    return int(found[-1])
+
+
+def test_navigation_look_alikes_are_refused_in_a_real_loop_and_typed_text_never_recorded(
+    browser: Browser, site: Site, tmp_path: Path
+) -> None:
+    sink = MemorySink()
+    model = FakeChatModel(
+        [
+            step({"navigate": {"url": site.url("/")}}),
+            step({"navigate": {"url": f"http://localhost@127.0.0.1:{site.port}/"}}),
+            lambda messages: step(
+                {"input": {"index": _input_index(messages), "text": SECRET}},
+                {"send_keys": {"keys": "Enter"}},
+            ),
+            done(),
+        ]
+    )
+    policy = loop_policy(
+        """
+  - id: type
+    decision: allow
+    reason: typing on the local site
+    kind: browser
+    name: [input, send_keys]
+"""
+    )
+    with Guard(policy, store=f"sqlite:///{tmp_path / 'state.db'}", sink=sink) as guard:
+        agent = agent_for(browser, GuardedChatModel(model, guard))  # type: ignore[arg-type]
+        guard_agent(agent, guard, refusal="message")
+        history = browser.run(agent.run(max_steps=6))
+        recorded = everything_recorded(guard, sink)
+    # the look-alike (userinfo "localhost@", host 127.0.0.1) was refused, the model read it
+    assert "Interlock denied browser 'navigate'" in model.seen[2]
+    assert history.final_result() == "finished"
+    assert site.submitted == [f"q={SECRET}"]  # the page got the text ...
+    assert SECRET not in recorded  # ... no record did
+    assert SECRET not in sqlite_dump(tmp_path / "state.db")
+    assert _budget_rows_spent(recorded)
+
+
+def _budget_rows_spent(recorded: str) -> bool:
+    return '"kind":"llm"' in recorded.replace(" ", "")
+
+
+def test_a_refused_navigation_is_raised_out_of_agent_run(browser: Browser, site: Site) -> None:
+    model = FakeChatModel([step({"navigate": {"url": "https://evil.example/"}}), done()])
+    agent = agent_for(browser, model)
+    guard_agent(agent, Guard(loop_policy()))
+    with pytest.raises(ActionDenied, match="navigate"):
+        browser.run(agent.run(max_steps=4))
+    assert len(model.seen) == 1
+
+
+def test_a_redirect_is_followed_by_the_browser_unjudged(browser: Browser, site: Site) -> None:
+    """The documented boundary: the adapter judges the URL an action asks for; where
+    the page then redirects is the browser's (use the profile's ``allowed_domains``,
+    which browser-use enforces on every navigation, or an egress proxy, for that)."""
+    model = FakeChatModel([step({"navigate": {"url": site.url("/redirect")}}), done()])
+    agent = agent_for(browser, model)
+    guard_agent(agent, Guard(loop_policy()), refusal="message")
+    browser.run(agent.run(max_steps=4))
+    assert f"127.0.0.1:{site.port}/landing" in model.seen[1]
+
+
+def test_run_sync_raises_a_refusal_too(site: Site) -> None:
+    if not CHROMIUM.exists():
+        _no_browser(f"no Chromium at {CHROMIUM}")
+    session = new_session(keep_alive=False)
+    model = FakeChatModel([step({"navigate": {"url": "https://evil.example/"}}), done()])
+    agent = Agent(
+        task="go",
+        llm=model,  # type: ignore[arg-type]
+        browser_session=session,
+        use_judge=False,
+        directly_open_url=False,
+        enable_signal_handler=False,
+    )
+    guard_agent(agent, Guard(loop_policy()))
+    with pytest.raises(ActionDenied, match="navigate"):
+        agent.run_sync(max_steps=3)
+
+
+def test_a_guarded_page_judges_goto_evaluate_and_fill(
+    browser: Browser, site: Site, tmp_path: Path
+) -> None:
+    policy = loop_policy(
+        """
+  - id: fill
+    decision: allow
+    reason: filling is fine
+    kind: browser
+    name: [input, click]
+  - id: no-scripts
+    decision: deny
+    reason: no scripts
+    kind: browser
+    name: evaluate
+"""
+    )
+
+    async def drive(guard: Guard) -> list[str]:
+        page = guard_page(await browser.session.get_current_page(), guard)
+        assert isinstance(page, GuardedPage)
+        await page.goto(site.url("/"))
+        outcomes = []
+        for call in (
+            lambda: page.goto("https://localhost.evil.example/"),
+            lambda: page.evaluate("() => document.cookie"),
+        ):
+            try:
+                await call()
+                outcomes.append("ran")
+            except ActionDenied as exc:
+                outcomes.append(str(exc))
+        (field,) = await page.get_elements_by_css_selector("#q")
+        await field.fill(SECRET)
+        with pytest.raises(AttributeError, match="cannot judge"):
+            page.some_raw_cdp_call  # noqa: B018
+        return outcomes
+
+    sink = MemorySink()
+    with Guard(policy, store=f"sqlite:///{tmp_path / 'state.db'}", sink=sink) as guard:
+        outcomes = browser.run(drive(guard))
+        recorded = everything_recorded(guard, sink)
+    assert "navigate" in outcomes[0] and "no scripts" in outcomes[1]
+    assert SECRET not in recorded
+    assert SECRET not in sqlite_dump(tmp_path / "state.db")

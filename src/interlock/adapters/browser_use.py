@@ -51,15 +51,16 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import logging
 import hashlib
 import hmac
 import json
+import logging
 import math
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
+from urllib.parse import urlsplit
 
 from interlock.adapters.base import (
     Adapter,
@@ -114,6 +115,7 @@ __all__ = [
     "guard_agent",
     "guard_page",
     "guard_tools",
+    "page_origin",
     "typed_digest",
 ]
 
@@ -250,6 +252,7 @@ class _Options:
     mapper: Mapper | None = None
     on_approval: OnApproval = "refuse"
     approval_timeout: float = 300.0
+    models: bool = True  # an agent's models are judged too
 
 
 _DEFAULT: Final = _Options()
@@ -306,7 +309,8 @@ class _Held:
 
 
 _HELD: contextvars.ContextVar[dict[tuple[int, CallKey], _Held]] = contextvars.ContextVar(
-    "interlock_browser_use_held", default={}  # noqa: B039 - never mutated, only replaced
+    "interlock_browser_use_held",
+    default={},  # noqa: B039 - never mutated, only replaced
 )
 
 
@@ -405,7 +409,24 @@ async def _page_url(browser_session: Any) -> str | None:
         url = await browser_session.get_current_page_url()
     except Exception:  # no page yet: the action names no page
         return None
-    return url if isinstance(url, str) and url else None
+    return page_origin(url) if isinstance(url, str) and url else None
+
+
+def page_origin(url: str) -> str:
+    """The page an action acts on, as its ``target``: the origin only
+    (``https://shop.example.com:8443``), never the path or query — a form sent by GET
+    puts what was typed into the next page's URL."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        port = parts.port
+    except ValueError:
+        return "unreadable:"
+    scheme = parts.scheme.lower()
+    if not host:
+        return f"{scheme}:"
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}{f':{port}' if port is not None else ''}"
 
 
 def _guarded_llm(llm: Any, guard: Guard) -> Any:
@@ -421,7 +442,9 @@ class _GatedExecute:
         self.gate = gate
         self.inner = inner
 
-    async def __call__(self, action_name: str, params: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+    async def __call__(
+        self, action_name: str, params: dict[str, Any], *args: Any, **kwargs: Any
+    ) -> Any:
         gate = self.gate
         if "page_extraction_llm" in kwargs:  # the extract action's model: judged too
             kwargs["page_extraction_llm"] = _guarded_llm(kwargs["page_extraction_llm"], gate.guard)
@@ -455,7 +478,9 @@ class _GatedAct:
         self.gate = gate
         self.inner = inner
 
-    async def __call__(self, action: Any, browser_session: Any = None, *args: Any, **kwargs: Any) -> Any:
+    async def __call__(
+        self, action: Any, browser_session: Any = None, *args: Any, **kwargs: Any
+    ) -> Any:
         gate = self.gate
         try:
             dumped = action.model_dump(exclude_unset=True)
@@ -463,11 +488,11 @@ class _GatedAct:
         except StopIteration:  # no action in it: act does nothing
             return await self.inner(action, browser_session, *args, **kwargs)
         except Exception as exc:  # an action nothing can read is never run unjudged
-            decision = await gate.guard.aunreadable(
+            unread = await gate.guard.aunreadable(
                 Action(kind="browser", name="unknown", scope="browser"),
                 f"could not read the browser-use action: {exc!r}",
             )
-            return self._refuse(decision, Action(kind="browser", name="unknown"))
+            return self._refuse(unread, Action(kind="browser", name="unknown"))
         judged = gate.action(name, params, await _page_url(browser_session))
         decision = await gate.decide(judged, params)
         if decision is not None and not decision.allowed:
@@ -635,8 +660,8 @@ class _Direct:
             result = await arun_settled(guard, decision, body)
         except BaseException as exc:
             if observed:
-                error = exc if secret is None else RuntimeError(_scrub(exc, secret))
-                tool_finished(guard, decision, name, started, error=error)
+                failure = exc if secret is None else RuntimeError(_scrub(exc, secret))
+                tool_finished(guard, decision, name, started, error=failure)
             raise
         if observed:
             tool_finished(guard, decision, name, started, result=_scrub(result, secret))
@@ -667,9 +692,11 @@ class GuardedPage:
             url = await self.wrapped.get_url()
         except Exception:
             return None
-        return url or None
+        return page_origin(url) if url else None
 
-    async def _judged(self, name: str, params: dict[str, Any], body: Callable[[], Awaitable[Any]]) -> Any:
+    async def _judged(
+        self, name: str, params: dict[str, Any], body: Callable[[], Awaitable[Any]]
+    ) -> Any:
         return await self._direct.call(name, params, await self._url(), body)
 
     async def goto(self, url: str) -> None:
@@ -762,7 +789,9 @@ class GuardedElement:
         self.wrapped = element
         self.page = page
 
-    async def _judged(self, name: str, params: dict[str, Any], body: Callable[[], Awaitable[Any]]) -> Any:
+    async def _judged(
+        self, name: str, params: dict[str, Any], body: Callable[[], Awaitable[Any]]
+    ) -> Any:
         return await self.page._judged(name, params, body)
 
     async def click(self, *args: Any, **kwargs: Any) -> None:
@@ -823,7 +852,9 @@ class GuardedMouse:
         self.wrapped = mouse
         self.page = page
 
-    async def _op(self, op: str, kwargs: dict[str, Any], body: Callable[[], Awaitable[Any]]) -> None:
+    async def _op(
+        self, op: str, kwargs: dict[str, Any], body: Callable[[], Awaitable[Any]]
+    ) -> None:
         await self.page._judged("mouse", {"op": op, **kwargs}, body)
 
     async def click(self, x: int, y: int, *args: Any, **kwargs: Any) -> None:
@@ -854,7 +885,9 @@ def guard_page(
     _checked_options("raise", on_approval)
     if isinstance(page, GuardedPage):
         page = page.wrapped
-    return GuardedPage(page, guard, options=_Options("raise", mapper, on_approval, approval_timeout))
+    return GuardedPage(
+        page, guard, options=_Options("raise", mapper, on_approval, approval_timeout)
+    )
 
 
 # -- attach / detach -----------------------------------------------------------------------
@@ -896,7 +929,9 @@ class RegistryAdapter(_OptionsAdapter):
     extra = "browser-use"
     targets = (PatchTarget(Registry, "execute_action"),)
 
-    def wrap(self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard) -> Any:
+    def wrap(
+        self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
+    ) -> Any:
         return _GatedExecute(_Gate(guard, obj, self.options_for(obj)), original)
 
     def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:
@@ -925,7 +960,9 @@ class ToolsAdapter(_OptionsAdapter):
     extra = "browser-use"
     targets = (PatchTarget(Tools, "act"),)
 
-    def wrap(self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard) -> Any:
+    def wrap(
+        self, target: PatchTarget, obj: Any, original: Callable[..., Any], guard: Guard
+    ) -> Any:
         return _GatedAct(_Gate(guard, obj.registry, self.options_for(obj)), original)
 
     def attach(self, obj: Any, guard: Guard) -> Any:
@@ -980,6 +1017,11 @@ class AgentAdapter(_OptionsAdapter):
     def __init__(self) -> None:
         super().__init__()
         self._owns_tools: dict[int, bool] = {}
+
+    def targets_for(self, obj: object) -> tuple[PatchTarget, ...]:
+        if self.options_for(obj).models:
+            return self.targets
+        return tuple(t for t in self.targets if t.attr not in _AGENT_MODELS)
 
     def wrap(self, target: PatchTarget, obj: Any, original: Any, guard: Guard) -> Any:
         if target.attr in _AGENT_MODELS:
@@ -1051,7 +1093,9 @@ class AgentAdapter(_OptionsAdapter):
             guarded = isinstance(llm, GuardedChatModel) and (guard is None or llm.guard is guard)
             if attr == "settings.page_extraction_llm" and not guarded:
                 guarded = ADAPTER.guarded_by(obj.tools, guard)  # wrapped where it is used
-            label = llm.label if isinstance(llm, GuardedChatModel) else str(getattr(llm, "model", attr))
+            label = (
+                llm.label if isinstance(llm, GuardedChatModel) else str(getattr(llm, "model", attr))
+            )
             bindings.append(LLMBinding(label, llm.ainvoke, owner=obj, attr=attr, guarded=guarded))
         return bindings
 
@@ -1069,7 +1113,7 @@ def guard_tools(
     return it; ``guard.detach(tools)`` restores it exactly."""
     _checked_options(refusal, on_approval)
     options = _Options(refusal, mapper, on_approval, approval_timeout)
-    return ADAPTER.attach_with(tools, guard, options)  # type: ignore[no-any-return]
+    return ADAPTER.attach_with(tools, guard, options)
 
 
 def guard_agent(
@@ -1080,12 +1124,14 @@ def guard_agent(
     mapper: Mapper | None = None,
     on_approval: OnApproval = "refuse",
     approval_timeout: float = 300.0,
+    models: bool = True,
 ) -> Agent[Any, Any]:
     """Guard ``agent`` in place (its tools, its models and, in raise style, its run)
-    and return it; ``guard.detach(agent)`` restores it exactly."""
+    and return it; ``guard.detach(agent)`` restores it exactly. ``models=False``
+    leaves its models as they are (judge them elsewhere, or not at all)."""
     _checked_options(refusal, on_approval)
-    options = _Options(refusal, mapper, on_approval, approval_timeout)
-    return AGENT_ADAPTER.attach_with(agent, guard, options)  # type: ignore[no-any-return]
+    options = _Options(refusal, mapper, on_approval, approval_timeout, models)
+    return AGENT_ADAPTER.attach_with(agent, guard, options)
 
 
 REGISTRY_ADAPTER = register_adapter(RegistryAdapter())
