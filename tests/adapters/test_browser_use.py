@@ -1105,3 +1105,12 @@ def test_a_guarded_page_judges_goto_evaluate_and_fill(
     assert "navigate" in outcomes[0] and "no scripts" in outcomes[1]
     assert SECRET not in recorded
     assert SECRET not in sqlite_dump(tmp_path / "state.db")
+
+
+# -- the documentation's examples run here, in browser-use's environment -------------------
+
+
+def test_the_documentation_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_docs import ROOT, run_python_examples
+
+    run_python_examples(ROOT / "docs" / "adapter-browser-use.md", tmp_path, monkeypatch)

@@ -112,6 +112,7 @@ __all__ = [
     "ToolsAdapter",
     "browser_action",
     "estimate_usage",
+    "output_ceiling",
     "guard_agent",
     "guard_page",
     "guard_tools",
@@ -529,9 +530,23 @@ class _GatedAct:
 # -- model calls: judged and reserved before, committed from real usage after ----------
 
 
-def estimate_usage(messages: Sequence[Any], output_format: Any = None) -> Usage:
+#: The attributes browser-use's chat models keep their output ceiling in.
+_CEILINGS: Final = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+
+
+def output_ceiling(llm: Any) -> int:
+    """The most a call of ``llm`` may answer, in tokens, as the model states it
+    (``max_completion_tokens`` / ``max_tokens`` / ``max_output_tokens``); 0 if none."""
+    for attr in _CEILINGS:
+        value = getattr(llm, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0
+
+
+def estimate_usage(messages: Sequence[Any], output_format: Any = None, ceiling: int = 0) -> Usage:
     """A reservation for one model request: the messages' characters / 4 as input
-    tokens (images count by their URL's length); no output ceiling is known."""
+    tokens, ``ceiling`` (the model's stated output limit) as output tokens."""
     chars = 0
     for message in messages:
         try:
@@ -539,13 +554,16 @@ def estimate_usage(messages: Sequence[Any], output_format: Any = None) -> Usage:
             chars += len(text) if isinstance(text, str) else len(json.dumps(message, default=str))
         except Exception:
             chars += len(str(message))
-    return Usage(math.ceil(chars / CHARS_PER_TOKEN), 0)
+    return Usage(math.ceil(chars / CHARS_PER_TOKEN), ceiling)
 
 
 class GuardedChatModel:
     """A browser-use chat model whose every ``ainvoke`` is judged as an ``llm`` action
     named after the model and reserved on the policy's budgets before ``llm`` runs; the
-    ``usage`` it reports is committed after (released if it raises). A refused call
+    ``usage`` it reports is committed after (released if it raises). The reservation
+    is :func:`estimate_usage` with the model's own output ceiling (its
+    ``max_completion_tokens`` / ``max_tokens`` / ``max_output_tokens``) unless
+    ``estimate(messages, output_format)`` says otherwise. A refused call
     raises the ``Blocked`` error and never reaches ``llm``; inside the run of an agent
     attached in raise style, it also ends the run and is raised out of ``agent.run()``.
 
@@ -568,7 +586,10 @@ class GuardedChatModel:
         self.guard = guard
         self.model: str = str(getattr(llm, "model", None) or type(llm).__name__)
         self.label = name or self.model
-        self.estimate = estimate or estimate_usage
+        self.estimate = estimate or self._default_estimate
+
+    def _default_estimate(self, messages: Sequence[Any], output_format: Any) -> Usage:
+        return estimate_usage(messages, output_format, output_ceiling(self.wrapped))
 
     @property
     def provider(self) -> str:
