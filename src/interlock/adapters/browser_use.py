@@ -112,10 +112,10 @@ __all__ = [
     "ToolsAdapter",
     "browser_action",
     "estimate_usage",
-    "output_ceiling",
     "guard_agent",
     "guard_page",
     "guard_tools",
+    "output_ceiling",
     "page_origin",
     "typed_digest",
 ]
