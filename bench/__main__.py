@@ -83,6 +83,12 @@ def _adapters(calls: int | None, quick: bool) -> BenchResult:
     return adapters.run(calls, quick)
 
 
+def _adapter_browser_use(calls: int | None, quick: bool) -> BenchResult:
+    from bench import adapter_browser_use
+
+    return adapter_browser_use.run(calls, quick)
+
+
 def _redaction(calls: int | None, quick: bool) -> BenchResult:
     from bench import redaction
 
@@ -187,6 +193,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the same LangChain agent loop and fake model with and without the guard, per tool "
         "call (--calls: runs of 40 tool calls per subject)",
         _adapters,
+    ),
+    "adapter-browser-use": Benchmark(
+        "browser-use's Tools.act (a custom action, navigate) and a model call, with and "
+        "without the guard, no browser; runs in .venv-browser-use (--calls: calls per "
+        "subject)",
+        _adapter_browser_use,
     ),
     "redaction": Benchmark(
         "redact_value over typical arguments (vs json.dumps, and vs another tree with "

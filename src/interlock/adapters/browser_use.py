@@ -64,14 +64,11 @@ from urllib.parse import urlsplit
 
 from interlock.adapters.base import (
     Adapter,
-    CallKey,
     LLMBinding,
     PatchTarget,
     ToolBinding,
-    already_judged,
     arun_settled,
     call_key,
-    judged_by,
     pending_approval,
     register_adapter,
     verdict_outcome,
@@ -304,14 +301,23 @@ def _raise(error: Blocked) -> NoReturn:
 class _Held:
     """A decision ``Tools.act`` made, for the ``execute_action`` it calls to settle."""
 
+    guard: Guard
+    name: str
+    params: Any
     decision: Decision | None
     action: Action
     taken: bool = False
 
+    def claims(self, guard: Guard, name: str, params: Any) -> bool:
+        """Whether this is the very call ``act`` judged (once)."""
+        if self.taken or self.guard is not guard or self.name != name or self.params != params:
+            return False
+        self.taken = True
+        return True
 
-_HELD: contextvars.ContextVar[dict[tuple[int, CallKey], _Held]] = contextvars.ContextVar(
-    "interlock_browser_use_held",
-    default={},  # noqa: B039 - never mutated, only replaced
+
+_HELD: contextvars.ContextVar[_Held | None] = contextvars.ContextVar(
+    "interlock_browser_use_held", default=None
 )
 
 
@@ -371,28 +377,24 @@ class _Gate:
         params: Any,
         body: Callable[[], Awaitable[Any]],
     ) -> Any:
-        """Run an allowed (or passed-through) body, marked as judged, settling the
-        decision's reservation; the events carry the redacted arguments and a result
-        with the typed text scrubbed."""
+        """Run an allowed (or passed-through) body, settling the decision's
+        reservation; the events carry the redacted arguments and a result with the
+        typed text scrubbed."""
         guard = self.guard
-        key = call_key(action.name, params)
         if decision is None:
-            with judged_by(guard, key):
-                return await body()
+            return await body()
+        if guard.sink is None:  # the hot path: nothing to observe
+            return await arun_settled(guard, decision, body)
         secret = _typed_text(action.name, params)
-        observed = guard.sink is not None
         shown = call_key(action.name, action.arguments)[1]
-        started = tool_started(guard, decision, action.name, shown) if observed else 0
+        started = tool_started(guard, decision, action.name, shown)
         try:
-            with judged_by(guard, key):
-                result = await arun_settled(guard, decision, body)
+            result = await arun_settled(guard, decision, body)
         except BaseException as exc:
-            if observed:
-                error = exc if secret is None else RuntimeError(_scrub(exc, secret))
-                tool_finished(guard, decision, action.name, started, error=error)
+            failure = exc if secret is None else RuntimeError(_scrub(exc, secret))
+            tool_finished(guard, decision, action.name, started, error=failure)
             raise
-        if observed:
-            tool_finished(guard, decision, action.name, started, result=_scrub(result, secret))
+        tool_finished(guard, decision, action.name, started, result=_scrub(result, secret))
         return result
 
 
@@ -453,13 +455,9 @@ class _GatedExecute:
         def body() -> Awaitable[Any]:
             return self.inner(action_name, params, *args, **kwargs)
 
-        key = call_key(action_name, params)
-        held = _HELD.get().get((id(gate.guard), key))
-        if held is not None and not held.taken:  # inside Tools.act, which judged this call
-            held.taken = True
-            return await gate.run(held.decision, held.action, params, body)
-        if already_judged(gate.guard, key):
-            return await body()  # inside the body of this very call, already allowed
+        held = _HELD.get()
+        if held is not None and held.claims(gate.guard, action_name, params):
+            return await gate.run(held.decision, held.action, params, body)  # act judged it
         session = kwargs.get("browser_session", args[0] if args else None)
         action = gate.action(action_name, params, await _page_url(session))
         decision = await gate.decide(action, params)
@@ -501,12 +499,12 @@ class _GatedAct:
         # The registry's execute_action, which act calls, runs the action under this
         # decision and settles it: it sees the action raise (act turns that into a
         # message) and releases the reservation then.
-        held = _Held(decision, judged)
+        held = _Held(gate.guard, name, params, decision, judged)
         refusals = _REFUSALS.get()
         ours = refusals is None and gate.options.refusal == "raise"
         if ours:
             refusals = _Refusals()
-        held_token = _HELD.set({**_HELD.get(), (id(gate.guard), call_key(name, params)): held})
+        held_token = _HELD.set(held)
         refusals_token = _REFUSALS.set(refusals) if ours else None
         try:
             result = await self.inner(action, browser_session, *args, **kwargs)
