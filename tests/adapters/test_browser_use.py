@@ -585,6 +585,25 @@ async def test_an_approval_binds_to_the_exact_text_without_recording_it(tmp_path
         assert SECRET not in everything_recorded(guard, sink)
 
 
+async def test_a_sensitive_data_placeholder_is_judged_and_the_value_is_never_seen(
+    tmp_path: Path,
+) -> None:
+    """browser-use's own ``sensitive_data``: the model writes a placeholder, the
+    registry puts the value in after the gate — the guard sees neither the value nor
+    (redacted) the placeholder."""
+    ran: list[str] = []
+    tools = _typing_tools(ran)
+    with recorded_guard(tmp_path) as (guard, sink):
+        guard_tools(tools, guard)
+        action = tools.registry.create_action_model()(
+            input={"index": 1, "text": "<secret>password</secret>"}
+        )
+        await tools.act(action, None, sensitive_data={"password": SECRET})  # type: ignore[arg-type]
+        recorded = everything_recorded(guard, sink)
+    assert ran == [SECRET]
+    assert SECRET not in recorded and "<secret>" not in recorded
+
+
 # -- budgets and approvals ------------------------------------------------------------------
 
 
@@ -1114,3 +1133,21 @@ def test_the_documentation_examples_run(tmp_path: Path, monkeypatch: pytest.Monk
     from test_docs import ROOT, run_python_examples
 
     run_python_examples(ROOT / "docs" / "adapter-browser-use.md", tmp_path, monkeypatch)
+
+
+def test_the_url_the_agent_opens_from_its_task_is_judged_before_any_model_call(
+    browser: Browser,
+) -> None:
+    model = FakeChatModel([done()])
+    agent = Agent(
+        task="Read https://evil.example/notes and summarise it",
+        llm=model,  # type: ignore[arg-type]
+        browser_session=browser.session,
+        use_judge=False,
+        enable_signal_handler=False,
+    )
+    assert agent.initial_url  # browser-use opens it as an initial action
+    guard_agent(agent, Guard(loop_policy()))
+    with pytest.raises(ActionDenied, match="navigate"):
+        browser.run(agent.run(max_steps=3))
+    assert model.seen == []

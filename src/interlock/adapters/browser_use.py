@@ -229,19 +229,30 @@ def browser_action(
     )
 
 
-def _typed_text(name: str, params: Mapping[str, Any] | str | None) -> str | None:
-    """The text ``name`` types (to scrub from its result and error), if any."""
+def _secrets(name: str, params: Any, sensitive_data: Any = None) -> tuple[str, ...]:
+    """What must not appear in the records of one call: the text it types, and the
+    values of browser-use's ``sensitive_data`` (put in after the gate, so the action's
+    result can hold them)."""
+    found: list[str] = []
     typed = _TYPED.get(name)
-    if typed is None or not isinstance(params, Mapping):
-        return None
-    text = params.get(typed)
-    return text if isinstance(text, str) and text else None
+    if typed is not None and isinstance(params, Mapping):
+        text = params.get(typed)
+        if isinstance(text, str) and text:
+            found.append(text)
+    if isinstance(sensitive_data, Mapping):
+        for value in sensitive_data.values():
+            values = value.values() if isinstance(value, Mapping) else (value,)
+            found.extend(v for v in values if isinstance(v, str) and v)
+    return tuple(sorted(found, key=len, reverse=True))  # the longest first
 
 
-def _scrub(value: object, secret: str | None) -> object:
-    if secret is None:
+def _scrub(value: object, secrets: tuple[str, ...]) -> object:
+    if not secrets:
         return value
-    return str(value).replace(secret, FORM_INPUT)
+    text = str(value)
+    for secret in secrets:
+        text = text.replace(secret, FORM_INPUT)
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,25 +387,26 @@ class _Gate:
         action: Action,
         params: Any,
         body: Callable[[], Awaitable[Any]],
+        sensitive_data: Any = None,
     ) -> Any:
         """Run an allowed (or passed-through) body, settling the decision's
         reservation; the events carry the redacted arguments and a result with the
-        typed text scrubbed."""
+        typed text (and ``sensitive_data``'s values) scrubbed."""
         guard = self.guard
         if decision is None:
             return await body()
         if guard.sink is None:  # the hot path: nothing to observe
             return await arun_settled(guard, decision, body)
-        secret = _typed_text(action.name, params)
+        secrets = _secrets(action.name, params, sensitive_data)
         shown = call_key(action.name, action.arguments)[1]
         started = tool_started(guard, decision, action.name, shown)
         try:
             result = await arun_settled(guard, decision, body)
         except BaseException as exc:
-            failure = exc if secret is None else RuntimeError(_scrub(exc, secret))
+            failure = RuntimeError(_scrub(exc, secrets)) if secrets else exc
             tool_finished(guard, decision, action.name, started, error=failure)
             raise
-        tool_finished(guard, decision, action.name, started, result=_scrub(result, secret))
+        tool_finished(guard, decision, action.name, started, result=_scrub(result, secrets))
         return result
 
 
@@ -455,9 +467,11 @@ class _GatedExecute:
         def body() -> Awaitable[Any]:
             return self.inner(action_name, params, *args, **kwargs)
 
+        sensitive = kwargs.get("sensitive_data")
         held = _HELD.get()
         if held is not None and held.claims(gate.guard, action_name, params):
-            return await gate.run(held.decision, held.action, params, body)  # act judged it
+            # act judged this very call
+            return await gate.run(held.decision, held.action, params, body, sensitive)
         session = kwargs.get("browser_session", args[0] if args else None)
         action = gate.action(action_name, params, await _page_url(session))
         decision = await gate.decide(action, params)
@@ -466,7 +480,7 @@ class _GatedExecute:
             if gate.options.refusal == "message":
                 return ActionResult(error=str(error))
             _raise(error)
-        return await gate.run(decision, action, params, body)
+        return await gate.run(decision, action, params, body, sensitive)
 
 
 class _GatedAct:
@@ -670,7 +684,7 @@ class _Direct:
             raise error  # a direct call has no model to read a message: always raised
         if decision is None:
             return await body()
-        secret = _typed_text(name, params)
+        secrets = _secrets(name, params)
         guard = self.guard
         observed = guard.sink is not None
         shown = call_key(action.name, action.arguments)[1]
@@ -679,11 +693,11 @@ class _Direct:
             result = await arun_settled(guard, decision, body)
         except BaseException as exc:
             if observed:
-                failure = exc if secret is None else RuntimeError(_scrub(exc, secret))
+                failure = RuntimeError(_scrub(exc, secrets)) if secrets else exc
                 tool_finished(guard, decision, name, started, error=failure)
             raise
         if observed:
-            tool_finished(guard, decision, name, started, result=_scrub(result, secret))
+            tool_finished(guard, decision, name, started, result=_scrub(result, secrets))
         return result
 
 
