@@ -341,6 +341,20 @@ async def test_every_entry_point_runs_an_allowed_call_once_judged_once(entry: st
     assert len(seen) == 1
 
 
+async def test_a_registry_guarded_alone_judges_every_action_it_runs() -> None:
+    bodies = Bodies()
+    guard = Guard(POLICY)
+    registry = guard.attach(bodies.tools.registry)  # raise style
+    with pytest.raises(ActionDenied, match="no recursive deletes"):
+        await registry.execute_action("shell", {"command": "rm -rf /"})
+    # through Tools.act (not guarded itself here): browser-use hands the refusal to the model
+    result = await act(bodies.tools, bodies.model("shell", {"command": "rm -rf /"}))
+    assert "no recursive deletes" in str(result.error)
+    assert bodies.ran == []
+    guard.detach(registry)
+    assert "execute_action" not in vars(registry)
+
+
 async def test_the_registered_function_and_the_unbound_registry_are_the_documented_boundary() -> (
     None
 ):
@@ -1102,9 +1116,12 @@ def test_a_guarded_page_judges_goto_evaluate_and_fill(
         assert isinstance(page, GuardedPage)
         await page.goto(site.url("/"))
         outcomes = []
+        mouse = await page.mouse
         for call in (
             lambda: page.goto("https://localhost.evil.example/"),
             lambda: page.evaluate("() => document.cookie"),
+            lambda: page.press("Control+w"),
+            lambda: mouse.click(5, 5),
         ):
             try:
                 await call()
@@ -1122,6 +1139,7 @@ def test_a_guarded_page_judges_goto_evaluate_and_fill(
         outcomes = browser.run(drive(guard))
         recorded = everything_recorded(guard, sink)
     assert "navigate" in outcomes[0] and "no scripts" in outcomes[1]
+    assert "'send_keys'" in outcomes[2] and "'mouse'" in outcomes[3]  # default deny
     assert SECRET not in recorded
     assert SECRET not in sqlite_dump(tmp_path / "state.db")
 
