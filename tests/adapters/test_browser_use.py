@@ -1075,22 +1075,34 @@ def test_a_redirect_is_followed_by_the_browser_unjudged(browser: Browser, site: 
     assert f"127.0.0.1:{site.port}/landing" in model.seen[1]
 
 
-def test_run_sync_raises_a_refusal_too(site: Site) -> None:
+@pytest.mark.parametrize("refusal", ["raise", "message"])
+def test_run_sync_runs_the_allowed_action_and_refuses_the_other(refusal: str) -> None:
+    """``Agent.run_sync`` (browser-use's sync entry point: its own event loop, so its
+    own browser): the allowed row runs, the denied one does not, in either style."""
     if not CHROMIUM.exists():
         _no_browser(f"no Chromium at {CHROMIUM}")
-    session = new_session(keep_alive=False)
-    model = FakeChatModel([step({"navigate": {"url": "https://evil.example/"}}), done()])
+    bodies = Bodies()
+    allowed, denied = ROWS[0], ROWS[1]
+    model = FakeChatModel(
+        [step({allowed.tool: allowed.args}), step({denied.tool: denied.args}), done()]
+    )
     agent = Agent(
         task="go",
         llm=model,  # type: ignore[arg-type]
-        browser_session=session,
+        tools=bodies.tools,
+        browser_session=new_session(keep_alive=False),
         use_judge=False,
         directly_open_url=False,
         enable_signal_handler=False,
     )
-    guard_agent(agent, Guard(loop_policy()))
-    with pytest.raises(ActionDenied, match="navigate"):
-        agent.run_sync(max_steps=3)
+    guard_agent(agent, Guard(loop_policy()), refusal=refusal)  # type: ignore[arg-type]
+    if refusal == "raise":
+        with pytest.raises(ActionDenied, match=denied.says):
+            agent.run_sync(max_steps=4)
+    else:
+        assert agent.run_sync(max_steps=4).final_result() == "finished"
+        assert denied.says in model.seen[2]
+    assert bodies.ran == [("shell", "ls")]
 
 
 def test_a_guarded_page_judges_goto_evaluate_and_fill(
