@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 NODE_SERVERS := tests/gateways/mcp/npm
 NODE_SERVERS_STAMP := $(NODE_SERVERS)/node_modules/.installed
 
-.PHONY: demo test lint typecheck unit test-crewai node-servers bench clean
+.PHONY: demo test lint typecheck unit test-crewai test-browser-use node-servers bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,9 @@ demo: $(VENV)/.installed-run
 	$(BIN)/interlock demo
 
 ## test: create the environment, install dev tools, lint, type-check and run every test
-test: $(VENV)/.installed-dev lint typecheck unit
+## (CrewAI's and browser-use's adapter tests in environments of their own: they cannot
+## share one with the other frameworks)
+test: $(VENV)/.installed-dev lint typecheck unit test-crewai test-browser-use
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests bench
@@ -44,7 +46,18 @@ unit: $(VENV)/.installed-dev node-servers
 	.venv-crewai/bin/python -m pip install --quiet -e '.[crewai,test]'
 	touch $@
 test-crewai: .venv-crewai/.installed
+	.venv-crewai/bin/python -c "import crewai"  # never a silent skip
 	.venv-crewai/bin/pytest -q -p no:cacheprovider tests/adapters/test_crewai.py
+
+## test-browser-use: the browser-use adapter's tests, in an environment of their own (it pins its dependencies exactly)
+.venv-browser-use/.installed: pyproject.toml
+	$(PYTHON) -m venv .venv-browser-use
+	.venv-browser-use/bin/python -m pip install --quiet --upgrade pip
+	.venv-browser-use/bin/python -m pip install --quiet -e '.[browser-use,test]'
+	touch $@
+test-browser-use: .venv-browser-use/.installed
+	.venv-browser-use/bin/python -c "import browser_use"  # never a silent skip
+	.venv-browser-use/bin/pytest -q -p no:cacheprovider tests/adapters/test_browser_use.py
 
 ## node-servers: install the npm reference MCP servers for the gateway tests, where npm is
 ## (without npm, or when the install fails, those tests are skipped, not failed)
@@ -65,4 +78,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(NODE_SERVERS)/node_modules
+	rm -rf $(VENV) .venv-crewai .venv-browser-use .pytest_cache .mypy_cache .ruff_cache $(NODE_SERVERS)/node_modules

@@ -125,6 +125,12 @@ def _adapter_crewai(calls: int | None, quick: bool) -> BenchResult:
     return adapter_crewai.run(calls, quick)
 
 
+def _adapter_browser_use(calls: int | None, quick: bool) -> BenchResult:
+    from bench import adapter_browser_use
+
+    return adapter_browser_use.run(calls, quick)
+
+
 def _redaction(calls: int | None, quick: bool) -> BenchResult:
     from bench import redaction
 
@@ -264,6 +270,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the same CrewAI crew and fake model with and without the guard, per tool call; "
         "runs in .venv-crewai only (--calls: runs of 10 tool calls per subject)",
         _adapter_crewai,
+    ),
+    "adapter-browser-use": Benchmark(
+        "browser-use's Tools.act (a custom action, navigate) and a model call, with and "
+        "without the guard, no browser; runs in .venv-browser-use (--calls: calls per "
+        "subject)",
+        _adapter_browser_use,
     ),
     "redaction": Benchmark(
         "redact_value over typical arguments (vs json.dumps, and vs another tree with "

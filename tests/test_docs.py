@@ -8,6 +8,10 @@
   directory whose `interlock.yaml` is the document's first policy (or the shipped
   example when it has none); a block that starts with `# name.py ` is a complete file,
   also saved there under that name (for an example that runs it as a process);
+- a document that starts with `<!-- requires: module -->` is one whose framework cannot
+  share this environment: without that module its ```python blocks are skipped here,
+  and its framework's own test module runs them in the framework's environment
+  (`run_python_examples`);
 - a ```bash line that runs `interlock` and carries `# exit N` runs and exits N; the
   lines of one document run in order, in one scratch directory (holding the document's
   first policy as `interlock.yaml`, unless its first command is `interlock init`), with
@@ -79,16 +83,18 @@ def test_yaml_examples_load(path: Path, tmp_path: Path) -> None:
             compile_policy({"version": 1, "rules": [rule]})
 
 
-def required_modules(path: Path) -> list[str]:
-    """The modules a document's examples need (``<!-- requires: crewai -->``): a
-    framework that lives in an environment of its own runs them there."""
-    return re.findall(r"<!-- requires: ([\w.]+) -->", path.read_text())
+REQUIRES = re.compile(r"^<!-- requires: ([\w.]+) -->$", re.MULTILINE)
 
 
 @pytest.mark.parametrize("path", [p for p in DOCS if blocks(p, "python")], ids=doc_id)
 def test_python_examples_run(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for module in required_modules(path):
-        pytest.importorskip(module)
+    for module in REQUIRES.findall(path.read_text()):
+        pytest.importorskip(module, reason="run by that framework's tests in its environment")
+    run_python_examples(path, tmp_path, monkeypatch)
+
+
+def run_python_examples(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the ```python blocks of ``path`` in order, in one namespace, in ``tmp_path``."""
     (tmp_path / "interlock.yaml").write_text(policy_of(path))
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {"__name__": "docs_example"}

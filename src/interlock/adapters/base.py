@@ -460,6 +460,7 @@ _ADAPTER_MODULES: Final[dict[str, str]] = {
     "langchain": "interlock.adapters.langchain",
     "langgraph": "interlock.adapters.langchain",
     "agents": "interlock.adapters.openai_agents",
+    "browser_use": "interlock.adapters.browser_use",
     "mcp": "interlock.adapters.mcp",
     "openai": "interlock.adapters.openai_client",
     "anthropic": "interlock.adapters.anthropic_client",
