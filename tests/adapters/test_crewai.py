@@ -974,3 +974,25 @@ def test_on_approval_ask_refuses_what_the_console_does_not_approve(
     assert stateful_guard.store is not None
     (approval,) = stateful_guard.store.list_approvals()
     assert (approval.status.value, approval.decision_reason) == ("denied", "not today")
+
+
+def test_a_crew_attached_and_dropped_is_never_taken_for_a_new_one() -> None:
+    """The adapter keys what it attached by the object's id, so it keeps an attached
+    crew alive until it is detached: a crew dropped while attached can never lend its
+    id to a new one (which would then be refused as "attached to another guard", or
+    taken for guarded). Found as a flake under load: a test's crew, never detached,
+    was collected and a later test's crew got its id."""
+    import gc
+
+    first, second = Guard(POLICY), Guard(POLICY)
+    crew = guard_crew(crew_of(scripted("done"), _paid_tools()), first)  # never detached
+    crew_id = id(crew)
+    del crew
+    gc.collect()
+    alive = [o for o in gc.get_objects() if isinstance(o, Crew) and id(o) == crew_id]
+    assert len(alive) == 1  # still held: its id cannot be reused
+    for _ in range(20):
+        fresh = guard_crew(crew_of(scripted("done"), _paid_tools()), second)
+        assert CREW_ADAPTER.guarded_by(fresh, second)
+        CREW_ADAPTER.detach(fresh)
+    CREW_ADAPTER.detach(alive.pop())

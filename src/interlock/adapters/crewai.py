@@ -789,6 +789,7 @@ def _runtime_tools(agent: Any) -> list[ToolBinding]:
 
 @dataclass(slots=True)
 class _Held:
+    obj: object  # held strongly until detach (as the base's): its id is never reused meanwhile
     guard: Guard
     tools: list[Any]
     llms: list[Any]
@@ -856,7 +857,7 @@ class _ContainerAdapter(Adapter):
             record = owner._attached.get(id(part))
             if record is not None and record.guard is not guard:
                 raise ValueError(f"{part!r} is attached to another guard; detach it first")
-        held = _Held(guard, [], [])
+        held = _Held(obj, guard, [], [])
         for tool in tools:
             if not TOOL_ADAPTER.is_attached(tool):
                 TOOL_ADAPTER.attach_with(tool, guard, self._options)
