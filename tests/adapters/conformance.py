@@ -217,6 +217,7 @@ def make_guard(row: Row, **extra: Any) -> Guard:
     # A store that went away after the guard started: every decision must be recorded
     # before it stands, so none can.
     folder = tempfile.mkdtemp(prefix="interlock-gone-")
+    options.setdefault("reap_interval", None)  # no reaper to complain of the closed store
     guard = Guard(POLICY, store=f"sqlite:///{folder}/state.db", **options)
     assert guard.store is not None
     guard.store.close()
