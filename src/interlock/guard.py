@@ -663,22 +663,40 @@ class Guard:
     def _unmapped(self, error: MappingError, start: int) -> Decision:
         """The undetermined decision of a call its mapper could not read, recorded —
         by the server, for a remote guard (it keeps no record of its own)."""
-        remote = self._remote()
-        if remote is not None:
-            try:
-                return remote.unreadable(self._contextualise(_UNMAPPED), str(error))
-            except Exception as exc:
-                log.error("interlock: the server did not record an unreadable call: %s", exc)
+        told = self._server_records(_UNMAPPED, str(error))
+        if told is not None:
+            return told
         return self._finish(None, _failed(error, f"could not map the call: {error}"), start)
 
     async def _aunmapped(self, error: MappingError, start: int) -> Decision:
-        remote = self._remote()
-        if remote is not None:
-            try:
-                return await remote.aunreadable(self._contextualise(_UNMAPPED), str(error))
-            except Exception as exc:
-                log.error("interlock: the server did not record an unreadable call: %s", exc)
+        told = await self._aserver_records(_UNMAPPED, str(error))
+        if told is not None:
+            return told
         return self._finish(None, _failed(error, f"could not map the call: {error}"), start)
+
+    def _server_records(self, action: Action, problem: str) -> Decision | None:
+        """A remote guard's unreadable call, recorded by the server (undetermined);
+        ``None`` for a local guard, or when the server could not be reached (the
+        caller then decides undetermined itself)."""
+        remote = self._remote()
+        if remote is None:
+            return None
+        try:
+            return remote.unreadable(self._contextualise(action), problem)
+        except Exception as exc:
+            log.error("interlock: the server did not record an unreadable call: %s", exc)
+            return None
+
+    async def _aserver_records(self, action: Action, problem: str) -> Decision | None:
+        """The async twin of :meth:`_server_records`."""
+        remote = self._remote()
+        if remote is None:
+            return None
+        try:
+            return await remote.aunreadable(self._contextualise(action), problem)
+        except Exception as exc:
+            log.error("interlock: the server did not record an unreadable call: %s", exc)
+            return None
 
     def unreadable(self, action: Action, problem: str) -> Decision:
         """Record, without judging it, a call that cannot be read: an undetermined
@@ -690,23 +708,17 @@ class Guard:
         the server record it (it keeps no record of its own); when the server cannot
         be reached the call is undetermined all the same."""
         start = time.perf_counter_ns()
-        remote = self._remote()
-        if remote is not None:
-            try:
-                return remote.unreadable(self._contextualise(action), problem)
-            except Exception as exc:
-                log.error("interlock: the server did not record an unreadable call: %s", exc)
+        told = self._server_records(action, problem)
+        if told is not None:
+            return told
         return self._finish(*self._unreadable(action, problem), start)
 
     async def aunreadable(self, action: Action, problem: str) -> Decision:
         """The async twin of :meth:`unreadable`."""
         start = time.perf_counter_ns()
-        remote = self._remote()
-        if remote is not None:
-            try:
-                return await remote.aunreadable(self._contextualise(action), problem)
-            except Exception as exc:
-                log.error("interlock: the server did not record an unreadable call: %s", exc)
+        told = await self._aserver_records(action, problem)
+        if told is not None:
+            return told
         return await self._afinish(*self._unreadable(action, problem), start)
 
     def _unreadable(self, action: Action, problem: str) -> tuple[Action | None, Decision]:

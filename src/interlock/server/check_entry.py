@@ -43,7 +43,7 @@ from interlock.server.api_models import ActionIn, BatchIn
 from interlock.server.auth import ROLE_PERMISSIONS, Permission
 from interlock.server.handlers import exception_response
 from interlock.server.limits import json_depth
-from interlock.server.routes.checks import answer_body, to_action
+from interlock.server.routes.checks import answer_body, decide_one, to_action
 from interlock.server.workers import WORKER_HEADER
 
 if TYPE_CHECKING:
@@ -58,9 +58,7 @@ _Decide = Callable[["ServerState", BaseModel, "ApiKey"], Awaitable[Decision]]
 
 async def _decide_one(state: ServerState, body: BaseModel, key: ApiKey) -> Decision:
     assert isinstance(body, ActionIn)
-    if body.unreadable is not None:  # recorded as undetermined, never decided
-        return await state.guard.aunreadable(to_action(body, key), body.unreadable)
-    return await state.guard.acheck(to_action(body, key))
+    return await decide_one(state, body, key)
 
 
 async def _decide_batch(state: ServerState, body: BaseModel, key: ApiKey) -> Decision:

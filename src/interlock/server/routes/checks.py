@@ -61,6 +61,15 @@ def to_action(body: ActionIn, key: ApiKey) -> Action:
     )
 
 
+async def decide_one(state: ServerState, body: ActionIn, key: ApiKey) -> Decision:
+    """The decision on one action (``POST /v1/check``, on the stack or the fast entry):
+    judged; or, when the client says it could not read the call, recorded as
+    undetermined and never decided."""
+    if body.unreadable is not None:
+        return await state.guard.aunreadable(to_action(body, key), body.unreadable)
+    return await state.guard.acheck(to_action(body, key))
+
+
 def _answer(state: ServerState, decision: Decision, started: float) -> Response:
     # Serialised here, once: returned as a Response, FastAPI does not validate and
     # encode the model a second time (the route's response_model still documents it).
@@ -107,11 +116,7 @@ async def check(body: ActionIn, request: Request, key: CheckKey) -> Response:
     closed). Every verdict is a 200; the decision is in the body."""
     state = state_of(request)
     started = time.perf_counter()
-    if body.unreadable is not None:  # recorded as undetermined, never decided
-        decision = await state.guard.aunreadable(to_action(body, key), body.unreadable)
-    else:
-        decision = await state.guard.acheck(to_action(body, key))
-    return _answer(state, decision, started)
+    return _answer(state, await decide_one(state, body, key), started)
 
 
 @router.post("/check/batch", response_model=DecisionOut, responses=errors(403))
