@@ -28,6 +28,16 @@ Policy outcomes are kept apart from configuration errors and internal failures::
     │   ├── NothingHeld             (also a LookupError) none is held (or the file changed)
     │   └── HeldDigestMismatch      (also a ValueError) another version of the file is held
     ├── RemoteRefused               the server refused a commit/release/wait (a 4xx)
+    ├── GrantError                  (also a ValueError) a grant refused: by a verifier
+    │   │                           (provider side) or at its claim; ``code`` names why
+    │   ├── GrantInvalid            not a grant of our profile: malformed token, header
+    │   │   │                       or claims
+    │   │   ├── UnknownKey          signed by a key the verifier does not know (or retired)
+    │   │   └── BadSignature        the signature does not verify
+    │   ├── GrantExpired            past its expiry (or not yet valid), beyond the skew
+    │   ├── WrongAudience           issued for another downstream system
+    │   ├── BindingMismatch         the request is not the one the grant was issued for
+    │   └── GrantReplayed           its nonce was seen before / it was claimed already
     └── StoreError                  the store refused or failed an operation (raised by
         │                           store and CLI calls; inside a check it is a cause)
         ├── StoreUnavailable        cannot connect, or the database is locked too long
@@ -78,11 +88,17 @@ __all__ = [
     "ApprovalRequired",
     "AuditFailure",
     "AuditKeyError",
+    "BadSignature",
+    "BindingMismatch",
     "Blocked",
     "ConfigError",
     "CostUnknown",
     "DecisionTimeout",
     "EvaluationError",
+    "GrantError",
+    "GrantExpired",
+    "GrantInvalid",
+    "GrantReplayed",
     "HeldDigestMismatch",
     "InterlockError",
     "InternalFailure",
@@ -102,6 +118,8 @@ __all__ = [
     "StoreError",
     "StoreTimeout",
     "StoreUnavailable",
+    "UnknownKey",
+    "WrongAudience",
     "describe",
     "message_of",
 ]
@@ -322,6 +340,55 @@ class RemoteError(InternalFailure):
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class GrantError(InterlockError, ValueError):
+    """A grant refused, by a verifier or at its claim. ``code`` is a stable, machine-
+    readable name of the reason (what a verifier answers with)."""
+
+    code: str = "grant_error"
+
+
+class GrantInvalid(GrantError):
+    """Not a grant of Interlock's profile: a malformed token, header or claims."""
+
+    code = "grant_invalid"
+
+
+class UnknownKey(GrantInvalid):
+    """Signed by a key the verifier does not know, or one retired."""
+
+    code = "unknown_key"
+
+
+class BadSignature(GrantInvalid):
+    """The signature does not verify under the key the token names."""
+
+    code = "bad_signature"
+
+
+class GrantExpired(GrantError):
+    """Past its expiry, or not yet valid, beyond the allowed clock skew."""
+
+    code = "grant_expired"
+
+
+class WrongAudience(GrantError):
+    """Issued for another downstream system."""
+
+    code = "wrong_audience"
+
+
+class BindingMismatch(GrantError):
+    """The request that arrived is not the one the grant was issued for."""
+
+    code = "binding_mismatch"
+
+
+class GrantReplayed(GrantError):
+    """Its nonce was seen before (provider side), or it was claimed already."""
+
+    code = "grant_replayed"
 
 
 class RemoteRefused(InterlockError):
