@@ -175,6 +175,7 @@ class Telemetry:
             description="Tokens used by guarded model calls",
             explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS,
         )
+        self._labels: dict[tuple[Verdict, str], dict[str, str]] = {}
         self._pending: OrderedDict[str, _Decided] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -197,7 +198,12 @@ class Telemetry:
         start = min(int(event.ts * 1e9) - event.latency_ns, end)
         kind = action.kind if action is not None else "unknown"
         verdict = decision.verdict
-        labels = {"interlock.verdict": verdict.value, "interlock.action.kind": kind}
+        labels = self._labels.get((verdict, kind))
+        if labels is None:  # one dict per verdict and kind, not one per decision
+            labels = self._labels[(verdict, kind)] = {
+                "interlock.verdict": verdict.value,
+                "interlock.action.kind": kind,
+            }
         self.decisions.add(1, labels)
         self.duration.record((end - start) / 1e9, labels)
         reservation = decision.reservation
@@ -206,16 +212,21 @@ class Telemetry:
                 self.reserved.add(
                     units, {"interlock.budget.id": budget, "interlock.budget.unit": unit}
                 )
+        span = self.tracer.start_span("interlock.check", kind=SpanKind.INTERNAL, start_time=start)
+        if not span.is_recording():
+            # No SDK (the API's no-op), or not sampled: nothing to describe, and a
+            # refused call's span would not be recorded either.
+            span.end(end_time=end)
+            return
         call = _call_attributes(action)
-        attributes = {**call, **_decision_attributes(decision)}
+        attributes = _decision_attributes(decision)
+        attributes.update(call)
         if self.reasons and (verdict is not _ALLOW or decision.fail_open):
             attributes["interlock.reason"] = decision.reason  # as told: redacted
-        span = self.tracer.start_span(
-            "interlock.check", kind=SpanKind.INTERNAL, attributes=attributes, start_time=start
-        )
+        if verdict is _UNDETERMINED and decision.cause is not None:
+            attributes["error.type"] = type(decision.cause).__name__
+        span.set_attributes(attributes)
         if verdict is _UNDETERMINED:
-            if decision.cause is not None:
-                span.set_attribute("error.type", type(decision.cause).__name__)
             span.set_status(Status(StatusCode.ERROR, self._why(decision)))
         span.end(end_time=end)
         if action is None:
