@@ -89,3 +89,63 @@ print(json.dumps({"error": error}))
     )
     assert found["error"] is not None
     assert "pip install 'interlock[otel]'" in str(found["error"])
+
+
+def test_telemetry_true_uses_an_sdk_configured_after_the_guard() -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    found = run(
+        """
+import json
+from interlock import Action, Guard, load_policy_text
+policy = load_policy_text('''
+version: 1
+default: deny
+rules:
+  - {id: read, decision: allow, reason: ok, name: read_file}
+''')
+guard = Guard(policy, telemetry=True)      # before any SDK: the API's placeholders
+assert guard.check(Action.tool("read_file", {})).allowed   # a no-op span, not kept
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+reader = InMemoryMetricReader()
+metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+
+assert not guard.check(Action.tool("rm", {})).allowed
+counted = [
+    (p.attributes["interlock.verdict"], p.value)
+    for r in reader.get_metrics_data().resource_metrics
+    for s in r.scope_metrics
+    for m in s.metrics if m.name == "interlock.decisions"
+    for p in m.data.data_points
+]
+print(json.dumps({"spans": [s.name for s in exporter.get_finished_spans()], "counted": counted}))
+"""
+    )
+    assert found["spans"] == ["interlock.check", "execute_tool rm"]
+    assert found["counted"] == [["deny", 1]]
+
+
+def test_the_api_alone_is_enough_and_decides_the_same() -> None:
+    pytest.importorskip("opentelemetry")
+    hide_sdk = HIDE.replace(
+        'name == "opentelemetry" or name.startswith("opentelemetry.")',
+        ('name == "opentelemetry.sdk" or name.startswith("opentelemetry.sdk.")'),
+    )
+    found = run(
+        hide_sdk
+        + WORK.replace("guard = Guard(policy)", "guard = Guard(policy, telemetry=True)")
+        + "print(json.dumps({'loaded': loaded}))"
+    )
+    loaded = found["loaded"]
+    assert isinstance(loaded, list)
+    assert "interlock.otel" in loaded and "opentelemetry.trace" in loaded
+    assert not any(name.startswith("opentelemetry.sdk") for name in loaded)
