@@ -197,6 +197,12 @@ def _llm_proxy_profile() -> str:
     return llm_proxy.profile()
 
 
+def _otel(calls: int | None, quick: bool) -> BenchResult:
+    from bench import otel
+
+    return otel.run(calls or (2_000 if quick else otel.DEFAULT_CALLS))
+
+
 #: name -> benchmark.
 BENCHMARKS: dict[str, Benchmark] = {
     "check": Benchmark(
@@ -324,6 +330,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "responses), and each side's CPU per call (--calls: non-streamed chat calls per side)",
         _llm_proxy,
         _llm_proxy_profile,
+    ),
+    "otel": Benchmark(
+        "guard.check and a protected call with OpenTelemetry telemetry off (the baseline), "
+        "on with the API only (no SDK), and on with the SDK and in-memory exporter/reader; "
+        "the extra absent in a fresh interpreter; p50 and CPU ratios (--calls: per subject)",
+        _otel,
     ),
 }
 
