@@ -110,3 +110,18 @@ def test_tool_descriptions_are_kept_by_name() -> None:
         "  bare:\n    parameters: {type: object, properties: {}}\n"
     )
     assert dict(compiled.tool_descriptions) == {"refund_order": "Refunds an order."}
+
+
+def test_the_docs_error_example_is_what_the_loader_says() -> None:
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "approvals-ui.md").read_text()
+    policy_text = re.search(r"```yaml\n(.*?)```", doc, re.DOTALL)
+    shown = re.search(r"```text\n(interlock\.yaml:\d+: rule .*?)\n```", doc, re.DOTALL)
+    assert policy_text is not None and shown is not None
+    bad = policy_text.group(1).replace("severity: high ", "severity: severe")
+    assert bad != policy_text.group(1)
+    with pytest.raises(PolicyError) as failed:
+        load_policy_text(bad, file="interlock.yaml")
+    assert str(failed.value) == shown.group(1)
