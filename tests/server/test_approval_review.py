@@ -286,12 +286,34 @@ async def test_the_history_is_the_tenants_and_needs_an_approvers_role(api: Api) 
 
 @pytest.mark.parametrize(
     "before",
-    ["", "x", "12", "12.", ".apr_1", "-1.apr_1", "1.apr 1", "1.apr_1;drop", "9" * 20 + ".a"],
+    [
+        "",
+        "x",
+        "12",
+        "12.",
+        ".apr_1",
+        "-1.apr_1",
+        "1.apr 1",
+        "1.apr_1;drop",
+        "1.apr_1' OR '1'='1",
+        "9" * 20 + ".a",
+        str(2**63) + ".apr_1",  # past a BIGINT: refused, not a database error
+        "١٢.apr_1",  # Arabic-Indic digits
+        "1.apr_1\n",
+    ],
 )
 async def test_a_malformed_cursor_is_a_422(api: Api, before: str) -> None:
     answer = await history(api, before=before)
     assert answer.status_code == 422, answer.text
     assert answer.json()["error"]["field"] == "before"
+
+
+async def test_a_cursor_at_the_edge_pages_on(api: Api) -> None:
+    approval_id = await ask(api, arguments={"order_id": 5, "amount": 500})
+    assert (await decide(api, approval_id, "deny", "no")).status_code == 200
+    edge = await history(api, before=f"{2**63 - 1}.zzz")
+    assert [a["id"] for a in edge.json()["approvals"]] == [approval_id]
+    assert (await history(api, before="0.a")).json()["approvals"] == []
 
 
 @pytest.mark.parametrize("limit", [0, 201, -1])
@@ -310,3 +332,35 @@ async def test_the_openapi_document_describes_the_new_api(api: Api) -> None:
         assert name in fields
     assert "required" in schemas["DecideIn"]["properties"]["reason"]["description"].lower()
     assert "422" in doc["paths"]["/v1/approvals/{approval_id}/approve"]["post"]["responses"]
+
+
+# -- interlock serve ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("flags", "blank_status"),
+    [((), 422), (("--approval-reason-required",), 422), (("--approval-reason-optional",), 200)],
+)
+def test_serve_takes_the_reason_option(
+    tmp_path: Path, flags: tuple[str, ...], blank_status: int
+) -> None:
+    from .test_serve_process import STARTUP, free_port, make_keys, serving, stop, wait_until_up
+
+    tokens = make_keys(f"sqlite:///{tmp_path / 'i.db'}")
+    port = free_port()
+    with serving(tmp_path, "--port", str(port), *flags) as proc:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=STARTUP) as client:
+            wait_until_up(proc, client)
+            agent = {"Authorization": f"Bearer {tokens['agent']}"}
+            approver = {"Authorization": f"Bearer {tokens['approver']}"}
+            body = {"name": "refund_order", "arguments": {"amount": 250}}
+            asked = client.post("/v1/check", json=body, headers=agent).json()
+            approval_id = asked["approval"]["id"]
+            blank = client.post(
+                f"/v1/approvals/{approval_id}/approve", json={"reason": ""}, headers=approver
+            )
+            assert blank.status_code == blank_status, blank.text
+            listed = client.get("/v1/approvals?status=all", headers=approver).json()
+            assert listed["reason_required"] is (blank_status == 422)
+        stop(proc)

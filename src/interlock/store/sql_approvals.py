@@ -417,12 +417,12 @@ class HistoryCursor:
     def parse(cls, text: str) -> HistoryCursor:
         """The cursor ``str()`` wrote; ``ValueError`` for anything else."""
         match = _CURSOR.fullmatch(text)
-        if match is None:
+        if match is None or int(match.group(1)) >= 2**63:  # a BIGINT holds the time
             raise ValueError(f"not a history cursor: {text[:80]!r}")
         return cls(int(match.group(1)), match.group(2))
 
 
-_CURSOR = re.compile(r"(\d{1,19})\.([A-Za-z0-9_\-]{1,64})")
+_CURSOR = re.compile(r"([0-9]{1,19})\.([A-Za-z0-9_-]{1,64})")
 
 
 def _approval_entry(record: ApprovalRecord) -> AuditEntry:
