@@ -364,3 +364,31 @@ def test_serve_takes_the_reason_option(
             listed = client.get("/v1/approvals?status=all", headers=approver).json()
             assert listed["reason_required"] is (blank_status == 422)
         stop(proc)
+
+
+# -- a framework's description reaches the approval ----------------------------------------
+
+
+def test_a_langchain_tools_description_is_carried_into_the_approval(tmp_path: Path) -> None:
+    pytest.importorskip("langchain_core")
+    from langchain_core.tools import tool
+
+    from interlock import ApprovalRequired
+    from interlock.adapters.langchain import guard_tool
+
+    @tool
+    def wire(to: str, amount: int) -> str:
+        """Sends a wire transfer to an outside bank account."""
+        return f"sent {amount} to {to}"
+
+    guard = Guard(load_policy_text(POLICY), store=f"sqlite:///{tmp_path / 'lc.db'}")
+    try:
+        guarded = guard_tool(wire, guard)
+        with pytest.raises(ApprovalRequired) as asked:
+            guarded.invoke({"to": "NL00BANK0123", "amount": 10})
+        assert guard.store is not None and asked.value.approval_id is not None
+        record = guard.store.get_approval(asked.value.approval_id)
+        assert record.tool_description == "Sends a wire transfer to an outside bank account."
+        assert (record.tool_description_from, record.severity) == ("agent", "low")
+    finally:
+        guard.close()
