@@ -119,7 +119,9 @@ def test_two_workers_serve_share_the_store_and_stop_cleanly(tmp_path: Path, stor
             assert _worker(asked) == w0 and asked.json()["verdict"] == "require_approval"
             approval_id = asked.json()["approval"]["id"]
             decisions.append(asked.json()["decision_id"])
-            approved = two.post(f"/v1/approvals/{approval_id}/approve", headers=approver)
+            approved = two.post(
+                f"/v1/approvals/{approval_id}/approve", json={"reason": "checked"}, headers=approver
+            )
             assert _worker(approved) == w1 and approved.json()["decided_by"] == "alice"
             waited = one.get(f"/v1/approvals/{approval_id}/wait?timeout=60", headers=agent)
             assert waited.json()["status"] == "approved"

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from interlock.policy.specs import Durability, KeyScope, Window
 
 __all__ = [
+    "SEVERITY_ORDER",
     "ApprovalsData",
     "AuditData",
     "BudgetData",
@@ -64,6 +65,10 @@ Globs = str | list[str]
 Scalar = str | int | float | bool
 DecisionName = Literal["allow", "deny", "require_approval"]
 Mode = Literal["enforce", "shadow"]
+#: How much is at stake when a rule fires, lowest first (shown to an approver).
+Severity = Literal["low", "medium", "high", "critical"]
+#: The severities, lowest first.
+SEVERITY_ORDER: tuple[str, ...] = ("low", "medium", "high", "critical")
 
 
 class ConditionData(NamedTuple):
@@ -111,6 +116,7 @@ class RuleData(NamedTuple):
     params: dict[str, ConditionData]
     shell: ShellData | None
     when: str | None
+    severity: Severity | None = None
 
 
 class ScopesData(NamedTuple):
@@ -244,6 +250,7 @@ def _rule(model: RuleModel) -> RuleData:
         params={key: _condition(c) for key, c in model.params.items()},
         shell=_shell(model.shell) if model.shell is not None else None,
         when=model.when,
+        severity=model.severity,
     )
 
 
