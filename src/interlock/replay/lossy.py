@@ -71,7 +71,9 @@ _RANK: Final = {
 
 def body_may_be_lossy(body: str) -> bool:
     """A quick test on a stored body: False means no value of it was redacted."""
-    return any(marker in body for marker in _BODY_MARKERS)
+    if "[REDACTED" in body:
+        return True
+    return "<" in body and any(marker in body for marker in _BODY_MARKERS[1:])
 
 
 def lossy_value(value: Any) -> bool:
