@@ -33,6 +33,9 @@ __all__ = ["STATEFUL_PREFIXES", "Recorded", "Skipped", "read_recorded"]
 STATEFUL_PREFIXES: Final = ("budget:", "rate:")
 
 _VERDICTS: Final = {verdict.value: verdict for verdict in Verdict}
+# Contexts are immutable: the records of one caller and session share one.
+_CONTEXTS: dict[tuple[str, str | None, str | None, str | None], Context] = {}
+_CONTEXTS_KEPT: Final = 4096
 
 
 class Skipped(Exception):
@@ -103,7 +106,8 @@ def read_recorded(row: AuditRow) -> Recorded:
         raise Skipped("unreadable")
     if type(summary.get("kind")) is not str or type(summary.get("name")) is not str:
         raise Skipped("unreadable")
-    rule_ids = tuple(str(rule) for rule in record.get("rule_ids") or ())
+    listed = record.get("rule_ids") or ()
+    rule_ids = tuple(map(str, listed)) if type(listed) is list else ()
     pure, pure_ids, stateful = _pure(verdict, rule_ids, record)
     return Recorded(
         row.seq,
@@ -132,20 +136,29 @@ def _action(summary: dict[str, Any], tenant: str, record: dict[str, Any]) -> Act
         return None
     target, scope = summary.get("target"), summary.get("scope")
     capabilities = summary.get("capabilities") or ()
-    context = Context(
-        tenant=tenant,
-        agent=_text(record.get("agent")),
-        session_id=_text(record.get("session_id")),
-        call_id=_text(record.get("call_id")),
+    who = (
+        tenant,
+        _text(record.get("agent")),
+        _text(record.get("session_id")),
+        _text(record.get("call_id")),
     )
+    context = _CONTEXTS.get(who)
+    if context is None:  # one per caller and session, not one per record
+        if len(_CONTEXTS) >= _CONTEXTS_KEPT:
+            _CONTEXTS.clear()
+        context = _CONTEXTS[who] = Context(
+            tenant=who[0], agent=who[1], session_id=who[2], call_id=who[3]
+        )
     return Action(
-        kind=kind,
-        name=name,
-        arguments=args,
-        target=target if isinstance(target, str) else None,
-        scope=scope if isinstance(scope, str) else None,
-        capabilities=tuple(str(c) for c in capabilities) if isinstance(capabilities, list) else (),
-        context=context,
+        kind,
+        name,
+        args,
+        target if isinstance(target, str) else None,
+        scope if isinstance(scope, str) else None,
+        None,
+        None,
+        tuple(map(str, capabilities)) if type(capabilities) is list else (),
+        context,
     )
 
 
