@@ -157,6 +157,12 @@ CASES = [
         -1,  # with `default: deny` below
     ),
     (
+        "benign: undetermined by a rule reading an argument kept whole",
+        [FETCH_WITH_KEY],
+        _rule("bad-cel", "deny", '    name: fetch_url\n    when: "args.url > 5"\n'),
+        0,
+    ),
+    (
         "benign: a redacted rule of another tool",
         [PLAIN_FETCH, MAIL_WITH_TOKEN],
         _rule(

@@ -210,10 +210,15 @@ class Replayer:
             return None
         reads = self._reads if lost else self._unrecorded
         why = verdict_unknown(new, unknown_rules(reads, facts, lost))
-        if why is None and lost:
-            built_in = bool(new.rule_ids) and all(r.startswith(_BUILT_IN) for r in new.rule_ids)
-            if new.verdict is Verdict.UNDETERMINED or built_in:
-                return "its verdict comes from reading arguments that were redacted"
+        # A check before the rules (aliases, a URL two parsers read apart) read the
+        # arguments, redacted ones included.
+        if (
+            why is None
+            and lost
+            and new.rule_ids
+            and all(rule_id.startswith(_BUILT_IN) for rule_id in new.rule_ids)
+        ):
+            return f"{new.rule_ids[0]} read arguments that were redacted"
         return why
 
     def report(self, filters: ReplayFilter | None = None) -> ReplayReport:
