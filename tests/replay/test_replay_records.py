@@ -125,3 +125,13 @@ def test_a_hostile_argument_is_judged_undetermined_not_a_crash() -> None:
     replayer.feed([row(record)])
     assert replayer.tally.replayed == 1
     assert replayer.tally.changes["undetermined_changed"] == 1  # allow → undetermined
+
+
+def test_the_modules_docstring_examples_hold() -> None:
+    import doctest
+
+    from interlock.replay import compare, lossy
+
+    for module in (compare, lossy):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
