@@ -203,6 +203,12 @@ def _llm_proxy_profile() -> str:
     return llm_proxy.profile()
 
 
+def _replay(calls: int | None, quick: bool) -> BenchResult:
+    from bench import replay
+
+    return replay.run(calls, quick)
+
+
 def _otel(calls: int | None, quick: bool) -> BenchResult:
     from bench import otel
 
@@ -333,6 +339,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "judge, HTTP upstream) vs straight to the same HTTP upstream, raw httpx client, "
         "interleaved (--calls: calls per subject)",
         _mcp_gateway_http,
+    ),
+    "replay": Benchmark(
+        "interlock audit replay over a recorded log of the demo's agents (SQLite), "
+        "re-decisions/s vs the plain engine on the same calls (--calls: records, "
+        "default 100,000)",
+        _replay,
     ),
     "llm-proxy": Benchmark(
         "the openai client through interlock llm-proxy (SQLite store, default durability), "

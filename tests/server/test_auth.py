@@ -121,6 +121,12 @@ ENDPOINTS = [
     Endpoint("GET", "/v1/audit", frozenset({APPROVER, ADMIN})),
     Endpoint("GET", "/v1/audit/export", frozenset({APPROVER, ADMIN})),
     Endpoint("GET", "/v1/audit/verify", frozenset({APPROVER, ADMIN})),
+    Endpoint(
+        "POST",
+        "/v1/audit/replay",
+        frozenset({ADMIN}),
+        body={"policy": "version: 1\ndefault: deny\n"},
+    ),
     Endpoint("GET", "/v1/whoami", EVERYONE),
     Endpoint(
         "POST",

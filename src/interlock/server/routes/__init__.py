@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from interlock.server.routes import approvals, audit, budgets, checks, policy, service
+from interlock.server.routes import approvals, audit, budgets, checks, policy, replay, service
 
 __all__ = ["routers"]
 
@@ -16,6 +16,7 @@ def routers() -> list[APIRouter]:
         approvals.router,
         budgets.router,
         audit.router,
+        replay.router,
         policy.router,
         service.metrics_router,
     ]
