@@ -112,3 +112,18 @@ def test_the_page_has_nothing_inline_and_no_html_sinks(name: str) -> None:
     if name.endswith(".html"):
         assert re.findall(r"<script[^>]*>", text) == ['<script src="replay.js" defer>']
         assert "<style" not in text
+
+
+def test_the_two_pages_link_to_each_other_and_keep_the_sign_in(
+    server: UiServer, page: Page
+) -> None:
+    sign_in(page, server, "admin_as_agent")
+    expect(page.get_by_test_id("who-text")).to_contain_text("(admin, tenant acme)")
+    expect(page.get_by_test_id("nav-replay")).to_have_attribute("aria-current", "page")
+    page.get_by_test_id("nav-approvals").click()
+    expect(page).to_have_url(f"{server.url}/ui/")
+    expect(page.get_by_test_id("who-text")).to_contain_text("tenant acme")  # same tab's key
+    expect(page.get_by_test_id("nav-approvals")).to_have_attribute("aria-current", "page")
+    page.get_by_test_id("nav-replay").click()
+    expect(page).to_have_url(f"{server.url}/ui/replay")
+    expect(page.get_by_test_id("draft")).to_be_visible()
