@@ -49,6 +49,7 @@ from interlock.store import (
     default_database_url,
     open_store,
 )
+from interlock.store.sql_approvals import has_words
 from interlock.store.sqlite import SQLiteStore
 
 __all__ = ["approvals_app", "audit_app", "budgets_app", "db_app"]
@@ -515,7 +516,16 @@ ApproverOption = Annotated[
         show_default=False,
     ),
 ]
-ReasonOption = Annotated[str, typer.Option(help="Why; kept with the approval and audited.")]
+ReasonOption = Annotated[
+    str, typer.Option(help="Why (required): kept with the approval, audited and shown.")
+]
+ReasonOptionalOption = Annotated[
+    bool,
+    typer.Option(
+        "--reason-optional",
+        help="Decide without a reason (as `interlock serve --approval-reason-optional`).",
+    ),
+]
 
 
 @approvals_app.command("approve")
@@ -523,11 +533,14 @@ def approvals_approve(
     approval_id: ApprovalIdArgument,
     approver: ApproverOption = None,
     reason: ReasonOption = "",
+    reason_optional: ReasonOptionalOption = False,
     tenant: TenantOption = None,
     database: DatabaseOption = None,
 ) -> None:
     """Approve a pending request: the identical call, retried, may then run once."""
-    _decide(approval_id, ApprovalStatus.APPROVED, approver, reason, tenant, database)
+    _decide(
+        approval_id, ApprovalStatus.APPROVED, approver, reason, tenant, database, reason_optional
+    )
 
 
 @approvals_app.command("deny")
@@ -535,11 +548,12 @@ def approvals_deny(
     approval_id: ApprovalIdArgument,
     approver: ApproverOption = None,
     reason: ReasonOption = "",
+    reason_optional: ReasonOptionalOption = False,
     tenant: TenantOption = None,
     database: DatabaseOption = None,
 ) -> None:
     """Deny a pending request: the identical call is denied until the denial lapses."""
-    _decide(approval_id, ApprovalStatus.DENIED, approver, reason, tenant, database)
+    _decide(approval_id, ApprovalStatus.DENIED, approver, reason, tenant, database, reason_optional)
 
 
 def _decide(
@@ -549,6 +563,7 @@ def _decide(
     reason: str,
     tenant: str | None,
     database: str | None,
+    reason_optional: bool = False,
 ) -> None:
     # Stripped, so that "bot " cannot pass for someone other than "bot".
     identity = approver if approver is not None else os.environ.get("INTERLOCK_APPROVER", "")
@@ -557,10 +572,21 @@ def _decide(
         raise fail(
             "a decision must name its approver: pass --as IDENTITY or set INTERLOCK_APPROVER"
         )
+    if not reason_optional and not has_words(reason):
+        raise fail(
+            "a decision needs a reason: pass --reason TEXT (kept with the approval, audited "
+            "and shown to whoever reads it), or --reason-optional"
+        )
     with _opened(database) as store:
         decide = store.approve if status is ApprovalStatus.APPROVED else store.deny
         try:
-            record = decide(approval_id, by=identity, reason=reason, tenant=tenant)
+            record = decide(
+                approval_id,
+                by=identity,
+                reason=reason,
+                tenant=tenant,
+                require_reason=not reason_optional,
+            )
         except ApprovalError as exc:
             raise fail(message_of(exc), code=EXIT_FAILED) from None
     effect = "may run once" if status is ApprovalStatus.APPROVED else "is denied"

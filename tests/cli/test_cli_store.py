@@ -220,7 +220,7 @@ def test_the_default_database_follows_the_environment(
         ["audit", "export"],
         ["approvals", "list"],
         ["approvals", "show", "apr_1"],
-        ["approvals", "approve", "apr_1", "--as", "alice"],
+        ["approvals", "approve", "apr_1", "--as", "alice", "--reason", "checked"],
         ["budgets", "status"],
         ["budgets", "reap"],
     ],
@@ -595,10 +595,32 @@ def test_deciding_without_an_approver_exits_2(
 ) -> None:
     record = open_approval(store)
     args = [] if identity is None else ["--as", identity]
-    result = run(url, "approvals", "approve", record.id, *args)
+    result = run(url, "approvals", "approve", record.id, *args, "--reason", "checked")
     assert result.exit_code == 2
     assert "must name its approver" in result.output and "INTERLOCK_APPROVER" in result.output
     assert store.get_approval(record.id).status is ApprovalStatus.PENDING
+
+
+@pytest.mark.parametrize("verb", ["approve", "deny"])
+@pytest.mark.parametrize(
+    "reason", [None, "", "   ", "\u200b\u00a0"], ids=["absent", "empty", "blank", "invisible"]
+)
+def test_deciding_without_a_reason_exits_2_and_decides_nothing(
+    url: str, store: SqlStore, verb: str, reason: str | None
+) -> None:
+    record = open_approval(store)
+    args = [] if reason is None else ["--reason", reason]
+    result = run(url, "approvals", verb, record.id, "--as", "alice", *args)
+    assert result.exit_code == 2, result.output
+    assert "a decision needs a reason" in result.output
+    assert store.get_approval(record.id).status is ApprovalStatus.PENDING
+
+
+def test_reason_optional_decides_without_one(url: str, store: SqlStore) -> None:
+    record = open_approval(store)
+    result = run(url, "approvals", "approve", record.id, "--as", "alice", "--reason-optional")
+    assert result.exit_code == 0, result.output
+    assert store.get_approval(record.id).status is ApprovalStatus.APPROVED
 
 
 @pytest.mark.parametrize("command", ["approve", "deny"])
@@ -611,7 +633,7 @@ def test_the_requester_cannot_decide_its_own_request(
     url: str, store: SqlStore, command: str, identity: str
 ) -> None:
     record = open_approval(store, agent="bot")
-    result = run(url, "approvals", command, record.id, "--as", identity)
+    result = run(url, "approvals", command, record.id, "--as", identity, "--reason", "mine")
     assert result.exit_code == 1
     assert "'bot'" in result.output and "cannot decide it" in result.output
     assert store.get_approval(record.id).status is ApprovalStatus.PENDING
@@ -620,8 +642,13 @@ def test_the_requester_cannot_decide_its_own_request(
 
 def test_a_decided_approval_cannot_be_decided_again(url: str, store: SqlStore) -> None:
     record = open_approval(store)
-    assert run(url, "approvals", "approve", record.id, "--as", "alice").exit_code == 0
-    again = run(url, "approvals", "deny", record.id, "--as", "dave")
+    assert (
+        run(
+            url, "approvals", "approve", record.id, "--as", "alice", "--reason", "checked"
+        ).exit_code
+        == 0
+    )
+    again = run(url, "approvals", "deny", record.id, "--as", "dave", "--reason", "checked")
     assert again.exit_code == 1
     assert f"error: approval {record.id} is approved, not pending" in again.output
     assert len(json_lines(run(url, "audit", "export", "--kind", "approval"))) == 1
@@ -629,7 +656,7 @@ def test_a_decided_approval_cannot_be_decided_again(url: str, store: SqlStore) -
 
 def test_an_expired_approval_cannot_be_decided(url: str, store: SqlStore) -> None:
     record = open_expired_approval(url)
-    result = run(url, "approvals", "approve", record.id, "--as", "alice")
+    result = run(url, "approvals", "approve", record.id, "--as", "alice", "--reason", "checked")
     assert result.exit_code == 1
     assert f"approval {record.id} expired" in result.output
 
@@ -637,7 +664,7 @@ def test_an_expired_approval_cannot_be_decided(url: str, store: SqlStore) -> Non
 def test_deciding_a_missing_approval_exits_1(url: str, store: SqlStore) -> None:
     record = open_approval(store)
     for args in (["apr_nope"], [record.id, "--tenant", "beta"]):
-        result = run(url, "approvals", "approve", *args, "--as", "alice")
+        result = run(url, "approvals", "approve", *args, "--as", "alice", "--reason", "checked")
         assert result.exit_code == 1
         assert f"error: no approval '{args[0]}'" in result.output
     assert store.get_approval(record.id).status is ApprovalStatus.PENDING
@@ -769,7 +796,9 @@ def test_a_round_trip_on_each_back_end(store_url: str) -> None:
     with open_store(store_url) as opened:
         record = open_approval(opened)
         add_decisions(opened)
-    approved = run(store_url, "approvals", "approve", record.id, "--as", "alice")
+    approved = run(
+        store_url, "approvals", "approve", record.id, "--as", "alice", "--reason", "checked"
+    )
     assert approved.exit_code == 0, approved.output
     verified = run(store_url, "audit", "verify")
     assert verified.exit_code == 0, verified.output
