@@ -212,3 +212,30 @@ def test_an_upstream_error_is_released_before_its_answer(
             await rig.app.aclose()
 
     asyncio.run(scenario())
+
+
+def test_a_streams_commit_lands_once_the_next_streams_first_chunk_is_out(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(app_module, "SETTLE_DELAY", HOUR)
+
+    async def scenario() -> None:
+        await rig.app.start()
+        try:
+            assert (await rig.post(STREAM))[0] == 200
+            assert rig.settled == []
+            status, content = await rig.post(STREAM)
+            assert status == 200
+            assert b"data: [DONE]" in content
+            await asyncio.sleep(0)  # the loop's next turn: what the first chunk queued
+            # no timer, no close, no unstreamed call: the first chunk's doing (mid
+            # stream, or right after it when the whole stream was read at once)
+            assert len(rig.settled) in (1, 2)
+            spent, _ = rig.budget()
+            assert spent == len(rig.settled) * TOKENS
+        finally:
+            await rig.app.aclose()
+        assert len(rig.settled) == 2
+        assert rig.standin.calls == 2
+
+    asyncio.run(scenario())

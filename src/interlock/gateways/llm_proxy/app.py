@@ -49,6 +49,7 @@ from interlock.ledger.llm_call import LLMCall
 from .asgi import (
     JSON,
     Disconnected,
+    Message,
     Receive,
     Scope,
     Send,
@@ -251,7 +252,7 @@ class ProxyApp:
             return await refusal.send(send, provider)
         try:  # from here on the reservation is open: every way out settles it
             sent, asked_usage = flavour.upstream_body(body)
-            if self._deferred:  # settled while this call waits for its upstream
+            if self._deferred and not streamed:  # settled while this one waits upstream
                 asyncio.get_running_loop().call_soon(self.settle_deferred)
             answer = await self.client.send(
                 "POST",
@@ -286,8 +287,26 @@ class ProxyApp:
                 decision_id,
                 hide_usage=not asked_usage,
             )
-        await relay(scope, receive, send)
+        # a stream's first chunk waits on the upstream's first event, not on a
+        # commit: what is queued is settled once that chunk has gone out
+        await relay(scope, receive, self._settling_after_first_chunk(send))
         return None
+
+    def _settling_after_first_chunk(self, send: Send) -> Send:
+        """``send``, settling the queued commits once the first body chunk is sent."""
+        if not self._deferred:
+            return send
+        first = True
+
+        async def sending(message: Message) -> None:
+            nonlocal first
+            await send(message)
+            if first and message.get("body"):
+                first = False
+                if self._deferred:
+                    asyncio.get_running_loop().call_soon(self.settle_deferred)
+
+        return sending
 
     async def _upstream_error(self, call: LLMCall, answer: UpstreamResponse, send: Send) -> None:
         content = b""
@@ -410,9 +429,10 @@ class ProxyApp:
         too: a release at once (it goes before the answer, as before); a commit not
         now: it follows an answer already sent, and the client's next request is
         usually on its way. It is queued, and settled while the loop has
-        nothing else to do: right after the next call's request has gone upstream
-        (while that call waits for its answer), or :data:`SETTLE_DELAY` later,
-        whichever comes first; and before the app closes. A worker thread settling
+        nothing else to do: right after the next unstreamed call's request has gone
+        upstream (while that call waits for its answer), once the next stream's
+        first chunk has gone to its client, or :data:`SETTLE_DELAY` later, whichever
+        comes first; and before the app closes. A worker thread settling
         it at once (the way of the other stores, below) competed with the next
         request for the interpreter, and costs a thread switch or two besides (ADR
         0020). A proxy that dies before the settlement leaves the reservation to the
