@@ -1,11 +1,11 @@
-"""On the embedded SQLite store a model call's commit is settled on the event loop
-after its answer, deferred: while the next allowed call waits for its upstream, or
-``SETTLE_DELAY`` later, or when the app closes — once, whatever comes first. A
-release (an upstream error) is not deferred: it goes before the answer.
+"""On the embedded SQLite store a model call's commit is settled on the event loop at
+its next turn after the answer (``call_soon``), not in a worker thread: once, and
+before the app closes. A release (an upstream error) is not queued: it goes before
+the answer.
 
 The proxy's ASGI app is driven directly (one event loop, no server in front), in front
-of the real stand-in upstream on a real socket, with a real guard and SQLite store.
-``SETTLE_DELAY`` is set to an hour where a test must show which event settled a call.
+of the real stand-in upstream on a real socket, with a real guard and SQLite store:
+what the loop has or has not run yet is known exactly, so no test waits on time.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import pytest
 
 from interlock import Guard
 from interlock.gateways.llm_proxy import ProxyConfig, Upstream, create_app
-from interlock.gateways.llm_proxy import app as app_module
 from interlock.gateways.llm_proxy.app import ProxyApp
 from interlock.ledger.llm_call import LLMCall
 from interlock.server import KeyStore, Role
@@ -30,7 +29,6 @@ from .conftest import POLICY, Served
 from .standin import OPENAI_USAGE, StandIn
 
 TOKENS = OPENAI_USAGE["prompt_tokens"] + OPENAI_USAGE["completion_tokens"]
-HOUR = 3600.0
 
 
 class Rig:
@@ -103,39 +101,60 @@ CALL = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}],
 STREAM = {**CALL, "stream": True}
 
 
-def test_a_commit_lands_while_the_next_call_waits_for_its_upstream(
-    rig: Rig, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(app_module, "SETTLE_DELAY", HOUR)  # no timer settles here
-
+def test_a_commit_lands_at_the_loops_next_turn_after_the_answer(rig: Rig) -> None:
     async def scenario() -> None:
         await rig.app.start()
         try:
             status, _ = await rig.post(CALL)
             assert status == 200
             spent, reserved = rig.budget()
-            assert (spent, rig.settled) == (0, [])  # answered; its commit not yet made
+            assert (spent, rig.settled) == (0, [])  # answered; not yet committed
             assert reserved > 0
-            status, _ = await rig.post(CALL)
-            assert status == 200
-            assert len(rig.settled) == 1  # the first, settled during the second's wait
-            spent, reserved = rig.budget()
-            assert spent == TOKENS
-            assert reserved > 0  # the second's reservation, still open
+            await asyncio.sleep(0)  # the loop's next turn
+            assert len(rig.settled) == 1
+            assert rig.budget() == (TOKENS, 0)
+            assert rig.app.settle_deferred() == 0  # nothing twice
         finally:
             await rig.app.aclose()
-        assert len(rig.settled) == 2  # the second, when the app closed
-        assert rig.budget() == (2 * TOKENS, 0)
-        assert rig.standin.calls == 2
+        assert len(rig.settled) == 1
+        assert rig.standin.calls == 1
 
     asyncio.run(scenario())
 
 
-def test_a_refused_call_neither_reaches_the_upstream_nor_settles_the_queue(
-    rig: Rig, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(app_module, "SETTLE_DELAY", HOUR)
+def test_calls_back_to_back_are_each_committed_once(rig: Rig) -> None:
+    async def scenario() -> None:
+        await rig.app.start()
+        try:
+            for body in (CALL, STREAM, CALL, STREAM):
+                assert (await rig.post(body))[0] == 200
+            await asyncio.sleep(0)
+            assert len(rig.settled) == 4
+            assert len(set(map(id, rig.settled))) == 4
+            assert rig.budget() == (4 * TOKENS, 0)
+        finally:
+            await rig.app.aclose()
+        assert len(rig.settled) == 4
+        assert rig.standin.calls == 4
 
+    asyncio.run(scenario())
+
+
+def test_the_app_settles_what_is_queued_before_it_closes(rig: Rig) -> None:
+    async def scenario() -> None:
+        await rig.app.start()
+        try:
+            assert (await rig.post(STREAM))[0] == 200
+            assert rig.settled == []  # queued, the loop not yet turned
+        finally:
+            await rig.app.aclose()
+        assert len(rig.settled) == 1
+        assert rig.budget() == (TOKENS, 0)
+
+    asyncio.run(scenario())
+
+
+def test_a_refused_call_never_reaches_the_upstream_and_settles_nothing(rig: Rig) -> None:
     async def scenario() -> None:
         await rig.app.start()
         try:
@@ -147,47 +166,9 @@ def test_a_refused_call_neither_reaches_the_upstream_nor_settles_the_queue(
             for body in refused:
                 status, content = await rig.post(body)
                 assert status == 403, content
+            await asyncio.sleep(0)
             assert rig.standin.calls == 1  # the refused never reached it
-            assert rig.settled == []  # and nothing was settled on their way
-        finally:
-            await rig.app.aclose()
-        assert len(rig.settled) == 1
-        assert rig.budget() == (TOKENS, 0)
-
-    asyncio.run(scenario())
-
-
-def test_a_stream_is_committed_once_after_its_end(
-    rig: Rig, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(app_module, "SETTLE_DELAY", HOUR)
-
-    async def scenario() -> None:
-        await rig.app.start()
-        try:
-            status, content = await rig.post(STREAM)
-            assert status == 200
-            assert b"data: [DONE]" in content
-            assert rig.settled == []
-            assert rig.app.settle_deferred() == 1
-            assert rig.app.settle_deferred() == 0  # nothing twice
-            assert rig.budget() == (TOKENS, 0)
-        finally:
-            await rig.app.aclose()
-        assert len(rig.settled) == 1
-        assert rig.budget() == (TOKENS, 0)
-
-    asyncio.run(scenario())
-
-
-def test_without_another_call_the_commit_lands_by_itself(rig: Rig) -> None:
-    async def scenario() -> None:
-        await rig.app.start()
-        try:
-            landed = asyncio.Event()
-            rig.app.on_settled = lambda call: landed.set()
-            assert (await rig.post(CALL))[0] == 200
-            await asyncio.wait_for(landed.wait(), timeout=30)  # the timer's, not a close's
+            assert len(rig.settled) == 1  # the allowed call's commit, no other
             assert rig.budget() == (TOKENS, 0)
         finally:
             await rig.app.aclose()
@@ -195,11 +176,7 @@ def test_without_another_call_the_commit_lands_by_itself(rig: Rig) -> None:
     asyncio.run(scenario())
 
 
-def test_an_upstream_error_is_released_before_its_answer(
-    rig: Rig, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(app_module, "SETTLE_DELAY", HOUR)
-
+def test_an_upstream_error_is_released_before_its_answer(rig: Rig) -> None:
     async def scenario() -> None:
         await rig.app.start()
         try:
@@ -210,32 +187,5 @@ def test_an_upstream_error_is_released_before_its_answer(
             assert rig.budget() == (0, 0)
         finally:
             await rig.app.aclose()
-
-    asyncio.run(scenario())
-
-
-def test_a_streams_commit_lands_once_the_next_streams_first_chunk_is_out(
-    rig: Rig, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(app_module, "SETTLE_DELAY", HOUR)
-
-    async def scenario() -> None:
-        await rig.app.start()
-        try:
-            assert (await rig.post(STREAM))[0] == 200
-            assert rig.settled == []
-            status, content = await rig.post(STREAM)
-            assert status == 200
-            assert b"data: [DONE]" in content
-            await asyncio.sleep(0)  # the loop's next turn: what the first chunk queued
-            # no timer, no close, no unstreamed call: the first chunk's doing (mid
-            # stream, or right after it when the whole stream was read at once)
-            assert len(rig.settled) in (1, 2)
-            spent, _ = rig.budget()
-            assert spent == len(rig.settled) * TOKENS
-        finally:
-            await rig.app.aclose()
-        assert len(rig.settled) == 2
-        assert rig.standin.calls == 2
 
     asyncio.run(scenario())

@@ -49,7 +49,6 @@ from interlock.ledger.llm_call import LLMCall
 from .asgi import (
     JSON,
     Disconnected,
-    Message,
     Receive,
     Scope,
     Send,
@@ -74,7 +73,7 @@ from .upstream import UpstreamResponse, Upstreams, upstream_client
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["SETTLE_DELAY", "ProxyApp", "create_app"]
+__all__ = ["ProxyApp", "create_app"]
 
 log = logging.getLogger("interlock")
 
@@ -84,9 +83,6 @@ _RELAYED_HEADERS: Final = ("content-type", "request-id", "x-request-id", "retry-
 #: streams are long)
 UPSTREAM_TIMEOUTS: Final = Timeouts(connect=10.0, read=600.0, write=60.0, pool=10.0)
 UPSTREAM_LIMITS: Final = Limits(max_connections=1000, max_idle=100)
-#: at most this long (seconds) between an answer on the embedded SQLite store and its
-#: settlement, when no other upstream call gives the loop a wait to settle it in
-SETTLE_DELAY: Final = 0.002
 _SSE_HEADERS: Final = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
@@ -143,7 +139,7 @@ class ProxyApp:
         # calls checked on the loop (Caller.inline): settled on the loop, deferred
         self._inline: weakref.WeakSet[LLMCall] = weakref.WeakSet()
         self._deferred: list[tuple[LLMCall, BaseException | None]] = []
-        self._drain_timer: asyncio.TimerHandle | None = None
+        self._drain_scheduled = False
         openai, anthropic = config.openai, config.anthropic
         self.routes: dict[str, tuple[Provider, _AnyFlavour, Upstream | None, Target | None]] = {
             "/v1/chat/completions": _route("openai", flavour_of("openai"), openai),
@@ -252,8 +248,6 @@ class ProxyApp:
             return await refusal.send(send, provider)
         try:  # from here on the reservation is open: every way out settles it
             sent, asked_usage = flavour.upstream_body(body)
-            if self._deferred and not streamed:  # settled while this one waits upstream
-                asyncio.get_running_loop().call_soon(self.settle_deferred)
             answer = await self.client.send(
                 "POST",
                 target,
@@ -287,26 +281,8 @@ class ProxyApp:
                 decision_id,
                 hide_usage=not asked_usage,
             )
-        # a stream's first chunk waits on the upstream's first event, not on a
-        # commit: what is queued is settled once that chunk has gone out
-        await relay(scope, receive, self._settling_after_first_chunk(send))
+        await relay(scope, receive, send)
         return None
-
-    def _settling_after_first_chunk(self, send: Send) -> Send:
-        """``send``, settling the queued commits once the first body chunk is sent."""
-        if not self._deferred:
-            return send
-        first = True
-
-        async def sending(message: Message) -> None:
-            nonlocal first
-            await send(message)
-            if first and message.get("body"):
-                first = False
-                if self._deferred:
-                    asyncio.get_running_loop().call_soon(self.settle_deferred)
-
-        return sending
 
     async def _upstream_error(self, call: LLMCall, answer: UpstreamResponse, send: Send) -> None:
         content = b""
@@ -426,17 +402,13 @@ class ProxyApp:
         """Commit (or release, when ``failed``) — once: a second call does nothing.
 
         A call checked on the loop (the embedded SQLite store) is settled on the loop
-        too: a release at once (it goes before the answer, as before); a commit not
-        now: it follows an answer already sent, and the client's next request is
-        usually on its way. It is queued, and settled while the loop has
-        nothing else to do: right after the next unstreamed call's request has gone
-        upstream (while that call waits for its answer), once the next stream's
-        first chunk has gone to its client, or :data:`SETTLE_DELAY` later, whichever
-        comes first; and before the app closes. A worker thread settling
-        it at once (the way of the other stores, below) competed with the next
-        request for the interpreter, and costs a thread switch or two besides (ADR
-        0020). A proxy that dies before the settlement leaves the reservation to the
-        reaper, which charges it in full (module docstring): the same as before.
+        too: a release at once (it goes before the answer, as before); a commit at
+        the loop's next turn (``call_soon``), once the answer it follows has been
+        sent and this request is done — while the client reads that answer. A
+        worker thread settling it instead competed with the client's next request
+        for the interpreter, and cost about twice the CPU (ADR 0020). A proxy that
+        dies before the settlement leaves the reservation to the reaper, which
+        charges it in full (module docstring): the same as before.
 
         Otherwise on the store's worker thread (or over HTTP to the shared server),
         shielded from cancellation."""
@@ -447,9 +419,9 @@ class ProxyApp:
             self._deferred.append((call, failed))
             if failed is not None:  # a release goes before the answer: now
                 self.settle_deferred()
-            elif self._drain_timer is None:
-                loop = asyncio.get_running_loop()
-                self._drain_timer = loop.call_later(SETTLE_DELAY, self.settle_deferred)
+            elif not self._drain_scheduled:
+                self._drain_scheduled = True
+                asyncio.get_running_loop().call_soon(self.settle_deferred)
             return
         kind = None if failed is None else type(failed)
         with anyio.CancelScope(shield=True):
@@ -460,9 +432,7 @@ class ProxyApp:
         """Settle every call queued by :meth:`_settle`, in order; how many. Never
         raises: a settlement that fails is logged (by the call), and the reaper
         settles its reservation after its TTL."""
-        timer, self._drain_timer = self._drain_timer, None
-        if timer is not None:
-            timer.cancel()
+        self._drain_scheduled = False
         done = 0
         while self._deferred:
             call, failed = self._deferred.pop(0)
