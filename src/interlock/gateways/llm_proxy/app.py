@@ -29,7 +29,9 @@ A plain ASGI app, no framework on the request path (:mod:`.asgi`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -72,6 +74,8 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = ["ProxyApp", "create_app"]
+
+log = logging.getLogger("interlock")
 
 _AnyFlavour = Flavour | ResponsesFlavour
 _RELAYED_HEADERS: Final = ("content-type", "request-id", "x-request-id", "retry-after")
@@ -132,6 +136,10 @@ class ProxyApp:
         self.transport = transport
         self.client: Upstreams | None = None
         self._settled: weakref.WeakSet[LLMCall] = weakref.WeakSet()
+        # calls checked on the loop (Caller.inline): settled on the loop, deferred
+        self._inline: weakref.WeakSet[LLMCall] = weakref.WeakSet()
+        self._deferred: list[tuple[LLMCall, BaseException | None]] = []
+        self._drain_scheduled = False
         openai, anthropic = config.openai, config.anthropic
         self.routes: dict[str, tuple[Provider, _AnyFlavour, Upstream | None, Target | None]] = {
             "/v1/chat/completions": _route("openai", flavour_of("openai"), openai),
@@ -173,6 +181,7 @@ class ProxyApp:
             await self.callers.start()
 
     async def aclose(self) -> None:
+        self.settle_deferred()  # before the store can close: nothing left open
         client, self.client = self.client, None
         if client is not None:
             await client.aclose()
@@ -229,6 +238,7 @@ class ProxyApp:
         try:
             if caller.inline:
                 call.__enter__()
+                self._inline.add(call)
             else:
                 await call.__aenter__()
         except Blocked as exc:
@@ -390,15 +400,52 @@ class ProxyApp:
 
     async def _settle(self, call: LLMCall, *, failed: BaseException | None = None) -> None:
         """Commit (or release, when ``failed``) — once: a second call does nothing.
-        Shielded from cancellation. Off the event loop (the store's worker thread):
-        it follows an answer already sent, so it may overlap the client's next
-        request rather than hold the loop in front of it (ADR 0020)."""
+
+        A call checked on the loop (the embedded SQLite store) is settled on the loop
+        too: a release at once (it goes before the answer, as before); a commit at
+        the loop's next turn (``call_soon``), once the answer it follows has been
+        sent and this request is done — while the client reads that answer. A
+        worker thread settling it instead competed with the client's next request
+        for the interpreter, and cost about twice the CPU (ADR 0020). A proxy that
+        dies before the settlement leaves the reservation to the reaper, which
+        charges it in full (module docstring): the same as before.
+
+        Otherwise on the store's worker thread (or over HTTP to the shared server),
+        shielded from cancellation."""
         if call in self._settled:
             return
         self._settled.add(call)
+        if call in self._inline:
+            self._deferred.append((call, failed))
+            if failed is not None:  # a release goes before the answer: now
+                self.settle_deferred()
+            elif not self._drain_scheduled:
+                self._drain_scheduled = True
+                asyncio.get_running_loop().call_soon(self.settle_deferred)
+            return
         kind = None if failed is None else type(failed)
         with anyio.CancelScope(shield=True):
             await call.__aexit__(kind, failed, None)
+        self._told(call)
+
+    def settle_deferred(self) -> int:
+        """Settle every call queued by :meth:`_settle`, in order; how many. Never
+        raises: a settlement that fails is logged (by the call), and the reaper
+        settles its reservation after its TTL."""
+        self._drain_scheduled = False
+        done = 0
+        while self._deferred:
+            call, failed = self._deferred.pop(0)
+            kind = None if failed is None else type(failed)
+            try:
+                call.__exit__(kind, failed, None)
+            except Exception:  # a sink's failure: the settlement itself never raises
+                log.exception("interlock: settling a model call failed")
+            self._told(call)
+            done += 1
+        return done
+
+    def _told(self, call: LLMCall) -> None:
         if self.on_settled is not None:
             with contextlib.suppress(Exception):  # an observer never changes the answer
                 self.on_settled(call)
