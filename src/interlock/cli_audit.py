@@ -8,6 +8,8 @@ keys (shown by id, never by secret).
     interlock audit key                              # where the HMAC key is, and its id
     interlock audit key --rotate                     # a new key; older ones kept to verify
     interlock audit checkpoint-key                   # the public key to pin off-host
+    interlock audit show DECISION_ID [--json]        # one action's whole story
+    interlock audit recover --older-than 0           # after a crash: outcome_unknown
 
 ``verify`` checks the checkpoint file the store writes by default (a SQLite store's
 ``<database>.checkpoints.jsonl``, or a file named by ``INTERLOCK_CHECKPOINTS``) when it
@@ -47,6 +49,56 @@ from interlock.store.checkpoints import (
 from interlock.store.url import default_database_url
 
 __all__ = ["audit_app"]
+
+
+@audit_app.command("show")
+def audit_show(
+    decision_id: Annotated[str, typer.Argument(help="The decision id (from a check or the log).")],
+    database: DatabaseOption = None,
+    tenant: TenantOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the story as JSON.")] = False,
+) -> None:
+    """One action's whole story from the chain: decided, approved, ran, result, charged.
+    Exit 1 when no record names the decision."""
+    import json as _json
+
+    from interlock.store.story import action_story
+
+    with _opened(database) as store:
+        story = action_story(store, decision_id, tenant=tenant)
+    if as_json:
+        print(_json.dumps(story, indent=2))
+        if not story["found"]:
+            raise typer.Exit(EXIT_FAILED)
+        return
+    if not story["found"]:
+        err.print(Text(f"no audit record names decision {decision_id!r}"))
+        raise typer.Exit(EXIT_FAILED)
+    out.print(Text(f"decision {decision_id}: {story['outcome']}"))
+    for step in story["steps"]:
+        out.print(Text(f"  {step['seq']:>6}  {step['step']:<22} {step['summary']}"))
+
+
+@audit_app.command("recover")
+def audit_recover(
+    database: DatabaseOption = None,
+    older_than: Annotated[
+        float,
+        typer.Option(
+            "--older-than",
+            min=0.0,
+            help="Close starts older than this many seconds (0: every one; only when "
+            "no guarded process is running).",
+        ),
+    ] = 3600.0,
+) -> None:
+    """Append ``outcome_unknown`` for each call that started and never reported (its
+    process was killed): see docs/audit.md for the rule."""
+    from interlock.store.outcomes import recover_outcomes
+
+    with _opened(database) as store:
+        recovery = recover_outcomes(store, older_than=older_than)
+    out.print(Text(f"appended {_count(recovery.appended, 'outcome_unknown record')}"))
 
 CheckpointsOption = Annotated[
     list[Path] | None,

@@ -238,12 +238,23 @@ def _what(record: dict[str, Any]) -> str:
         return f"{action.get('kind', '')} {action.get('name', '')}"
     if "approval_id" in record:
         return f"approval {record['approval_id']}"
+    if "reservation_id" in record:
+        return f"reservation {record['reservation_id']}"
+    for key in ("tool", "model"):
+        if isinstance(record.get(key), str):
+            return f"{key} {record[key]}"
     return ""
 
 
 def _outcome(record: dict[str, Any]) -> str:
-    if record.get("kind") == "approval":
+    kind = record.get("kind")
+    if kind == "approval":
         return f"{record.get('status', '')} by {record.get('decided_by', '')}"
+    if kind in ("tool_invoke", "tool_result", "llm_input", "llm_output", "outcome_unknown", "budget"):
+        from interlock.store.story import describe_step
+
+        step, _ = describe_step(str(kind), record)
+        return f"{step} ({record.get('decision_id') or ''})" if record.get("decision_id") else step
     verdict = str(record.get("decision", record.get("kind", "")))
     shadow = record.get("shadow")
     if isinstance(shadow, dict):
@@ -265,6 +276,10 @@ def audit_tail(
     ] = None,
     lines: Annotated[int, typer.Option("-n", "--lines", min=1, help="How many records.")] = 20,
     tenant: TenantOption = None,
+    kind: Annotated[
+        str | None,
+        typer.Option(help="Only this record kind (decision, approval, tool_result, budget, ...)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
     """Show the newest records, newest last: from the store, or from an event file."""
@@ -272,7 +287,9 @@ def audit_tail(
         _tail_events(events, lines, tenant, as_json)
         return
     with _opened(database) as store:
-        rows = list(store.audit_rows(tenant=tenant, newest_first=True, limit=lines))
+        rows = list(
+            store.audit_rows(tenant=tenant, kind=kind, newest_first=True, limit=lines)
+        )
     rows.reverse()
     if as_json:
         _write_lines((_audit_json(row) for row in rows), sys.stdout)

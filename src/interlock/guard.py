@@ -294,7 +294,7 @@ class Guard:
             durability = policy.audit.durability if policy is not None else "process"
         self.audit = AuditWriter(store, durability=durability, redactor=self.redactor)
         if reap_interval is not None:
-            self._reaper = Reaper(store, interval=reap_interval)
+            self._reaper = Reaper(store, interval=reap_interval, audited=True)
             self._reaper.start()
 
     def _decider_for(self, policy: CompiledPolicy, redactor: Redactor) -> Decider:
@@ -829,17 +829,27 @@ class Guard:
                     if decision is None:
                         return await func(*args, **kwargs)
                     raise_for(decision, None)
-                    if self.telemetry is None and decision.reservation is None:
+                    audit = self.audit
+                    if self.telemetry is None and decision.reservation is None and audit is None:
                         return await func(*args, **kwargs)
                     with self._executing(decision, tool_name):
+                        started = 0
                         try:
+                            if audit is not None:  # durable before the body: off the loop
+                                started = await asyncio.to_thread(
+                                    _outcome_started, self, decision, tool_name
+                                )
                             result = await func(*args, **kwargs)
-                        except BaseException:
+                        except BaseException as exc:
                             if decision.reservation is not None:
                                 await asyncio.to_thread(self._settle_quietly, decision, spent=False)
+                            if audit is not None:
+                                _outcome_finished(self, decision, tool_name, started, error=exc)
                             raise
                         if decision.reservation is not None:
                             await asyncio.to_thread(self._settle_quietly, decision, spent=True)
+                        if audit is not None:
+                            _outcome_finished(self, decision, tool_name, started, result=result)
                     return result
 
                 guarded_async.__interlock_guard__ = self  # type: ignore[attr-defined]
@@ -851,17 +861,25 @@ class Guard:
                 if decision is None:
                     return func(*args, **kwargs)
                 raise_for(decision, None)
-                if self.telemetry is None and decision.reservation is None:
+                audit = self.audit
+                if self.telemetry is None and decision.reservation is None and audit is None:
                     return func(*args, **kwargs)
                 with self._executing(decision, tool_name):
+                    started = 0
                     try:
+                        if audit is not None:  # durable before the body runs
+                            started = _outcome_started(self, decision, tool_name)
                         result = func(*args, **kwargs)
-                    except BaseException:
+                    except BaseException as exc:
                         if decision.reservation is not None:
                             self._settle_quietly(decision, spent=False)
+                        if audit is not None:
+                            _outcome_finished(self, decision, tool_name, started, error=exc)
                         raise
                     if decision.reservation is not None:
                         self._settle_quietly(decision, spent=True)
+                    if audit is not None:
+                        _outcome_finished(self, decision, tool_name, started, result=result)
                 return result
 
             guarded.__interlock_guard__ = self  # type: ignore[attr-defined]
@@ -1567,6 +1585,41 @@ def _signature_mapper(
         return Action(kind=kind, name=tool_name, arguments=arguments, scope=scope, description=doc)
 
     return to_action
+
+
+def _outcome_started(guard: Guard, decision: Decision, name: str) -> int:
+    """The ``tool_invoke`` audit record of a protected body, durable before it runs."""
+    from interlock.core.phases import ToolInvoke, record_phase
+
+    record_phase(guard, ToolInvoke(name, "", decision.decision_id))
+    return time.perf_counter_ns()
+
+
+def _outcome_finished(
+    guard: Guard,
+    decision: Decision,
+    name: str,
+    started: int,
+    *,
+    result: object = None,
+    error: BaseException | None = None,
+) -> None:
+    """The ``tool_result`` audit record of a protected body (queued, not waited for);
+    a failure to queue it is logged, never raised over the body's own outcome."""
+    from interlock.core.phases import ToolResult, failure, preview, record_phase
+
+    try:
+        duration = time.perf_counter_ns() - started if started else 0
+        if error is not None:
+            error_type, message = failure(error, guard.redactor)
+            phase = ToolResult(name, decision.decision_id, False, None, message, duration)
+            record_phase(guard, phase, error_type=error_type)
+        else:
+            output = preview(result, guard.redactor)
+            phase = ToolResult(name, decision.decision_id, True, output, None, duration)
+            record_phase(guard, phase, result=result)
+    except Exception:
+        log.exception("interlock: could not record the outcome of %s", decision.decision_id)
 
 
 def _settlement(reservation: Reservation) -> dict[str, Any]:

@@ -260,12 +260,13 @@ def run_settled(
 def _run_settled(
     guard: Guard, decision: Decision, body: Callable[[], T], call: CallKey | None
 ) -> T:
-    observed = call is not None and guard.sink is not None
+    observed = call is not None and (guard.sink is not None or guard.audit is not None)
     with judged_by(guard, call):
         if decision.reservation is None and not observed:
             return body()
-        started = tool_started(guard, decision, *call) if observed and call else 0
+        started = 0
         try:
+            started = tool_started(guard, decision, *call) if observed and call else 0
             result = body()
         except BaseException as exc:
             if decision.reservation is not None:
@@ -299,12 +300,14 @@ async def _arun_settled(
     body: Callable[[], Awaitable[T]],
     call: CallKey | None,
 ) -> T:
-    observed = call is not None and guard.sink is not None
+    observed = call is not None and (guard.sink is not None or guard.audit is not None)
     with judged_by(guard, call):
         if decision.reservation is None and not observed:
             return await body()
-        started = tool_started(guard, decision, *call) if observed and call else 0
-        try:
+        started = 0
+        try:  # (a durable tool_invoke: a commit, off the loop)
+            if observed and call:
+                started = await _started_off_loop(guard, decision, call)
             result = await body()
         except BaseException as exc:
             if decision.reservation is not None:
@@ -317,6 +320,16 @@ async def _arun_settled(
         if observed and call:
             tool_finished(guard, decision, call[0], started, result=result)
         return result
+
+
+async def _started_off_loop(guard: Guard, decision: Decision, call: CallKey) -> int:
+    """:func:`tool_started` for a coroutine: with an audit log, its durable record is
+    committed on a worker thread, so the loop does not wait on the database."""
+    if guard.audit is None or not guard.audit.waits:
+        return tool_started(guard, decision, *call)
+    return await asyncio.to_thread(
+        contextvars.copy_context().run, tool_started, guard, decision, *call
+    )
 
 
 # -- the template ------------------------------------------------------------------------

@@ -10,7 +10,9 @@ A decision event says whether a call may run; these say what happened when it di
 
 Each carries the ``decision_id`` of the decision that let it run, so a reader joins
 them. They go to the guard's event sink (redacted there, like every event) and cost
-nothing when the guard has none. Every adapter emits them: the tool phases from the
+nothing when the guard has none; a guard with an audit log also appends them to its
+chain (:mod:`interlock.store.outcomes`): a start durable before the body runs, an end
+group-committed after it. Every adapter emits them: the tool phases from the
 shared settle path (:func:`interlock.adapters.base.run_settled`), the model phases
 from :meth:`interlock.Guard.llm_call`.
 """
@@ -149,14 +151,65 @@ def emit_phase(guard: Guard, phase: Phase) -> None:
         log.exception("interlock: the event sink failed on a %s event", phase.kind)
 
 
+def record_phase(
+    guard: Guard, phase: Phase, *, result: object = None, error_type: str | None = None
+) -> None:
+    """Append ``phase`` to the guard's audit chain, if it has one: a start waits until
+    it is durable (a crash mid-body leaves it, see :mod:`interlock.store.outcomes`), an
+    end is queued for the next group commit. A start that cannot be made durable
+    raises (:class:`~interlock.errors.AuditFailure`): the body does not run."""
+    audit = guard.audit
+    if audit is None:
+        return
+    record: dict[str, Any] = {
+        "decision_id": phase.decision_id,
+        "agent": guard.context.agent,
+    }
+    if isinstance(phase, ToolInvoke):
+        record["tool"] = phase.name  # its arguments: in the decision's record
+    elif isinstance(phase, LLMInput):
+        record.update(phase.fields())
+    else:
+        record.update(phase.fields())
+        record["duration_us"] = phase.duration_ns // 1000
+        if phase.ok and isinstance(phase, ToolResult):
+            from interlock.store.outcomes import digest
+
+            record["digest"] = digest(result)
+            record.pop("output", None)
+            record["preview"] = phase.output
+        if error_type is not None:
+            record["error_type"] = error_type
+    tenant = guard.context.tenant
+    if phase.kind in ("tool_invoke", "llm_input"):
+        audit.write_record(tenant, phase.kind, record)
+        return
+    try:
+        audit.write_record_nowait(tenant, phase.kind, record)
+    except Exception:  # the writer closed: the outcome is lost, the recovery pass says so
+        log.exception("interlock: could not queue a %s record", phase.kind)
+
+
+def failure(error: BaseException, redactor: Redactor | None = None) -> tuple[str, str]:
+    """An error as the record shows it: its type and its redacted, bounded message."""
+    try:
+        message = str(error)
+    except Exception:
+        message = "<unprintable>"
+    return type(error).__name__, (redactor or _REDACTOR).cut(message, PREVIEW_CHARS)
+
+
 def error_text(exc: BaseException) -> str:
     return describe(exc)
 
 
 def tool_started(guard: Guard, decision: Decision, name: str, arguments: str) -> int:
-    """Emit ``tool_invoke``; returns the start time for :func:`tool_finished`."""
+    """Emit ``tool_invoke`` (and record it, durable, in the audit log); returns the
+    start time for :func:`tool_finished`."""
     if guard.sink is not None:
         emit_phase(guard, ToolInvoke(name, arguments, decision.decision_id))
+    if guard.audit is not None:
+        record_phase(guard, ToolInvoke(name, arguments, decision.decision_id))
     return time.perf_counter_ns()
 
 
@@ -169,16 +222,22 @@ def tool_finished(
     result: object = None,
     error: BaseException | None = None,
 ) -> None:
-    if guard.sink is None:
+    if guard.sink is None and guard.audit is None:
         return
-    emit_phase(
-        guard,
-        ToolResult(
-            name,
-            decision.decision_id,
-            ok=error is None,
-            output=None if error is not None else preview(result, guard.redactor),
-            error=None if error is None else describe(error),
-            duration_ns=time.perf_counter_ns() - started,
-        ),
+    phase = ToolResult(
+        name,
+        decision.decision_id,
+        ok=error is None,
+        output=None if error is not None else preview(result, guard.redactor),
+        error=None if error is None else describe(error),
+        duration_ns=time.perf_counter_ns() - started,
     )
+    if guard.sink is not None:
+        emit_phase(guard, phase)
+    if guard.audit is not None:
+        if error is not None:
+            error_type, message = failure(error, guard.redactor)
+            phase = ToolResult(name, phase.decision_id, False, None, message, phase.duration_ns)
+            record_phase(guard, phase, error_type=error_type)
+        else:
+            record_phase(guard, phase, result=result)

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from interlock.core.action import Action, Context
-from interlock.core.phases import LLMInput, LLMOutput, emit_phase
+from interlock.core.phases import LLMInput, LLMOutput, emit_phase, failure, record_phase
 from interlock.errors import describe
 from interlock.ledger.usage import Usage
 
@@ -134,9 +134,15 @@ class LLMCall:
                 self._span = telemetry.model_call(self.decision, self.model).__enter__()
             except Exception:
                 log.exception("interlock: telemetry failed before a model call; it runs")
-        if self.guard.sink is not None and self.decision is not None:
+        if self.decision is not None and (
+            self.guard.sink is not None or self.guard.audit is not None
+        ):
             estimate = self.estimate or Usage()  # none stated: the event says zero
-            emit_phase(self.guard, LLMInput(self.model, self.decision.decision_id, estimate))
+            phase = LLMInput(self.model, self.decision.decision_id, estimate)
+            if self.guard.sink is not None:
+                emit_phase(self.guard, phase)
+            if self.guard.audit is not None:  # durable before the model is called
+                record_phase(self.guard, phase)
 
     def _finished(self, error: BaseException | None, *, failed: bool) -> None:
         span = self._span
@@ -144,19 +150,26 @@ class LLMCall:
             self._span = None
             span.usage(self.usage)
             span.__exit__(type(error) if error is not None else None, error, None)
-        if self.guard.sink is None or self.decision is None:
+        if (self.guard.sink is None and self.guard.audit is None) or self.decision is None:
             return
-        emit_phase(
-            self.guard,
-            LLMOutput(
-                self.model,
-                self.decision.decision_id,
-                ok=not failed,
-                usage=self.usage,
-                error=None if error is None else describe(error),
-                duration_ns=time.perf_counter_ns() - self._began,
-            ),
+        phase = LLMOutput(
+            self.model,
+            self.decision.decision_id,
+            ok=not failed,
+            usage=self.usage,
+            error=None if error is None else describe(error),
+            duration_ns=time.perf_counter_ns() - self._began,
         )
+        if self.guard.sink is not None:
+            emit_phase(self.guard, phase)
+        if self.guard.audit is not None:
+            error_type = None
+            if error is not None:
+                error_type, message = failure(error, self.guard.redactor)
+                phase = LLMOutput(
+                    phase.model, phase.decision_id, False, phase.usage, message, phase.duration_ns
+                )
+            record_phase(self.guard, phase, error_type=error_type)
 
     # -- settling ----------------------------------------------------------------------
 

@@ -286,6 +286,11 @@ class AuditWriter:
         """Record any other event (an approval decided, a budget settled)."""
         return self._write((tenant, kind, record), None)
 
+    def write_record_nowait(self, tenant: str, kind: str, record: dict[str, Any]) -> None:
+        """Queue any other record without waiting for it to be durable (an outcome:
+        group-committed after the call, off its path)."""
+        self._submit((tenant, kind, record))
+
     def encode(self, tenant: str, event: Event) -> AuditEntry:
         """``event``'s record as this writer appends it (redacted, encoded), for a
         caller that appends it in a transaction of its own — a budgeted decision's, in

@@ -1,7 +1,10 @@
 """The reaper: a background thread that charges reservations past their TTL, closes
 budget leases past their expiry (a crashed replica's: what they hold goes back to the
 counter, see ``docs/adr/0012-budget-leases.md``) and returns this store's idle ones,
-and expires lapsed approvals, so a crashed agent cannot hold a budget.
+and expires lapsed approvals, so a crashed agent cannot hold a budget. With
+``audited``, what it charges is recorded in the audit chain, and each round closes
+starts that never reported with ``outcome_unknown``
+(:func:`interlock.store.outcomes.recover_outcomes`, bound ``outcome_bound`` seconds).
 
 Every guard on a store runs one (``Guard(reap_interval=...)``; ``None`` turns it off).
 Replicas on one PostgreSQL share the work: each skips the rows another is releasing.
@@ -34,19 +37,38 @@ log = logging.getLogger("interlock.store")
 class Reaper(threading.Thread):
     """Calls ``store.reap()`` every ``interval`` seconds until stopped."""
 
-    def __init__(self, store: SqlStore, *, interval: float = 10.0) -> None:
+    def __init__(
+        self,
+        store: SqlStore,
+        *,
+        interval: float = 10.0,
+        audited: bool = False,
+        outcome_bound: float = 3600.0,
+    ) -> None:
         if interval <= 0:
             raise ValueError(f"the reap interval must be positive, not {interval!r}")
         super().__init__(name="interlock-reaper", daemon=True)
         self.store = store
         self.interval = interval
+        self.audited = audited
+        self.outcome_bound = outcome_bound
+        self.unknown = 0  # outcome_unknown records appended
+        self._checked_us: int | None = None  # starts before it are closed
         self.total = ReapResult()
         self._stopping = threading.Event()
 
     def run(self) -> None:
         while not self._stopping.wait(self.interval):
             try:
-                result = self.store.reap()
+                result = self.store.reap(audited=True) if self.audited else self.store.reap()
+                if self.audited:
+                    from interlock.store.outcomes import recover_outcomes
+
+                    recovery = recover_outcomes(
+                        self.store, older_than=self.outcome_bound, since_us=self._checked_us
+                    )
+                    self.unknown += recovery.appended
+                    self._checked_us = recovery.checked_us
             except Exception as exc:  # the database is away: try again next round
                 log.warning("interlock: the reaper could not run: %s", describe(exc))
                 continue

@@ -308,12 +308,17 @@ class AuditStore(StoreBase):
         agent: str | None = None,
         decision: str | None = None,
         kind: str | None = None,
+        kinds: Sequence[str] | None = None,
+        decision_id: str | None = None,
+        mentions: str | None = None,
         newest_first: bool = False,
         limit: int | None = None,
         page: int = 1000,
     ) -> Iterator[AuditRow]:
         """Audit records matching every filter given, oldest first (or newest first),
-        read in pages so a large log streams."""
+        read in pages so a large log streams. ``kinds``: any of these kinds;
+        ``mentions``: the body contains this text (a JSON fragment such as
+        ``"reservation_id":"r1"``)."""
         where: list[str] = []
         params: list[Any] = []
         for column, value in (
@@ -321,10 +326,18 @@ class AuditStore(StoreBase):
             ("agent", agent),
             ("decision", decision),
             ("kind", kind),
+            ("decision_id", decision_id),
         ):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
+        if kinds is not None:
+            where.append(f"kind IN ({', '.join('?' for _ in kinds)})" if kinds else "1 = 0")
+            params.extend(kinds)
+        if mentions is not None:
+            escaped = mentions.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+            where.append("body LIKE ? ESCAPE '!'")
+            params.append(f"%{escaped}%")
         if since_us is not None:
             where.append("ts_us >= ?")
             params.append(since_us)

@@ -40,6 +40,7 @@ from interlock.store.settle import (
     released,
     units,
 )
+from interlock.store.chain import encode_body
 from interlock.store.sql_audit import AuditStore
 from interlock.store.sql_base import AuditEntry, Cursor, compact_json
 from interlock.store.sql_leases import LeaseStore, lines_json, quoted
@@ -859,9 +860,11 @@ class BudgetStore(LeaseStore, AuditStore):
             lifted = [_closure(row) for row in cur.fetchall()]
         return sorted(lifted, key=lambda c: (c.budget_id, c.scope_key))
 
-    def reap(self, *, now: int | None = None) -> ReapResult:
+    def reap(self, *, now: int | None = None, audited: bool = False) -> ReapResult:
         """Expire reservations past their TTL — charged in full: nobody said the call
-        did not run — and expire lapsed approvals."""
+        did not run — and expire lapsed approvals. ``audited``: each expired
+        reservation's ``budget`` record (status ``expired``, what was charged) is
+        appended to its tenant's audit chain in the same transaction."""
         now = self.clock() if now is None else now
         self._return_leases(now)
         self._reap_leases(now)
@@ -878,8 +881,13 @@ class BudgetStore(LeaseStore, AuditStore):
                     (now,),
                 )
                 batch = [_reservation(row) for row in cur.fetchall()]
+                heads: Mapping[str, ChainHead] = {}
                 if batch:
-                    self._give_back_all(cur, batch, ReservationStatus.EXPIRED, now)
+                    settled = self._give_back_all(cur, batch, ReservationStatus.EXPIRED, now)
+                    if audited:
+                        heads = self._append_chain(cur, [_reaped(r, now) for r in settled])[1]
+            if heads:
+                self._appended(heads)
             reaped += len(batch)
             if len(batch) < _REAP_BATCH:
                 break
@@ -903,6 +911,23 @@ class BudgetStore(LeaseStore, AuditStore):
             except StoreError as exc:  # the reaper closes them once they expire
                 log.warning("interlock: could not return budget leases: %s", exc)
         super().close()
+
+
+def _reaped(reservation: Reservation, now: int) -> AuditEntry:
+    """The audit record of a reservation the reaper charged (kind ``budget``, as the
+    guard's settlement records, with ``by: reaper``)."""
+    body = encode_body(
+        {
+            "kind": "budget",
+            "reservation_id": reservation.id,
+            "status": reservation.status.value,
+            "owner": reservation.owner,
+            "reserved": {line.budget_id: line.amount for line in reservation.lines},
+            "actual": reservation.actual,
+            "by": "reaper",
+        }
+    )
+    return (reservation.tenant, now, "budget", None, reservation.owner, None, body)
 
 
 class _Refused(Exception):
