@@ -100,6 +100,7 @@ def audit_recover(
         recovery = recover_outcomes(store, older_than=older_than)
     out.print(Text(f"appended {_count(recovery.appended, 'outcome_unknown record')}"))
 
+
 CheckpointsOption = Annotated[
     list[Path] | None,
     typer.Option(

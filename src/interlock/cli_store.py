@@ -250,7 +250,14 @@ def _outcome(record: dict[str, Any]) -> str:
     kind = record.get("kind")
     if kind == "approval":
         return f"{record.get('status', '')} by {record.get('decided_by', '')}"
-    if kind in ("tool_invoke", "tool_result", "llm_input", "llm_output", "outcome_unknown", "budget"):
+    if kind in (
+        "tool_invoke",
+        "tool_result",
+        "llm_input",
+        "llm_output",
+        "outcome_unknown",
+        "budget",
+    ):
         from interlock.store.story import describe_step
 
         step, _ = describe_step(str(kind), record)
@@ -287,9 +294,7 @@ def audit_tail(
         _tail_events(events, lines, tenant, as_json)
         return
     with _opened(database) as store:
-        rows = list(
-            store.audit_rows(tenant=tenant, kind=kind, newest_first=True, limit=lines)
-        )
+        rows = list(store.audit_rows(tenant=tenant, kind=kind, newest_first=True, limit=lines))
     rows.reverse()
     if as_json:
         _write_lines((_audit_json(row) for row in rows), sys.stdout)

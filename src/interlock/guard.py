@@ -22,6 +22,7 @@ for, and logs a warning every time it does.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import inspect
 import logging
@@ -857,17 +858,29 @@ class Guard:
 
             @functools.wraps(func)
             def guarded(*args: Any, **kwargs: Any) -> Any:
-                decision = self.check_mapped(to_actions, *args, timeout=timeout, **kwargs)
+                audit = self.audit
+                if audit is None:
+                    decision = self.check_mapped(to_actions, *args, timeout=timeout, **kwargs)
+                    joined = None
+                else:  # an allowed decision's commit carries the body's tool_invoke
+                    starting: _Starting = [tool_name, None]
+                    token = _STARTING.set(starting)
+                    try:
+                        decision = self.check_mapped(to_actions, *args, timeout=timeout, **kwargs)
+                    finally:
+                        _STARTING.reset(token)
+                    joined = _joined_invoke(self, decision, starting, tool_name)
                 if decision is None:
                     return func(*args, **kwargs)
                 raise_for(decision, None)
-                audit = self.audit
                 if self.telemetry is None and decision.reservation is None and audit is None:
                     return func(*args, **kwargs)
                 with self._executing(decision, tool_name):
                     started = 0
                     try:
-                        if audit is not None:  # durable before the body runs
+                        if joined:  # durable with the decision, before the body runs
+                            started = time.perf_counter_ns()
+                        elif audit is not None:  # durable before the body runs
                             started = _outcome_started(self, decision, tool_name)
                         result = func(*args, **kwargs)
                     except BaseException as exc:
@@ -1242,8 +1255,14 @@ class Guard:
                     event = _superseding(event, joined)
             if audit is not None:
                 late = _LateRecord(self, action, event)
+                then = None
+                starting = _STARTING.get() if verdict is _ALLOW else None
+                if starting is not None and starting[1] is None:
+                    # protect runs the body next: its tool_invoke shares this commit
+                    starting[1] = decision.decision_id
+                    then = ("tool_invoke", _invoke_record(self, decision, starting[0]))
                 try:
-                    audit.write_event(self._tenant(action), event, late=late)
+                    audit.write_event(self._tenant(action), event, late=late, then=then)
                 except Exception as exc:
                     decision = late.told(exc)
                     event = event._replace(decision=decision)
@@ -1585,6 +1604,38 @@ def _signature_mapper(
         return Action(kind=kind, name=tool_name, arguments=arguments, scope=scope, description=doc)
 
     return to_action
+
+
+#: A protected call's tool name, and the decision id whose commit carried its
+#: ``tool_invoke`` (``None`` until one did): set by ``protect`` around its check.
+_Starting = list[Any]
+_STARTING: contextvars.ContextVar[_Starting | None] = contextvars.ContextVar(
+    "interlock_starting", default=None
+)
+
+
+def _invoke_record(guard: Guard, decision: Decision, name: str) -> dict[str, Any]:
+    return {"decision_id": decision.decision_id, "agent": guard.context.agent, "tool": name}
+
+
+def _joined_invoke(guard: Guard, decision: Decision | None, starting: _Starting, name: str) -> bool:
+    """Whether the decision's commit carried the body's ``tool_invoke``. One that went
+    with another decision (a mapper's several actions) or with a decision that does
+    not stand (its record was late: undetermined) is closed now: that body never runs
+    under it."""
+    joined = starting[1]
+    if joined is None:
+        return False
+    if decision is not None and joined == decision.decision_id and decision.verdict is _ALLOW:
+        return True
+    from interlock.core.phases import ToolResult, record_phase
+
+    try:
+        phase = ToolResult(name, joined, False, None, "the call did not run under it", 0)
+        record_phase(guard, phase, error_type="NotRun")
+    except Exception:
+        log.exception("interlock: could not close the tool_invoke of %s", joined)
+    return False
 
 
 def _outcome_started(guard: Guard, decision: Decision, name: str) -> int:

@@ -227,8 +227,9 @@ def test_demo_shows_every_verdict_kind_and_runs_bodies_only_on_allow(tmp_path: P
     models = {r["decision_id"] for r in records if r["kind"] == "llm_output"}
     assert len(models) == 14
     assert "s3cr3t" not in events.read_text()
-    # 14 tool calls and 14 model calls judged, 14 model reservations settled, 1 approval
-    assert "audit: 43 records" in output and "chain intact" in output
+    # 14 tool calls and 14 model calls judged, 14 model reservations settled, 1 approval,
+    # and the 20 calls that ran (6 tools, 14 models) each started and ended (40 outcomes)
+    assert "audit: 83 records" in output and "chain intact" in output
     # the hidden delete and the dressed-up URL are read for what they do
     denied = {
         r["action"]["arguments"].get("command") or r["action"]["arguments"].get("url"): r
@@ -254,8 +255,10 @@ def test_demo_on_the_store_audits_every_decision_and_claims_the_approval_once(
     assert code == 0, output
     with open_store(database) as store:
         report = store.verify_audit()
-        assert report.ok and report.checked == {"acme": 43}
+        assert report.ok and report.checked == {"acme": 83}
         kinds = [row.kind for row in store.audit_rows()]
+        assert kinds.count("tool_invoke") == kinds.count("tool_result") == 6
+        assert kinds.count("llm_input") == kinds.count("llm_output") == 14
         assert kinds.count("approval") == 1 and kinds.count("decision") == 28
         assert kinds.count("budget") == 14  # every model call's reservation committed
         actions = [json.loads(row.body)["action"] for row in store.audit_rows(kind="decision")]

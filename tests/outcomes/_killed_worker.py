@@ -35,6 +35,7 @@ def main() -> None:
         context=Context(tenant="acme", agent="deployer"),
         reap_interval=None,
     )
+
     @guard.protect(name="deploy")
     def deploy(service: str) -> str:
         sys.stdout.write(json.dumps({"started": service}) + "\n")

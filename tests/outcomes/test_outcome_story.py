@@ -135,9 +135,7 @@ def test_a_budgeted_call_is_charged_and_a_failed_one_released(
     assert released["outcome"] == "raised"
 
 
-def test_an_approved_then_claimed_call_shows_who_approved_it(
-    guard: Guard, store: SqlStore
-) -> None:
+def test_an_approved_then_claimed_call_shows_who_approved_it(guard: Guard, store: SqlStore) -> None:
     @guard.protect(name="refund")
     def refund(order_id: int, amount: float) -> str:
         return f"refunded {amount}"
@@ -210,14 +208,12 @@ def test_recovery_leaves_finished_and_recent_calls_alone(guard: Guard, store: Sq
     assert recover_outcomes(store, older_than=0.0).appended == 0
     # a start with no end, but younger than the bound: it may still be running
     from interlock.core.phases import ToolInvoke, record_phase
-    from interlock.core.decision import Decision, Verdict
 
     record_phase(guard, ToolInvoke("search", "", "d-running"))
     assert recover_outcomes(store, older_than=3600.0).appended == 0
     assert recover_outcomes(store, older_than=0.0).appended == 1
     assert recover_outcomes(store, older_than=0.0).appended == 0  # closed once
     assert action_story(store, "d-running")["outcome"] == "unknown"
-    assert Decision(Verdict.ALLOW, "x").verdict is Verdict.ALLOW
     assert store.verify_audit().ok
 
 
@@ -239,7 +235,9 @@ def test_mentions_is_literal(store: SqlStore, needle: str, other: str) -> None:
     assert [json.loads(r.body)["reservation_id"] for r in found] == [needle]
 
 
-def test_cli_show_tail_and_export_know_the_new_kinds(guard: Guard, store: SqlStore, db: str) -> None:
+def test_cli_show_tail_and_export_know_the_new_kinds(
+    guard: Guard, store: SqlStore, db: str
+) -> None:
     @guard.protect(name="search")
     def search(query: str) -> str:
         return "found it"
@@ -264,3 +262,20 @@ def test_cli_show_tail_and_export_know_the_new_kinds(guard: Guard, store: SqlSto
     assert [line["kind"] for line in lines] == ["tool_invoke"]
     verify = runner.invoke(app, ["audit", "verify", "--database", db])
     assert verify.exit_code == 0, verify.output
+
+
+def test_replay_reads_decisions_only(guard: Guard, store: SqlStore) -> None:
+    from interlock.replay.run import replay_rows, replay_store
+
+    @guard.protect(name="search")
+    def search(query: str) -> str:
+        return "ok"
+
+    for query in ("a", "b", "c"):
+        search(query)
+    assert guard.audit is not None and guard.audit.flush()
+    rows = list(store.audit_rows())
+    assert {row.kind for row in rows} == {"decision", "tool_invoke", "tool_result"}
+    policy = load_policy_text(POLICY)
+    assert replay_store(store, policy).tally.read == 3
+    assert replay_rows(rows, policy).tally.read == 3  # fed everything: outcomes skipped

@@ -327,9 +327,9 @@ async def _started_off_loop(guard: Guard, decision: Decision, call: CallKey) -> 
     committed on a worker thread, so the loop does not wait on the database."""
     if guard.audit is None or not guard.audit.waits:
         return tool_started(guard, decision, *call)
-    return await asyncio.to_thread(
-        contextvars.copy_context().run, tool_started, guard, decision, *call
-    )
+    name, arguments = call
+    context = contextvars.copy_context()
+    return await asyncio.to_thread(context.run, tool_started, guard, decision, name, arguments)
 
 
 # -- the template ------------------------------------------------------------------------

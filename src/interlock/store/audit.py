@@ -275,12 +275,21 @@ class AuditWriter:
 
     # -- submitting ----------------------------------------------------------------------
 
-    def write_event(self, tenant: str, event: Event, *, late: Late | None = None) -> int | None:
+    def write_event(
+        self,
+        tenant: str,
+        event: Event,
+        *,
+        late: Late | None = None,
+        then: tuple[str, dict[str, Any]] | None = None,
+    ) -> int | None:
         """Record a guard event; returns its chain position once durable (``None``
         when durability is ``none``). Raises AuditFailure when it cannot be made
         durable in time; ``late`` then gives what the record says instead (see the
-        module's docstring)."""
-        return self._write((tenant, event.kind, event), late)
+        module's docstring). ``then``: a record (kind, record) that follows it in the
+        same batch — the same commit (an allowed call's ``tool_invoke``)."""
+        extra = None if then is None else (tenant, then[0], then[1])
+        return self._write((tenant, event.kind, event), late, extra)
 
     def write_record(self, tenant: str, kind: str, record: dict[str, Any]) -> int | None:
         """Record any other event (an approval decided, a budget settled)."""
@@ -342,13 +351,15 @@ class AuditWriter:
                 self._late(batch, index, late, waited)
         return batch.result(index)
 
-    def _write(self, item: _Item, late: Late | None) -> int | None:
+    def _write(self, item: _Item, late: Late | None, extra: _Item | None = None) -> int | None:
         if not self.waits:
             batch, index = self._submit(item)
+            if extra is not None:
+                self._submit(extra)
             if index >= self.max_pending:  # back-pressure: the backlog stays bounded
                 batch.wait(self._wait_bound())
             return None
-        batch, index, parked = self._join_or_lead(item)
+        batch, index, parked = self._join_or_lead(item, extra)
         if parked is None:  # no commit was running: this thread makes it
             self._lead(batch)
             # (unsettled: its attempt failed, and the writer thread retries it)
@@ -425,16 +436,21 @@ class AuditWriter:
                 self._work.notify()
             return batch, index, False
 
-    def _join_or_lead(self, item: _Item) -> tuple[_Batch, int, threading.Lock | None]:
+    def _join_or_lead(
+        self, item: _Item, extra: _Item | None = None
+    ) -> tuple[_Batch, int, threading.Lock | None]:
         """:meth:`_enqueue` for a caller that waits on its thread: the batch taken for
         it to commit when no commit is running (no lock), else the record queued and a
-        lock parked on its batch, which the batch's settlement releases."""
+        lock parked on its batch, which the batch's settlement releases. ``extra``
+        follows the record in the same batch."""
         with self._lock:
             if self._closed:
                 raise AuditFailure("the audit writer is closed")
             batch = self._open
             batch.items.append(item)
             index = len(batch.items) - 1
+            if extra is not None:
+                batch.items.append(extra)
             if self._writing is None:
                 self._open = _Batch(self._lock)
                 self._writing = batch

@@ -17,6 +17,7 @@ from typing import Any, Final, Protocol
 
 from interlock.errors import ReservationClosed, ReservationNotFound, StoreError
 from interlock.ledger.leases import LeaseBook
+from interlock.store.chain import encode_body
 from interlock.store.records import (
     ANY_AGENT,
     BudgetClosure,
@@ -40,7 +41,6 @@ from interlock.store.settle import (
     released,
     units,
 )
-from interlock.store.chain import encode_body
 from interlock.store.sql_audit import AuditStore
 from interlock.store.sql_base import AuditEntry, Cursor, compact_json
 from interlock.store.sql_leases import LeaseStore, lines_json, quoted

@@ -67,7 +67,9 @@ def action_story(store: SqlStore, decision_id: str, *, tenant: str | None = None
                     rows[(row.tenant, row.seq)] = row
                     if row.kind == "decision" and row.decision_id is not None:
                         # the claim's decision: what it ran and charged is this story too
-                        for linked_row in store.audit_rows(tenant=scope, decision_id=row.decision_id):
+                        for linked_row in store.audit_rows(
+                            tenant=scope, decision_id=row.decision_id
+                        ):
                             rows[(linked_row.tenant, linked_row.seq)] = linked_row
                             linked_record = _body(linked_row)
                             if isinstance(linked_record.get("reservation_id"), str):
@@ -116,7 +118,9 @@ def _outcome(steps: list[dict[str, Any]]) -> str:
     return outcome
 
 
-def describe_step(kind: str, record: dict[str, Any], decision_id: str | None = None) -> tuple[str, str]:
+def describe_step(
+    kind: str, record: dict[str, Any], decision_id: str | None = None
+) -> tuple[str, str]:
     """A record as a step of a story: its name and a one-line summary."""
     if kind == "decision":
         verdict = record.get("decision", "?")
@@ -161,12 +165,17 @@ def describe_step(kind: str, record: dict[str, Any], decision_id: str | None = N
                 usage = record["usage"]
                 detail += f" {usage.get('input_tokens')} in / {usage.get('output_tokens')} out"
             return "result", f"{what} returned{took}: {detail.strip()}"
-        return "error", f"{what} raised {record.get('error_type', 'an error')}{took}: {record.get('error', '')}"
+        raised = record.get("error_type", "an error")
+        return "error", f"{what} raised {raised}{took}: {record.get('error', '')}"
     if kind == "outcome_unknown":
         return "outcome unknown", str(record.get("reason", "the call never reported"))
     if kind == "budget":
         status = record.get("status", "?")
-        verb = {"committed": "charged", "released": "released", "expired": "reaped (charged in full)"}
+        verb = {
+            "committed": "charged",
+            "released": "released",
+            "expired": "reaped (charged in full)",
+        }
         amounts = record.get("actual") if status != "released" else record.get("reserved")
         by = f" by {record['by']}" if record.get("by") else ""
         return f"budget {status}", f"{verb.get(status, status)}{by}: {amounts}"
