@@ -29,7 +29,7 @@ from interlock.errors import (
     StoreError,
     message_of,
 )
-from interlock.server.api_models import ErrorOut
+from interlock.server.api_models import ErrorOut, GrantClaimsOut, GrantOut
 from interlock.server.auth import Permission, require
 from interlock.server.errors import ApiError
 from interlock.server.keys import ApiKey
@@ -65,28 +65,6 @@ class ClaimIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     token: str = Field(min_length=1, max_length=8192)
-
-
-class GrantClaimsOut(BaseModel):
-    """What a grant says (``interlock.verify.tokens.GrantClaims``)."""
-
-    grant_id: str
-    issuer: str
-    audience: str
-    tenant: str
-    agent: str | None
-    intent_hash: str
-    binding: str | None
-    issued_at: int
-    expires_at: int
-
-
-class GrantOut(BaseModel):
-    """An issued grant: the token to send downstream, what it says, its key."""
-
-    token: str
-    claims: GrantClaimsOut
-    kid: str
 
 
 @router.get("/keys/jwks.json", responses={503: {"description": "No signing keys."}})
@@ -142,9 +120,7 @@ async def issue(body: IssueIn, request: Request, key: CheckKey) -> GrantOut:
         )
     except (GrantError, ConfigError) as exc:
         raise ApiError(400, getattr(exc, "code", "config_error"), message_of(exc)) from None
-    return GrantOut(
-        token=grant.token, claims=GrantClaimsOut(**grant.claims.as_dict()), kid=grant.kid
-    )
+    return GrantOut.of(grant)
 
 
 @router.post(
