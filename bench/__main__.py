@@ -35,6 +35,12 @@ def _check(calls: int | None, quick: bool) -> BenchResult:
     return check.run(calls or (QUICK_CALLS if quick else check.DEFAULT_CALLS))
 
 
+def _verify(calls: int | None, quick: bool) -> BenchResult:
+    from bench import verify
+
+    return verify.run(calls, quick)
+
+
 def _check_profile() -> str:
     from bench import check
 
@@ -203,6 +209,18 @@ def _llm_proxy_profile() -> str:
     return llm_proxy.profile()
 
 
+def _replay(calls: int | None, quick: bool) -> BenchResult:
+    from bench import replay
+
+    return replay.run(calls, quick)
+
+
+def _otel(calls: int | None, quick: bool) -> BenchResult:
+    from bench import otel
+
+    return otel.run(calls or (2_000 if quick else otel.DEFAULT_CALLS))
+
+
 #: name -> benchmark.
 BENCHMARKS: dict[str, Benchmark] = {
     "check": Benchmark(
@@ -214,6 +232,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "shell and URL facts vs shlex.split / urlsplit, and evaluate with shell, URL and "
         "file calls in the 100-rule workload (--calls: calls per subject)",
         _facts,
+    ),
+    "verify": Benchmark(
+        "a provider's grant check (Verifier.verify, memory and SQLite nonces) vs a bare "
+        "Ed25519 verify, and an ASGI request behind GrantMiddleware (with and without a "
+        "receipt) vs the bare app (--calls: calls per subject)",
+        _verify,
     ),
     "store-budget": Benchmark(
         "reserve+commit vs the raw conditional UPDATE, SQLite and PostgreSQL, and a hot "
@@ -327,6 +351,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "interleaved (--calls: calls per subject)",
         _mcp_gateway_http,
     ),
+    "replay": Benchmark(
+        "interlock audit replay over a recorded log of the demo's agents (SQLite), "
+        "re-decisions/s vs the plain engine on the same calls (--calls: records, "
+        "default 100,000)",
+        _replay,
+    ),
     "llm-proxy": Benchmark(
         "the openai client through interlock llm-proxy (SQLite store, default durability), "
         "through llm-proxy --server and through LiteLLM's proxy (its own pinned environment) "
@@ -335,6 +365,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "responses), and each side's CPU per call (--calls: non-streamed chat calls per side)",
         _llm_proxy,
         _llm_proxy_profile,
+    ),
+    "otel": Benchmark(
+        "guard.check and a protected call with OpenTelemetry telemetry off (the baseline), "
+        "on with the API only (no SDK), and on with the SDK and in-memory exporter/reader; "
+        "the extra absent in a fresh interpreter; p50 and CPU ratios (--calls: per subject)",
+        _otel,
     ),
 }
 

@@ -33,11 +33,17 @@ Policy outcomes are kept apart from configuration errors and internal failures::
     │   ├── GrantInvalid            not a grant of our profile: malformed token, header
     │   │   │                       or claims
     │   │   ├── UnknownKey          signed by a key the verifier does not know (or retired)
+    │   │   │   └── KeysUnavailable the verifier could not learn its keys (a JWK set that
+    │   │   │                       could not be fetched or read): the provider's outage
     │   │   └── BadSignature        the signature does not verify
     │   ├── GrantExpired            past its expiry (or not yet valid), beyond the skew
     │   ├── WrongAudience           issued for another downstream system
     │   ├── BindingMismatch         the request is not the one the grant was issued for
     │   └── GrantReplayed           its nonce was seen before / it was claimed already
+    ├── ReceiptError                a provider's signed receipt of an effect is missing,
+    │                               malformed, not signed by the provider's key, or not for
+    │                               this request and answer; carries ``status`` and the
+    │                               provider's error ``code`` when it answered one
     └── StoreError                  the store refused or failed an operation (raised by
         │                           store and CLI calls; inside a check it is a cause)
         ├── StoreUnavailable        cannot connect, or the database is locked too long
@@ -49,7 +55,8 @@ Policy outcomes are kept apart from configuration errors and internal failures::
         ├── ApprovalError           (also a ValueError) approve/deny refused:
         │   ├── ApprovalNotFound    (also a LookupError) no such approval for this tenant
         │   ├── SelfApproval        the requester tried to decide its own request
-        │   └── ApprovalClosed      it is no longer pending (decided, claimed, expired)
+        │   ├── ApprovalClosed      it is no longer pending (decided, claimed, expired)
+        │   └── ReasonRequired      a reason is required to decide it and none was given
         ├── AmountOutOfRange        (also a ValueError) an amount or usage that no
         │                           budget counts: negative, not an integer, > 2**53
         └── ReservationError        (also a ValueError) commit/release refused:
@@ -102,11 +109,14 @@ __all__ = [
     "HeldDigestMismatch",
     "InterlockError",
     "InternalFailure",
+    "KeysUnavailable",
     "MappingError",
     "MigrationError",
     "NothingHeld",
     "PolicyError",
     "PolicyIssue",
+    "ReasonRequired",
+    "ReceiptError",
     "ReloadNotConfirmed",
     "RemoteError",
     "RemoteRefused",
@@ -306,6 +316,11 @@ class ApprovalClosed(ApprovalError):
     """The approval is no longer pending: decided, claimed or expired."""
 
 
+class ReasonRequired(ApprovalError):
+    """Deciding an approval needs a reason (the server's ``approval_reason``
+    setting), and the one given is empty or only blank space. Nothing was decided."""
+
+
 class AmountOutOfRange(StoreError, ValueError):
     """An amount, cap or usage no budget counts: negative, not an integer, or larger
     than 2**53 units. Nothing was changed."""
@@ -361,6 +376,13 @@ class UnknownKey(GrantInvalid):
     code = "unknown_key"
 
 
+class KeysUnavailable(UnknownKey):
+    """The verifier could not learn its keys: the JWK set could not be fetched or read.
+    The grant may be good; the provider cannot tell (it answers 503, not 401)."""
+
+    code = "keys_unavailable"
+
+
 class BadSignature(GrantInvalid):
     """The signature does not verify under the key the token names."""
 
@@ -389,6 +411,22 @@ class GrantReplayed(GrantError):
     """Its nonce was seen before (provider side), or it was claimed already."""
 
     code = "grant_replayed"
+
+
+class ReceiptError(InterlockError):
+    """A provider's receipt of an effect does not check: missing, malformed, not signed
+    by the provider's key, or for another grant, request, status or body. ``status`` is
+    the provider's HTTP status when there was an answer; ``provider_code`` the error
+    code it answered with (``grant_replayed``, ...) when it refused the request."""
+
+    code = "receipt_invalid"
+
+    def __init__(
+        self, message: str, *, status: int | None = None, provider_code: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.provider_code = provider_code
 
 
 class RemoteRefused(InterlockError):

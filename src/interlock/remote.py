@@ -558,6 +558,10 @@ def approval_of(body: Any) -> ApprovalRecord:
             expires_us=int(body["expires_us"]),
             decided_us=body.get("decided_us"),
             claimed_us=body.get("claimed_us"),
+            grant_ttl_us=body.get("grant_ttl_us"),
+            severity=body.get("severity"),
+            tool_description=body.get("tool_description"),
+            tool_description_from=body.get("tool_description_from"),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise RemoteError(f"the server's answer is not an approval: {exc!r}") from exc

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ActionIn",
+    "ApprovalHistory",
     "ApprovalList",
     "ApprovalOut",
     "AuditPage",
@@ -287,7 +288,9 @@ class DecisionOut(BaseModel):
 
 class ApprovalOut(BaseModel):
     """One approval request, bound to one intent hash. ``requested_by`` is the name of
-    the key whose check opened it; ``decided_by`` the name of the key that decided."""
+    the key whose check opened it; ``decided_by`` the name of the key that decided.
+    Approving grants this identical call, once, until ``decided_us + grant_ttl_us``
+    (for a pending one: that long after the approval)."""
 
     id: str
     tenant: str
@@ -304,6 +307,22 @@ class ApprovalOut(BaseModel):
     expires_us: int
     decided_us: int | None
     claimed_us: int | None
+    grant_ttl_us: int | None = Field(
+        None,
+        description="How long an approval stays claimable by the identical call (a "
+        "denial, in force), in microseconds from the decision.",
+    )
+    severity: Literal["low", "medium", "high", "critical"] | None = Field(
+        None, description="The highest severity the rules that asked for it declare."
+    )
+    tool_description: str | None = Field(
+        None, description="What the tool is said to do (redacted), if anyone says."
+    )
+    tool_description_from: Literal["policy", "agent"] | None = Field(
+        None,
+        description="Who says so: the policy's `tools` section, or the agent's framework "
+        "(the agent's own claim).",
+    )
 
     @classmethod
     def of(cls, record: ApprovalRecord) -> ApprovalOut:
@@ -312,10 +331,29 @@ class ApprovalOut(BaseModel):
 
 class ApprovalList(BaseModel):
     approvals: list[ApprovalOut]
+    reason_required: bool = Field(
+        True, description="Whether this server refuses a decision without a reason."
+    )
+
+
+class ApprovalHistory(BaseModel):
+    """A page of the approvals that left the queue, newest first by when they left it
+    (the decision; for one that expired undecided, its expiry)."""
+
+    approvals: list[ApprovalOut]
+    next: str | None = Field(
+        description="Pass as `before` for the next (older) page; null: this is the last."
+    )
+    reason_required: bool
 
 
 class DecideIn(_In):
-    reason: Text = ""
+    reason: Text = Field(
+        "",
+        description="Why; kept with the decision and in the audit log. Required (not "
+        "blank) unless the server runs with the reason optional: a blank one is then a "
+        "422 `invalid_request` naming the field `reason`.",
+    )
 
 
 # -- budgets -----------------------------------------------------------------------------
