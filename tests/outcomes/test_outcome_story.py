@@ -23,7 +23,16 @@ from interlock.store.story import action_story
 POLICY = """
 version: 1
 default: deny
+pricing:
+  currency: USD
+  models:
+    "test-model": {input: 2, output: 10}
 budgets:
+  - id: llm-tokens
+    limit: 5000
+    unit: tokens
+    scope: agent
+    kind: llm
   - id: tool-spend
     limit: 10
     unit: USD
@@ -32,6 +41,11 @@ budgets:
     name: "paid_*"
     max_overage: 0
 rules:
+  - id: models
+    decision: allow
+    reason: the test model is allowed
+    kind: llm
+    name: test-model
   - id: tools-ok
     decision: allow
     reason: tools are fine
@@ -279,3 +293,31 @@ def test_replay_reads_decisions_only(guard: Guard, store: SqlStore) -> None:
     policy = load_policy_text(POLICY)
     assert replay_store(store, policy).tally.read == 3
     assert replay_rows(rows, policy).tally.read == 3  # fed everything: outcomes skipped
+
+
+def test_model_calls_sync_and_async_tell_their_story(guard: Guard, store: SqlStore) -> None:
+    from interlock.ledger.usage import Usage
+
+    with guard.llm_call("test-model", estimate=Usage(100, 100)) as call:
+        call.record({"input_tokens": 40, "output_tokens": 2})
+
+    async def failing() -> None:
+        async with guard.llm_call("test-model", estimate=Usage(100, 100)):
+            raise ConnectionError(f"upstream refused key {SECRET}")
+
+    with pytest.raises(ConnectionError):
+        asyncio.run(failing())
+    assert guard.audit is not None and guard.audit.flush()
+    ran, failed = [row.decision_id or "" for row in store.audit_rows(kind="llm_input")]
+    story = action_story(store, ran)
+    assert story["outcome"] == "ran"
+    steps = {s["step"]: s["record"] for s in story["steps"]}
+    assert steps["result"]["usage"] == {"input_tokens": 40, "output_tokens": 2}
+    assert steps["budget committed"]["actual"] == {"llm-tokens": 42}
+    broken = action_story(store, failed)
+    assert broken["outcome"] == "raised"
+    assert {s["step"] for s in broken["steps"]} >= {"error", "budget released"}
+    error = next(s["record"] for s in broken["steps"] if s["step"] == "error")
+    assert error["error_type"] == "ConnectionError"
+    assert SECRET not in " ".join(row.body for row in store.audit_rows())
+    assert store.verify_audit().ok

@@ -26,6 +26,7 @@ Exactly one of the two.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Mapping
@@ -89,7 +90,12 @@ class LLMCall:
         decision = self.guard.check(self.action, timeout=self.timeout)
         raise_for(decision, self.action)
         self.decision = decision
-        self._started()
+        try:
+            self._started()
+        except BaseException as exc:  # its llm_input could not be recorded: no call
+            self._finished(exc, failed=True)
+            self._settle(failed=True)
+            raise
         return self
 
     def __exit__(
@@ -109,7 +115,19 @@ class LLMCall:
         decision = await self.guard.acheck(self.action, timeout=self.timeout)
         raise_for(decision, self.action)
         self.decision = decision
-        self._started()
+        self._started(record=False)
+        if self.guard.audit is not None and self.guard.audit.waits:
+            # its llm_input, durable before the model is called: committed off the loop
+            phase = LLMInput(self.model, decision.decision_id, self.estimate or Usage())
+            try:
+                context = contextvars.copy_context()
+                await asyncio.to_thread(context.run, record_phase, self.guard, phase)
+            except BaseException as exc:
+                self._finished(exc, failed=True)
+                await asyncio.shield(self._asettle(failed=True))
+                raise
+        elif self.guard.audit is not None:
+            self._record_started()
         return self
 
     async def __aexit__(
@@ -126,7 +144,12 @@ class LLMCall:
 
     # -- the llm_input / llm_output events (when the guard has a sink) -----------------
 
-    def _started(self) -> None:
+    def _record_started(self) -> None:
+        if self.decision is not None:
+            estimate = self.estimate or Usage()
+            record_phase(self.guard, LLMInput(self.model, self.decision.decision_id, estimate))
+
+    def _started(self, *, record: bool = True) -> None:
         self._began = time.perf_counter_ns()
         telemetry = self.guard.telemetry
         if telemetry is not None and self.decision is not None:
@@ -141,7 +164,7 @@ class LLMCall:
             phase = LLMInput(self.model, self.decision.decision_id, estimate)
             if self.guard.sink is not None:
                 emit_phase(self.guard, phase)
-            if self.guard.audit is not None:  # durable before the model is called
+            if self.guard.audit is not None and record:  # durable before the model runs
                 record_phase(self.guard, phase)
 
     def _finished(self, error: BaseException | None, *, failed: bool) -> None:
