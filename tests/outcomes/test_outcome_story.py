@@ -321,3 +321,49 @@ def test_model_calls_sync_and_async_tell_their_story(guard: Guard, store: SqlSto
     assert error["error_type"] == "ConnectionError"
     assert SECRET not in " ".join(row.body for row in store.audit_rows())
     assert store.verify_audit().ok
+
+
+class _Unprintable:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+@pytest.mark.parametrize(
+    ("result", "preview_has", "preview_lacks"),
+    [
+        ("plain answer", "plain answer", None),  # benign: kept as it is
+        (f"the key is {SECRET}", "the key is", SECRET),  # a secret: redacted
+        ("x" * 1_000_000, "xxx", None),  # huge: bounded
+        (b"\x00\xff raw bytes", "raw bytes", None),  # bytes: digested as they are
+        (_Unprintable(), "unrepresentable", None),  # a repr that raises: still recorded
+        ({"token": SECRET, "rows": 3}, "rows", SECRET),  # a secret inside a structure
+    ],
+)
+def test_results_are_digested_whole_and_previewed_redacted_and_bounded(
+    guard: Guard, store: SqlStore, result: object, preview_has: str, preview_lacks: str | None
+) -> None:
+    @guard.protect(name="search")
+    def search(query: str) -> object:
+        return result
+
+    assert search("q") is result
+    assert guard.audit is not None and guard.audit.flush()
+    (row,) = store.audit_rows(kind="tool_result")
+    record = json.loads(row.body)
+    assert record["ok"] is True and record["digest"].startswith("sha256:")
+    assert len(record["preview"]) <= 200
+    assert preview_has in record["preview"]
+    if preview_lacks is not None:
+        assert preview_lacks not in row.body
+    if isinstance(result, bytes):
+        assert record["digest"] == "sha256:" + hashlib.sha256(result).hexdigest()
+
+
+def test_a_reservation_id_that_prefixes_another_is_not_joined_to_it(store: SqlStore) -> None:
+    from interlock.store.chain import encode_body
+
+    for rid in ("r-1", "r-10"):
+        body = encode_body({"kind": "budget", "reservation_id": rid, "status": "committed"})
+        store.append_audit([("acme", store.clock(), "budget", None, None, None, body)])
+    found = list(store.audit_rows(kind="budget", mentions='"reservation_id":"r-1"'))
+    assert [json.loads(r.body)["reservation_id"] for r in found] == ["r-1"]
