@@ -837,19 +837,33 @@ class Guard:
                 async def guarded_async(*args: Any, **kwargs: Any) -> Any:
                     import asyncio
 
-                    decision = await self.acheck_mapped(
-                        to_actions, *args, timeout=timeout, **kwargs
-                    )
+                    audit = self.audit
+                    joined = False
+                    if audit is None:
+                        decision = await self.acheck_mapped(
+                            to_actions, *args, timeout=timeout, **kwargs
+                        )
+                    else:  # an allowed decision's commit carries the body's tool_invoke
+                        starting: _Starting = [tool_name, None]
+                        token = _STARTING.set(starting)
+                        try:
+                            decision = await self.acheck_mapped(
+                                to_actions, *args, timeout=timeout, **kwargs
+                            )
+                        finally:
+                            _STARTING.reset(token)
+                        joined = _joined_invoke(self, decision, starting, tool_name)
                     if decision is None:
                         return await func(*args, **kwargs)
                     raise_for(decision, None)
-                    audit = self.audit
                     if self.telemetry is None and decision.reservation is None and audit is None:
                         return await func(*args, **kwargs)
                     with self._executing(decision, tool_name):
                         started = 0
                         try:
-                            if audit is not None:  # durable before the body: off the loop
+                            if joined:  # durable with the decision, before the body runs
+                                started = time.perf_counter_ns()
+                            elif audit is not None:  # durable before the body: off the loop
                                 started = await asyncio.to_thread(
                                     _outcome_started, self, decision, tool_name
                                 )
@@ -1491,8 +1505,14 @@ class Guard:
             decision = self._failed_open(action, decision)
         event = _superseding(self._event(action, decision, start), joined)
         late = _LateRecord(self, action, event)
+        then = None
+        starting = _STARTING.get() if decision.verdict is _ALLOW else None
+        if starting is not None and starting[1] is None:
+            # protect runs the body next: its tool_invoke shares this commit
+            starting[1] = decision.decision_id
+            then = ("tool_invoke", _invoke_record(self, decision, starting[0]))
         try:
-            await self.audit.awrite_event(self._tenant(action), event, late=late)
+            await self.audit.awrite_event(self._tenant(action), event, late=late, then=then)
         except Exception as exc:
             decision = late.told(exc)
             event = event._replace(decision=decision)

@@ -367,3 +367,24 @@ def test_a_reservation_id_that_prefixes_another_is_not_joined_to_it(store: SqlSt
         store.append_audit([("acme", store.clock(), "budget", None, None, None, body)])
     found = list(store.audit_rows(kind="budget", mentions='"reservation_id":"r-1"'))
     assert [json.loads(r.body)["reservation_id"] for r in found] == ["r-1"]
+
+
+def test_a_protected_calls_invoke_follows_its_decision_in_one_commit(
+    guard: Guard, store: SqlStore
+) -> None:
+    @guard.protect(name="search")
+    def search(query: str) -> str:
+        return "ok"
+
+    @guard.protect(name="fetch")
+    async def fetch(url: str) -> str:
+        return "ok"
+
+    search("a")
+    asyncio.run(fetch("https://example.com/"))
+    assert guard.audit is not None and guard.audit.flush()
+    rows = list(store.audit_rows(tenant="acme"))
+    for invoke in (row for row in rows if row.kind == "tool_invoke"):
+        decision = next(row for row in rows if row.seq == invoke.seq - 1)
+        assert decision.kind == "decision" and decision.decision_id == invoke.decision_id
+    assert len([row for row in rows if row.kind == "tool_invoke"]) == 2

@@ -316,13 +316,21 @@ class AuditWriter:
         self._submit((tenant, event.kind, event))
 
     async def awrite_event(
-        self, tenant: str, event: Event, *, late: Late | None = None
+        self,
+        tenant: str,
+        event: Event,
+        *,
+        late: Late | None = None,
+        then: tuple[str, dict[str, Any]] | None = None,
     ) -> int | None:
         """The async twin of :meth:`write_event`: awaits the commit without
         blocking the event loop."""
         item = (tenant, event.kind, event)
+        extra = None if then is None else (tenant, then[0], then[1])
         if not self.waits:
             batch, index = self._submit(item)
+            if extra is not None:
+                self._submit(extra)
             if index >= self.max_pending:  # back-pressure, as in the sync path
                 await asyncio.to_thread(batch.wait, self._wait_bound())
             return None
@@ -333,6 +341,7 @@ class AuditWriter:
             lambda: loop.call_soon_threadsafe(done.set),
             lead=self.durability == "process",  # power syncs the disk: never on the loop
             gather=True,
+            extra=extra,
         )
         if lead:  # no commit was running
             await self._gather(batch)
@@ -414,11 +423,12 @@ class AuditWriter:
         *,
         lead: bool,
         gather: bool = False,
+        extra: _Item | None = None,
     ) -> tuple[_Batch, int, bool]:
-        """Add the record to the open batch. With ``lead``, when no commit is running,
-        the batch is taken for the caller to commit (the third value says so) — with
-        ``gather``, left open for others to join until the caller takes it whole
-        (:meth:`_gather`)."""
+        """Add the record to the open batch (``extra`` right after it). With ``lead``,
+        when no commit is running, the batch is taken for the caller to commit (the
+        third value says so) — with ``gather``, left open for others to join until the
+        caller takes it whole (:meth:`_gather`)."""
         with self._lock:  # nothing is added once the writer is told to stop
             if self._closed:
                 raise AuditFailure("the audit writer is closed")
@@ -427,6 +437,8 @@ class AuditWriter:
             if callback is not None:
                 batch.callbacks.append(callback)
             index = len(batch.items) - 1
+            if extra is not None:
+                batch.items.append(extra)
             if lead and self._writing is None:
                 if not gather:
                     self._open = _Batch(self._lock)
