@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from interlock.core.events import Event
 from interlock.core.redaction import Redactor
@@ -28,13 +28,14 @@ from interlock.errors import describe
 
 if TYPE_CHECKING:
     from interlock.core.decision import Decision
-    from interlock.guard import Guard
-    from interlock.ledger.usage import Usage
+    from interlock.core.events import EventSink
 
 __all__ = [
     "LLMInput",
     "LLMOutput",
+    "Observed",
     "Phase",
+    "TokenCounts",
     "ToolInvoke",
     "ToolResult",
     "emit_phase",
@@ -46,6 +47,27 @@ log = logging.getLogger("interlock")
 #: The longest output preview a tool_result carries, in characters.
 PREVIEW_CHARS: Final = 200
 _REDACTOR: Final = Redactor()
+
+
+class Observed(Protocol):
+    """What the phases need of a guard (core knows nothing above it): the sink the
+    events go to, if any, and the redactor they pass through."""
+
+    @property
+    def sink(self) -> EventSink | None: ...
+
+    @property
+    def redactor(self) -> Redactor: ...
+
+
+class TokenCounts(Protocol):
+    """A model call's token counts (:class:`interlock.ledger.usage.Usage` is one)."""
+
+    @property
+    def input_tokens(self) -> int: ...
+
+    @property
+    def output_tokens(self) -> int: ...
 
 
 def preview(value: object, redactor: Redactor | None = None) -> str:
@@ -96,7 +118,7 @@ class ToolResult:
 class LLMInput:
     model: str
     decision_id: str
-    estimate: Usage
+    estimate: TokenCounts
     kind: str = "llm_input"
 
     def fields(self) -> dict[str, Any]:
@@ -115,7 +137,7 @@ class LLMOutput:
     model: str
     decision_id: str
     ok: bool
-    usage: Usage | None
+    usage: TokenCounts | None
     error: str | None
     duration_ns: int
     kind: str = "llm_output"
@@ -135,7 +157,7 @@ class LLMOutput:
 Phase = ToolInvoke | ToolResult | LLMInput | LLMOutput
 
 
-def emit_phase(guard: Guard, phase: Phase) -> None:
+def emit_phase(guard: Observed, phase: Phase) -> None:
     """Hand ``phase`` to the guard's sink, if it has one; a failing sink is logged."""
     sink = guard.sink
     if sink is None:
@@ -153,7 +175,7 @@ def error_text(exc: BaseException) -> str:
     return describe(exc)
 
 
-def tool_started(guard: Guard, decision: Decision, name: str, arguments: str) -> int:
+def tool_started(guard: Observed, decision: Decision, name: str, arguments: str) -> int:
     """Emit ``tool_invoke``; returns the start time for :func:`tool_finished`."""
     if guard.sink is not None:
         emit_phase(guard, ToolInvoke(name, arguments, decision.decision_id))
@@ -161,7 +183,7 @@ def tool_started(guard: Guard, decision: Decision, name: str, arguments: str) ->
 
 
 def tool_finished(
-    guard: Guard,
+    guard: Observed,
     decision: Decision,
     name: str,
     started: int,
