@@ -28,6 +28,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("facts", ("interlock.facts",)),
+    # Provider-side verification: a library of its own (tokens, keys, receipts) that the
+    # issuing side signs with; it needs only the error tree.
+    ("verify", ("interlock.verify",)),
     (
         "policy",
         (
@@ -46,7 +49,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         # Deciders that hold state: budgets, approvals, the audit join, a remote server.
         "stateful deciders",
-        ("interlock.deciders.stateful", "interlock.deciders.joined", "interlock.remote"),
+        (
+            "interlock.deciders.stateful",
+            "interlock.deciders.joined",
+            "interlock.remote",
+            "interlock.remote_grants",
+        ),
     ),
     (
         "guard",
@@ -63,7 +71,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "interlock.adapters",
             "interlock.gateways",
             "interlock.server",
-            "interlock.verify",
             "interlock.replay",
             "interlock.demo",
             "interlock.cli",  # and every interlock.cli_* module, matched below
@@ -109,7 +116,7 @@ def imports_of(path: Path, text: str | None = None) -> list[Import]:
     text = path.read_text(encoding="utf-8") if text is None else text
     module = module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found = []
+    found: dict[tuple[int, str], Import] = {}
     for node in ast.walk(ast.parse(text, str(path))):
         targets: list[str] = []
         if isinstance(node, ast.Import):
@@ -124,8 +131,8 @@ def imports_of(path: Path, text: str | None = None) -> list[Import]:
             targets = [t if _is_module(t) else base for t in targets]
         for target in targets:
             if target == "interlock" or target.startswith("interlock."):
-                found.append(Import(path, node.lineno, module, target))
-    return found
+                found[node.lineno, target] = Import(path, node.lineno, module, target)
+    return list(found.values())
 
 
 def _is_module(name: str) -> bool:

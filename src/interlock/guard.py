@@ -44,6 +44,7 @@ from interlock.deciders.local import LocalDecider
 from interlock.errors import (
     AuditFailure,
     DecisionTimeout,
+    GrantError,
     InternalFailure,
     MappingError,
     ReservationNotOwned,
@@ -55,6 +56,7 @@ from interlock.policy.compiled import CompiledPolicy
 from interlock.policy.engine import evaluate
 
 if TYPE_CHECKING:
+    from interlock.approvals.grants import Grant, GrantableDecisions
     from interlock.core.decision import ReservationRef
     from interlock.core.registry import Coverage
     from interlock.ledger.llm_call import LLMCall
@@ -68,6 +70,7 @@ if TYPE_CHECKING:
     from interlock.store.records import ApprovalRecord, Reservation, Settler
     from interlock.store.sql import SqlStore
     from interlock.store.sql_base import AuditEntry
+    from interlock.verify.tokens import GrantClaims
 
 __all__ = ["DEFAULT_TIMEOUT", "Guard", "Mapper", "raise_for"]
 
@@ -191,6 +194,7 @@ class Guard:
         self.audit: AuditWriter | None = None
         self._owns_store = False
         self._reaper: Reaper | None = None
+        self._grantable: GrantableDecisions | None = None
         if store is not None:
             self._open_store(store, policy, durability, reap_interval)
         self._reservation_ttl = reservation_ttl
@@ -202,6 +206,7 @@ class Guard:
             decider = self._decider_for(policy, self.redactor)
         self.policy = policy
         self.decider = decider
+        self._intents = policy.tool_intents if policy is not None else {}
         self.context = context or _DEFAULT_CONTEXT
         #: OpenTelemetry spans and metrics (``interlock.otel``), when asked for.
         self.telemetry: Telemetry | None = None
@@ -278,6 +283,7 @@ class Guard:
         durability: Durability | None,
         reap_interval: float | None,
     ) -> None:
+        from interlock.approvals.grants import GrantableDecisions
         from interlock.store.audit import AuditWriter
         from interlock.store.reaper import Reaper
         from interlock.store.url import open_store
@@ -290,6 +296,7 @@ class Guard:
         if durability is None:
             durability = policy.audit.durability if policy is not None else "process"
         self.audit = AuditWriter(store, durability=durability, redactor=self.redactor)
+        self._grantable = GrantableDecisions()
         if reap_interval is not None:
             self._reaper = Reaper(store, interval=reap_interval)
             self._reaper.start()
@@ -362,6 +369,7 @@ class Guard:
         if self.audit is not None:
             self.audit.redactor = redactor
         self.decider = decider
+        self._intents = policy.tool_intents
         self.policy = policy
 
     def close(self) -> None:
@@ -404,6 +412,7 @@ class Guard:
                 type(action) is Action
                 and type(action.context) is Context
                 and self.context is _DEFAULT_CONTEXT
+                and not self._intents
             )
             try:
                 if not usual:
@@ -478,6 +487,8 @@ class Guard:
                     finally:
                         JOINED.reset(token)
                 decision = _validated(decided)
+                if self._asks_grant(decision):
+                    decision = self._granted(action, decision)
                 if cancel is not None and cancel.cancelled:
                     self._give_back(decision)
                     decision = _cancelled(cancel)
@@ -524,6 +535,8 @@ class Guard:
                         decision = _validated(
                             await self.decider.adecide(action, deadline=deadline, cancel=cancel)
                         )
+                if self._asks_grant(decision):  # the store is asked on a thread
+                    decision = await self._agranted(action, decision)
                 if cancel is not None and cancel.cancelled:
                     self._give_back(decision)
                     decision = _cancelled(cancel)
@@ -1093,6 +1106,115 @@ class Guard:
             return await remote.await_approval(approval_id, timeout)
         return await self._require_store().await_approval(approval_id, timeout)
 
+    # -- grants ------------------------------------------------------------------------
+
+    def issue_grant(
+        self,
+        decision: Decision,
+        *,
+        audience: str | None = None,
+        binding: str | None = None,
+        ttl: float | None = None,
+    ) -> Grant:
+        """A signed, single-use grant for the call ``decision`` allowed (an allow this
+        guard decided, or one from a claimed approval), stored and audited; one per
+        decision. ``audience`` defaults to the action's downstream system (none at all
+        is a ConfigError); ``binding`` is the digest of the exact request
+        (:func:`interlock.verify.binding.http_binding`); ``ttl`` seconds (default 60,
+        at most 3600). Anything else is a :class:`~interlock.errors.GrantError` saying
+        why (see :mod:`interlock.approvals.grants`). Needs a store."""
+        from interlock.approvals.grants import issue_grant
+
+        remote = self._remote()
+        if remote is not None:  # the server decided: it grants
+            from interlock import remote_grants
+
+            return remote_grants.issue(
+                remote, decision, audience=audience, binding=binding, ttl=ttl
+            )
+        store = self._grant_store()
+        assert self._grantable is not None  # made with the store
+        carried = decision.grant if isinstance(decision, Decision) else None
+        if carried is not None:  # the policy asked for it with the allow
+            if binding is None and ttl is None and audience in (None, carried.claims.audience):
+                return cast("Grant", carried)  # a decision's grant is always a Grant
+            raise GrantError(
+                f"decision {decision.decision_id} carries its grant already (decision.grant, "
+                "asked for by the policy): one grant per decision"
+            )
+        action = self._grantable.find(decision)
+        grant = issue_grant(store, action, decision, audience=audience, binding=binding, ttl=ttl)
+        self._grantable.forget(decision)
+        return grant
+
+    async def aissue_grant(
+        self,
+        decision: Decision,
+        *,
+        audience: str | None = None,
+        binding: str | None = None,
+        ttl: float | None = None,
+    ) -> Grant:
+        """The async twin of :meth:`issue_grant` (the store is asked on a thread)."""
+        import asyncio
+
+        remote = self._remote()
+        if remote is not None:
+            from interlock import remote_grants
+
+            return await remote_grants.aissue(
+                remote, decision, audience=audience, binding=binding, ttl=ttl
+            )
+        return await asyncio.to_thread(
+            self.issue_grant, decision, audience=audience, binding=binding, ttl=ttl
+        )
+
+    def claim_grant(self, grant: Grant | str) -> GrantClaims:
+        """Claim a grant (or its token) exactly once, atomically, in the store: its
+        claims. :class:`~interlock.errors.GrantReplayed` when it was claimed before,
+        :class:`~interlock.errors.GrantExpired` past its expiry,
+        :class:`~interlock.errors.GrantInvalid` otherwise."""
+        from interlock.approvals.grants import claim_grant
+
+        remote = self._remote()
+        if remote is not None:
+            from interlock import remote_grants
+
+            return remote_grants.claim(remote, _token_of(grant))
+        return claim_grant(self._grant_store(), grant)
+
+    async def aclaim_grant(self, grant: Grant | str) -> GrantClaims:
+        """The async twin of :meth:`claim_grant`."""
+        import asyncio
+
+        remote = self._remote()
+        if remote is not None:
+            from interlock import remote_grants
+
+            return await remote_grants.aclaim(remote, _token_of(grant))
+        return await asyncio.to_thread(self.claim_grant, grant)
+
+    def grant_jwks(self) -> dict[str, Any]:
+        """The public JWK set a downstream verifier needs: the active signing key and
+        the retired ones whose grants may not have expired yet (a remote guard's: the
+        server's)."""
+        remote = self._remote()
+        if remote is not None:
+            from interlock import remote_grants
+
+            return remote_grants.jwks(remote)
+        return self._grant_store().grant_keys.ring().jwks()
+
+    def _grant_store(self) -> SqlStore:
+        if self.store is None:
+            from interlock.errors import ConfigError
+
+            raise ConfigError(
+                "grants are issued and claimed in a store: create the guard with one, "
+                "e.g. Guard(policy, store='sqlite:///.interlock/interlock.db')"
+            )
+        return self.store
+
     def llm_call(
         self,
         model: str,
@@ -1147,21 +1269,83 @@ class Guard:
     # -- internals -------------------------------------------------------------------
 
     def _contextualise(self, action: Action) -> Action:
-        if type(action) is Action and type(action.context) is Context:
-            base = self.context
-            if base is _DEFAULT_CONTEXT:
-                return action
-            return action.with_context(action.context.merged_over(base))
-        if not isinstance(action, Action):
-            raise MappingError(f"check() needs an Action, not a {type(action).__name__}")
-        if not isinstance(action.context, Context):
-            raise MappingError(
-                f"the action's context is a {type(action.context).__name__}, not a Context"
-            )
+        if not (type(action) is Action and type(action.context) is Context):
+            if not isinstance(action, Action):
+                raise MappingError(f"check() needs an Action, not a {type(action).__name__}")
+            if not isinstance(action.context, Context):
+                raise MappingError(
+                    f"the action's context is a {type(action.context).__name__}, not a Context"
+                )
         base = self.context
-        if base is _DEFAULT_CONTEXT:
-            return action
-        return action.with_context(action.context.merged_over(base))
+        if base is not _DEFAULT_CONTEXT:
+            action = action.with_context(action.context.merged_over(base))
+        intents = self._intents
+        if intents and action.kind != "llm":
+            intent = intents.get(action.name)
+            if intent is not None:  # the policy states what the call acts on
+                action = intent.declare(action)
+        return action
+
+    def _granted(self, action: Action, decision: Decision) -> Decision:
+        """An allow with the grant the policy asks for (a rule's or the tool's
+        ``grant:``, or a claimed approval's when an audience is known). No grant can be
+        issued: undetermined, and what the allow held is given back."""
+        store, policy = self.store, self.policy
+        if store is None or policy is None:
+            return decision
+        shadow = decision.shadow
+        if shadow is not None and shadow.verdict is not _ALLOW:
+            return decision  # runs only because of shadow mode: nothing to vouch for
+        from interlock.approvals.grants import DEFAULT_GRANT_TTL, issue_grant
+
+        try:
+            spec = policy.grants.for_decision(action, decision, DEFAULT_GRANT_TTL)
+            if spec is None:
+                return decision
+            grant = issue_grant(store, action, decision, audience=spec.audience, ttl=spec.ttl)
+        except Exception as exc:
+            self._give_back(decision)
+            return _failed(
+                exc, f"the policy asks for a grant, and none was issued: {describe(exc)}"
+            )
+        return decision._replace(grant=grant)
+
+    async def _agranted(self, action: Action, decision: Decision) -> Decision:
+        """:meth:`_granted` on a thread. Cancelled meanwhile: what the thread's allow
+        holds (a reservation, a claimed approval) is given back once it is done."""
+        import asyncio
+
+        work = asyncio.ensure_future(asyncio.to_thread(self._granted, action, decision))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            work.add_done_callback(self._give_back_when_done)
+            raise
+
+    def _give_back_when_done(self, work: Any) -> None:
+        if work.cancelled() or work.exception() is not None:
+            return
+        decision: Decision = work.result()
+        if decision.reservation is None and decision.approval is None:
+            return
+        # Not on the event loop (this callback runs there), nor under the check's
+        # deadline, which has passed: a thread of its own, on the store's bounds.
+        threading.Thread(
+            target=self._give_back_unbounded,
+            args=(decision,),
+            name="interlock-give-back",
+            daemon=True,
+        ).start()
+
+    def _give_back_unbounded(self, decision: Decision) -> None:
+        with deadline_scope(None):
+            self._give_back(decision)
+
+    def _asks_grant(self, decision: Decision) -> bool:
+        """Whether an allow may carry a grant (cheap: the policy says so at all)."""
+        if decision.verdict is not _ALLOW or self.store is None or self.policy is None:
+            return False
+        return bool(self.policy.grants) or decision.approval is not None
 
     def _joined(self, action: Action, start: int) -> JoinedRecord | None:
         """The check's record on offer to its reservation's transaction: when the
@@ -1226,6 +1410,8 @@ class Guard:
                 except Exception as exc:
                     decision = late.told(exc)
                     event = event._replace(decision=decision)
+        if self._grantable is not None and decision.verdict is _ALLOW and action is not None:
+            self._grantable.remember(decision, action)
         if self.on_decision is None and self.on_blocked is None:
             # _publish, inlined for the usual guard: a sink at most, no hooks
             if sink is not None and event is not None:
@@ -1252,6 +1438,8 @@ class Guard:
             if recorded is not None and joined.landed and decision is recorded:
                 # committed with its reservation: in the chain already (an allow: it
                 # is told as it is, and never fails open)
+                if self._grantable is not None and action is not None:
+                    self._grantable.remember(decision, action)
                 self._publish(action, decision, joined.event)
                 return decision
         decision = self._told(decision)
@@ -1268,6 +1456,8 @@ class Guard:
         except Exception as exc:
             decision = late.told(exc)
             event = event._replace(decision=decision)
+        if self._grantable is not None and decision.verdict is _ALLOW and action is not None:
+            self._grantable.remember(decision, action)
         self._publish(action, decision, event)
         return decision
 
@@ -1443,6 +1633,16 @@ def _superseding(event: Event, joined: JoinedRecord | None) -> Event:
         "supersedes_decision_id": recorded.decision_id,
     }
     return event._replace(detail=detail)
+
+
+def _token_of(grant: object) -> str:
+    """The token of a Grant, or the token itself."""
+    token = getattr(grant, "token", grant)
+    if not isinstance(token, str):
+        from interlock.errors import GrantInvalid
+
+        raise GrantInvalid(f"a grant is a Grant or its token, not a {type(grant).__name__}")
+    return token
 
 
 def _validated(decision: object) -> Decision:

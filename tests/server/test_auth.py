@@ -33,6 +33,18 @@ async def _reservation(api: Api) -> dict[str, Any]:
     return {"id": decision["reservation"]["id"]}
 
 
+async def _allowed(api: Api) -> dict[str, Any]:
+    return {"id": (await api.check(name="search"))["decision_id"]}
+
+
+async def _grant(api: Api) -> dict[str, Any]:
+    decision = await api.check(name="search")
+    body = {"decision_id": decision["decision_id"], "audience": "search-api"}
+    response = await api.client.post("/v1/grants", json=body, headers=api.h("agent"))
+    assert response.status_code == 200, response.text
+    return {"token": response.json()["token"]}
+
+
 async def _held_reload(api: Api) -> dict[str, Any]:
     """A reload of the server's policy file held for confirmation (4 of 5 rules
     removed); its digest."""
@@ -128,6 +140,16 @@ ENDPOINTS = [
         body={"policy": "version: 1\ndefault: deny\n"},
     ),
     Endpoint("GET", "/v1/whoami", EVERYONE),
+    Endpoint(
+        "POST",
+        "/v1/grants",
+        frozenset({AGENT, ADMIN}),
+        _allowed,
+        body={"decision_id": "{id}", "audience": "search-api"},
+    ),
+    Endpoint(
+        "POST", "/v1/grants/claim", frozenset({AGENT, ADMIN}), _grant, body={"token": "{token}"}
+    ),
     Endpoint(
         "POST",
         "/v1/policy/reload/confirm",

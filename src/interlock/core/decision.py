@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple, Protocol
 
 from interlock.errors import describe
 
@@ -109,6 +109,32 @@ class ShadowVerdict:
     rule_ids: tuple[str, ...] = ()
 
 
+class GrantClaimsRef(Protocol):
+    """What core reads of a grant's claims (:class:`interlock.verify.tokens.GrantClaims`)."""
+
+    @property
+    def grant_id(self) -> str: ...
+
+    @property
+    def audience(self) -> str: ...
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
+class GrantRef(Protocol):
+    """A signed grant as a decision carries it (:class:`interlock.approvals.grants.Grant`
+    is one; a grant is the approvals layer's, and core names nothing above it)."""
+
+    @property
+    def token(self) -> str: ...
+
+    @property
+    def claims(self) -> GrantClaimsRef: ...
+
+    @property
+    def kid(self) -> str: ...
+
+
 class _DecisionFields(NamedTuple):
     verdict: Verdict
     reason: str
@@ -119,6 +145,7 @@ class _DecisionFields(NamedTuple):
     shadow: ShadowVerdict | None = None
     fail_open: bool = False
     reservation: ReservationRef | None = None
+    grant: GrantRef | None = None
 
 
 _new_tuple = tuple.__new__
@@ -131,7 +158,9 @@ class Decision(_DecisionFields):
     ``cause`` is set for undetermined verdicts; ``shadow`` holds what shadow rules
     would have decided; ``fail_open`` marks an undetermined verdict turned into allow
     by an explicit ``fail_mode="open"``; ``reservation`` is the budget reservation an
-    allowed action holds (see ``Guard.commit`` / ``Guard.release``). A named tuple
+    allowed action holds (see ``Guard.commit`` / ``Guard.release``); ``grant`` the
+    signed, single-use grant an allow carries when the policy asks for one
+    (:mod:`interlock.approvals.grants`). A named tuple
     underneath: it is built on every check, and that is the cheapest immutable record
     Python has.
     """
@@ -149,6 +178,7 @@ class Decision(_DecisionFields):
         shadow: ShadowVerdict | None = None,
         fail_open: bool = False,
         reservation: ReservationRef | None = None,
+        grant: GrantRef | None = None,
     ) -> Decision:
         fields = (
             verdict,
@@ -161,6 +191,7 @@ class Decision(_DecisionFields):
             shadow,
             fail_open,
             reservation,
+            grant,
         )
         return _new_tuple(cls, fields)
 

@@ -22,10 +22,12 @@ if TYPE_CHECKING:
     from interlock.policy.schema import (
         BudgetModel,
         Condition,
+        GrantModel,
         PolicyModel,
         RateLimitModel,
         RuleModel,
         ShellCondition,
+        ToolModel,
     )
     from interlock.policy.specs import Durability, KeyScope, Window
 
@@ -36,6 +38,8 @@ __all__ = [
     "BudgetData",
     "CommandData",
     "ConditionData",
+    "GrantData",
+    "IntentData",
     "LimitsData",
     "LineSource",
     "PolicyData",
@@ -117,6 +121,7 @@ class RuleData(NamedTuple):
     shell: ShellData | None
     when: str | None
     severity: Severity | None = None
+    grant: GrantData | None = None
 
 
 class ScopesData(NamedTuple):
@@ -184,9 +189,23 @@ class AuditData(NamedTuple):
     durability: Durability
 
 
+class GrantData(NamedTuple):
+    audience: str | None
+    ttl: str | int | float
+
+
+class IntentData(NamedTuple):
+    target: str | None
+    system: str
+    operation: str | None
+    endpoint: str | None
+
+
 class ToolData(NamedTuple):
-    parameters: dict[str, Any]
+    parameters: dict[str, Any] | None
     description: str | None
+    intent: IntentData | None = None
+    grant: GrantData | None = None
 
 
 class PolicyData(NamedTuple):
@@ -251,6 +270,23 @@ def _rule(model: RuleModel) -> RuleData:
         shell=_shell(model.shell) if model.shell is not None else None,
         when=model.when,
         severity=model.severity,
+        grant=_grant(model.grant),
+    )
+
+
+def _grant(model: GrantModel | None) -> GrantData | None:
+    return None if model is None else GrantData(model.audience, model.ttl)
+
+
+def _tool(model: ToolModel) -> ToolData:
+    intent = model.intent
+    return ToolData(
+        model.parameters,
+        model.description,
+        None
+        if intent is None
+        else IntentData(intent.target, intent.system, intent.operation, intent.endpoint),
+        _grant(model.grant),
     )
 
 
@@ -312,7 +348,5 @@ def from_model(model: PolicyModel) -> PolicyData:
             dict(pricing.default_max_tokens),
         ),
         audit=AuditData(model.audit.durability),
-        tools={
-            name: ToolData(tool.parameters, tool.description) for name, tool in model.tools.items()
-        },
+        tools={name: _tool(tool) for name, tool in model.tools.items()},
     )

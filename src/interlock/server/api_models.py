@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from interlock.core.decision import Decision
+from interlock.core.decision import Decision, GrantRef
 from interlock.core.redaction import Redactor
 from interlock.errors import describe
 from interlock.server.keys import ApiKey
@@ -52,6 +52,8 @@ __all__ = [
     "DecideIn",
     "DecisionOut",
     "ErrorOut",
+    "GrantClaimsOut",
+    "GrantOut",
     "HealthOut",
     "HeldReloadOut",
     "PolicyReloadOut",
@@ -198,10 +200,40 @@ class ShadowOut(BaseModel):
     rule_ids: list[str]
 
 
+class GrantClaimsOut(BaseModel):
+    """What a grant says (``interlock.verify.tokens.GrantClaims``)."""
+
+    grant_id: str
+    issuer: str
+    audience: str
+    tenant: str
+    agent: str | None
+    intent_hash: str
+    binding: str | None
+    issued_at: int
+    expires_at: int
+
+
+class GrantOut(BaseModel):
+    """An issued grant: the token to send downstream, what it says, its key's id."""
+
+    token: str
+    claims: GrantClaimsOut
+    kid: str
+
+    @classmethod
+    def of(cls, grant: GrantRef) -> GrantOut:
+        return cls(
+            token=grant.token, claims=GrantClaimsOut(**grant.claims.as_dict()), kid=grant.kid
+        )
+
+
 class DecisionOut(BaseModel):
     """A verdict. ``approval`` is set for a call that needs (or used) an approval;
     ``reservation`` for an allowed call that holds budget (settle it with
-    ``/v1/budgets/commit`` or ``/v1/budgets/release``); ``cause`` for undetermined."""
+    ``/v1/budgets/commit`` or ``/v1/budgets/release``); ``cause`` for undetermined;
+    ``grant`` for an allow the policy asks a grant for (claim it with
+    ``/v1/grants/claim``; verify it with ``/v1/keys/jwks.json``)."""
 
     verdict: Verdict
     reason: str
@@ -212,6 +244,7 @@ class DecisionOut(BaseModel):
     shadow: ShadowOut | None = None
     cause: str | None = None
     fail_open: bool = False
+    grant: GrantOut | None = None
 
     @classmethod
     def of(cls, decision: Decision, redactor: Redactor) -> DecisionOut:
@@ -243,6 +276,7 @@ class DecisionOut(BaseModel):
             ),
             cause=None if decision.cause is None else redactor.redact(describe(decision.cause)),
             fail_open=decision.fail_open,
+            grant=None if decision.grant is None else GrantOut.of(decision.grant),
         )
 
 

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from interlock.server.routes import approvals, audit, budgets, checks, policy, replay, service
+from interlock.server.routes import (
+    approvals,
+    audit,
+    budgets,
+    checks,
+    grants,
+    policy,
+    replay,
+    service,
+)
 
 __all__ = ["routers"]
 
@@ -18,5 +27,6 @@ def routers() -> list[APIRouter]:
         audit.router,
         replay.router,
         policy.router,
+        grants.router,
         service.metrics_router,
     ]
