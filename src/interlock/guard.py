@@ -38,15 +38,12 @@ from interlock.core.deadline import current_deadline, deadline_scope
 from interlock.core.decision import Decision, ShadowVerdict, Verdict
 from interlock.core.events import Event, EventSink, new_event
 from interlock.core.redaction import Redactor
+from interlock.core.refusal import raise_for
 from interlock.deciders.base import CancelToken, Decider
 from interlock.deciders.joined import JOINED, JoinedRecord
 from interlock.deciders.local import LocalDecider
 from interlock.errors import (
-    ActionDenied,
-    ActionUndetermined,
-    ApprovalRequired,
     AuditFailure,
-    Blocked,
     DecisionTimeout,
     GrantError,
     InternalFailure,
@@ -60,9 +57,9 @@ from interlock.policy.compiled import CompiledPolicy
 from interlock.policy.engine import evaluate
 
 if TYPE_CHECKING:
-    from interlock.adapters.base import Coverage
     from interlock.approvals.grants import Grant, GrantableDecisions
     from interlock.core.decision import ReservationRef
+    from interlock.core.registry import Coverage
     from interlock.ledger.llm_call import LLMCall
     from interlock.ledger.memory import MemoryLedger
     from interlock.ledger.usage import Usage
@@ -933,14 +930,14 @@ class Guard:
         """Guard a framework object in place (e.g. a LangChain ``BaseTool``: every entry
         point is judged) and return it. Idempotent; :meth:`detach` undoes it. The
         framework's adapter is imported only here."""
-        from interlock.adapters.base import adapter_for
+        from interlock.core.registry import adapter_for
 
         adapter_for(obj).attach(obj, self)
         return obj
 
     def detach(self, obj: T, /) -> T:
         """Restore exactly what :meth:`attach` replaced on ``obj``."""
-        from interlock.adapters.base import adapter_for
+        from interlock.core.registry import adapter_for
 
         adapter_for(obj).detach(obj)
         return obj
@@ -950,7 +947,7 @@ class Guard:
         MCP server: its tools (and, where the adapter looks, models), each marked
         ``guarded`` when its calls pass this guard, however it was guarded (``attach``,
         a guarded copy, middleware). ``coverage(agent).unguarded`` lists the rest."""
-        from interlock.adapters.base import adapter_for
+        from interlock.core.registry import adapter_for
 
         return adapter_for(obj).coverage(obj, self)
 
@@ -1185,7 +1182,7 @@ class Guard:
         carried = decision.grant if isinstance(decision, Decision) else None
         if carried is not None:  # the policy asked for it with the allow
             if binding is None and ttl is None and audience in (None, carried.claims.audience):
-                return carried
+                return cast("Grant", carried)  # a decision's grant is always a Grant
             raise GrantError(
                 f"decision {decision.decision_id} carries its grant already (decision.grant, "
                 "asked for by the policy): one grant per decision"
@@ -1693,43 +1690,6 @@ def _superseding(event: Event, joined: JoinedRecord | None) -> Event:
         "supersedes_decision_id": recorded.decision_id,
     }
     return event._replace(detail=detail)
-
-
-def raise_for(decision: Decision, action: Action | None = None) -> None:
-    """Raise the error for a non-allow decision; return quietly on allow."""
-    verdict = decision.verdict
-    if verdict is Verdict.ALLOW:
-        return
-    what = _what(action)
-    redactor = _REDACTOR
-    reason = redactor.redact(decision.reason)
-    if verdict is Verdict.DENY:
-        if action is not None and action.kind == "llm" and not decision.rule_ids:
-            # The policy's default refused a model call: the usual cause is a policy
-            # written for tools only, meeting a guard that also checks model calls.
-            reason += "; no rule allows this model: add one with kind: llm"
-        raise ActionDenied(f"Interlock denied {what}: {reason}", decision=decision)
-    if verdict is Verdict.REQUIRE_APPROVAL:
-        url = decision.approval.url if decision.approval else None
-        where = f" (approve at {url})" if url else ""
-        raise ApprovalRequired(
-            f"Interlock requires approval for {what}{where}: {reason}", decision=decision
-        )
-    error: Blocked = ActionUndetermined(
-        f"Interlock could not decide on {what}, so it did not run: {reason}", decision=decision
-    )
-    raise error from decision.cause
-
-
-_REDACTOR = Redactor()
-
-
-def _what(action: Action | None) -> str:
-    """How a refusal names the action: ``tool 'shell'``, ``MCP tool 'read_file'``."""
-    if action is None:
-        return "the call"
-    kind = "MCP tool" if action.kind == "mcp" else action.kind
-    return f"{kind} {action.name!r}"
 
 
 def _token_of(grant: object) -> str:

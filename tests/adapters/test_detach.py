@@ -56,6 +56,7 @@ import interlock.adapters.pydantic_ai
 import interlock.adapters.smolagents  # noqa: F401 - registers its adapters
 from interlock import Guard
 from interlock.adapters import base
+from interlock.core import registry
 
 from .conformance import POLICY
 
@@ -318,7 +319,7 @@ def _values(parts: list[object]) -> list[dict[str, object]]:
 
 
 def test_every_registered_adapter_is_in_the_detach_test() -> None:
-    registered = {adapter.framework for adapter in base._ADAPTERS.values()}
+    registered = {adapter.framework for adapter in registry.registered()}
     assert registered == set(SUBJECTS)
 
 

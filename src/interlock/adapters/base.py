@@ -18,17 +18,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import importlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, cast, final
 
+from interlock.core import registry
 from interlock.core.action import normalise_arguments
 from interlock.core.decision import Decision, Verdict
 from interlock.core.phases import tool_finished, tool_started
+from interlock.core.registry import Coverage, LLMBinding, ToolBinding
 from interlock.errors import Blocked
 
 if TYPE_CHECKING:
@@ -72,74 +73,6 @@ class PatchTarget:
 
     owner: type
     attr: str
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class ToolBinding:
-    """A framework tool as the guard sees it: what is judged, and where it lives.
-
-    ``callable`` is what runs the tool (``None``: it runs elsewhere, a hosted tool);
-    it lives at ``owner.attr`` or at ``container[key]``. ``guarded`` says whether every
-    call of it passes the guard asked about (``note`` says why not, when it cannot)."""
-
-    name: str
-    description: str | None
-    schema: dict[str, Any] | None  # the JSON Schema of its arguments, when known
-    callable: Callable[..., Any] | None = None
-    owner: object | None = None
-    attr: str | None = None
-    container: object | None = None
-    key: object | None = None
-    guarded: bool = False
-    note: str | None = None
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class LLMBinding:
-    """A model an agent calls, as the guard sees it (``label``: the model's name);
-    where it lives and whether its calls pass the guard, as for :class:`ToolBinding`."""
-
-    label: str
-    callable: Callable[..., Any] | None = None
-    owner: object | None = None
-    attr: str | None = None
-    container: object | None = None
-    key: object | None = None
-    guarded: bool = False
-    note: str | None = None
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class Coverage:
-    """What a guard holds of one framework object: its tools and models, each with
-    whether its calls pass the guard. ``guard.coverage(agent).unguarded`` is empty when
-    nothing the adapter can see runs unjudged."""
-
-    framework: str
-    tools: tuple[ToolBinding, ...]
-    llms: tuple[LLMBinding, ...]
-    models_inspected: bool  # False: this adapter does not look at model calls
-
-    @property
-    def unguarded(self) -> list[str]:
-        """The tools (by name) and models (``model:<label>``) whose calls do not pass
-        the guard."""
-        tools = [t.name for t in self.tools if not t.guarded]
-        return tools + [f"model:{m.label}" for m in self.llms if not m.guarded]
-
-    def __str__(self) -> str:
-        lines = [f"{self.framework}: {len(self.tools)} tool(s), {len(self.llms)} model(s)"]
-        for kind, bindings in (("tool", self.tools), ("model", self.llms)):
-            for b in bindings:
-                name = b.name if isinstance(b, ToolBinding) else b.label
-                state = "guarded" if b.guarded else "NOT guarded"
-                lines.append(f"  {kind} {name}: {state}{f' ({b.note})' if b.note else ''}")
-        if not self.models_inspected:
-            lines.append("  (model calls are not inspected for this framework)")
-        return "\n".join(lines)
 
 
 @final
@@ -489,43 +422,15 @@ class Adapter:
 
 # -- finding the adapter for an object, importing frameworks only on demand -------------
 
-#: Top-level module of a framework type → the adapter module that handles it.
-_ADAPTER_MODULES: Final[dict[str, str]] = {
-    "langchain_core": "interlock.adapters.langchain",
-    "langchain": "interlock.adapters.langchain",
-    "langgraph": "interlock.adapters.langchain",
-    "agents": "interlock.adapters.openai_agents",
-    "browser_use": "interlock.adapters.browser_use",
-    "mcp": "interlock.adapters.mcp",
-    "openai": "interlock.adapters.openai_client",
-    "anthropic": "interlock.adapters.anthropic_client",
-    "google": "interlock.adapters.google_adk",
-    "pydantic_ai": "interlock.adapters.pydantic_ai",
-    "smolagents": "interlock.adapters.smolagents",
-    "autogen_agentchat": "interlock.adapters.autogen",
-    "autogen_core": "interlock.adapters.autogen",
-    "llama_index": "interlock.adapters.llama_index",
-    "crewai": "interlock.adapters.crewai",
-}
-
-_ADAPTERS: dict[str, Adapter] = {}
-
 A = TypeVar("A", bound=Adapter)
 
 
 def register_adapter(adapter: A) -> A:
-    """Make ``adapter`` the one :func:`adapter_for` returns for its framework."""
-    _ADAPTERS[adapter.framework] = adapter
-    return adapter
+    """Make ``adapter`` the one :func:`adapter_for` returns for its framework (in the
+    registry, :mod:`interlock.core.registry`)."""
+    return registry.register_adapter(adapter)
 
 
 def adapter_for(obj: object) -> Adapter:
     """The adapter that can guard ``obj``, importing its module on first use."""
-    for klass in type(obj).__mro__:
-        module = _ADAPTER_MODULES.get(klass.__module__.partition(".")[0])
-        if module is not None:
-            importlib.import_module(module)
-    for adapter in _ADAPTERS.values():
-        if adapter.can_wrap(obj):
-            return adapter
-    raise TypeError(f"no Interlock adapter can guard a {type(obj).__name__}")
+    return cast("Adapter", registry.adapter_for(obj))

@@ -16,12 +16,9 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import Any, Final, NamedTuple, Protocol
 
 from interlock.errors import describe
-
-if TYPE_CHECKING:  # typing only: a grant is the approvals layer's
-    from interlock.approvals.grants import Grant
 
 __all__ = [
     "SEVERITY",
@@ -112,6 +109,32 @@ class ShadowVerdict:
     rule_ids: tuple[str, ...] = ()
 
 
+class GrantClaimsRef(Protocol):
+    """What core reads of a grant's claims (:class:`interlock.verify.tokens.GrantClaims`)."""
+
+    @property
+    def grant_id(self) -> str: ...
+
+    @property
+    def audience(self) -> str: ...
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
+class GrantRef(Protocol):
+    """A signed grant as a decision carries it (:class:`interlock.approvals.grants.Grant`
+    is one; a grant is the approvals layer's, and core names nothing above it)."""
+
+    @property
+    def token(self) -> str: ...
+
+    @property
+    def claims(self) -> GrantClaimsRef: ...
+
+    @property
+    def kid(self) -> str: ...
+
+
 class _DecisionFields(NamedTuple):
     verdict: Verdict
     reason: str
@@ -122,7 +145,7 @@ class _DecisionFields(NamedTuple):
     shadow: ShadowVerdict | None = None
     fail_open: bool = False
     reservation: ReservationRef | None = None
-    grant: Grant | None = None
+    grant: GrantRef | None = None
 
 
 _new_tuple = tuple.__new__
@@ -155,7 +178,7 @@ class Decision(_DecisionFields):
         shadow: ShadowVerdict | None = None,
         fail_open: bool = False,
         reservation: ReservationRef | None = None,
-        grant: Grant | None = None,
+        grant: GrantRef | None = None,
     ) -> Decision:
         fields = (
             verdict,

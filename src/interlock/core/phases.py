@@ -19,24 +19,28 @@ from :meth:`interlock.Guard.llm_call`.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from interlock.core.events import Event
 from interlock.core.redaction import Redactor
 from interlock.errors import describe
 
 if TYPE_CHECKING:
+    from interlock.core.action import Context
     from interlock.core.decision import Decision
-    from interlock.guard import Guard
-    from interlock.ledger.usage import Usage
+    from interlock.core.events import EventSink
 
 __all__ = [
     "LLMInput",
     "LLMOutput",
+    "Observed",
+    "OutcomeLog",
     "Phase",
+    "TokenCounts",
     "ToolInvoke",
     "ToolResult",
     "emit_phase",
@@ -48,6 +52,46 @@ log = logging.getLogger("interlock")
 #: The longest output preview a tool_result carries, in characters.
 PREVIEW_CHARS: Final = 200
 _REDACTOR: Final = Redactor()
+
+
+class OutcomeLog(Protocol):
+    """Where outcome records go: the guard's audit writer
+    (:class:`interlock.store.audit.AuditWriter` is one)."""
+
+    @property
+    def waits(self) -> bool: ...
+
+    def write_record(self, tenant: str, kind: str, record: dict[str, Any]) -> int | None: ...
+
+    def write_record_nowait(self, tenant: str, kind: str, record: dict[str, Any]) -> None: ...
+
+
+class Observed(Protocol):
+    """What the phases need of a guard (core knows nothing above it): the sink the
+    events go to, if any, the redactor they pass through, and the audit log (with
+    the guard's context: its tenant and agent) outcome records go to, if any."""
+
+    @property
+    def sink(self) -> EventSink | None: ...
+
+    @property
+    def redactor(self) -> Redactor: ...
+
+    @property
+    def audit(self) -> OutcomeLog | None: ...
+
+    @property
+    def context(self) -> Context: ...
+
+
+class TokenCounts(Protocol):
+    """A model call's token counts (:class:`interlock.ledger.usage.Usage` is one)."""
+
+    @property
+    def input_tokens(self) -> int: ...
+
+    @property
+    def output_tokens(self) -> int: ...
 
 
 def preview(value: object, redactor: Redactor | None = None) -> str:
@@ -98,7 +142,7 @@ class ToolResult:
 class LLMInput:
     model: str
     decision_id: str
-    estimate: Usage
+    estimate: TokenCounts
     kind: str = "llm_input"
 
     def fields(self) -> dict[str, Any]:
@@ -117,7 +161,7 @@ class LLMOutput:
     model: str
     decision_id: str
     ok: bool
-    usage: Usage | None
+    usage: TokenCounts | None
     error: str | None
     duration_ns: int
     kind: str = "llm_output"
@@ -137,7 +181,7 @@ class LLMOutput:
 Phase = ToolInvoke | ToolResult | LLMInput | LLMOutput
 
 
-def emit_phase(guard: Guard, phase: Phase) -> None:
+def emit_phase(guard: Observed, phase: Phase) -> None:
     """Hand ``phase`` to the guard's sink, if it has one; a failing sink is logged."""
     sink = guard.sink
     if sink is None:
@@ -152,7 +196,7 @@ def emit_phase(guard: Guard, phase: Phase) -> None:
 
 
 def record_phase(
-    guard: Guard, phase: Phase, *, result: object = None, error_type: str | None = None
+    guard: Observed, phase: Phase, *, result: object = None, error_type: str | None = None
 ) -> None:
     """Append ``phase`` to the guard's audit chain, if it has one: a start waits until
     it is durable (a crash mid-body leaves it, see :mod:`interlock.store.outcomes`), an
@@ -173,8 +217,6 @@ def record_phase(
         record.update(phase.fields())
         record["duration_us"] = phase.duration_ns // 1000
         if phase.ok and isinstance(phase, ToolResult):
-            from interlock.store.outcomes import digest
-
             record["digest"] = digest(result)
             record.pop("output", None)
             record["preview"] = phase.output
@@ -190,6 +232,17 @@ def record_phase(
         log.exception("interlock: could not queue a %s record", phase.kind)
 
 
+def digest(value: object) -> str:
+    """``sha256:<hex>`` of a result's text form (``str`` as it is, bytes as they are,
+    else ``repr``): who holds the result can show it is the one recorded."""
+    if isinstance(value, bytes):
+        data = value
+    else:
+        text = value if isinstance(value, str) else _repr(value)
+        data = text.encode("utf-8", "surrogatepass")
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
 def failure(error: BaseException, redactor: Redactor | None = None) -> tuple[str, str]:
     """An error as the record shows it: its type and its redacted, bounded message."""
     try:
@@ -203,7 +256,7 @@ def error_text(exc: BaseException) -> str:
     return describe(exc)
 
 
-def tool_started(guard: Guard, decision: Decision, name: str, arguments: str) -> int:
+def tool_started(guard: Observed, decision: Decision, name: str, arguments: str) -> int:
     """Emit ``tool_invoke`` (and record it, durable, in the audit log); returns the
     start time for :func:`tool_finished`."""
     if guard.sink is not None:
@@ -214,7 +267,7 @@ def tool_started(guard: Guard, decision: Decision, name: str, arguments: str) ->
 
 
 def tool_finished(
-    guard: Guard,
+    guard: Observed,
     decision: Decision,
     name: str,
     started: int,

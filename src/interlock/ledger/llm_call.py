@@ -30,10 +30,18 @@ import contextvars
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from interlock.core.action import Action, Context
-from interlock.core.phases import LLMInput, LLMOutput, emit_phase, failure, record_phase
+from interlock.core.phases import (
+    LLMInput,
+    LLMOutput,
+    Observed,
+    emit_phase,
+    failure,
+    record_phase,
+)
+from interlock.core.refusal import raise_for
 from interlock.errors import describe
 from interlock.ledger.usage import Usage
 
@@ -41,10 +49,67 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from interlock.core.decision import Decision
-    from interlock.guard import Guard
-    from interlock.otel import Execution
+    from interlock.store.records import Reservation
 
-__all__ = ["LLMCall"]
+__all__ = ["LLMCall", "ModelGuard"]
+
+
+class ModelSpan(Protocol):
+    """A model call's telemetry span (:class:`interlock.otel.Execution` is one)."""
+
+    def __enter__(self) -> ModelSpan: ...
+
+    def usage(self, usage: Usage | None) -> None: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class ModelTelemetry(Protocol):
+    """Spans for model calls (:class:`interlock.otel.Telemetry` is one)."""
+
+    def model_call(self, decision: Decision, model: str) -> ModelSpan: ...
+
+
+class ModelGuard(Observed, Protocol):
+    """What a model call needs of its guard (:class:`interlock.Guard` is one; the ledger
+    does not import it): check, settle, and the sink and telemetry to report to."""
+
+    @property
+    def telemetry(self) -> ModelTelemetry | None: ...
+
+    def check(self, action: Action, *, timeout: float | None = None) -> Decision: ...
+
+    async def acheck(self, action: Action, *, timeout: float | None = None) -> Decision: ...
+
+    def commit(
+        self,
+        decision: Decision,
+        usage: object | None = None,
+        *,
+        model: str | None = None,
+        by: str | None = None,
+    ) -> Reservation | None: ...
+
+    def release(self, decision: Decision, *, by: str | None = None) -> Reservation | None: ...
+
+    async def acommit(
+        self,
+        decision: Decision,
+        usage: object | None = None,
+        *,
+        model: str | None = None,
+        by: str | None = None,
+    ) -> Reservation | None: ...
+
+    async def arelease(
+        self, decision: Decision, *, by: str | None = None
+    ) -> Reservation | None: ...
+
 
 log = logging.getLogger("interlock")
 
@@ -54,7 +119,7 @@ class LLMCall:
 
     def __init__(
         self,
-        guard: Guard,
+        guard: ModelGuard,
         model: str,
         *,
         estimate: Usage | object | None,
@@ -74,7 +139,7 @@ class LLMCall:
         self.usage: Usage | None = None
         self._settled = False
         self._began = 0
-        self._span: Execution | None = None  # its telemetry span (interlock.otel)
+        self._span: ModelSpan | None = None  # its telemetry span (interlock.otel)
 
     def record(self, usage: Usage | object) -> Usage:
         """Say what the call really used (a Usage, a provider's usage object, or a
@@ -85,8 +150,6 @@ class LLMCall:
     # -- sync ------------------------------------------------------------------------
 
     def __enter__(self) -> LLMCall:
-        from interlock.guard import raise_for
-
         decision = self.guard.check(self.action, timeout=self.timeout)
         raise_for(decision, self.action)
         self.decision = decision
@@ -110,8 +173,6 @@ class LLMCall:
     # -- async -------------------------------------------------------------------------
 
     async def __aenter__(self) -> LLMCall:
-        from interlock.guard import raise_for
-
         decision = await self.guard.acheck(self.action, timeout=self.timeout)
         raise_for(decision, self.action)
         self.decision = decision

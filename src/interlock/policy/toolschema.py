@@ -138,7 +138,7 @@ def load_object(spec: str) -> object:
 def schemas_of(obj: object) -> dict[str, Mapping[str, Any] | None]:
     """Tool name → argument schema, for an agent (or a tool, a list of tools, an MCP
     server...) as Interlock's adapters see it."""
-    from interlock.adapters.base import adapter_for
+    from interlock.core.registry import adapter_for
 
     items = obj if isinstance(obj, (list, tuple)) else [obj]
     found: dict[str, Mapping[str, Any] | None] = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from interlock.core.decision import Decision
+from interlock.core.decision import Decision, GrantRef
 from interlock.core.redaction import Redactor
 from interlock.errors import describe
 from interlock.server.keys import ApiKey
@@ -34,9 +34,6 @@ from interlock.store.records import (
     Refusal,
     Reservation,
 )
-
-if TYPE_CHECKING:
-    from interlock.approvals.grants import Grant
 
 __all__ = [
     "ActionIn",
@@ -225,7 +222,7 @@ class GrantOut(BaseModel):
     kid: str
 
     @classmethod
-    def of(cls, grant: Grant) -> GrantOut:
+    def of(cls, grant: GrantRef) -> GrantOut:
         return cls(
             token=grant.token, claims=GrantClaimsOut(**grant.claims.as_dict()), kid=grant.kid
         )

@@ -32,9 +32,9 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from interlock.core.phases import digest
 from interlock.store.chain import encode_body
 
 if TYPE_CHECKING:
@@ -54,21 +54,6 @@ __all__ = [
 STARTS: Final = ("tool_invoke", "llm_input")
 ENDS: Final = ("tool_result", "llm_output", "outcome_unknown")
 OUTCOME_KINDS: Final = (*STARTS, *ENDS)
-
-
-def digest(value: object) -> str:
-    """``sha256:<hex>`` of a result's text form (``str`` as it is, else ``repr``):
-    who holds the result can show it is the one recorded; the record holds no more
-    of it than the preview."""
-    if isinstance(value, bytes):
-        data = value
-    else:
-        try:
-            text = value if isinstance(value, str) else repr(value)
-        except Exception:
-            text = f"<unrepresentable: {type(value).__name__}>"
-        data = text.encode("utf-8", "surrogatepass")
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 class Recovery(NamedTuple):
