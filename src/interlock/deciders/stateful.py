@@ -23,6 +23,7 @@ after all (a timeout, a cancellation, an audit failure).
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Callable
@@ -50,7 +51,16 @@ if TYPE_CHECKING:
     from interlock.store.records import BudgetLine, Reservation
     from interlock.store.sql import SqlStore
 
-__all__ = ["StatefulDecider"]
+__all__ = ["EFFECT_ATTEMPT", "StatefulDecider"]
+
+#: The attempt number of the effect being checked (:mod:`interlock.effects.pipeline`
+#: sets it around its check). A reservation is keyed by the runtime's idempotency key
+#: and the intent, so a retry of the same call finds the first one again; an effect
+#: that was never executed had its reservation released, and its next attempt must
+#: reserve anew: attempts after the first are keyed apart.
+EFFECT_ATTEMPT: contextvars.ContextVar[int] = contextvars.ContextVar(
+    "interlock_effect_attempt", default=1
+)
 
 log = logging.getLogger("interlock")
 
@@ -254,6 +264,9 @@ class StatefulDecider:
         context = action.context
         key = context.idempotency_key
         idempotency_key = f"{key}:{_intent(action)}" if key else decision.decision_id
+        attempt = EFFECT_ATTEMPT.get()
+        if key and attempt > 1:
+            idempotency_key = f"{idempotency_key}:attempt-{attempt}"
         joined = JOINED.get() if self.store is not None else None
         if joined is None:
             outcome = self.ledger.reserve(
