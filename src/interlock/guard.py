@@ -58,6 +58,7 @@ from interlock.policy.engine import evaluate
 
 if TYPE_CHECKING:
     from interlock.adapters.base import Coverage
+    from interlock.approvals.grants import Grant, GrantableDecisions
     from interlock.core.decision import ReservationRef
     from interlock.ledger.llm_call import LLMCall
     from interlock.ledger.memory import MemoryLedger
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     from interlock.store.records import ApprovalRecord, Reservation, Settler
     from interlock.store.sql import SqlStore
     from interlock.store.sql_base import AuditEntry
+    from interlock.verify.tokens import GrantClaims
 
 __all__ = ["DEFAULT_TIMEOUT", "Guard", "Mapper", "raise_for"]
 
@@ -186,6 +188,7 @@ class Guard:
         self.audit: AuditWriter | None = None
         self._owns_store = False
         self._reaper: Reaper | None = None
+        self._grantable: GrantableDecisions | None = None
         if store is not None:
             self._open_store(store, policy, durability, reap_interval)
         self._reservation_ttl = reservation_ttl
@@ -255,6 +258,7 @@ class Guard:
         durability: Durability | None,
         reap_interval: float | None,
     ) -> None:
+        from interlock.approvals.grants import GrantableDecisions
         from interlock.store.audit import AuditWriter
         from interlock.store.reaper import Reaper
         from interlock.store.url import open_store
@@ -267,6 +271,7 @@ class Guard:
         if durability is None:
             durability = policy.audit.durability if policy is not None else "process"
         self.audit = AuditWriter(store, durability=durability, redactor=self.redactor)
+        self._grantable = GrantableDecisions()
         if reap_interval is not None:
             self._reaper = Reaper(store, interval=reap_interval)
             self._reaper.start()
@@ -1030,6 +1035,77 @@ class Guard:
             return await remote.await_approval(approval_id, timeout)
         return await self._require_store().await_approval(approval_id, timeout)
 
+    # -- grants ------------------------------------------------------------------------
+
+    def issue_grant(
+        self,
+        decision: Decision,
+        *,
+        audience: str | None = None,
+        binding: str | None = None,
+        ttl: float | None = None,
+    ) -> Grant:
+        """A signed, single-use grant for the call ``decision`` allowed (an allow this
+        guard decided, or one from a claimed approval), stored and audited; one per
+        decision. ``audience`` defaults to the action's downstream system (none at all
+        is a ConfigError); ``binding`` is the digest of the exact request
+        (:func:`interlock.verify.binding.http_binding`); ``ttl`` seconds (default 60,
+        at most 3600). Anything else is a :class:`~interlock.errors.GrantError` saying
+        why (see :mod:`interlock.approvals.grants`). Needs a store."""
+        from interlock.approvals.grants import issue_grant
+
+        store = self._grant_store()
+        assert self._grantable is not None  # made with the store
+        action = self._grantable.find(decision)
+        grant = issue_grant(store, action, decision, audience=audience, binding=binding, ttl=ttl)
+        self._grantable.forget(decision)
+        return grant
+
+    async def aissue_grant(
+        self,
+        decision: Decision,
+        *,
+        audience: str | None = None,
+        binding: str | None = None,
+        ttl: float | None = None,
+    ) -> Grant:
+        """The async twin of :meth:`issue_grant` (the store is asked on a thread)."""
+        import asyncio
+
+        return await asyncio.to_thread(
+            self.issue_grant, decision, audience=audience, binding=binding, ttl=ttl
+        )
+
+    def claim_grant(self, grant: Grant | str) -> GrantClaims:
+        """Claim a grant (or its token) exactly once, atomically, in the store: its
+        claims. :class:`~interlock.errors.GrantReplayed` when it was claimed before,
+        :class:`~interlock.errors.GrantExpired` past its expiry,
+        :class:`~interlock.errors.GrantInvalid` otherwise."""
+        from interlock.approvals.grants import claim_grant
+
+        return claim_grant(self._grant_store(), grant)
+
+    async def aclaim_grant(self, grant: Grant | str) -> GrantClaims:
+        """The async twin of :meth:`claim_grant`."""
+        import asyncio
+
+        return await asyncio.to_thread(self.claim_grant, grant)
+
+    def grant_jwks(self) -> dict[str, Any]:
+        """The public JWK set a downstream verifier needs: the active signing key and
+        the retired ones whose grants may not have expired yet."""
+        return self._grant_store().grant_keys.ring().jwks()
+
+    def _grant_store(self) -> SqlStore:
+        if self.store is None:
+            from interlock.errors import ConfigError
+
+            raise ConfigError(
+                "grants are issued and claimed in a store: create the guard with one, "
+                "e.g. Guard(policy, store='sqlite:///.interlock/interlock.db')"
+            )
+        return self.store
+
     def llm_call(
         self,
         model: str,
@@ -1163,6 +1239,8 @@ class Guard:
                 except Exception as exc:
                     decision = late.told(exc)
                     event = event._replace(decision=decision)
+        if self._grantable is not None and decision.verdict is _ALLOW and action is not None:
+            self._grantable.remember(decision, action)
         if self.on_decision is None and self.on_blocked is None:
             # _publish, inlined for the usual guard: a sink at most, no hooks
             if sink is not None and event is not None:
@@ -1189,6 +1267,8 @@ class Guard:
             if recorded is not None and joined.landed and decision is recorded:
                 # committed with its reservation: in the chain already (an allow: it
                 # is told as it is, and never fails open)
+                if self._grantable is not None and action is not None:
+                    self._grantable.remember(decision, action)
                 self._publish(action, decision, joined.event)
                 return decision
         decision = self._told(decision)
@@ -1205,6 +1285,8 @@ class Guard:
         except Exception as exc:
             decision = late.told(exc)
             event = event._replace(decision=decision)
+        if self._grantable is not None and decision.verdict is _ALLOW and action is not None:
+            self._grantable.remember(decision, action)
         self._publish(action, decision, event)
         return decision
 

@@ -9,10 +9,11 @@ holds. A decided approval is announced with ``NOTIFY``; waiters in every replica
 The URL is a libpq one, plus Interlock's own query parameters: ``schema`` (created if
 missing; default ``public``), ``pool_min`` and ``pool_max`` (connections; 1 and 10),
 ``audit_key_file`` (where the audit key is: see :mod:`.audit_keys` — a shared
-database gets no key made up for it), and ``approval_poll`` (seconds; default 1): how
-often a waiter re-reads its approval as a safety net while it listens — a ``NOTIFY``
-missed while the listener reconnects delays a wake-up by at most this; while it cannot
-listen, waiters poll with a fast backoff up to this interval::
+database gets no key made up for it), ``grant_key_file`` (the grant signing keys: see
+:mod:`.grant_keys`; never made up for a shared database either), and ``approval_poll``
+(seconds; default 1): how often a waiter re-reads its approval as a safety net while it
+listens — a ``NOTIFY`` missed while the listener reconnects delays a wake-up by at most
+this; while it cannot listen, waiters poll with a fast backoff up to this interval::
 
     postgresql://interlock@db.internal:5432/interlock?schema=interlock&pool_max=20
 
@@ -49,6 +50,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from interlock.core.deadline import current_deadline, time_left
 from interlock.errors import StoreError, StoreTimeout, StoreUnavailable
 from interlock.store.audit_keys import AuditKeys, AuditKeySetting
+from interlock.store.grant_keys import GrantKeys
 from interlock.store.migrate import apply_migrations, migration_status
 from interlock.store.records import ApprovalRecord, ChainHead
 from interlock.store.sql import AuditEntry, Cursor, SqlStore
@@ -80,6 +82,7 @@ _OWN_PARAMS = (
     "pool_max",
     "approval_poll",
     "audit_key_file",
+    "grant_key_file",
     "pool_timeout",
     "statement_timeout",
     "lock_timeout",
@@ -125,6 +128,10 @@ class PostgresStore(SqlStore):
             audit_key, url_file=own.get("audit_key_file"), shared=True, where=_hide_password(url)
         )
         super().__init__(clock=clock, audit_keys=keys, checkpoints=checkpoints)
+        # Shared too: the signing keys are a file every replica is given, never made here.
+        self.grant_keys = GrantKeys.resolve(
+            file=own.get("grant_key_file"), shared=True, where=_hide_password(url)
+        )
         self.schema = own.get("schema", "public")
         if not _SCHEMA_NAME.match(self.schema):
             raise StoreError(f"invalid schema name {self.schema!r} in the database URL")

@@ -13,16 +13,18 @@ from __future__ import annotations
 from interlock.store.sql_approvals import ApprovalStore
 from interlock.store.sql_base import AuditEntry, Cursor
 from interlock.store.sql_budgets import BudgetStore
+from interlock.store.sql_grants import GrantStore
 from interlock.store.sql_rates import RateStore
 
 __all__ = ["AuditEntry", "Cursor", "SqlStore"]
 
 
-class SqlStore(ApprovalStore, BudgetStore, RateStore):
+class SqlStore(ApprovalStore, BudgetStore, RateStore, GrantStore):
     """The Interlock store over one SQL database. Thread-safe; one per process.
 
     ``clock`` returns microseconds since the epoch (tests pass a fake one). The
     operations live in one module per concern: :mod:`.sql_audit`,
-    :mod:`.sql_approvals`, :mod:`.sql_budgets`, :mod:`.sql_rates`, on the back-end
+    :mod:`.sql_approvals`, :mod:`.sql_budgets`, :mod:`.sql_rates`, :mod:`.sql_grants`,
+    on the back-end
     hooks of :mod:`.sql_base`.
     """

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 from interlock.core.deadline import time_left
 from interlock.errors import StoreError, StoreTimeout, StoreUnavailable
 from interlock.store.audit_keys import AuditKeys, AuditKeySetting
+from interlock.store.grant_keys import GrantKeys
 from interlock.store.migrate import apply_migrations, migration_status
 from interlock.store.records import ApprovalRecord
 from interlock.store.sql import AuditEntry, Cursor, SqlStore
@@ -61,7 +62,8 @@ class SQLiteStore(SqlStore):
     write waits for another process's write lock before it fails (a check's deadline,
     when nearer, bounds it instead). The audit key is ``audit_key``, else the file
     ``audit_key_file`` (the URL's parameter), else the environment's, else
-    ``<path>.audit-key`` — see :mod:`.audit_keys`."""
+    ``<path>.audit-key`` — see :mod:`.audit_keys`. The grant signing keys are in
+    ``grant_key_file``, else ``<path>.grant-keys`` — see :mod:`.grant_keys`."""
 
     dialect = "sqlite"
     usual_statements = True
@@ -75,6 +77,7 @@ class SQLiteStore(SqlStore):
         clock: Callable[[], int] | None = None,
         audit_key: AuditKeySetting = None,
         audit_key_file: str | None = None,
+        grant_key_file: str | None = None,
         checkpoints: CheckpointOption = None,
     ) -> None:
         memory = str(path) == ":memory:"
@@ -89,6 +92,12 @@ class SQLiteStore(SqlStore):
             where=f"sqlite:///{self.path}",
         )
         super().__init__(clock=clock, audit_keys=keys, checkpoints=checkpoints)
+        self.grant_keys = GrantKeys.resolve(
+            file=grant_key_file,
+            default_file=None if memory else self.path.with_name(self.path.name + ".grant-keys"),
+            ephemeral=memory,
+            where=f"sqlite:///{self.path}",
+        )
         if not memory:  # private: it holds the log, and by default the keys beside it
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not 0 <= busy_timeout < float("inf"):

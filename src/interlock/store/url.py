@@ -5,9 +5,10 @@ The default, when nothing names a database, is the embedded SQLite file
 is unset). ``INTERLOCK_DATABASE_URL`` overrides it.
 
 A SQLite URL takes ``busy_timeout`` (seconds; default 10: how long a write waits for
-another process's write lock) and ``audit_key_file`` (where the audit key is; see
-:mod:`interlock.store.audit_keys`). PostgreSQL URLs take libpq's parameters and
-Interlock's own (``schema``, pool sizes, ``audit_key_file``, and the bounds
+another process's write lock), ``audit_key_file`` (where the audit key is; see
+:mod:`interlock.store.audit_keys`) and ``grant_key_file`` (where the grant signing keys
+are; see :mod:`interlock.store.grant_keys`). PostgreSQL URLs take libpq's parameters and
+Interlock's own (``schema``, pool sizes, ``audit_key_file``, ``grant_key_file``, and the bounds
 ``connect_timeout``, ``pool_timeout``, ``statement_timeout``, ``lock_timeout``: see
 :mod:`interlock.store.postgres`). A check's deadline, when nearer, bounds every wait.
 
@@ -33,7 +34,7 @@ from interlock.store.sql import SqlStore
 __all__ = ["default_database_url", "open_store"]
 
 #: The query parameters a SQLite URL takes (``sqlite:///path?busy_timeout=5``).
-_SQLITE_PARAMS = ("audit_key_file", "busy_timeout")
+_SQLITE_PARAMS = ("audit_key_file", "busy_timeout", "grant_key_file")
 
 
 def default_database_url() -> str:
