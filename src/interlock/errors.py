@@ -39,11 +39,17 @@ Policy outcomes are kept apart from configuration errors and internal failures::
     │   ├── GrantInvalid            not a grant of our profile: malformed token, header
     │   │   │                       or claims
     │   │   ├── UnknownKey          signed by a key the verifier does not know (or retired)
+    │   │   │   └── KeysUnavailable the verifier could not learn its keys (a JWK set that
+    │   │   │                       could not be fetched or read): the provider's outage
     │   │   └── BadSignature        the signature does not verify
     │   ├── GrantExpired            past its expiry (or not yet valid), beyond the skew
     │   ├── WrongAudience           issued for another downstream system
     │   ├── BindingMismatch         the request is not the one the grant was issued for
     │   └── GrantReplayed           its nonce was seen before / it was claimed already
+    ├── ReceiptError                a provider's signed receipt of an effect is missing,
+    │                               malformed, not signed by the provider's key, or not for
+    │                               this request and answer; carries ``status`` and the
+    │                               provider's error ``code`` when it answered one
     └── StoreError                  the store refused or failed an operation (raised by
         │                           store and CLI calls; inside a check it is a cause)
         ├── StoreUnavailable        cannot connect, or the database is locked too long
@@ -112,11 +118,13 @@ __all__ = [
     "HeldDigestMismatch",
     "InterlockError",
     "InternalFailure",
+    "KeysUnavailable",
     "MappingError",
     "MigrationError",
     "NothingHeld",
     "PolicyError",
     "PolicyIssue",
+    "ReceiptError",
     "ReloadNotConfirmed",
     "RemoteError",
     "RemoteRefused",
@@ -371,6 +379,13 @@ class UnknownKey(GrantInvalid):
     code = "unknown_key"
 
 
+class KeysUnavailable(UnknownKey):
+    """The verifier could not learn its keys: the JWK set could not be fetched or read.
+    The grant may be good; the provider cannot tell (it answers 503, not 401)."""
+
+    code = "keys_unavailable"
+
+
 class BadSignature(GrantInvalid):
     """The signature does not verify under the key the token names."""
 
@@ -422,6 +437,22 @@ class EffectConflict(EffectError, ValueError):
 class EffectUnresolved(EffectError):
     """The key's earlier attempt is indeterminate, and its provider cannot say (yet)
     whether it happened: it is not attempted again until it is reconciled."""
+
+
+class ReceiptError(InterlockError):
+    """A provider's receipt of an effect does not check: missing, malformed, not signed
+    by the provider's key, or for another grant, request, status or body. ``status`` is
+    the provider's HTTP status when there was an answer; ``provider_code`` the error
+    code it answered with (``grant_replayed``, ...) when it refused the request."""
+
+    code = "receipt_invalid"
+
+    def __init__(
+        self, message: str, *, status: int | None = None, provider_code: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.provider_code = provider_code
 
 
 class RemoteRefused(InterlockError):
