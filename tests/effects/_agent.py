@@ -11,7 +11,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _grant_shim
 
 from interlock import Guard
 from interlock.effects import run_effect
@@ -21,7 +20,6 @@ from support import POLICY, refund
 
 def main() -> None:
     store_url, provider_url, key = sys.argv[1:4]
-    _grant_shim.install()
     with Guard(POLICY, store=store_url, reap_interval=None) as guard:
         adapter = HttpEffect(provider_url, audience="shop", action_types=("refund",))
         print(json.dumps({"started": key}), flush=True)

@@ -12,15 +12,18 @@ from interlock import Guard
 from interlock.effects.http import HttpEffect
 
 from .chaos import CutProxy
-from .provider import Provider, Served
-from .support import POLICY, grant_checker
+from .provider import Provider, Served, guarded
+from .support import POLICY
 
 
 @pytest.fixture
 def guard(store_url: str, tmp_path: Path) -> Iterator[Guard]:
-    from . import _grant_shim
+    if store_url.startswith("postgresql"):  # many hosts: the key ring is given, not made
+        from interlock.store.grant_keys import create_key_ring
 
-    _grant_shim.install()
+        ring = tmp_path / "grant-keys.json"
+        create_key_ring(ring)
+        store_url += f"&grant_key_file={ring}"
     opened = Guard(POLICY, store=store_url, reap_interval=None)
     yield opened
     opened.close()
@@ -28,8 +31,9 @@ def guard(store_url: str, tmp_path: Path) -> Iterator[Guard]:
 
 @pytest.fixture
 def provider(guard: Guard) -> Iterator[tuple[Provider, Served]]:
-    app = Provider(grant_checker(guard))
-    served = Served(app)
+    app = Provider()
+    wrapped, app.receipt_jwks = guarded(app, guard.grant_jwks)
+    served = Served(wrapped)
     yield app, served
     served.close()
 
@@ -42,7 +46,10 @@ def proxy(provider: tuple[Provider, Served]) -> Iterator[CutProxy]:
 
 
 @pytest.fixture
-def refunds(proxy: CutProxy) -> Iterator[HttpEffect]:
-    adapter = HttpEffect(proxy.url, audience="shop", action_types=("refund",))
+def refunds(proxy: CutProxy, provider: tuple[Provider, Served]) -> Iterator[HttpEffect]:
+    app = provider[0]
+    adapter = HttpEffect(
+        proxy.url, audience="shop", action_types=("refund",), receipt_keys=app.receipt_jwks
+    )
     yield adapter
     adapter.close()

@@ -3,10 +3,12 @@
 It refunds orders, once per ``Idempotency-Key``: the key is recorded with its answer
 in the same step as the effect (a lock stands in for the provider's transaction), a
 repeated key gets the stored answer, ``GET /idempotency/{key}`` looks a key up (200 with
-the stored answer, 404 for a key never seen). Every request must carry a grant that
-verifies for exactly this request (``check_grant``); otherwise 401/403/409 and nothing
-happens. ``hold`` makes it keep its answer after committing until released (the test
-kills the agent meanwhile); ``committed`` is set once an effect happened.
+the stored answer, 404 for a key never seen). In the tests it sits behind
+:class:`interlock.verify.GrantMiddleware` (:func:`guarded`), which refuses a request
+whose grant does not verify before the app sees it and signs a receipt of each answer;
+the lookup is exempt. ``hold`` makes it keep its answer after committing until
+released (the test kills the agent meanwhile); ``committed`` is set once an effect
+happened.
 """
 
 from __future__ import annotations
@@ -23,22 +25,20 @@ import uvicorn
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-GrantCheck = Callable[[str | None, str, str, bytes, str | None], str | None]
 
 
 class Provider:
     """The app and its state (shared with the test thread)."""
 
-    def __init__(self, check_grant: GrantCheck | None = None) -> None:
-        self.check_grant = check_grant
+    def __init__(self) -> None:
         self.lock = threading.Lock()
         self.answers: dict[str, tuple[int, dict[str, Any]]] = {}
         self.effects: list[dict[str, Any]] = []  # what happened, in order
-        self.refused: list[str] = []
         self.seen_grants: list[str] = []
         self.hold = threading.Event()  # set: hold answers after committing
         self.released = threading.Event()
         self.committed = threading.Event()
+        self.receipt_jwks: dict[str, Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -72,16 +72,9 @@ class Provider:
         if stored is not None:  # the key's answer again, nothing done
             await _answer(send, *stored)
             return
-        grant = headers.get("interlock-grant")
-        if self.check_grant is not None:
-            refused = self.check_grant(grant, scope["method"], target, body, key)
-            if refused is not None:
-                self.refused.append(refused)
-                status = 409 if "replay" in refused else 403 if "binding" in refused else 401
-                await _answer(send, status, {"error": refused})
-                return
-        if grant:
-            self.seen_grants.append(grant)
+        verified = scope.get("state", {}).get("interlock_grant")
+        if verified is not None:  # what the middleware let through
+            self.seen_grants.append(verified.grant_id)
         if body and json.loads(body).get("amount", 0) > 1000:
             answer: tuple[int, dict[str, Any]] = (422, {"error": "amount too large"})
         else:
@@ -113,6 +106,26 @@ async def _answer(send: Send, status: int, body: dict[str, Any]) -> None:
         }
     )
     await send({"type": "http.response.body", "body": data})
+
+
+def is_lookup(scope: Scope) -> bool:
+    return scope.get("method") == "GET" and str(scope.get("path", "")).startswith("/idempotency/")
+
+
+def guarded(app: Provider, interlock_jwks: Callable[[], dict[str, Any]]) -> tuple[Any, Any]:
+    """``app`` behind the verify middleware (audience ``shop``), and the public JWK set
+    of the provider's own receipt key (what the caller checks receipts with)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from interlock.verify import GrantMiddleware, Verifier
+    from interlock.verify.tokens import public_jwk
+
+    receipt_key = Ed25519PrivateKey.generate()
+    verifier = Verifier(interlock_jwks, audience="shop")
+    wrapped = GrantMiddleware(
+        app, verifier, receipt_key=receipt_key, receipt_kid="shop-1", exempt=is_lookup
+    )
+    return wrapped, {"keys": [public_jwk("shop-1", receipt_key.public_key())]}
 
 
 class Served:

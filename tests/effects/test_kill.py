@@ -17,7 +17,7 @@ from interlock.effects.http import HttpEffect
 from interlock.effects.records import find_effect
 
 from .chaos import CutProxy
-from .provider import Provider, Served
+from .provider import Provider, Served, guarded
 from .support import refund, spent
 
 AGENT = Path(__file__).with_name("_agent.py")
@@ -64,19 +64,18 @@ def sqlite_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def local_guard(sqlite_url: str) -> Iterator[Guard]:
-    from . import _grant_shim
     from .support import POLICY
 
-    _grant_shim.install()
     with Guard(POLICY, store=sqlite_url, reap_interval=None) as opened:
         yield opened
 
 
 @pytest.fixture
-def holding_provider() -> Iterator[tuple[Provider, Served]]:
-    app = Provider()  # grants are checked in test_pipeline; here the process dies
+def holding_provider(local_guard: Guard) -> Iterator[tuple[Provider, Served]]:
+    app = Provider()
     app.hold.set()
-    served = Served(app)
+    wrapped, app.receipt_jwks = guarded(app, local_guard.grant_jwks)  # the agent's keys too
+    served = Served(wrapped)
     yield app, served
     app.released.set()
     served.close()
@@ -117,7 +116,8 @@ def test_killed_before_the_provider_saw_it_reconciles_never_executed_and_retries
     agents: list[Agent],
 ) -> None:
     app = Provider()
-    served = Served(app)
+    wrapped, app.receipt_jwks = guarded(app, local_guard.grant_jwks)
+    served = Served(wrapped)
     proxy = CutProxy(served.port)
     try:
         proxy.next("hold_before")

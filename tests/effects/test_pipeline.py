@@ -56,7 +56,7 @@ def test_the_grant_is_bound_to_the_exact_request(
 ) -> None:
     app, _ = provider
     run_effect(guard, refunds, refund(order=7, amount=3), idempotency_key="r-bind")
-    assert app.refused == [] and len(app.seen_grants) == 1
+    assert len(app.seen_grants) == 1
     record = find_effect(_store(guard), "acme", "r-bind")
     assert record is not None and record.grant_id is not None
     assert record.binding is not None and record.binding.startswith("sha256:")
@@ -157,12 +157,12 @@ def test_request_lost_before_the_provider_is_never_executed_and_a_retry_runs_onc
 def test_an_unknowable_attempt_stays_held_and_blocks_the_key(
     guard: Guard, provider: tuple[Provider, Served], proxy: CutProxy
 ) -> None:
-    # The lookup endpoint answers 404 for nothing: it is not where the provider serves.
+    # The lookup points where the provider keeps no answers: it can never say.
     blind = HttpEffect(proxy.url, audience="shop", lookup="/nowhere/{key}/x")
     proxy.next("drop_after")
     result = run_effect(guard, blind, refund(), idempotency_key="r-blind")
     assert result.outcome is Outcome.INDETERMINATE
-    # /nowhere/... is a POST-only path on the provider: a GET there is a 400, not a 404
+    # a GET of /nowhere/... is refused by the grant middleware (401): not a 404
     report = reconcile_pending(_store(guard), [blind])
     assert [r.id for r in report.unresolved] == [result.effect_id]
     with pytest.raises(EffectUnresolved):
@@ -256,3 +256,48 @@ def test_the_record_survives_for_show(
     assert record is not None
     assert record.request["target"] == "/orders/42/refunds"
     assert record.result_digest is not None and record.reservation_id is not None
+
+
+def test_a_grant_for_another_audience_is_refused_by_the_provider(
+    guard: Guard, provider: tuple[Provider, Served], proxy: CutProxy
+) -> None:
+    elsewhere = HttpEffect(proxy.url, audience="bank")  # the provider is "shop"
+    result = run_effect(guard, elsewhere, refund(), idempotency_key="r-aud")
+    assert result.outcome is Outcome.FAILED and result.observed is not None
+    assert result.observed["status"] == 403
+    assert result.observed["body"]["error"]["code"] == "wrong_audience"
+    assert provider[0].effects == [] and spent(_store(guard)) == (0, 0)
+    elsewhere.close()
+
+
+def test_a_receipt_that_does_not_check_is_indeterminate_until_reconciled(
+    guard: Guard, provider: tuple[Provider, Served], proxy: CutProxy
+) -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from interlock.verify.tokens import public_jwk
+
+    impostor = {"keys": [public_jwk("shop-1", Ed25519PrivateKey.generate().public_key())]}
+    wary = HttpEffect(proxy.url, audience="shop", receipt_keys=impostor)
+    result = run_effect(guard, wary, refund(), idempotency_key="r-receipt")
+    assert result.outcome is Outcome.INDETERMINATE and "receipt" in result.reason
+    assert len(provider[0].effects) == 1 and spent(_store(guard))[0] == 0
+    trusting = HttpEffect(proxy.url, audience="shop")
+    settled = reconcile_effect(_store(guard), [trusting], result.effect_id)
+    assert settled.status is EffectStatus.COMMITTED
+    assert spent(_store(guard))[1] == 0 and spent(_store(guard))[0] > 0
+    wary.close()
+    trusting.close()
+
+
+def test_a_good_receipt_is_kept_with_the_outcome(
+    guard: Guard, provider: tuple[Provider, Served], refunds: HttpEffect
+) -> None:
+    from interlock.verify.receipts import read_receipt
+
+    result = run_effect(guard, refunds, refund(), idempotency_key="r-kept")
+    assert result.observed is not None and result.observed["receipt"]
+    claims = read_receipt(result.observed["receipt"], provider[0].receipt_jwks)
+    record = get_effect(_store(guard), result.effect_id)
+    assert record is not None and claims.grant_id == record.grant_id
+    assert claims.status == 201

@@ -60,7 +60,7 @@ from interlock.effects.protocol import (
     Reconciled,
     Resolution,
 )
-from interlock.errors import EffectError, GrantError, describe
+from interlock.errors import EffectError, ReceiptError, describe
 from interlock.verify.binding import IDEMPOTENCY_HEADER, http_binding
 
 if TYPE_CHECKING:
@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from interlock.core.action import Action
+    from interlock.verify.tokens import GrantClaims
 
 __all__ = ["GRANT_HEADER", "RECEIPT_HEADER", "HttpEffect", "HttpRequest"]
 
@@ -216,16 +217,14 @@ class HttpEffect:
                 reason=f"the request may have reached the provider, the answer did not "
                 f"arrive: {describe(exc)}",
             )
-        return self._read(response, execution.grant, prepared.binding)
+        return self._read(response, execution.claims)
 
-    def _read(
-        self, response: httpx.Response, grant: str | None, binding: str | None
-    ) -> ProviderResult:
+    def _read(self, response: httpx.Response, claims: GrantClaims | None) -> ProviderResult:
         status = response.status_code
         data = _data(response)
         receipt = response.headers.get(RECEIPT_HEADER)
         if 200 <= status < 300:
-            problem = self._receipt_problem(receipt, status, response.content, grant, binding)
+            problem = self._receipt_problem(receipt, status, response.content, claims)
             if problem is not None:
                 return ProviderResult(
                     Outcome.INDETERMINATE,
@@ -242,7 +241,7 @@ class HttpEffect:
         )
 
     def _receipt_problem(
-        self, receipt: str | None, status: int, body: bytes, grant: str | None, binding: str | None
+        self, receipt: str | None, status: int, body: bytes, claims: GrantClaims | None
     ) -> str | None:
         """Why the receipt does not vouch for this answer, or ``None`` when it does (or
         when no receipt keys are configured)."""
@@ -250,10 +249,37 @@ class HttpEffect:
             return None
         if receipt is None:
             return f"it sent no {RECEIPT_HEADER}"
+        if claims is None:
+            return "there is no grant to check its receipt against"
+        from interlock.verify.receipts import check_receipt
+
         try:
-            return check_receipt(receipt, self.receipt_keys, status, body, grant, binding)
-        except GrantError as exc:
-            return f"its receipt is refused: {describe(exc)}"
+            check_receipt(receipt, self.receipt_keys, grant=claims, status=status, body=body)
+        except ReceiptError as exc:
+            return f"its receipt does not check: {describe(exc)}"
+        return None
+
+    def _looked_up_receipt_problem(
+        self, receipt: str | None, status: int, context: ReconcileContext
+    ) -> str | None:
+        """A lookup need not carry a receipt (it reads the provider's own records over
+        the channel you configured); one it carries must be for this attempt."""
+        if receipt is None or not self.receipt_keys:
+            return None
+        from interlock.verify.receipts import read_receipt
+
+        try:
+            claims = read_receipt(receipt, self.receipt_keys)
+        except ReceiptError as exc:
+            return f"its receipt does not verify: {describe(exc)}"
+        for name, expected in (
+            ("grant_id", context.grant_id),
+            ("binding", context.binding),
+            ("status", status),
+        ):
+            if expected is not None and getattr(claims, name) != expected:
+                return f"its receipt's {name} is not this attempt's"
+        return None
 
     # -- observe (pure) ------------------------------------------------------------------
 
@@ -294,8 +320,7 @@ class HttpEffect:
         body = stored.get("body")
         receipt = stored.get("receipt") if isinstance(stored.get("receipt"), str) else None
         if 200 <= status < 300:
-            raw = rfc8785.dumps(body) if body is not None else b""
-            problem = self._receipt_problem(receipt, status, raw, None, context.binding)
+            problem = self._looked_up_receipt_problem(receipt, status, context)
             if problem is not None:
                 return Reconciled(
                     Resolution.UNKNOWABLE, reason=f"lookup says {status}, but {problem}"
@@ -379,23 +404,3 @@ def _receipt_keys(keys: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
         return dict(keys_from_jwks(keys))
     return dict(keys)
-
-
-def check_receipt(
-    receipt: str,
-    keys: Mapping[str, Any],
-    status: int,
-    body: bytes,
-    grant: str | None,
-    binding: str | None,
-) -> str | None:
-    """Why ``receipt`` does not vouch for this answer (``None``: it does). Raises
-    :class:`~interlock.errors.GrantError` for a receipt that is not one."""
-    from interlock.verify import read_receipt  # type: ignore[attr-defined]
-
-    claims = read_receipt(receipt, keys)
-    if binding is not None and getattr(claims, "binding", binding) != binding:
-        return "its receipt is for another request"
-    if getattr(claims, "status", status) != status:
-        return "its receipt names another status"
-    return None

@@ -41,7 +41,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from interlock.core.action import Action
 from interlock.effects.outcomes import digest_of, record_outcome, write_audit
-from interlock.effects.protocol import EffectAdapter, Execution, Outcome, ProviderResult
+from interlock.effects.protocol import (
+    EffectAdapter,
+    Execution,
+    Outcome,
+    PreparedEffect,
+    ProviderResult,
+)
 from interlock.effects.reconcile import reconcile_record
 from interlock.effects.records import (
     EffectRecord,
@@ -59,9 +65,11 @@ from interlock.errors import (
 )
 
 if TYPE_CHECKING:
+    from interlock.approvals.grants import Grant
     from interlock.core.decision import Decision
     from interlock.guard import Guard
     from interlock.store.sql import SqlStore
+    from interlock.verify.tokens import GrantClaims
 
 __all__ = ["EffectResult", "arun_effect", "capture", "run_effect"]
 
@@ -158,7 +166,7 @@ def run_effect(
         EFFECT_ATTEMPT.reset(token)
     raise_for(decision, action)
     try:
-        record, prepared, grant = _start(
+        record, prepared, grant, claims = _start(
             guard, store, adapter, action, decision, intent, idempotency_key, deadline, after
         )
     except BaseException:
@@ -172,7 +180,9 @@ def run_effect(
         )
         record_outcome(store, None, record, unsent, None)
         raise
-    execution = Execution(prepared, idempotency_key, deadline, grant, record.id, record.attempt)
+    execution = Execution(
+        prepared, idempotency_key, deadline, grant.token, record.id, record.attempt, claims
+    )
     try:
         result = adapter.execute(execution)
         if not isinstance(result, ProviderResult):
@@ -259,7 +269,7 @@ def _start(
     idempotency_key: str,
     deadline: float,
     after: int,
-) -> tuple[EffectRecord, Any, str]:
+) -> tuple[EffectRecord, PreparedEffect, Grant, GrantClaims]:
     """prepare → issue → claim → record; the durable record of the attempt."""
     prepared = adapter.prepare(action)
     left = deadline - time.monotonic()
@@ -290,7 +300,7 @@ def _start(
         raise EffectInFlight(
             f"another attempt with idempotency key {idempotency_key!r} started first",
         )
-    return record, prepared, grant.token
+    return record, prepared, grant, claims
 
 
 def _give_back(guard: Guard, decision: Decision) -> None:

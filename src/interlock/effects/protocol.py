@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from interlock.core.action import Action
+    from interlock.verify.tokens import GrantClaims
 
 __all__ = [
     "EffectAdapter",
@@ -83,8 +84,9 @@ class PreparedEffect:
 @dataclass(frozen=True, slots=True)
 class Execution:
     """One attempt, as the pipeline hands it to ``execute``. ``deadline`` is a
-    ``time.monotonic()`` instant; ``grant`` the compact token of the claimed grant;
-    ``effect_id`` and ``attempt`` name the durable record of this attempt."""
+    ``time.monotonic()`` instant; ``grant`` the compact token of the claimed grant
+    and ``claims`` what it says (to check a provider's receipt against); ``effect_id``
+    and ``attempt`` name the durable record of this attempt."""
 
     prepared: PreparedEffect
     idempotency_key: str
@@ -92,6 +94,7 @@ class Execution:
     grant: str
     effect_id: str
     attempt: int
+    claims: GrantClaims | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +130,8 @@ class ReconcileContext:
     request: Mapping[str, Any]
     binding: str | None
     attempt: int
+    grant_id: str | None = None
+    intent_hash: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -136,6 +136,8 @@ def reconcile_record(
         request=record.request,
         binding=record.binding,
         attempt=record.attempt,
+        grant_id=record.grant_id,
+        intent_hash=record.intent_hash,
     )
     try:
         answer = adapter.reconcile(context)
