@@ -46,6 +46,7 @@ from interlock.errors import (
     AuditFailure,
     Blocked,
     DecisionTimeout,
+    GrantError,
     InternalFailure,
     MappingError,
     ReservationNotOwned,
@@ -200,6 +201,7 @@ class Guard:
             decider = self._decider_for(policy, self.redactor)
         self.policy = policy
         self.decider = decider
+        self._intents = policy.tool_intents if policy is not None else {}
         self.context = context or _DEFAULT_CONTEXT
         self.sink = sink
         self.on_decision = on_decision
@@ -344,6 +346,7 @@ class Guard:
         if self.audit is not None:
             self.audit.redactor = redactor
         self.decider = decider
+        self._intents = policy.tool_intents
         self.policy = policy
 
     def close(self) -> None:
@@ -386,6 +389,7 @@ class Guard:
                 type(action) is Action
                 and type(action.context) is Context
                 and self.context is _DEFAULT_CONTEXT
+                and not self._intents
             )
             try:
                 if not usual:
@@ -460,6 +464,8 @@ class Guard:
                     finally:
                         JOINED.reset(token)
                 decision = _validated(decided)
+                if self._asks_grant(decision):
+                    decision = self._granted(action, decision)
                 if cancel is not None and cancel.cancelled:
                     self._give_back(decision)
                     decision = _cancelled(cancel)
@@ -506,6 +512,8 @@ class Guard:
                         decision = _validated(
                             await self.decider.adecide(action, deadline=deadline, cancel=cancel)
                         )
+                if self._asks_grant(decision):  # the store is asked on a thread
+                    decision = await asyncio.to_thread(self._granted, action, decision)
                 if cancel is not None and cancel.cancelled:
                     self._give_back(decision)
                     decision = _cancelled(cancel)
@@ -1056,6 +1064,14 @@ class Guard:
 
         store = self._grant_store()
         assert self._grantable is not None  # made with the store
+        carried = decision.grant if isinstance(decision, Decision) else None
+        if carried is not None:  # the policy asked for it with the allow
+            if binding is None and ttl is None and audience in (None, carried.claims.audience):
+                return carried
+            raise GrantError(
+                f"decision {decision.decision_id} carries its grant already (decision.grant, "
+                "asked for by the policy): one grant per decision"
+            )
         action = self._grantable.find(decision)
         grant = issue_grant(store, action, decision, audience=audience, binding=binding, ttl=ttl)
         self._grantable.forget(decision)
@@ -1160,21 +1176,52 @@ class Guard:
     # -- internals -------------------------------------------------------------------
 
     def _contextualise(self, action: Action) -> Action:
-        if type(action) is Action and type(action.context) is Context:
-            base = self.context
-            if base is _DEFAULT_CONTEXT:
-                return action
-            return action.with_context(action.context.merged_over(base))
-        if not isinstance(action, Action):
-            raise MappingError(f"check() needs an Action, not a {type(action).__name__}")
-        if not isinstance(action.context, Context):
-            raise MappingError(
-                f"the action's context is a {type(action.context).__name__}, not a Context"
-            )
+        if not (type(action) is Action and type(action.context) is Context):
+            if not isinstance(action, Action):
+                raise MappingError(f"check() needs an Action, not a {type(action).__name__}")
+            if not isinstance(action.context, Context):
+                raise MappingError(
+                    f"the action's context is a {type(action.context).__name__}, not a Context"
+                )
         base = self.context
-        if base is _DEFAULT_CONTEXT:
-            return action
-        return action.with_context(action.context.merged_over(base))
+        if base is not _DEFAULT_CONTEXT:
+            action = action.with_context(action.context.merged_over(base))
+        intents = self._intents
+        if intents and action.kind != "llm":
+            intent = intents.get(action.name)
+            if intent is not None:  # the policy states what the call acts on
+                action = intent.declare(action)
+        return action
+
+    def _granted(self, action: Action, decision: Decision) -> Decision:
+        """An allow with the grant the policy asks for (a rule's or the tool's
+        ``grant:``, or a claimed approval's when an audience is known). No grant can be
+        issued: undetermined, and what the allow held is given back."""
+        store, policy = self.store, self.policy
+        if store is None or policy is None:
+            return decision
+        shadow = decision.shadow
+        if shadow is not None and shadow.verdict is not _ALLOW:
+            return decision  # runs only because of shadow mode: nothing to vouch for
+        from interlock.approvals.grants import DEFAULT_GRANT_TTL, issue_grant
+
+        try:
+            spec = policy.grants.for_decision(action, decision, DEFAULT_GRANT_TTL)
+            if spec is None:
+                return decision
+            grant = issue_grant(store, action, decision, audience=spec.audience, ttl=spec.ttl)
+        except Exception as exc:
+            self._give_back(decision)
+            return _failed(
+                exc, f"the policy asks for a grant, and none was issued: {describe(exc)}"
+            )
+        return decision._replace(grant=grant)
+
+    def _asks_grant(self, decision: Decision) -> bool:
+        """Whether an allow may carry a grant (cheap: the policy says so at all)."""
+        if decision.verdict is not _ALLOW or self.store is None or self.policy is None:
+            return False
+        return bool(self.policy.grants) or decision.approval is not None
 
     def _joined(self, action: Action, start: int) -> JoinedRecord | None:
         """The check's record on offer to its reservation's transaction: when the

@@ -16,9 +16,12 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from interlock.errors import describe
+
+if TYPE_CHECKING:  # typing only: a grant is the approvals layer's
+    from interlock.approvals.grants import Grant
 
 __all__ = [
     "SEVERITY",
@@ -119,6 +122,7 @@ class _DecisionFields(NamedTuple):
     shadow: ShadowVerdict | None = None
     fail_open: bool = False
     reservation: ReservationRef | None = None
+    grant: Grant | None = None
 
 
 _new_tuple = tuple.__new__
@@ -131,7 +135,9 @@ class Decision(_DecisionFields):
     ``cause`` is set for undetermined verdicts; ``shadow`` holds what shadow rules
     would have decided; ``fail_open`` marks an undetermined verdict turned into allow
     by an explicit ``fail_mode="open"``; ``reservation`` is the budget reservation an
-    allowed action holds (see ``Guard.commit`` / ``Guard.release``). A named tuple
+    allowed action holds (see ``Guard.commit`` / ``Guard.release``); ``grant`` the
+    signed, single-use grant an allow carries when the policy asks for one
+    (:mod:`interlock.approvals.grants`). A named tuple
     underneath: it is built on every check, and that is the cheapest immutable record
     Python has.
     """
@@ -149,6 +155,7 @@ class Decision(_DecisionFields):
         shadow: ShadowVerdict | None = None,
         fail_open: bool = False,
         reservation: ReservationRef | None = None,
+        grant: Grant | None = None,
     ) -> Decision:
         fields = (
             verdict,
@@ -161,6 +168,7 @@ class Decision(_DecisionFields):
             shadow,
             fail_open,
             reservation,
+            grant,
         )
         return _new_tuple(cls, fields)
 

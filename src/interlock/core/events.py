@@ -89,6 +89,8 @@ class Event(NamedTuple):
                 record["approval"] = {"id": decision.approval.id, "url": decision.approval.url}
             if decision.reservation is not None:  # its settlement's record names it too
                 record["reservation_id"] = decision.reservation.id
+            if decision.grant is not None:  # its issue's own record is in the chain too
+                record["grant_id"] = decision.grant.claims.grant_id
             if decision.shadow is not None:
                 record["shadow"] = {
                     "decision": decision.shadow.verdict.value,

@@ -17,6 +17,7 @@ from interlock.ledger.pricing import DEFAULT_PRICING, PricingTable
 from interlock.policy import fastpath
 from interlock.policy.celexpr import CelCondition, required_arguments
 from interlock.policy.extract import SAFE_ROOTS, Facts, plain_roots
+from interlock.policy.intents import GrantPolicy, ToolIntent
 from interlock.policy.matchers import CompiledCondition, GlobSet, lookup
 from interlock.policy.prefilter import PREFILTER_MIN_RULES, Prefilter
 from interlock.policy.shapes import Shape, shape_of
@@ -579,6 +580,10 @@ class CompiledPolicy:
     default_max_tokens: MaxTokensTable = field(default_factory=MaxTokensTable)
     audit: AuditPolicy = field(default_factory=AuditPolicy)
     approval_policy: ApprovalPolicy = field(default_factory=ApprovalPolicy)
+    #: tool name → the target and downstream system its calls act on (policy/intents.py)
+    tool_intents: Mapping[str, ToolIntent] = field(default_factory=dict)
+    #: which allows carry a grant (policy/intents.py)
+    grants: GrantPolicy = field(default_factory=GrantPolicy)
     _candidates: dict[tuple[str, str, str], CandidateSet] = field(default_factory=dict)
     _pins: dict[str, str | None] = field(default_factory=dict)
     _refusers: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)

@@ -21,6 +21,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from interlock.core.action import Downstream
 from interlock.core.decision import Verdict
 from interlock.errors import PolicyError, PolicyIssue
 from interlock.ledger.estimate import MaxTokensTable
@@ -28,6 +29,13 @@ from interlock.ledger.pricing import DEFAULT_PRICING, ModelPrice, PricingTable
 from interlock.policy.celexpr import MACRO_BINDING, ROOTS, CelCondition, compile_condition
 from interlock.policy.celtokens import tokens as cel_tokens
 from interlock.policy.compiled import CompiledPolicy, CompiledRule
+from interlock.policy.intents import (
+    MAX_GRANT_TTL,
+    GrantPolicy,
+    GrantSpec,
+    TargetTemplate,
+    ToolIntent,
+)
 from interlock.policy.matchers import (
     MISSING,
     CompiledCondition,
@@ -54,6 +62,7 @@ from interlock.policy.validate import EXTRACTED_PARAMS, validate_policy
 from interlock.policy.validated import (
     BudgetData,
     ConditionData,
+    GrantData,
     LineSource,
     PolicyData,
     RateLimitData,
@@ -297,6 +306,8 @@ class _Compiler:
         budgets = self.budgets(pricing.currency)
         rate_limits = self.rate_limits({rule.id for rule in model.rules})
         approval_policy = self.approval_policy()
+        tool_intents = self.tool_intents()
+        grants = self.grants()
         if model.tools and not self.issues:
             declared = {name: tool.parameters for name, tool in model.tools.items()}
             self.issues.extend(argument_issues(rules, declared, source=file))
@@ -321,7 +332,72 @@ class _Compiler:
             default_max_tokens=MaxTokensTable(tuple(model.pricing.default_max_tokens.items())),
             audit=AuditPolicy(durability=model.audit.durability),
             approval_policy=approval_policy,
+            tool_intents=tool_intents,
+            grants=grants,
         )
+
+    def tool_intents(self) -> dict[str, ToolIntent]:
+        """The intents the ``tools`` section declares (issues recorded)."""
+        intents: dict[str, ToolIntent] = {}
+        for name, tool in self.model.tools.items():
+            intent = tool.intent
+            if intent is None:
+                continue
+            path: tuple[str | int, ...] = ("tools", name, "intent", "target")
+            template = None
+            if intent.target is not None:
+                try:
+                    template = TargetTemplate.parse(intent.target)
+                except ValueError as exc:
+                    self.issue(str(exc), path)
+                    continue
+                properties = _declared_properties(tool.parameters)
+                for argument in template.arguments:
+                    if properties is not None and argument not in properties:
+                        self.issue(
+                            f"the target names argument {argument!r}, which tool {name!r} "
+                            f"does not declare (it has: {', '.join(sorted(properties))})",
+                            path,
+                        )
+            downstream = Downstream(intent.system, intent.operation, intent.endpoint)
+            intents[name] = ToolIntent(template, downstream)
+        return intents
+
+    def grants(self) -> GrantPolicy:
+        """The grants rules and tools ask for (issues recorded)."""
+        rules: dict[str, GrantSpec] = {}
+        for index, rule in enumerate(self.model.rules):
+            if rule.grant is None:
+                continue
+            if rule.decision != "allow":
+                self.issue(
+                    f"only an allow carries a grant; this rule's decision is {rule.decision}",
+                    ("rules", index, "grant"),
+                    rule.id,
+                )
+                continue
+            spec = self.grant_spec(rule.grant, ("rules", index, "grant", "ttl"), rule.id)
+            rules[rule.id] = spec
+        tools: dict[str, GrantSpec] = {}
+        for name, tool in self.model.tools.items():
+            if tool.grant is not None:
+                spec = self.grant_spec(tool.grant, ("tools", name, "grant", "ttl"))
+                if spec.audience is None and tool.intent is not None:
+                    spec = GrantSpec(tool.intent.system, spec.ttl)
+                tools[name] = spec
+        return GrantPolicy(rules, tools)
+
+    def grant_spec(
+        self, grant: GrantData, path: tuple[str | int, ...], rule_id: str | None = None
+    ) -> GrantSpec:
+        ttl = self.duration(grant.ttl, path)
+        if ttl and not 1 <= ttl <= MAX_GRANT_TTL:
+            self.issue(
+                f"a grant's ttl must be between 1 s and {MAX_GRANT_TTL} s, not {ttl:g} s",
+                path,
+                rule_id,
+            )
+        return GrantSpec(grant.audience, ttl)
 
     def line_of(self, path: tuple[str | int, ...]) -> int | None:
         return self.source.line_of(path) if self.source else None
@@ -602,6 +678,19 @@ def _shell_matcher(condition: ShellData) -> ShellMatcher:
         commands=commands,
         writes=condition.writes,
     )
+
+
+def _declared_properties(schema: Mapping[str, Any] | None) -> frozenset[str] | None:
+    """The argument names a tool's schema declares; None when it admits any."""
+    if not isinstance(schema, Mapping):
+        return None
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping) or schema.get("additionalProperties") not in (
+        None,
+        False,
+    ):
+        return None
+    return frozenset(str(name) for name in properties)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -43,6 +43,8 @@ __all__ = [
     "BudgetModel",
     "CommandPattern",
     "Condition",
+    "GrantModel",
+    "IntentModel",
     "Limits",
     "PolicyModel",
     "PricingSettings",
@@ -246,6 +248,10 @@ class RuleModel(_Strict):
         description="A CEL expression over `action`, `args`, `params`, `context` and "
         "`shell`; must be true for the rule to match. Compiled at load.",
     )
+    grant: GrantModel | None = Field(
+        None,
+        description="An allow by this rule carries a signed, single-use grant (`decision.grant`).",
+    )
 
     @field_validator("kind")
     @classmethod
@@ -431,13 +437,52 @@ class AuditSettings(_Strict):
     )
 
 
+class GrantModel(_Strict):
+    """Ask for a signed, single-use grant with every allow (see docs/grants.md)."""
+
+    audience: str | None = Field(
+        None,
+        min_length=1,
+        description="The downstream system the grant is for; default: the tool's "
+        "`intent.system` (or the call's downstream system).",
+    )
+    ttl: Duration = Field(
+        "60s",
+        description="How long the grant may be claimed: seconds, or a number with ms, s, "
+        "m or h; at least 1 s, at most 1 h.",
+    )
+
+
+class IntentModel(_Strict):
+    """What a call of the tool acts on, stated by the policy, not by the model: it
+    enters the call's trusted context and its intent hash."""
+
+    target: str | None = Field(
+        None,
+        min_length=1,
+        description="The resource acted on, from the arguments: `shopify:order:{order_id}`. "
+        "A `{name}` names a top-level argument; a call without it (or with a value that "
+        "is not a string or integer) is undetermined.",
+    )
+    system: str = Field(min_length=1, description="The downstream system, e.g. `shopify`.")
+    operation: str | None = Field(None, min_length=1, description="e.g. `refund`.")
+    endpoint: str | None = Field(None, min_length=1, description="e.g. `POST /refunds`.")
+
+
 class ToolModel(_Strict):
     """A tool the agent has, as the policy knows it: ``interlock policy lint`` checks
     every ``args.<name>`` a rule reads against these."""
 
     description: str | None = None
-    parameters: dict[str, Any] = Field(
-        description="The JSON Schema of the tool's arguments (an object with `properties`)."
+    parameters: dict[str, Any] | None = Field(
+        None,
+        description="The JSON Schema of the tool's arguments (an object with `properties`).",
+    )
+    intent: IntentModel | None = Field(
+        None, description="The call's target and downstream system, declared."
+    )
+    grant: GrantModel | None = Field(
+        None, description="Ask for a grant with every allowed call of this tool."
     )
 
 

@@ -143,7 +143,7 @@ def _factory(shape: _Shape) -> Callable[..., Decide]:
         "        except Exception:",
         "            return REFERENCE(facts)",
         "        v, r, i, a = h",
-        "        return NEW(DECISION, (v, r, i, None, next(IDS), a, None, False, None))",
+        "        return NEW(DECISION, (v, r, i, None, next(IDS), a, None, False, None, None))",
         "    return decide",
     ]
     namespace: dict[str, Any] = {

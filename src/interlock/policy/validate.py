@@ -375,6 +375,8 @@ def _kinds(value: Any) -> str | list[str] | None:
 
 def _rule(value: Any) -> RuleData:
     data = _mapping(value, _RULE_KEYS)
+    if "grant" in data:
+        _unsure()  # as for a tool's grant
     get = data.get
     params = get("params", {})
     return RuleData(
@@ -530,8 +532,8 @@ def _pricing(data: Mapping[str, Any]) -> PricingData:
 
 def _tool(value: Any) -> ToolData:
     tool = _mapping(value, _TOOL_KEYS)
-    if "parameters" not in tool:
-        _unsure()
+    if "parameters" not in tool or "intent" in tool or "grant" in tool:
+        _unsure()  # the models validate declared intents and grants (rare: no hurry)
     return ToolData(
         parameters=_text_keys(tool["parameters"]),
         description=_opt_text(tool.get("description")),

@@ -22,10 +22,12 @@ if TYPE_CHECKING:
     from interlock.policy.schema import (
         BudgetModel,
         Condition,
+        GrantModel,
         PolicyModel,
         RateLimitModel,
         RuleModel,
         ShellCondition,
+        ToolModel,
     )
     from interlock.policy.specs import Durability, KeyScope, Window
 
@@ -35,6 +37,8 @@ __all__ = [
     "BudgetData",
     "CommandData",
     "ConditionData",
+    "GrantData",
+    "IntentData",
     "LimitsData",
     "LineSource",
     "PolicyData",
@@ -111,6 +115,7 @@ class RuleData(NamedTuple):
     params: dict[str, ConditionData]
     shell: ShellData | None
     when: str | None
+    grant: GrantData | None = None
 
 
 class ScopesData(NamedTuple):
@@ -178,9 +183,23 @@ class AuditData(NamedTuple):
     durability: Durability
 
 
+class GrantData(NamedTuple):
+    audience: str | None
+    ttl: str | int | float
+
+
+class IntentData(NamedTuple):
+    target: str | None
+    system: str
+    operation: str | None
+    endpoint: str | None
+
+
 class ToolData(NamedTuple):
-    parameters: dict[str, Any]
+    parameters: dict[str, Any] | None
     description: str | None
+    intent: IntentData | None = None
+    grant: GrantData | None = None
 
 
 class PolicyData(NamedTuple):
@@ -244,6 +263,23 @@ def _rule(model: RuleModel) -> RuleData:
         params={key: _condition(c) for key, c in model.params.items()},
         shell=_shell(model.shell) if model.shell is not None else None,
         when=model.when,
+        grant=_grant(model.grant),
+    )
+
+
+def _grant(model: GrantModel | None) -> GrantData | None:
+    return None if model is None else GrantData(model.audience, model.ttl)
+
+
+def _tool(model: ToolModel) -> ToolData:
+    intent = model.intent
+    return ToolData(
+        model.parameters,
+        model.description,
+        None
+        if intent is None
+        else IntentData(intent.target, intent.system, intent.operation, intent.endpoint),
+        _grant(model.grant),
     )
 
 
@@ -305,7 +341,5 @@ def from_model(model: PolicyModel) -> PolicyData:
             dict(pricing.default_max_tokens),
         ),
         audit=AuditData(model.audit.durability),
-        tools={
-            name: ToolData(tool.parameters, tool.description) for name, tool in model.tools.items()
-        },
+        tools={name: _tool(tool) for name, tool in model.tools.items()},
     )

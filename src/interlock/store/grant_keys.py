@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import rfc8785
 
 from interlock.errors import AuditKeyError
+from interlock.policy.intents import MAX_GRANT_TTL
 from interlock.store.keyfiles import create_private_file, read_private_file, replace_private_file
 from interlock.verify.tokens import b64url, b64url_decode, public_jwk
 
@@ -77,9 +78,6 @@ __all__ = [
 ]
 
 ENV_KEY_FILE: Final = "INTERLOCK_GRANT_KEY_FILE"
-#: The longest a grant may live (seconds): a retired key verifies this long after its
-#: retirement, so every grant it signed expires before it leaves the JWK set.
-MAX_GRANT_TTL: Final = 3600
 _WHAT: Final = "grant key ring"
 
 
