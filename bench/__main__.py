@@ -35,6 +35,12 @@ def _check(calls: int | None, quick: bool) -> BenchResult:
     return check.run(calls or (QUICK_CALLS if quick else check.DEFAULT_CALLS))
 
 
+def _verify(calls: int | None, quick: bool) -> BenchResult:
+    from bench import verify
+
+    return verify.run(calls, quick)
+
+
 def _check_profile() -> str:
     from bench import check
 
@@ -208,6 +214,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "shell and URL facts vs shlex.split / urlsplit, and evaluate with shell, URL and "
         "file calls in the 100-rule workload (--calls: calls per subject)",
         _facts,
+    ),
+    "verify": Benchmark(
+        "a provider's grant check (Verifier.verify, memory and SQLite nonces) vs a bare "
+        "Ed25519 verify, and an ASGI request behind GrantMiddleware (with and without a "
+        "receipt) vs the bare app (--calls: calls per subject)",
+        _verify,
     ),
     "store-budget": Benchmark(
         "reserve+commit vs the raw conditional UPDATE, SQLite and PostgreSQL, and a hot "

@@ -147,3 +147,17 @@ def test_a_benign_look_alike_passes(
     assert status == 201, answer
     assert provider.effects[-1]["grant"] == f"g_{request.node.name}"
     assert provider.effects[-1]["order"] == "42"
+
+
+def test_a_method_in_lower_case_never_runs_the_effect(
+    served: tuple[Served, Provider, str],
+) -> None:
+    # HTTP methods are case-sensitive; the binding upper-cases them (the contract), so
+    # the grant may verify — but the server or the app refuses ``post``: no effect
+    server, provider, _ = served
+    before = len(provider.effects)
+    token = issue("POST", TARGET, BODY, KEY, grant_id="g_lower_case_method")
+    headers = [("Idempotency-Key", KEY), ("Interlock-Grant", token)]
+    answer = send_raw(server.port, "post", TARGET, headers, BODY)
+    assert answer.status in (400, 405)
+    assert len(provider.effects) == before

@@ -63,3 +63,17 @@ def test_the_httpx_hooks_bring_httpx_and_nothing_else() -> None:
     loaded = _loaded("from interlock.verify import GrantAuth, receipt_hook")
     assert "httpx" in loaded
     assert _heavy(loaded, allowed=("httpx",)) == []
+
+
+def test_every_public_name_resolves_to_its_modules_object() -> None:
+    import importlib
+
+    import interlock.verify as verify
+
+    for name in verify.__all__:
+        value = getattr(verify, name)
+        where = verify._LAZY.get(name)
+        if where is not None:
+            assert value is getattr(importlib.import_module(where), name), name
+    assert sorted(verify.__all__) == sorted(set(verify.__all__))
+    assert set(verify._LAZY) <= set(verify.__all__)

@@ -204,3 +204,19 @@ def test_a_malformed_entry_is_refused(nonce: str, keep_until: object) -> None:
 def test_table_names_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="table name"):
         SqliteNonceStore(tmp_path / "n.db", table="x; DROP TABLE y")
+
+
+def test_a_store_url_with_a_schema_parameter_uses_that_schema(
+    pg_schema: tuple[str, str],
+) -> None:
+    import psycopg
+
+    url, schema = pg_schema
+    store = PostgresNonceStore(f"{url}?schema={schema}")
+    try:
+        assert store.consume("g_1", keep_until=2_000, now=1_000)
+    finally:
+        store.close()
+    with psycopg.connect(url) as conn:
+        row = conn.execute(f"SELECT keep_until FROM {schema}.interlock_nonces").fetchone()
+    assert row == (2_000,)

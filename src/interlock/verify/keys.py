@@ -110,11 +110,18 @@ class FetchedKeys:
         self._tried_at = float("-inf")  # the last attempt, successful or not
         self._problem: str | None = None
 
-    def key(self, kid: str) -> Ed25519PublicKey | None:
-        now = self._clock()
+    def cached(self, kid: str) -> Ed25519PublicKey | None:
+        """The key when the cache holds it and is fresh (no fetch, no lock), else
+        ``None`` — then :meth:`key` decides (and may fetch)."""
         keys = self._keys
-        if keys is not None and kid in keys and now - self._fetched_at < self._max_age:
-            return keys[kid]
+        if keys is not None and self._clock() - self._fetched_at < self._max_age:
+            return keys.get(kid)
+        return None
+
+    def key(self, kid: str) -> Ed25519PublicKey | None:
+        if (found := self.cached(kid)) is not None:
+            return found
+        now = self._clock()
         with self._lock:
             stale = self._keys is None or now - self._fetched_at >= self._max_age
             missing = self._keys is not None and kid not in self._keys

@@ -215,10 +215,11 @@ class SqliteNonceStore:
 
 class PostgresNonceStore:
     """Nonces in a PostgreSQL table shared by replicas (``table`` in ``schema``, both
-    created when missing). ``conninfo`` is a libpq URL or DSN; connections come from a
-    small pool (``max_connections``), in autocommit: each consume is one statement.
-    Expired entries are pruned every ``prune_every`` consumes (by whichever replica
-    counts to it)."""
+    created when missing). ``conninfo`` is a libpq URL or DSN; a URL's ``schema=``
+    parameter (as Interlock's store URLs carry it) is taken as ``schema``. Connections
+    come from a small pool (``max_connections``), in autocommit: each consume is one
+    statement. Expired entries are pruned every ``prune_every`` consumes (by whichever
+    replica counts to it)."""
 
     def __init__(
         self,
@@ -237,6 +238,7 @@ class PostgresNonceStore:
             raise ImportError(
                 "PostgresNonceStore needs psycopg: pip install 'interlock[postgres]'"
             ) from exc
+        conninfo, schema = _schema_of(conninfo, schema)
         for name in (table, schema):
             if name is not None and not _NAME.fullmatch(name):
                 raise ValueError(f"{name!r} is not a table or schema name (lower case, digits, _)")
@@ -306,3 +308,19 @@ class PostgresNonceStore:
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _schema_of(conninfo: str, schema: str | None) -> tuple[str, str | None]:
+    """``conninfo`` without a ``schema=`` URL parameter (libpq knows none), and the
+    schema: the one given, else the parameter's."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    if "://" not in conninfo:
+        return conninfo, schema
+    parts = urlsplit(conninfo)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    named = [value for key, value in query if key == "schema"]
+    if not named:
+        return conninfo, schema
+    rest = urlencode([(key, value) for key, value in query if key != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schema or named[-1]

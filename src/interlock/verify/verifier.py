@@ -170,10 +170,10 @@ class Verifier:
         """:meth:`verify` for an event loop: a key fetch and the nonce store's write do
         not block it."""
         kid = self._kid(token)
-        if isinstance(self._keys, FetchedKeys):
-            key = await asyncio.to_thread(self._keys.key, kid)
-        else:
+        if not isinstance(self._keys, FetchedKeys):
             key = self._keys.key(kid)
+        elif (key := self._keys.cached(kid)) is None:  # a fetch may follow: off the loop
+            key = await asyncio.to_thread(self._keys.key, kid)
         claims, now, binding = self._check(token, kid, key, method, target, body, idempotency_key)
         keep_until = claims.expires_at + self.leeway
         if not await self.nonces.aconsume(claims.grant_id, keep_until=keep_until, now=now):
