@@ -301,3 +301,66 @@ def test_a_good_receipt_is_kept_with_the_outcome(
     record = get_effect(_store(guard), result.effect_id)
     assert record is not None and claims.grant_id == record.grant_id
     assert claims.status == 201
+
+
+def _granting_guard(guard: Guard, audience: str) -> Guard:
+    from .support import POLICY
+
+    policy = dict(POLICY)
+    policy["rules"] = [
+        {**POLICY["rules"][0], "grant": {"audience": audience, "ttl": "30s"}},
+        POLICY["rules"][1],
+    ]
+    assert guard.store is not None
+    return Guard(policy, store=guard.store, reap_interval=None)
+
+
+def test_a_policy_grant_for_another_audience_is_refused_before_anything_leaves(
+    guard: Guard, provider: tuple[Provider, Served], refunds: HttpEffect
+) -> None:
+    granting = _granting_guard(guard, "bank")
+    with pytest.raises(EffectError, match="audience"):
+        run_effect(granting, refunds, refund(), idempotency_key="r-pol-bank")
+    assert provider[0].effects == [] and spent(_store(guard)) == (0, 0)
+    assert find_effect(_store(guard), "acme", "r-pol-bank") is None
+
+
+def test_a_policy_grant_binding_no_request_is_for_the_provider_to_accept_or_refuse(
+    guard: Guard, provider: tuple[Provider, Served], refunds: HttpEffect
+) -> None:
+    granting = _granting_guard(guard, "shop")
+    result = run_effect(granting, refunds, refund(), idempotency_key="r-pol-shop")
+    # this provider's verifier does not accept intent-only grants: refused, released
+    assert result.outcome is Outcome.FAILED and result.observed is not None
+    assert result.observed["status"] in (401, 403)
+    assert provider[0].effects == [] and spent(_store(guard)) == (0, 0)
+
+
+def test_the_endpoint_can_be_declared_in_the_policy(
+    guard: Guard, provider: tuple[Provider, Served], refunds: HttpEffect
+) -> None:
+    from interlock import Action, Context
+
+    from .support import POLICY
+
+    policy = {
+        **POLICY,
+        "tools": {
+            "refund": {
+                "parameters": {"type": "object", "properties": {"order": {"type": "integer"}}},
+                "intent": {
+                    "target": "shop:order:{order}",
+                    "system": "shop",
+                    "endpoint": "POST /orders/{order}/refunds",
+                },
+            }
+        },
+    }
+    assert guard.store is not None
+    declaring = Guard(policy, store=guard.store, reap_interval=None)
+    bare = Action.tool("refund", {"order": 9, "amount": 1}, context=Context(tenant="acme"))
+    result = run_effect(declaring, refunds, bare, idempotency_key="r-declared")
+    assert result.outcome is Outcome.COMMITTED
+    assert [e["target"] for e in provider[0].effects] == ["/orders/9/refunds"]
+    record = get_effect(_store(guard), result.effect_id)
+    assert record is not None and record.request["target"] == "/orders/9/refunds"

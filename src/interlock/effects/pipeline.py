@@ -97,8 +97,9 @@ class EffectResult:
 
 
 def capture(guard: Guard, adapter: EffectAdapter, action: Action, idempotency_key: str) -> Action:
-    """The action as the guard judges it and the grant binds it: the guard's context
-    under the action's own, and the runtime's idempotency key. An action that already
+    """The action as the guard judges it and the grant binds it: the runtime's
+    idempotency key, the guard's context under the action's own, and what the policy
+    declares of the tool (its target and downstream endpoint). An action that already
     names another key is refused (:class:`EffectConflict`)."""
     if not isinstance(action, Action):
         raise TypeError(f"run_effect needs an Action, not a {type(action).__name__}")
@@ -121,10 +122,15 @@ def capture(guard: Guard, adapter: EffectAdapter, action: Action, idempotency_ke
         raise EffectConflict(
             f"the action carries idempotency key {stated!r}, not {idempotency_key!r}"
         )
-    context = action.context.merged_over(guard.context)
     from dataclasses import replace
 
-    return action.with_context(replace(context, idempotency_key=idempotency_key))
+    keyed = action.with_context(replace(action.context, idempotency_key=idempotency_key))
+    try:
+        # What the guard judges: its context under the action's, and what the policy
+        # declares of the tool (target, downstream system and endpoint).
+        return guard._contextualise(keyed)
+    except Exception:  # the check says why (undetermined): nothing runs
+        return keyed.with_context(keyed.context.merged_over(guard.context))
 
 
 def run_effect(
@@ -275,9 +281,19 @@ def _start(
     left = deadline - time.monotonic()
     if left <= 0:
         raise EffectError("the effect's deadline passed before it could be attempted")
-    grant = guard.issue_grant(
-        decision, audience=prepared.audience, binding=prepared.binding, ttl=left + _GRANT_SLACK
-    )
+    grant = decision.grant
+    if grant is None:
+        grant = guard.issue_grant(
+            decision, audience=prepared.audience, binding=prepared.binding, ttl=left + _GRANT_SLACK
+        )
+    elif grant.claims.audience != prepared.audience or grant.claims.binding not in (
+        None,
+        prepared.binding,
+    ):
+        raise EffectError(
+            f"the policy granted this call for audience {grant.claims.audience!r}, but "
+            f"adapter {adapter.id!r} sends it to {prepared.audience!r} (or another request)"
+        )
     claims = guard.claim_grant(grant)
     reservation = decision.reservation
     new = NewAttempt(
