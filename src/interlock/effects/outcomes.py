@@ -73,7 +73,15 @@ def settle_reservation(
     from interlock.store.records import ANY_AGENT
 
     if status is EffectStatus.COMMITTED:
-        settled = store.commit(reservation_id, by=ANY_AGENT)
+        try:
+            settled = store.commit(reservation_id, by=ANY_AGENT)
+        except ReservationClosed:  # released by a settlement that thought otherwise
+            log.error(
+                "interlock: reservation %s was released already, but its effect committed: "
+                "the budget was not charged for it",
+                reservation_id,
+            )
+            return
     else:
         try:
             settled = store.release(reservation_id, by=ANY_AGENT)

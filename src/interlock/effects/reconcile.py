@@ -14,7 +14,7 @@ the attempt's adapter, read-only, by idempotency key (``adapter.reconcile``):
 
 An ``executing`` record is orphaned — the reconciler's to settle — once its deadline
 has passed (plus ``grace``), or at once when the process that wrote it ran on this
-host and no longer exists. A live attempt is never touched.
+machine (host, boot, pid namespace) and no longer exists. A live attempt is never touched.
 
 Example::
 
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ from interlock.effects.records import (
     EffectRecord,
     EffectStatus,
     get_effect,
+    machine_id,
     unsettled_effects,
 )
 from interlock.errors import EffectError, EffectInFlight, describe
@@ -86,9 +86,9 @@ def is_orphaned(record: EffectRecord, now_us: int, *, grace: float = 5.0) -> boo
         return record.status.open
     if now_us > record.deadline_us + int(grace * 1_000_000):
         return True
-    host, _, pid = record.runner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
+    machine, _, pid = record.runner.rpartition(":")
+    if machine != machine_id() or "/-" in machine or not pid.isdigit():
+        return False  # another machine's, or one where a pid proves nothing
     return not _alive(int(pid))
 
 

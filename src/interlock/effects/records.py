@@ -36,6 +36,7 @@ __all__ = [
     "finish_attempt",
     "get_effect",
     "list_effects",
+    "machine_id",
     "runner_id",
     "unsettled_effects",
 ]
@@ -141,9 +142,27 @@ class NewAttempt:
 
 
 def runner_id() -> str:
-    """``host:pid`` of this process: the reconciler treats an ``executing`` row of a
-    process that no longer exists on this host as orphaned before its deadline."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """``machine:pid`` of this process: the reconciler treats an ``executing`` row of
+    a process that no longer exists on this machine as orphaned before its deadline.
+    The machine is the host name, the kernel's boot id and the pid namespace, so that
+    a pid is only ever looked up where it means the same process (not in another
+    container sharing the host name, nor after a reboot)."""
+    return f"{machine_id()}:{os.getpid()}"
+
+
+def machine_id() -> str:
+    """Where a pid names one process: host name, boot id, pid namespace."""
+    parts = [socket.gethostname()]
+    for path in ("/proc/sys/kernel/random/boot_id", "/proc/self/ns/pid"):
+        try:
+            if path.endswith("boot_id"):
+                with open(path, encoding="ascii") as file:
+                    parts.append(file.read().strip()[:8])
+            else:
+                parts.append(str(os.stat(path).st_ino))
+        except OSError:  # not Linux: the host name alone, the deadline does the rest
+            parts.append("-")
+    return "/".join(parts)
 
 
 def begin_attempt(store: SqlStore, new: NewAttempt, *, after: int = 0) -> EffectRecord | None:
