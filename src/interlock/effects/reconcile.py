@@ -178,9 +178,11 @@ def reconcile_record(
         Outcome.INDETERMINATE,
         reason=answer.reason or "reconciled: the provider cannot say (yet)",
     )
+    # Audited when an orphaned attempt becomes indeterminate, not on every round that
+    # finds it still unknown (a worker asks every few seconds).
     return record_outcome(
         store,
-        audit,
+        audit if record.status is EffectStatus.EXECUTING else None,
         record,
         unknown,
         record.result,
