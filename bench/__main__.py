@@ -143,6 +143,12 @@ def _adapter_browser_use(calls: int | None, quick: bool) -> BenchResult:
     return adapter_browser_use.run(calls, quick)
 
 
+def _grants(calls: int | None, quick: bool) -> BenchResult:
+    from bench import grants
+
+    return grants.run(calls, quick)
+
+
 def _redaction(calls: int | None, quick: bool) -> BenchResult:
     from bench import redaction
 
@@ -300,6 +306,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "without the guard, no browser; runs in .venv-browser-use (--calls: calls per "
         "subject)",
         _adapter_browser_use,
+    ),
+    "grants": Benchmark(
+        "grant sign+read vs a bare Ed25519 sign+verify; issue_grant+claim_grant on SQLite "
+        "vs guard.check (--calls: token pairs; a tenth as many store pairs)",
+        _grants,
     ),
     "redaction": Benchmark(
         "redact_value over typical arguments (vs json.dumps, and vs another tree with "

@@ -6,6 +6,7 @@
     interlock keys list --tenant acme
     interlock keys revoke 3f2a9c0d1e4b5a67
     interlock keys check                    # look-alike key names made before they were refused
+    interlock keys rotate                   # a new grant signing key (see cli_grant_keys)
 
 ``keys`` commands take the same ``--database/-d URL`` as the server (default:
 ``$INTERLOCK_DATABASE_URL``, else ``sqlite:///.interlock/interlock.db``). Exit codes:
@@ -35,6 +36,7 @@ from rich.text import Text
 
 from interlock.approvals.webhook import WebhookDispatcher, webhook_secret
 from interlock.cli_console import EXIT_FAILED, err, fail, out
+from interlock.cli_grant_keys import keys_rotate, keys_signing
 from interlock.cli_store import DatabaseOption
 from interlock.errors import PolicyError, StoreError, message_of
 from interlock.policy.reload import (
@@ -61,7 +63,11 @@ DEFAULT_PORT = 8750
 #: the most ``--workers`` (each process holds its own store connections)
 MAX_WORKERS = 64
 
-keys_app = typer.Typer(help="Create, list and revoke the server's API keys.", no_args_is_help=True)
+keys_app = typer.Typer(
+    help="Create, list and revoke the server's API keys; rotate and list the grant "
+    "signing keys (rotate, signing).",
+    no_args_is_help=True,
+)
 
 
 @contextmanager
@@ -192,6 +198,10 @@ def keys_check(
         raise typer.Exit(EXIT_FAILED)
     where = f" in tenant {tenant!r}" if tenant else ""
     out.print(Text(f"every identity has one key name{where}"))
+
+
+keys_app.command("rotate")(keys_rotate)
+keys_app.command("signing")(keys_signing)
 
 
 def serve(

@@ -1062,6 +1062,13 @@ class Guard:
         why (see :mod:`interlock.approvals.grants`). Needs a store."""
         from interlock.approvals.grants import issue_grant
 
+        remote = self._remote()
+        if remote is not None:  # the server decided: it grants
+            from interlock import remote_grants
+
+            return remote_grants.issue(
+                remote, decision, audience=audience, binding=binding, ttl=ttl
+            )
         store = self._grant_store()
         assert self._grantable is not None  # made with the store
         carried = decision.grant if isinstance(decision, Decision) else None
@@ -1088,6 +1095,13 @@ class Guard:
         """The async twin of :meth:`issue_grant` (the store is asked on a thread)."""
         import asyncio
 
+        remote = self._remote()
+        if remote is not None:
+            from interlock import remote_grants
+
+            return await remote_grants.aissue(
+                remote, decision, audience=audience, binding=binding, ttl=ttl
+            )
         return await asyncio.to_thread(
             self.issue_grant, decision, audience=audience, binding=binding, ttl=ttl
         )
@@ -1099,17 +1113,33 @@ class Guard:
         :class:`~interlock.errors.GrantInvalid` otherwise."""
         from interlock.approvals.grants import claim_grant
 
+        remote = self._remote()
+        if remote is not None:
+            from interlock import remote_grants
+
+            return remote_grants.claim(remote, _token_of(grant))
         return claim_grant(self._grant_store(), grant)
 
     async def aclaim_grant(self, grant: Grant | str) -> GrantClaims:
         """The async twin of :meth:`claim_grant`."""
         import asyncio
 
+        remote = self._remote()
+        if remote is not None:
+            from interlock import remote_grants
+
+            return await remote_grants.aclaim(remote, _token_of(grant))
         return await asyncio.to_thread(self.claim_grant, grant)
 
     def grant_jwks(self) -> dict[str, Any]:
         """The public JWK set a downstream verifier needs: the active signing key and
-        the retired ones whose grants may not have expired yet."""
+        the retired ones whose grants may not have expired yet (a remote guard's: the
+        server's)."""
+        remote = self._remote()
+        if remote is not None:
+            from interlock import remote_grants
+
+            return remote_grants.jwks(remote)
         return self._grant_store().grant_keys.ring().jwks()
 
     def _grant_store(self) -> SqlStore:
@@ -1546,6 +1576,16 @@ def _what(action: Action | None) -> str:
         return "the call"
     kind = "MCP tool" if action.kind == "mcp" else action.kind
     return f"{kind} {action.name!r}"
+
+
+def _token_of(grant: object) -> str:
+    """The token of a Grant, or the token itself."""
+    token = getattr(grant, "token", grant)
+    if not isinstance(token, str):
+        from interlock.errors import GrantInvalid
+
+        raise GrantInvalid(f"a grant is a Grant or its token, not a {type(grant).__name__}")
+    return token
 
 
 def _validated(decision: object) -> Decision:

@@ -131,6 +131,12 @@ class GrantableDecisions:
             )
         return entry.action
 
+    def decision(self, decision_id: str) -> Decision | None:
+        """The remembered decision of that id (to grant one named over the API)."""
+        with self._lock:
+            entry = self._entries.get(decision_id)
+        return None if entry is None else entry.decision
+
     def forget(self, decision: Decision) -> None:
         with self._lock:
             self._entries.pop(decision.decision_id, None)
@@ -231,11 +237,12 @@ def issue_grant(
     return Grant(token=token, claims=claims, kid=key.kid)
 
 
-def claim_grant(store: SqlStore, grant: Grant | str) -> GrantClaims:
+def claim_grant(store: SqlStore, grant: Grant | str, *, tenant: str | None = None) -> GrantClaims:
     """Claim a grant, once: its claims, or :class:`~interlock.errors.GrantReplayed`
     (claimed before), :class:`~interlock.errors.GrantExpired` (past its expiry), or
     :class:`~interlock.errors.GrantInvalid` (anything else: a token we did not sign, a
-    key retired beyond its grants' lifetime, a grant the store does not hold)."""
+    key retired beyond its grants' lifetime, a grant the store does not hold, or —
+    given ``tenant`` — one issued to another tenant, which is then left unclaimed)."""
     token = grant.token if isinstance(grant, Grant) else grant
     if not isinstance(token, str):
         raise GrantInvalid(f"a grant is a Grant or its token, not a {type(grant).__name__}")
@@ -246,6 +253,8 @@ def claim_grant(store: SqlStore, grant: Grant | str) -> GrantClaims:
     claims = GrantClaims.from_payload(payload)
     if claims.issuer != ISSUER:
         raise GrantInvalid(f"the grant's issuer {claims.issuer!r} is not {ISSUER!r}")
+    if tenant is not None and claims.tenant != tenant:
+        raise GrantInvalid(f"grant {claims.grant_id!r} was not issued to tenant {tenant!r}")
     if claims.expires_at * 1_000_000 <= now_us:
         raise GrantExpired(f"grant {claims.grant_id!r} expired before it was claimed")
     store.claim_grant_record(

@@ -239,6 +239,11 @@ def rotate_key_ring(path: Path, *, now: int | None = None) -> GrantKeyRing:
     moment = int(time.time()) if now is None else now
     older = list(read_key_ring(path)) if path.exists() else []
     ring = _rotated(older, moment)
+    if not older:
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise AuditKeyError(f"cannot create the {_WHAT} {path}: {exc}") from exc
     replace_private_file(path, _encode(list(ring)), what=_WHAT)
     return ring
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from interlock.server.routes import approvals, audit, budgets, checks, policy, service
+from interlock.server.routes import approvals, audit, budgets, checks, grants, policy, service
 
 __all__ = ["routers"]
 
@@ -17,5 +17,6 @@ def routers() -> list[APIRouter]:
         budgets.router,
         audit.router,
         policy.router,
+        grants.router,
         service.metrics_router,
     ]
