@@ -129,7 +129,9 @@ def _error(sent: list[dict[str, Any]]) -> tuple[int, str]:
     return sent[0]["status"], json.loads(sent[1]["body"])["error"]["code"]
 
 
-async def test_a_store_that_is_down_fails_closed_with_503() -> None:
+async def test_a_store_that_is_down_fails_closed_with_503(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     app = App()
     request = Req()
     sent = await drive(
@@ -138,9 +140,13 @@ async def test_a_store_that_is_down_fails_closed_with_503() -> None:
         [{"type": "http.request", "body": request.body}],
     )
     assert _error(sent) == (503, "nonce_store_unavailable") and app.calls == []
+    assert "database is down" not in sent[1]["body"].decode()  # details: the log's only
+    assert "the database is down" in caplog.text
 
 
-async def test_keys_that_cannot_be_fetched_fail_closed_with_503() -> None:
+async def test_keys_that_cannot_be_fetched_fail_closed_with_503(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     def fetch() -> dict[str, Any]:
         raise OSError("no route to host")
 
@@ -152,6 +158,8 @@ async def test_keys_that_cannot_be_fetched_fail_closed_with_503() -> None:
         [{"type": "http.request", "body": request.body}],
     )
     assert _error(sent) == (503, "keys_unavailable") and app.calls == []
+    assert "no route to host" not in sent[1]["body"].decode()
+    assert "no route to host" in caplog.text
 
 
 async def test_a_websocket_is_closed_unless_exempt() -> None:

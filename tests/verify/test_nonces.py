@@ -220,3 +220,16 @@ def test_a_store_url_with_a_schema_parameter_uses_that_schema(
     with psycopg.connect(url) as conn:
         row = conn.execute(f"SELECT keep_until FROM {schema}.interlock_nonces").fetchone()
     assert row == (2_000,)
+
+
+@pytest.mark.parametrize("synchronous", ["FULL", "NORMAL"])
+def test_the_sqlite_durability_is_the_one_asked_for(tmp_path: Path, synchronous: str) -> None:
+    store = SqliteNonceStore(tmp_path / "n.db", synchronous=synchronous)  # type: ignore[arg-type]
+    try:
+        level = store._connection().execute("PRAGMA synchronous").fetchone()[0]
+        assert level == {"FULL": 2, "NORMAL": 1}[synchronous]
+        assert store.consume("g", keep_until=2, now=1)
+    finally:
+        store.close()
+    with pytest.raises(ValueError, match="synchronous"):
+        SqliteNonceStore(tmp_path / "n.db", synchronous="OFF")  # type: ignore[arg-type]

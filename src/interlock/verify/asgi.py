@@ -45,6 +45,7 @@ Example::
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, Final
@@ -84,6 +85,7 @@ STATE_KEY: Final = "interlock_grant"
 _GRANT: Final = b"interlock-grant"
 _IDEMPOTENCY: Final = b"idempotency-key"
 _RECEIPT: Final = b"interlock-receipt"
+_log = logging.getLogger("interlock.verify")
 _PATH_SAFE: Final = "/!$&'()*+,;=:@-._~"
 _ABSOLUTE: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
 
@@ -145,11 +147,18 @@ class GrantMiddleware:
             raise RuntimeError(f"GrantMiddleware cannot verify an ASGI {kind!r} connection")
         try:
             verified, body = await self._verify(scope, receive)
+        except KeysUnavailable as exc:  # the provider's outage: details to its log only
+            _log.error("grant refused, the verifier has no keys: %s", exc)
+            await _refuse(send, 503, exc.code, "the provider cannot verify grants right now")
+            return
         except GrantError as exc:
             await _refuse(send, status_for(exc), exc.code, str(exc))
             return
         except StoreError as exc:
-            await _refuse(send, 503, "nonce_store_unavailable", f"replays cannot be refused: {exc}")
+            _log.error("grant refused, the nonce store failed: %s", exc)
+            await _refuse(
+                send, 503, "nonce_store_unavailable", "the provider cannot refuse replays right now"
+            )
             return
         except _BodyTooLarge:
             await _refuse(

@@ -41,7 +41,12 @@ import uuid
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import httpx
+try:
+    import httpx
+except ImportError as exc:  # pragma: no cover - httpx is installed where tests run
+    raise ImportError(
+        "interlock.verify.httpx_hooks needs httpx: pip install 'interlock[remote]'"
+    ) from exc
 
 from interlock.errors import GrantError, ReceiptError
 from interlock.verify.asgi import GRANT_HEADER

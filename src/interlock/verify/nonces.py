@@ -34,7 +34,7 @@ import heapq
 import re
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Literal, Protocol, runtime_checkable
 
 from interlock.errors import StoreUnavailable
 
@@ -120,7 +120,10 @@ class MemoryNonceStore:
 class SqliteNonceStore:
     """Nonces in a SQLite file shared by the processes of one host. One connection per
     thread; ``busy_timeout`` (seconds) bounds the wait for another writer; expired
-    entries are pruned every ``prune_every`` consumes."""
+    entries are pruned every ``prune_every`` consumes. ``synchronous="NORMAL"`` skips
+    the fsync of each consume (≈22 µs instead of ≈1.1 ms here): a consumed nonce survives
+    a crash of the process but not a power cut, which could let a replay in within the
+    grant's lifetime after the host comes back."""
 
     def __init__(
         self,
@@ -130,12 +133,16 @@ class SqliteNonceStore:
         busy_timeout: float = 10.0,
         margin: int = 30,
         prune_every: int = 1000,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
     ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous is 'FULL' or 'NORMAL', not {synchronous!r}")
         if not _NAME.fullmatch(table):
             raise ValueError(f"{table!r} is not a table name (lower case, digits, _)")
         self.path = Path(path)
         self._table = table
         self._busy_timeout = busy_timeout
+        self._synchronous = synchronous
         self._margin = margin
         self._prune_every = max(1, prune_every)
         self._local = threading.local()
@@ -161,7 +168,7 @@ class SqliteNonceStore:
                 check_same_thread=False,
             )
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._table} "
                 "(nonce TEXT PRIMARY KEY, keep_until INTEGER NOT NULL) WITHOUT ROWID"
