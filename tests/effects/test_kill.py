@@ -15,6 +15,7 @@ from interlock import Guard
 from interlock.effects import EffectStatus, Outcome, reconcile_pending, run_effect
 from interlock.effects.http import HttpEffect
 from interlock.effects.records import find_effect
+from interlock.errors import EffectInFlight
 
 from .chaos import CutProxy
 from .provider import Provider, Served, guarded
@@ -160,6 +161,9 @@ def test_a_live_attempt_is_not_taken_by_the_reconciler(
     adapter = HttpEffect(served.url, audience="shop")
     report = reconcile_pending(store, [adapter])
     assert report.settled == () and [r.idempotency_key for r in report.skipped] == ["alive"]
+    with pytest.raises(EffectInFlight):  # a second caller neither runs it nor guesses
+        run_effect(local_guard, adapter, refund(), idempotency_key="alive")
+    assert len(app.effects) == 1
     app.released.set()
     assert agent.proc.wait(60) == 0
     assert '"committed"' in (agent.proc.stdout.read() if agent.proc.stdout else "")

@@ -364,3 +364,42 @@ def test_the_endpoint_can_be_declared_in_the_policy(
     assert [e["target"] for e in provider[0].effects] == ["/orders/9/refunds"]
     record = get_effect(_store(guard), result.effect_id)
     assert record is not None and record.request["target"] == "/orders/9/refunds"
+
+
+def test_racing_callers_with_one_key_run_it_once_and_charge_once(
+    guard: Guard, provider: tuple[Provider, Served], refunds: HttpEffect
+) -> None:
+    import threading
+
+    from interlock.errors import EffectInFlight
+
+    barrier = threading.Barrier(4)  # each holds its own reservation meanwhile: 4 fit
+    outcomes: list[str] = []
+
+    def call() -> None:
+        barrier.wait()
+        try:
+            result = run_effect(guard, refunds, refund(), idempotency_key="r-race")
+        except EffectInFlight:
+            outcomes.append("in-flight")
+        else:
+            outcomes.append("replayed" if result.replayed else result.outcome.value)
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(outcomes) == 4 and outcomes.count("committed") == 1
+    assert set(outcomes) <= {"committed", "replayed", "in-flight"}
+    assert len(provider[0].effects) == 1
+    charged, held = spent(_store(guard))
+    assert held == 0 and charged == spent_for_one(guard)
+
+
+def spent_for_one(guard: Guard) -> int:
+    """What one refund is charged (the budget's default estimate, in units)."""
+    record = find_effect(_store(guard), "acme", "r-race")
+    assert record is not None and record.reservation_id is not None
+    reservation = _store(guard).get_reservation(record.reservation_id)
+    return sum(line.amount for line in reservation.lines)

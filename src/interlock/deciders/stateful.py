@@ -51,15 +51,16 @@ if TYPE_CHECKING:
     from interlock.store.records import BudgetLine, Reservation
     from interlock.store.sql import SqlStore
 
-__all__ = ["EFFECT_ATTEMPT", "StatefulDecider"]
+__all__ = ["EFFECT_CALL", "StatefulDecider"]
 
-#: The attempt number of the effect being checked (:mod:`interlock.effects.pipeline`
-#: sets it around its check). A reservation is keyed by the runtime's idempotency key
-#: and the intent, so a retry of the same call finds the first one again; an effect
-#: that was never executed had its reservation released, and its next attempt must
-#: reserve anew: attempts after the first are keyed apart.
-EFFECT_ATTEMPT: contextvars.ContextVar[int] = contextvars.ContextVar(
-    "interlock_effect_attempt", default=1
+#: The effect call being checked (:mod:`interlock.effects.pipeline` sets it around its
+#: check). A reservation is keyed by the runtime's idempotency key and the intent, so a
+#: retry of the same call finds the first one again; an effect call keys its own apart:
+#: its outcome settles it (a key never executed is released and its next attempt
+#: reserves anew), and concurrent callers with one key must not share — and so release —
+#: the reservation of the one that runs it.
+EFFECT_CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "interlock_effect_call", default=None
 )
 
 log = logging.getLogger("interlock")
@@ -264,9 +265,9 @@ class StatefulDecider:
         context = action.context
         key = context.idempotency_key
         idempotency_key = f"{key}:{_intent(action)}" if key else decision.decision_id
-        attempt = EFFECT_ATTEMPT.get()
-        if key and attempt > 1:
-            idempotency_key = f"{idempotency_key}:attempt-{attempt}"
+        effect_call = EFFECT_CALL.get()
+        if key and effect_call is not None:
+            idempotency_key = f"{idempotency_key}:{effect_call}"
         joined = JOINED.get() if self.store is not None else None
         if joined is None:
             outcome = self.ledger.reserve(

@@ -149,7 +149,7 @@ def run_effect(
     :class:`EffectInFlight` while another attempt with the key executes, and
     :class:`EffectUnresolved` while an earlier attempt cannot be reconciled."""
     from interlock.core.intent import intent_hash
-    from interlock.deciders.stateful import EFFECT_ATTEMPT
+    from interlock.deciders.stateful import EFFECT_CALL
     from interlock.guard import raise_for
 
     store = _store_of(guard)
@@ -165,11 +165,11 @@ def run_effect(
         if outcome is not None:
             return outcome
         after = existing.attempt
-    token = EFFECT_ATTEMPT.set(after + 1)
+    token = EFFECT_CALL.set(f"effect-{secrets.token_hex(8)}")  # its own reservation
     try:
         decision = guard.check(action)
     finally:
-        EFFECT_ATTEMPT.reset(token)
+        EFFECT_CALL.reset(token)
     raise_for(decision, action)
     try:
         record, prepared, grant, claims = _start(
