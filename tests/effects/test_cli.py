@@ -101,3 +101,24 @@ def test_reconcile_refuses_what_is_not_an_adapter(guard: Guard, adapter: str, me
 def test_reconcile_without_adapters_is_a_usage_error(guard: Guard) -> None:
     result = runner.invoke(app, ["effects", "reconcile", "-d", _database(guard)])
     assert result.exit_code == 2 and "--adapter" in result.output
+
+
+def test_reconcile_exits_1_while_an_attempt_stays_unknown(
+    guard: Guard,
+    open_attempt: str,
+    proxy: CutProxy,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (tmp_path / "blind_effects.py").write_text(
+        "from interlock.effects.http import HttpEffect\n"
+        f"blind = HttpEffect({proxy.url!r}, audience='shop', lookup='/nowhere/{{key}}')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "blind_effects", raising=False)
+    database = _database(guard)
+    result = runner.invoke(
+        app, ["effects", "reconcile", "-d", database, "--adapter", "blind_effects:blind"]
+    )
+    assert result.exit_code == 1 and f"{open_attempt} indeterminate" in result.output
+    assert guard.store is not None and spent(guard.store)[1] > 0  # still held
