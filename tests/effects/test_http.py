@@ -259,3 +259,16 @@ def test_a_lookup_that_cannot_connect_is_unknowable() -> None:
 def test_a_lookup_without_the_key_is_refused(lookup: str) -> None:
     with pytest.raises(ValueError):
         HttpEffect("http://shop.test", audience="shop", lookup=lookup)
+
+
+def test_a_large_answer_is_recorded_by_its_digest() -> None:
+    from interlock.effects.protocol import ProviderResult
+
+    prepared = ADAPTER.prepare(_action({"order": 1}))
+    small = ADAPTER.observe_effect(ProviderResult(Outcome.COMMITTED, 201, {"id": 1}), prepared)
+    assert small == {"status": 201, "body": {"id": 1}, "receipt": None}
+    big = {"blob": "x" * 20_000}
+    observed = ADAPTER.observe_effect(ProviderResult(Outcome.COMMITTED, 201, big), prepared)
+    assert observed is not None and observed["body"]["omitted_bytes"] > 20_000
+    assert len(observed["body"]["sha256"]) == 64
+    assert ADAPTER.observe_effect(ProviderResult(Outcome.INDETERMINATE), prepared) is None

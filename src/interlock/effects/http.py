@@ -42,6 +42,8 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
+import json
 import string
 import time
 from collections.abc import Callable, Mapping
@@ -75,6 +77,7 @@ __all__ = ["GRANT_HEADER", "RECEIPT_HEADER", "HttpEffect", "HttpRequest"]
 GRANT_HEADER: Final = "Interlock-Grant"
 RECEIPT_HEADER: Final = "Interlock-Receipt"
 _MAX_DATA: Final = 4096  # bytes of a non-JSON answer kept as text
+_MAX_OBSERVED: Final = 16384  # bytes of an answer's JSON kept in the record
 _FIELD: Final = frozenset(string.ascii_letters + string.digits + "_")
 
 
@@ -160,8 +163,6 @@ class HttpEffect:
         binding = http_binding(
             request.method, request.target, request.body, key, audience=self.audience
         )
-        import hashlib
-
         return PreparedEffect(
             request={
                 "method": request.method.upper(),
@@ -288,7 +289,11 @@ class HttpEffect:
     ) -> dict[str, Any] | None:
         if result.status is None:
             return None
-        return {"status": result.status, "body": result.data, "receipt": result.receipt}
+        body: Any = result.data
+        encoded = json.dumps(body, default=str, separators=(",", ":")).encode()
+        if len(encoded) > _MAX_OBSERVED:  # recorded and audited: the digest stands in
+            body = {"omitted_bytes": len(encoded), "sha256": hashlib.sha256(encoded).hexdigest()}
+        return {"status": result.status, "body": body, "receipt": result.receipt}
 
     # -- reconcile (read-only) -----------------------------------------------------------
 

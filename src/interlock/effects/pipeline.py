@@ -309,7 +309,9 @@ def _start(
         reservation_id=reservation.id if reservation is not None else None,
         agent=action.context.agent,
         request=dict(prepared.request),
-        deadline_us=store.clock() + int(left * 1_000_000),
+        # An adapter bounds each phase (connecting, answering) by the time left, so an
+        # attempt may run up to twice that: the record is nobody else's before then.
+        deadline_us=store.clock() + int(2 * left * 1_000_000),
     )
     record = begin_attempt(store, new, after=after)
     if record is None:
