@@ -122,3 +122,15 @@ def test_reconcile_exits_1_while_an_attempt_stays_unknown(
     )
     assert result.exit_code == 1 and f"{open_attempt} indeterminate" in result.output
     assert guard.store is not None and spent(guard.store)[1] > 0  # still held
+
+
+def test_audit_tail_names_the_effect_records(guard: Guard, open_attempt: str) -> None:
+    assert guard.audit is not None
+    guard.audit.flush()
+    result = runner.invoke(
+        app, ["audit", "tail", "-d", _database(guard), "-n", "50"], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 0, result.output
+    assert f"effect {open_attempt} (attempt)" in result.output
+    assert f"effect {open_attempt} (outcome)" in result.output
+    assert "indeterminate" in result.output
