@@ -215,6 +215,18 @@ def _llm_proxy_profile() -> str:
     return llm_proxy.profile()
 
 
+def _replay(calls: int | None, quick: bool) -> BenchResult:
+    from bench import replay
+
+    return replay.run(calls, quick)
+
+
+def _otel(calls: int | None, quick: bool) -> BenchResult:
+    from bench import otel
+
+    return otel.run(calls or (2_000 if quick else otel.DEFAULT_CALLS))
+
+
 #: name -> benchmark.
 BENCHMARKS: dict[str, Benchmark] = {
     "check": Benchmark(
@@ -351,6 +363,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "interleaved (--calls: calls per subject)",
         _mcp_gateway_http,
     ),
+    "replay": Benchmark(
+        "interlock audit replay over a recorded log of the demo's agents (SQLite), "
+        "re-decisions/s vs the plain engine on the same calls (--calls: records, "
+        "default 100,000)",
+        _replay,
+    ),
     "llm-proxy": Benchmark(
         "the openai client through interlock llm-proxy (SQLite store, default durability), "
         "through llm-proxy --server and through LiteLLM's proxy (its own pinned environment) "
@@ -359,6 +377,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "responses), and each side's CPU per call (--calls: non-streamed chat calls per side)",
         _llm_proxy,
         _llm_proxy_profile,
+    ),
+    "otel": Benchmark(
+        "guard.check and a protected call with OpenTelemetry telemetry off (the baseline), "
+        "on with the API only (no SDK), and on with the SDK and in-memory exporter/reader; "
+        "the extra absent in a fresh interpreter; p50 and CPU ratios (--calls: per subject)",
+        _otel,
     ),
 }
 

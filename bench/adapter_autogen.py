@@ -23,7 +23,6 @@ model is consumed by a run.
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import tempfile
 import time
@@ -31,7 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from bench.harness import BenchResult, Stats, summarise
+from bench.agent_loops import check_settled, interleave, loop_stats, note_overheads
+from bench.harness import BenchResult
 from interlock import Guard, load_policy_text
 
 __all__ = ["run"]
@@ -128,22 +128,6 @@ def _one_run(agent: Any, loop: asyncio.Runner) -> int:
     return elapsed // TURNS
 
 
-def _per_call(label: str, samples: list[int], wall: int) -> Stats:
-    stats = summarise(label, samples, wall)
-    return Stats(
-        label,
-        stats.calls * TURNS,
-        stats.p50_ns,
-        stats.p90_ns,
-        stats.p99_ns,
-        stats.p999_ns,
-        stats.mean_ns,
-        stats.min_ns,
-        stats.max_ns,
-        wall,
-    )
-
-
 def run(calls: int | None, quick: bool) -> BenchResult:
     """``calls``: timed runs per subject (each ``TURNS`` tool calls)."""
     import logging
@@ -162,42 +146,24 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             "guarded, raise": lambda: _agent(plain, "raise", False),
             "guarded, store": lambda: _agent(stored, "message", True),
         }
-        samples: dict[str, list[int]] = {label: [] for label in subjects}
-        walls: dict[str, int] = dict.fromkeys(subjects, 0)
-        labels = list(subjects)
         try:
             with asyncio.Runner() as loop:
-                for round_ in range(WARMUP + runs):
-                    gc.collect()
-                    for k in range(len(labels)):
-                        label = labels[(round_ + k) % len(labels)]
-                        per_call = _one_run(subjects[label](), loop)
-                        if round_ >= WARMUP:
-                            samples[label].append(per_call)
-                            walls[label] += per_call * TURNS
-            assert stored.store is not None
-            (tokens,) = stored.store.budget_rows(budget_id="model-tokens")
-            expected = (WARMUP + runs) * (TURNS + 1) * sum(USAGE)
-            if (tokens.spent, tokens.reserved) != (expected, 0):
-                result.problems.append(
-                    f"token budget spent {tokens.spent} reserved {tokens.reserved}, "
-                    f"expected {expected} and 0"
+                samples, walls = interleave(
+                    [
+                        (label, lambda make=make: _one_run(make(), loop))
+                        for label, make in subjects.items()
+                    ],
+                    rounds=runs,
+                    warmup=WARMUP,
+                    turns=TURNS,
                 )
+            check_settled(
+                result, stored, "model-tokens", (WARMUP + runs) * (TURNS + 1) * sum(USAGE)
+            )
         finally:
             stored.close()
-    medians = {}
-    for label in labels:
-        stats = _per_call(label, samples[label], walls[label])
-        medians[label] = stats.p50_ns
-        result.stats.append(stats)
-    base = medians["unguarded"]
-    for label in labels[1:]:
-        over = medians[label] - base
-        result.info[f"overhead_us {label}"] = round(over / 1000, 2)
-        result.info[f"ratio {label}"] = round(medians[label] / base, 3)
-        result.notes.append(
-            f"{label}: {over / 1000:+.1f} µs per tool call over unguarded "
-            f"({medians[label] / base:.3f}×, unguarded {base / 1000:.0f} µs per tool call)"
-        )
+    medians = loop_stats(result, samples, walls, turns=TURNS)
+    labels = list(subjects)
+    note_overheads(result, medians, [(label, "unguarded") for label in labels[1:]], show_base=True)
     result.info.update({"turns_per_run": TURNS, "runs": runs})
     return result

@@ -25,7 +25,6 @@ copy of the tool, called many times (the **direct** subjects).
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 import tempfile
@@ -33,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
+from bench.agent_loops import check_settled, interleave, loop_stats, note_overheads
 from bench.harness import BenchResult, Stats, summarise, time_calls
 from interlock import Guard, load_policy_text
 
@@ -159,22 +159,6 @@ def _direct_costs(policy: Any, calls: int) -> list[Stats]:
     return out
 
 
-def _per_call(label: str, samples: list[int], wall: int) -> Stats:
-    stats = summarise(label, samples, wall)
-    return Stats(
-        label,
-        stats.calls * TURNS,
-        stats.p50_ns,
-        stats.p90_ns,
-        stats.p99_ns,
-        stats.p999_ns,
-        stats.mean_ns,
-        stats.min_ns,
-        stats.max_ns,
-        wall,
-    )
-
-
 def run(calls: int | None, quick: bool) -> BenchResult:
     """``calls``: timed runs per subject (each ``TURNS`` tool calls)."""
     _quiet_crewai()
@@ -183,7 +167,6 @@ def run(calls: int | None, quick: bool) -> BenchResult:
     runs = calls or RUNS[1 if quick else 0]
     policy = load_policy_text(POLICY, file="bench/adapter_crewai.py")
     result = BenchResult("adapter-crewai")
-    medians: dict[str, int] = {}
     subjects = ("unguarded", "guarded", "guarded, store")
     with tempfile.TemporaryDirectory(prefix="interlock-bench-") as scratch:
         stored = Guard(policy, store=f"sqlite:///{Path(scratch) / 'bench.db'}")
@@ -198,32 +181,20 @@ def run(calls: int | None, quick: bool) -> BenchResult:
         labels = [
             (f"{name} ({mode})", name, mode) for mode in ("sync", "async") for name in subjects
         ]
-        samples: dict[str, list[int]] = {label: [] for label, _, _ in labels}
-        walls: dict[str, int] = dict.fromkeys(samples, 0)
         try:
-            # Round-robin, starting at a different subject each round: drift in the
-            # machine's load hits every subject alike. A crew's fake model is used up by
-            # a run, so each run gets a fresh crew (built outside the timing).
-            for round_ in range(WARMUP + runs):
-                gc.collect()
-                for k in range(len(labels)):
-                    label, name, mode = labels[(round_ + k) % len(labels)]
-                    per_call = _one_run(fresh(name), mode)
-                    if round_ >= WARMUP:
-                        samples[label].append(per_call)
-                        walls[label] += per_call * TURNS
-            for label, _, _ in labels:
-                stats = _per_call(label, samples[label], walls[label])
-                medians[label] = stats.p50_ns
-                result.stats.append(stats)
-            assert stored.store is not None
-            (tokens,) = stored.store.budget_rows(budget_id="model-tokens")
-            expected = (WARMUP + runs) * 2 * (TURNS + 1) * 220
-            if (tokens.spent, tokens.reserved) != (expected, 0):
-                result.problems.append(
-                    f"token budget spent {tokens.spent} reserved {tokens.reserved}, "
-                    f"expected {expected} and 0"
-                )
+            # A crew's fake model is used up by a run, so each run gets a fresh crew
+            # (built outside the timing).
+            samples, walls = interleave(
+                [
+                    (label, lambda n=name, m=mode: _one_run(fresh(n), m))
+                    for label, name, mode in labels
+                ],
+                rounds=runs,
+                warmup=WARMUP,
+                turns=TURNS,
+            )
+            medians = loop_stats(result, samples, walls, turns=TURNS)
+            check_settled(result, stored, "model-tokens", (WARMUP + runs) * 2 * (TURNS + 1) * 220)
         finally:
             stored.close()
     direct = _direct_costs(policy, 2_000 if quick else 20_000)
@@ -235,16 +206,14 @@ def run(calls: int | None, quick: bool) -> BenchResult:
         f"the guard adds {added / 1000:.1f} µs to a direct tool.run "
         f"({added / loop:.2%} of an unguarded crew's {loop / 1000:.0f} µs per tool call)"
     )
-    for mode in ("sync", "async"):
-        base = medians[f"unguarded ({mode})"]
-        for name in subjects[1:]:
-            label = f"{name} ({mode})"
-            over = medians[label] - base
-            result.info[f"overhead_us {label}"] = round(over / 1000, 2)
-            result.info[f"ratio {label}"] = round(medians[label] / base, 3)
-            result.notes.append(
-                f"{label}: {over / 1000:+.1f} µs per tool call over unguarded "
-                f"({medians[label] / base:.3f}×)"
-            )
+    note_overheads(
+        result,
+        medians,
+        [
+            (f"{name} ({mode})", f"unguarded ({mode})")
+            for mode in ("sync", "async")
+            for name in subjects[1:]
+        ],
+    )
     result.info.update({"turns_per_run": TURNS, "runs": runs})
     return result

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from bench.agent_loops import check_settled, interleave, loop_stats, note_overheads
 from bench.harness import BenchResult, Stats, summarise
 from interlock import Guard, load_policy_text
 
@@ -153,22 +154,6 @@ async def _one_run(runner: Any) -> int:
     return elapsed // TURNS
 
 
-def _per_call(label: str, samples: list[int], wall: int) -> Stats:
-    stats = summarise(label, samples, wall)
-    return Stats(  # calls/s in the table counts tool calls, not runs
-        label,
-        stats.calls * TURNS,
-        stats.p50_ns,
-        stats.p90_ns,
-        stats.p99_ns,
-        stats.p999_ns,
-        stats.mean_ns,
-        stats.min_ns,
-        stats.max_ns,
-        wall,
-    )
-
-
 def _hook_costs(policy: Any, calls: int) -> list[Stats]:
     """``before_tool_callback`` alone: the guarded plugin vs the no-op one."""
     from google.adk.tools.function_tool import FunctionTool
@@ -222,7 +207,6 @@ def run(calls: int | None, quick: bool) -> BenchResult:
     runs = calls or RUNS[1 if quick else 0]
     policy = load_policy_text(POLICY, file="bench/adapter_google_adk.py")
     result = BenchResult("adapter-google-adk")
-    medians: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="interlock-bench-") as scratch:
         stored = Guard(policy, store=f"sqlite:///{Path(scratch) / 'bench.db'}")
         subjects: dict[str, Callable[[], Any]] = {
@@ -237,32 +221,18 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             ),
         }
         runners = [(name, make()) for name, make in subjects.items()]
-        samples: dict[str, list[int]] = {name: [] for name, _ in runners}
-        walls: dict[str, int] = dict.fromkeys(samples, 0)
         try:
             with asyncio.Runner() as loop:
-                # Round-robin from a different subject each round: drift in the
-                # machine's load hits every subject alike.
-                for round_ in range(WARMUP + runs):
-                    gc.collect()
-                    for k in range(len(runners)):
-                        name, runner = runners[(round_ + k) % len(runners)]
-                        per_call = loop.run(_one_run(runner))
-                        if round_ >= WARMUP:
-                            samples[name].append(per_call)
-                            walls[name] += per_call * TURNS
-            for name, _ in runners:
-                stats = _per_call(name, samples[name], walls[name])
-                medians[name] = stats.p50_ns
-                result.stats.append(stats)
-            assert stored.store is not None
-            (tokens,) = stored.store.budget_rows(budget_id="model-tokens")
-            expected = (WARMUP + runs) * (TURNS + 1) * sum(TOKENS)
-            if (tokens.spent, tokens.reserved) != (expected, 0):
-                result.problems.append(
-                    f"token budget spent {tokens.spent} reserved {tokens.reserved}, "
-                    f"expected {expected} and 0"
+                samples, walls = interleave(
+                    [(name, lambda r=runner: loop.run(_one_run(r))) for name, runner in runners],
+                    rounds=runs,
+                    warmup=WARMUP,
+                    turns=TURNS,
                 )
+            medians = loop_stats(result, samples, walls, turns=TURNS)
+            check_settled(
+                result, stored, "model-tokens", (WARMUP + runs) * (TURNS + 1) * sum(TOKENS)
+            )
         finally:
             stored.close()
     hooks = _hook_costs(policy, 2_000 if quick else 20_000)
@@ -274,15 +244,6 @@ def run(calls: int | None, quick: bool) -> BenchResult:
         f"the guard adds {added / 1000:.1f} µs per tool call at the hook "
         f"({added / base:.2%} of an unguarded ADK loop's {base / 1000:.0f} µs per tool call)"
     )
-    for name in subjects:
-        if name == "unguarded":
-            continue
-        over = medians[name] - base
-        result.info[f"overhead_us {name}"] = round(over / 1000, 2)
-        result.info[f"ratio {name}"] = round(medians[name] / base, 3)
-        result.notes.append(
-            f"{name}: {over / 1000:+.1f} µs per tool call over unguarded "
-            f"({medians[name] / base:.3f}×)"
-        )
+    note_overheads(result, medians, [(name, "unguarded") for name in list(subjects)[1:]])
     result.info.update({"turns_per_run": TURNS, "runs": runs})
     return result

@@ -19,12 +19,12 @@ unguarded.
 
 from __future__ import annotations
 
-import gc
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Final
 
+from bench.agent_loops import check_settled, interleave, loop_stats, note_overheads
 from bench.harness import BenchResult, Stats, summarise
 from interlock import Guard, Usage, load_policy_text
 
@@ -150,7 +150,6 @@ def run(calls: int | None, quick: bool) -> BenchResult:
     runs = calls or RUNS[1 if quick else 0]
     policy = load_policy_text(POLICY, file="bench/adapter_smolagents.py")
     result = BenchResult("adapter-smolagents")
-    medians: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="interlock-bench-") as scratch:
         stored = Guard(policy, store=f"sqlite:///{Path(scratch) / 'bench.db'}")
         agents = {
@@ -158,57 +157,23 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             "guarded": _agent(Guard(policy)),
             "guarded, store": _agent(stored),
         }
-        labels = list(agents)
-        samples: dict[str, list[int]] = {label: [] for label in labels}
-        walls: dict[str, int] = dict.fromkeys(labels, 0)
         try:
-            for round_ in range(WARMUP + runs):
-                gc.collect()
-                for k in range(len(labels)):
-                    label = labels[(round_ + k) % len(labels)]
-                    per_call = _one_run(agents[label])
-                    if round_ >= WARMUP:
-                        samples[label].append(per_call)
-                        walls[label] += per_call * TURNS
-            for label in labels:
-                stats = summarise(label, samples[label], walls[label])
-                stats = Stats(
-                    label,
-                    stats.calls * TURNS,
-                    stats.p50_ns,
-                    stats.p90_ns,
-                    stats.p99_ns,
-                    stats.p999_ns,
-                    stats.mean_ns,
-                    stats.min_ns,
-                    stats.max_ns,
-                    walls[label],
-                )
-                medians[label] = stats.p50_ns
-                result.stats.append(stats)
-            assert stored.store is not None
-            (tokens,) = stored.store.budget_rows(budget_id="model-tokens")
-            expected = (WARMUP + runs) * (TURNS + 1) * 220
-            if (tokens.spent, tokens.reserved) != (expected, 0):
-                result.problems.append(
-                    f"token budget spent {tokens.spent} reserved {tokens.reserved}, "
-                    f"expected {expected} and 0"
-                )
+            samples, walls = interleave(
+                [(label, lambda a=agent: _one_run(a)) for label, agent in agents.items()],
+                rounds=runs,
+                warmup=WARMUP,
+                turns=TURNS,
+            )
+            check_settled(result, stored, "model-tokens", (WARMUP + runs) * (TURNS + 1) * 220)
         finally:
             stored.close()
+    medians = loop_stats(result, samples, walls, turns=TURNS)
     hooks = _hook_costs(policy, 2_000 if quick else 20_000)
     result.stats.extend(hooks)
     added = hooks[1].p50_ns - hooks[0].p50_ns
     result.info["hook_added_us"] = round(added / 1000, 2)
     result.notes.append(f"the guard adds {added / 1000:.1f} µs per tool call at the hook")
-    base = medians["unguarded"]
-    for label in labels[1:]:
-        over = medians[label] - base
-        result.info[f"overhead_us {label}"] = round(over / 1000, 2)
-        result.info[f"ratio {label}"] = round(medians[label] / base, 3)
-        result.notes.append(
-            f"{label}: {over / 1000:+.1f} µs per tool call over unguarded "
-            f"({medians[label] / base:.3f}×, unguarded {base / 1000:.0f} µs per tool call)"
-        )
+    labels = list(agents)
+    note_overheads(result, medians, [(label, "unguarded") for label in labels[1:]], show_base=True)
     result.info.update({"turns_per_run": TURNS, "runs": runs})
     return result

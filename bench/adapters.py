@@ -27,13 +27,13 @@ tool call, free of the loop's noise.
 from __future__ import annotations
 
 import asyncio
-import gc
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from bench.agent_loops import check_settled, interleave, loop_stats, note_overheads
 from bench.harness import BenchResult, Stats, summarise
 from interlock import Guard, load_policy_text
 
@@ -53,6 +53,7 @@ budgets:
     unit: tokens
     scope: agent
     kind: llm
+    default_estimate: 200
 rules:
   - id: models
     decision: allow
@@ -158,23 +159,6 @@ def _hook_costs(policy: Any, calls: int) -> list[Stats]:
     return out
 
 
-def _per_call(label: str, samples: list[int], wall: int) -> Stats:
-    stats = summarise(label, samples, wall)
-    # calls/s in the table counts tool calls, not runs
-    return Stats(
-        label,
-        stats.calls * TURNS,
-        stats.p50_ns,
-        stats.p90_ns,
-        stats.p99_ns,
-        stats.p999_ns,
-        stats.mean_ns,
-        stats.min_ns,
-        stats.max_ns,
-        wall,
-    )
-
-
 def run(calls: int | None, quick: bool) -> BenchResult:
     """``calls``: timed runs per subject (each ``TURNS`` tool calls)."""
     from interlock.adapters.langchain import InterlockMiddleware
@@ -182,7 +166,6 @@ def run(calls: int | None, quick: bool) -> BenchResult:
     runs = calls or RUNS[1 if quick else 0]
     policy = load_policy_text(POLICY, file="bench/adapters.py")
     result = BenchResult("adapters")
-    medians: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="interlock-bench-") as scratch:
         stored = Guard(policy, store=f"sqlite:///{Path(scratch) / 'bench.db'}")
         subjects: dict[str, Callable[[], list[Any]]] = {
@@ -196,32 +179,19 @@ def run(calls: int | None, quick: bool) -> BenchResult:
             for mode in ("sync", "async")
             for name, make in subjects.items()
         ]
-        samples: dict[str, list[int]] = {label: [] for label, _, _ in agents}
-        walls: dict[str, int] = dict.fromkeys(samples, 0)
         try:
-            # Round-robin, one run of each subject per round, starting at a different
-            # subject each round: drift in the machine's load hits every subject alike.
             with asyncio.Runner() as loop:
-                for round_ in range(WARMUP + runs):
-                    gc.collect()
-                    for k in range(len(agents)):
-                        label, mode, agent = agents[(round_ + k) % len(agents)]
-                        per_call = _one_run(agent, mode, loop)
-                        if round_ >= WARMUP:
-                            samples[label].append(per_call)
-                            walls[label] += per_call * TURNS
-            for label, _, _ in agents:
-                stats = _per_call(label, samples[label], walls[label])
-                medians[label] = stats.p50_ns
-                result.stats.append(stats)
-            assert stored.store is not None
-            (tokens,) = stored.store.budget_rows(budget_id="model-tokens")
-            expected = (WARMUP + runs) * 2 * (TURNS + 1) * 220
-            if (tokens.spent, tokens.reserved) != (expected, 0):
-                result.problems.append(
-                    f"token budget spent {tokens.spent} reserved {tokens.reserved}, "
-                    f"expected {expected} and 0"
+                samples, walls = interleave(
+                    [
+                        (label, lambda a=agent, m=mode: _one_run(a, m, loop))
+                        for label, mode, agent in agents
+                    ],
+                    rounds=runs,
+                    warmup=WARMUP,
+                    turns=TURNS,
                 )
+            medians = loop_stats(result, samples, walls, turns=TURNS)
+            check_settled(result, stored, "model-tokens", (WARMUP + runs) * 2 * (TURNS + 1) * 220)
         finally:
             stored.close()
     hooks = _hook_costs(policy, 2_000 if quick else 20_000)
@@ -233,16 +203,14 @@ def run(calls: int | None, quick: bool) -> BenchResult:
         f"the guard adds {added / 1000:.1f} µs per tool call at the hook "
         f"({added / loop:.2%} of an unguarded loop's {loop / 1000:.0f} µs per tool call)"
     )
-    for mode in ("sync", "async"):
-        base = medians[f"unguarded ({mode})"]
-        for name in ("no-op middleware", "guarded", "guarded, store"):
-            label = f"{name} ({mode})"
-            over = medians[label] - base
-            result.info[f"overhead_us {label}"] = round(over / 1000, 2)
-            result.info[f"ratio {label}"] = round(medians[label] / base, 3)
-            result.notes.append(
-                f"{label}: {over / 1000:+.1f} µs per tool call over unguarded "
-                f"({medians[label] / base:.3f}×)"
-            )
+    note_overheads(
+        result,
+        medians,
+        [
+            (f"{name} ({mode})", f"unguarded ({mode})")
+            for mode in ("sync", "async")
+            for name in ("no-op middleware", "guarded", "guarded, store")
+        ],
+    )
     result.info.update({"turns_per_run": TURNS, "runs": runs})
     return result

@@ -342,3 +342,7 @@ def _store_signing_key_file(database: str | None) -> Path:
             "INTERLOCK_CHECKPOINT_KEY_FILE"
         )
     return settings.key_file
+
+
+# `audit replay` lives in its own module; importing it registers the command.
+import interlock.cli_replay  # noqa: E402, F401

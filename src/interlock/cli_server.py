@@ -290,6 +290,14 @@ def serve(
             help="With --access-log, the share of requests logged (0.01: one in 100).",
         ),
     ] = 1.0,
+    approval_reason: Annotated[
+        bool,
+        typer.Option(
+            "--approval-reason-required/--approval-reason-optional",
+            help="Whether approving or denying needs a reason: required refuses a blank "
+            "one (422), in the API and on the approvals page alike.",
+        ),
+    ] = True,
     worker_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
     worker_index: Annotated[int, typer.Option(hidden=True)] = 0,
 ) -> None:
@@ -329,6 +337,7 @@ def serve(
             "--max-json-depth", str(max_json_depth),
             "--access-log-sample", repr(access_log_sample),
             "--access-log" if access_log else "--no-access-log",
+            "--approval-reason-required" if approval_reason else "--approval-reason-optional",
         ]  # fmt: skip
         raise typer.Exit(_supervise(url, host, port, uds, workers, options, webhook_url))
     worker = worker_fd is not None
@@ -360,6 +369,7 @@ def serve(
             max_json_depth=max_json_depth,
             worker=f"{worker_index}:{os.getpid()}" if worker else None,
             access_log=access_log_sample if access_log else 0.0,
+            approval_reason_required=approval_reason,
         )
         assert guard.store is not None and guard.audit is not None
         if worker:

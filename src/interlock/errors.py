@@ -61,7 +61,8 @@ Policy outcomes are kept apart from configuration errors and internal failures::
         ├── ApprovalError           (also a ValueError) approve/deny refused:
         │   ├── ApprovalNotFound    (also a LookupError) no such approval for this tenant
         │   ├── SelfApproval        the requester tried to decide its own request
-        │   └── ApprovalClosed      it is no longer pending (decided, claimed, expired)
+        │   ├── ApprovalClosed      it is no longer pending (decided, claimed, expired)
+        │   └── ReasonRequired      a reason is required to decide it and none was given
         ├── AmountOutOfRange        (also a ValueError) an amount or usage that no
         │                           budget counts: negative, not an integer, > 2**53
         └── ReservationError        (also a ValueError) commit/release refused:
@@ -124,6 +125,7 @@ __all__ = [
     "NothingHeld",
     "PolicyError",
     "PolicyIssue",
+    "ReasonRequired",
     "ReceiptError",
     "ReloadNotConfirmed",
     "RemoteError",
@@ -322,6 +324,11 @@ class SelfApproval(ApprovalError):
 
 class ApprovalClosed(ApprovalError):
     """The approval is no longer pending: decided, claimed or expired."""
+
+
+class ReasonRequired(ApprovalError):
+    """Deciding an approval needs a reason (the server's ``approval_reason``
+    setting), and the one given is empty or only blank space. Nothing was decided."""
 
 
 class AmountOutOfRange(StoreError, ValueError):

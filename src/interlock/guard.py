@@ -21,6 +21,7 @@ for, and logs a warning every time it does.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from interlock.ledger.llm_call import LLMCall
     from interlock.ledger.memory import MemoryLedger
     from interlock.ledger.usage import Usage
+    from interlock.otel import Telemetry
     from interlock.policy.specs import Durability
     from interlock.remote import RemoteDecider
     from interlock.store.audit import AuditWriter
@@ -142,6 +144,11 @@ class Guard:
     Without a store, a policy's budgets and rate limits are kept in this process's
     memory (``guard.ledger``, a :class:`~interlock.ledger.memory.MemoryLedger`), with
     the same semantics, for this one process only; a warning says so.
+
+    ``telemetry=True`` reports a span per decision and per guarded execution, and
+    metrics, through the OpenTelemetry API (``interlock[otel]``; docs/otel.md); a
+    :class:`~interlock.otel.Telemetry` names the providers. Off by default: the guard
+    then never imports OpenTelemetry.
     """
 
     def __init__(
@@ -160,6 +167,7 @@ class Guard:
         durability: Durability | None = None,
         reservation_ttl: float = 300.0,
         reap_interval: float | None = 10.0,
+        telemetry: bool | Telemetry = False,
     ) -> None:
         if fail_mode not in ("closed", "open"):
             raise ValueError(f"fail_mode must be 'closed' or 'open', not {fail_mode!r}")
@@ -203,6 +211,10 @@ class Guard:
         self.decider = decider
         self._intents = policy.tool_intents if policy is not None else {}
         self.context = context or _DEFAULT_CONTEXT
+        #: OpenTelemetry spans and metrics (``interlock.otel``), when asked for.
+        self.telemetry: Telemetry | None = None
+        if telemetry is not False:
+            sink = self._telemetry(telemetry, sink)
         self.sink = sink
         self.on_decision = on_decision
         self.on_blocked = on_blocked
@@ -214,6 +226,20 @@ class Guard:
                 "interlock: fail_mode='open' — checks that cannot reach a verdict will ALLOW "
                 "the action instead of failing closed"
             )
+
+    def _telemetry(self, telemetry: bool | Telemetry, sink: EventSink | None) -> EventSink | None:
+        """The sink that reports to ``telemetry`` and then to ``sink``. Imported only
+        here: a guard without telemetry never loads OpenTelemetry."""
+        from interlock.otel import Telemetry, TelemetrySink
+
+        if telemetry is True:
+            telemetry = Telemetry()
+        if not isinstance(telemetry, Telemetry):
+            raise TypeError(
+                f"telemetry is True, False or an interlock.otel.Telemetry, not {telemetry!r}"
+            )
+        self.telemetry = telemetry
+        return TelemetrySink(telemetry, sink)
 
     @classmethod
     def remote(
@@ -803,6 +829,7 @@ class Guard:
             to_actions = mapper or _signature_mapper(
                 func, name=name, kind=kind, scope=scope, description=description
             )
+            tool_name = name or getattr(func, "__name__", None) or "tool"
             if inspect.iscoroutinefunction(func):
 
                 @functools.wraps(func)
@@ -815,14 +842,17 @@ class Guard:
                     if decision is None:
                         return await func(*args, **kwargs)
                     raise_for(decision, None)
-                    if decision.reservation is None:
+                    if self.telemetry is None and decision.reservation is None:
                         return await func(*args, **kwargs)
-                    try:
-                        result = await func(*args, **kwargs)
-                    except BaseException:
-                        await asyncio.to_thread(self._settle_quietly, decision, spent=False)
-                        raise
-                    await asyncio.to_thread(self._settle_quietly, decision, spent=True)
+                    with self._executing(decision, tool_name):
+                        try:
+                            result = await func(*args, **kwargs)
+                        except BaseException:
+                            if decision.reservation is not None:
+                                await asyncio.to_thread(self._settle_quietly, decision, spent=False)
+                            raise
+                        if decision.reservation is not None:
+                            await asyncio.to_thread(self._settle_quietly, decision, spent=True)
                     return result
 
                 guarded_async.__interlock_guard__ = self  # type: ignore[attr-defined]
@@ -834,14 +864,17 @@ class Guard:
                 if decision is None:
                     return func(*args, **kwargs)
                 raise_for(decision, None)
-                if decision.reservation is None:
+                if self.telemetry is None and decision.reservation is None:
                     return func(*args, **kwargs)
-                try:
-                    result = func(*args, **kwargs)
-                except BaseException:
-                    self._settle_quietly(decision, spent=False)
-                    raise
-                self._settle_quietly(decision, spent=True)
+                with self._executing(decision, tool_name):
+                    try:
+                        result = func(*args, **kwargs)
+                    except BaseException:
+                        if decision.reservation is not None:
+                            self._settle_quietly(decision, spent=False)
+                        raise
+                    if decision.reservation is not None:
+                        self._settle_quietly(decision, spent=True)
                 return result
 
             guarded.__interlock_guard__ = self  # type: ignore[attr-defined]
@@ -901,7 +934,10 @@ class Guard:
             return None
         remote = self._remote()
         if remote is not None:
-            return remote.commit(decision, usage, model=model)
+            told = remote.commit(decision, usage, model=model)
+            if told is not None and self.telemetry is not None:
+                self._report_settled(told)
+            return told
         ledger = self._require_ledger()
         settler = self._settler(ref, by)
         actual = None
@@ -923,6 +959,8 @@ class Guard:
             settled = record.store.commit(ref.id, actual, by=settler, record=record)
         if record is None or not record.landed:
             self._record_settled(settled)
+        if self.telemetry is not None:
+            self._report_settled(settled)
         return settled
 
     def release(
@@ -936,10 +974,15 @@ class Guard:
             return None
         remote = self._remote()
         if remote is not None:
-            return remote.release(decision)
+            told = remote.release(decision)
+            if told is not None and self.telemetry is not None:
+                self._report_settled(told)
+            return told
         ledger = self._require_ledger()
         settled = ledger.release(ref.id, by=self._settler(ref, by))
         self._record_settled(settled)
+        if self.telemetry is not None:
+            self._report_settled(settled)
         return settled
 
     async def acommit(
@@ -1006,6 +1049,29 @@ class Guard:
                 decision.reservation.id if decision.reservation else "?",
                 describe(exc),
             )
+
+    def _executing(
+        self, decision: Decision, name: str | None = None
+    ) -> contextlib.AbstractContextManager[object]:
+        """The span of an allowed body, current while it runs (``interlock.otel``);
+        nothing without telemetry. A telemetry failure never stops the body."""
+        telemetry = self.telemetry
+        if telemetry is None:
+            return contextlib.nullcontext()
+        try:
+            return telemetry.executing(decision, name)
+        except Exception:
+            log.exception("interlock: telemetry failed before a call; the call runs")
+            return contextlib.nullcontext()
+
+    def _report_settled(self, reservation: Reservation) -> None:
+        telemetry = self.telemetry
+        if telemetry is None:
+            return
+        try:
+            telemetry.settled(reservation)
+        except Exception:
+            log.exception("interlock: telemetry failed on a settlement")
 
     def _record_settled(self, reservation: Reservation) -> None:
         if self.audit is None or reservation.replayed:

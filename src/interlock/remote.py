@@ -52,6 +52,7 @@ from interlock.store.records import (
 if TYPE_CHECKING:
     import httpx
 
+    from interlock.approvals.grants import Grant
     from interlock.deciders.base import CancelToken
 
 __all__ = ["RemoteConnection", "RemoteDecider"]
@@ -499,9 +500,16 @@ def decision_of(body: Any) -> Decision:
                 tuple(str(r) for r in shadow.get("rule_ids") or ()),
             ),
             fail_open=bool(body.get("fail_open", False)),
+            grant=None if body.get("grant") is None else _grant_of(body["grant"]),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise RemoteError(f"the server's answer is not a decision: {exc!r}") from exc
+
+
+def _grant_of(body: Any) -> Grant:
+    from interlock.remote_grants import grant_of
+
+    return grant_of(body)
 
 
 def reservation_of(body: Any) -> Reservation:
@@ -550,6 +558,10 @@ def approval_of(body: Any) -> ApprovalRecord:
             expires_us=int(body["expires_us"]),
             decided_us=body.get("decided_us"),
             claimed_us=body.get("claimed_us"),
+            grant_ttl_us=body.get("grant_ttl_us"),
+            severity=body.get("severity"),
+            tool_description=body.get("tool_description"),
+            tool_description_from=body.get("tool_description_from"),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise RemoteError(f"the server's answer is not an approval: {exc!r}") from exc

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from interlock.remote import RemoteDecider
     from interlock.verify.tokens import GrantClaims
 
-__all__ = ["aclaim", "aissue", "ajwks", "claim", "issue", "jwks"]
+__all__ = ["aclaim", "aissue", "ajwks", "claim", "grant_of", "issue", "jwks"]
 
 _ERRORS: Final[dict[str, type[GrantError]]] = {
     cls.code: cls
@@ -58,7 +58,8 @@ def _issue_body(
     return body
 
 
-def _grant_of(body: Any) -> Grant:
+def grant_of(body: Any) -> Grant:
+    """The :class:`Grant` in a ``GrantOut`` body; RemoteError when it is not one."""
     from interlock.approvals.grants import Grant
 
     try:
@@ -95,7 +96,7 @@ def issue(
 ) -> Grant:
     body = _issue_body(decision, audience, binding, ttl)
     try:
-        return _grant_of(remote._send("POST", "/v1/grants", None, json=body))
+        return grant_of(remote._send("POST", "/v1/grants", None, json=body))
     except RemoteRefused as exc:
         raise _translated(exc) from exc
 
@@ -110,7 +111,7 @@ async def aissue(
 ) -> Grant:
     body = _issue_body(decision, audience, binding, ttl)
     try:
-        return _grant_of(await remote._asend("POST", "/v1/grants", None, json=body))
+        return grant_of(await remote._asend("POST", "/v1/grants", None, json=body))
     except RemoteRefused as exc:
         raise _translated(exc) from exc
 

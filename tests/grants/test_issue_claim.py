@@ -241,3 +241,18 @@ def test_a_store_opened_again_claims_what_the_first_issued(store_url: str, tmp_p
         grant = first.issue_grant(first.check(REFUND))
     with Guard(ALLOW_ALL, store=open_store(store_url), reap_interval=None) as second:
         assert second.claim_grant(grant.token).grant_id == grant.claims.grant_id
+
+
+def test_a_grant_of_another_database_signed_with_the_same_keys_is_refused(
+    store: SqlStore, tmp_path: Any
+) -> None:
+    """Replicas share keys, not rows: a grant the store never issued is not claimable,
+    however good its signature."""
+    with (
+        Guard(ALLOW_ALL, store=f"sqlite:///{tmp_path / 'other.db'}", reap_interval=None) as other,
+        Guard(ALLOW_ALL, store=store, reap_interval=None) as here,
+    ):
+        foreign = other.issue_grant(other.check(REFUND))
+        with pytest.raises(GrantInvalid, match="no grant"):
+            here.claim_grant(foreign)
+        assert other.claim_grant(foreign).grant_id == foreign.claims.grant_id

@@ -93,6 +93,31 @@ def test_the_jwks_is_public_and_verifies_the_servers_grants(server: Server) -> N
         assert remote.grant_jwks() == document
 
 
+def test_the_check_answer_carries_the_grant_the_policy_asks_for(server: Server) -> None:
+    headers = {"Authorization": f"Bearer {server.agent_key}"}
+    call = {"name": "refund_order", "arguments": {"order_id": 9}}
+    answer = httpx.post(f"{server.url}/v1/check", json=call, headers=headers).json()
+    assert answer["verdict"] == "allow"
+    assert answer["grant"]["claims"]["audience"] == "shop"
+    plain = {"name": "lookup", "arguments": {"q": 1}}
+    assert httpx.post(f"{server.url}/v1/check", json=plain, headers=headers).json()["grant"] is None
+    with Guard.remote(server.url, server.agent_key) as remote:
+        decision = remote.check(Action.tool("refund_order", {"order_id": 9}))
+        assert decision.grant is not None
+        # the same intent, checked again: another decision, another single-use grant
+        assert decision.grant.claims.intent_hash == answer["grant"]["claims"]["intent_hash"]
+        assert decision.grant.claims.grant_id != answer["grant"]["claims"]["grant_id"]
+        assert remote.claim_grant(decision.grant).audience == "shop"
+    token = answer["grant"]["token"]
+    claimed = httpx.post(f"{server.url}/v1/grants/claim", json={"token": token}, headers=headers)
+    assert (
+        claimed.status_code == 200
+        and claimed.json()["grant_id"] == answer["grant"]["claims"]["grant_id"]
+    )
+    again = httpx.post(f"{server.url}/v1/grants/claim", json={"token": token}, headers=headers)
+    assert again.status_code == 409 and again.json()["error"]["code"] == "grant_replayed"
+
+
 def test_a_remote_guard_issues_and_claims_once(server: Server) -> None:
     with Guard.remote(server.url, server.agent_key) as remote:
         decision = remote.check(Action.tool("lookup", {"q": "x"}))

@@ -101,7 +101,9 @@ async def test_list_shows_the_tenants_pending_approvals_newest_first(api: Api) -
 async def test_list_filters_by_status(api: Api) -> None:
     decided = await api.pending_approval(amount=200)
     waiting = await api.pending_approval(amount=300)
-    await api.client.post(f"/v1/approvals/{decided}/deny", headers=api.h("approver"))
+    await api.client.post(
+        f"/v1/approvals/{decided}/deny", json={"reason": "checked"}, headers=api.h("approver")
+    )
     denied = await api.client.get("/v1/approvals?status=denied", headers=api.h("approver"))
     every = await api.client.get("/v1/approvals?status=all", headers=api.h("admin"))
     assert [a["id"] for a in denied.json()["approvals"]] == [decided]
@@ -124,9 +126,11 @@ async def test_approve_records_the_approver_and_reason(api: Api) -> None:
     )
 
 
-async def test_deny_without_a_body_denies_and_the_retry_is_denied(api: Api) -> None:
+async def test_deny_denies_and_the_retry_is_denied(api: Api) -> None:
     approval_id = await api.pending_approval()
-    response = await api.client.post(f"/v1/approvals/{approval_id}/deny", headers=api.h("admin"))
+    response = await api.client.post(
+        f"/v1/approvals/{approval_id}/deny", json={"reason": "checked"}, headers=api.h("admin")
+    )
     assert response.status_code == 200 and response.json()["status"] == "denied"
     retry = await api.check(name="refund_order", arguments={"amount": 250})
     assert retry["verdict"] == "deny"
@@ -136,7 +140,9 @@ async def test_deny_without_a_body_denies_and_the_retry_is_denied(api: Api) -> N
 async def test_approve_then_the_identical_retry_is_allowed_exactly_once(api: Api) -> None:
     approval_id = await api.pending_approval()
     approved = await api.client.post(
-        f"/v1/approvals/{approval_id}/approve", headers=api.h("approver")
+        f"/v1/approvals/{approval_id}/approve",
+        json={"reason": "checked"},
+        headers=api.h("approver"),
     )
     assert approved.status_code == 200
     first = await api.check(name="refund_order", arguments={"amount": 250})
@@ -155,22 +161,34 @@ async def test_approve_then_the_identical_retry_is_allowed_exactly_once(api: Api
 
 async def test_a_changed_argument_does_not_use_the_approval(api: Api) -> None:
     approval_id = await api.pending_approval(amount=250)
-    await api.client.post(f"/v1/approvals/{approval_id}/approve", headers=api.h("approver"))
+    await api.client.post(
+        f"/v1/approvals/{approval_id}/approve",
+        json={"reason": "checked"},
+        headers=api.h("approver"),
+    )
     other = await api.check(name="refund_order", arguments={"amount": 251})
     assert other["verdict"] == "require_approval" and other["approval"]["id"] != approval_id
 
 
 async def test_deciding_twice_is_a_conflict(api: Api) -> None:
     approval_id = await api.pending_approval()
-    await api.client.post(f"/v1/approvals/{approval_id}/approve", headers=api.h("approver"))
-    again = await api.client.post(f"/v1/approvals/{approval_id}/deny", headers=api.h("admin"))
+    await api.client.post(
+        f"/v1/approvals/{approval_id}/approve",
+        json={"reason": "checked"},
+        headers=api.h("approver"),
+    )
+    again = await api.client.post(
+        f"/v1/approvals/{approval_id}/deny", json={"reason": "checked"}, headers=api.h("admin")
+    )
     assert again.status_code == 409
     assert again.json()["error"]["code"] == "conflict"
 
 
 async def test_wait_returns_at_once_for_a_decided_approval(api: Api) -> None:
     approval_id = await api.pending_approval()
-    await api.client.post(f"/v1/approvals/{approval_id}/deny", headers=api.h("approver"))
+    await api.client.post(
+        f"/v1/approvals/{approval_id}/deny", json={"reason": "checked"}, headers=api.h("approver")
+    )
     response = await api.client.get(
         f"/v1/approvals/{approval_id}/wait?timeout=60", headers=api.h("agent")
     )
@@ -342,7 +360,11 @@ async def test_audit_export_streams_json_lines(api: Api) -> None:
 async def test_audit_verify_walks_the_tenants_chain(api: Api) -> None:
     await api.check(name="search")
     approval_id = await api.pending_approval()
-    await api.client.post(f"/v1/approvals/{approval_id}/approve", headers=api.h("approver"))
+    await api.client.post(
+        f"/v1/approvals/{approval_id}/approve",
+        json={"reason": "checked"},
+        headers=api.h("approver"),
+    )
     response = await api.client.get("/v1/audit/verify", headers=api.h("approver"))
     assert response.json() == {"tenant": "acme", "ok": True, "records": 3, "breaks": []}
 

@@ -33,6 +33,18 @@ async def _reservation(api: Api) -> dict[str, Any]:
     return {"id": decision["reservation"]["id"]}
 
 
+async def _allowed(api: Api) -> dict[str, Any]:
+    return {"id": (await api.check(name="search"))["decision_id"]}
+
+
+async def _grant(api: Api) -> dict[str, Any]:
+    decision = await api.check(name="search")
+    body = {"decision_id": decision["decision_id"], "audience": "search-api"}
+    response = await api.client.post("/v1/grants", json=body, headers=api.h("agent"))
+    assert response.status_code == 200, response.text
+    return {"token": response.json()["token"]}
+
+
 async def _held_reload(api: Api) -> dict[str, Any]:
     """A reload of the server's policy file held for confirmation (4 of 5 rules
     removed); its digest."""
@@ -71,6 +83,7 @@ ENDPOINTS = [
         "POST", "/v1/check/batch", frozenset({AGENT, ADMIN}), body={"actions": [{"name": "x"}]}
     ),
     Endpoint("GET", "/v1/approvals", frozenset({APPROVER, ADMIN})),
+    Endpoint("GET", "/v1/approvals/history", frozenset({APPROVER, ADMIN})),
     Endpoint("GET", "/v1/approvals/{approval_id}", EVERYONE, _approval, "/v1/approvals/{id}"),
     Endpoint(
         "GET",
@@ -85,6 +98,7 @@ ENDPOINTS = [
         frozenset({APPROVER, ADMIN}),
         _approval,
         "/v1/approvals/{id}/approve",
+        body={"reason": "checked"},
     ),
     Endpoint(
         "POST",
@@ -92,6 +106,7 @@ ENDPOINTS = [
         frozenset({APPROVER, ADMIN}),
         _approval,
         "/v1/approvals/{id}/deny",
+        body={"reason": "checked"},
     ),
     Endpoint("GET", "/v1/budgets", EVERYONE),
     Endpoint(
@@ -118,7 +133,23 @@ ENDPOINTS = [
     Endpoint("GET", "/v1/audit", frozenset({APPROVER, ADMIN})),
     Endpoint("GET", "/v1/audit/export", frozenset({APPROVER, ADMIN})),
     Endpoint("GET", "/v1/audit/verify", frozenset({APPROVER, ADMIN})),
+    Endpoint(
+        "POST",
+        "/v1/audit/replay",
+        frozenset({ADMIN}),
+        body={"policy": "version: 1\ndefault: deny\n"},
+    ),
     Endpoint("GET", "/v1/whoami", EVERYONE),
+    Endpoint(
+        "POST",
+        "/v1/grants",
+        frozenset({AGENT, ADMIN}),
+        _allowed,
+        body={"decision_id": "{id}", "audience": "search-api"},
+    ),
+    Endpoint(
+        "POST", "/v1/grants/claim", frozenset({AGENT, ADMIN}), _grant, body={"token": "{token}"}
+    ),
     Endpoint(
         "POST",
         "/v1/policy/reload/confirm",
@@ -230,12 +261,16 @@ async def test_an_approver_key_with_the_requesters_name_cannot_approve(
     approval_id = await sqlite_api.pending_approval("agent")  # requested by ops-bot
     twin = sqlite_api.keys.create(tenant="acme", role=Role.APPROVER, name=name)
     response = await sqlite_api.client.post(
-        f"/v1/approvals/{approval_id}/approve", headers=bearer(twin.token)
+        f"/v1/approvals/{approval_id}/approve",
+        json={"reason": "checked"},
+        headers=bearer(twin.token),
     )
     assert response.status_code == 403
     assert response.json()["error"]["code"] == "self_approval"
     other = await sqlite_api.client.post(
-        f"/v1/approvals/{approval_id}/approve", headers=sqlite_api.h("approver")
+        f"/v1/approvals/{approval_id}/approve",
+        json={"reason": "checked"},
+        headers=sqlite_api.h("approver"),
     )
     assert other.status_code == 200 and other.json()["decided_by"] == "alice"
 

@@ -54,7 +54,11 @@ async def test_approval_lists_show_only_the_keys_tenant(api: Api) -> None:
 
 async def test_an_approval_granted_in_one_tenant_is_not_claimed_by_another(api: Api) -> None:
     approval_id = await api.pending_approval("agent")
-    await api.client.post(f"/v1/approvals/{approval_id}/approve", headers=api.h("approver"))
+    await api.client.post(
+        f"/v1/approvals/{approval_id}/approve",
+        json={"reason": "checked"},
+        headers=api.h("approver"),
+    )
     # globex's ops-bot makes the identical call: its own request, not acme's grant.
     theirs = await api.check("other_agent", name="refund_order", arguments={"amount": 250})
     assert theirs["verdict"] == "require_approval"

@@ -49,7 +49,11 @@ async def test_metrics_count_decisions_latency_pending_approvals_and_requests(
 
 async def test_a_decided_approval_is_no_longer_pending(api: Api) -> None:
     approval_id = await api.pending_approval()
-    await api.client.post(f"/v1/approvals/{approval_id}/approve", headers=api.h("approver"))
+    await api.client.post(
+        f"/v1/approvals/{approval_id}/approve",
+        json={"reason": "checked"},
+        headers=api.h("approver"),
+    )
     assert (await scrape(api))[("interlock_approvals_pending", ())] == 0
 
 

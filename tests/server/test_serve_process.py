@@ -100,7 +100,9 @@ def exercise(client: httpx.Client, tokens: dict[str, str]) -> None:
     asked = client.post("/v1/check", json=body, headers=agent).json()
     assert asked["verdict"] == "require_approval"
     approval_id = asked["approval"]["id"]
-    approved = client.post(f"/v1/approvals/{approval_id}/approve", headers=approver)
+    approved = client.post(
+        f"/v1/approvals/{approval_id}/approve", json={"reason": "checked"}, headers=approver
+    )
     assert approved.json()["decided_by"] == "alice"
     waited = client.get(f"/v1/approvals/{approval_id}/wait?timeout=60", headers=agent)
     assert waited.json()["status"] == "approved"

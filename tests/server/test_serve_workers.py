@@ -13,6 +13,8 @@ import re
 import shlex
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -117,7 +119,9 @@ def test_two_workers_serve_share_the_store_and_stop_cleanly(tmp_path: Path, stor
             assert _worker(asked) == w0 and asked.json()["verdict"] == "require_approval"
             approval_id = asked.json()["approval"]["id"]
             decisions.append(asked.json()["decision_id"])
-            approved = two.post(f"/v1/approvals/{approval_id}/approve", headers=approver)
+            approved = two.post(
+                f"/v1/approvals/{approval_id}/approve", json={"reason": "checked"}, headers=approver
+            )
             assert _worker(approved) == w1 and approved.json()["decided_by"] == "alice"
             waited = one.get(f"/v1/approvals/{approval_id}/wait?timeout=60", headers=agent)
             assert waited.json()["status"] == "approved"
@@ -262,3 +266,51 @@ def test_sighup_to_the_server_reloads_the_policy_in_every_worker(tmp_path: Path)
         output, _ = proc.communicate(timeout=STARTUP)
     assert proc.returncode == 0, output
     assert output.count("reloaded") == 2, output
+
+
+_SUPERVISE = """
+import signal, socket, sys, time
+from interlock.server.workers import Supervisor
+sock = socket.socket(); sock.bind(("127.0.0.1", 0)); sock.listen()
+worker = [sys.executable, "-c", sys.argv[1]]
+supervisor = Supervisor(sock, [worker, worker])
+signal.signal(signal.SIGALRM, lambda *_: print("started", flush=True))
+signal.setitimer(signal.ITIMER_REAL, 0.5)
+sys.exit(supervisor.run())
+"""
+
+
+@pytest.mark.parametrize(
+    ("worker", "code"),
+    [
+        # still starting: no handler yet, so the SIGTERM it is sent ends it — a clean stop
+        ("import time; time.sleep(60)", 0),
+        # a worker that stops with an error when asked is still a failed stop
+        (
+            "import signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))\n"
+            "time.sleep(60)",
+            1,
+        ),
+    ],
+)
+def test_sigterm_while_workers_start_is_a_clean_stop(worker: str, code: int) -> None:
+    """Under load a stop can reach a worker before it installs its graceful handler
+    (the flake of the webhook test with two workers: exit 1 after SIGTERM)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SUPERVISE, worker],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "started"
+        time.sleep(0.5)  # the workers' interpreters are up (and have their handler, if any)
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=STARTUP)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    assert proc.returncode == code, output

@@ -47,7 +47,11 @@ async def test_many_waiters_are_all_released_by_one_decision(api: Api) -> None:
         asyncio.create_task(api.client.get(url, headers=api.h(who)))
         for who in ("agent", "approver", "admin")
     ]
-    await api.client.post(f"/v1/approvals/{approval_id}/approve", headers=api.h("approver"))
+    await api.client.post(
+        f"/v1/approvals/{approval_id}/approve",
+        json={"reason": "checked"},
+        headers=api.h("approver"),
+    )
     responses = await asyncio.wait_for(asyncio.gather(*waiters), GENEROUS)
     assert [r.json()["status"] for r in responses] == ["approved"] * 3
 

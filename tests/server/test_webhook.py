@@ -7,6 +7,7 @@ request, alike, and given up after a day; and ``interlock serve --webhook-url``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -27,7 +28,12 @@ import pytest
 from typer.testing import CliRunner
 
 from interlock import Action, Context, Guard, Verdict, load_policy_text
-from interlock.approvals.webhook import WebhookDispatcher, sign, verify_signature
+from interlock.approvals.webhook import (
+    WebhookDispatcher,
+    approval_event,
+    sign,
+    verify_signature,
+)
 from interlock.cli import app
 from interlock.store import SqlStore
 from interlock.store.notifications import claim_due, has_due, notification_state
@@ -207,6 +213,9 @@ def test_a_new_approval_is_delivered_once_signed_with_the_documented_body(
             "requested_by": "support-bot",
             "created_us": record.created_us,
             "expires_us": record.expires_us,
+            "severity": None,
+            "tool_description": None,
+            "tool_description_from": None,
         },
         "url": f"https://interlock.example.com/approvals/{approval_id}",
     }
@@ -376,6 +385,9 @@ def test_a_decision_is_delivered_once_after_its_request_signed_with_the_document
             "requested_by": "support-bot",
             "created_us": record.created_us,
             "expires_us": record.expires_us,
+            "severity": None,
+            "tool_description": None,
+            "tool_description_from": None,
             "decided_by": "alice",
             "decision_reason": "checked with the customer",
             "decided_us": clock.now,
@@ -780,3 +792,26 @@ def test_serve_with_a_webhook_posts_a_signed_delivery_for_a_check_that_opens_an_
     assert proc.returncode == 0, output
     assert f"new approvals are posted to {receiver.url.removesuffix(HOOK_PATH)}" in output
     assert SECRET not in output and HOOK_PATH not in output
+
+
+def test_a_delivery_carries_the_declared_risk_and_what_the_tool_does(guard: Guard) -> None:
+    """What an approver weighs on the page reaches a channel too: the severity the rules
+    declare and the tool's description, with who says so."""
+    store = guard.store
+    assert store is not None
+    decision = guard.check(
+        Action.tool("refund_order", {"order_id": 7, "amount": 500}, context=Context(tenant="acme"))
+    )
+    assert decision.verdict is Verdict.REQUIRE_APPROVAL and decision.approval is not None
+    record = dataclasses.replace(
+        store.get_approval(decision.approval.id),
+        severity="high",
+        tool_description="Refunds an order to the card it was paid with",
+        tool_description_from="policy",
+    )
+    event = approval_event(record, None)["approval"]
+    assert (event["severity"], event["tool_description"], event["tool_description_from"]) == (
+        "high",
+        "Refunds an order to the card it was paid with",
+        "policy",
+    )

@@ -54,15 +54,16 @@ TENANT = "acme"
 class UiServer:
     """The app with the page mounted, served by uvicorn on 127.0.0.1 in a thread."""
 
-    def __init__(self, tmp_path: Path) -> None:
-        self.guard = Guard(load_policy_text(POLICY), store=f"sqlite:///{tmp_path / 'ui.db'}")
+    def __init__(self, tmp_path: Path, policy: str = POLICY, **options: Any) -> None:
+        """``options`` go to ``create_app``."""
+        self.guard = Guard(load_policy_text(policy), store=f"sqlite:///{tmp_path / 'ui.db'}")
         assert self.guard.store is not None
         keys = KeyStore(self.guard.store)
         self.tokens = {
             who: keys.create(tenant=TENANT, role=role, name=name).token
             for who, (role, name) in KEYS.items()
         }
-        app = create_app(self.guard, keys=keys)
+        app = create_app(self.guard, keys=keys, **options)
         mount_ui(app)
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
@@ -79,20 +80,26 @@ class UiServer:
             threading.Event().wait(0.005)
         assert self.server.started
 
-    def ask(self, name: str = "pay", **arguments: Any) -> str:
-        """Have the agent key check a call that needs approval; the approval's id."""
-        answer = httpx.post(
-            f"{self.url}/v1/check",
-            json={"name": name, "arguments": arguments, "context": {"session_id": "s-ui"}},
-            headers=self.bearer("agent"),
-        )
+    def ask(self, name: str = "pay", description: str | None = None, **arguments: Any) -> str:
+        """Have the agent key check a call that needs approval (its framework describing
+        the tool as ``description``); the approval's id."""
+        body: dict[str, Any] = {
+            "name": name,
+            "arguments": arguments,
+            "context": {"session_id": "s-ui"},
+        }
+        if description is not None:
+            body["description"] = description
+        answer = httpx.post(f"{self.url}/v1/check", json=body, headers=self.bearer("agent"))
         answer.raise_for_status()
         decision = answer.json()
         assert decision["verdict"] == "require_approval", decision
         approval_id: str = decision["approval"]["id"]
         return approval_id
 
-    def decide_elsewhere(self, approval_id: str, verdict: str, reason: str = "") -> None:
+    def decide_elsewhere(
+        self, approval_id: str, verdict: str, reason: str = "decided elsewhere"
+    ) -> None:
         """Decide through the API, as another approver's screen would."""
         httpx.post(
             f"{self.url}/v1/approvals/{approval_id}/{verdict}",

@@ -121,6 +121,7 @@ def test_an_approval_decided_meanwhile_is_reported_and_leaves_the_list(
     page.route("**/v1/approvals?*", lambda route: route.abort())
     expect(page.get_by_test_id("live")).to_contain_text("Not live")
     server.decide_elsewhere(approval_id, "approve", "someone was faster")
+    item.get_by_test_id("decision-reason").fill("too late")
     item.get_by_role("button", name="Deny").click()
 
     expect(page.get_by_test_id("notice").first).to_contain_text("was already decided")
@@ -139,6 +140,7 @@ def test_a_key_cannot_decide_its_own_request_and_the_page_says_so(
     sign_in(page, server, "admin_as_agent")
     expect(page.get_by_test_id("who-text")).to_contain_text("ops-bot (admin")
     item = card(page, approval_id)
+    item.get_by_test_id("decision-reason").fill("looks fine to me")
     item.get_by_role("button", name="Approve").click()
 
     error = item.get_by_test_id("approval-error")
@@ -263,13 +265,13 @@ def test_decisions_in_the_page_move_to_recently_decided_with_who_and_why(
     expect(page.get_by_test_id("approval")).to_have_count(3)
 
     # Decided in another order than they were asked (the server lists by creation).
-    decide_in_page(page, approved, "Approve", "")
+    decide_in_page(page, approved, "Approve", "supplier on file")
     decide_in_page(page, used, "Approve", "invoice ACME-7781 checked")
     decide_in_page(page, refused, "Deny", f"not a known supplier {XSS}")
 
     expect(page.get_by_test_id("pending-count")).to_have_text("0")
     expect(page.get_by_test_id("empty")).to_be_visible()
-    region = page.get_by_role("region", name="Recently decided")
+    region = page.get_by_role("region", name="History of decisions")
     items = region.get_by_role("listitem")
     expect(items).to_have_count(3)
     expect(page.get_by_test_id("recent-empty")).to_be_hidden()
@@ -296,7 +298,7 @@ def test_decisions_in_the_page_move_to_recently_decided_with_who_and_why(
     item = decided(page, approved)
     expect(item.get_by_test_id("decided-status")).to_have_text("Approved")
     expect(item.get_by_test_id("decided-by")).to_have_text("alice")
-    expect(item.get_by_test_id("decided-reason")).to_have_text("(no reason given)")
+    expect(item.get_by_test_id("decided-reason")).to_have_text("supplier on file")
     expect(page.get_by_test_id("approval")).to_have_count(0)  # no poll revives one
 
 
@@ -306,8 +308,8 @@ def test_recently_decided_is_empty_until_a_decision_then_shows_a_colleagues(
     waiting = server.ask(amount=150, to="waiting")
     sign_in(page, server, "approver")
     expect(card(page, waiting)).to_be_visible()  # the first poll has been answered
-    region = page.get_by_role("region", name="Recently decided")
-    expect(region.get_by_role("heading", name="Recently decided")).to_be_visible()
+    region = page.get_by_role("region", name="History of decisions")
+    expect(region.get_by_role("heading", name="History of decisions")).to_be_visible()
     expect(page.get_by_test_id("recent-empty")).to_be_visible()
     expect(page.get_by_test_id("recent-empty")).to_contain_text("Nothing decided yet")
     expect(region.get_by_role("listitem")).to_have_count(0)
@@ -354,34 +356,33 @@ def closed_approval(
     }
 
 
-def test_recently_decided_orders_by_decision_and_spells_out_each_outcome(
+def test_the_history_shows_the_servers_order_and_spells_out_each_outcome(
     server: UiServer, page: Page
 ) -> None:
-    # The API lists by creation; the page must order by when each left the queue.
+    # The server orders the history (by when each left the queue); the page keeps it.
     approvals = [
-        closed_approval("apr_pending", "pending", created=-60, decided=None),
-        closed_approval("apr_used", "claimed", created=-600, decided=-540, by="bob", reason="ok"),
         closed_approval("apr_lapsed", "expired", created=-3660, decided=None),
         closed_approval("apr_unused", "expired", created=-3700, decided=-300, by="carol"),
+        closed_approval("apr_used", "claimed", created=-600, decided=-540, by="bob", reason="ok"),
     ]
     approvals += [
         closed_approval(f"apr_old{n:02}", "denied", created=-9000 - n, decided=-8000 - n, by="dan")
-        for n in range(25)
+        for n in range(3)
     ]
     fresh = closed_approval("apr_fresh", "approved", created=-120, decided=-30, by="erin")
-    answer = {"body": json.dumps({"approvals": [approvals[0], fresh, *approvals[1:]]})}
+    answer = {"body": json.dumps({"approvals": [fresh, *approvals], "next": None})}
     page.route(
-        re.compile(r"/v1/approvals\?status=all&"),
+        re.compile(r"/v1/approvals/history\?"),
         lambda route: route.fulfill(status=200, content_type="application/json", **answer),
     )
     sign_in(page, server, "approver")
 
     items = page.get_by_test_id("decided")
-    expect(items).to_have_count(20)  # the 20 latest, pending left out
+    expect(items).to_have_count(7)
     order = ["apr_fresh", "apr_lapsed", "apr_unused", "apr_used", "apr_old00", "apr_old01"]
     for index, approval_id in enumerate(order):
         expect(items.nth(index)).to_have_attribute("data-approval-id", approval_id)
-    expect(items.last).to_have_attribute("data-approval-id", "apr_old15")
+    expect(page.get_by_test_id("history-older")).to_be_disabled()
 
     lapsed = decided(page, "apr_lapsed")
     expect(lapsed.get_by_test_id("decided-status")).to_have_text("Expired")
@@ -395,6 +396,7 @@ def test_recently_decided_orders_by_decision_and_spells_out_each_outcome(
     used = decided(page, "apr_used")
     expect(used.get_by_test_id("decided-status")).to_have_text("Approved and used")
     expect(used.get_by_test_id("decided-by")).to_have_text("bob")
+    expect(used.get_by_test_id("requested-by")).to_have_text("ops-bot")
     expect(used.get_by_test_id("decided-ago")).to_have_text(" (9 min ago)")
     expect(used.get_by_test_id("decided-when").locator("time")).to_have_attribute(
         "datetime", re.compile(r"^\d{4}-\d\d-\d\dT")
@@ -408,7 +410,7 @@ def test_recently_decided_orders_by_decision_and_spells_out_each_outcome(
     expect(fresh_item.get_by_test_id("decided-status")).to_have_text("Approved")
     fresh["status"] = "claimed"
     fresh["claimed_us"] = fresh["decided_us"] + 20_000_000
-    answer["body"] = json.dumps({"approvals": [approvals[0], fresh, *approvals[1:]]})
+    answer["body"] = json.dumps({"approvals": [fresh, *approvals], "next": None})
     expect(fresh_item.get_by_test_id("decided-status")).to_have_text("Approved and used")
     expect(fresh_item.get_by_test_id("decided-by")).to_have_text("erin")
     expect(items.first).to_have_attribute("data-approval-id", "apr_fresh")

@@ -152,12 +152,16 @@ def test_a_benign_look_alike_passes(
 def test_a_method_in_lower_case_never_runs_the_effect(
     served: tuple[Served, Provider, str],
 ) -> None:
-    # HTTP methods are case-sensitive; the binding upper-cases them (the contract), so
-    # the grant may verify — but the server or the app refuses ``post``: no effect
+    # HTTP methods are case-sensitive: a grant for POST does not cover ``post`` (a 403
+    # binding refusal from the middleware where the server passes it on, a 400 where
+    # the server's parser refuses it first) — and the refused grant is not spent
     server, provider, _ = served
     before = len(provider.effects)
     token = issue("POST", TARGET, BODY, KEY, grant_id="g_lower_case_method")
     headers = [("Idempotency-Key", KEY), ("Interlock-Grant", token)]
     answer = send_raw(server.port, "post", TARGET, headers, BODY)
-    assert answer.status in (400, 405)
+    assert answer.status in (400, 403)
     assert len(provider.effects) == before
+    answer = send_raw(server.port, "POST", TARGET, headers, BODY)
+    assert 200 <= answer.status < 300
+    assert len(provider.effects) == before + 1

@@ -249,7 +249,17 @@ def run_settled(
 ) -> T:
     """Run an allowed body, then commit its reservation (release it on an error).
     ``call`` marks the body as inside that call (see :func:`already_judged`) and, when
-    the guard has an event sink, names the ``tool_invoke`` / ``tool_result`` events."""
+    the guard has an event sink, names the ``tool_invoke`` / ``tool_result`` events.
+    With telemetry, the body runs inside its ``execute_tool`` span."""
+    if guard.telemetry is not None:
+        with guard._executing(decision, call[0] if call is not None else None):
+            return _run_settled(guard, decision, body, call)
+    return _run_settled(guard, decision, body, call)
+
+
+def _run_settled(
+    guard: Guard, decision: Decision, body: Callable[[], T], call: CallKey | None
+) -> T:
     observed = call is not None and guard.sink is not None
     with judged_by(guard, call):
         if decision.reservation is None and not observed:
@@ -277,6 +287,18 @@ async def arun_settled(
     call: CallKey | None = None,
 ) -> T:
     """The async twin of :func:`run_settled` (settling runs off the event loop)."""
+    if guard.telemetry is not None:
+        with guard._executing(decision, call[0] if call is not None else None):
+            return await _arun_settled(guard, decision, body, call)
+    return await _arun_settled(guard, decision, body, call)
+
+
+async def _arun_settled(
+    guard: Guard,
+    decision: Decision,
+    body: Callable[[], Awaitable[T]],
+    call: CallKey | None,
+) -> T:
     observed = call is not None and guard.sink is not None
     with judged_by(guard, call):
         if decision.reservation is None and not observed:

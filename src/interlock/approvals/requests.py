@@ -8,6 +8,11 @@ the verdict the call gets.
 | denied, within ``grant_ttl`` of the denial | ``deny`` with the approver's reason |
 
 A changed argument is another intent, so another request.
+
+The request also carries what the approver is told besides the call: the highest
+``severity`` its rules declare, and the tool's description — the policy's own (its
+``tools`` section) when it has one, else the one the framework gave the call — redacted
+and cut to :data:`MAX_DESCRIPTION` characters.
 """
 
 from __future__ import annotations
@@ -24,7 +29,10 @@ if TYPE_CHECKING:
     from interlock.policy.compiled import CompiledPolicy
     from interlock.store.sql import SqlStore
 
-__all__ = ["approval_decision", "request_approval"]
+__all__ = ["MAX_DESCRIPTION", "approval_decision", "request_approval", "tool_description"]
+
+#: The longest tool description an approval keeps (longer ones end in "…").
+MAX_DESCRIPTION = 2000
 
 
 def request_approval(
@@ -40,6 +48,7 @@ def request_approval(
     context = action.context
     settings = policy.approval_policy
     summary = redactor.redact_value(action.summary())
+    described = tool_description(policy, action, redactor)
     return store.resolve_approval(
         tenant=context.tenant,
         intent_hash=intent_hash(action),
@@ -50,7 +59,32 @@ def request_approval(
         requested_by=context.agent,
         ttl_us=int(settings.ttl * 1_000_000),
         grant_ttl_us=int(settings.grant_ttl * 1_000_000),
+        severity=policy.severity_of(rule_ids),
+        tool_description=described[0] if described else None,
+        tool_description_from=described[1] if described else None,
     )
+
+
+def tool_description(
+    policy: CompiledPolicy, action: Action, redactor: Redactor
+) -> tuple[str, str] | None:
+    """What the tool is said to do, for its approver, and who says so: the policy's
+    description of it (``"policy"``), else the framework's (``"agent"``: the agent's
+    own claim); redacted, at most :data:`MAX_DESCRIPTION` characters.
+
+    Example::
+
+        tool_description(policy, Action.tool("x", {}, description="Looks up x."), Redactor())
+        # ('Looks up x.', 'agent') when the policy does not describe x
+    """
+    declared = policy.tool_descriptions.get(action.name)
+    text, source = (declared, "policy") if declared is not None else (action.description, "agent")
+    if not isinstance(text, str) or not text.strip():
+        return None
+    text = redactor.redact(text.strip())
+    if len(text) > MAX_DESCRIPTION:
+        text = text[: MAX_DESCRIPTION - 1].rstrip() + "…"
+    return text, source
 
 
 def approval_decision(

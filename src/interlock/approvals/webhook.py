@@ -190,6 +190,11 @@ def approval_event(
         "requested_by": record.requested_by,
         "created_us": record.created_us,
         "expires_us": record.expires_us,
+        # what an approver weighs in a channel as on the page: the declared risk and
+        # what the tool is said to do, and by whom ("policy", or the agent's own words)
+        "severity": record.severity,
+        "tool_description": record.tool_description,
+        "tool_description_from": record.tool_description_from,
     }
     if event == DECIDED_EVENT:
         # The approver's words go to a channel, as to the audit log: redacted alike.

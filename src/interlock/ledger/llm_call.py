@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from interlock.core.decision import Decision
     from interlock.guard import Guard
+    from interlock.otel import Execution
 
 __all__ = ["LLMCall"]
 
@@ -72,6 +73,7 @@ class LLMCall:
         self.usage: Usage | None = None
         self._settled = False
         self._began = 0
+        self._span: Execution | None = None  # its telemetry span (interlock.otel)
 
     def record(self, usage: Usage | object) -> Usage:
         """Say what the call really used (a Usage, a provider's usage object, or a
@@ -126,11 +128,22 @@ class LLMCall:
 
     def _started(self) -> None:
         self._began = time.perf_counter_ns()
+        telemetry = self.guard.telemetry
+        if telemetry is not None and self.decision is not None:
+            try:
+                self._span = telemetry.model_call(self.decision, self.model).__enter__()
+            except Exception:
+                log.exception("interlock: telemetry failed before a model call; it runs")
         if self.guard.sink is not None and self.decision is not None:
             estimate = self.estimate or Usage()  # none stated: the event says zero
             emit_phase(self.guard, LLMInput(self.model, self.decision.decision_id, estimate))
 
     def _finished(self, error: BaseException | None, *, failed: bool) -> None:
+        span = self._span
+        if span is not None:
+            self._span = None
+            span.usage(self.usage)
+            span.__exit__(type(error) if error is not None else None, error, None)
         if self.guard.sink is None or self.decision is None:
             return
         emit_phase(

@@ -24,6 +24,7 @@ from interlock.policy.shapes import Shape, shape_of
 from interlock.policy.shellmatch import ShellMatcher
 from interlock.policy.specialise import Decide, always, decider_for
 from interlock.policy.specs import ApprovalPolicy, AuditPolicy, BudgetSpec, RateLimitSpec
+from interlock.policy.validated import SEVERITY_ORDER
 
 if TYPE_CHECKING:
     from interlock.policy.toolschema import ArgumentRef
@@ -59,6 +60,8 @@ class CompiledRule:
     shell: ShellMatcher | None = None
     #: the arguments the rule reads (params and `when`), for checks against tool schemas
     arguments: tuple[ArgumentRef, ...] = ()
+    #: how much is at stake when it fires (low, medium, high, critical), if declared
+    severity: str | None = None
     # The per-check test, specialised to the matchers this rule has (built once).
     test: RuleTest = field(init=False, repr=False, compare=False)
     #: the checks :attr:`test` AND-s, cheapest first (empty: always true); the
@@ -580,6 +583,8 @@ class CompiledPolicy:
     default_max_tokens: MaxTokensTable = field(default_factory=MaxTokensTable)
     audit: AuditPolicy = field(default_factory=AuditPolicy)
     approval_policy: ApprovalPolicy = field(default_factory=ApprovalPolicy)
+    #: tool name -> the description the policy's ``tools`` section gives it
+    tool_descriptions: Mapping[str, str] = field(default_factory=dict)
     #: tool name → the target and downstream system its calls act on (policy/intents.py)
     tool_intents: Mapping[str, ToolIntent] = field(default_factory=dict)
     #: which allows carry a grant (policy/intents.py)
@@ -680,6 +685,18 @@ class CompiledPolicy:
             self._pins.clear()
         self._pins[name] = found
         return found
+
+    def severity_of(self, rule_ids: Iterable[str]) -> str | None:
+        """The highest ``severity`` the rules named declare (``None``: none declares
+        one): what an approval asked for by those rules puts at stake.
+
+        Example::
+
+            policy.severity_of(("refund-large",))    # 'high'
+        """
+        wanted = set(rule_ids)
+        found = {rule.severity for rule in self.rules if rule.id in wanted and rule.severity}
+        return max(found, key=SEVERITY_ORDER.index, default=None)
 
     def approval_link(self, approval_id: str | None) -> str | None:
         if self.approval_url is None:

@@ -332,6 +332,11 @@ class _Compiler:
             default_max_tokens=MaxTokensTable(tuple(model.pricing.default_max_tokens.items())),
             audit=AuditPolicy(durability=model.audit.durability),
             approval_policy=approval_policy,
+            tool_descriptions={
+                name: tool.description
+                for name, tool in model.tools.items()
+                if tool.description is not None and tool.description.strip()
+            },
             tool_intents=tool_intents,
             grants=grants,
         )
@@ -596,6 +601,7 @@ class _Compiler:
             line=self.line_of(base),
             shell=shell,
             arguments=arguments,
+            severity=rule.severity,
         )
 
     def arguments(self, rule: RuleData, base: tuple[str | int, ...]) -> tuple[ArgumentRef, ...]:

@@ -34,7 +34,7 @@ from interlock.policy.validate import (
     an_overage,
     check_kinds,
 )
-from interlock.policy.validated import DecisionName, Mode
+from interlock.policy.validated import DecisionName, Mode, Severity
 
 __all__ = [
     "EXTRACTED_PARAMS",
@@ -247,6 +247,12 @@ class RuleModel(_Strict):
         None,
         description="A CEL expression over `action`, `args`, `params`, `context` and "
         "`shell`; must be true for the rule to match. Compiled at load.",
+    )
+    severity: Severity | None = Field(
+        None,
+        description="How much is at stake when the rule fires: low, medium, high or "
+        "critical. Stored with each approval it asks for and shown to the approver; an "
+        "approval of a high or critical call asks the approver to confirm.",
     )
     grant: GrantModel | None = Field(
         None,

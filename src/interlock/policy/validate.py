@@ -23,6 +23,7 @@ from decimal import Decimal
 from typing import Any, Final, NoReturn
 
 from interlock.policy.validated import (
+    SEVERITY_ORDER,
     ApprovalsData,
     AuditData,
     BudgetData,
@@ -44,6 +45,8 @@ __all__ = [
     "EXTRACTED_PARAMS",
     "KINDS",
     "PERCENT",
+    "SEVERITIES",
+    "SEVERITY_ORDER",
     "a_duration",
     "a_number",
     "an_overage",
@@ -75,6 +78,9 @@ EXTRACTED_PARAMS: tuple[str, ...] = (
 )
 
 KINDS: frozenset[str] = frozenset({"tool", "llm", "mcp", "browser", "effect"})
+
+#: The values of a rule's ``severity``.
+SEVERITIES: frozenset[str] = frozenset(SEVERITY_ORDER)
 
 #: A percentage of each reservation, as ``max_overage`` takes it.
 PERCENT: Final = r"^\s*\d+(\.\d+)?\s*%\s*$"
@@ -393,6 +399,7 @@ def _rule(value: Any) -> RuleData:
         params={key: _condition(c) for key, c in _text_keys(params).items()},
         shell=_shell(get("shell")),
         when=_opt_text(get("when")),
+        severity=None if get("severity") is None else _choice(get("severity"), SEVERITIES),
     )
 
 

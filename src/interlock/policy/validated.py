@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from interlock.policy.specs import Durability, KeyScope, Window
 
 __all__ = [
+    "SEVERITY_ORDER",
     "ApprovalsData",
     "AuditData",
     "BudgetData",
@@ -68,6 +69,10 @@ Globs = str | list[str]
 Scalar = str | int | float | bool
 DecisionName = Literal["allow", "deny", "require_approval"]
 Mode = Literal["enforce", "shadow"]
+#: How much is at stake when a rule fires, lowest first (shown to an approver).
+Severity = Literal["low", "medium", "high", "critical"]
+#: The severities, lowest first.
+SEVERITY_ORDER: tuple[str, ...] = ("low", "medium", "high", "critical")
 
 
 class ConditionData(NamedTuple):
@@ -115,6 +120,7 @@ class RuleData(NamedTuple):
     params: dict[str, ConditionData]
     shell: ShellData | None
     when: str | None
+    severity: Severity | None = None
     grant: GrantData | None = None
 
 
@@ -263,6 +269,7 @@ def _rule(model: RuleModel) -> RuleData:
         params={key: _condition(c) for key, c in model.params.items()},
         shell=_shell(model.shell) if model.shell is not None else None,
         when=model.when,
+        severity=model.severity,
         grant=_grant(model.grant),
     )
 

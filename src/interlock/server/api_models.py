@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -35,8 +35,12 @@ from interlock.store.records import (
     Reservation,
 )
 
+if TYPE_CHECKING:
+    from interlock.approvals.grants import Grant
+
 __all__ = [
     "ActionIn",
+    "ApprovalHistory",
     "ApprovalList",
     "ApprovalOut",
     "AuditPage",
@@ -51,6 +55,8 @@ __all__ = [
     "DecideIn",
     "DecisionOut",
     "ErrorOut",
+    "GrantClaimsOut",
+    "GrantOut",
     "HealthOut",
     "HeldReloadOut",
     "PolicyReloadOut",
@@ -197,10 +203,40 @@ class ShadowOut(BaseModel):
     rule_ids: list[str]
 
 
+class GrantClaimsOut(BaseModel):
+    """What a grant says (``interlock.verify.tokens.GrantClaims``)."""
+
+    grant_id: str
+    issuer: str
+    audience: str
+    tenant: str
+    agent: str | None
+    intent_hash: str
+    binding: str | None
+    issued_at: int
+    expires_at: int
+
+
+class GrantOut(BaseModel):
+    """An issued grant: the token to send downstream, what it says, its key's id."""
+
+    token: str
+    claims: GrantClaimsOut
+    kid: str
+
+    @classmethod
+    def of(cls, grant: Grant) -> GrantOut:
+        return cls(
+            token=grant.token, claims=GrantClaimsOut(**grant.claims.as_dict()), kid=grant.kid
+        )
+
+
 class DecisionOut(BaseModel):
     """A verdict. ``approval`` is set for a call that needs (or used) an approval;
     ``reservation`` for an allowed call that holds budget (settle it with
-    ``/v1/budgets/commit`` or ``/v1/budgets/release``); ``cause`` for undetermined."""
+    ``/v1/budgets/commit`` or ``/v1/budgets/release``); ``cause`` for undetermined;
+    ``grant`` for an allow the policy asks a grant for (claim it with
+    ``/v1/grants/claim``; verify it with ``/v1/keys/jwks.json``)."""
 
     verdict: Verdict
     reason: str
@@ -211,6 +247,7 @@ class DecisionOut(BaseModel):
     shadow: ShadowOut | None = None
     cause: str | None = None
     fail_open: bool = False
+    grant: GrantOut | None = None
 
     @classmethod
     def of(cls, decision: Decision, redactor: Redactor) -> DecisionOut:
@@ -242,6 +279,7 @@ class DecisionOut(BaseModel):
             ),
             cause=None if decision.cause is None else redactor.redact(describe(decision.cause)),
             fail_open=decision.fail_open,
+            grant=None if decision.grant is None else GrantOut.of(decision.grant),
         )
 
 
@@ -250,7 +288,9 @@ class DecisionOut(BaseModel):
 
 class ApprovalOut(BaseModel):
     """One approval request, bound to one intent hash. ``requested_by`` is the name of
-    the key whose check opened it; ``decided_by`` the name of the key that decided."""
+    the key whose check opened it; ``decided_by`` the name of the key that decided.
+    Approving grants this identical call, once, until ``decided_us + grant_ttl_us``
+    (for a pending one: that long after the approval)."""
 
     id: str
     tenant: str
@@ -267,6 +307,22 @@ class ApprovalOut(BaseModel):
     expires_us: int
     decided_us: int | None
     claimed_us: int | None
+    grant_ttl_us: int | None = Field(
+        None,
+        description="How long an approval stays claimable by the identical call (a "
+        "denial, in force), in microseconds from the decision.",
+    )
+    severity: Literal["low", "medium", "high", "critical"] | None = Field(
+        None, description="The highest severity the rules that asked for it declare."
+    )
+    tool_description: str | None = Field(
+        None, description="What the tool is said to do (redacted), if anyone says."
+    )
+    tool_description_from: Literal["policy", "agent"] | None = Field(
+        None,
+        description="Who says so: the policy's `tools` section, or the agent's framework "
+        "(the agent's own claim).",
+    )
 
     @classmethod
     def of(cls, record: ApprovalRecord) -> ApprovalOut:
@@ -275,10 +331,29 @@ class ApprovalOut(BaseModel):
 
 class ApprovalList(BaseModel):
     approvals: list[ApprovalOut]
+    reason_required: bool = Field(
+        True, description="Whether this server refuses a decision without a reason."
+    )
+
+
+class ApprovalHistory(BaseModel):
+    """A page of the approvals that left the queue, newest first by when they left it
+    (the decision; for one that expired undecided, its expiry)."""
+
+    approvals: list[ApprovalOut]
+    next: str | None = Field(
+        description="Pass as `before` for the next (older) page; null: this is the last."
+    )
+    reason_required: bool
 
 
 class DecideIn(_In):
-    reason: Text = ""
+    reason: Text = Field(
+        "",
+        description="Why; kept with the decision and in the audit log. Required (not "
+        "blank) unless the server runs with the reason optional: a blank one is then a "
+        "422 `invalid_request` naming the field `reason`.",
+    )
 
 
 # -- budgets -----------------------------------------------------------------------------

@@ -70,6 +70,7 @@ def create_app(
     watcher: PolicyWatcher | None = None,
     worker: str | None = None,
     access_log: float = 0.0,
+    approval_reason_required: bool = True,
 ) -> FastAPI:
     """The HTTP API over ``guard``, which must have a store (``Guard(policy,
     store=url)``): the API keys live there too. ``keys`` replaces the key store (its
@@ -81,7 +82,9 @@ def create_app(
     has its last reload failure reported by ``/v1/ready``; ``worker`` (``interlock
     serve --workers``) names the process in each response's ``X-Interlock-Worker``
     header; ``access_log`` is the share of requests logged as JSON lines to the
-    ``interlock.access`` logger (0: none, the default). The caller keeps
+    ``interlock.access`` logger (0: none, the default);
+    ``approval_reason_required`` (the default) refuses to approve or deny without a
+    reason (422, field ``reason``), ``False`` lets the reason be blank. The caller keeps
     ownership of ``guard`` and closes it after the app is done."""
     store = guard.store
     if store is None:
@@ -111,6 +114,7 @@ def create_app(
         metrics=metrics,
         max_wait=max_wait,
         watcher=watcher,
+        approval_reason_required=approval_reason_required,
     )
     install_error_handlers(app)
     for router in routers():

@@ -12,6 +12,7 @@ role's permissions.
 | ``approvals:decide`` (approve, deny) | | ✓ | ✓ |
 | ``audit:read`` (query, export, verify) | | ✓ | ✓ |
 | ``policy:admin`` (confirm a held policy reload) | | | ✓ |
+| ``audit:replay`` (replay the log against a draft policy) | | | ✓ |
 
 Every permission is within the key's own tenant: nothing of another tenant is
 visible, and another tenant's approval id is "not found", exactly like an id that
@@ -46,6 +47,7 @@ class Permission(StrEnum):
     APPROVALS_DECIDE = "approvals:decide"
     AUDIT_READ = "audit:read"
     POLICY_ADMIN = "policy:admin"
+    AUDIT_REPLAY = "audit:replay"
 
 
 ROLE_PERMISSIONS: Final[dict[Role, frozenset[Permission]]] = {

@@ -29,6 +29,8 @@ class ServerState:
     max_wait: float
     #: Reloads the policy file into the guard (``interlock serve``), if any.
     watcher: PolicyWatcher | None = None
+    #: Whether approving or denying needs a reason (``422`` without one).
+    approval_reason_required: bool = True
 
 
 def state_of(connection: HTTPConnection) -> ServerState:

@@ -140,7 +140,7 @@ class Supervisor:
         while True:
             codes = [worker.poll() for worker in self.workers]
             if all(code is not None for code in codes):
-                return 0 if self._stopping and all(code == 0 for code in codes) else 1
+                return 0 if self._stopping and all(map(_stopped_cleanly, codes)) else 1
             if not self._stopping and any(code is not None for code in codes):
                 died = [i for i, code in enumerate(codes) if code is not None]
                 log.error(
@@ -167,6 +167,13 @@ class Supervisor:
                 log.error("interlock: worker %d did not stop in time; killing it", worker.pid)
                 worker.kill()
                 worker.wait()
+
+
+def _stopped_cleanly(code: int | None) -> bool:
+    """Whether a worker asked to stop ended as it should: exit 0 — or killed by that
+    SIGTERM itself, which is a worker still starting (its graceful handler is installed
+    when it begins to serve, so it had served nothing and holds nothing to write)."""
+    return code in (0, -signal.SIGTERM)
 
 
 def watch_parent(interval: float = 1.0) -> threading.Thread:

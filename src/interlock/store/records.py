@@ -148,13 +148,19 @@ class VerifyReport:
 #: The ``approvals`` columns :meth:`ApprovalRecord.from_row` reads, in its order.
 APPROVAL_COLUMNS = (
     "id, tenant, intent_hash, status, action, context, rule_ids, reason, requested_by, "
-    "decided_by, decision_reason, created_us, expires_us, decided_us, claimed_us"
+    "decided_by, decision_reason, created_us, expires_us, decided_us, claimed_us, "
+    "grant_ttl_us, severity, tool_description, tool_description_from"
 )
 
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRecord:
-    """One approval request, bound to one intent hash."""
+    """One approval request, bound to one intent hash. ``grant_ttl_us`` is how long
+    an approval of it stays claimable (a denial, in force); ``severity`` the highest
+    severity the rules that asked for it declare, ``tool_description`` what the tool
+    is said to do (``None``: not declared) and ``tool_description_from`` who says so:
+    ``"policy"`` (its ``tools`` section) or ``"agent"`` (the framework the call came
+    from: the agent's own claim)."""
 
     id: str
     tenant: str
@@ -171,6 +177,10 @@ class ApprovalRecord:
     expires_us: int
     decided_us: int | None
     claimed_us: int | None
+    grant_ttl_us: int | None = None
+    severity: str | None = None
+    tool_description: str | None = None
+    tool_description_from: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> ApprovalRecord:
@@ -192,6 +202,10 @@ class ApprovalRecord:
             expires_us=int(row[12]),
             decided_us=None if row[13] is None else int(row[13]),
             claimed_us=None if row[14] is None else int(row[14]),
+            grant_ttl_us=None if row[15] is None else int(row[15]),
+            severity=row[16],
+            tool_description=row[17],
+            tool_description_from=row[18],
         )
 
     @property
@@ -215,6 +229,10 @@ class ApprovalRecord:
             "expires_us": self.expires_us,
             "decided_us": self.decided_us,
             "claimed_us": self.claimed_us,
+            "grant_ttl_us": self.grant_ttl_us,
+            "severity": self.severity,
+            "tool_description": self.tool_description,
+            "tool_description_from": self.tool_description_from,
         }
 
 

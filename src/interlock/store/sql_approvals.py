@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import secrets
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from interlock.core.identity import identity_forms, same_identity
+from interlock.core.identity import identity_forms, same_identity, visible_name
 from interlock.core.redaction import Redactor
-from interlock.errors import ApprovalClosed, ApprovalNotFound, SelfApproval
+from interlock.errors import ApprovalClosed, ApprovalNotFound, ReasonRequired, SelfApproval
 from interlock.store.chain import encode_body
 from interlock.store.records import (
     APPROVAL_COLUMNS,
@@ -25,7 +26,7 @@ from interlock.store.records import (
 from interlock.store.sql_audit import AuditStore
 from interlock.store.sql_base import AuditEntry, Cursor, compact_json
 
-__all__ = ["ApprovalStore"]
+__all__ = ["ApprovalStore", "HistoryCursor", "closed_at", "has_words"]
 
 
 class ApprovalStore(AuditStore):
@@ -98,10 +99,14 @@ class ApprovalStore(AuditStore):
         requested_by: str | None,
         ttl_us: int,
         grant_ttl_us: int,
+        severity: str | None = None,
+        tool_description: str | None = None,
+        tool_description_from: str | None = None,
     ) -> ClaimOutcome:
         """For a call that needs approval: claim an approved grant for this exact
         intent (atomically, once), or find the pending request, or a standing denial,
-        or open a new pending request."""
+        or open a new pending request (with the ``severity`` its rules declare and the
+        tool's description, for the approver)."""
         now = self.clock()
         with self.transaction(write=True) as cur:
             self._expire_intent(cur, tenant, intent_hash, now)
@@ -123,8 +128,9 @@ class ApprovalStore(AuditStore):
             approval_id = "apr_" + secrets.token_hex(12)
             cur.execute(
                 self.q(
-                    f"INSERT INTO approvals ({APPROVAL_COLUMNS}, grant_ttl_us) "
-                    "VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, NULL, NULL, ?, ?, NULL, NULL, ?) "
+                    f"INSERT INTO approvals ({APPROVAL_COLUMNS}) "
+                    "VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, NULL, NULL, ?, ?, NULL, NULL, "
+                    "?, ?, ?, ?) "
                     "ON CONFLICT (tenant, intent_hash) WHERE status IN ('pending', 'approved') "
                     f"DO NOTHING RETURNING {APPROVAL_COLUMNS}"
                 ),
@@ -140,6 +146,9 @@ class ApprovalStore(AuditStore):
                     now,
                     now + ttl_us,
                     grant_ttl_us,
+                    severity,
+                    tool_description,
+                    tool_description_from if tool_description is not None else None,
                 ),
             )
             row = cur.fetchone()
@@ -246,19 +255,69 @@ class ApprovalStore(AuditStore):
             records = [ApprovalRecord.from_row(row) for row in cur.fetchall()]
         return [_as_of(r, now) for r in records]
 
+    def approval_history(
+        self, *, tenant: str, limit: int = 50, before: HistoryCursor | None = None
+    ) -> tuple[list[ApprovalRecord], HistoryCursor | None]:
+        """The tenant's approvals that left the queue — approved, used, denied or
+        expired — newest first by when they left it (the decision; for one that
+        expired undecided, its expiry), at most ``limit``, and the cursor of the next
+        (older) page (``None``: this was the last). ``before`` continues from a cursor.
+
+        Example::
+
+            page, more = store.approval_history(tenant="acme", limit=20)
+            older, _ = store.approval_history(tenant="acme", limit=20, before=more)
+        """
+        now = self.clock()
+        where = [
+            "tenant = ?",
+            "(status IN ('approved', 'denied', 'claimed', 'expired') OR expires_us <= ?)",
+        ]
+        params: list[Any] = [tenant, now]
+        if before is not None:
+            where.append(f"({_CLOSED} < ? OR ({_CLOSED} = ? AND id < ?))")
+            params.extend((before.closed_us, before.closed_us, before.id))
+        sql = (
+            f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE {' AND '.join(where)} "
+            f"ORDER BY {_CLOSED} DESC, id DESC LIMIT {int(limit) + 1}"
+        )
+        with self.transaction(write=False) as cur:
+            cur.execute(self.q(sql), params)
+            records = [_as_of(ApprovalRecord.from_row(row), now) for row in cur.fetchall()]
+        if len(records) <= limit:
+            return records, None
+        records = records[:limit]
+        last = records[-1]
+        return records, HistoryCursor(closed_at(last), last.id)
+
     def approve(
-        self, approval_id: str, *, by: str, reason: str = "", tenant: str | None = None
+        self,
+        approval_id: str,
+        *,
+        by: str,
+        reason: str = "",
+        tenant: str | None = None,
+        require_reason: bool = False,
     ) -> ApprovalRecord:
         """Approve a pending request: the identical call, retried, may then run once.
-        Refuses the requester itself, and anything no longer pending."""
-        return self._decide(approval_id, ApprovalStatus.APPROVED, by, reason, tenant)
+        Refuses the requester itself, anything no longer pending and, with
+        ``require_reason``, a blank ``reason`` (:class:`ReasonRequired`)."""
+        return self._decide(
+            approval_id, ApprovalStatus.APPROVED, by, reason, tenant, require_reason
+        )
 
     def deny(
-        self, approval_id: str, *, by: str, reason: str = "", tenant: str | None = None
+        self,
+        approval_id: str,
+        *,
+        by: str,
+        reason: str = "",
+        tenant: str | None = None,
+        require_reason: bool = False,
     ) -> ApprovalRecord:
         """Deny a pending request: the identical call is denied until the denial
-        lapses (the policy's ``grant_ttl``)."""
-        return self._decide(approval_id, ApprovalStatus.DENIED, by, reason, tenant)
+        lapses (the policy's ``grant_ttl``). Refuses as :meth:`approve` does."""
+        return self._decide(approval_id, ApprovalStatus.DENIED, by, reason, tenant, require_reason)
 
     def _decide(
         self,
@@ -267,6 +326,7 @@ class ApprovalStore(AuditStore):
         by: str,
         reason: str,
         tenant: str | None,
+        require_reason: bool = False,
     ) -> ApprovalRecord:
         approver = by.strip() if isinstance(by, str) else ""
         if not identity_forms(approver):  # empty, or nothing in it that can be seen
@@ -282,6 +342,12 @@ class ApprovalStore(AuditStore):
             if record.status is not ApprovalStatus.PENDING:
                 raise ApprovalClosed(
                     f"approval {approval_id} is {record.status.value}, not pending",
+                    approval_id=approval_id,
+                )
+            if require_reason and not has_words(reason):
+                raise ReasonRequired(
+                    f"a reason is required to {_VERBS[status]} approval {approval_id}: "
+                    "say why (it is kept with the decision and in the audit log)",
                     approval_id=approval_id,
                 )
             if record.expires_us <= now:
@@ -320,6 +386,43 @@ class ApprovalStore(AuditStore):
 
 
 _REDACTOR = Redactor()
+_VERBS = {ApprovalStatus.APPROVED: "approve", ApprovalStatus.DENIED: "deny"}
+#: When an approval left the queue (the history's order): its decision, or its expiry.
+_CLOSED = "COALESCE(decided_us, expires_us)"
+
+
+def has_words(reason: object) -> bool:
+    """Whether ``reason`` says anything: a string with something visible in it (not
+    only spaces, line breaks or invisible format characters such as U+200B)."""
+    return isinstance(reason, str) and bool(visible_name(reason))
+
+
+def closed_at(record: ApprovalRecord) -> int:
+    """When ``record`` left the queue: its decision, or (undecided) its expiry."""
+    return record.decided_us if record.decided_us is not None else record.expires_us
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryCursor:
+    """Where a page of :meth:`ApprovalStore.approval_history` ends: the time the last
+    approval on it left the queue, and its id. As text (``str()``), ``<us>.<id>``."""
+
+    closed_us: int
+    id: str
+
+    def __str__(self) -> str:
+        return f"{self.closed_us}.{self.id}"
+
+    @classmethod
+    def parse(cls, text: str) -> HistoryCursor:
+        """The cursor ``str()`` wrote; ``ValueError`` for anything else."""
+        match = _CURSOR.fullmatch(text)
+        if match is None or int(match.group(1)) >= 2**63:  # a BIGINT holds the time
+            raise ValueError(f"not a history cursor: {text[:80]!r}")
+        return cls(int(match.group(1)), match.group(2))
+
+
+_CURSOR = re.compile(r"([0-9]{1,19})\.([A-Za-z0-9_-]{1,64})")
 
 
 def _approval_entry(record: ApprovalRecord) -> AuditEntry:

@@ -13,6 +13,10 @@ commit happens to cross SQLite's threshold: a checkpoint costs milliseconds, and
 would land on one caller's decision. SQLite's own automatic checkpoint stays on at a
 higher threshold as a backstop.
 
+``sqlite:///:memory:`` is a store that lasts as long as the object: a private file in a
+private temporary directory, removed on close (every thread sees the same database, as
+with a file), with a random audit key.
+
 Example::
 
     from interlock.store import open_store
@@ -23,7 +27,9 @@ Example::
 from __future__ import annotations
 
 import logging
+import shutil
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -84,6 +90,12 @@ class SQLiteStore(SqlStore):
         # Absolute now: connections open lazily, one per thread, and a relative path
         # must not follow a later change of working directory.
         self.path = Path(path) if memory else Path(path).absolute()
+        # ``:memory:`` is a private file in a private directory, removed on close: a
+        # SQLite in-memory database is one per connection, and the store opens one
+        # connection per thread (the audit writer's, an executor's), which would each
+        # see an empty database of their own.
+        self._scratch = Path(tempfile.mkdtemp(prefix="interlock-memory-")) if memory else None
+        self._db = self.path if self._scratch is None else self._scratch / "store.db"
         keys = AuditKeys.resolve(
             audit_key,
             url_file=audit_key_file,
@@ -129,7 +141,7 @@ class SQLiteStore(SqlStore):
         conn = None
         try:
             conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=self.busy_timeout
+                self._db, isolation_level=None, check_same_thread=False, timeout=self.busy_timeout
             )
             self._enable_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -255,7 +267,7 @@ class SQLiteStore(SqlStore):
         if conn is None:
             try:
                 conn = sqlite3.connect(
-                    self.path, isolation_level=None, check_same_thread=False, timeout=0
+                    self._db, isolation_level=None, check_same_thread=False, timeout=0
                 )
                 conn.execute("PRAGMA busy_timeout=0")
                 conn.execute("PRAGMA synchronous=NORMAL")
@@ -326,6 +338,8 @@ class SQLiteStore(SqlStore):
                 with suppress(sqlite3.Error):
                     conn.close()
         self._local = threading.local()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
 
 class _Begun:

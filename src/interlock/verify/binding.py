@@ -4,7 +4,8 @@ The caller's effect adapter computes it before the request leaves (``prepare``);
 provider recomputes it from what arrived. Equal digests mean the same method, the same
 path and query, the same body bytes, the same idempotency key and the same audience —
 anything else (a changed amount, another order id in the path, a replayed body under a
-new key) is a different request and the grant does not cover it.
+new key, ``post`` for ``POST`` — methods are case-sensitive, RFC 9110 §9.1) is a different
+request and the grant does not cover it.
 
 The digest is SHA-256 over the RFC 8785 JSON of::
 
@@ -20,7 +21,7 @@ Example::
 
     from interlock.verify.binding import http_binding
 
-    a = http_binding("post", "/refunds", b'{"amount": 5}', "key-1", audience="shop")
+    a = http_binding("POST", "/refunds", b'{"amount": 5}', "key-1", audience="shop")
     b = http_binding("POST", "/refunds", b'{"amount": 6}', "key-1", audience="shop")
     assert a != b and a.startswith("sha256:")
 """
@@ -52,7 +53,7 @@ def http_binding(
     document: dict[str, Any] = {
         "v": 1,
         "audience": audience,
-        "method": method.upper(),
+        "method": method,
         "target": target,
         "body": "sha256:" + hashlib.sha256(body).hexdigest(),
         "idempotency_key": idempotency_key,

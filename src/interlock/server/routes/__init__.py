@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from interlock.server.routes import approvals, audit, budgets, checks, grants, policy, service
+from interlock.server.routes import (
+    approvals,
+    audit,
+    budgets,
+    checks,
+    grants,
+    policy,
+    replay,
+    service,
+)
 
 __all__ = ["routers"]
 
@@ -16,6 +25,7 @@ def routers() -> list[APIRouter]:
         approvals.router,
         budgets.router,
         audit.router,
+        replay.router,
         policy.router,
         grants.router,
         service.metrics_router,

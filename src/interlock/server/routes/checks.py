@@ -88,12 +88,14 @@ def answer_body(state: ServerState, decision: Decision, started: float) -> bytes
 def decision_json(decision: Decision, redactor: Redactor) -> bytes:
     """The body of :class:`DecisionOut` for ``decision``, byte for byte. A plain verdict
     (no approval, reservation, shadow or cause: most of them) is encoded straight from
-    its fields, which are all strings already; any other goes through the model."""
+    its fields, which are all strings already; any other (a grant's too) goes through
+    the model."""
     if (
         decision.approval is None
         and decision.reservation is None
         and decision.shadow is None
         and decision.cause is None
+        and decision.grant is None
     ):
         plain = {
             "verdict": decision.verdict.value,
@@ -105,6 +107,7 @@ def decision_json(decision: Decision, redactor: Redactor) -> bytes:
             "shadow": None,
             "cause": None,
             "fail_open": decision.fail_open,
+            "grant": None,
         }
         return to_json(plain)  # the model's own serialiser, without building the model
     return DecisionOut.of(decision, redactor).model_dump_json().encode("utf-8")

@@ -3,7 +3,8 @@
 - ``GET /v1/keys/jwks.json`` — the grant signing keys a downstream verifier needs
   (public: no API key; it holds no secret). Cached by clients for 60 s.
 - ``POST /v1/grants`` — a grant for an allow this server decided for the key's own
-  agent (``decision_id`` from ``/v1/check``), with an audience, binding and ttl. The
+  agent, or any of its tenant's for an admin key (``decision_id`` from ``/v1/check``),
+  with an audience, binding and ttl. The
   decision is remembered by the process that made it for 5 minutes: behind a load
   balancer, ask the same replica — or let the policy ask for the grant (``grant:``), and
   it comes with the check's answer.
@@ -29,10 +30,10 @@ from interlock.errors import (
     StoreError,
     message_of,
 )
-from interlock.server.api_models import ErrorOut
+from interlock.server.api_models import ErrorOut, GrantClaimsOut, GrantOut
 from interlock.server.auth import Permission, require
 from interlock.server.errors import ApiError
-from interlock.server.keys import ApiKey
+from interlock.server.keys import ApiKey, Role
 from interlock.server.routes.common import errors
 from interlock.server.state import state_of
 
@@ -67,28 +68,6 @@ class ClaimIn(BaseModel):
     token: str = Field(min_length=1, max_length=8192)
 
 
-class GrantClaimsOut(BaseModel):
-    """What a grant says (``interlock.verify.tokens.GrantClaims``)."""
-
-    grant_id: str
-    issuer: str
-    audience: str
-    tenant: str
-    agent: str | None
-    intent_hash: str
-    binding: str | None
-    issued_at: int
-    expires_at: int
-
-
-class GrantOut(BaseModel):
-    """An issued grant: the token to send downstream, what it says, its key."""
-
-    token: str
-    claims: GrantClaimsOut
-    kid: str
-
-
 @router.get("/keys/jwks.json", responses={503: {"description": "No signing keys."}})
 async def jwks(request: Request) -> JSONResponse:
     """The public JWK set of the grant signing keys: the active key and the retired
@@ -118,15 +97,10 @@ async def issue(body: IssueIn, request: Request, key: CheckKey) -> GrantOut:
         except GrantError:
             action = None
     context = action.context if action is not None else None
-    if (
-        decision is None
-        or context is None
-        or (context.tenant, context.agent)
-        != (
-            key.tenant,
-            key.identity,
-        )
-    ):
+    mine = context is not None and context.tenant == key.tenant
+    if mine and key.role is not Role.ADMIN:  # an agent grants its own calls only
+        mine = context is not None and context.agent == key.identity
+    if decision is None or not mine:
         raise ApiError(
             404,
             "decision_not_found",
@@ -142,9 +116,7 @@ async def issue(body: IssueIn, request: Request, key: CheckKey) -> GrantOut:
         )
     except (GrantError, ConfigError) as exc:
         raise ApiError(400, getattr(exc, "code", "config_error"), message_of(exc)) from None
-    return GrantOut(
-        token=grant.token, claims=GrantClaimsOut(**grant.claims.as_dict()), kid=grant.kid
-    )
+    return GrantOut.of(grant)
 
 
 @router.post(

@@ -1,4 +1,5 @@
-"""The routes that serve the approvals page: four static files under ``/ui/``, each
+"""The routes that serve the approvals page (and the policy replay page at
+``/ui/replay``): static files under ``/ui/``, each
 with headers that keep the page strict (no inline script, no foreign origin, no
 framing, no MIME sniffing).
 
@@ -69,6 +70,10 @@ _ASSETS: Final = (
     _Asset("app.js", "app.js", "text/javascript; charset=utf-8"),
     _Asset("app.css", "app.css", "text/css; charset=utf-8"),
     _Asset("favicon.svg", "favicon.svg", "image/svg+xml"),
+    # The policy replay page (admin keys): a draft judged against the audit log.
+    _Asset("replay", "replay.html", "text/html; charset=utf-8"),
+    _Asset("replay.js", "replay.js", "text/javascript; charset=utf-8"),
+    _Asset("replay.css", "replay.css", "text/css; charset=utf-8"),
 )
 
 

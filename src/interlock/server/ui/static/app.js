@@ -1,6 +1,7 @@
 // The Interlock approvals page: sign in with an API key, watch the tenant's pending
-// approvals, approve or deny each with a reason, see what was decided last (by whom,
-// why).
+// approvals — the tool, what it is said to do, its declared risk, the exact call and
+// what approving grants — approve or deny each with a reason (a high or critical one
+// after a confirmation), and page through the history of decisions (who, when, why).
 //
 // Rules this file keeps (the server's Content-Security-Policy enforces most of them):
 // - the key lives in sessionStorage only: never a cookie, never a URL;
@@ -16,15 +17,27 @@
   const POLL_MS = 1000;
   const PAGE_SIZE = 200;
   const MAX_NOTICES = 5;
-  // "Recently decided" shows the RECENT_SHOWN latest decisions (by decision time), picked
-  // from the tenant's newest approvals of every status: as many as were pending at the
-  // last poll plus RECENT_WINDOW, at most MAX_LIMIT (the API's cap). The API lists by
-  // creation and has no "not pending" filter, so a decision drops out of this list once
-  // about RECENT_WINDOW approvals newer than the one decided have been closed; the audit
-  // log keeps them all.
-  const RECENT_SHOWN = 20;
-  const RECENT_WINDOW = 100;
-  const MAX_LIMIT = 1000;
+  // The history shows HISTORY_PAGE decided approvals a page, newest decision first, as
+  // the server orders them (GET /v1/approvals/history); its first page follows the
+  // server live, an older page stays as it was read.
+  const HISTORY_PAGE = 20;
+  // Severities whose approval asks the approver to confirm it.
+  const CONFIRMED = new Set(["high", "critical"]);
+  const SEVERITY_LABELS = new Map([
+    ["low", "Low risk"],
+    ["medium", "Medium risk"],
+    ["high", "High risk"],
+    ["critical", "Critical risk"],
+  ]);
+  // Local time with its zone ("Dec 3, 2026, 7:28:05 AM EST"); each <time> also carries
+  // the instant in ISO 8601 UTC, in its datetime attribute and its tooltip.
+  const LOCAL_TIME = new Intl.DateTimeFormat(undefined, {
+    dateStyle: "medium",
+    timeStyle: "long",
+  });
+  // What the server does not count as a reason: blank space and invisible characters
+  // (it checks again: it is the one that refuses).
+  const BLANK = /[\s\p{Cf}\p{Z}\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0]/gu;
   // The UI is served at <root>/ui/ and the API at <root>/v1/: relative, so the pair
   // also works behind a proxy that serves the server under a path prefix.
   const API = new URL("../v1/", document.baseURI);
@@ -77,6 +90,9 @@
     recent: byId("recent"),
     recentEmpty: byId("recent-empty"),
     decided: byId("decided"),
+    historyPage: byId("history-page"),
+    newer: byId("history-newer"),
+    older: byId("history-older"),
   };
 
   /** An error answer of the API (or no answer: status 0). */
@@ -96,8 +112,11 @@
     timer: null,
   };
   const cards = new Map(); // approval id -> card (see buildCard)
-  const closed = new Map(); // approval id -> item of "Recently decided" (see buildClosed)
-  let pendingSeen = 0; // how many the last pending answer held (sizes the recent window)
+  const closed = new Map(); // approval id -> item of the history (see buildClosed)
+  // The history's paging: `befores[n]` is the cursor page n is read from (null: the
+  // newest); `next` the cursor of the page after the one shown.
+  const history = { page: 0, befores: [null], next: null, loading: false };
+  let reasonRequired = true; // what the server said at the last poll
   // An approval named in the URL's fragment (/ui/#apr_...: the policy's approvals.url
   // may point there). The fragment never reaches the server.
   let linked = null;
@@ -170,9 +189,24 @@
     while (ui.notices.children.length > MAX_NOTICES) ui.notices.lastElementChild.remove();
   }
 
+  /** A time as the reader's local time with its zone; the exact instant in UTC (ISO
+   * 8601) is its datetime and its tooltip. */
   function timeOf(microseconds) {
     const when = new Date(Math.floor(microseconds / 1000));
-    return h("time", { datetime: when.toISOString() }, when.toLocaleString());
+    const iso = when.toISOString();
+    return h("time", { datetime: iso, title: `${iso} (UTC)` }, LOCAL_TIME.format(when));
+  }
+
+  function duration(microseconds) {
+    const minutes = Math.round(microseconds / 60_000_000);
+    if (minutes < 1) return `${Math.round(microseconds / 1_000_000)} s`;
+    if (minutes < 120) return `${minutes} min`;
+    const hours = Math.round(minutes / 60);
+    return hours < 48 ? `${hours} h` : `${Math.round(hours / 24)} d`;
+  }
+
+  function isBlank(text) {
+    return String(text).replace(BLANK, "") === "";
   }
 
   function relative(microseconds) {
@@ -264,6 +298,7 @@
     ui.signIn.hidden = true;
     ui.queue.hidden = false;
     ui.recent.hidden = false;
+    resetHistory();
     hide(ui.signInError);
     ui.keyInput.value = "";
     ui.live.textContent = "Connecting…";
@@ -277,7 +312,7 @@
     sessionStorage.removeItem(KEY_SLOT);
     for (const id of [...cards.keys()]) removeCard(id);
     for (const id of [...closed.keys()]) removeClosed(id);
-    pendingSeen = 0;
+    resetHistory();
     gone.clear();
     ui.notices.replaceChildren();
     ui.who.hidden = true;
@@ -323,22 +358,16 @@
   async function poll(generation) {
     if (generation !== session.generation) return;
     try {
-      // Two requests, sent together (one round trip). A single status=all page cannot
-      // stand in for the pending one: it is ordered by creation, so how many pending
-      // approvals it holds would depend on how many were decided since, and the
-      // "newest PAGE_SIZE pending" note could no longer be told; fetching enough to be
-      // sure would mean up to 1000 full approvals a second. The pending request stays
-      // as it was; the second one is small unless many are pending.
-      const recentLimit = Math.min(MAX_LIMIT, pendingSeen + RECENT_WINDOW);
+      // Two requests, sent together (one round trip): the queue, and the newest page
+      // of the history (what was decided last, by anyone).
       const [pending, latest] = await Promise.all([
         api("GET", `approvals?status=pending&limit=${PAGE_SIZE}`),
-        api("GET", `approvals?status=all&limit=${recentLimit}`),
+        api("GET", `approvals/history?limit=${HISTORY_PAGE}`),
       ]);
       if (generation !== session.generation) return;
-      pendingSeen = pending.approvals.length;
-      const decided = latest.approvals.filter((approval) => approval.status !== "pending");
-      render(pending.approvals, new Set(decided.map((approval) => approval.id)));
-      renderClosed(decided);
+      reasonRequired = pending.reason_required !== false;
+      render(pending.approvals, new Set(latest.approvals.map((approval) => approval.id)));
+      if (history.page === 0 && !history.loading) renderHistory(latest);
       setLive("Live: new requests appear here as they come.", false);
     } catch (failure) {
       if (generation !== session.generation) return;
@@ -378,6 +407,8 @@
         cards.set(approval.id, card);
       }
       card.expiry.textContent = ` (${relative(approval.expires_us)})`;
+      card.grants.replaceChildren(...grantText(approval));
+      card.reasonLabel.textContent = reasonRequired ? " (required)" : " (optional)";
       const here = ui.list.children[index] ?? null;
       if (here !== card.node) ui.list.insertBefore(card.node, here);
     });
@@ -442,8 +473,62 @@
         " ",
         h("code", { "data-testid": "approval-name" }, display(action.name ?? "(unnamed)")),
       ),
+      severityBadge(approval.severity),
       h("span", { class: "id", "data-testid": "approval-id" }, approval.id),
     );
+  }
+
+  /** The declared risk, in words (the colour only repeats them). */
+  function severityBadge(severity) {
+    const known = SEVERITY_LABELS.has(severity);
+    return h(
+      "span",
+      {
+        class: `severity ${known ? severity : "none"}`,
+        "data-testid": "approval-severity",
+        "data-severity": known ? severity : "",
+        title: known
+          ? "The severity the policy's rules declare for this call"
+          : "The policy's rules declare no severity for this call",
+      },
+      known ? SEVERITY_LABELS.get(severity) : "Risk not declared",
+    );
+  }
+
+  /** What the tool is said to do, and who says so: the policy, or the agent itself. */
+  function describedTool(approval) {
+    const text = approval.tool_description;
+    if (typeof text !== "string" || text === "") {
+      return h(
+        "p",
+        { class: "tool-description none", "data-testid": "tool-description" },
+        "No description of this tool was declared.",
+      );
+    }
+    const byAgent = approval.tool_description_from === "agent";
+    return h(
+      "p",
+      { class: "tool-description", "data-testid": "tool-description" },
+      h("span", { "data-testid": "tool-description-text" }, ...marked(text)),
+      h(
+        "span",
+        { class: `source ${byAgent ? "agent" : "policy"}`, "data-testid": "tool-description-source" },
+        byAgent
+          ? " — as the agent's framework describes it (the agent's own words, not checked)"
+          : " — as the policy describes it",
+      ),
+    );
+  }
+
+  /** "this identical call, once, until <time>": what approving it now would grant. */
+  function grantText(approval) {
+    const ttl = approval.grant_ttl_us;
+    if (typeof ttl !== "number") return ["this identical call (same tool, same arguments), once."];
+    return [
+      "this identical call (same tool, same arguments), once, until ",
+      timeOf(Date.now() * 1000 + ttl),
+      ` if you approve it now (${duration(ttl)} after the approval). A changed argument is another call.`,
+    ];
   }
 
   /** One approval as a card: the exact call, its context, and the decision controls. */
@@ -464,48 +549,155 @@
     const denyButton = h("button", { type: "button", class: "deny", "data-testid": "deny" }, "Deny");
     const error = h("p", { class: "problem", role: "alert", "data-testid": "approval-error" });
     error.hidden = true;
+    const grants = h("span", { "data-testid": "approval-grants-text" }, ...grantText(approval));
+    const reasonLabel = h("span", { class: "hint" }, reasonRequired ? " (required)" : " (optional)");
+    const severity = SEVERITY_LABELS.has(approval.severity) ? approval.severity : null;
+    const confirmButton = h(
+      "button",
+      { type: "button", class: "approve", "data-testid": "confirm-approve" },
+      "Confirm approval",
+    );
+    const cancelButton = h("button", { type: "button", "data-testid": "confirm-cancel" }, "Cancel");
+    const confirm = h(
+      "div",
+      { class: `confirm ${severity ?? ""}`, role: "alertdialog", "data-testid": "confirm" },
+      h(
+        "p",
+        { "data-testid": "confirm-text" },
+        `${name} is marked ${severity ?? ""} risk by the policy. Approving lets this exact call run once. Approve it?`,
+      ),
+      h("div", { class: "buttons" }, confirmButton, cancelButton),
+    );
+    confirm.hidden = true;
     const node = h(
       "li",
-      { class: "card", "data-testid": "approval", "data-approval-id": approval.id },
+      { class: `card${severity ? ` severity-${severity}` : ""}`, "data-testid": "approval", "data-approval-id": approval.id },
       summary(approval),
+      describedTool(approval),
       h("p", { class: "why", "data-testid": "approval-reason" }, ...marked(approval.reason || "(no reason given)")),
       h("dl", { class: "context", "data-testid": "approval-context" }, ...rows),
       h("h4", {}, "Arguments"),
       redactionSummary(argumentsText),
       h("pre", { class: "arguments", "data-testid": "approval-arguments" }, ...marked(argumentsText)),
+      h("p", { class: "grants", "data-testid": "approval-grants" }, h("strong", {}, "Approving grants: "), grants),
       h(
         "div",
         { class: "decide" },
-        h("label", { for: reasonId }, `Reason for approving or denying ${name}`),
+        h("label", { for: reasonId }, `Reason for approving or denying ${name}`, reasonLabel),
         reasonBox,
         h("div", { class: "buttons" }, approveButton, denyButton),
       ),
+      confirm,
       error,
     );
-    const card = { node, name, reasonBox, approveButton, denyButton, error, expiry };
-    approveButton.addEventListener("click", () => decide(approval.id, card, "approve"));
-    denyButton.addEventListener("click", () => decide(approval.id, card, "deny"));
+    const card = {
+      node, name, reasonBox, approveButton, denyButton, error, expiry, grants, reasonLabel,
+      severity, confirm, confirmButton, cancelButton,
+    };
+    approveButton.addEventListener("click", () => {
+      if (!reasonGiven(card, "approve")) return;
+      if (severity !== null && CONFIRMED.has(severity)) {
+        card.confirm.hidden = false;
+        card.approveButton.disabled = true;
+        card.confirmButton.focus();
+        return;
+      }
+      decide(approval.id, card, "approve");
+    });
+    confirmButton.addEventListener("click", () => {
+      card.confirm.hidden = true;
+      if (reasonGiven(card, "approve")) decide(approval.id, card, "approve");
+      else card.approveButton.disabled = false;
+    });
+    cancelButton.addEventListener("click", () => {
+      card.confirm.hidden = true;
+      card.approveButton.disabled = false;
+      card.approveButton.focus();
+    });
+    denyButton.addEventListener("click", () => {
+      card.confirm.hidden = true;
+      if (reasonGiven(card, "deny")) decide(approval.id, card, "deny");
+    });
     return card;
   }
 
-  // -- recently decided ---------------------------------------------------------------
+  /** Whether the card's reason will do: when the server requires one, a blank reason
+   * is refused here, before anything is sent (and the server refuses it again). */
+  function reasonGiven(card, verdict) {
+    if (!reasonRequired || !isBlank(card.reasonBox.value)) return true;
+    show(
+      card.error,
+      `Give a reason before you ${verdict} ${card.name}: it is kept with the decision and in the audit log.`,
+    );
+    card.reasonBox.setAttribute("aria-invalid", "true");
+    card.reasonBox.focus();
+    return false;
+  }
+
+  // -- the history of decisions -------------------------------------------------------
 
   /** When an approval left the queue: its decision, or (expired undecided) its expiry. */
   function closedAt(approval) {
     return approval.decided_us ?? approval.expires_us;
   }
 
+  function resetHistory() {
+    history.page = 0;
+    history.befores = [null];
+    history.next = null;
+    history.loading = false;
+    ui.historyPage.textContent = "Newest decisions";
+    ui.newer.disabled = true;
+    ui.older.disabled = true;
+  }
+
+  /** One page of the history, as the server ordered it (newest decision first). */
+  function renderHistory(answer) {
+    history.next = typeof answer.next === "string" ? answer.next : null;
+    if (history.next !== null) history.befores[history.page + 1] = history.next;
+    ui.older.disabled = history.next === null;
+    ui.newer.disabled = history.page === 0;
+    ui.historyPage.textContent =
+      history.page === 0 ? "Newest decisions" : `Page ${history.page + 1} (older decisions)`;
+    renderClosed(answer.approvals);
+  }
+
+  /** Show page ``page`` of the history (0: the newest, which then follows the server). */
+  async function turnHistory(page) {
+    const generation = session.generation;
+    const before = history.befores[page];
+    if (page < 0 || before === undefined || history.loading) return;
+    history.loading = true;
+    ui.older.disabled = true;
+    ui.newer.disabled = true;
+    const query = before === null ? "" : `&before=${encodeURIComponent(before)}`;
+    try {
+      const answer = await api("GET", `approvals/history?limit=${HISTORY_PAGE}${query}`);
+      if (generation !== session.generation) return;
+      history.page = page;
+      history.loading = false;
+      renderHistory(answer);
+    } catch (failure) {
+      if (generation !== session.generation) return;
+      history.loading = false;
+      if (failure.status === 401 || failure.status === 403) {
+        stop(`Signed out: ${failure.message}.`);
+        return;
+      }
+      notice(`The history could not be read: ${failure.message}.`, "warn");
+      ui.older.disabled = history.next === null;
+      ui.newer.disabled = history.page === 0;
+    }
+  }
+
   function renderClosed(approvals) {
-    const latest = approvals
-      .map((approval) => ({ approval, at: closedAt(approval) }))
-      .sort((one, other) => other.at - one.at)
-      .slice(0, RECENT_SHOWN);
+    const latest = approvals.map((approval) => ({ approval, at: closedAt(approval) }));
     const wanted = new Set(latest.map(({ approval }) => approval.id));
     for (const id of [...closed.keys()]) if (!wanted.has(id)) removeClosed(id);
     latest.forEach(({ approval, at }, index) => {
       // An item is rebuilt only when its approval changed (approved, then used or
       // expired), its arguments left open if they were; otherwise only "… ago" moves on.
-      const version = `${approval.status} ${approval.decided_us} ${approval.claimed_us}`;
+      const version = `${approval.status} ${approval.decided_us} ${approval.claimed_us} ${history.page}`;
       let item = closed.get(approval.id);
       const open = item !== undefined && item.details.open;
       if (item !== undefined && item.version !== version) {
@@ -542,7 +734,7 @@
     return [": no one decided it in time"];
   }
 
-  /** One approval of "Recently decided": the call, how it ended, who, why and when. */
+  /** One approval of the history: the call, how it ended, who, why and when. */
   function buildClosed(approval, version, at) {
     const status = STATUS_LABELS.has(approval.status) ? approval.status : "other";
     const label = STATUS_LABELS.get(status) ?? display(approval.status);
@@ -561,6 +753,14 @@
       "li",
       { class: "card closed", "data-testid": "decided", "data-approval-id": approval.id },
       summary(approval),
+      h(
+        "p",
+        { class: "requested" },
+        "Requested by ",
+        h("span", { "data-testid": "requested-by" }, display(approval.requested_by ?? "(unknown)")),
+        " · ",
+        timeOf(approval.created_us),
+      ),
       h(
         "p",
         { class: "outcome" },
@@ -614,7 +814,10 @@
         return;
       }
       let text = `The decision was not recorded: ${failure.message}.`;
-      if (failure.code === "self_approval") {
+      if (failure.status === 422) {
+        text = `The decision was not recorded: ${sentence(failure.message)}`;
+        card.reasonBox.setAttribute("aria-invalid", "true");
+      } else if (failure.code === "self_approval") {
         text = `You cannot decide a request you made yourself: ${failure.message}.`;
       } else if (failure.status === 403) {
         text = `This key may not decide approvals: ${failure.message}.`;
@@ -653,6 +856,8 @@
   window.addEventListener("hashchange", followFragment);
   followFragment();
   ui.signOut.addEventListener("click", () => stop(null));
+  ui.older.addEventListener("click", () => turnHistory(history.page + 1));
+  ui.newer.addEventListener("click", () => turnHistory(history.page - 1));
 
   const saved = sessionStorage.getItem(KEY_SLOT);
   if (saved) {

@@ -1,4 +1,4 @@
--- Interlock schema 10 (SQLite): grants — signed, expiring, single-use permissions for one
+-- Interlock schema 11 (SQLite): grants — signed, expiring, single-use permissions for one
 -- intent hash (interlock.approvals.grants). A grant is issued (a row, status 'issued')
 -- and claimed at most once: the claim is one conditional UPDATE (status 'issued' and
 -- not expired), never a read followed by a write. At most one grant per decision.
