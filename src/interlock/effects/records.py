@@ -1,6 +1,6 @@
 """The durable record of an effect attempt, and how it is read and written.
 
-One row per (tenant, idempotency key) in the ``effects`` table (schema 11). Every
+One row per (tenant, idempotency key) in the ``effects`` table (schema 12). Every
 change is one conditional statement on the row's status and attempt number — never a
 read followed by a write — so two processes cannot both start, or both settle, one
 attempt. The row is written ``executing`` *before* the effect is attempted, in the

@@ -1,4 +1,4 @@
--- Interlock schema 11 (PostgreSQL): effect attempts (interlock.effects). One row per
+-- Interlock schema 12 (PostgreSQL): effect attempts (interlock.effects). One row per
 -- (tenant, idempotency key): the key never executes twice. A row is written, status
 -- 'executing', BEFORE the effect is attempted, so that a process that dies mid-call
 -- leaves a row the reconciler finds. Status: executing | committed | failed |
