@@ -1,5 +1,6 @@
 """kill -9 of the agent process between execute and report, then a restart's
-reconciliation: the effect happened exactly once, the budget is charged once."""
+reconciliation (SQLite and PostgreSQL): the effect happened exactly once, the budget is
+charged once."""
 
 from __future__ import annotations
 
@@ -59,15 +60,23 @@ def agents() -> Iterator[list[Agent]]:
 
 
 @pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'interlock.db'}"
+def shared_url(store_url: str, tmp_path: Path) -> str:
+    """The store the agent and the test share (SQLite file, or a PostgreSQL schema with
+    a key ring file both processes are given)."""
+    if store_url.startswith("postgresql"):
+        from interlock.store.grant_keys import create_key_ring
+
+        ring = tmp_path / "grant-keys.json"
+        create_key_ring(ring)
+        return store_url + f"&grant_key_file={ring}"
+    return store_url
 
 
 @pytest.fixture
-def local_guard(sqlite_url: str) -> Iterator[Guard]:
+def local_guard(shared_url: str) -> Iterator[Guard]:
     from .support import POLICY
 
-    with Guard(POLICY, store=sqlite_url, reap_interval=None) as opened:
+    with Guard(POLICY, store=shared_url, reap_interval=None) as opened:
         yield opened
 
 
@@ -83,13 +92,13 @@ def holding_provider(local_guard: Guard) -> Iterator[tuple[Provider, Served]]:
 
 
 def test_killed_after_the_provider_committed_reconciles_committed(
-    sqlite_url: str,
+    shared_url: str,
     local_guard: Guard,
     holding_provider: tuple[Provider, Served],
     agents: list[Agent],
 ) -> None:
     app, served = holding_provider
-    agent = Agent(sqlite_url, served.url, "kill-after")
+    agent = Agent(shared_url, served.url, "kill-after")
     agents.append(agent)
     assert app.committed.wait(60), agent.proc.stderr.read()  # type: ignore[union-attr]
     agent.kill()  # between execute and report: the answer is still held
@@ -112,7 +121,7 @@ def test_killed_after_the_provider_committed_reconciles_committed(
 
 
 def test_killed_before_the_provider_saw_it_reconciles_never_executed_and_retries_once(
-    sqlite_url: str,
+    shared_url: str,
     local_guard: Guard,
     agents: list[Agent],
 ) -> None:
@@ -122,7 +131,7 @@ def test_killed_before_the_provider_saw_it_reconciles_never_executed_and_retries
     proxy = CutProxy(served.port)
     try:
         proxy.next("hold_before")
-        agent = Agent(sqlite_url, proxy.url, "kill-before")
+        agent = Agent(shared_url, proxy.url, "kill-before")
         agents.append(agent)
         assert proxy.arrived.wait(60), agent.proc.stderr.read()  # type: ignore[union-attr]
         agent.kill()  # the request is in the proxy: sent, never delivered
@@ -147,13 +156,13 @@ def test_killed_before_the_provider_saw_it_reconciles_never_executed_and_retries
 
 
 def test_a_live_attempt_is_not_taken_by_the_reconciler(
-    sqlite_url: str,
+    shared_url: str,
     local_guard: Guard,
     holding_provider: tuple[Provider, Served],
     agents: list[Agent],
 ) -> None:
     app, served = holding_provider
-    agent = Agent(sqlite_url, served.url, "alive")
+    agent = Agent(shared_url, served.url, "alive")
     agents.append(agent)
     assert app.committed.wait(60)
     store = local_guard.store
