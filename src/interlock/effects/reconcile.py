@@ -31,7 +31,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from interlock.effects.outcomes import record_outcome
@@ -77,7 +77,7 @@ class ReconcileReport:
 
     settled: tuple[EffectRecord, ...] = ()
     unresolved: tuple[EffectRecord, ...] = ()
-    skipped: tuple[EffectRecord, ...] = field(default=())
+    skipped: tuple[EffectRecord, ...] = ()
 
 
 def is_orphaned(record: EffectRecord, now_us: int, *, grace: float = 5.0) -> bool:
@@ -149,12 +149,11 @@ def reconcile_record(
         assert answer.result is not None  # Reconciled checks it
         result = answer.result
         if answer.reason and not result.reason:
-            result = ProviderResult(
-                result.outcome, result.status, result.data, result.receipt, answer.reason
-            )
-        status = EffectStatus.COMMITTED if result.outcome is Outcome.COMMITTED else None
-        if result.outcome is Outcome.FAILED:
-            status = EffectStatus.FAILED
+            result = replace(result, reason=answer.reason)
+        # a refusal the provider remembers is FAILED, whatever ``sent`` says: it was sent
+        status = (
+            EffectStatus.COMMITTED if result.outcome is Outcome.COMMITTED else EffectStatus.FAILED
+        )
         observed = _observe(adapter, result, record)
         return record_outcome(
             store, audit, record, result, observed, status=status, event="reconciled"
