@@ -272,3 +272,15 @@ def test_a_large_answer_is_recorded_by_its_digest() -> None:
     assert observed is not None and observed["body"]["omitted_bytes"] > 20_000
     assert len(observed["body"]["sha256"]) == 64
     assert ADAPTER.observe_effect(ProviderResult(Outcome.INDETERMINATE), prepared) is None
+
+
+def test_close_leaves_a_client_it_was_given_open() -> None:
+    import httpx
+
+    given = httpx.Client()
+    HttpEffect("http://shop.test", audience="shop", client=given).close()
+    assert not given.is_closed
+    own = HttpEffect("http://shop.test", audience="shop")
+    own.close()
+    assert own.client.is_closed
+    given.close()

@@ -136,6 +136,7 @@ class HttpEffect:
         self.lookup = lookup
         self.headers = dict(headers or {})
         self.receipt_keys = _receipt_keys(receipt_keys)
+        self._owns_client = client is None
         self.client = client if client is not None else httpx.Client()
 
     @property
@@ -151,7 +152,9 @@ class HttpEffect:
         return self._action_types
 
     def close(self) -> None:
-        self.client.close()
+        """Close the client this adapter made (one you gave it stays yours)."""
+        if self._owns_client:
+            self.client.close()
 
     # -- prepare (pure) ------------------------------------------------------------------
 
