@@ -539,7 +539,7 @@ class Guard:
                             await self.decider.adecide(action, deadline=deadline, cancel=cancel)
                         )
                 if self._asks_grant(decision):  # the store is asked on a thread
-                    decision = await asyncio.to_thread(self._granted, action, decision)
+                    decision = await self._agranted(action, decision)
                 if cancel is not None and cancel.cancelled:
                     self._give_back(decision)
                     decision = _cancelled(cancel)
@@ -1312,6 +1312,37 @@ class Guard:
                 exc, f"the policy asks for a grant, and none was issued: {describe(exc)}"
             )
         return decision._replace(grant=grant)
+
+    async def _agranted(self, action: Action, decision: Decision) -> Decision:
+        """:meth:`_granted` on a thread. Cancelled meanwhile: what the thread's allow
+        holds (a reservation, a claimed approval) is given back once it is done."""
+        import asyncio
+
+        work = asyncio.ensure_future(asyncio.to_thread(self._granted, action, decision))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            work.add_done_callback(self._give_back_when_done)
+            raise
+
+    def _give_back_when_done(self, work: Any) -> None:
+        if work.cancelled() or work.exception() is not None:
+            return
+        decision: Decision = work.result()
+        if decision.reservation is None and decision.approval is None:
+            return
+        # Not on the event loop (this callback runs there), nor under the check's
+        # deadline, which has passed: a thread of its own, on the store's bounds.
+        threading.Thread(
+            target=self._give_back_unbounded,
+            args=(decision,),
+            name="interlock-give-back",
+            daemon=True,
+        ).start()
+
+    def _give_back_unbounded(self, decision: Decision) -> None:
+        with deadline_scope(None):
+            self._give_back(decision)
 
     def _asks_grant(self, decision: Decision) -> bool:
         """Whether an allow may carry a grant (cheap: the policy says so at all)."""

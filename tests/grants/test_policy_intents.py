@@ -268,3 +268,64 @@ def test_a_grant_on_a_refusing_rule_is_a_policy_error() -> None:
     issue = caught.value.issues[0]
     assert (issue.rule_id, issue.field) == ("big-refunds", "grant")
     assert "only an allow carries a grant" in issue.message
+
+
+BUDGETED = """\
+version: 1
+default: deny
+budgets:
+  - {id: refunds, limit: 1000, unit: USD, kind: tool, name: refund_order, default_estimate: 10}
+tools:
+  refund_order:
+    intent: {target: "shop:order:{order_id}", system: shop}
+    grant: {ttl: 30s}
+rules:
+  - {id: refunds, decision: allow, reason: refunds are fine, name: refund_order}
+"""
+
+
+class _BlockingKeys:
+    """The store's grant keys, held at the door until released: a grant being issued
+    when its check is cancelled."""
+
+    def __init__(self, inner: Any) -> None:
+        import threading
+
+        self.inner = inner
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def ring(self) -> Any:
+        self.entered.set()
+        assert self.release.wait(60)
+        return self.inner.ring()
+
+
+def _reserved(store: SqlStore) -> int:
+    return sum(row.reserved for row in store.budget_rows(tenant="acme"))
+
+
+def test_a_check_cancelled_while_its_grant_is_issued_gives_its_reservation_back(
+    store: SqlStore,
+) -> None:
+    import asyncio
+
+    keys = _BlockingKeys(store.grant_keys)
+    store.grant_keys = keys  # type: ignore[assignment]
+    with Guard(load_policy_text(BUDGETED), store=store, reap_interval=None) as guard:
+
+        async def run() -> None:
+            task = asyncio.ensure_future(guard.acheck(refund()))
+            assert await asyncio.to_thread(keys.entered.wait, 60)
+            assert _reserved(store) > 0  # the allow holds its reservation
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            keys.release.set()  # the grant is issued after all: nobody will use it
+            for _ in range(6000):  # until the give-back has landed (bounded)
+                if _reserved(store) == 0:
+                    return
+                await asyncio.sleep(0.01)
+
+        asyncio.run(run())
+        assert _reserved(store) == 0
