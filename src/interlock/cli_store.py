@@ -238,12 +238,16 @@ def _what(record: dict[str, Any]) -> str:
         return f"{action.get('kind', '')} {action.get('name', '')}"
     if "approval_id" in record:
         return f"approval {record['approval_id']}"
+    if "effect_id" in record:
+        return f"effect {record['effect_id']} ({record.get('event', '')})"
     return ""
 
 
 def _outcome(record: dict[str, Any]) -> str:
     if record.get("kind") == "approval":
         return f"{record.get('status', '')} by {record.get('decided_by', '')}"
+    if "effect_id" in record:
+        return str(record.get("status", ""))
     verdict = str(record.get("decision", record.get("kind", "")))
     shadow = record.get("shadow")
     if isinstance(shadow, dict):
