@@ -41,6 +41,12 @@ def _verify(calls: int | None, quick: bool) -> BenchResult:
     return verify.run(calls, quick)
 
 
+def _effects(calls: int | None, quick: bool) -> BenchResult:
+    from bench import effects
+
+    return effects.run(calls, quick)
+
+
 def _check_profile() -> str:
     from bench import check
 
@@ -238,6 +244,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "Ed25519 verify, and an ASGI request behind GrantMiddleware (with and without a "
         "receipt) vs the bare app (--calls: calls per subject)",
         _verify,
+    ),
+    "effects": Benchmark(
+        "run_effect (check, reservation, grant issued and claimed, attempt recorded, "
+        "request, receipt checked, outcome recorded and audited) vs the bare request to "
+        "the same provider on a loopback socket (--calls: effects per subject)",
+        _effects,
     ),
     "store-budget": Benchmark(
         "reserve+commit vs the raw conditional UPDATE, SQLite and PostgreSQL, and a hot "

@@ -238,6 +238,8 @@ def _what(record: dict[str, Any]) -> str:
         return f"{action.get('kind', '')} {action.get('name', '')}"
     if "approval_id" in record:
         return f"approval {record['approval_id']}"
+    if "effect_id" in record:
+        return f"effect {record['effect_id']} ({record.get('event', '')})"
     if "reservation_id" in record:
         return f"reservation {record['reservation_id']}"
     for key in ("tool", "model"):
@@ -262,6 +264,8 @@ def _outcome(record: dict[str, Any]) -> str:
 
         step, _ = describe_step(str(kind), record)
         return f"{step} ({record.get('decision_id') or ''})" if record.get("decision_id") else step
+    if "effect_id" in record:
+        return str(record.get("status", ""))
     verdict = str(record.get("decision", record.get("kind", "")))
     shadow = record.get("shadow")
     if isinstance(shadow, dict):

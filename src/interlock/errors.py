@@ -28,6 +28,12 @@ Policy outcomes are kept apart from configuration errors and internal failures::
     │   ├── NothingHeld             (also a LookupError) none is held (or the file changed)
     │   └── HeldDigestMismatch      (also a ValueError) another version of the file is held
     ├── RemoteRefused               the server refused a commit/release/wait (a 4xx)
+    ├── EffectError                 an effect could not be attempted as asked (nothing
+    │   │                           was sent); carries ``effect_id`` when one is recorded
+    │   ├── EffectInFlight          another attempt with the key is executing now
+    │   ├── EffectConflict          (also a ValueError) the key was used for another intent
+    │   └── EffectUnresolved        the key's earlier attempt is indeterminate and its
+    │                               provider cannot say what became of it (yet)
     ├── GrantError                  (also a ValueError) a grant refused: by a verifier
     │   │                           (provider side) or at its claim; ``code`` names why
     │   ├── GrantInvalid            not a grant of our profile: malformed token, header
@@ -101,6 +107,10 @@ __all__ = [
     "ConfigError",
     "CostUnknown",
     "DecisionTimeout",
+    "EffectConflict",
+    "EffectError",
+    "EffectInFlight",
+    "EffectUnresolved",
     "EvaluationError",
     "GrantError",
     "GrantExpired",
@@ -411,6 +421,29 @@ class GrantReplayed(GrantError):
     """Its nonce was seen before (provider side), or it was claimed already."""
 
     code = "grant_replayed"
+
+
+class EffectError(InterlockError):
+    """An effect could not be attempted as asked; nothing was sent. ``effect_id``
+    names the recorded attempt it met, when there is one."""
+
+    def __init__(self, message: str, *, effect_id: str | None = None) -> None:
+        super().__init__(message)
+        self.effect_id = effect_id
+
+
+class EffectInFlight(EffectError):
+    """Another attempt with this idempotency key is executing now."""
+
+
+class EffectConflict(EffectError, ValueError):
+    """The idempotency key was used before for another intent (another action, other
+    arguments): a key names one effect."""
+
+
+class EffectUnresolved(EffectError):
+    """The key's earlier attempt is indeterminate, and its provider cannot say (yet)
+    whether it happened: it is not attempted again until it is reconciled."""
 
 
 class ReceiptError(InterlockError):

@@ -23,6 +23,7 @@ after all (a timeout, a cancellation, an audit failure).
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Callable
@@ -50,7 +51,17 @@ if TYPE_CHECKING:
     from interlock.store.records import BudgetLine, Reservation
     from interlock.store.sql import SqlStore
 
-__all__ = ["StatefulDecider"]
+__all__ = ["EFFECT_CALL", "StatefulDecider"]
+
+#: The effect call being checked (:mod:`interlock.effects.pipeline` sets it around its
+#: check). A reservation is keyed by the runtime's idempotency key and the intent, so a
+#: retry of the same call finds the first one again; an effect call keys its own apart:
+#: its outcome settles it (a key never executed is released and its next attempt
+#: reserves anew), and concurrent callers with one key must not share — and so release —
+#: the reservation of the one that runs it.
+EFFECT_CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "interlock_effect_call", default=None
+)
 
 log = logging.getLogger("interlock")
 
@@ -254,6 +265,9 @@ class StatefulDecider:
         context = action.context
         key = context.idempotency_key
         idempotency_key = f"{key}:{_intent(action)}" if key else decision.decision_id
+        effect_call = EFFECT_CALL.get()
+        if key and effect_call is not None:
+            idempotency_key = f"{idempotency_key}:{effect_call}"
         joined = JOINED.get() if self.store is not None else None
         if joined is None:
             outcome = self.ledger.reserve(
