@@ -149,8 +149,8 @@ def run_effect(
     :class:`EffectInFlight` while another attempt with the key executes, and
     :class:`EffectUnresolved` while an earlier attempt cannot be reconciled."""
     from interlock.core.intent import intent_hash
-    from interlock.deciders.stateful import EFFECT_CALL
     from interlock.core.refusal import raise_for
+    from interlock.deciders.stateful import EFFECT_CALL
 
     store = _store_of(guard)
     if deadline is None:
