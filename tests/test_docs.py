@@ -97,6 +97,8 @@ def run_python_examples(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     """Run the ```python blocks of ``path`` in order, in one namespace, in ``tmp_path``."""
     (tmp_path / "interlock.yaml").write_text(policy_of(path))
     monkeypatch.chdir(tmp_path)
+    # a framework's tests may have turned the OpenTelemetry SDK off for the process
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
     namespace: dict[str, Any] = {"__name__": "docs_example"}
     for number, body in enumerate(blocks(path, "python"), 1):
         saved = re.match(r"# ([\w.-]+\.py) ", body)

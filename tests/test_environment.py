@@ -96,7 +96,14 @@ def test_the_one_major_rule_itself(low: str, high: str, expected: bool) -> None:
 def test_all_holds_every_extra_but_those_tested_apart() -> None:
     (only,) = EXTRAS["all"]
     held = set(Requirement(only).extras)
-    assert held == set(FRAMEWORKS) - APART | {"cedar", "otel", "postgres", "server", "llm-proxy"}
+    assert held == set(FRAMEWORKS) - APART | {
+        "cedar",
+        "otel",
+        "effects",
+        "postgres",
+        "server",
+        "llm-proxy",
+    }
     assert not held & APART
 
 

@@ -8,9 +8,10 @@ import pytest
 
 pytest.importorskip("google.adk")
 
-# Nothing here may call out: no key that works, no telemetry.
+# Nothing here may call out: no key that works (and no OpenTelemetry exporter is
+# configured, so ADK's spans go nowhere; OTEL_SDK_DISABLED is not set here: set at
+# import, it would turn the SDK off for every test of the run, tests/otel's included).
 os.environ.setdefault("GOOGLE_API_KEY", "offline-test-key")
-os.environ.setdefault("OTEL_SDK_DISABLED", "true")
 
 import asyncio
 import sys

@@ -56,6 +56,14 @@ class Otel:
         )
 
 
+@pytest.fixture(autouse=True)
+def sdk_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK on, whatever another test module set at import: some frameworks' tests
+    (Google ADK's, CrewAI's) set ``OTEL_SDK_DISABLED=true`` for the whole process, and
+    an SDK provider made then records nothing (and a subprocess would inherit it)."""
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+
+
 @pytest.fixture
 def otel() -> Iterator[Otel]:
     exporter = InMemorySpanExporter()

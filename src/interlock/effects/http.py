@@ -96,7 +96,7 @@ def _require_httpx() -> Any:
         import httpx
     except ImportError as exc:  # pragma: no cover - httpx ships with the extras below
         raise ImportError(
-            "the HTTP effect family needs httpx: pip install 'interlock[remote]'"
+            "the HTTP effect family needs httpx: pip install 'interlock[effects]'"
         ) from exc
     return httpx
 

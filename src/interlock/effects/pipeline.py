@@ -37,7 +37,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from interlock.core.action import Action
 from interlock.effects.outcomes import digest_of, record_outcome, write_audit
@@ -149,8 +149,8 @@ def run_effect(
     :class:`EffectInFlight` while another attempt with the key executes, and
     :class:`EffectUnresolved` while an earlier attempt cannot be reconciled."""
     from interlock.core.intent import intent_hash
+    from interlock.core.refusal import raise_for
     from interlock.deciders.stateful import EFFECT_CALL
-    from interlock.guard import raise_for
 
     store = _store_of(guard)
     if deadline is None:
@@ -281,7 +281,8 @@ def _start(
     left = deadline - time.monotonic()
     if left <= 0:
         raise EffectError("the effect's deadline passed before it could be attempted")
-    grant = decision.grant
+    # the approvals layer's Grant (core names it by a protocol only: ADR 0025)
+    grant = cast("Grant | None", decision.grant)
     if grant is None:
         grant = guard.issue_grant(
             decision, audience=prepared.audience, binding=prepared.binding, ttl=left + _GRANT_SLACK
