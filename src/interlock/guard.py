@@ -75,6 +75,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_TIMEOUT", "Guard", "Mapper", "raise_for"]
 
+#: Allowed decisions whose caller (tenant, agent) a guard remembers for their outcome
+#: records (Guard.outcome_owner), at most.
+_OWNERS_KEPT: Final = 4096
 #: Refusal reasons remembered redacted, per guard (see Guard._shown).
 _SHOWN_MAX_CHARS = 1024
 _SHOWN_MAX_ENTRIES = 1024
@@ -196,6 +199,10 @@ class Guard:
         self._owns_store = False
         self._reaper: Reaper | None = None
         self._grantable: GrantableDecisions | None = None
+        #: whose call each recent allowed decision was, where not the guard's own
+        #: (outcome_owner): a gateway's outcome records belong to the caller's tenant
+        self._owners: dict[str, tuple[str, str | None]] = {}
+        self._owners_lock = threading.Lock()
         if store is not None:
             self._open_store(store, policy, durability, reap_interval)
         self._reservation_ttl = reservation_ttl
@@ -1455,7 +1462,7 @@ class Guard:
                 if starting is not None and starting[1] is None:
                     # protect runs the body next: its tool_invoke shares this commit
                     starting[1] = decision.decision_id
-                    then = ("tool_invoke", _invoke_record(self, decision, starting[0]))
+                    then = ("tool_invoke", _invoke_record(self, action, decision, starting[0]))
                 try:
                     audit.write_event(self._tenant(action), event, late=late, then=then)
                 except Exception as exc:
@@ -1463,6 +1470,8 @@ class Guard:
                     event = event._replace(decision=decision)
         if self._grantable is not None and decision.verdict is _ALLOW and action is not None:
             self._grantable.remember(decision, action)
+            if self.audit is not None and action.context is not self.context:
+                self._remember_owner(decision.decision_id, action.context)
         if self.on_decision is None and self.on_blocked is None:
             # _publish, inlined for the usual guard: a sink at most, no hooks
             if sink is not None and event is not None:
@@ -1507,7 +1516,7 @@ class Guard:
         if starting is not None and starting[1] is None:
             # protect runs the body next: its tool_invoke shares this commit
             starting[1] = decision.decision_id
-            then = ("tool_invoke", _invoke_record(self, decision, starting[0]))
+            then = ("tool_invoke", _invoke_record(self, action, decision, starting[0]))
         try:
             await self.audit.awrite_event(self._tenant(action), event, late=late, then=then)
         except Exception as exc:
@@ -1515,6 +1524,8 @@ class Guard:
             event = event._replace(decision=decision)
         if self._grantable is not None and decision.verdict is _ALLOW and action is not None:
             self._grantable.remember(decision, action)
+            if self.audit is not None and action.context is not self.context:
+                self._remember_owner(decision.decision_id, action.context)
         self._publish(action, decision, event)
         return decision
 
@@ -1558,6 +1569,25 @@ class Guard:
                     memo[1].clear()
                 memo[1][reason] = shown
         return shown
+
+    def _remember_owner(self, decision_id: str, context: Context) -> None:
+        """Keep whose call ``decision_id`` allowed when it is not the guard's own
+        tenant and agent (a gateway deciding for many): its outcome records go to that
+        tenant's chain. Bounded: the oldest are forgotten (their outcomes long written)."""
+        owner = (context.tenant, context.agent)
+        if owner == (self.context.tenant, self.context.agent):
+            return
+        with self._owners_lock:
+            owners = self._owners
+            owners[decision_id] = owner
+            if len(owners) > _OWNERS_KEPT:
+                del owners[next(iter(owners))]
+
+    def outcome_owner(self, decision_id: str) -> tuple[str, str | None]:
+        """The tenant and agent whose chain the outcome records of ``decision_id`` go to:
+        those of the call it allowed (the guard's own unless the call named others)."""
+        owner = self._owners.get(decision_id)
+        return owner if owner is not None else (self.context.tenant, self.context.agent)
 
     def _tenant(self, action: Action | None) -> str:
         return action.context.tenant if action is not None else self.context.tenant
@@ -1794,8 +1824,11 @@ _STARTING: contextvars.ContextVar[_Starting | None] = contextvars.ContextVar(
 )
 
 
-def _invoke_record(guard: Guard, decision: Decision, name: str) -> dict[str, Any]:
-    return {"decision_id": decision.decision_id, "agent": guard.context.agent, "tool": name}
+def _invoke_record(
+    guard: Guard, action: Action | None, decision: Decision, name: str
+) -> dict[str, Any]:
+    agent = guard.context.agent if action is None else action.context.agent
+    return {"decision_id": decision.decision_id, "agent": agent, "tool": name}
 
 
 def _joined_invoke(guard: Guard, decision: Decision | None, starting: _Starting, name: str) -> bool:

@@ -83,6 +83,11 @@ class Observed(Protocol):
     @property
     def context(self) -> Context: ...
 
+    def outcome_owner(self, decision_id: str) -> tuple[str, str | None]:
+        """The tenant and agent of the call ``decision_id`` allowed: the chain its
+        outcome records belong to (a guard serving many tenants decides for each)."""
+        ...
+
 
 class TokenCounts(Protocol):
     """A model call's token counts (:class:`interlock.ledger.usage.Usage` is one)."""
@@ -205,9 +210,10 @@ def record_phase(
     audit = guard.audit
     if audit is None:
         return
+    tenant, agent = guard.outcome_owner(phase.decision_id)
     record: dict[str, Any] = {
         "decision_id": phase.decision_id,
-        "agent": guard.context.agent,
+        "agent": agent,
     }
     if isinstance(phase, ToolInvoke):
         record["tool"] = phase.name  # its arguments: in the decision's record
@@ -222,7 +228,6 @@ def record_phase(
             record["preview"] = phase.output
         if error_type is not None:
             record["error_type"] = error_type
-    tenant = guard.context.tenant
     if phase.kind in ("tool_invoke", "llm_input"):
         audit.write_record(tenant, phase.kind, record)
         return
