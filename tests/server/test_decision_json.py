@@ -22,6 +22,7 @@ PLAIN = st.builds(
     rule_ids=st.lists(st.text(max_size=12), max_size=4).map(tuple),
     decision_id=st.text(min_size=1, max_size=24),
     fail_open=st.booleans(),
+    grant=st.none(),  # a grant goes through the model (the last test); core names it by a protocol
 )
 
 

@@ -33,8 +33,9 @@ import contextlib
 import heapq
 import re
 import threading
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
 
 from interlock.errors import StoreUnavailable
 
@@ -167,7 +168,7 @@ class SqliteNonceStore:
                 isolation_level=None,
                 check_same_thread=False,
             )
-            conn.execute("PRAGMA journal_mode=WAL")
+            _enable_wal(conn, self._busy_timeout)
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._table} "
@@ -331,3 +332,25 @@ def _schema_of(conninfo: str, schema: str | None) -> tuple[str, str | None]:
         return conninfo, schema
     rest = urlencode([(key, value) for key, value in query if key != "schema"])
     return urlunsplit(parts._replace(query=rest)), schema or named[-1]
+
+
+def _enable_wal(conn: Any, timeout: float) -> None:
+    """Turn the file to WAL, waiting up to ``timeout`` seconds for it: that needs the
+    file's write lock, and SQLite does not wait for that one (no busy handler there),
+    so providers opening a new nonce file at once would fail (as the store's own
+    ``SQLiteStore._enable_wal``; ``interlock.verify`` imports nothing of the store)."""
+    import sqlite3
+
+    deadline = time.monotonic() + max(0.0, timeout)
+    delay = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = exc.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+            remaining = deadline - time.monotonic()
+            if not busy or remaining <= 0:
+                raise
+        time.sleep(min(delay, remaining))
+        delay = min(delay * 2, 0.1)
