@@ -3,8 +3,10 @@ lease on one budget and hammer it from three threads (reserve, then commit withi
 headroom, release, or abandon), running into its cap, while this process reaps
 concurrently — and one replica is killed with SIGKILL mid-run, its lease and its
 reservations in flight left behind (it stops after ``KILL_AFTER`` settled calls with one
-reservation in flight per thread, and waits there for the kill). Afterwards one reaper
-pass reclaims them.
+reservation in flight per thread, and waits there for the kill; it runs those calls
+before the other two start, so that a loaded machine cannot have it refused out of the
+budget first, and is killed once they are under way). Afterwards one reaper pass
+reclaims them.
 
 What must hold (docs/adr/0012-budget-leases.md):
 
@@ -84,6 +86,15 @@ class Replica:
             if "holding" in message:
                 return int(message["holding"])
 
+    def wait_until_settled(self, calls: int) -> None:
+        """Until it has reported ``calls`` settled calls (or finished)."""
+        while sum("done" not in m and "holding" not in m for m in self.messages) < calls:
+            message = self.lines.get(timeout=120)
+            assert message is not None, f"{self.name} stopped: {self._stderr()}"
+            self.messages.append(message)
+            if "done" in message:
+                return
+
     def collect(self) -> list[dict[str, Any]]:
         while (message := self.lines.get(timeout=120)) is not None:
             self.messages.append(message)
@@ -159,9 +170,15 @@ def test_leases_across_three_replicas_and_a_kill_lose_nothing_and_never_pass_the
             replica.expect_ready()
         monitor = Monitor(store)
         monitor.start()
-        for replica in replicas:
+        # The first replica runs its KILL_AFTER calls before the others start: racing
+        # them on a loaded machine, it could be refused out of the budget before it got
+        # there (and held nothing to lose). It holds its lease and its calls in flight
+        # while the other two run the budget to its cap, and is killed in their midst.
+        replicas[0].go()
+        in_flight = replicas[0].wait_until_holding()  # a lease, calls in flight
+        for replica in replicas[1:]:
             replica.go()
-        in_flight = replicas[0].wait_until_holding()  # mid-run: a lease, calls in flight
+        replicas[1].wait_until_settled(5)  # the others are under way: mid-run
         replicas[0].kill()
         messages = {replica.name: replica.collect() for replica in replicas}
         monitor.stopping.set()
