@@ -28,6 +28,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("facts", ("interlock.facts",)),
+    # Session history, labels and fingerprints: the facts session-aware rules read.
+    ("session", ("interlock.session",)),
     # Provider-side verification: a library of its own (tokens, keys, receipts) that the
     # issuing side signs with; it needs only the error tree.
     ("verify", ("interlock.verify",)),

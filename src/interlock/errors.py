@@ -135,6 +135,7 @@ __all__ = [
     "ReservationNotFound",
     "ReservationNotOwned",
     "SelfApproval",
+    "SessionUnavailable",
     "StoreError",
     "StoreTimeout",
     "StoreUnavailable",
@@ -294,6 +295,11 @@ class StoreTimeout(StoreUnavailable, TimeoutError):
     """The store did not answer before the deadline of the check waiting on it (or,
     outside a check, before the store's own bound): a connection, a lock or the
     server's reply took too long."""
+
+
+class SessionUnavailable(StoreUnavailable):
+    """A session's history could not be read or appended to: a rule that reads the
+    session cannot be decided (the check is undetermined, never allowed)."""
 
 
 class MigrationError(StoreError):

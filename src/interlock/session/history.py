@@ -1,0 +1,245 @@
+"""What a session has done so far: the facts session-aware rules read.
+
+A **session** is the trusted ``Context.session_id`` within its tenant. Its history is
+a bounded list of :class:`Step` — every call the guard decided in it, and every piece
+of outside data recorded into it (the user's request, a system prompt, an inbound
+message) — plus the session's **labels** (``secret``, ``untrusted``, ``pii`` or the
+user's own), which outlive the steps that attached them.
+
+A step's life:
+
+1. the guard decides a call: :meth:`SessionHistory.append` records it (its verdict,
+   and for an allowed call the labels the policy attaches; labels attach when a call
+   is *allowed*, for the guard cannot know a body that later failed read nothing);
+2. the body returns or raises: :meth:`SessionHistory.settle` marks it executed (or
+   not) and adds the fingerprints of what it returned and any labels its result
+   carries.
+
+A rule reads a :class:`SessionView`: a snapshot taken before the check. A history that
+cannot be read raises :class:`~interlock.errors.SessionUnavailable`, and a check that
+needs it is undetermined — never allowed.
+
+Implementations: :class:`MemoryHistory` here (one process), and the SQL store's
+(``interlock.store``) for SQLite and PostgreSQL, shared by replicas.
+
+Example::
+
+    from interlock.session.history import MemoryHistory, NewStep
+
+    history = MemoryHistory(max_steps=100)
+    history.append("acme", "s-1", NewStep(kind="tool", name="read_file", verdict="allow",
+                                          decision_id="d-1", labels=frozenset({"secret"})))
+    history.settle("acme", "s-1", "d-1", executed=True, fingerprints=frozenset({42}))
+    view = history.view("acme", "s-1")
+    assert view.labels == {"secret"} and view.steps[0].executed
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Final, Literal, Protocol
+
+__all__ = [
+    "EMPTY_FINGERPRINTS",
+    "MemoryHistory",
+    "NewStep",
+    "SessionHistory",
+    "SessionView",
+    "Step",
+    "StepKind",
+]
+
+#: ``input`` is outside data recorded into the session (not a call): the user's
+#: request, a system prompt (``trusted``), or an inbound message (not trusted).
+StepKind = Literal["tool", "llm", "mcp", "browser", "effect", "input"]
+EMPTY_FINGERPRINTS: Final[frozenset[int]] = frozenset()
+
+#: Defaults: steps kept per session, and how long an idle session is kept (seconds).
+MAX_STEPS: Final = 200
+EXPIRE_AFTER: Final = 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class NewStep:
+    """A step as the guard hands it over; the history gives it its ``seq`` and time."""
+
+    kind: StepKind
+    name: str
+    verdict: str  # allow / deny / require_approval / undetermined; "input" for inputs
+    decision_id: str | None = None
+    labels: frozenset[str] = frozenset()  # attached to the step and to the session
+    clears: frozenset[str] = frozenset()  # removed from the session (declared clears only)
+    fingerprints: frozenset[int] = EMPTY_FINGERPRINTS  # of the data it brought in
+    trusted: bool = False  # an input step from the user or the operator
+    executed: bool | None = None  # inputs are True; calls are settled later
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of a session, oldest first in :attr:`SessionView.steps`."""
+
+    seq: int  # 1, 2, 3 ... within the session; never reused
+    at: float  # unix time it was appended
+    kind: StepKind
+    name: str
+    verdict: str
+    decision_id: str | None
+    labels: frozenset[str]
+    fingerprints: frozenset[int]
+    trusted: bool
+    executed: bool | None  # None: no outcome yet (or lost); True: ran; False: raised
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    """A snapshot of one session: its last steps (at most the history's bound, oldest
+    first) and its labels. An unknown session is empty: no steps, no labels."""
+
+    tenant: str
+    session_id: str
+    steps: tuple[Step, ...] = ()
+    labels: frozenset[str] = frozenset()
+    next_seq: int = 1  # the seq the next step will get
+
+    def ran(self, name_matches: Callable[[Step], bool]) -> bool:
+        """Whether an executed call step matches."""
+        return any(s.executed and s.kind != "input" and name_matches(s) for s in self.steps)
+
+
+class SessionHistory(Protocol):
+    """Where session history lives. Every method is atomic per session: two replicas
+    appending to one session at once both land, with distinct ``seq``."""
+
+    def view(self, tenant: str, session_id: str) -> SessionView:
+        """The session as it stands; raises ``SessionUnavailable`` when unreadable."""
+        ...
+
+    def append(self, tenant: str, session_id: str, step: NewStep) -> Step:
+        """Record a step: attach its labels to the session, remove its ``clears``,
+        drop the oldest steps past the bound. Raises ``SessionUnavailable``."""
+        ...
+
+    def settle(
+        self,
+        tenant: str,
+        session_id: str,
+        decision_id: str,
+        *,
+        executed: bool,
+        fingerprints: frozenset[int] = EMPTY_FINGERPRINTS,
+        labels: frozenset[str] = frozenset(),
+    ) -> None:
+        """The outcome of the call step ``decision_id``: whether it ran, what its
+        result's fingerprints are, labels its result carries (added to the step and
+        the session). Unknown decision ids (expired, or never a session step) are
+        ignored."""
+        ...
+
+    def expire(self, idle_for: float) -> int:
+        """Forget sessions idle for longer than ``idle_for`` seconds; returns how many."""
+        ...
+
+
+@dataclass(slots=True)
+class _Session:
+    steps: deque[Step]
+    labels: set[str] = field(default_factory=set)
+    next_seq: int = 1
+    touched: float = 0.0
+
+
+class MemoryHistory:
+    """Session history in this process: a dict of bounded deques under one lock."""
+
+    def __init__(
+        self,
+        *,
+        max_steps: int = MAX_STEPS,
+        max_sessions: int = 10_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if max_steps < 1 or max_sessions < 1:
+            raise ValueError("max_steps and max_sessions must be at least 1")
+        self._max_steps = max_steps
+        self._max_sessions = max_sessions
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
+
+    def view(self, tenant: str, session_id: str) -> SessionView:
+        with self._lock:
+            found = self._sessions.get((tenant, session_id))
+            if found is None:
+                return SessionView(tenant, session_id)
+            return SessionView(
+                tenant, session_id, tuple(found.steps), frozenset(found.labels), found.next_seq
+            )
+
+    def append(self, tenant: str, session_id: str, step: NewStep) -> Step:
+        now = self._clock()
+        with self._lock:
+            key = (tenant, session_id)
+            found = self._sessions.get(key)
+            if found is None:
+                found = self._sessions[key] = _Session(deque(maxlen=self._max_steps))
+                while len(self._sessions) > self._max_sessions:
+                    self._sessions.popitem(last=False)  # the least recently used
+            else:
+                self._sessions.move_to_end(key)
+            kept = Step(
+                found.next_seq,
+                now,
+                step.kind,
+                step.name,
+                step.verdict,
+                step.decision_id,
+                step.labels,
+                step.fingerprints,
+                step.trusted,
+                True if step.kind == "input" else step.executed,
+            )
+            found.steps.append(kept)
+            found.next_seq += 1
+            found.labels |= step.labels
+            found.labels -= step.clears
+            found.touched = now
+            return kept
+
+    def settle(
+        self,
+        tenant: str,
+        session_id: str,
+        decision_id: str,
+        *,
+        executed: bool,
+        fingerprints: frozenset[int] = EMPTY_FINGERPRINTS,
+        labels: frozenset[str] = frozenset(),
+    ) -> None:
+        with self._lock:
+            found = self._sessions.get((tenant, session_id))
+            if found is None:
+                return
+            for i in range(len(found.steps) - 1, -1, -1):
+                old = found.steps[i]
+                if old.decision_id == decision_id and old.kind != "input":
+                    found.steps[i] = replace(
+                        old,
+                        executed=executed,
+                        fingerprints=old.fingerprints | fingerprints,
+                        labels=old.labels | labels,
+                    )
+                    found.labels |= labels
+                    found.touched = self._clock()
+                    return
+
+    def expire(self, idle_for: float) -> int:
+        cutoff = self._clock() - idle_for
+        with self._lock:
+            stale = [k for k, s in self._sessions.items() if s.touched < cutoff]
+            for key in stale:
+                del self._sessions[key]
+            return len(stale)
