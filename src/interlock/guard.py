@@ -61,12 +61,12 @@ if TYPE_CHECKING:
     from interlock.approvals.grants import Grant, GrantableDecisions
     from interlock.core.decision import ReservationRef
     from interlock.core.registry import Coverage
+    from interlock.guard_sessions import SessionRecorder
     from interlock.ledger.llm_call import LLMCall
     from interlock.ledger.memory import MemoryLedger
     from interlock.ledger.usage import Usage
     from interlock.otel import Telemetry
     from interlock.policy.specs import Durability
-    from interlock.guard_sessions import SessionRecorder
     from interlock.remote import RemoteDecider
     from interlock.session.history import SessionHistory, Step
     from interlock.store.audit import AuditWriter
@@ -432,9 +432,7 @@ class Guard:
             contextual = self._contextualise(action)
         except Exception:
             contextual = None  # the check itself refuses it
-        facts = recorder.facts(
-            contextual.context if contextual is not None else self.context
-        )
+        facts = recorder.facts(contextual.context if contextual is not None else self.context)
         from interlock.policy.sessionrules import session_scope
 
         token = _RECORDING.set(facts)

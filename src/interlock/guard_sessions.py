@@ -108,8 +108,7 @@ class SessionRecorder:
                 return decision
             log.error("interlock: session %r: the step could not be recorded: %s", session_id, exc)
             raise SessionUnavailable(
-                f"session {session_id!r}: the allowed step could not be recorded "
-                f"({describe(exc)})"
+                f"session {session_id!r}: the allowed step could not be recorded ({describe(exc)})"
             ) from exc
         if allowed and decision.decision_id is not None:
             with self._lock:

@@ -293,12 +293,11 @@ def session_rewrite(source: str) -> tuple[str, tuple[tuple[str, str, str], ...]]
                 edits.append((token.start, end, variable(member.text, argument)))
                 continue
             raise ValueError(
-                "`session` is read as session.labels, session.ran(\"glob\") or "
-                "session.count(\"glob\")"
+                '`session` is read as session.labels, session.ran("glob") or session.count("glob")'
             )
         if token.text in SESSION_FUNCTIONS:
             if not (i + 1 < len(tokens) and tokens[i + 1].text == "("):
-                raise ValueError(f"{token.text} is a function: {token.text}(\"...\")")
+                raise ValueError(f'{token.text} is a function: {token.text}("...")')
             argument, end = _one_literal(tokens, i + 1, token.text)
             edits.append((token.start, end, variable(token.text, argument)))
     text = source
@@ -313,7 +312,7 @@ def _one_literal(tokens: list[Token], open_at: int, function: str) -> tuple[str,
     literal = tokens[open_at + 1] if open_at + 1 < len(tokens) else None
     closing = tokens[open_at + 2] if open_at + 2 < len(tokens) else None
     if literal is None or literal.kind != "string" or closing is None or closing.text != ")":
-        raise ValueError(f"{function} takes exactly one string literal, e.g. {function}(\"x\")")
+        raise ValueError(f'{function} takes exactly one string literal, e.g. {function}("x")')
     text = literal.text
     prefix = text[: len(text) - len(text.lstrip("rRbB"))]
     if "b" in prefix.lower():

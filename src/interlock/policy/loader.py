@@ -690,9 +690,7 @@ class _Compiler:
             provenance = ProvenanceTest(
                 tuple(condition.provenance.args), frozenset(condition.provenance.from_)
             )
-        return SessionTest(
-            rule.id, frozenset(condition.labels or ()), after, flow, provenance
-        )
+        return SessionTest(rule.id, frozenset(condition.labels or ()), after, flow, provenance)
 
     def arguments(self, rule: RuleData, base: tuple[str | int, ...]) -> tuple[ArgumentRef, ...]:
         """What ``rule`` reads of a call's arguments, each with its line."""

@@ -390,7 +390,9 @@ class LabelRuleModel(_Strict):
 
 
 class SessionSettings(_Strict):
-    max_steps: int = Field(200, strict=True, ge=1, le=100_000, description="Steps kept per session.")
+    max_steps: int = Field(
+        200, strict=True, ge=1, le=100_000, description="Steps kept per session."
+    )
     expire_after: Duration = Field("24h", description="Idle sessions are forgotten after this.")
 
 

@@ -42,15 +42,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CURRENT",
+    "SESSION_FIELDS",
+    "SESSION_FUNCTIONS",
+    "SESSION_METHODS",
     "AfterTest",
     "FlowTest",
     "ProvenanceTest",
     "SessionFacts",
     "SessionSpec",
     "SessionTest",
-    "SESSION_FIELDS",
-    "SESSION_FUNCTIONS",
-    "SESSION_METHODS",
     "StepSelector",
     "cel_value",
     "facts_for_check",
@@ -114,8 +114,7 @@ def facts_for_check(session_id: Any, rule_id: str) -> tuple[SessionView, Session
         )
     if state.view is None:
         raise EvaluationError(
-            f"rule {rule_id!r} reads the session history, which is unavailable "
-            f"({state.problem})",
+            f"rule {rule_id!r} reads the session history, which is unavailable ({state.problem})",
             rule_id=rule_id,
         )
     return state.view, state
