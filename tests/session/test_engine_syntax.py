@@ -128,7 +128,13 @@ rules:
 
 # (what is wrong, the rule body after the head, the line, the field, a word of the message)
 RULE_ERRORS = [
-    ("unknown session field", "    session:\n      lables: [secret]\n", 7, "session.lables", "unknown"),
+    (
+        "unknown session field",
+        "    session:\n      lables: [secret]\n",
+        7,
+        "session.lables",
+        "unknown",
+    ),
     ("empty session", "    session: {}\n", 6, "session", "needs"),
     ("label not a list", "    session:\n      labels: secret\n", 7, "session.labels", "list"),
     ("empty label list", "    session:\n      labels: []\n", 7, "session.labels", "at least"),
@@ -203,7 +209,7 @@ def test_a_bad_session_condition_names_file_line_rule_and_field(
 CEL_ERRORS = [
     ("session bare", "session == 1", "`session` is read as"),
     ("session unknown field", "session.lables == []", "`session` is read as"),
-    ("ran without argument", 'session.ran()', "exactly one string literal"),
+    ("ran without argument", "session.ran()", "exactly one string literal"),
     ("ran two arguments", 'session.ran("a", "b")', "exactly one string literal"),
     ("ran a number", "session.ran(1)", "exactly one string literal"),
     ("count a variable", "session.count(args.x) > 1", "exactly one string literal"),
