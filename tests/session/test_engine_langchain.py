@@ -97,9 +97,7 @@ def test_a_recipient_from_a_fetched_page_is_refused_and_the_users_own_passes(
     mode: str, to: str, request_text: str, sent: bool
 ) -> None:
     history = MemoryHistory()
-    guard = Guard(
-        load_policy_text(POLICY), context=Context(session_id="lc-1"), sessions=history
-    )
+    guard = Guard(load_policy_text(POLICY), context=Context(session_id="lc-1"), sessions=history)
     ran = _run(guard, to, request_text, mode)
     assert "fetch_url" in ran
     assert (f"send_email:{to}" in ran) is sent
