@@ -442,7 +442,9 @@ class Guard:
         token = _RECORDING.set(facts)
         try:
             with session_scope(facts):
-                decision = self.check(action, timeout=timeout, cancel=cancel)
+                decision = self.check(
+                    contextual if contextual is not None else action, timeout=timeout, cancel=cancel
+                )
         finally:
             _RECORDING.reset(token)
         if contextual is None or self.policy is None:
@@ -501,7 +503,9 @@ class Guard:
         token = _RECORDING.set(facts)
         try:
             with session_scope(facts):
-                decision = await self.acheck(action, timeout=timeout, cancel=cancel)
+                decision = await self.acheck(
+                    contextual if contextual is not None else action, timeout=timeout, cancel=cancel
+                )
         finally:
             _RECORDING.reset(token)
         if contextual is None or self.policy is None:

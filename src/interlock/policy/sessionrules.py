@@ -354,7 +354,9 @@ def new_step(
     spec = policy.sessions
     attach: frozenset[str] = frozenset()
     clear: frozenset[str] = frozenset()
-    if spec is not None and decision.verdict is Verdict.ALLOW:
+    if spec is not None and decision.verdict is Verdict.ALLOW and not spec.label_rules:
+        attach = spec.tool_labels.get(action.name, frozenset())
+    elif spec is not None and decision.verdict is Verdict.ALLOW:
         try:
             with session_scope(facts):
                 attach, clear = spec.labels_for(facts_for(action, policy))
