@@ -431,21 +431,20 @@ class Guard:
         """:meth:`check` with the session's facts: read before, the step recorded after."""
         try:
             contextual = self._contextualise(action)
-        except Exception:
-            contextual = None  # the check itself refuses it
-        facts = recorder.facts(contextual.context if contextual is not None else self.context)
+        except Exception as exc:  # refused as the check refuses it
+            return self._finish(action, _failed(exc), time.perf_counter_ns())
+        facts = recorder.facts(contextual.context)
         refusal = self._history_down(contextual, facts)
         if refusal is not None:
             return self._finish(contextual, refusal, time.perf_counter_ns())
-        from interlock.policy.sessionrules import session_scope
+        from interlock.policy.sessionrules import CURRENT
 
         token = _RECORDING.set(facts)
+        current = CURRENT.set(facts)
         try:
-            with session_scope(facts):
-                decision = self.check(
-                    contextual if contextual is not None else action, timeout=timeout, cancel=cancel
-                )
+            decision = self.check(contextual, timeout=timeout, cancel=cancel)
         finally:
+            CURRENT.reset(current)
             _RECORDING.reset(token)
         if contextual is None or self.policy is None:
             return decision
@@ -490,9 +489,9 @@ class Guard:
         in_memory = type(recorder.history) is MemoryHistory
         try:
             contextual = self._contextualise(action)
-        except Exception:
-            contextual = None
-        context = contextual.context if contextual is not None else self.context
+        except Exception as exc:  # refused as the check refuses it
+            return await self._afinish(action, _failed(exc), time.perf_counter_ns())
+        context = contextual.context
         if in_memory:
             facts = recorder.facts(context)
         else:
@@ -503,9 +502,7 @@ class Guard:
         token = _RECORDING.set(facts)
         try:
             with session_scope(facts):
-                decision = await self.acheck(
-                    contextual if contextual is not None else action, timeout=timeout, cancel=cancel
-                )
+                decision = await self.acheck(contextual, timeout=timeout, cancel=cancel)
         finally:
             _RECORDING.reset(token)
         if contextual is None or self.policy is None:
@@ -1528,6 +1525,8 @@ class Guard:
                 raise MappingError(
                     f"the action's context is a {type(action.context).__name__}, not a Context"
                 )
+        if _RECORDING.get() is not None:
+            return action  # the session check it is inside made it so already
         base = self.context
         if base is not _DEFAULT_CONTEXT:
             action = action.with_context(action.context.merged_over(base))
