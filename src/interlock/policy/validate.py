@@ -381,8 +381,8 @@ def _kinds(value: Any) -> str | list[str] | None:
 
 def _rule(value: Any) -> RuleData:
     data = _mapping(value, _RULE_KEYS)
-    if "grant" in data:
-        _unsure()  # as for a tool's grant
+    if "grant" in data or "session" in data:
+        _unsure()  # as for a tool's grant; session conditions: the models (rare, small)
     get = data.get
     params = get("params", {})
     return RuleData(
@@ -539,7 +539,7 @@ def _pricing(data: Mapping[str, Any]) -> PricingData:
 
 def _tool(value: Any) -> ToolData:
     tool = _mapping(value, _TOOL_KEYS)
-    if "parameters" not in tool or "intent" in tool or "grant" in tool:
+    if "parameters" not in tool or "intent" in tool or "grant" in tool or "labels" in tool:
         _unsure()  # the models validate declared intents and grants (rare: no hurry)
     return ToolData(
         parameters=_text_keys(tool["parameters"]),
@@ -549,6 +549,8 @@ def _tool(value: Any) -> ToolData:
 
 def _policy(data: Any) -> PolicyData:
     policy = _mapping(data, _POLICY_KEYS)
+    if "labels" in policy or "session" in policy:
+        _unsure()  # session-aware policies: the models validate them
     get = policy.get
     version = get("version")
     if type(version) is not int or version != 1:
