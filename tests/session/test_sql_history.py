@@ -16,9 +16,9 @@ import pytest
 
 from interlock.errors import SessionUnavailable
 from interlock.session.history import MemoryHistory, NewStep, SessionView
+from interlock.session.packing import pack, unpack
 from interlock.store import SqlStore, open_store
 from interlock.store.reaper import Reaper
-from interlock.session.packing import pack, unpack
 
 WORKER = Path(__file__).parent / "_history_worker.py"
 
@@ -29,7 +29,17 @@ def _call(name: str, decision: str | None = None, **kw: object) -> NewStep:
 
 def _comparable(view: SessionView) -> tuple[object, ...]:
     steps = tuple(
-        (s.seq, s.kind, s.name, s.verdict, s.decision_id, s.labels, s.fingerprints, s.trusted, s.executed)
+        (
+            s.seq,
+            s.kind,
+            s.name,
+            s.verdict,
+            s.decision_id,
+            s.labels,
+            s.fingerprints,
+            s.trusted,
+            s.executed,
+        )
         for s in view.steps
     )
     return (view.tenant, view.session_id, steps, view.labels, view.next_seq)
@@ -58,14 +68,21 @@ def test_append_settle_view(store: SqlStore, clock) -> None:  # type: ignore[no-
     history.append(
         "acme",
         "s",
-        NewStep(kind="input", name="input", verdict="input", fingerprints=frozenset({7}), trusted=True),
+        NewStep(
+            kind="input", name="input", verdict="input", fingerprints=frozenset({7}), trusted=True
+        ),
     )
     history.settle("acme", "s", "d-1", executed=True, fingerprints=frozenset({42, 43}))
     view = history.view("acme", "s")
     assert view.labels == {"secret"} and view.next_seq == 3
     read, given = view.steps
     assert (read.seq, read.executed, read.fingerprints) == (1, True, {42, 43})
-    assert (given.kind, given.executed, given.trusted, given.fingerprints) == ("input", True, True, {7})
+    assert (given.kind, given.executed, given.trusted, given.fingerprints) == (
+        "input",
+        True,
+        True,
+        {7},
+    )
 
 
 def test_labels_attach_then_clear_in_memory_history_order(store: SqlStore) -> None:
@@ -73,7 +90,11 @@ def test_labels_attach_then_clear_in_memory_history_order(store: SqlStore) -> No
     history.append("acme", "s", _call("fetch", labels=frozenset({"untrusted", "pii"})))
     # attach and clear the same label in one step: attached first, then cleared
     history.append(
-        "acme", "s", _call("review", labels=frozenset({"reviewed"}), clears=frozenset({"untrusted", "reviewed"}))
+        "acme",
+        "s",
+        _call(
+            "review", labels=frozenset({"reviewed"}), clears=frozenset({"untrusted", "reviewed"})
+        ),
     )
     assert history.view("acme", "s").labels == {"pii"}
 
@@ -109,7 +130,10 @@ def test_a_smaller_bound_on_read_shows_only_the_last_steps(store: SqlStore) -> N
     store.session_history(max_steps=10).append("acme", "s", _call("a"))
     for name in "bcd":
         store.session_history(max_steps=10).append("acme", "s", _call(name))
-    assert [s.name for s in store.session_history(max_steps=2).view("acme", "s").steps] == ["c", "d"]
+    assert [s.name for s in store.session_history(max_steps=2).view("acme", "s").steps] == [
+        "c",
+        "d",
+    ]
 
 
 def test_settle_ignores_unknown_decisions_and_input_steps(store: SqlStore) -> None:
@@ -136,8 +160,12 @@ def test_settle_names_the_newest_step_of_a_decision(store: SqlStore) -> None:
 
 def test_settle_adds_to_fingerprints_and_labels(store: SqlStore) -> None:
     history = store.session_history()
-    history.append("acme", "s", _call("a", "d-1", fingerprints=frozenset({1}), labels=frozenset({"a"})))
-    history.settle("acme", "s", "d-1", executed=True, fingerprints=frozenset({2}), labels=frozenset({"b"}))
+    history.append(
+        "acme", "s", _call("a", "d-1", fingerprints=frozenset({1}), labels=frozenset({"a"}))
+    )
+    history.settle(
+        "acme", "s", "d-1", executed=True, fingerprints=frozenset({2}), labels=frozenset({"b"})
+    )
     history.settle("acme", "s", "d-1", executed=True, fingerprints=frozenset({3}))
     step = history.view("acme", "s").steps[0]
     assert step.fingerprints == {1, 2, 3} and step.labels == {"a", "b"}
@@ -154,7 +182,7 @@ def _random_ops(seed: int, count: int) -> list[tuple[str, object]]:
     rng = random.Random(seed)
     labels = ["secret", "untrusted", "pii", "mine"]
     ops: list[tuple[str, object]] = []
-    for i in range(count):
+    for _ in range(count):
         roll = rng.random()
         session = rng.choice(["s1", "s2"])
         if roll < 0.6:
@@ -171,7 +199,9 @@ def _random_ops(seed: int, count: int) -> list[tuple[str, object]]:
                             decision_id=f"d-{rng.randrange(12)}" if kind != "input" else None,
                             labels=frozenset(rng.sample(labels, rng.randrange(3))),
                             clears=frozenset(rng.sample(labels, rng.randrange(2))),
-                            fingerprints=frozenset(rng.getrandbits(64) for _ in range(rng.randrange(3))),
+                            fingerprints=frozenset(
+                                rng.getrandbits(64) for _ in range(rng.randrange(3))
+                            ),
                             trusted=rng.random() < 0.3,
                         ),
                     ),
@@ -203,16 +233,26 @@ def test_same_operations_same_views_as_memory_history(store: SqlStore, seed: int
     for op, args in _random_ops(seed, 60):
         if op == "append":
             session, step = args  # type: ignore[misc]
-            kept_sql, kept_memory = sql.append("acme", session, step), memory.append("acme", session, step)
+            kept_sql, kept_memory = (
+                sql.append("acme", session, step),
+                memory.append("acme", session, step),
+            )
             assert (kept_sql.seq, kept_sql.executed) == (kept_memory.seq, kept_memory.executed)
         else:
             session, decision, executed, fingerprints, labels = args  # type: ignore[misc]
             for history in (sql, memory):
                 history.settle(
-                    "acme", session, decision, executed=executed, fingerprints=fingerprints, labels=labels
+                    "acme",
+                    session,
+                    decision,
+                    executed=executed,
+                    fingerprints=fingerprints,
+                    labels=labels,
                 )
         for session in ("s1", "s2"):
-            assert _comparable(sql.view("acme", session)) == _comparable(memory.view("acme", session))
+            assert _comparable(sql.view("acme", session)) == _comparable(
+                memory.view("acme", session)
+            )
 
 
 def test_expire_forgets_idle_sessions_only(store: SqlStore, clock) -> None:  # type: ignore[no-untyped-def]
@@ -260,7 +300,10 @@ def test_list_sessions(store: SqlStore, clock) -> None:  # type: ignore[no-untyp
     history.append("acme", "b", _call("y"))
     history.append("globex", "c", _call("x"))
     listed = store.list_sessions(tenant="acme")
-    assert [(s.session_id, s.steps, s.labels) for s in listed] == [("b", 2, frozenset()), ("a", 1, {"secret"})]
+    assert [(s.session_id, s.steps, s.labels) for s in listed] == [
+        ("b", 2, frozenset()),
+        ("a", 1, {"secret"}),
+    ]
     assert {s.tenant for s in store.list_sessions()} == {"acme", "globex"}
 
 
@@ -317,7 +360,12 @@ def test_concurrent_threads_get_distinct_gapless_seqs_and_keep_every_label(
         total = len(stores) * per_thread
         assert sorted(seqs) == list(range(1, total + 1))
         view = shared.session_history(max_steps=10_000).view("acme", "s")
-        expected = {f"t{i}-{j}{end}" for i in range(len(stores)) for j in range(per_thread) for end in ("", "-out")}
+        expected = {
+            f"t{i}-{j}{end}"
+            for i in range(len(stores))
+            for j in range(per_thread)
+            for end in ("", "-out")
+        }
         assert view.labels == expected
         assert all(step.executed for step in view.steps) and view.next_seq == total + 1
     finally:

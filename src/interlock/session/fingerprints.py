@@ -156,11 +156,11 @@ def of_data(value: object, *, limit: int = MAX_FINGERPRINTS) -> frozenset[int]:
     out = whole
     for part in (token_grams, prose):
         room = limit - len(out)
-        part -= out
-        if len(part) <= room:
-            out |= part
+        extra = part - out
+        if len(extra) <= room:
+            out |= extra
         else:
-            out |= set(sorted(part)[: max(room, 0)])
+            out |= set(sorted(extra)[: max(room, 0)])
     if len(out) > limit:
         out = set(sorted(out)[:limit])
     return frozenset(out)
@@ -188,7 +188,9 @@ def _b64_forms(run: str) -> Iterator[str]:
             continue
         try:
             raw = (
-                base64.urlsafe_b64decode(piece) if urlsafe else base64.b64decode(piece, validate=True)
+                base64.urlsafe_b64decode(piece)
+                if urlsafe
+                else base64.b64decode(piece, validate=True)
             )
         except (binascii.Error, ValueError):
             continue

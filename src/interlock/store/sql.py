@@ -25,7 +25,6 @@ class SqlStore(ApprovalStore, BudgetStore, RateStore, GrantStore, SessionStore):
 
     ``clock`` returns microseconds since the epoch (tests pass a fake one). The
     operations live in one module per concern: :mod:`.sql_audit`,
-    :mod:`.sql_approvals`, :mod:`.sql_budgets`, :mod:`.sql_rates`, :mod:`.sql_grants`, :mod:`.sql_sessions`,
-    on the back-end
-    hooks of :mod:`.sql_base`.
+    :mod:`.sql_approvals`, :mod:`.sql_budgets`, :mod:`.sql_rates`, :mod:`.sql_grants`,
+    :mod:`.sql_sessions`, on the back-end hooks of :mod:`.sql_base`.
     """

@@ -108,7 +108,9 @@ class SessionStore(StoreBase):
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, not {max_steps!r}")
         if not 0 < expire_after < float("inf"):
-            raise ValueError(f"expire_after must be a positive number of seconds, not {expire_after!r}")
+            raise ValueError(
+                f"expire_after must be a positive number of seconds, not {expire_after!r}"
+            )
         if self.session_expiry is None or expire_after > self.session_expiry:
             self.session_expiry = expire_after
         return SqlHistory(self, max_steps=max_steps)

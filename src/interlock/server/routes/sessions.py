@@ -134,7 +134,7 @@ def record_outcome(body: OutcomeIn, request: Request, key: CheckKey) -> Recorded
     fingerprints (computed by the agent), labels its result carries."""
     history = _history(request)
     if history is None:
-        return RecordedOut(recorded=False)
+        return RecordedOut(recorded=False, seq=None)
     settle = getattr(history, "settle_step", None)  # the SQL history says if it matched
     try:
         known = (settle or history.settle)(
@@ -147,7 +147,7 @@ def record_outcome(body: OutcomeIn, request: Request, key: CheckKey) -> Recorded
         )
     except SessionUnavailable as exc:
         raise _unavailable(exc) from None
-    return RecordedOut(recorded=known is not False)
+    return RecordedOut(recorded=known is not False, seq=None)
 
 
 @router.post("/input", response_model=RecordedOut, responses=_responses())
@@ -155,7 +155,7 @@ def record_input(body: InputIn, request: Request, key: CheckKey) -> RecordedOut:
     """Record outside data entering the session (its fingerprints)."""
     history = _history(request)
     if history is None:
-        return RecordedOut(recorded=False)
+        return RecordedOut(recorded=False, seq=None)
     step = NewStep(
         kind="input",
         name="input" if body.trusted else "input:untrusted",
