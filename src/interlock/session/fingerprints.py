@@ -25,10 +25,11 @@ What is found (``tests/session/test_fingerprints*.py`` holds the table):
   nibble alignment), up to three layers deep (base64 inside URL-encoding...).
 
 Bounds: at most :data:`MAX_FINGERPRINTS` (4096, 32 KiB packed) per result; below it
-about 0.4 per normalised character of prose and 1 per character of long tokens. Past
-the cap the whole-token fingerprints and the grams of tokens are kept first, then a
-consistent sample (the smallest hashes) of the prose grams: data past the first ~10 KiB
-of a large result is only partly covered. A probe is not capped (an argument is
+about 0.4 per normalised character of prose and 1 per character of long tokens
+(~250 per KiB of ordinary text). Past the cap the whole-token fingerprints and the
+grams of tokens are kept first, then a consistent sample (the smallest hashes) of the
+prose grams: a large result is only partly covered. At most :data:`MAX_SCAN` (256 Ki)
+characters of a result are read. A probe is not capped (an argument is
 small; its decodings are bounded by :data:`_MAX_DECODINGS`).
 
 The hashes are not keyed: a remote agent computes its results' fingerprints itself
@@ -57,6 +58,8 @@ GRAM: Final = 16
 WINDOW: Final = 4
 MAX_FINGERPRINTS: Final = 4096
 MIN_TOKEN: Final = 8
+#: Characters of one result read, at most (its time bounded too: ~2 ms per KiB).
+MAX_SCAN: Final = 256 * 1024
 #: Decoded forms of one text looked at, at most (a probe of hostile input stays bounded).
 _MAX_DECODINGS: Final = 64
 _DEPTH: Final = 3
@@ -67,7 +70,8 @@ _DROP: Final = re.compile(r"[^\w@.]+")
 _B64_RUN: Final = re.compile(r"[A-Za-z0-9+/_\-]{16,}={0,2}")
 _HEX_RUN: Final = re.compile(r"[0-9a-fA-F]{16,}")
 _JSON_ESCAPE: Final = re.compile(r"\\(u[0-9a-fA-F]{4}|[nrtbf\"\\/])")
-_SPECIFIC: Final = re.compile(r"\d|@|\w[._\-/]\w")
+_DIGIT: Final = re.compile(r"\d")
+_LETTER: Final = re.compile(r"[^\W\d_]")
 _WS: Final = re.compile(r"\s+")
 _ESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
 
@@ -114,27 +118,37 @@ def _gram_hashes(norm: str) -> list[int]:
     return out
 
 
-def _tokens(text: str) -> Iterator[str]:
+def _tokens(text: str) -> Iterator[tuple[str, bool]]:
     """The tokens of ``text`` at least MIN_TOKEN long: runs without whitespace or
     quoting, and the pieces of each between ``= & ? # : /`` (a key in a URL's query,
-    a value after ``KEY=`` in a ``.env`` file)."""
+    a value after ``KEY=`` in a ``.env`` file), each with whether it is a piece."""
     for raw in _SPLIT.split(text):
         if len(raw) >= MIN_TOKEN:
-            yield raw
+            yield raw, False
             if _SUBSPLIT.search(raw):
                 for piece in _SUBSPLIT.split(raw):
                     if len(piece) >= MIN_TOKEN:
-                        yield piece
+                        yield piece, True
 
 
-def _specific(raw: str, norm: str) -> bool:
-    return len(norm) >= 12 or _SPECIFIC.search(raw) is not None
+def _specific(raw: str, norm: str, piece: bool) -> bool:
+    """Whether a whole token is specific enough to match on its own: letters and
+    digits mixed, or an ``@``; a whole run of 12+ characters too (not a piece: a
+    host name or a path segment alone is common to unrelated pages)."""
+    if "@" in norm:
+        return True
+    if _DIGIT.search(norm) is not None and _LETTER.search(norm) is not None:
+        return True
+    return not piece and len(norm) >= 12
 
 
 def _winnow(hashes: list[int]) -> set[int]:
+    """The least hash of every WINDOW consecutive ones (a shared run of GRAM + WINDOW
+    - 1 characters shares a window, so its least hash)."""
     if len(hashes) <= WINDOW:
         return {min(hashes)} if hashes else set()
-    return {min(hashes[i : i + WINDOW]) for i in range(len(hashes) - WINDOW + 1)}
+    shifted = [hashes[i:] for i in range(WINDOW)]
+    return set(map(min, zip(*shifted, strict=False)))
 
 
 def of_data(value: object, *, limit: int = MAX_FINGERPRINTS) -> frozenset[int]:
@@ -142,16 +156,19 @@ def of_data(value: object, *, limit: int = MAX_FINGERPRINTS) -> frozenset[int]:
     whole: set[int] = set()  # whole tokens, then every gram of long tokens
     token_grams: set[int] = set()
     prose: set[int] = set()
-    for text in texts_of(value):
+    scanned = 0
+    for leaf in texts_of(value):
+        text = leaf[: MAX_SCAN - scanned]
+        scanned += len(text)
         for form in _decodings(text, decode_plain=False):
-            for raw in _tokens(form):
+            for raw, piece in _tokens(form):
                 norm = _norm(raw)
-                if len(norm) >= MIN_TOKEN and _specific(raw, norm):
+                if len(norm) >= MIN_TOKEN and _specific(raw, norm, piece):
                     whole.add(_token_hash(norm))
                 if len(norm) >= GRAM:
                     token_grams.update(_gram_hashes(norm))
             prose |= _winnow(_gram_hashes(_norm(form)))
-        if len(whole) + len(token_grams) >= limit:
+        if len(whole) + len(token_grams) >= limit or scanned >= MAX_SCAN:
             break
     out = whole
     for part in (token_grams, prose):
@@ -183,7 +200,8 @@ def _b64_forms(run: str) -> Iterator[str]:
     urlsafe = "-" in core or "_" in core
     for start in range(4):
         piece = core[start:]
-        piece = piece[: len(piece) - len(piece) % 4]
+        rest = len(piece) % 4  # a last group of 2 or 3 characters still holds bytes
+        piece = piece[:-1] if rest == 1 else piece + "=" * (-rest % 4)
         if len(piece) < 12:
             continue
         try:
@@ -220,6 +238,12 @@ def _mostly_text(decoded: str) -> bool:
     return printable >= 0.85 * len(decoded)
 
 
+def _looks_encoded(run: str) -> bool:
+    """Whether a run of the data looks like base64 (upper and lower case and a digit:
+    an identifier of a source file does not, and is not worth four decodings)."""
+    return _DIGIT.search(run) is not None and run.lower() != run and run.upper() != run
+
+
 def _decodings(text: str, *, decode_plain: bool = True) -> Iterator[str]:
     """``text`` and what it decodes to, up to _DEPTH layers and _MAX_DECODINGS forms.
     ``decode_plain=False`` (the data side) skips URL- and JSON-unescaping: the data's
@@ -240,7 +264,8 @@ def _decodings(text: str, *, decode_plain: bool = True) -> Iterator[str]:
         squeezed = _WS.sub("", current) if any(c.isspace() for c in current) else current
         for source in (current, squeezed) if squeezed is not current else (current,):
             for run in _B64_RUN.findall(source):
-                found.extend(_b64_forms(run))
+                if decode_plain or _looks_encoded(run):
+                    found.extend(_b64_forms(run))
             for run in _HEX_RUN.findall(source):
                 found.extend(_hex_forms(run))
         for form in found:
@@ -257,9 +282,9 @@ def probe(value: object) -> frozenset[int]:
     out: set[int] = set()
     for text in texts_of(value):
         for form in _decodings(text):
-            for raw in _tokens(form):
+            for raw, piece in _tokens(form):
                 norm = _norm(raw)
-                if len(norm) >= MIN_TOKEN and _specific(raw, norm):
+                if len(norm) >= MIN_TOKEN and _specific(raw, norm, piece):
                     out.add(_token_hash(norm))
             out.update(_gram_hashes(_norm(form)))
     return frozenset(out)
