@@ -48,7 +48,9 @@ CheckKey = Annotated[ApiKey, Depends(require(Permission.CHECK))]
 _MAX_TEXT: Final = (MAX_FINGERPRINTS * 8 + 2) // 3 * 4
 _LABEL: Final = r"^[A-Za-z0-9_.:\-]{1,64}$"
 Label = Annotated[str, Field(pattern=_LABEL)]
-SessionId = Annotated[str, Field(min_length=1, max_length=200)]
+SessionId = Annotated[
+    str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
+]  # as /v1/check takes it
 
 
 def _fingerprints(text: str) -> frozenset[int]:
