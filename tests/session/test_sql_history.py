@@ -413,3 +413,30 @@ def test_concurrent_processes_get_distinct_gapless_seqs_and_keep_every_label(
     expected |= {f"p{p}-settled-{i}" for p in range(3) for i in range(20)}
     assert view.labels == expected
     assert all(step.executed and len(step.fingerprints) == 1 for step in view.steps)
+
+
+def test_a_cached_view_sees_every_write_of_another_replica(
+    store: SqlStore, open_replica, clock  # type: ignore[no-untyped-def]
+) -> None:
+    """A history reads only the steps written since its last view: appends, settles
+    (of old steps too), labels and the bound made through another store object all
+    show, and a session expired and begun again is read afresh."""
+    here = store.session_history(max_steps=4)
+    there = open_replica().session_history(max_steps=4)
+    there.append("acme", "s", _call("a", "d-1"))
+    assert [s.name for s in here.view("acme", "s").steps] == ["a"]
+    for name in "bcd":
+        there.append("acme", "s", _call(name, f"d-{name}"))
+    there.settle("acme", "s", "d-1", executed=True, fingerprints=frozenset({9}))
+    assert _comparable(here.view("acme", "s")) == _comparable(there.view("acme", "s"))
+    there.append("acme", "s", _call("e", labels=frozenset({"secret"})))  # "a" past the bound
+    seen = here.view("acme", "s")
+    assert [s.name for s in seen.steps] == ["b", "c", "d", "e"] and seen.labels == {"secret"}
+    assert here.view("acme", "s") is seen  # nothing written since: the same view
+    clock.advance(100)
+    assert there.expire(50.0) == 1
+    for name in "xyzw":  # begun again, as far as the old version and beyond
+        there.append("acme", "s", _call(name))
+    there.append("acme", "s", _call("v"))
+    assert _comparable(here.view("acme", "s")) == _comparable(there.view("acme", "s"))
+    assert here.view("acme", "s").labels == frozenset()

@@ -38,7 +38,10 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -63,12 +66,15 @@ _STEP_COLUMNS: Final = (
 )
 #: Sessions forgotten per expiry transaction (a long backlog goes in batches).
 _EXPIRE_BATCH: Final = 500
+#: Views kept per history, to read only what changed since (least recently used out).
+_VIEWS_KEPT: Final = 1024
 
 
 def _labels_text(labels: Iterable[str]) -> str:
     return json.dumps(sorted(labels), separators=(",", ":"))
 
 
+@functools.lru_cache(maxsize=4096)
 def _labels_of(text: str | None) -> frozenset[str]:
     return frozenset(json.loads(text)) if text else frozenset()
 
@@ -181,6 +187,10 @@ class SqlHistory:
     def __init__(self, store: SessionStore, *, max_steps: int = MAX_STEPS) -> None:
         self.store = store
         self.max_steps = max_steps
+        #: (tenant, session) -> (created_us, version, view): the last view read here;
+        #: a read asks only for the steps written since its version
+        self._views: OrderedDict[tuple[str, str], tuple[int, int, SessionView]] = OrderedDict()
+        self._views_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"SqlHistory({self.store.url!r}, max_steps={self.max_steps})"
@@ -188,28 +198,67 @@ class SqlHistory:
     # -- reading -------------------------------------------------------------------------
 
     def view(self, tenant: str, session_id: str) -> SessionView:
+        """The session as it stands: one statement (one snapshot) reading the session
+        row and the steps written since the view this history last read of it."""
+        key = (tenant, session_id)
+        with self._views_lock:
+            cached = self._views.get(key)
+        since = cached[1] if cached is not None else 0
+        rows = self._read(tenant, session_id, since)
+        if not rows:
+            with self._views_lock:
+                self._views.pop(key, None)
+            return SessionView(tenant, session_id)
+        labels, next_seq, created, version = rows[0][:4]
+        created, version = int(created), int(version)
+        if cached is not None and (cached[0] != created or version < cached[1]):
+            # the session was expired and begun again meanwhile: read it whole
+            rows = self._read(tenant, session_id, 0)
+            if not rows:
+                return SessionView(tenant, session_id)
+            labels, next_seq, created, version = rows[0][:4]
+            created, version = int(created), int(version)
+            cached = None
+        if cached is not None and version == cached[1]:
+            return cached[2]
+        oldest = int(next_seq) - self.max_steps
+        steps = {s.seq: s for s in cached[2].steps if s.seq >= oldest} if cached else {}
+        for row in rows:
+            if row[4] is not None:
+                step = _step(row[4:])
+                steps[step.seq] = step
+        view = SessionView(
+            tenant,
+            session_id,
+            tuple(steps[seq] for seq in sorted(steps)),
+            _labels_of(labels),
+            int(next_seq),
+        )
+        with self._views_lock:
+            self._views[key] = (created, version, view)
+            self._views.move_to_end(key)
+            while len(self._views) > _VIEWS_KEPT:
+                self._views.popitem(last=False)
+        return view
+
+    def _read(self, tenant: str, session_id: str, since: int) -> list[Any]:
         store = self.store
         try:
             with store.transaction(write=False) as cur:
-                # one statement: the session row and its steps in one snapshot
                 cur.execute(
                     store.q(
-                        "SELECT s.labels, s.next_seq, "
+                        "SELECT s.labels, s.next_seq, s.created_us, s.version, "
                         + ", ".join(f"t.{c.strip()}" for c in _STEP_COLUMNS.split(","))
                         + " FROM sessions s LEFT JOIN session_steps t "
                         "ON t.tenant = s.tenant AND t.session_id = s.session_id "
-                        "AND t.seq >= s.next_seq - ? "
+                        "AND t.seq >= s.next_seq - ? AND t.changed > ? "
                         "WHERE s.tenant = ? AND s.session_id = ? ORDER BY t.seq"
                     ),
-                    (self.max_steps, tenant, session_id),
+                    (self.max_steps, since, tenant, session_id),
                 )
-                rows = cur.fetchall()
+                return cur.fetchall()
         except StoreError as exc:
             raise _unavailable("read", tenant, session_id, exc) from exc
-        if not rows:
-            return SessionView(tenant, session_id)
-        steps = tuple(_step(row[2:]) for row in rows if row[2] is not None)
-        return SessionView(tenant, session_id, steps, _labels_of(rows[0][0]), int(rows[0][1]))
 
     # -- writing -------------------------------------------------------------------------
 
@@ -220,7 +269,7 @@ class SqlHistory:
         executed = True if step.kind == "input" else step.executed
         try:
             with store.transaction(write=True) as cur:
-                seq, labels = self._claim_seq(cur, tenant, session_id, now)
+                seq, labels, version = self._claim_seq(cur, tenant, session_id, now)
                 merged = (labels | step.labels) - step.clears
                 if merged != labels:
                     cur.execute(
@@ -231,8 +280,8 @@ class SqlHistory:
                     )
                 cur.execute(
                     store.q(
-                        f"INSERT INTO session_steps (tenant, session_id, {_STEP_COLUMNS}) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                        f"INSERT INTO session_steps (tenant, session_id, {_STEP_COLUMNS}, "
+                        "changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                     ),
                     (
                         tenant,
@@ -247,6 +296,7 @@ class SqlHistory:
                         fingerprints,
                         int(step.trusted),
                         None if executed is None else int(executed),
+                        version,
                     ),
                 )
                 if seq > self.max_steps:
@@ -274,20 +324,22 @@ class SqlHistory:
 
     def _claim_seq(
         self, cur: Cursor, tenant: str, session_id: str, now: int
-    ) -> tuple[int, frozenset[str]]:
-        """The session's next seq and its labels, the row made or moved on (and, on
-        PostgreSQL, locked until the commit)."""
+    ) -> tuple[int, frozenset[str], int]:
+        """The session's next seq, its labels and its new version, the row made or
+        moved on (and, on PostgreSQL, locked until the commit)."""
         cur.execute(
             self.store.q(
-                "INSERT INTO sessions (tenant, session_id, labels, next_seq, touched_us) "
-                "VALUES (?, ?, '[]', 2, ?) ON CONFLICT (tenant, session_id) DO UPDATE "
-                "SET next_seq = sessions.next_seq + 1, touched_us = excluded.touched_us "
-                "RETURNING next_seq - 1, labels"
+                "INSERT INTO sessions "
+                "(tenant, session_id, labels, next_seq, touched_us, created_us, version) "
+                "VALUES (?, ?, '[]', 2, ?, ?, 1) ON CONFLICT (tenant, session_id) DO UPDATE "
+                "SET next_seq = sessions.next_seq + 1, touched_us = excluded.touched_us, "
+                "version = sessions.version + 1 "
+                "RETURNING next_seq - 1, labels, version"
             ),
-            (tenant, session_id, now),
+            (tenant, session_id, now, now),
         )
         row = cur.fetchone()
-        return int(row[0]), _labels_of(row[1])
+        return int(row[0]), _labels_of(row[1]), int(row[2])
 
     def settle(
         self,
@@ -327,7 +379,7 @@ class SqlHistory:
                 # the session row first, locked (the order an append takes too)
                 cur.execute(
                     store.q(
-                        "SELECT labels FROM sessions WHERE tenant = ? AND session_id = ?"
+                        "SELECT labels, version FROM sessions WHERE tenant = ? AND session_id = ?"
                         f"{store.for_update}"
                     ),
                     (tenant, session_id),
@@ -335,6 +387,7 @@ class SqlHistory:
                 session = cur.fetchone()
                 if session is None:
                     return False
+                version = int(session[1]) + 1
                 cur.execute(
                     store.q(
                         "SELECT seq, labels, fingerprints FROM session_steps "
@@ -350,13 +403,14 @@ class SqlHistory:
                 step_labels = _labels_of(found[1]) | labels
                 cur.execute(
                     store.q(
-                        "UPDATE session_steps SET executed = ?, labels = ?, fingerprints = ? "
-                        "WHERE tenant = ? AND session_id = ? AND seq = ?"
+                        "UPDATE session_steps SET executed = ?, labels = ?, fingerprints = ?, "
+                        "changed = ? WHERE tenant = ? AND session_id = ? AND seq = ?"
                     ),
                     (
                         int(executed),
                         _labels_text(step_labels),
                         pack(unpack(found[2]) | fingerprints) if fingerprints else found[2],
+                        version,
                         tenant,
                         session_id,
                         int(found[0]),
@@ -365,10 +419,10 @@ class SqlHistory:
                 session_labels = _labels_of(session[0])
                 cur.execute(
                     store.q(
-                        "UPDATE sessions SET labels = ?, touched_us = ? "
+                        "UPDATE sessions SET labels = ?, touched_us = ?, version = ? "
                         "WHERE tenant = ? AND session_id = ?"
                     ),
-                    (_labels_text(session_labels | labels), now, tenant, session_id),
+                    (_labels_text(session_labels | labels), now, version, tenant, session_id),
                 )
         except StoreError as exc:
             raise _unavailable("settle in", tenant, session_id, exc) from exc

@@ -5,7 +5,9 @@
 -- bound). An append is one transaction that first upserts the session row
 -- (ON CONFLICT DO UPDATE: the row stays locked until the commit), so concurrent
 -- appends to one session take turns: distinct, gapless seqs, no label lost.
--- Fingerprints are packed sorted little-endian uint64 (8 bytes each).
+-- Fingerprints are packed sorted little-endian uint64 (8 bytes each). Every write
+-- moves the session's version on, and stamps the steps it wrote with it (changed):
+-- a reader holding a view of version V reads only the steps changed after V.
 
 CREATE TABLE sessions (
     tenant     TEXT    NOT NULL,
@@ -13,6 +15,8 @@ CREATE TABLE sessions (
     labels     TEXT    NOT NULL,
     next_seq   BIGINT NOT NULL,
     touched_us BIGINT NOT NULL,
+    created_us BIGINT NOT NULL,
+    version    BIGINT NOT NULL,
     PRIMARY KEY (tenant, session_id)
 );
 
@@ -31,6 +35,7 @@ CREATE TABLE session_steps (
     fingerprints BYTEA    NOT NULL,
     trusted      INTEGER NOT NULL,
     executed     INTEGER,
+    changed      BIGINT NOT NULL,
     PRIMARY KEY (tenant, session_id, seq)
 );
 
