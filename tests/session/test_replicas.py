@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import base64
 import secrets
-from urllib.parse import quote
 from collections.abc import Iterator
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import pytest
 
