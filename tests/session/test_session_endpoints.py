@@ -191,4 +191,3 @@ async def test_the_endpoints_are_in_the_openapi_document(api: Api) -> None:
     for path in ("/v1/sessions/outcome", "/v1/sessions/input"):
         assert "post" in paths[path]
         assert {"200", "401", "403", "422", "503"} <= set(paths[path]["post"]["responses"])
-
