@@ -222,18 +222,16 @@ class SqlHistory:
         if cached is not None and version == cached[1]:
             return cached[2]
         oldest = int(next_seq) - self.max_steps
-        steps = {s.seq: s for s in cached[2].steps if s.seq >= oldest} if cached else {}
-        for row in rows:
-            if row[4] is not None:
-                step = _step(row[4:])
-                steps[step.seq] = step
-        view = SessionView(
-            tenant,
-            session_id,
-            tuple(steps[seq] for seq in sorted(steps)),
-            _labels_of(labels),
-            int(next_seq),
-        )
+        fresh = [_step(row[4:]) for row in rows if row[4] is not None]
+        kept = cached[2].steps if cached is not None else ()
+        if not kept or not fresh or fresh[0].seq > kept[-1].seq:
+            # only new steps (the usual case: a check appended one): no merge
+            merged = tuple(s for s in kept if s.seq >= oldest) + tuple(fresh)
+        else:
+            by_seq = {s.seq: s for s in kept if s.seq >= oldest}
+            by_seq.update((s.seq, s) for s in fresh)
+            merged = tuple(by_seq[seq] for seq in sorted(by_seq))
+        view = SessionView(tenant, session_id, merged, _labels_of(labels), int(next_seq))
         with self._views_lock:
             self._views[key] = (created, version, view)
             self._views.move_to_end(key)
