@@ -296,10 +296,9 @@ class SqlHistory:
             int(step.trusted),
             None if executed is None else int(executed),
         )
-        single = getattr(store, "single_statement", None)
-        if single is not None:  # PostgreSQL: the whole append is one statement
+        if store.dialect == "postgres":  # the whole append is one statement
             try:
-                with single() as cur:
+                with store.single_statement() as cur:
                     cur.execute(
                         _PG_APPEND,
                         (
