@@ -80,12 +80,15 @@ def median_us(fn: Callable[[], object], calls: int) -> float:
     return statistics.median(samples) / 1000
 
 
-def durable_check(calls: int, folder: Path) -> None:
+def durable_check(calls: int, folder: Path, postgres: str | None = None) -> None:
     results = {}
     for name, text in (("stateless", PLAIN), ("session rules", SESSIONS)):
+        url = f"sqlite:///{folder / (name.replace(' ', '-') + '.db')}"
+        if postgres is not None:  # one schema for both: the sessions run in their own
+            url = postgres
         guard = Guard(
             load_policy_text(text),
-            store=f"sqlite:///{folder / (name.replace(' ', '-') + '.db')}",
+            store=url,
             reap_interval=None,
             context=Context(session_id="s-bench"),
         )
@@ -254,6 +257,8 @@ def main() -> None:
         path = folder / "history.db"
         history_ops(f"sqlite:///{path}", lambda: raw_sqlite(path), calls)
         if args.postgres:
+            print("   the durable check on PostgreSQL")
+            durable_check(max(calls // 4, 100), folder, args.postgres)
             print("   the history on PostgreSQL")
             history_ops(args.postgres, lambda: raw_postgres(args.postgres), calls)
         print("3. fingerprints")
