@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from interlock.ledger.memory import MemoryLedger
     from interlock.ledger.usage import Usage
     from interlock.otel import Telemetry
+    from interlock.policy.sessionrules import SessionFacts
     from interlock.policy.specs import Durability
     from interlock.remote import RemoteDecider
     from interlock.session.history import SessionHistory, Step
@@ -438,6 +439,9 @@ class Guard:
         except Exception:
             contextual = None  # the check itself refuses it
         facts = recorder.facts(contextual.context if contextual is not None else self.context)
+        refusal = self._history_down(contextual, facts)
+        if refusal is not None:
+            return self._finish(contextual, refusal, time.perf_counter_ns())
         from interlock.policy.sessionrules import session_scope
 
         token = _RECORDING.set(facts)
@@ -453,6 +457,24 @@ class Guard:
         except Exception as exc:
             self._give_back(decision)
             return self._told(_failed(exc))
+
+    def _history_down(self, action: Action | None, facts: SessionFacts) -> Decision | None:
+        """When the session's history cannot be read: the undetermined decision of a
+        call the policy alone would allow (its step could not be kept, and the rules
+        that read the session cannot be judged); None to judge the call as usual (a
+        stricter verdict stands, and is recorded as it is)."""
+        if facts.view is not None or action is None or self.policy is None:
+            return None
+        from interlock.policy.sessionrules import session_scope
+
+        with session_scope(facts):
+            alone = evaluate(action, self.policy)
+        if alone.verdict is not _ALLOW:
+            return None
+        error = SessionUnavailable(str(facts.problem))
+        return _failed(
+            error, f"cannot judge this call: the session history is unavailable: {error}"
+        )
 
     async def _asession_check(
         self,
@@ -478,6 +500,9 @@ class Guard:
             facts = recorder.facts(context)
         else:
             facts = await asyncio.to_thread(recorder.facts, context)
+        refusal = self._history_down(contextual, facts)
+        if refusal is not None:
+            return await self._afinish(contextual, refusal, time.perf_counter_ns())
         token = _RECORDING.set(facts)
         try:
             with session_scope(facts):
