@@ -262,8 +262,15 @@ class SqlHistory:
 
     def _read(self, tenant: str, session_id: str, since: int) -> list[Any]:
         store = self.store
+        # one SELECT is a snapshot of its own: on PostgreSQL it is sent alone, in
+        # autocommit (one round trip, not three)
+        opened = (
+            store.single_statement()
+            if store.dialect == "postgres"
+            else store.transaction(write=False)
+        )
         try:
-            with store.transaction(write=False) as cur:
+            with opened as cur:
                 cur.execute(
                     store.q(
                         "SELECT s.labels, s.next_seq, s.created_us, s.version, "
