@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from interlock.approvals.grants import Grant, GrantableDecisions
     from interlock.core.decision import ReservationRef
     from interlock.core.registry import Coverage
-    from interlock.guard_sessions import SessionRecorder
+    from interlock.guard_sessions import JoinedStep, SessionCheck, SessionRecorder
     from interlock.ledger.llm_call import LLMCall
     from interlock.ledger.memory import MemoryLedger
     from interlock.ledger.usage import Usage
@@ -106,7 +106,7 @@ Mapper = Callable[..., MapperResult]
 
 _DEFAULT_CONTEXT = Context()
 #: Set while a session check runs (a check inside it is that check, not a new step).
-_RECORDING: Final[contextvars.ContextVar[object | None]] = contextvars.ContextVar(
+_RECORDING: Final[contextvars.ContextVar[SessionCheck | None]] = contextvars.ContextVar(
     "interlock_session_check", default=None
 )
 
@@ -426,6 +426,48 @@ class Guard:
             )
         )
 
+    def _in_session_check(self) -> bool:
+        """Whether this guard's own session check is running (a check inside it is that
+        check). Another guard's — an agent's, around an in-process server — is not."""
+        running = _RECORDING.get()
+        return running is not None and running.guard is self
+
+    def _joined_step(
+        self, action: Action, decision: Decision, audit: AuditWriter
+    ) -> JoinedStep | None:
+        """The step of this guard's session check in progress, to ride ``decision``'s
+        record (None: no such check, or its history cannot join ``audit``'s commit)."""
+        running = _RECORDING.get()
+        if running is None or running.guard is not self or running.join is not None:
+            return None
+        recorder = running.recorder
+        session_id = action.context.session_id
+        policy = self.policy
+        if session_id is None or policy is None or not recorder.joinable(audit):
+            return None
+        from interlock.guard_sessions import JoinedStep
+        from interlock.policy.sessionrules import new_step
+
+        step = new_step(action, decision, running.facts, policy)
+        event_of = functools.partial(self._step_failed, action, decision)
+        join = JoinedStep(
+            recorder,
+            audit,
+            self._tenant(action),
+            session_id,
+            step,
+            decision.verdict is _ALLOW,
+            event_of,
+        )
+        running.join = join
+        return join
+
+    def _step_failed(self, action: Action, decision: Decision, exc: BaseException) -> Event:
+        """The record of ``decision`` (an allow) whose session step could not be
+        written: undetermined, as the caller is told (same ``decision_id``)."""
+        told = self._told(_failed(exc))._replace(decision_id=decision.decision_id)
+        return self._event(action, told, time.perf_counter_ns())
+
     def _session_check(
         self,
         recorder: SessionRecorder,
@@ -442,9 +484,11 @@ class Guard:
         refusal = self._history_down(contextual, facts)
         if refusal is not None:
             return self._finish(contextual, refusal, time.perf_counter_ns())
+        from interlock.guard_sessions import SessionCheck
         from interlock.policy.sessionrules import CURRENT
 
-        token = _RECORDING.set(facts)
+        running = SessionCheck(self, recorder, facts)
+        token = _RECORDING.set(running)
         current = CURRENT.set(facts)
         try:
             decision = self.check(contextual, timeout=timeout, cancel=cancel)
@@ -453,6 +497,14 @@ class Guard:
             _RECORDING.reset(token)
         if contextual is None or self.policy is None:
             return decision
+        join = running.join
+        if join is not None and join.written is not None and join.told is None:
+            # in the chain with its record: settled when the body returns
+            if decision.verdict is _ALLOW:
+                recorder.pending(decision, join.tenant, join.session_id)
+            return decision
+        if join is not None:
+            return decision  # the record says undetermined (or a refusal stands)
         try:
             return recorder.record(contextual, decision, facts, self.policy)
         except Exception as exc:
@@ -488,6 +540,7 @@ class Guard:
         on a thread unless it lives in memory)."""
         import asyncio
 
+        from interlock.guard_sessions import SessionCheck
         from interlock.policy.sessionrules import session_scope
         from interlock.session.history import MemoryHistory
 
@@ -504,13 +557,21 @@ class Guard:
         refusal = self._history_down(contextual, facts)
         if refusal is not None:
             return await self._afinish(contextual, refusal, time.perf_counter_ns())
-        token = _RECORDING.set(facts)
+        running = SessionCheck(self, recorder, facts)
+        token = _RECORDING.set(running)
         try:
             with session_scope(facts):
                 decision = await self.acheck(contextual, timeout=timeout, cancel=cancel)
         finally:
             _RECORDING.reset(token)
         if contextual is None or self.policy is None:
+            return decision
+        join = running.join
+        if join is not None and join.written is not None and join.told is None:
+            if decision.verdict is _ALLOW:
+                recorder.pending(decision, join.tenant, join.session_id)
+            return decision
+        if join is not None:
             return decision
         try:
             if in_memory:
@@ -600,7 +661,7 @@ class Guard:
     ) -> Decision:
         """The verdict on ``action``. Never raises for a failure: that is undetermined."""
         sessions = self._sessions
-        if sessions is not None and _RECORDING.get() is None:
+        if sessions is not None and not self._in_session_check():
             return self._session_check(sessions, action, timeout, cancel)
         start = time.perf_counter_ns()
         timeout = timeout if timeout is not None else self.timeout
@@ -711,7 +772,7 @@ class Guard:
         undetermined decision and then re-raised, so structured concurrency keeps
         working; the action never runs."""
         sessions = self._sessions
-        if sessions is not None and _RECORDING.get() is None:
+        if sessions is not None and not self._in_session_check():
             return await self._asession_check(sessions, action, timeout, cancel)
         start = time.perf_counter_ns()
         timeout = timeout if timeout is not None else self.timeout
@@ -1530,7 +1591,7 @@ class Guard:
                 raise MappingError(
                     f"the action's context is a {type(action.context).__name__}, not a Context"
                 )
-        if _RECORDING.get() is not None:
+        if self._sessions is not None and self._in_session_check():
             return action  # the session check it is inside made it so already
         base = self.context
         if base is not _DEFAULT_CONTEXT:
@@ -1667,11 +1728,19 @@ class Guard:
                     # protect runs the body next: its tool_invoke shares this commit
                     starting[1] = decision.decision_id
                     then = ("tool_invoke", _invoke_record(self, action, decision, starting[0]))
+                join = None
+                if self._sessions is not None and action is not None and audit.waits:
+                    join = self._joined_step(action, decision, audit)
                 try:
-                    audit.write_event(self._tenant(action), event, late=late, then=then)
+                    audit.write_event(self._tenant(action), event, late=late, then=then, join=join)
                 except Exception as exc:
                     decision = late.told(exc)
                     event = event._replace(decision=decision)
+                else:
+                    if join is not None and join.told is not None:
+                        self._give_back(decision)
+                        event = join.told
+                        decision = cast(Decision, event.decision)
         if self._grantable is not None and decision.verdict is _ALLOW and action is not None:
             self._grantable.remember(decision, action)
             if self.audit is not None and action.context is not self.context:
@@ -1721,11 +1790,21 @@ class Guard:
             # protect runs the body next: its tool_invoke shares this commit
             starting[1] = decision.decision_id
             then = ("tool_invoke", _invoke_record(self, action, decision, starting[0]))
+        join = None
+        if self._sessions is not None and action is not None and self.audit.waits:
+            join = self._joined_step(action, decision, self.audit)
         try:
-            await self.audit.awrite_event(self._tenant(action), event, late=late, then=then)
+            await self.audit.awrite_event(
+                self._tenant(action), event, late=late, then=then, join=join
+            )
         except Exception as exc:
             decision = late.told(exc)
             event = event._replace(decision=decision)
+        else:
+            if join is not None and join.told is not None:
+                self._give_back(decision)
+                event = join.told
+                decision = cast(Decision, event.decision)
         if self._grantable is not None and decision.verdict is _ALLOW and action is not None:
             self._grantable.remember(decision, action)
             if self.audit is not None and action.context is not self.context:

@@ -9,7 +9,11 @@ a :class:`SessionRecorder`; any other guard pays nothing for sessions.
   (the check undetermined, never allowed).
 - After: the decided step, every verdict; an allow attaches (and clears) the labels
   its label rules and tool declare. An allow whose step cannot be recorded becomes
-  undetermined: a later rule would not see it.
+  undetermined: a later rule would not see it. Where the history lives in the audit
+  log's store (and the audit writer waits for its records), the step is written in
+  the decision record's transaction (:class:`JoinedStep`): one commit for both, and
+  they land together or not at all — an allow whose step fails is recorded, and told,
+  undetermined.
 - When the body returns: the step is settled executed, with the fingerprints of its
   result; when it raises, executed=False.
 """
@@ -20,7 +24,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from interlock.core.action import Action, Context
 from interlock.core.decision import Decision, Verdict
@@ -36,7 +40,12 @@ from interlock.session.history import (
     Step,
 )
 
-__all__ = ["SessionRecorder"]
+if TYPE_CHECKING:
+    from interlock.core.events import Event
+    from interlock.store.audit import AuditWriter
+    from interlock.store.sql_base import AuditEntry, Cursor
+
+__all__ = ["JoinedStep", "SessionCheck", "SessionRecorder"]
 
 log = logging.getLogger("interlock")
 T = TypeVar("T")
@@ -52,6 +61,17 @@ class SessionRecorder:
         self.history = history
         self._pending: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._lock = threading.Lock()
+        #: the history's store, when it can write a step in another's transaction
+        self.joins_store: object | None = (
+            getattr(history, "store", None) if hasattr(history, "append_in") else None
+        )
+        #: the history lives in this process's memory: read and written on the loop
+        self.in_memory = type(history).__name__ == "MemoryHistory"
+
+    def joinable(self, writer: AuditWriter) -> bool:
+        """Whether a step can ride a record of ``writer``: the same store, and a writer
+        that waits for its records (the next check must see the step)."""
+        return self.joins_store is not None and writer.store is self.joins_store and writer.waits
 
     # -- before the check ------------------------------------------------------------
 
@@ -78,21 +98,32 @@ class SessionRecorder:
             return decision
         allowed = decision.verdict is Verdict.ALLOW
         step = new_step(action, decision, facts, policy)
+        self.append(context.tenant, session_id, step, decision, allowed)
+        return decision
+
+    def append(
+        self, tenant: str, session_id: str, step: NewStep, decision: Decision, allowed: bool
+    ) -> None:
+        """Append ``step`` on its own (not joined to its record)."""
         try:
-            self.history.append(context.tenant, session_id, step)
+            self.history.append(tenant, session_id, step)
         except Exception as exc:
             if not allowed:
-                return decision
+                return
             log.error("interlock: session %r: the step could not be recorded: %s", session_id, exc)
             raise SessionUnavailable(
                 f"session {session_id!r}: the allowed step could not be recorded ({describe(exc)})"
             ) from exc
-        if allowed and decision.decision_id is not None:
+        if allowed:
+            self.pending(decision, tenant, session_id)
+
+    def pending(self, decision: Decision, tenant: str, session_id: str) -> None:
+        """Remember the allowed step of ``decision``, to settle when its body returns."""
+        if decision.decision_id is not None:
             with self._lock:
-                self._pending[decision.decision_id] = (context.tenant, session_id)
+                self._pending[decision.decision_id] = (tenant, session_id)
                 while len(self._pending) > _PENDING_KEPT:
                     self._pending.popitem(last=False)
-        return decision
 
     # -- when the body has run -------------------------------------------------------
 
@@ -138,16 +169,35 @@ class SessionRecorder:
     ) -> Callable[..., Awaitable[T]]:
         """The async twin of :meth:`settling`."""
 
+        import asyncio
+
+        # fingerprints and SQL: off the event loop, unless the history is in memory
+        settle = self.asettle_here if self.in_memory else self.asettle_off
+
         async def settled(*args: Any, **kwargs: Any) -> T:
             try:
                 result = await body(*args, **kwargs)
-            except BaseException:
-                self.settle(decision, executed=False)
+            except asyncio.CancelledError:
+                self.settle(decision, executed=False)  # no await while cancelled
                 raise
-            self.settle(decision, executed=True, result=result)
+            except BaseException:
+                await settle(decision, False, None)
+                raise
+            await settle(decision, True, result)
             return result
 
         return settled
+
+    async def asettle_here(self, decision: Decision, executed: bool, result: object) -> None:
+        self.settle(decision, executed=executed, result=result)
+
+    async def asettle_off(self, decision: Decision, executed: bool, result: object) -> None:
+        import asyncio
+
+        await asyncio.to_thread(self._settle_off, decision, executed, result)
+
+    def _settle_off(self, decision: Decision, executed: bool, result: object) -> None:
+        self.settle(decision, executed=executed, result=result)
 
     # -- outside data ----------------------------------------------------------------
 
@@ -168,3 +218,101 @@ class SessionRecorder:
             executed=True,
         )
         return self.history.append(context.tenant, session_id, step)
+
+
+class SessionCheck:
+    """The session check in progress (the guard's ``_RECORDING`` variable): the facts it
+    decides with, the guard that runs it (a check inside it by that guard is that
+    check; another guard's check — an in-process server's — is a check of its own), and
+    its step, once it rides the decision's record."""
+
+    __slots__ = ("facts", "guard", "join", "recorder")
+
+    def __init__(self, guard: object, recorder: SessionRecorder, facts: SessionFacts) -> None:
+        self.guard = guard
+        self.recorder = recorder
+        self.facts = facts
+        self.join: JoinedStep | None = None
+
+
+_SAVEPOINT: Final = "SAVEPOINT interlock_step"
+_ROLLBACK: Final = "ROLLBACK TO SAVEPOINT interlock_step"
+_RELEASE: Final = "RELEASE SAVEPOINT interlock_step"
+
+
+class JoinedStep:
+    """A check's session step, written in its decision record's transaction
+    (:data:`~interlock.store.sql_audit.AuditJoin`), in a savepoint. When the step
+    cannot be written, the savepoint is rolled back and an allow's record is replaced
+    by the undetermined decision the caller is told (:attr:`told`): record and step
+    land together, or the record says the call does not stand. A refusal's record
+    stands without its step (as when appended on its own). Failed once, failed for
+    good: a retried transaction appends the same replacement."""
+
+    __slots__ = (
+        "allowed",
+        "history",
+        "instead",
+        "session_id",
+        "skip",
+        "step",
+        "tenant",
+        "told",
+        "undetermined",
+        "writer",
+        "written",
+    )
+
+    def __init__(
+        self,
+        recorder: SessionRecorder,
+        writer: AuditWriter,
+        tenant: str,
+        session_id: str,
+        step: NewStep,
+        allowed: bool,
+        undetermined: Callable[[BaseException], Event],
+    ) -> None:
+        self.history: Any = recorder.history
+        self.writer = writer
+        self.tenant = tenant
+        self.session_id = session_id
+        self.step = step
+        self.allowed = allowed
+        self.undetermined = undetermined
+        self.written: Step | None = None  # in the transaction (landed once it commits)
+        self.instead: AuditEntry | None = None  # the record in its record's place
+        self.told: Event | None = None  # the event that record holds
+        self.skip = False
+
+    def __call__(self, cur: Cursor) -> AuditEntry | None:
+        if self.instead is not None:
+            return self.instead
+        if self.skip:
+            return None
+        cur.execute(_SAVEPOINT)
+        try:
+            self.written = self.history.append_in(cur, self.tenant, self.session_id, self.step)
+        except Exception as exc:
+            cur.execute(_ROLLBACK)  # (the connection is gone: the transaction fails)
+            cur.execute(_RELEASE)
+            self.written = None
+            log.error(
+                "interlock: session %r: the step could not be recorded: %s",
+                self.session_id,
+                exc,
+            )
+            if not self.allowed:
+                self.skip = True
+                return None
+            told = self.undetermined(
+                SessionUnavailable(
+                    f"session {self.session_id!r}: the allowed step could not be recorded "
+                    f"({describe(exc)})"
+                )
+            )
+            self.instead = self.writer.encode(self.tenant, told)
+            self.told = told
+            return self.instead
+        cur.execute(_RELEASE)
+        return None

@@ -56,6 +56,7 @@ from interlock.core.redaction import Redactor
 from interlock.errors import AuditFailure, StoreError, describe
 from interlock.store.chain import encode_body
 from interlock.store.sql import AuditEntry, SqlStore
+from interlock.store.sql_audit import AuditJoin
 
 if TYPE_CHECKING:
     from interlock.core.events import Event
@@ -101,6 +102,7 @@ class _Batch:
         "committed",
         "error",
         "items",
+        "joins",
         "last_error",
         "lock",
         "parked",
@@ -111,6 +113,8 @@ class _Batch:
 
     def __init__(self, lock: threading.Lock) -> None:
         self.items: list[_Item] = []
+        #: item index -> a write riding the batch's transaction (a session step)
+        self.joins: dict[int, AuditJoin] | None = None
         self.lock = lock  # the writer's
         self.settled = False
         self.parked: list[threading.Lock] = []  # held; released at the settlement
@@ -163,6 +167,35 @@ class _Batch:
 
 def _waited(parked: threading.Lock, timeout: float) -> bool:
     return parked.acquire(True, max(0.0, timeout))
+
+
+def _add_join(batch: _Batch, index: int, join: AuditJoin) -> None:
+    if batch.joins is None:
+        batch.joins = {}
+    batch.joins[index] = join
+
+
+def _joins_of(
+    joins: dict[int, AuditJoin] | None, start: int, size: int
+) -> dict[int, AuditJoin] | None:
+    """The joins of the chunk of items ``start`` .. ``start + size``, by index in it."""
+    if not joins:
+        return None
+    mine = {i - start: j for i, j in joins.items() if start <= i < start + size}
+    return mine or None
+
+
+def _replaced(chunk: list[AuditEntry], start: int, joins: dict[int, AuditJoin] | None) -> None:
+    """After an attempt: the entries of joins that failed (and are failed for good:
+    :class:`~interlock.guard_sessions.JoinedStep`) replaced in ``chunk`` — so that a
+    later attempt, or the look-up of one whose outcome is unknown, sees what was
+    tried."""
+    if not joins:
+        return
+    for index, join in joins.items():
+        instead = getattr(join, "instead", None)
+        if instead is not None and start <= index < start + len(chunk):
+            chunk[index - start] = instead
 
 
 class AuditWriter:
@@ -282,14 +315,18 @@ class AuditWriter:
         *,
         late: Late | None = None,
         then: tuple[str, dict[str, Any]] | None = None,
+        join: AuditJoin | None = None,
     ) -> int | None:
         """Record a guard event; returns its chain position once durable (``None``
         when durability is ``none``). Raises AuditFailure when it cannot be made
         durable in time; ``late`` then gives what the record says instead (see the
         module's docstring). ``then``: a record (kind, record) that follows it in the
-        same batch — the same commit (an allowed call's ``tool_invoke``)."""
+        same batch — the same commit (an allowed call's ``tool_invoke``). ``join``: a
+        write in the same transaction (a session's step, :data:`AuditJoin`); only
+        where the writer waits (a writer that does not would let the caller on before
+        it is written)."""
         extra = None if then is None else (tenant, then[0], then[1])
-        return self._write((tenant, event.kind, event), late, extra)
+        return self._write((tenant, event.kind, event), late, extra, join)
 
     def write_record(self, tenant: str, kind: str, record: dict[str, Any]) -> int | None:
         """Record any other event (an approval decided, a budget settled)."""
@@ -322,11 +359,14 @@ class AuditWriter:
         *,
         late: Late | None = None,
         then: tuple[str, dict[str, Any]] | None = None,
+        join: AuditJoin | None = None,
     ) -> int | None:
         """The async twin of :meth:`write_event`: awaits the commit without
         blocking the event loop."""
         item = (tenant, event.kind, event)
         extra = None if then is None else (tenant, then[0], then[1])
+        if join is not None and not self.waits:
+            raise ValueError("a joined write needs a writer that waits for its records")
         if not self.waits:
             batch, index = self._submit(item)
             if extra is not None:
@@ -342,6 +382,7 @@ class AuditWriter:
             lead=self.durability == "process",  # power syncs the disk: never on the loop
             gather=True,
             extra=extra,
+            join=join,
         )
         if lead:  # no commit was running
             await self._gather(batch)
@@ -360,7 +401,15 @@ class AuditWriter:
                 self._late(batch, index, late, waited)
         return batch.result(index)
 
-    def _write(self, item: _Item, late: Late | None, extra: _Item | None = None) -> int | None:
+    def _write(
+        self,
+        item: _Item,
+        late: Late | None,
+        extra: _Item | None = None,
+        join: AuditJoin | None = None,
+    ) -> int | None:
+        if join is not None and not self.waits:
+            raise ValueError("a joined write needs a writer that waits for its records")
         if not self.waits:
             batch, index = self._submit(item)
             if extra is not None:
@@ -368,7 +417,7 @@ class AuditWriter:
             if index >= self.max_pending:  # back-pressure: the backlog stays bounded
                 batch.wait(self._wait_bound())
             return None
-        batch, index, parked = self._join_or_lead(item, extra)
+        batch, index, parked = self._join_or_lead(item, extra, join)
         if parked is None:  # no commit was running: this thread makes it
             self._lead(batch)
             # (unsettled: its attempt failed, and the writer thread retries it)
@@ -424,6 +473,7 @@ class AuditWriter:
         lead: bool,
         gather: bool = False,
         extra: _Item | None = None,
+        join: AuditJoin | None = None,
     ) -> tuple[_Batch, int, bool]:
         """Add the record to the open batch (``extra`` right after it). With ``lead``,
         when no commit is running, the batch is taken for the caller to commit (the
@@ -437,6 +487,8 @@ class AuditWriter:
             if callback is not None:
                 batch.callbacks.append(callback)
             index = len(batch.items) - 1
+            if join is not None:
+                _add_join(batch, index, join)
             if extra is not None:
                 batch.items.append(extra)
             if lead and self._writing is None:
@@ -449,7 +501,7 @@ class AuditWriter:
             return batch, index, False
 
     def _join_or_lead(
-        self, item: _Item, extra: _Item | None = None
+        self, item: _Item, extra: _Item | None = None, join: AuditJoin | None = None
     ) -> tuple[_Batch, int, threading.Lock | None]:
         """:meth:`_enqueue` for a caller that waits on its thread: the batch taken for
         it to commit when no commit is running (no lock), else the record queued and a
@@ -461,6 +513,8 @@ class AuditWriter:
             batch = self._open
             batch.items.append(item)
             index = len(batch.items) - 1
+            if join is not None:
+                _add_join(batch, index, join)
             if extra is not None:
                 batch.items.append(extra)
             if self._writing is None:
@@ -524,11 +578,13 @@ class AuditWriter:
             entries = [self._entry(*item) for item in batch.items]
             batch.chunks = [entries]  # a later attempt appends exactly these
             try:
-                seqs = self.store.try_append_audit(entries)
+                seqs = self.store.try_append_audit(entries, batch.joins)
             except Exception as exc:  # the worker's commit retries, and reports, as usual
                 log.debug("interlock: inline audit commit failed, handing it over: %s", exc)
                 batch.unsure = True
+                _replaced(entries, 0, batch.joins)
                 return False
+            _replaced(entries, 0, batch.joins)
             if seqs is None:
                 return False
             self.batches += 1
@@ -622,16 +678,22 @@ class AuditWriter:
             ]
         while batch.committed < len(batch.chunks):
             chunk = batch.chunks[batch.committed]
+            start = batch.committed * self.max_batch
+            joins = _joins_of(batch.joins, start, len(chunk))
             try:
                 seqs = self.store.audit_landed(chunk) if batch.unsure else None
                 if seqs is None:
-                    seqs = self.store.append_audit(chunk, durable=self.durability == "power")
+                    seqs = self.store.append_audit(
+                        chunk, durable=self.durability == "power", joins=joins
+                    )
                     self.batches += 1
                     self.records += len(chunk)
             except Exception as exc:  # a locked, unreachable or cut-off database
+                _replaced(chunk, start, joins and batch.joins)
                 batch.last_error = exc
                 batch.unsure = True
                 return False
+            _replaced(chunk, start, joins and batch.joins)
             batch.unsure = False
             batch.seqs.extend(seqs)
             batch.committed += 1

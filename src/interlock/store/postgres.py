@@ -54,7 +54,7 @@ from interlock.store.grant_keys import GrantKeys
 from interlock.store.migrate import apply_migrations, migration_status
 from interlock.store.records import ApprovalRecord, ChainHead
 from interlock.store.sql import AuditEntry, Cursor, SqlStore
-from interlock.store.sql_audit import _by_tenant, _seqs
+from interlock.store.sql_audit import AuditJoin, _by_tenant, _seqs
 from interlock.store.watchdog import WATCHDOG, socket_cutter
 
 if TYPE_CHECKING:
@@ -296,14 +296,21 @@ class PostgresStore(SqlStore):
             f"SET LOCAL lock_timeout = {min(ms, _ms(self.lock_timeout))}"
         )
 
-    def append_audit(self, entries: Sequence[AuditEntry], *, durable: bool = False) -> list[int]:
+    def append_audit(
+        self,
+        entries: Sequence[AuditEntry],
+        *,
+        durable: bool = False,
+        joins: Mapping[int, AuditJoin] | None = None,
+    ) -> list[int]:
         """A batch of one chain whose head this process knows: one statement, one
-        round trip (:meth:`_append_known`); else the head locked first."""
-        if not durable:
+        round trip (:meth:`_append_known`); else the head locked first. A batch with
+        ``joins`` (session steps) is one transaction holding them."""
+        if not durable and not joins:
             seqs = self._append_known(entries)
             if seqs is not None:
                 return seqs
-        return super().append_audit(entries, durable=durable)
+        return super().append_audit(entries, durable=durable, joins=joins)
 
     def _append_known(self, entries: Sequence[AuditEntry]) -> list[int] | None:
         """Append a batch of one tenant after the head this process last committed to

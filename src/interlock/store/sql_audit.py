@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from interlock.store.audit_keys import AuditKey
     from interlock.store.checkpoints import CheckpointLog
 
-__all__ = ["AppendListener", "AuditStore"]
+__all__ = ["AppendListener", "AuditJoin", "AuditStore"]
 
 log = logging.getLogger("interlock.audit")
 
@@ -31,6 +31,13 @@ _AUDIT_COLUMNS = (
 #: Told, after a commit, the newest record it wrote to each tenant's chain.
 AppendListener = Callable[[Mapping[str, ChainHead]], object]
 _NO_LISTENERS: tuple[AppendListener, ...] = ()
+
+#: A write that rides an audit record's transaction (a session step: the guard's
+#: :class:`~interlock.guard_sessions.JoinedStep`), keyed by its record's index in the
+#: batch. Called inside the transaction before the records are appended: ``None`` when
+#: it wrote (or has nothing to write), else the entry to append in its record's place
+#: (its write failed and was rolled back to a savepoint: the record says so instead).
+AuditJoin = Callable[[Cursor], "AuditEntry | None"]
 
 #: Chains whose heads a store remembers (past that it forgets them all at once).
 _KNOWN_HEADS: Final = 10_000
@@ -52,7 +59,9 @@ class AuditStore(StoreBase):
         self._known_heads: dict[str, ChainHead] = {}
         self._linker_made: _Linker | None = None
 
-    def try_append_audit(self, entries: Sequence[AuditEntry]) -> list[int] | None:
+    def try_append_audit(
+        self, entries: Sequence[AuditEntry], joins: Mapping[int, AuditJoin] | None = None
+    ) -> list[int] | None:
         """Append as :meth:`append_audit` does (durability ``process``) only if that
         cannot wait — no lock held by another writer, no network round trip, no
         checkpoint — else write nothing and return ``None``. The audit writer uses it to
@@ -60,11 +69,20 @@ class AuditStore(StoreBase):
         default) always answers ``None``."""
         return None
 
-    def append_audit(self, entries: Sequence[AuditEntry], *, durable: bool = False) -> list[int]:
+    def append_audit(
+        self,
+        entries: Sequence[AuditEntry],
+        *,
+        durable: bool = False,
+        joins: Mapping[int, AuditJoin] | None = None,
+    ) -> list[int]:
         """Append records to their tenants' chains in one transaction; return their
         sequence numbers. ``durable`` asks the back end to sync to disk on commit.
+        ``joins``: writes that ride the same transaction (:data:`AuditJoin`).
         Once committed, the listeners (:meth:`add_audit_listener`) hear the new heads."""
         with self.audit_transaction(durable) as cur:
+            if joins:
+                entries = _joined(cur, entries, joins)
             seqs, heads = self._append_chain(cur, entries)
         self._appended(heads)
         return seqs
@@ -488,6 +506,21 @@ class _Linker:
             )
             prev = digest
         return rows, ChainHead(head.tenant, seq, prev, key_id, ts_us)
+
+
+def _joined(
+    cur: Cursor, entries: Sequence[AuditEntry], joins: Mapping[int, AuditJoin]
+) -> Sequence[AuditEntry]:
+    """Run ``joins`` in the transaction of ``cur``; ``entries`` with the records of the
+    joins that failed replaced by what they say instead."""
+    replaced: list[AuditEntry] | None = None
+    for index, join in joins.items():
+        instead = join(cur)
+        if instead is not None:
+            if replaced is None:
+                replaced = list(entries)
+            replaced[index] = instead
+    return entries if replaced is None else replaced
 
 
 def _by_tenant(entries: Sequence[AuditEntry]) -> dict[str, Sequence[AuditEntry]]:

@@ -290,6 +290,23 @@ class SqlHistory:
 
     def append(self, tenant: str, session_id: str, step: NewStep) -> Step:
         store = self.store
+        # on PostgreSQL the whole append is one statement, sent alone in autocommit
+        opened = (
+            store.single_statement()
+            if store.dialect == "postgres"
+            else store.transaction(write=True)
+        )
+        try:
+            with opened as cur:
+                return self.append_in(cur, tenant, session_id, step)
+        except StoreError as exc:
+            raise _unavailable("append to", tenant, session_id, exc) from exc
+
+    def append_in(self, cur: Cursor, tenant: str, session_id: str, step: NewStep) -> Step:
+        """:meth:`append` inside the caller's write transaction on this store (the
+        audit record's: the guard's step rides its decision's commit). The step is
+        in the history exactly when that transaction commits."""
+        store = self.store
         fingerprints = pack(step.fingerprints)  # a bad value: ValueError, before any write
         now = store.clock()
         executed = True if step.kind == "input" else step.executed
@@ -303,71 +320,49 @@ class SqlHistory:
             int(step.trusted),
             None if executed is None else int(executed),
         )
-        if store.dialect == "postgres":  # the whole append is one statement
-            try:
-                with store.single_statement() as cur:
-                    cur.execute(
-                        _PG_APPEND,
-                        (
-                            tenant,
-                            session_id,
-                            _labels_text(step.labels - step.clears),
-                            now,
-                            now,
-                            list(step.labels),
-                            list(step.clears),
-                            tenant,
-                            session_id,
-                            now,
-                            *row,
-                            tenant,
-                            session_id,
-                            self.max_steps,
-                        ),
-                    )
-                    seq = int(cur.fetchone()[0])
-            except StoreError as exc:
-                raise _unavailable("append to", tenant, session_id, exc) from exc
-            return Step(
-                seq,
-                now / 1_000_000,
-                step.kind,
-                step.name,
-                step.verdict,
-                step.decision_id,
-                step.labels,
-                step.fingerprints,
-                step.trusted,
-                executed,
+        if store.dialect == "postgres":  # one statement (a data-modifying CTE)
+            cur.execute(
+                _PG_APPEND,
+                (
+                    tenant,
+                    session_id,
+                    _labels_text(step.labels - step.clears),
+                    now,
+                    now,
+                    list(step.labels),
+                    list(step.clears),
+                    tenant,
+                    session_id,
+                    now,
+                    *row,
+                    tenant,
+                    session_id,
+                    self.max_steps,
+                ),
             )
-        try:
-            with store.transaction(write=True) as cur:
-                seq, labels, version = self._claim_seq(cur, tenant, session_id, now)
-                merged = (labels | step.labels) - step.clears
-                if merged != labels:
-                    cur.execute(
-                        store.q(
-                            "UPDATE sessions SET labels = ? WHERE tenant = ? AND session_id = ?"
-                        ),
-                        (_labels_text(merged), tenant, session_id),
-                    )
+            seq = int(cur.fetchone()[0])
+        else:
+            seq, labels, version = self._claim_seq(cur, tenant, session_id, now)
+            merged = (labels | step.labels) - step.clears
+            if merged != labels:
+                cur.execute(
+                    store.q("UPDATE sessions SET labels = ? WHERE tenant = ? AND session_id = ?"),
+                    (_labels_text(merged), tenant, session_id),
+                )
+            cur.execute(
+                store.q(
+                    f"INSERT INTO session_steps (tenant, session_id, {_STEP_COLUMNS}, "
+                    "changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                ),
+                (tenant, session_id, seq, now, *row, version),
+            )
+            if seq > self.max_steps:
                 cur.execute(
                     store.q(
-                        f"INSERT INTO session_steps (tenant, session_id, {_STEP_COLUMNS}, "
-                        "changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                        "DELETE FROM session_steps WHERE tenant = ? AND session_id = ? AND seq <= ?"
                     ),
-                    (tenant, session_id, seq, now, *row, version),
+                    (tenant, session_id, seq - self.max_steps),
                 )
-                if seq > self.max_steps:
-                    cur.execute(
-                        store.q(
-                            "DELETE FROM session_steps WHERE tenant = ? AND session_id = ? "
-                            "AND seq <= ?"
-                        ),
-                        (tenant, session_id, seq - self.max_steps),
-                    )
-        except StoreError as exc:
-            raise _unavailable("append to", tenant, session_id, exc) from exc
         return Step(
             seq,
             now / 1_000_000,

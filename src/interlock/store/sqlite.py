@@ -32,7 +32,7 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -44,6 +44,7 @@ from interlock.store.grant_keys import GrantKeys
 from interlock.store.migrate import apply_migrations, migration_status
 from interlock.store.records import ApprovalRecord
 from interlock.store.sql import AuditEntry, Cursor, SqlStore
+from interlock.store.sql_audit import AuditJoin, _joined
 
 if TYPE_CHECKING:
     from interlock.store.checkpoints import CheckpointOption
@@ -240,7 +241,9 @@ class SQLiteStore(SqlStore):
             conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
             self._local.busy = wait
 
-    def try_append_audit(self, entries: Sequence[AuditEntry]) -> list[int] | None:
+    def try_append_audit(
+        self, entries: Sequence[AuditEntry], joins: Mapping[int, AuditJoin] | None = None
+    ) -> list[int] | None:
         """On a connection of its own that never waits (``busy_timeout=0``) and never
         checkpoints: ``None`` at once when another writer holds the lock."""
         if self._closed or str(self.path) == ":memory:":
@@ -256,6 +259,8 @@ class SQLiteStore(SqlStore):
                     return None
                 raise StoreUnavailable(f"{self.path}: {exc}") from exc
             with self._begun(conn, write=True) as cur:
+                if joins:
+                    entries = _joined(cur, entries, joins)
                 seqs, heads = self._append_chain(cur, entries)
         finally:
             self._inline_lock.release()
