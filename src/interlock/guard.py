@@ -498,10 +498,9 @@ class Guard:
         if contextual is None or self.policy is None:
             return decision
         join = running.join
-        if join is not None and join.written is not None and join.told is None:
+        if join is not None and join.committed and join.written is not None:
             # in the chain with its record: settled when the body returns
-            if decision.verdict is _ALLOW:
-                recorder.pending(decision, join.tenant, join.session_id)
+            recorder.landed(join, decision)
             return decision
         if join is not None:
             return decision  # the record says undetermined (or a refusal stands)
@@ -567,9 +566,8 @@ class Guard:
         if contextual is None or self.policy is None:
             return decision
         join = running.join
-        if join is not None and join.written is not None and join.told is None:
-            if decision.verdict is _ALLOW:
-                recorder.pending(decision, join.tenant, join.session_id)
+        if join is not None and join.committed and join.written is not None:
+            recorder.landed(join, decision)
             return decision
         if join is not None:
             return decision
@@ -1737,10 +1735,12 @@ class Guard:
                     decision = late.told(exc)
                     event = event._replace(decision=decision)
                 else:
-                    if join is not None and join.told is not None:
-                        self._give_back(decision)
-                        event = join.told
-                        decision = cast(Decision, event.decision)
+                    if join is not None:
+                        join.committed = True
+                        if join.told is not None:
+                            self._give_back(decision)
+                            event = join.told
+                            decision = cast(Decision, event.decision)
         if self._grantable is not None and decision.verdict is _ALLOW and action is not None:
             self._grantable.remember(decision, action)
             if self.audit is not None and action.context is not self.context:
@@ -1801,10 +1801,12 @@ class Guard:
             decision = late.told(exc)
             event = event._replace(decision=decision)
         else:
-            if join is not None and join.told is not None:
-                self._give_back(decision)
-                event = join.told
-                decision = cast(Decision, event.decision)
+            if join is not None:
+                join.committed = True
+                if join.told is not None:
+                    self._give_back(decision)
+                    event = join.told
+                    decision = cast(Decision, event.decision)
         if self._grantable is not None and decision.verdict is _ALLOW and action is not None:
             self._grantable.remember(decision, action)
             if self.audit is not None and action.context is not self.context:

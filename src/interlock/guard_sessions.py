@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from interlock.core.events import Event
     from interlock.store.audit import AuditWriter
     from interlock.store.sql_base import AuditEntry, Cursor
+    from interlock.store.sql_sessions import Written
 
 __all__ = ["JoinedStep", "SessionCheck", "SessionRecorder"]
 
@@ -63,7 +64,7 @@ class SessionRecorder:
         self._lock = threading.Lock()
         #: the history's store, when it can write a step in another's transaction
         self.joins_store: object | None = (
-            getattr(history, "store", None) if hasattr(history, "append_in") else None
+            getattr(history, "store", None) if hasattr(history, "append_joined") else None
         )
         #: the history lives in this process's memory: read and written on the loop
         self.in_memory = type(history).__name__ == "MemoryHistory"
@@ -116,6 +117,15 @@ class SessionRecorder:
             ) from exc
         if allowed:
             self.pending(decision, tenant, session_id)
+
+    def landed(self, join: JoinedStep, decision: Decision) -> None:
+        """``join``'s step committed with ``decision``'s record: the history's kept
+        view moves on by it; an allow's step waits to be settled."""
+        if join.written is None or not join.committed:
+            return
+        self.history.joined(join.tenant, join.session_id, join.written)  # type: ignore[attr-defined]
+        if decision.verdict is Verdict.ALLOW:
+            self.pending(decision, join.tenant, join.session_id)
 
     def pending(self, decision: Decision, tenant: str, session_id: str) -> None:
         """Remember the allowed step of ``decision``, to settle when its body returns."""
@@ -251,6 +261,7 @@ class JoinedStep:
 
     __slots__ = (
         "allowed",
+        "committed",
         "history",
         "instead",
         "session_id",
@@ -280,10 +291,11 @@ class JoinedStep:
         self.step = step
         self.allowed = allowed
         self.undetermined = undetermined
-        self.written: Step | None = None  # in the transaction (landed once it commits)
+        self.written: Written | None = None  # in the transaction (landed once it commits)
         self.instead: AuditEntry | None = None  # the record in its record's place
         self.told: Event | None = None  # the event that record holds
         self.skip = False
+        self.committed = False  # its transaction committed (the guard's writer said so)
 
     def __call__(self, cur: Cursor) -> AuditEntry | None:
         if self.instead is not None:
@@ -292,7 +304,7 @@ class JoinedStep:
             return None
         cur.execute(_SAVEPOINT)
         try:
-            self.written = self.history.append_in(cur, self.tenant, self.session_id, self.step)
+            self.written = self.history.append_joined(cur, self.tenant, self.session_id, self.step)
         except Exception as exc:
             cur.execute(_ROLLBACK)  # (the connection is gone: the transaction fails)
             cur.execute(_RELEASE)

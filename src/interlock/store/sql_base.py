@@ -118,6 +118,13 @@ class StoreBase(ABC):
         one round trip: see :meth:`PostgresStore.single_statement`)."""
         return self.transaction(write=True)
 
+    def select(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """The rows of ONE ``SELECT``, a snapshot of its own (no ``BEGIN``/``COMMIT``
+        where the back end can: SQLite in autocommit, PostgreSQL in one round trip)."""
+        with self.single_statement() as cur:
+            cur.execute(sql, params)
+            return list(cur.fetchall())
+
     def usual(self, sql: str, params: Sequence[Any]) -> bool:
         """Run ``sql``, one statement, as a transaction of its own (no ``BEGIN`` or
         ``COMMIT`` sent); False when it aborted — nothing of it stays, and the

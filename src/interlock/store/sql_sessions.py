@@ -44,7 +44,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from interlock.errors import SessionUnavailable, StoreError, describe
 from interlock.session.history import (
@@ -79,16 +79,27 @@ _PG_APPEND: Final = (
     "SELECT COALESCE(json_agg(l ORDER BY l), '[]')::text FROM ("
     "SELECT json_array_elements_text(sessions.labels::json) UNION "
     "SELECT unnest(%s::text[])) AS x(l) WHERE NOT (l = ANY(%s::text[]))) "
-    "RETURNING next_seq - 1 AS seq, version), "
+    "RETURNING next_seq - 1 AS seq, version, created_us, labels), "
     "i AS (INSERT INTO session_steps (tenant, session_id, seq, at_us, kind, name, verdict, "
     "decision_id, labels, fingerprints, trusted, executed, changed) "
     "SELECT %s, %s, s.seq, %s, %s, %s, %s, %s, %s, %s, %s, %s::integer, s.version FROM s), "
     "d AS (DELETE FROM session_steps WHERE tenant = %s AND session_id = %s "
     "AND seq <= (SELECT seq FROM s) - %s) "
-    "SELECT seq FROM s"
+    "SELECT seq, version, created_us, labels FROM s"
 )
+#: Past every seq: the steps of a session unchanged since a view are not read.
+_NO_SEQ: Final = 2**63 - 1
 #: Views kept per history, to read only what changed since (least recently used out).
 _VIEWS_KEPT: Final = 1024
+
+
+class Written(NamedTuple):
+    """A step appended in a caller's transaction, and the session as it left it."""
+
+    step: Step
+    version: int
+    created_us: int
+    labels: frozenset[str]
 
 
 def _labels_text(labels: Iterable[str]) -> str:
@@ -246,8 +257,12 @@ class SqlHistory:
         fresh = [_step(row[4:]) for row in rows if row[4] is not None]
         kept = cached[2].steps if cached is not None else ()
         if not kept or not fresh or fresh[0].seq > kept[-1].seq:
-            # only new steps (the usual case: a check appended one): no merge
-            merged = tuple(s for s in kept if s.seq >= oldest) + tuple(fresh)
+            # only new steps (the usual case: a check appended one): no merge; the
+            # oldest cut off (seqs ascend: only the first few can be)
+            cut = 0
+            while cut < len(kept) and kept[cut].seq < oldest:
+                cut += 1
+            merged = (kept[cut:] if cut else kept) + tuple(fresh)
         else:
             by_seq = {s.seq: s for s in kept if s.seq >= oldest}
             by_seq.update((s.seq, s) for s in fresh)
@@ -262,29 +277,25 @@ class SqlHistory:
 
     def _read(self, tenant: str, session_id: str, since: int) -> list[Any]:
         store = self.store
-        # one SELECT is a snapshot of its own: on PostgreSQL it is sent alone, in
-        # autocommit (one round trip, not three)
-        opened = (
-            store.single_statement()
-            if store.dialect == "postgres"
-            else store.transaction(write=False)
-        )
         try:
-            with opened as cur:
-                cur.execute(
-                    store.q(
-                        "SELECT s.labels, s.next_seq, s.created_us, s.version, "
-                        + ", ".join(f"t.{c.strip()}" for c in _STEP_COLUMNS.split(","))
-                        + " FROM sessions s LEFT JOIN session_steps t "
-                        "ON t.tenant = s.tenant AND t.session_id = s.session_id "
-                        "AND t.seq >= s.next_seq - ? AND t.changed > ? "
-                        "WHERE s.tenant = ? AND s.session_id = ? ORDER BY t.seq"
-                    ),
-                    (self.max_steps, since, tenant, session_id),
-                )
-                return cur.fetchall()
+            # one SELECT is a snapshot of its own: no BEGIN/COMMIT around it (on
+            # PostgreSQL one round trip, not three)
+            return store.select(self._select, (since, self.max_steps, since, tenant, session_id))
         except StoreError as exc:
             raise _unavailable("read", tenant, session_id, exc) from exc
+
+    @functools.cached_property
+    def _select(self) -> str:
+        return self.store.q(
+            "SELECT s.labels, s.next_seq, s.created_us, s.version, "
+            + ", ".join(f"t.{c.strip()}" for c in _STEP_COLUMNS.split(","))
+            + " FROM sessions s LEFT JOIN session_steps t "
+            "ON t.tenant = s.tenant AND t.session_id = s.session_id "
+            # nothing changed since the kept view: no step row is even looked at
+            f"AND t.seq >= (CASE WHEN s.version > ? THEN s.next_seq - ? ELSE {_NO_SEQ} END) "
+            "AND t.changed > ? "
+            "WHERE s.tenant = ? AND s.session_id = ? ORDER BY t.seq"
+        )
 
     # -- writing -------------------------------------------------------------------------
 
@@ -306,6 +317,11 @@ class SqlHistory:
         """:meth:`append` inside the caller's write transaction on this store (the
         audit record's: the guard's step rides its decision's commit). The step is
         in the history exactly when that transaction commits."""
+        return self.append_joined(cur, tenant, session_id, step).step
+
+    def append_joined(self, cur: Cursor, tenant: str, session_id: str, step: NewStep) -> Written:
+        """:meth:`append_in`, with the session as the append left it: once the
+        transaction has committed, :meth:`joined` moves this history's kept view on."""
         store = self.store
         fingerprints = pack(step.fingerprints)  # a bad value: ValueError, before any write
         now = store.clock()
@@ -340,9 +356,15 @@ class SqlHistory:
                     self.max_steps,
                 ),
             )
-            seq = int(cur.fetchone()[0])
+            got = cur.fetchone()
+            seq, version, created, merged = (
+                int(got[0]),
+                int(got[1]),
+                int(got[2]),
+                _labels_of(got[3]),
+            )
         else:
-            seq, labels, version = self._claim_seq(cur, tenant, session_id, now)
+            seq, labels, version, created = self._claim_seq(cur, tenant, session_id, now)
             merged = (labels | step.labels) - step.clears
             if merged != labels:
                 cur.execute(
@@ -363,7 +385,7 @@ class SqlHistory:
                     ),
                     (tenant, session_id, seq - self.max_steps),
                 )
-        return Step(
+        written = Step(
             seq,
             now / 1_000_000,
             step.kind,
@@ -375,12 +397,44 @@ class SqlHistory:
             step.trusted,
             executed,
         )
+        return Written(written, version, created, merged)
+
+    def joined(self, tenant: str, session_id: str, written: Written) -> None:
+        """After the commit of :meth:`append_joined`: the kept view of the session moved
+        on by its step when that view was the session just before it (nobody else
+        wrote between), so the next :meth:`view` reads the session row and no step."""
+        key = (tenant, session_id)
+        step = written.step
+        with self._views_lock:
+            cached = self._views.get(key)
+            if written.version == 1:  # the session's first step
+                kept: tuple[Step, ...] = ()
+            elif (
+                cached is not None
+                and cached[0] == written.created_us
+                and cached[1] == written.version - 1
+            ):
+                kept = cached[2].steps
+            else:
+                return
+            oldest = step.seq + 1 - self.max_steps
+            cut = 0
+            while cut < len(kept) and kept[cut].seq < oldest:
+                cut += 1
+            view = SessionView(
+                tenant, session_id, (*kept[cut:], step), written.labels, step.seq + 1
+            )
+            self._views[key] = (written.created_us, written.version, view)
+            self._views.move_to_end(key)
+            while len(self._views) > _VIEWS_KEPT:
+                self._views.popitem(last=False)
 
     def _claim_seq(
         self, cur: Cursor, tenant: str, session_id: str, now: int
-    ) -> tuple[int, frozenset[str], int]:
-        """The session's next seq, its labels and its new version, the row made or
-        moved on (and, on PostgreSQL, locked until the commit)."""
+    ) -> tuple[int, frozenset[str], int, int]:
+        """The session's next seq, its labels, its new version and when it was
+        created, the row made or moved on (and, on PostgreSQL, locked until the
+        commit)."""
         cur.execute(
             self.store.q(
                 "INSERT INTO sessions "
@@ -388,12 +442,12 @@ class SqlHistory:
                 "VALUES (?, ?, '[]', 2, ?, ?, 1) ON CONFLICT (tenant, session_id) DO UPDATE "
                 "SET next_seq = sessions.next_seq + 1, touched_us = excluded.touched_us, "
                 "version = sessions.version + 1 "
-                "RETURNING next_seq - 1, labels, version"
+                "RETURNING next_seq - 1, labels, version, created_us"
             ),
             (tenant, session_id, now, now),
         )
         row = cur.fetchone()
-        return int(row[0]), _labels_of(row[1]), int(row[2])
+        return int(row[0]), _labels_of(row[1]), int(row[2]), int(row[3])
 
     def settle(
         self,

@@ -223,6 +223,17 @@ class SQLiteStore(SqlStore):
         self._committed(True)
         return True
 
+    def select(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """In autocommit: one ``SELECT`` is a read snapshot of its own (a WAL reader
+        never waits for the write lock)."""
+        if time_left(self.busy_timeout) <= 0:
+            raise StoreTimeout(f"{self.path}: the deadline passed before the store was asked")
+        conn = self._connection()
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
+
     def usual_in(self, cur: Cursor, sql: str, params: Sequence[Any]) -> bool:
         try:
             cur.execute(sql, params)
