@@ -85,8 +85,28 @@ class SessionFacts:
     def probe_of(self, key: Any, value: Any) -> frozenset[int]:
         found = self._probes.get(key)
         if found is None:
-            found = self._probes[key] = probe(value)
+            found = self._probes[key] = probed(value)
         return found
+
+
+#: Probes of argument texts already seen, by value (an agent sends the same recipient,
+#: URL or path again and again): bounded, emptied whole when full.
+_PROBED: dict[str, frozenset[int]] = {}
+_PROBED_KEPT: Final = 4096
+_PROBED_LONGEST: Final = 4096  # characters: a longer text is probed each time
+
+
+def probed(value: Any) -> frozenset[int]:
+    """``probe(value)``, from the cache for a string seen before."""
+    if type(value) is not str or len(value) > _PROBED_LONGEST:
+        return probe(value)
+    found = _PROBED.get(value)
+    if found is None:
+        found = probe(value)
+        if len(_PROBED) >= _PROBED_KEPT:
+            _PROBED.clear()
+        _PROBED[value] = found
+    return found
 
 
 #: The session facts of the check being evaluated (set by the guard around it).
@@ -189,11 +209,11 @@ def _argument_probes(
         keys = [("arg", n) for n in chosen]
     out: list[frozenset[int]] = []
     for key, value in zip(keys, values, strict=True):
-        out.append(state.probe_of(key, value) if state is not None else probe(value))
+        out.append(state.probe_of(key, value) if state is not None else probed(value))
     if len(values) > 1:
         joined = "".join(text for value in values for text in texts_of(value))
         key = ("joined", tuple(keys))
-        out.append(state.probe_of(key, joined) if state is not None else probe(joined))
+        out.append(state.probe_of(key, joined) if state is not None else probed(joined))
     return out
 
 
@@ -208,8 +228,8 @@ class FlowTest:
     def holds(self, view: SessionView, args: Any, state: SessionFacts | None) -> bool:
         sources = [
             step.fingerprints
-            for step in _executed_calls(view)
-            if step.fingerprints and self.selector.matches(step)
+            for step in view.sources  # executed, with fingerprints
+            if step.kind != "input" and self.selector.matches(step)
         ]
         if not sources:
             return False
@@ -223,8 +243,8 @@ def provenance_labels(view: SessionView, probed: frozenset[int]) -> frozenset[st
     """The labels of the untrusted sources a value (its probe) came from: empty when a
     trusted input also holds it (the user's own words win) or when nothing does."""
     found: set[str] = set()
-    for step in view.steps:
-        if not step.executed or not step.fingerprints or not carries(probed, step.fingerprints):
+    for step in view.sources:  # executed, with fingerprints
+        if not carries(probed, step.fingerprints):
             continue
         if step.kind == "input" and step.trusted:
             return frozenset()
@@ -304,8 +324,8 @@ def cel_value(
     if not isinstance(args, Mapping) or argument not in args:
         return []
     value = args[argument]
-    probed = state.probe_of(("arg", argument), value) if state is not None else probe(value)
-    return sorted(provenance_labels(view, probed))
+    found = state.probe_of(("arg", argument), value) if state is not None else probed(value)
+    return sorted(provenance_labels(view, found))
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +337,26 @@ class SessionSpec:
     expire_after: float = 24 * 3600.0
     label_rules: tuple[CompiledRule, ...] = ()
     tool_labels: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: (kind, name) -> whether a label rule may apply to such a call (cached: a call no
+    #: label rule names needs no facts built for its labels)
+    _named: dict[tuple[str, str], bool] = field(
+        default_factory=dict, compare=False, repr=False, hash=False
+    )
+
+    def may_label(self, kind: str, name: str) -> bool:
+        """Whether a label rule may apply to a call of this kind and name (any scope)."""
+        key = (kind, name)
+        found = self._named.get(key)
+        if found is None:
+            found = any(
+                (rule.kinds is None or kind in rule.kinds)
+                and (rule.names is None or rule.names.matches(name))
+                for rule in self.label_rules
+            )
+            if len(self._named) >= 4096:
+                self._named.clear()
+            self._named[key] = found
+        return found
 
     def labels_for(self, facts: Facts) -> tuple[frozenset[str], frozenset[str]]:
         """The labels an allowed call (its facts) attaches and clears. A label rule
@@ -350,7 +390,11 @@ def new_step(
     spec = policy.sessions
     attach: frozenset[str] = frozenset()
     clear: frozenset[str] = frozenset()
-    if spec is not None and decision.verdict is Verdict.ALLOW and not spec.label_rules:
+    if (
+        spec is not None
+        and decision.verdict is Verdict.ALLOW
+        and (not spec.label_rules or not spec.may_label(action.kind, str(action.name)))
+    ):
         attach = spec.tool_labels.get(action.name, frozenset())
     elif spec is not None and decision.verdict is Verdict.ALLOW:
         token = CURRENT.set(facts)

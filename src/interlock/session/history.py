@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal, Protocol
@@ -104,10 +104,39 @@ class SessionView:
     steps: tuple[Step, ...] = ()
     labels: frozenset[str] = frozenset()
     next_seq: int = 1  # the seq the next step will get
+    #: The steps that brought data in: executed, with fingerprints (oldest first) — what
+    #: ``flows_from`` and ``provenance`` read. Derived from ``steps`` unless given (a
+    #: history that extends a view by a step extends this too, without a scan).
+    sources: tuple[Step, ...] = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.sources is None:
+            object.__setattr__(self, "sources", _sources_of(self.steps))
+
+    def followed_by(self, step: Step, labels: frozenset[str], bound: int) -> SessionView:
+        """This view with ``step`` appended (the oldest past ``bound`` steps dropped)
+        and the session's labels now ``labels``."""
+        steps = self.steps
+        cut = len(steps) + 1 - bound
+        if cut > 0:
+            steps = steps[cut:]
+            oldest = steps[0].seq if steps else step.seq
+            sources = tuple(s for s in self.sources if s.seq >= oldest)
+        else:
+            sources = self.sources
+        if step.executed and step.fingerprints:
+            sources = (*sources, step)
+        return SessionView(
+            self.tenant, self.session_id, (*steps, step), labels, step.seq + 1, sources
+        )
 
     def ran(self, name_matches: Callable[[Step], bool]) -> bool:
         """Whether an executed call step matches."""
         return any(s.executed and s.kind != "input" and name_matches(s) for s in self.steps)
+
+
+def _sources_of(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    return tuple(s for s in steps if s.executed and s.fingerprints)
 
 
 class SessionHistory(Protocol):
@@ -146,14 +175,14 @@ class SessionHistory(Protocol):
 
 @dataclass(slots=True)
 class _Session:
-    steps: deque[Step]
-    labels: set[str] = field(default_factory=set)
-    next_seq: int = 1
+    view: SessionView  # immutable, replaced whole on each write: handed out as it is
     touched: float = 0.0
 
 
 class MemoryHistory:
-    """Session history in this process: a dict of bounded deques under one lock."""
+    """Session history in this process: one immutable snapshot per session (a
+    :class:`SessionView`, replaced on each write, handed to readers without a copy),
+    under one lock."""
 
     def __init__(
         self,
@@ -173,11 +202,9 @@ class MemoryHistory:
     def view(self, tenant: str, session_id: str) -> SessionView:
         with self._lock:
             found = self._sessions.get((tenant, session_id))
-            if found is None:
-                return SessionView(tenant, session_id)
-            return SessionView(
-                tenant, session_id, tuple(found.steps), frozenset(found.labels), found.next_seq
-            )
+        if found is None:
+            return SessionView(tenant, session_id)
+        return found.view  # immutable: no copy
 
     def append(self, tenant: str, session_id: str, step: NewStep) -> Step:
         now = self._clock()
@@ -185,13 +212,14 @@ class MemoryHistory:
             key = (tenant, session_id)
             found = self._sessions.get(key)
             if found is None:
-                found = self._sessions[key] = _Session(deque(maxlen=self._max_steps))
+                found = self._sessions[key] = _Session(SessionView(tenant, session_id))
                 while len(self._sessions) > self._max_sessions:
                     self._sessions.popitem(last=False)  # the least recently used
             else:
                 self._sessions.move_to_end(key)
+            view = found.view
             kept = Step(
-                found.next_seq,
+                view.next_seq,
                 now,
                 step.kind,
                 step.name,
@@ -202,10 +230,10 @@ class MemoryHistory:
                 step.trusted,
                 True if step.kind == "input" else step.executed,
             )
-            found.steps.append(kept)
-            found.next_seq += 1
-            found.labels |= step.labels
-            found.labels -= step.clears
+            labels = view.labels
+            if step.labels or step.clears:
+                labels = (labels | step.labels) - step.clears
+            found.view = view.followed_by(kept, labels, self._max_steps)
             found.touched = now
             return kept
 
@@ -223,16 +251,24 @@ class MemoryHistory:
             found = self._sessions.get((tenant, session_id))
             if found is None:
                 return
-            for i in range(len(found.steps) - 1, -1, -1):
-                old = found.steps[i]
+            view = found.view
+            steps = view.steps
+            for i in range(len(steps) - 1, -1, -1):
+                old = steps[i]
                 if old.decision_id == decision_id and old.kind != "input":
-                    found.steps[i] = replace(
+                    new = replace(
                         old,
                         executed=executed,
                         fingerprints=old.fingerprints | fingerprints,
                         labels=old.labels | labels,
                     )
-                    found.labels |= labels
+                    found.view = SessionView(
+                        tenant,
+                        session_id,
+                        (*steps[:i], new, *steps[i + 1 :]),
+                        view.labels | labels,
+                        view.next_seq,
+                    )
                     found.touched = self._clock()
                     return
 
