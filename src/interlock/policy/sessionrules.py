@@ -324,8 +324,8 @@ def cel_value(
     if not isinstance(args, Mapping) or argument not in args:
         return []
     value = args[argument]
-    found = state.probe_of(("arg", argument), value) if state is not None else probed(value)
-    return sorted(provenance_labels(view, found))
+    value_probe = state.probe_of(("arg", argument), value) if state is not None else probed(value)
+    return sorted(provenance_labels(view, value_probe))
 
 
 @dataclass(frozen=True, slots=True)

@@ -107,7 +107,7 @@ class SessionView:
     #: The steps that brought data in: executed, with fingerprints (oldest first) — what
     #: ``flows_from`` and ``provenance`` read. Derived from ``steps`` unless given (a
     #: history that extends a view by a step extends this too, without a scan).
-    sources: tuple[Step, ...] = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    sources: tuple[Step, ...] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         if self.sources is None:
