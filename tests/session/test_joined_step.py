@@ -157,7 +157,12 @@ def test_a_step_that_cannot_be_written_takes_its_allow_with_it(
     with _guard(store_url) as guard:
         _refuse_steps(guard, backend)
         ran: list[str] = []
-        read = guard.protect(name="read_file")(lambda path: ran.append(path) or "x")
+
+        def read_file(path: str) -> str:
+            ran.append(path)
+            return "x"
+
+        read = guard.protect(name="read_file")(read_file)
         with pytest.raises(Exception, match="steps refused"):
             read(path="/srv/app/.env")
         assert ran == []  # nothing runs on a non-allow verdict
@@ -434,3 +439,48 @@ def test_the_kept_view_moved_on_by_a_joined_step_matches_a_fresh_read(
             fresh = SqlHistory(other, max_steps=5).view("default", "v")
             assert _steps(history.view("default", "v")) == _steps(fresh), i
         assert history.view("default", "v").labels == {"secret"}
+
+
+def test_a_views_sources_are_its_executed_steps_with_data(store_url: str) -> None:
+    """The index flows and provenance read (``SessionView.sources``) is exactly the
+    executed steps with fingerprints, after appends, settles and the bound, in memory
+    and in the store."""
+    import random
+
+    store = open_store(store_url)
+    try:
+        histories: list[MemoryHistory | SqlHistory] = [
+            MemoryHistory(max_steps=6),
+            SqlHistory(store, max_steps=6),
+        ]
+        for i in range(60):
+            for history in histories:
+                rng_i = random.Random(i)
+                if rng_i.random() < 0.6:
+                    history.append(
+                        "t",
+                        "s",
+                        NewStep(
+                            kind="input" if rng_i.random() < 0.2 else "tool",
+                            name="n",
+                            verdict="allow",
+                            decision_id=f"d{i}",
+                            fingerprints=frozenset({i}) if rng_i.random() < 0.5 else frozenset(),
+                        ),
+                    )
+                else:
+                    history.settle(
+                        "t",
+                        "s",
+                        f"d{i - 1 - rng_i.randrange(4)}",
+                        executed=rng_i.random() < 0.7,
+                        fingerprints=frozenset({1000 + i}) if rng_i.random() < 0.5 else frozenset(),
+                    )
+                view = history.view("t", "s")
+                assert view.sources == tuple(
+                    s for s in view.steps if s.executed and s.fingerprints
+                ), (type(history).__name__, i)
+        memory, sql = (h.view("t", "s") for h in histories)
+        assert [s.seq for s in memory.sources] == [s.seq for s in sql.sources]
+    finally:
+        store.close()
