@@ -578,7 +578,11 @@ class AuditWriter:
             entries = [self._entry(*item) for item in batch.items]
             batch.chunks = [entries]  # a later attempt appends exactly these
             try:
-                seqs = self.store.try_append_audit(entries, batch.joins)
+                seqs = (
+                    self.store.try_append_audit(entries)
+                    if batch.joins is None
+                    else self.store.try_append_audit(entries, batch.joins)
+                )
             except Exception as exc:  # the worker's commit retries, and reports, as usual
                 log.debug("interlock: inline audit commit failed, handing it over: %s", exc)
                 batch.unsure = True
@@ -683,8 +687,11 @@ class AuditWriter:
             try:
                 seqs = self.store.audit_landed(chunk) if batch.unsure else None
                 if seqs is None:
-                    seqs = self.store.append_audit(
-                        chunk, durable=self.durability == "power", joins=joins
+                    durable = self.durability == "power"
+                    seqs = (
+                        self.store.append_audit(chunk, durable=durable)
+                        if joins is None
+                        else self.store.append_audit(chunk, durable=durable, joins=joins)
                     )
                     self.batches += 1
                     self.records += len(chunk)
