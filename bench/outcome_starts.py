@@ -10,7 +10,7 @@ starts (the *entry*) and whole:
 
 * ``llm_call`` — ``with guard.llm_call(model, estimate=...)`` under a token budget:
   decision, reservation, ``llm_input``; the exit commits the usage;
-* ``protect, budgeted`` — a protected tool a budget covers;
+* ``protect budgeted`` — a protected tool a budget covers;
 * ``protect`` — a protected tool nothing budgets (the control: joined already before);
 * ``adapter`` — ``run_settled`` after the adapter's check (``decide_starting`` where the
   tree has it), a tool nothing budgets, as every framework adapter runs a tool.
@@ -114,10 +114,12 @@ with tempfile.TemporaryDirectory() as tmp:
 
     subjects = {
         "llm_call": llm,
-        "protect, budgeted": lambda: paid_search("q", 0.001),
+        "protect budgeted": lambda: paid_search("q", 0.001),
         "protect": lambda: search("q"),
         "adapter": adapter,
     }
+    only = sys.argv[2].split(",") if len(sys.argv) > 2 and sys.argv[2] else list(subjects)
+    subjects = {name: subjects[name] for name in only}
     entry = {name: [] for name in subjects}
     whole = {name: [] for name in subjects}
     cpu = {name: 0 for name in subjects}
@@ -155,10 +157,10 @@ print(json.dumps(out))
 _ROUND = "import statistics\n" + _ROUND
 
 
-def round_(src: str, calls: int) -> dict[str, dict[str, float]]:
+def round_(src: str, calls: int, only: str = "") -> dict[str, dict[str, float]]:
     env = {**os.environ, "PYTHONPATH": os.path.abspath(src)}
     done = subprocess.run(
-        [sys.executable, "-c", _ROUND, str(calls)],
+        [sys.executable, "-c", _ROUND, str(calls), only],
         env=env,
         capture_output=True,
         text=True,
@@ -178,11 +180,16 @@ def main() -> None:
     parser.add_argument("after")
     parser.add_argument("--calls", type=int, default=1500)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated subjects: llm_call, protect budgeted, protect, adapter",
+    )
     args = parser.parse_args()
     rounds: dict[str, list[dict[str, dict[str, float]]]] = {"before": [], "after": []}
     for _ in range(args.rounds):
-        rounds["before"].append(round_(args.before, args.calls))
-        rounds["after"].append(round_(args.after, args.calls))
+        rounds["before"].append(round_(args.before, args.calls, args.only))
+        rounds["after"].append(round_(args.after, args.calls, args.only))
     summary: dict[str, dict[str, dict[str, float]]] = {}
     for name in rounds["before"][0]:
         row: dict[str, dict[str, float]] = {}

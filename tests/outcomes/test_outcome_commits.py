@@ -316,3 +316,39 @@ def test_only_start_records_are_offered(kind: str, name: str, ok: bool) -> None:
 
 def test_nothing_is_offered_outside_a_check() -> None:
     assert STARTING.get() is None
+
+
+# -- both back ends: audit commits before the body ------------------------------------------
+
+
+def test_one_audit_commit_before_the_body_on_either_back_end(store_url: str) -> None:
+    """On SQLite the start rides in the reservation's transaction; on PostgreSQL (the
+    reservation one statement, the records through the writer, ADR 0012 §5) the
+    decision's record and its start share the writer's commit. Either way the body
+    starts after exactly one commit that appends audit records, holding both."""
+    commits: list[dict[str, Any]] = []
+    at_body: list[int] = []
+    with open_store(store_url) as store:
+        store.add_audit_listener(lambda heads: commits.append(dict(heads)))
+        with Guard(
+            load_policy_text(POLICY), store=store, context=AGENT, reap_interval=None
+        ) as guard:
+
+            @guard.protect(name="paid_search")
+            def paid_search(query: str, est_cost: float) -> str:
+                at_body.append(len(commits))
+                return "ok"
+
+            assert guard.audit is not None
+            for _ in range(2):
+                guard.audit.flush()
+                commits.clear()
+                paid_search("q", 0.01)
+                assert at_body[-1] == 1
+                guard.audit.flush()
+                commits.clear()
+                with guard.llm_call("test-model", estimate=Usage(100, 50)):
+                    at_body.append(len(commits))
+                assert at_body[-1] == 1
+        _start_follows_decision(store, "tool_invoke", 2)
+        _start_follows_decision(store, "llm_input", 2)

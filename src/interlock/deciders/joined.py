@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from interlock.core.action import Action
     from interlock.core.decision import Decision
     from interlock.core.events import Event
-    from interlock.core.starting import Starting
     from interlock.core.redaction import Redactor
+    from interlock.core.starting import Starting
     from interlock.store.audit import AuditWriter
     from interlock.store.records import Reservation
     from interlock.store.sql_base import AuditEntry
