@@ -143,7 +143,7 @@ with tempfile.TemporaryDirectory() as tmp:
             whole[name].append(end - t)
     gc.enable()
     guard.close()
-    ok = store.verify_audit().ok
+    ok = store.verify_audit().ok if len(sys.argv) <= 3 else True  # (not under callgrind)
     for name in subjects:
         out[name] = {
             "entry_us": statistics.median(entry[name]) / 1000,
@@ -174,6 +174,41 @@ def round_(src: str, calls: int, only: str = "") -> dict[str, dict[str, float]]:
     return result
 
 
+def callgrind(src: str, only: str, calls: tuple[int, int] = (50, 250)) -> float:
+    """Instructions per call of one subject over ``src``: two runs under callgrind
+    (``calls`` timed calls each, a tenth as many warm-up calls), differenced, so that
+    start-up and import cancel out."""
+    import re
+    import tempfile
+
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(src)}
+    counts = []
+    for n in calls:
+        with tempfile.TemporaryDirectory() as tmp:
+            done = subprocess.run(
+                [
+                    "valgrind",
+                    "--tool=callgrind",
+                    f"--callgrind-out-file={tmp}/out",
+                    sys.executable,
+                    "-c",
+                    _ROUND,
+                    str(n),
+                    only,
+                    "callgrind",
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            found = re.search(r"Collected : (\d+)", done.stderr)
+            if done.returncode != 0 or found is None:
+                raise SystemExit(f"callgrind over {src} failed:\n{done.stderr[-2000:]}")
+            counts.append(int(found.group(1)))
+    return (counts[1] - counts[0]) / ((calls[1] - calls[0]) * 1.1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("before")
@@ -185,7 +220,22 @@ def main() -> None:
         default="",
         help="comma-separated subjects: llm_call, protect budgeted, protect, adapter",
     )
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="instructions per call of each subject named by --only, instead of timing",
+    )
     args = parser.parse_args()
+    if args.callgrind:
+        for name in (args.only or "llm_call,protect budgeted,protect,adapter").split(","):
+            before = callgrind(args.before, name)
+            after = callgrind(args.after, name)
+            print(
+                f"{name:<20} instructions a call: {before / 1000:8.1f}k -> {after / 1000:8.1f}k"
+                f" ({after / before:.3f}x)",
+                flush=True,
+            )
+        return
     rounds: dict[str, list[dict[str, dict[str, float]]]] = {"before": [], "after": []}
     for _ in range(args.rounds):
         rounds["before"].append(round_(args.before, args.calls, args.only))
