@@ -56,6 +56,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "interlock.deciders.joined",
             "interlock.remote",
             "interlock.remote_grants",
+            "interlock.remote_sessions",  # a remote guard's session outcomes and inputs
         ),
     ),
     (
@@ -63,6 +64,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "interlock",  # the package's front door re-exports the guard
             "interlock.guard",
+            "interlock.guard_sessions",  # the guard's session reads and steps
             "interlock.otel",  # the guard's spans and metrics
             "interlock.policy.reload",  # swaps a running guard's policy
         ),

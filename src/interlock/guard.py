@@ -22,6 +22,7 @@ for, and logs a warning every time it does.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import inspect
 import logging
@@ -49,6 +50,7 @@ from interlock.errors import (
     InternalFailure,
     MappingError,
     ReservationNotOwned,
+    SessionUnavailable,
     StoreError,
     describe,
 )
@@ -60,12 +62,15 @@ if TYPE_CHECKING:
     from interlock.approvals.grants import Grant, GrantableDecisions
     from interlock.core.decision import ReservationRef
     from interlock.core.registry import Coverage
+    from interlock.guard_sessions import SessionRecorder
     from interlock.ledger.llm_call import LLMCall
     from interlock.ledger.memory import MemoryLedger
     from interlock.ledger.usage import Usage
     from interlock.otel import Telemetry
+    from interlock.policy.sessionrules import SessionFacts
     from interlock.policy.specs import Durability
     from interlock.remote import RemoteDecider
+    from interlock.session.history import SessionHistory, Step
     from interlock.store.audit import AuditWriter
     from interlock.store.reaper import Reaper
     from interlock.store.records import ApprovalRecord, Reservation, Settler
@@ -101,6 +106,10 @@ MapperResult = Action | Sequence[Action] | None
 Mapper = Callable[..., MapperResult]
 
 _DEFAULT_CONTEXT = Context()
+#: Set while a session check runs (a check inside it is that check, not a new step).
+_RECORDING: Final[contextvars.ContextVar[object | None]] = contextvars.ContextVar(
+    "interlock_session_check", default=None
+)
 
 #: The bound (seconds) of a check given no timeout, when it can wait on anything — a
 #: store, a server, a custom decider: an outage makes it undetermined after this long,
@@ -169,6 +178,7 @@ class Guard:
         reservation_ttl: float = 300.0,
         reap_interval: float | None = 10.0,
         telemetry: bool | Telemetry = False,
+        sessions: SessionHistory | None = None,
     ) -> None:
         if fail_mode not in ("closed", "open"):
             raise ValueError(f"fail_mode must be 'closed' or 'open', not {fail_mode!r}")
@@ -215,6 +225,10 @@ class Guard:
         self.policy = policy
         self.decider = decider
         self._intents = policy.tool_intents if policy is not None else {}
+        #: where session history lives (``sessions=``, else the store's, else memory),
+        #: made when a policy first reads sessions
+        self._session_history = sessions
+        self._sessions: SessionRecorder | None = self._recorder_for(policy)
         self.context = context or _DEFAULT_CONTEXT
         #: OpenTelemetry spans and metrics (``interlock.otel``), when asked for.
         self.telemetry: Telemetry | None = None
@@ -275,7 +289,12 @@ class Guard:
             transport=transport,
             async_transport=async_transport,
         )
-        return cls(decider=decider, **options)
+        guard = cls(decider=decider, **options)
+        from interlock.remote_sessions import RemoteSessions
+
+        # the server keeps sessions; this guard reports each call's outcome to it
+        guard._sessions = RemoteSessions(decider)  # type: ignore[assignment]
+        return guard
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **options: Any) -> Guard:
@@ -333,6 +352,177 @@ class Guard:
             redactor=redactor,
         )
 
+    def _recorder_for(self, policy: CompiledPolicy | None) -> SessionRecorder | None:
+        """The session recorder of a policy that reads or labels sessions; None for
+        any other (a guard that pays nothing for sessions)."""
+        spec = policy.sessions if policy is not None else None
+        if spec is None:
+            return None
+        from interlock.guard_sessions import SessionRecorder
+
+        history = self._session_history
+        if history is None:
+            made = getattr(self.store, "session_history", None)
+            if made is not None:
+                history = made(max_steps=spec.max_steps, expire_after=spec.expire_after)
+            else:
+                from interlock.session.history import MemoryHistory
+
+                history = MemoryHistory(max_steps=spec.max_steps)
+            self._session_history = history
+        return SessionRecorder(spec, history)
+
+    @property
+    def sessions(self) -> SessionHistory | None:
+        """The session history this guard reads and records (None until a policy
+        reads sessions)."""
+        return self._session_history
+
+    def record_input(
+        self,
+        text: object,
+        *,
+        context: Context | None = None,
+        trusted: bool = True,
+        labels: Iterable[str] = (),
+    ) -> Step | None:
+        """Record outside data entering the session of ``context`` (merged over the
+        guard's): the user's request or the system prompt (``trusted``), an inbound
+        message (``trusted=False, labels=("untrusted",)``). A trusted input holding a
+        value makes that value trusted (``provenance``). Returns the step, or None when
+        the policy reads no sessions or the context has no session. Raises
+        ``SessionUnavailable`` when the history cannot be written.
+
+        Example::
+
+            guard.record_input("mail bob@corp.com the report", context=Context(session_id="s-1"))
+        """
+        recorder = self._sessions
+        if recorder is None:
+            return None
+        merged = (context or Context()).merged_over(self.context)
+        try:
+            return recorder.record_input(text, merged, trusted=trusted, labels=tuple(labels))
+        except SessionUnavailable:
+            raise
+        except Exception as exc:
+            raise SessionUnavailable(
+                f"session {merged.session_id!r}: the input could not be recorded: {describe(exc)}"
+            ) from exc
+
+    async def arecord_input(
+        self,
+        text: object,
+        *,
+        context: Context | None = None,
+        trusted: bool = True,
+        labels: Iterable[str] = (),
+    ) -> Step | None:
+        """The async twin of :meth:`record_input` (the history is written on a thread)."""
+        import asyncio
+
+        return await asyncio.to_thread(
+            functools.partial(
+                self.record_input, text, context=context, trusted=trusted, labels=labels
+            )
+        )
+
+    def _session_check(
+        self,
+        recorder: SessionRecorder,
+        action: Action,
+        timeout: float | None,
+        cancel: CancelToken | None,
+    ) -> Decision:
+        """:meth:`check` with the session's facts: read before, the step recorded after."""
+        try:
+            contextual = self._contextualise(action)
+        except Exception as exc:  # refused as the check refuses it
+            return self._finish(action, _failed(exc), time.perf_counter_ns())
+        facts = recorder.facts(contextual.context)
+        refusal = self._history_down(contextual, facts)
+        if refusal is not None:
+            return self._finish(contextual, refusal, time.perf_counter_ns())
+        from interlock.policy.sessionrules import CURRENT
+
+        token = _RECORDING.set(facts)
+        current = CURRENT.set(facts)
+        try:
+            decision = self.check(contextual, timeout=timeout, cancel=cancel)
+        finally:
+            CURRENT.reset(current)
+            _RECORDING.reset(token)
+        if contextual is None or self.policy is None:
+            return decision
+        try:
+            return recorder.record(contextual, decision, facts, self.policy)
+        except Exception as exc:
+            self._give_back(decision)
+            return self._told(_failed(exc))
+
+    def _history_down(self, action: Action | None, facts: SessionFacts) -> Decision | None:
+        """When the session's history cannot be read: the undetermined decision of a
+        call the policy alone would allow (its step could not be kept, and the rules
+        that read the session cannot be judged); None to judge the call as usual (a
+        stricter verdict stands, and is recorded as it is)."""
+        if facts.view is not None or action is None or self.policy is None:
+            return None
+        from interlock.policy.sessionrules import session_scope
+
+        with session_scope(facts):
+            alone = evaluate(action, self.policy)
+        if alone.verdict is not _ALLOW:
+            return None
+        error = SessionUnavailable(str(facts.problem))
+        return _failed(
+            error, f"cannot judge this call: the session history is unavailable: {error}"
+        )
+
+    async def _asession_check(
+        self,
+        recorder: SessionRecorder,
+        action: Action,
+        timeout: float | None,
+        cancel: CancelToken | None,
+    ) -> Decision:
+        """The async twin of :meth:`_session_check` (the history is read and written
+        on a thread unless it lives in memory)."""
+        import asyncio
+
+        from interlock.policy.sessionrules import session_scope
+        from interlock.session.history import MemoryHistory
+
+        in_memory = type(recorder.history) is MemoryHistory
+        try:
+            contextual = self._contextualise(action)
+        except Exception as exc:  # refused as the check refuses it
+            return await self._afinish(action, _failed(exc), time.perf_counter_ns())
+        context = contextual.context
+        if in_memory:
+            facts = recorder.facts(context)
+        else:
+            facts = await asyncio.to_thread(recorder.facts, context)
+        refusal = self._history_down(contextual, facts)
+        if refusal is not None:
+            return await self._afinish(contextual, refusal, time.perf_counter_ns())
+        token = _RECORDING.set(facts)
+        try:
+            with session_scope(facts):
+                decision = await self.acheck(contextual, timeout=timeout, cancel=cancel)
+        finally:
+            _RECORDING.reset(token)
+        if contextual is None or self.policy is None:
+            return decision
+        try:
+            if in_memory:
+                return recorder.record(contextual, decision, facts, self.policy)
+            return await asyncio.to_thread(
+                recorder.record, contextual, decision, facts, self.policy
+            )
+        except Exception as exc:
+            self._give_back(decision)
+            return self._told(_failed(exc))
+
     @property
     def ledger(self) -> SqlStore | MemoryLedger | None:
         """Where budgets and rate limits are kept: the store, this process's memory (no
@@ -378,6 +568,7 @@ class Guard:
             self.audit.redactor = redactor
         self.decider = decider
         self._intents = policy.tool_intents
+        self._sessions = self._recorder_for(policy)
         self.policy = policy
 
     def close(self) -> None:
@@ -409,6 +600,9 @@ class Guard:
         cancel: CancelToken | None = None,
     ) -> Decision:
         """The verdict on ``action``. Never raises for a failure: that is undetermined."""
+        sessions = self._sessions
+        if sessions is not None and _RECORDING.get() is None:
+            return self._session_check(sessions, action, timeout, cancel)
         start = time.perf_counter_ns()
         timeout = timeout if timeout is not None else self.timeout
         if timeout is None and self._waits:
@@ -517,6 +711,9 @@ class Guard:
         """The async twin of :meth:`check`. An asyncio cancellation is recorded as an
         undetermined decision and then re-raised, so structured concurrency keeps
         working; the action never runs."""
+        sessions = self._sessions
+        if sessions is not None and _RECORDING.get() is None:
+            return await self._asession_check(sessions, action, timeout, cancel)
         start = time.perf_counter_ns()
         timeout = timeout if timeout is not None else self.timeout
         if timeout is None and self._waits:
@@ -860,8 +1057,11 @@ class Guard:
                     if decision is None:
                         return await func(*args, **kwargs)
                     raise_for(decision, None)
+                    run = func
+                    if self._sessions is not None:  # settles the session's step
+                        run = self._sessions.asettling(decision, func)
                     if self.telemetry is None and decision.reservation is None and audit is None:
-                        return await func(*args, **kwargs)
+                        return await run(*args, **kwargs)
                     with self._executing(decision, tool_name):
                         started = 0
                         try:
@@ -871,7 +1071,7 @@ class Guard:
                                 started = await asyncio.to_thread(
                                     _outcome_started, self, decision, tool_name
                                 )
-                            result = await func(*args, **kwargs)
+                            result = await run(*args, **kwargs)
                         except BaseException as exc:
                             if decision.reservation is not None:
                                 await asyncio.to_thread(self._settle_quietly, decision, spent=False)
@@ -904,8 +1104,11 @@ class Guard:
                 if decision is None:
                     return func(*args, **kwargs)
                 raise_for(decision, None)
+                run = func
+                if self._sessions is not None:  # settles the session's step
+                    run = self._sessions.settling(decision, func)
                 if self.telemetry is None and decision.reservation is None and audit is None:
-                    return func(*args, **kwargs)
+                    return run(*args, **kwargs)
                 with self._executing(decision, tool_name):
                     started = 0
                     try:
@@ -913,7 +1116,7 @@ class Guard:
                             started = time.perf_counter_ns()
                         elif audit is not None:  # durable before the body runs
                             started = _outcome_started(self, decision, tool_name)
-                        result = func(*args, **kwargs)
+                        result = run(*args, **kwargs)
                     except BaseException as exc:
                         if decision.reservation is not None:
                             self._settle_quietly(decision, spent=False)
@@ -1328,6 +1531,8 @@ class Guard:
                 raise MappingError(
                     f"the action's context is a {type(action.context).__name__}, not a Context"
                 )
+        if _RECORDING.get() is not None:
+            return action  # the session check it is inside made it so already
         base = self.context
         if base is not _DEFAULT_CONTEXT:
             action = action.with_context(action.context.merged_over(base))

@@ -1105,6 +1105,23 @@ def test_run_sync_runs_the_allowed_action_and_refuses_the_other(refusal: str) ->
     assert bodies.ran == [("shell", "ls")]
 
 
+async def loaded_elements(page: GuardedPage, selector: str) -> list[Any]:
+    """The elements ``selector`` finds once the page has loaded: browser-use's
+    ``goto`` returns when the navigation is sent, not done, so a query racing the new
+    document fails with 'Could not find node with given id' or finds nothing yet."""
+    for _ in range(100):
+        try:
+            found = await page.get_elements_by_css_selector(selector)
+        except RuntimeError as exc:
+            if "Could not find node" not in str(exc):
+                raise
+            found = []
+        if found:
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{selector!r} never appeared on the page")
+
+
 def test_a_guarded_page_judges_goto_evaluate_and_fill(
     browser: Browser, site: Site, tmp_path: Path
 ) -> None:
@@ -1140,7 +1157,7 @@ def test_a_guarded_page_judges_goto_evaluate_and_fill(
                 outcomes.append("ran")
             except ActionDenied as exc:
                 outcomes.append(str(exc))
-        (field,) = await page.get_elements_by_css_selector("#q")
+        (field,) = await loaded_elements(page, "#q")
         await field.fill(SECRET)
         with pytest.raises(AttributeError, match="cannot judge"):
             page.some_raw_cdp_call  # noqa: B018

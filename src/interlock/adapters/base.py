@@ -233,9 +233,14 @@ def run_settled(
     """Run an allowed body, then commit its reservation (release it on an error).
     ``call`` marks the body as inside that call (see :func:`already_judged`) and, when
     the guard has an event sink, names the ``tool_invoke`` / ``tool_result`` events.
-    With telemetry, the body runs inside its ``execute_tool`` span. ``started``: the
-    decision's commit carried the body's ``tool_invoke`` already
-    (:func:`decide_starting`); else it is made durable here, before the body."""
+    With telemetry, the body runs inside its ``execute_tool`` span. When the policy
+    reads sessions, the call's session step is settled with what the body returns
+    (its fingerprints) or raises. ``started``: the decision's commit carried the
+    body's ``tool_invoke`` already (:func:`decide_starting`); else it is made durable
+    here, before the body."""
+    sessions = guard._sessions
+    if sessions is not None:
+        body = sessions.settling(decision, body)
     if guard.telemetry is not None:
         with guard._executing(decision, call[0] if call is not None else None):
             return _run_settled(guard, decision, body, call, started)
@@ -280,6 +285,9 @@ async def arun_settled(
     started: bool = False,
 ) -> T:
     """The async twin of :func:`run_settled` (settling runs off the event loop)."""
+    sessions = guard._sessions
+    if sessions is not None:
+        body = sessions.asettling(decision, body)
     if guard.telemetry is not None:
         with guard._executing(decision, call[0] if call is not None else None):
             return await _arun_settled(guard, decision, body, call, started)

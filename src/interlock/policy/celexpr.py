@@ -40,6 +40,7 @@ __all__ = [
     "compile_condition",
     "required_arguments",
     "rewrite",
+    "session_rewrite",
 ]
 
 _PREFIX: Final = "__il_"
@@ -137,6 +138,9 @@ class CelCondition:
     presence: tuple[tuple[str, str, str], ...]
     whole: tuple[str, ...]
     partial: Node | None = None  # decides the simple cases in Python (celpartial)
+    #: the session functions it calls, each bound as a flat variable:
+    #: (variable, function, its string argument) — see :func:`session_rewrite`
+    session: tuple[tuple[str, str, str], ...] = ()
 
     def evaluate(self, roots: RootGetter, rule_id: str) -> bool:
         if self.partial is not None:
@@ -156,6 +160,8 @@ class CelCondition:
                 activation[name] = mapping[key]
         for name, root, key in self.presence:
             activation[name] = key in roots(root)
+        if self.session:
+            self._bind_session(activation, roots, rule_id)
         try:
             result = self.program.execute(activation)
         except Exception as exc:
@@ -169,6 +175,14 @@ class CelCondition:
                 rule_id=rule_id,
             )
         return result
+
+    def _bind_session(self, activation: dict[str, Any], roots: RootGetter, rule_id: str) -> None:
+        from interlock.policy.sessionrules import cel_value
+
+        session_id = roots("context").get("session_id")
+        args = roots("args")
+        for name, function, argument in self.session:
+            activation[name] = cel_value(function, argument, session_id, args, rule_id)
 
     def _explain(self, exc: Exception) -> str:
         text = message_of(exc)
@@ -217,14 +231,99 @@ def compile_condition(source: str) -> CelCondition:
     from interlock.policy.celpartial import parse  # a policy with `when:` only
 
     cel = _binding()
-    original = cel.compile(source)  # parse errors point at the user's text, not the rewrite
-    plan = rewrite(source)
+    flat, session = session_rewrite(source)
+    # parse errors point at the user's text, not the rewrite
+    original = cel.compile(source) if not session else _compile_flat(cel, source, flat)
+    variables = tuple(v for v in original.variables() if not v.startswith(_SESSION_PREFIX))
+    plan = rewrite(flat)
     return CelCondition(
         source=source,
-        variables=tuple(original.variables()),
+        variables=variables,
         program=cel.compile(plan.source),
         fields=plan.fields,
         presence=plan.presence,
         whole=plan.whole,
-        partial=parse(source),
+        partial=parse(source) if not session else None,
+        session=session,
     )
+
+
+def _compile_flat(cel: ModuleType, source: str, flat: str) -> Any:
+    """The program of the session rewrite ``flat`` of ``source``; when it does not
+    parse, the error of ``source`` itself (it names the user's text)."""
+    try:
+        return cel.compile(flat)
+    except Exception:
+        cel.compile(source)
+        raise
+
+
+_SESSION_PREFIX: Final = f"{_PREFIX}s"
+
+
+def session_rewrite(source: str) -> tuple[str, tuple[tuple[str, str, str], ...]]:
+    """``source`` with each session function (``session.labels``,
+    ``session.ran("glob")``, ``session.count("glob")``, ``flows_from("glob")``,
+    ``flows_from_label("label")``, ``provenance("arg")``) replaced by a flat variable,
+    and those variables. Raises ValueError for a session function called with anything
+    but one string literal, or ``session`` used any other way."""
+    from interlock.policy.sessionrules import SESSION_FIELDS, SESSION_FUNCTIONS, SESSION_METHODS
+
+    tokens = tokenize(source)
+    edits: list[tuple[int, int, str]] = []
+    calls: dict[tuple[str, str], str] = {}
+
+    def variable(function: str, argument: str) -> str:
+        key = (function, argument)
+        if key not in calls:
+            calls[key] = f"{_SESSION_PREFIX}{len(calls)}"
+        return calls[key]
+
+    for i, token in enumerate(tokens):
+        if token.kind != "ident" or (i > 0 and tokens[i - 1].text == "."):
+            continue
+        if token.text == "session":
+            member = tokens[i + 2] if i + 2 < len(tokens) and tokens[i + 1].text == "." else None
+            called = i + 3 < len(tokens) and tokens[i + 3].text == "("
+            if member is not None and member.text in SESSION_FIELDS and not called:
+                edits.append((token.start, member.end, variable(member.text, "")))
+                continue
+            if member is not None and member.text in SESSION_METHODS and called:
+                argument, end = _one_literal(tokens, i + 3, f"session.{member.text}")
+                edits.append((token.start, end, variable(member.text, argument)))
+                continue
+            raise ValueError(
+                '`session` is read as session.labels, session.ran("glob") or session.count("glob")'
+            )
+        if token.text in SESSION_FUNCTIONS:
+            if not (i + 1 < len(tokens) and tokens[i + 1].text == "("):
+                raise ValueError(f'{token.text} is a function: {token.text}("...")')
+            argument, end = _one_literal(tokens, i + 1, token.text)
+            edits.append((token.start, end, variable(token.text, argument)))
+    text = source
+    for start, end, name in sorted(edits, reverse=True):
+        text = text[:start] + name + text[end:]
+    return text, tuple((name, function, argument) for (function, argument), name in calls.items())
+
+
+def _one_literal(tokens: list[Token], open_at: int, function: str) -> tuple[str, int]:
+    """The string literal of ``function("...")`` whose ``(`` is ``tokens[open_at]``,
+    and where its ``)`` ends."""
+    literal = tokens[open_at + 1] if open_at + 1 < len(tokens) else None
+    closing = tokens[open_at + 2] if open_at + 2 < len(tokens) else None
+    if literal is None or literal.kind != "string" or closing is None or closing.text != ")":
+        raise ValueError(f'{function} takes exactly one string literal, e.g. {function}("x")')
+    text = literal.text
+    prefix = text[: len(text) - len(text.lstrip("rRbB"))]
+    if "b" in prefix.lower():
+        raise ValueError(f"{function} takes a string, not bytes")
+    body = text[len(prefix) :]
+    quote = 3 if body[:3] in ("'''", '"""') else 1
+    inner = body[quote:-quote]
+    if "r" not in prefix.lower() and "\\" in inner:
+        import ast
+
+        inner = str(ast.literal_eval(body))
+    if not inner:
+        raise ValueError(f"{function} takes a non-empty string")
+    return inner, closing.end

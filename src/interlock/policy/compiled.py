@@ -27,6 +27,7 @@ from interlock.policy.specs import ApprovalPolicy, AuditPolicy, BudgetSpec, Rate
 from interlock.policy.validated import SEVERITY_ORDER
 
 if TYPE_CHECKING:
+    from interlock.policy.sessionrules import SessionSpec, SessionTest
     from interlock.policy.toolschema import ArgumentRef
 
 __all__ = [
@@ -62,6 +63,11 @@ class CompiledRule:
     arguments: tuple[ArgumentRef, ...] = ()
     #: how much is at stake when it fires (low, medium, high, critical), if declared
     severity: str | None = None
+    #: the rule's ``session:`` conditions (policy/sessionrules.py), if any
+    session: SessionTest | None = None
+    #: for a label rule: the labels an allowed match attaches and clears
+    attach: frozenset[str] = frozenset()
+    clear: frozenset[str] = frozenset()
     # The per-check test, specialised to the matchers this rule has (built once).
     test: RuleTest = field(init=False, repr=False, compare=False)
     #: the checks :attr:`test` AND-s, cheapest first (empty: always true); the
@@ -108,6 +114,8 @@ def _build_checks(rule: CompiledRule) -> tuple[RuleTest, ...]:
     when = rule.when
     if when is not None:
         checks.append(_when_test(when, rule.id))
+    if rule.session is not None:
+        checks.append(rule.session.test)
     return tuple(checks)
 
 
@@ -589,6 +597,9 @@ class CompiledPolicy:
     tool_intents: Mapping[str, ToolIntent] = field(default_factory=dict)
     #: which allows carry a grant (policy/intents.py)
     grants: GrantPolicy = field(default_factory=GrantPolicy)
+    #: what the policy keeps of sessions (label rules, tool labels, bounds); None when
+    #: nothing in it reads or labels them (policy/sessionrules.py)
+    sessions: SessionSpec | None = None
     _candidates: dict[tuple[str, str, str], CandidateSet] = field(default_factory=dict)
     _pins: dict[str, str | None] = field(default_factory=dict)
     _refusers: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)

@@ -12,6 +12,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -44,6 +45,14 @@ from interlock.policy.matchers import (
     RegexSet,
     compile_re2,
 )
+from interlock.policy.sessionrules import (
+    AfterTest,
+    FlowTest,
+    ProvenanceTest,
+    SessionSpec,
+    SessionTest,
+    StepSelector,
+)
 from interlock.policy.shellmatch import CommandMatcher, ShellMatcher
 from interlock.policy.specs import (
     DEFAULT_OVERAGE,
@@ -63,6 +72,7 @@ from interlock.policy.validated import (
     BudgetData,
     ConditionData,
     GrantData,
+    LabelRuleData,
     LineSource,
     PolicyData,
     RateLimitData,
@@ -227,14 +237,15 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[str | int, ...]:
 
 
 def _in_rules(path: tuple[str | int, ...]) -> bool:
-    return len(path) >= 2 and path[0] == "rules" and isinstance(path[1], int)
+    """Inside a rule (or a label rule): messages name its id, fields are its own."""
+    return len(path) >= 2 and path[0] in ("rules", "labels") and isinstance(path[1], int)
 
 
 def _rule_id(data: Any, path: tuple[str | int, ...]) -> str | None:
     if not _in_rules(path):
         return None
     try:
-        rule = data["rules"][path[1]]
+        rule = data[path[0]][path[1]]
     except (KeyError, IndexError, TypeError):
         return None
     rule_id = rule.get("id") if isinstance(rule, Mapping) else None
@@ -289,6 +300,7 @@ class _Compiler:
             compiled = self.rule(index, rule)
             if compiled is not None:
                 rules.append(compiled)
+        sessions = self.sessions(rules)
         pins = []
         for glob, scope in model.scopes.tools.items():
             pins.append((GlobSet.of(glob), scope))
@@ -339,6 +351,48 @@ class _Compiler:
             },
             tool_intents=tool_intents,
             grants=grants,
+            sessions=sessions,
+        )
+
+    def sessions(self, rules: list[CompiledRule]) -> SessionSpec | None:
+        """What the policy keeps of sessions: None when nothing in it reads or labels
+        them (then no check pays for session history)."""
+        model = self.model
+        seen: dict[str, int] = {}
+        label_rules: list[CompiledRule] = []
+        for index, label in enumerate(model.labels):
+            if label.id in seen:
+                self.issue(
+                    f"duplicate label rule id (first used by label rule #{seen[label.id] + 1})",
+                    ("labels", index, "id"),
+                    label.id,
+                )
+                continue
+            seen[label.id] = index
+            compiled = self.rule(index, _label_rule_data(label), "labels")
+            if compiled is not None:
+                label_rules.append(
+                    dataclasses.replace(
+                        compiled,
+                        attach=frozenset(label.attach or ()),
+                        clear=frozenset(label.clear or ()),
+                    )
+                )
+        tool_labels = {
+            name: frozenset(tool.labels) for name, tool in model.tools.items() if tool.labels
+        }
+        reads = any(rule.session is not None for rule in rules) or any(
+            rule.when is not None and rule.when.session for rule in (*rules, *label_rules)
+        )
+        settings = model.session
+        expire_after = self.duration(settings.expire_after, ("session", "expire_after"))
+        if not (reads or label_rules or tool_labels):
+            return None
+        return SessionSpec(
+            max_steps=settings.max_steps,
+            expire_after=expire_after,
+            label_rules=tuple(label_rules),
+            tool_labels=tool_labels,
         )
 
     def tool_intents(self) -> dict[str, ToolIntent]:
@@ -545,8 +599,8 @@ class _Compiler:
             grant_ttl=self.duration(approvals.grant_ttl, ("approvals", "grant_ttl")),
         )
 
-    def rule(self, index: int, rule: RuleData) -> CompiledRule | None:
-        base = ("rules", index)
+    def rule(self, index: int, rule: RuleData, section: str = "rules") -> CompiledRule | None:
+        base = (section, index)
         before = len(self.issues)
         conditions = []
         for key, condition in rule.params.items():
@@ -584,6 +638,7 @@ class _Compiler:
                         (*base, "when"),
                         rule.id,
                     )
+        session = self.session_test(rule, base)
         if len(self.issues) > before:
             return None
         return CompiledRule(
@@ -602,7 +657,43 @@ class _Compiler:
             shell=shell,
             arguments=arguments,
             severity=rule.severity,
+            session=session,
         )
+
+    def session_test(self, rule: RuleData, base: tuple[str | int, ...]) -> SessionTest | None:
+        """The rule's ``session:`` conditions, compiled (issues recorded)."""
+        condition = rule.session
+        if condition is None:
+            return None
+        after = None
+        if condition.after is not None:
+            spec = condition.after
+            within_time = None
+            if spec.within_time is not None:
+                path = (*base, "session", "after", "within_time")
+                try:
+                    within_time = parse_duration(spec.within_time)
+                except ValueError as exc:
+                    self.issue(str(exc), path, rule.id)
+            after = AfterTest(
+                _step_selector(spec.name, spec.kind, spec.labels),
+                spec.within,
+                within_time,
+                spec.at_least,
+            )
+        flow = None
+        if condition.flows_from is not None:
+            spec_flow = condition.flows_from
+            flow = FlowTest(
+                _step_selector(spec_flow.name, spec_flow.kind, spec_flow.labels),
+                tuple(spec_flow.args) if spec_flow.args is not None else None,
+            )
+        provenance = None
+        if condition.provenance is not None:
+            provenance = ProvenanceTest(
+                tuple(condition.provenance.args), frozenset(condition.provenance.from_)
+            )
+        return SessionTest(rule.id, frozenset(condition.labels or ()), after, flow, provenance)
 
     def arguments(self, rule: RuleData, base: tuple[str | int, ...]) -> tuple[ArgumentRef, ...]:
         """What ``rule`` reads of a call's arguments, each with its line."""
@@ -667,6 +758,34 @@ class _Compiler:
             exists=condition.exists,
             possible=possible,
         )
+
+
+def _step_selector(
+    names: str | list[str] | None, kinds: str | list[str] | None, labels: list[str] | None
+) -> StepSelector:
+    return StepSelector(
+        GlobSet.of(names) if names is not None else None, _kinds(kinds), frozenset(labels or ())
+    )
+
+
+def _label_rule_data(label: LabelRuleData) -> RuleData:
+    """A label rule as a rule (its selectors are a rule's). An attaching rule reads
+    paths as a deny does (the stricter reading: any case), a clearing one as an allow."""
+    return RuleData(
+        id=label.id,
+        decision="deny" if label.attach else "allow",
+        reason=f"label rule {label.id}",
+        description=label.description,
+        mode="enforce",
+        kind=label.kind,
+        name=label.name,
+        scope=label.scope,
+        agent=label.agent,
+        tenant=label.tenant,
+        params=label.params,
+        shell=label.shell,
+        when=label.when,
+    )
 
 
 def _shell_matcher(condition: ShellData) -> ShellMatcher:

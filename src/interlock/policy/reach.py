@@ -49,7 +49,9 @@ def _selects(rule: CompiledRule, kind: str, name: str, tenant: str, agent: str |
 
 def _reach(rule: CompiledRule, known: _Known) -> Reach:
     """Whether the rule matches no call, some, or every call of the tool."""
-    certain = rule.scopes is None and rule.when is None and rule.shell is None
+    certain = (
+        rule.scopes is None and rule.when is None and rule.shell is None and rule.session is None
+    )
     for condition in rule.conditions:
         if condition.key not in known.params:
             certain = False

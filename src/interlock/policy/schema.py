@@ -45,6 +45,7 @@ __all__ = [
     "Condition",
     "GrantModel",
     "IntentModel",
+    "LabelRuleModel",
     "Limits",
     "PolicyModel",
     "PricingSettings",
@@ -52,6 +53,11 @@ __all__ = [
     "RedactionSettings",
     "RuleModel",
     "ScopeSettings",
+    "SessionAfter",
+    "SessionCondition",
+    "SessionFlow",
+    "SessionProvenance",
+    "SessionSettings",
     "ShellCondition",
     "TokenPrice",
     "ToolModel",
@@ -216,6 +222,85 @@ class ShellCondition(_Strict):
         return self
 
 
+Labels = Annotated[
+    list[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$", max_length=64)]],
+    Field(min_length=1),
+]
+
+
+class SessionAfter(_Strict):
+    """An earlier *executed* call step of the session (not an input, not a refused
+    call, not one whose body raised) matching this step selector."""
+
+    name: Globs | None = Field(None, description="Globs on the step's tool (or model) name.")
+    kind: str | list[str] | None = Field(
+        None, description="The step's kind: tool, llm, mcp, browser, effect."
+    )
+    labels: Labels | None = Field(None, description="The step carries all of these labels.")
+    within: int | None = Field(
+        None, strict=True, ge=1, description="Only among the session's last N steps."
+    )
+    within_time: Duration | None = Field(
+        None, description="Only steps in this last duration (e.g. `10m`)."
+    )
+    at_least: int = Field(
+        1, strict=True, ge=1, description="At least N such steps (a per-session cap)."
+    )
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kinds(cls, value: str | list[str] | None) -> str | list[str] | None:
+        return check_kinds(value)
+
+
+class SessionFlow(_Strict):
+    """This call's arguments carry data returned by an earlier executed step matching
+    the selector (found by fingerprints: substrings, base64, URL-encoding)."""
+
+    name: Globs | None = Field(None, description="Globs on the source step's name.")
+    kind: str | list[str] | None = Field(None, description="The source step's kind.")
+    labels: Labels | None = Field(None, description="The source step carries all of these.")
+    args: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        None, min_length=1, description="Only these top-level arguments (default: all)."
+    )
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kinds(cls, value: str | list[str] | None) -> str | list[str] | None:
+        return check_kinds(value)
+
+
+class SessionProvenance(_Strict):
+    """Holds when one of ``args`` carries data that a step labelled with one of
+    ``from`` brought in (a tool result or an untrusted input) and that no trusted
+    input (the user's request, the system prompt) also holds."""
+
+    args: list[Annotated[str, Field(min_length=1)]] = Field(
+        min_length=1, description="The top-level arguments whose provenance is judged."
+    )
+    from_: Labels = Field(
+        alias="from", description="Labels of untrusted sources (e.g. `untrusted`)."
+    )
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class SessionCondition(_Strict):
+    """Conditions on the session's history; all given parts must hold."""
+
+    labels: Labels | None = Field(None, description="The session carries ALL of these labels.")
+    after: SessionAfter | None = None
+    flows_from: SessionFlow | None = None
+    provenance: SessionProvenance | None = None
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> SessionCondition:
+        parts = (self.labels, self.after, self.flows_from, self.provenance)
+        if all(part is None for part in parts):
+            raise ValueError("a session condition needs labels, after, flows_from or provenance")
+        return self
+
+
 class RuleModel(_Strict):
     """One rule: who and what it matches, and the decision it gives."""
 
@@ -258,11 +343,57 @@ class RuleModel(_Strict):
         None,
         description="An allow by this rule carries a signed, single-use grant (`decision.grant`).",
     )
+    session: SessionCondition | None = Field(
+        None,
+        description="Conditions on what the session already did and read (docs/sessions.md).",
+    )
 
     @field_validator("kind")
     @classmethod
     def _known_kinds(cls, value: str | list[str] | None) -> str | list[str] | None:
         return check_kinds(value)
+
+
+class LabelRuleModel(_Strict):
+    """A label rule: an allowed call it matches attaches (or clears) session labels.
+    Its selectors are a rule's."""
+
+    id: RuleId = Field(description="Unique among label rules.")
+    attach: Labels | None = Field(None, description="Labels attached when a match is allowed.")
+    clear: Labels | None = Field(
+        None, description="Labels removed when a match is allowed: the only way to remove one."
+    )
+    description: str | None = None
+    kind: str | list[str] | None = Field(None, description="Action kinds.")
+    name: Globs | None = Field(None, description="Globs on the tool (or model) name.")
+    scope: str | list[str] | None = Field(None, description="Scopes.")
+    agent: Globs | None = Field(None, description="Globs on the agent id.")
+    tenant: Globs | None = Field(None, description="Globs on the tenant.")
+    params: dict[str, Condition] = Field(
+        default_factory=dict,
+        description="Conditions on extracted parameters, as a rule's (`server` selects "
+        "an MCP tool's upstream server).",
+    )
+    shell: ShellCondition | None = None
+    when: str | None = Field(None, description="A CEL expression, as a rule's.")
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kinds(cls, value: str | list[str] | None) -> str | list[str] | None:
+        return check_kinds(value)
+
+    @model_validator(mode="after")
+    def _does_something(self) -> LabelRuleModel:
+        if self.attach is None and self.clear is None:
+            raise ValueError("a label rule needs attach or clear")
+        return self
+
+
+class SessionSettings(_Strict):
+    max_steps: int = Field(
+        200, strict=True, ge=1, le=100_000, description="Steps kept per session."
+    )
+    expire_after: Duration = Field("24h", description="Idle sessions are forgotten after this.")
 
 
 # The selectors of a budget or rate limit: which allowed actions it counts.
@@ -490,6 +621,9 @@ class ToolModel(_Strict):
     grant: GrantModel | None = Field(
         None, description="Ask for a grant with every allowed call of this tool."
     )
+    labels: Labels | None = Field(
+        None, description="Labels every allowed call of this tool attaches to its session."
+    )
 
 
 class PolicyModel(_Strict):
@@ -520,6 +654,14 @@ class PolicyModel(_Strict):
     audit: AuditSettings = Field(
         default_factory=AuditSettings,  # type: ignore[arg-type]
         description="How decision records are made durable.",
+    )
+    session: SessionSettings = Field(
+        default_factory=SessionSettings,  # type: ignore[arg-type]
+        description="How much session history is kept (session-aware rules).",
+    )
+    labels: list[LabelRuleModel] = Field(
+        default_factory=list,
+        description="Label rules: allowed calls that attach or clear session labels.",
     )
     tools: dict[Annotated[str, Field(min_length=1)], ToolModel] = Field(
         default_factory=dict,

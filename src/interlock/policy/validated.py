@@ -23,9 +23,11 @@ if TYPE_CHECKING:
         BudgetModel,
         Condition,
         GrantModel,
+        LabelRuleModel,
         PolicyModel,
         RateLimitModel,
         RuleModel,
+        SessionCondition,
         ShellCondition,
         ToolModel,
     )
@@ -40,6 +42,7 @@ __all__ = [
     "ConditionData",
     "GrantData",
     "IntentData",
+    "LabelRuleData",
     "LimitsData",
     "LineSource",
     "PolicyData",
@@ -49,6 +52,11 @@ __all__ = [
     "RedactionData",
     "RuleData",
     "ScopesData",
+    "SessionAfterData",
+    "SessionConditionData",
+    "SessionData",
+    "SessionFlowData",
+    "SessionProvenanceData",
     "ShellData",
     "ToolData",
     "from_model",
@@ -106,6 +114,39 @@ class ShellData(NamedTuple):
     writes: bool | None
 
 
+class SessionAfterData(NamedTuple):
+    name: Globs | None
+    kind: str | list[str] | None
+    labels: list[str] | None
+    within: int | None
+    within_time: str | int | float | None
+    at_least: int
+
+
+class SessionFlowData(NamedTuple):
+    name: Globs | None
+    kind: str | list[str] | None
+    labels: list[str] | None
+    args: list[str] | None
+
+
+class SessionProvenanceData(NamedTuple):
+    args: list[str]
+    from_: list[str]
+
+
+class SessionConditionData(NamedTuple):
+    labels: list[str] | None
+    after: SessionAfterData | None
+    flows_from: SessionFlowData | None
+    provenance: SessionProvenanceData | None
+
+
+class SessionData(NamedTuple):
+    max_steps: int
+    expire_after: str | int | float
+
+
 class RuleData(NamedTuple):
     id: str
     decision: DecisionName
@@ -122,6 +163,22 @@ class RuleData(NamedTuple):
     when: str | None
     severity: Severity | None = None
     grant: GrantData | None = None
+    session: SessionConditionData | None = None
+
+
+class LabelRuleData(NamedTuple):
+    id: str
+    attach: list[str] | None
+    clear: list[str] | None
+    description: str | None
+    kind: str | list[str] | None
+    name: Globs | None
+    scope: str | list[str] | None
+    agent: Globs | None
+    tenant: Globs | None
+    params: dict[str, ConditionData]
+    shell: ShellData | None
+    when: str | None
 
 
 class ScopesData(NamedTuple):
@@ -206,6 +263,7 @@ class ToolData(NamedTuple):
     description: str | None
     intent: IntentData | None = None
     grant: GrantData | None = None
+    labels: list[str] | None = None
 
 
 class PolicyData(NamedTuple):
@@ -223,6 +281,8 @@ class PolicyData(NamedTuple):
     pricing: PricingData
     audit: AuditData
     tools: dict[str, ToolData]
+    session: SessionData = SessionData(200, "24h")
+    labels: list[LabelRuleData] = []  # noqa: RUF012 (a NamedTuple default, never mutated)
 
 
 # -- from the pydantic models ----------------------------------------------------------
@@ -271,6 +331,46 @@ def _rule(model: RuleModel) -> RuleData:
         when=model.when,
         severity=model.severity,
         grant=_grant(model.grant),
+        session=_session_condition(model.session),
+    )
+
+
+def _session_condition(model: SessionCondition | None) -> SessionConditionData | None:
+    if model is None:
+        return None
+    after = model.after
+    flow = model.flows_from
+    provenance = model.provenance
+    return SessionConditionData(
+        labels=model.labels,
+        after=None
+        if after is None
+        else SessionAfterData(
+            after.name, after.kind, after.labels, after.within, after.within_time, after.at_least
+        ),
+        flows_from=None
+        if flow is None
+        else SessionFlowData(flow.name, flow.kind, flow.labels, flow.args),
+        provenance=None
+        if provenance is None
+        else SessionProvenanceData(provenance.args, provenance.from_),
+    )
+
+
+def _label_rule(model: LabelRuleModel) -> LabelRuleData:
+    return LabelRuleData(
+        id=model.id,
+        attach=model.attach,
+        clear=model.clear,
+        description=model.description,
+        kind=model.kind,
+        name=model.name,
+        scope=model.scope,
+        agent=model.agent,
+        tenant=model.tenant,
+        params={key: _condition(c) for key, c in model.params.items()},
+        shell=_shell(model.shell) if model.shell is not None else None,
+        when=model.when,
     )
 
 
@@ -287,6 +387,7 @@ def _tool(model: ToolModel) -> ToolData:
         if intent is None
         else IntentData(intent.target, intent.system, intent.operation, intent.endpoint),
         _grant(model.grant),
+        model.labels,
     )
 
 
@@ -349,4 +450,6 @@ def from_model(model: PolicyModel) -> PolicyData:
         ),
         audit=AuditData(model.audit.durability),
         tools={name: _tool(tool) for name, tool in model.tools.items()},
+        session=SessionData(model.session.max_steps, model.session.expire_after),
+        labels=[_label_rule(rule) for rule in model.labels],
     )

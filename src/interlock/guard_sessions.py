@@ -1,0 +1,170 @@
+"""The guard's side of session-aware rules: read the session before a check, record
+the decided step after, settle it when the body returns, record outside inputs.
+
+Only a guard whose policy reads or labels sessions (``CompiledPolicy.sessions``) has
+a :class:`SessionRecorder`; any other guard pays nothing for sessions.
+
+- Before a check: the session's view (:meth:`SessionRecorder.facts`); a history that
+  cannot be read gives facts with no view, and a rule reading them is unevaluable
+  (the check undetermined, never allowed).
+- After: the decided step, every verdict; an allow attaches (and clears) the labels
+  its label rules and tool declare. An allow whose step cannot be recorded becomes
+  undetermined: a later rule would not see it.
+- When the body returns: the step is settled executed, with the fingerprints of its
+  result; when it raises, executed=False.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar
+
+from interlock.core.action import Action, Context
+from interlock.core.decision import Decision, Verdict
+from interlock.errors import SessionUnavailable, describe
+from interlock.policy.compiled import CompiledPolicy
+from interlock.policy.sessionrules import SessionFacts, SessionSpec, new_step
+from interlock.session.fingerprints import of_data
+from interlock.session.history import (
+    EMPTY_FINGERPRINTS,
+    NewStep,
+    SessionHistory,
+    SessionView,
+    Step,
+)
+
+__all__ = ["SessionRecorder"]
+
+log = logging.getLogger("interlock")
+T = TypeVar("T")
+
+_PENDING_KEPT: Final = 10_000
+
+
+class SessionRecorder:
+    """Session facts in, steps out, for one guard."""
+
+    def __init__(self, spec: SessionSpec, history: SessionHistory) -> None:
+        self.spec = spec
+        self.history = history
+        self._pending: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- before the check ------------------------------------------------------------
+
+    def facts(self, context: Context) -> SessionFacts:
+        """The session facts of a check in ``context``."""
+        session_id = context.session_id
+        if session_id is None:
+            return SessionFacts.of(SessionView(context.tenant, ""))
+        try:
+            return SessionFacts.of(self.history.view(context.tenant, session_id))
+        except Exception as exc:
+            return SessionFacts.unavailable(session_id, describe(exc))
+
+    # -- after the check -------------------------------------------------------------
+
+    def record(
+        self, action: Action, decision: Decision, facts: SessionFacts, policy: CompiledPolicy
+    ) -> Decision:
+        """Append the decided step of ``action``; the decision, or an undetermined one
+        when an allow cannot be recorded."""
+        context = action.context
+        session_id = context.session_id
+        if session_id is None or not isinstance(context, Context):
+            return decision
+        allowed = decision.verdict is Verdict.ALLOW
+        step = new_step(action, decision, facts, policy)
+        try:
+            self.history.append(context.tenant, session_id, step)
+        except Exception as exc:
+            if not allowed:
+                return decision
+            log.error("interlock: session %r: the step could not be recorded: %s", session_id, exc)
+            raise SessionUnavailable(
+                f"session {session_id!r}: the allowed step could not be recorded ({describe(exc)})"
+            ) from exc
+        if allowed and decision.decision_id is not None:
+            with self._lock:
+                self._pending[decision.decision_id] = (context.tenant, session_id)
+                while len(self._pending) > _PENDING_KEPT:
+                    self._pending.popitem(last=False)
+        return decision
+
+    # -- when the body has run -------------------------------------------------------
+
+    def settle(self, decision: Decision, *, executed: bool, result: object = None) -> None:
+        """Mark the step of ``decision`` executed (with its result's fingerprints) or
+        not. A step that is not a session step is ignored."""
+        decision_id = decision.decision_id
+        if decision_id is None:
+            return
+        with self._lock:
+            key = self._pending.pop(decision_id, None)
+        if key is None:
+            return
+        fingerprints = of_data(result) if executed else EMPTY_FINGERPRINTS
+        try:
+            self.history.settle(
+                key[0], key[1], decision_id, executed=executed, fingerprints=fingerprints
+            )
+        except Exception as exc:
+            log.error(
+                "interlock: session %r: the outcome of %s could not be recorded: %s",
+                key[1],
+                decision_id,
+                exc,
+            )
+
+    def settling(self, decision: Decision, body: Callable[..., T]) -> Callable[..., T]:
+        """``body``, settling the step of ``decision`` with what it returns or raises."""
+
+        def settled(*args: Any, **kwargs: Any) -> T:
+            try:
+                result = body(*args, **kwargs)
+            except BaseException:
+                self.settle(decision, executed=False)
+                raise
+            self.settle(decision, executed=True, result=result)
+            return result
+
+        return settled
+
+    def asettling(
+        self, decision: Decision, body: Callable[..., Awaitable[T]]
+    ) -> Callable[..., Awaitable[T]]:
+        """The async twin of :meth:`settling`."""
+
+        async def settled(*args: Any, **kwargs: Any) -> T:
+            try:
+                result = await body(*args, **kwargs)
+            except BaseException:
+                self.settle(decision, executed=False)
+                raise
+            self.settle(decision, executed=True, result=result)
+            return result
+
+        return settled
+
+    # -- outside data ----------------------------------------------------------------
+
+    def record_input(
+        self, text: object, context: Context, *, trusted: bool, labels: tuple[str, ...]
+    ) -> Step | None:
+        """Record outside data entering the session (None: the context has no session)."""
+        session_id = context.session_id
+        if session_id is None:
+            return None
+        step = NewStep(
+            kind="input",
+            name="input" if trusted else "input:untrusted",
+            verdict="input",
+            labels=frozenset(labels),
+            fingerprints=of_data(text),
+            trusted=trusted,
+            executed=True,
+        )
+        return self.history.append(context.tenant, session_id, step)

@@ -1,0 +1,373 @@
+"""Session conditions, as the engine tests them: what a session already did and read.
+
+A rule's ``session:`` (``labels``, ``after``, ``flows_from``, ``provenance``) and the
+session functions of CEL (``session.labels``, ``session.ran``, ``session.count``,
+``flows_from``, ``flows_from_label``, ``provenance``) read the :class:`SessionFacts` of
+the check: the session's view, taken before the check by the guard (or by
+``interlock policy test``), set in :data:`CURRENT` for the time of one evaluation.
+The engine stays pure: the facts are an input of the check, like its arguments.
+
+- A check with no ``session_id`` in its trusted context has an empty history.
+- A check of a session whose history could not be read (:class:`SessionFacts` with no
+  view), or made with no facts at all, cannot test a session condition: the rule is
+  unevaluable (an :class:`~interlock.errors.EvaluationError` naming the session), and
+  the verdict undetermined unless a stricter match already decides it — never allow.
+
+Example::
+
+    from interlock.policy.sessionrules import SessionFacts, session_scope
+    from interlock.session.history import SessionView
+
+    with session_scope(SessionFacts.of(SessionView("acme", "s-1"))):
+        ...  # evaluate(action, policy) reads the session here
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from interlock.core.decision import Decision, Verdict
+from interlock.errors import EvaluationError
+from interlock.policy.engine import facts_for
+from interlock.policy.matchers import GlobSet
+from interlock.session.fingerprints import carries, probe, texts_of
+from interlock.session.history import NewStep, SessionView, Step, StepKind
+
+if TYPE_CHECKING:
+    from interlock.core.action import Action
+    from interlock.policy.compiled import CompiledPolicy, CompiledRule
+    from interlock.policy.extract import Facts
+
+__all__ = [
+    "CURRENT",
+    "SESSION_FIELDS",
+    "SESSION_FUNCTIONS",
+    "SESSION_METHODS",
+    "AfterTest",
+    "FlowTest",
+    "ProvenanceTest",
+    "SessionFacts",
+    "SessionSpec",
+    "SessionTest",
+    "StepSelector",
+    "cel_value",
+    "facts_for_check",
+    "new_step",
+    "provenance_labels",
+    "session_scope",
+]
+
+
+@dataclass(slots=True)
+class SessionFacts:
+    """What one check knows of its session: the view (``None``: unreadable, with the
+    ``problem``), the time of the check, and the probes of its arguments (made once
+    per check, whatever number of rules read them)."""
+
+    view: SessionView | None
+    now: float
+    problem: str | None = None
+    _probes: dict[Any, frozenset[int]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, view: SessionView, now: float | None = None) -> SessionFacts:
+        return cls(view, time.time() if now is None else now)
+
+    @classmethod
+    def unavailable(cls, session_id: str, problem: str) -> SessionFacts:
+        return cls(None, time.time(), f"session {session_id!r}: {problem}")
+
+    def probe_of(self, key: Any, value: Any) -> frozenset[int]:
+        found = self._probes.get(key)
+        if found is None:
+            found = self._probes[key] = probe(value)
+        return found
+
+
+#: The session facts of the check being evaluated (set by the guard around it).
+CURRENT: Final[ContextVar[SessionFacts | None]] = ContextVar("interlock_session", default=None)
+_EMPTY: Final = SessionView("", "")
+
+
+@contextmanager
+def session_scope(facts: SessionFacts | None) -> Iterator[None]:
+    """Evaluate with ``facts`` as the session of the check."""
+    token = CURRENT.set(facts)
+    try:
+        yield
+    finally:
+        CURRENT.reset(token)
+
+
+def facts_for_check(session_id: Any, rule_id: str) -> tuple[SessionView, SessionFacts | None]:
+    """The view a rule reads for a check of ``session_id``; raises EvaluationError
+    when it has none."""
+    state = CURRENT.get()
+    if state is None:
+        if session_id is None:
+            return _EMPTY, None  # no session: an empty history (documented)
+        raise EvaluationError(
+            f"rule {rule_id!r} reads session {session_id!r}, and no session history was "
+            "given to this check",
+            rule_id=rule_id,
+        )
+    if state.view is None:
+        raise EvaluationError(
+            f"rule {rule_id!r} reads the session history, which is unavailable ({state.problem})",
+            rule_id=rule_id,
+        )
+    return state.view, state
+
+
+def _executed_calls(view: SessionView) -> Iterator[Step]:
+    for step in view.steps:
+        if step.executed and step.kind != "input":
+            yield step
+
+
+@dataclass(frozen=True, slots=True)
+class StepSelector:
+    """Which steps: name globs, kinds, and labels the step carries (all of)."""
+
+    names: GlobSet | None = None
+    kinds: frozenset[str] | None = None
+    labels: frozenset[str] = frozenset()
+
+    def matches(self, step: Step) -> bool:
+        if self.kinds is not None and step.kind not in self.kinds:
+            return False
+        if self.labels and not self.labels <= step.labels:
+            return False
+        return self.names is None or self.names.matches(step.name)
+
+
+@dataclass(frozen=True, slots=True)
+class AfterTest:
+    """At least ``at_least`` executed call steps match, among the last ``within``
+    steps and the last ``within_time`` seconds."""
+
+    selector: StepSelector
+    within: int | None = None
+    within_time: float | None = None
+    at_least: int = 1
+
+    def count(self, view: SessionView, now: float) -> int:
+        steps = view.steps
+        if self.within is not None:
+            steps = steps[-self.within :]
+        since = None if self.within_time is None else now - self.within_time
+        found = 0
+        for step in steps:
+            if not step.executed or step.kind == "input":
+                continue
+            if since is not None and step.at < since:
+                continue
+            if self.selector.matches(step):
+                found += 1
+        return found
+
+    def holds(self, view: SessionView, now: float) -> bool:
+        return self.count(view, now) >= self.at_least
+
+
+def _argument_probes(
+    args: Any, names: tuple[str, ...] | None, state: SessionFacts | None
+) -> list[frozenset[int]]:
+    """The probes of the named top-level arguments (all, when ``names`` is None), and
+    of their texts joined in order (a value split across two arguments)."""
+    if not isinstance(args, Mapping):
+        values = [args]
+        keys: list[Any] = [("*", None)]
+    else:
+        chosen = list(args) if names is None else [n for n in names if n in args]
+        values = [args[n] for n in chosen]
+        keys = [("arg", n) for n in chosen]
+    out: list[frozenset[int]] = []
+    for key, value in zip(keys, values, strict=True):
+        out.append(state.probe_of(key, value) if state is not None else probe(value))
+    if len(values) > 1:
+        joined = "".join(text for value in values for text in texts_of(value))
+        key = ("joined", tuple(keys))
+        out.append(state.probe_of(key, joined) if state is not None else probe(joined))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class FlowTest:
+    """This call's arguments carry data an earlier executed step matching the selector
+    returned."""
+
+    selector: StepSelector
+    args: tuple[str, ...] | None = None
+
+    def holds(self, view: SessionView, args: Any, state: SessionFacts | None) -> bool:
+        sources = [
+            step.fingerprints
+            for step in _executed_calls(view)
+            if step.fingerprints and self.selector.matches(step)
+        ]
+        if not sources:
+            return False
+        for probed in _argument_probes(args, self.args, state):
+            if any(carries(probed, data) for data in sources):
+                return True
+        return False
+
+
+def provenance_labels(view: SessionView, probed: frozenset[int]) -> frozenset[str]:
+    """The labels of the untrusted sources a value (its probe) came from: empty when a
+    trusted input also holds it (the user's own words win) or when nothing does."""
+    found: set[str] = set()
+    for step in view.steps:
+        if not step.executed or not step.fingerprints or not carries(probed, step.fingerprints):
+            continue
+        if step.kind == "input" and step.trusted:
+            return frozenset()
+        found |= step.labels
+    return frozenset(found)
+
+
+@dataclass(frozen=True, slots=True)
+class ProvenanceTest:
+    """One of ``args`` carries data a step labelled with one of ``sources`` brought in,
+    and no trusted input holds it."""
+
+    args: tuple[str, ...]
+    sources: frozenset[str]
+
+    def holds(self, view: SessionView, args: Any, state: SessionFacts | None) -> bool:
+        if not isinstance(args, Mapping):
+            return False
+        for probed in _argument_probes(args, self.args, state):
+            if provenance_labels(view, probed) & self.sources:
+                return True
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTest:
+    """A rule's ``session:``: every part given must hold."""
+
+    rule_id: str
+    labels: frozenset[str] = frozenset()
+    after: AfterTest | None = None
+    flows_from: FlowTest | None = None
+    provenance: ProvenanceTest | None = None
+
+    def test(self, facts: Facts) -> bool:
+        view, state = facts_for_check(getattr(facts.context, "session_id", None), self.rule_id)
+        if self.labels and not self.labels <= view.labels:
+            return False
+        if self.after is not None:
+            now = state.now if state is not None else time.time()
+            if not self.after.holds(view, now):
+                return False
+        if self.flows_from is not None and not self.flows_from.holds(view, facts.args, state):
+            return False
+        return self.provenance is None or self.provenance.holds(view, facts.args, state)
+
+
+# -- the session functions of CEL -------------------------------------------------------
+
+#: ``session.<field>`` with no argument, ``session.<method>("...")`` and the free
+#: functions, each taking one string literal.
+SESSION_FIELDS: Final = frozenset({"labels"})
+SESSION_METHODS: Final = frozenset({"ran", "count"})
+SESSION_FUNCTIONS: Final = frozenset({"flows_from", "flows_from_label", "provenance"})
+
+
+def cel_value(
+    function: str,
+    argument: str,
+    session_id: Any,
+    args: Any,
+    rule_id: str,
+) -> Any:
+    """The value of one session function of CEL for the current check."""
+    view, state = facts_for_check(session_id, rule_id)
+    if function == "labels":
+        return sorted(view.labels)
+    if function in ("ran", "count"):
+        found = AfterTest(StepSelector(names=GlobSet.of(argument))).count(view, 0.0)
+        return found > 0 if function == "ran" else found
+    if function == "flows_from":
+        return FlowTest(StepSelector(names=GlobSet.of(argument))).holds(view, args, state)
+    if function == "flows_from_label":
+        selector = StepSelector(labels=frozenset([argument]))
+        return FlowTest(selector).holds(view, args, state)
+    # provenance("arg")
+    if not isinstance(args, Mapping) or argument not in args:
+        return []
+    value = args[argument]
+    probed = state.probe_of(("arg", argument), value) if state is not None else probe(value)
+    return sorted(provenance_labels(view, probed))
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSpec:
+    """What a policy keeps of sessions: the bounds of its history, its label rules
+    (compiled as rules, each with what it attaches and clears) and its tools' labels."""
+
+    max_steps: int = 200
+    expire_after: float = 24 * 3600.0
+    label_rules: tuple[CompiledRule, ...] = ()
+    tool_labels: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def labels_for(self, facts: Facts) -> tuple[frozenset[str], frozenset[str]]:
+        """The labels an allowed call (its facts) attaches and clears. A label rule
+        that cannot be evaluated attaches its labels and clears nothing (the stricter
+        reading)."""
+        attach: set[str] = set(self.tool_labels.get(facts.name, ()))
+        clear: set[str] = set()
+        for rule in self.label_rules:
+            if not rule.applies_to(facts.kind, facts.name, facts.scope):
+                continue
+            try:
+                hit = rule.test(facts)
+            except Exception:
+                attach |= rule.attach
+                continue
+            if hit:
+                attach |= rule.attach
+                clear |= rule.clear
+        return frozenset(attach), frozenset(clear)
+
+
+_STEP_KINDS: Final = frozenset({"tool", "llm", "mcp", "browser", "effect"})
+
+
+def new_step(
+    action: Action, decision: Decision, facts: SessionFacts, policy: CompiledPolicy
+) -> NewStep:
+    """The session step of a decided call: its verdict and, for an allow, the labels its
+    label rules and tool attach and clear. A call that cannot be read for its labels
+    attaches every label the policy could attach to it (the stricter reading)."""
+    spec = policy.sessions
+    attach: frozenset[str] = frozenset()
+    clear: frozenset[str] = frozenset()
+    if spec is not None and decision.verdict is Verdict.ALLOW and not spec.label_rules:
+        attach = spec.tool_labels.get(action.name, frozenset())
+    elif spec is not None and decision.verdict is Verdict.ALLOW:
+        token = CURRENT.set(facts)
+        try:
+            attach, clear = spec.labels_for(facts_for(action, policy))
+        except Exception:
+            attach = frozenset(
+                label for rule in spec.label_rules for label in rule.attach
+            ) | spec.tool_labels.get(action.name, frozenset())
+        finally:
+            CURRENT.reset(token)
+    kind: StepKind = action.kind if action.kind in _STEP_KINDS else "tool"  # type: ignore[assignment]
+    return NewStep(
+        kind=kind,
+        name=str(action.name),
+        verdict=decision.verdict.value,
+        decision_id=decision.decision_id,
+        labels=attach,
+        clears=clear,
+    )
