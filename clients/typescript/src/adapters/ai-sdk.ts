@@ -341,3 +341,38 @@ function settledAtTheEnd<P extends { type: string }>(
     },
   });
 }
+
+interface ModelObject {
+  modelId: string;
+  provider: string;
+  doGenerate(params: never): PromiseLike<unknown>;
+  doStream(params: never): PromiseLike<unknown>;
+}
+
+/**
+ * `model` with {@link interlockMiddleware} around its `doGenerate` / `doStream`, without
+ * importing `ai` (`wrapLanguageModel` does the same for v4 models): for any AI SDK model
+ * object (v2, v3, v4), e.g. a Mastra agent's `model`.
+ */
+export function guardModel<M extends ModelObject>(model: M, options: MiddlewareOptions): M {
+  const middleware = interlockMiddleware(options);
+  type Hook = (call: { doGenerate: () => PromiseLike<unknown>; doStream: () => PromiseLike<unknown>; params: unknown; model: unknown }) => PromiseLike<unknown>;
+  const wrapGenerate = middleware.wrapGenerate as unknown as Hook;
+  const wrapStream = middleware.wrapStream as unknown as Hook;
+  const raw = {
+    doGenerate: (params: never) => model.doGenerate(params),
+    doStream: (params: never) => model.doStream(params),
+  };
+  const hooks = {
+    doGenerate: (params: never) =>
+      wrapGenerate({ doGenerate: () => raw.doGenerate(params), doStream: () => raw.doStream(params), params, model }),
+    doStream: (params: never) =>
+      wrapStream({ doGenerate: () => raw.doGenerate(params), doStream: () => raw.doStream(params), params, model }),
+  };
+  return new Proxy(model, {
+    get(target, property, receiver) {
+      if (property === "doGenerate" || property === "doStream") return hooks[property];
+      return Reflect.get(target, property, receiver);
+    },
+  });
+}
