@@ -11,13 +11,14 @@ import { describe, expect, inject, it } from "vitest";
 import {
   type Action,
   type ElizaGuardOptions,
+  elizaAction,
   guardAction,
   guardHandler,
   interlockValidator,
 } from "../src/adapters/eliza.js";
 import { InterlockClient } from "../src/client.js";
 import type { Decision } from "../src/types.js";
-import { FAILURES, TABLE, expectRow, expectUndetermined, failingClient, setUpRow } from "./support/adapter-rows.js";
+import { FAILURES, TABLE, adapterOptions, expectRow, expectUndetermined, failingClient, setUpRow } from "./support/adapter-rows.js";
 import { startMisbehavingServer } from "./support/server.js";
 
 const server = inject("toolCalls");
@@ -120,10 +121,10 @@ describe("the runtime does not enforce validate", () => {
 
 describe("guardAction through runtime.processActions", () => {
   it.each(TABLE.rows)("$behaviour", async (row) => {
-    const run = await setUpRow(row, server);
+    const run = await setUpRow(row);
     try {
       const kit = actions();
-      const options = run.options as ElizaGuardOptions;
+      const options: ElizaGuardOptions = adapterOptions(run, elizaAction);
       const { runtime, written } = runtimeWith([guardAction(kit.shell, options), guardAction(kit.pay, options)]);
       await process(runtime, row.tool, row.args);
       const record = written.find((item) => item.actionName === row.tool);
@@ -139,11 +140,11 @@ describe("guardAction through runtime.processActions", () => {
 
 describe("the validator", () => {
   it.each(TABLE.rows)("$behaviour: true only when the call may run", async (row) => {
-    const run = await setUpRow(row, server);
+    const run = await setUpRow(row);
     try {
       const kit = actions();
       const action = kit[row.tool as "shell" | "pay"];
-      const validate = interlockValidator(action, run.options as ElizaGuardOptions);
+      const validate = interlockValidator(action, adapterOptions(run, elizaAction));
       const { runtime } = runtimeWith([]);
       const { message } = turn(row.tool, row.args);
       expect(await validate(runtime, message)).toBe(row.runs);

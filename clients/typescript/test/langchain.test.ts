@@ -11,7 +11,7 @@ import { createAgent, tool } from "langchain";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { z } from "zod";
 
-import { type LangChainGuardOptions, guardTool, interlockMiddleware } from "../src/adapters/langchain.js";
+import { type LangChainGuardOptions, guardTool, interlockMiddleware, toolCallAction } from "../src/adapters/langchain.js";
 import { InterlockClient } from "../src/client.js";
 import { ActionDenied, ActionUndetermined } from "../src/errors.js";
 import type { Decision } from "../src/types.js";
@@ -19,6 +19,7 @@ import {
   FAILURES,
   TABLE,
   type Outcome,
+  adapterOptions,
   expectRow,
   expectUndetermined,
   failingClient,
@@ -97,9 +98,9 @@ async function runAgent(
 
 describe.each(["invoke", "stream"] as const)("the middleware in a createAgent loop (%s)", (mode) => {
   it.each(TABLE.rows)("$behaviour", async (row) => {
-    const run = await setUpRow(row, server);
+    const run = await setUpRow(row);
     try {
-      const { kit, messages } = await runAgent(mode, run.options, row.tool, row.args);
+      const { kit, messages } = await runAgent(mode, adapterOptions(run, toolCallAction), row.tool, row.args);
       const answer = toolMessage(messages);
       const outcome: Outcome = { ran: kit.count(), refusal: refusalIn(answer) };
       expectRow(row, run, outcome);
@@ -115,8 +116,8 @@ describe.each(["invoke", "stream"] as const)("the middleware in a createAgent lo
 describe("the middleware's refusals", () => {
   it("gives Python's exact words, and the approval URL where the policy names one", async () => {
     const row = TABLE.rows.find((item) => item.verdict === "require_approval")!;
-    const run = await setUpRow(row, server);
-    const { messages } = await runAgent("invoke", run.options, "pay", { amount: 500 });
+    const run = await setUpRow(row);
+    const { messages } = await runAgent("invoke", adapterOptions(run, toolCallAction), "pay", { amount: 500 });
     const answer = toolMessage(messages);
     expect(answer.status).toBe("error");
     expect(answer.tool_call_id).toBe("call-1");
@@ -233,10 +234,11 @@ describe("guardTool: a tool that judges its own calls", () => {
   });
 
   it.each(TABLE.rows)("in a LangGraph ToolNode: $behaviour", async (row) => {
-    const run = await setUpRow(row, server);
+    const run = await setUpRow(row);
     try {
       const kit = tools();
-      const node = new ToolNode([guardTool(kit.shell, run.options), guardTool(kit.pay, run.options)]);
+      const options = adapterOptions(run, toolCallAction);
+      const node = new ToolNode([guardTool(kit.shell, options), guardTool(kit.pay, options)]);
       const call = new AIMessage({ content: "", tool_calls: [{ name: row.tool, args: row.args, id: "call-1" }] });
       const { messages } = (await node.invoke({ messages: [call] })) as { messages: ToolMessage[] };
       const answer = messages[0]!;

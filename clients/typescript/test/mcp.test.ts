@@ -16,10 +16,11 @@ import {
   guardClient,
   guardMcpServer,
   guardToolHandler,
+  mcpAction,
 } from "../src/adapters/mcp.js";
 import { InterlockClient } from "../src/client.js";
 import type { Decision } from "../src/types.js";
-import { FAILURES, TABLE, expectRow, expectUndetermined, failingClient, setUpRow } from "./support/adapter-rows.js";
+import { FAILURES, TABLE, adapterOptions, expectRow, expectUndetermined, failingClient, setUpRow } from "./support/adapter-rows.js";
 import { startMisbehavingServer } from "./support/server.js";
 
 const interlock = inject("toolCalls");
@@ -68,8 +69,9 @@ function refusalIn(result: ToolResult): string | null {
 
 describe.each(["server", "client"] as const)("the %s-side guard", (side) => {
   it.each(TABLE.rows)("$behaviour", async (row) => {
-    const run = await setUpRow(row, interlock);
-    const mcp = await connect(side === "server" ? run.options : undefined, side === "client" ? run.options : undefined);
+    const run = await setUpRow(row);
+    const options = adapterOptions(run, mcpAction);
+    const mcp = await connect(side === "server" ? options : undefined, side === "client" ? options : undefined);
     try {
       const result = await mcp.call(row.tool, row.args);
       expectRow(row, run, { ran: mcp.count(), refusal: refusalIn(result) }, "mcp");

@@ -8,80 +8,47 @@ import { expect } from "vitest";
 
 import { InterlockClient } from "../../src/client.js";
 import type { GuardOptions, Mapped } from "../../src/judge.js";
-import type { Decision, Verdict } from "../../src/types.js";
-import { type FakeServer, type ServerInfo, downServerUrl, fixture, startMisbehavingServer } from "./server.js";
+import type { ActionInput, Decision } from "../../src/types.js";
+import { type Row, ROWS, expectObserversLogged, setUp } from "./rows.js";
+import { downServerUrl, startMisbehavingServer } from "./server.js";
 
-export interface ConformanceRow {
-  behaviour: string;
-  tool: string;
-  args: Record<string, unknown>;
-  verdict: Verdict | null;
-  runs: boolean;
-  says: string;
-  /** The whole refusal text Python gives (null where it depends on the language). */
-  message: string | null;
-  drive: {
-    kind: "server" | "mapper" | "slow_server" | "throwing_observers";
-    mapper?: "throws" | "garbage" | "not_ours";
-    delay_ms?: number;
-    timeout_ms?: number;
-    observers?: string[];
-  };
-}
-
-export const TABLE = fixture<{ policy: string; rows: ConformanceRow[] }>("tool-calls");
-
-/** The stand-ins for Python's mappers, in TypeScript. */
-const MAPPERS: Record<string, () => Mapped> = {
-  throws: () => {
-    throw new Error("the mapper exploded");
-  },
-  // Not an action: no name (Python's stand-in is a dict where an Action belongs).
-  garbage: () => ({ tool: "shell" }) as unknown as Mapped,
-  not_ours: () => null,
-};
+export type ConformanceRow = Row;
+export const TABLE = { rows: ROWS };
 
 /** What one row runs with, and what its observers saw. */
 export interface RowRun {
-  /** Spread into an adapter's options (`map` is set only for a mapper row). */
-  options: GuardOptions & { map?: () => Mapped };
+  /** Spread into an adapter's options (`map` set only for a mapper row: it is given the
+   * adapter's default action for the call, as Python's mappers are given the call). */
+  options: GuardOptions & { map?: (action: ActionInput) => Mapped };
   decisions: Decision[];
   warnings: string[];
   stop(): Promise<void>;
 }
 
-export async function setUpRow(row: ConformanceRow, server: ServerInfo): Promise<RowRun> {
+/** {@link setUp} (rows.ts), with every decision the observers saw recorded. */
+export async function setUpRow(row: Row): Promise<RowRun> {
+  const setup = await setUp(row);
   const decisions: Decision[] = [];
-  const warnings: string[] = [];
-  let fake: FakeServer | null = null;
-  let url = server.url;
-  if (row.drive.kind === "slow_server") {
-    fake = await startMisbehavingServer("slow", row.drive.delay_ms);
-    url = fake.url;
-  }
-  const throwing = row.drive.kind === "throwing_observers";
+  const observe = setup.options.onDecision;
   const options: RowRun["options"] = {
-    client: new InterlockClient({ url, apiKey: server.agentKey }),
-    onDecision: (decision) => {
+    ...setup.options,
+    onDecision: (decision, actions) => {
       decisions.push(decision);
-      if (throwing) throw new Error("observer exploded");
-    },
-    onBlocked: () => {
-      if (throwing) throw new Error("observer exploded");
-    },
-    logger: { warn: (message: string) => warnings.push(message) },
-  };
-  if (row.drive.timeout_ms !== undefined) options.timeoutMs = row.drive.timeout_ms;
-  const mapper = row.drive.mapper;
-  if (mapper !== undefined) options.map = MAPPERS[mapper] as () => Mapped;
-  return {
-    options,
-    decisions,
-    warnings,
-    async stop() {
-      await fake?.stop();
+      observe?.(decision, actions);
     },
   };
+  if (setup.mapper) options.map = setup.mapper;
+  return { options, decisions, warnings: setup.warnings, stop: () => setup.done() };
+}
+
+/** The row's options for an adapter whose mapper takes the framework's call: the row's
+ * mapper is given the adapter's default action for it. */
+export function adapterOptions<P extends unknown[]>(
+  run: RowRun,
+  toAction: (...call: P) => ActionInput,
+): GuardOptions & { map?: (...call: P) => Mapped } {
+  const { map, ...rest } = run.options;
+  return map ? { ...rest, map: (...call: P) => map(toAction(...call)) } : rest;
 }
 
 /** The refusal text a row expects, for actions of `kind` (an MCP tool is named so). */
@@ -113,10 +80,10 @@ export function expectRow(row: ConformanceRow, run: RowRun, outcome: Outcome, ki
   expect(outcome.refusal).not.toBeNull();
   expect(outcome.refusal).toContain(row.says);
   const message = expectedMessage(row, kind);
-  if (message !== null) expect(outcome.refusal).toContain(message);
-  if (row.drive.kind === "throwing_observers") {
-    expect(run.warnings.some((warning) => warning.includes("observer exploded"))).toBe(true);
-  }
+  // Python's words exactly; an MCP refusal adds the decision id, as Python's does.
+  if (message !== null && kind === "tool") expect(outcome.refusal).toBe(message);
+  if (message !== null && kind === "mcp") expect(outcome.refusal?.startsWith(message)).toBe(true);
+  expectObserversLogged(row, run.warnings);
 }
 
 /** The ways a server fails: each must be undetermined, the body not run. */
