@@ -19,7 +19,9 @@ import {
 import { InterlockClient } from "../src/client.js";
 import type { Decision } from "../src/types.js";
 import { FAILURES, TABLE, adapterOptions, expectRow, expectUndetermined, failingClient, setUpRow } from "./support/adapter-rows.js";
-import { startMisbehavingServer } from "./support/server.js";
+import { guardedPlugin } from "../examples/eliza.js";
+import { asPublished, pagePolicy, tsBlocks } from "./support/adapter-docs.js";
+import { startMisbehavingServer, startServer } from "./support/server.js";
 
 const server = inject("toolCalls");
 
@@ -236,4 +238,29 @@ describe("failing closed", () => {
     expect(result.data.interlock.decisionId).toMatch(/\S/);
     expect(kit.count()).toBe(0);
   });
+});
+
+describe("docs/typescript-elizaos.md", () => {
+  it("shows examples/eliza.ts verbatim", () => {
+    expect(tsBlocks("typescript-elizaos.md")).toContain(asPublished("eliza.ts"));
+  });
+
+  it("its example runs under its policy as it says", async () => {
+    const live = await startServer(pagePolicy("typescript-elizaos.md"));
+    try {
+      const plugin = guardedPlugin(live.url, live.agentKey);
+      const { runtime, written } = runtimeWith(plugin.actions);
+      await process(runtime, "TRANSFER", { to: "acme", amount: 50 });
+      await process(runtime, "TRANSFER", { to: "acme", amount: 500 });
+      expect(written.map((item) => [item.actionStatus, item.text])).toEqual([
+        ["completed", "sent 50 to acme"],
+        ["failed", "Interlock requires approval for tool 'transfer': large transfers need a human"],
+      ]);
+      const validate = plugin.actions[0]!.validate;
+      expect(await validate(runtime, turn("TRANSFER", { to: "acme", amount: 50 }).message)).toBe(true);
+      expect(await validate(runtime, turn("TRANSFER", { to: "acme", amount: 500 }).message)).toBe(false);
+    } finally {
+      await live.stop();
+    }
+  }, 120_000); // a server of its own: slow to start on a loaded machine
 });

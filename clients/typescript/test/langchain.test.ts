@@ -25,7 +25,9 @@ import {
   failingClient,
   setUpRow,
 } from "./support/adapter-rows.js";
-import { startMisbehavingServer } from "./support/server.js";
+import { main as example } from "../examples/langchain.js";
+import { asPublished, pagePolicy, tsBlocks } from "./support/adapter-docs.js";
+import { startMisbehavingServer, startServer } from "./support/server.js";
 
 const server = inject("toolCalls");
 
@@ -295,4 +297,25 @@ describe("guardTool: a tool that judges its own calls", () => {
   it("refuses what is not a LangChain tool", () => {
     expect(() => guardTool({ name: "x" }, options())).toThrow(/takes a LangChain tool/);
   });
+});
+
+describe("docs/typescript-langchain.md", () => {
+  it("shows examples/langchain.ts verbatim", () => {
+    expect(tsBlocks("typescript-langchain.md")).toContain(asPublished("langchain.ts"));
+  });
+
+  it("its example runs under its policy as it says", async () => {
+    const live = await startServer(pagePolicy("typescript-langchain.md"));
+    try {
+      const result = await example(live.url, live.agentKey);
+      expect(result.status).toBe("error");
+      expect(result.refusal).toMatch(/^Interlock denied tool 'shell': no recursive deletes/);
+      expect(result.answer).toBe("I am not allowed to delete that.");
+      expect(result.listing).toBe("ran ls");
+      expect(result.blocked).toBeInstanceOf(ActionDenied);
+      expect((result.blocked as ActionDenied).decision.ruleIds).toEqual(["no-rm"]);
+    } finally {
+      await live.stop();
+    }
+  }, 120_000); // a server of its own: slow to start on a loaded machine
 });

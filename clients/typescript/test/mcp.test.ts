@@ -21,7 +21,9 @@ import {
 import { InterlockClient } from "../src/client.js";
 import type { Decision } from "../src/types.js";
 import { FAILURES, TABLE, adapterOptions, expectRow, expectUndetermined, failingClient, setUpRow } from "./support/adapter-rows.js";
-import { startMisbehavingServer } from "./support/server.js";
+import { main as example } from "../examples/mcp.js";
+import { asPublished, pagePolicy, tsBlocks } from "./support/adapter-docs.js";
+import { startMisbehavingServer, startServer } from "./support/server.js";
 
 const interlock = inject("toolCalls");
 
@@ -259,4 +261,24 @@ describe("the server-side guard", () => {
       await server.close();
     }
   });
+});
+
+describe("docs/typescript-mcp.md", () => {
+  it("shows examples/mcp.ts verbatim", () => {
+    expect(tsBlocks("typescript-mcp.md")).toContain(asPublished("mcp.ts"));
+  });
+
+  it("its example runs under its policy as it says", async () => {
+    const live = await startServer(pagePolicy("typescript-mcp.md"));
+    try {
+      const { listing, refused } = (await example(live.url, live.agentKey)) as { listing: ToolResult; refused: ToolResult };
+      expect(listing.isError).toBeFalsy();
+      expect(listing.content[0]?.text).toBe("ran ls");
+      expect(refused.isError).toBe(true);
+      expect(refusalIn(refused)).toMatch(/^Interlock denied MCP tool 'shell': no recursive deletes .* \(decision dec_\w+\)$/);
+      expect((refused._meta?.[DECISION_META_KEY] as { rule_ids: string[] }).rule_ids).toEqual(["no-rm"]);
+    } finally {
+      await live.stop();
+    }
+  }, 120_000); // a server of its own: slow to start on a loaded machine
 });
