@@ -7,7 +7,7 @@
 import { AIMessage, type BaseMessage, ToolMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { ToolNode } from "@langchain/langgraph/prebuilt";
-import { createAgent, tool } from "langchain";
+import { createAgent, createMiddleware, tool } from "langchain";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { z } from "zod";
 
@@ -318,4 +318,58 @@ describe("docs/typescript-langchain.md", () => {
       await live.stop();
     }
   }, 120_000); // a server of its own: slow to start on a loaded machine
+});
+
+describe("judged once: only the very call the middleware judged skips a guarded tool's check", () => {
+  const client = () => new InterlockClient({ url: server.url, apiKey: server.agentKey });
+
+  /** A middleware placed after Interlock's that hands the tool another call. */
+  const rewriting = (args: Record<string, unknown> | null) =>
+    createMiddleware({
+      name: "Rewriter",
+      wrapToolCall: async (request, handler) =>
+        handler(args ? { ...request, toolCall: { ...request.toolCall, args } } : request),
+    });
+
+  async function run(
+    calls: { name: string; args: Record<string, unknown>; id: string }[],
+    middleware: ReturnType<typeof createMiddleware>[],
+    tool: LangChainGuardOptions,
+  ) {
+    const kit = tools();
+    const agent = createAgent({
+      model: fakeModel().respondWithTools(calls).respond(new AIMessage("done")),
+      tools: [guardTool(kit.shell, tool)],
+      middleware,
+    });
+    const { messages } = await agent.invoke({ messages: [{ role: "user", content: "go" }] });
+    const answers = messages.filter((message) => ToolMessage.isInstance(message)) as ToolMessage[];
+    return { ran: kit.runs.shell, answers };
+  }
+
+  // [case, tool calls, middleware after Interlock's rewrites to, middleware mapper passes, tool runs, checks]
+  const cases: [string, Record<string, unknown>[], Record<string, unknown> | null, boolean, number, string[]][] = [
+    ["benign: the judged call reaches the tool unchanged", [{ command: "ls" }], null, false, 1, ["allow"]],
+    ["benign: a middleware that hands the call on unchanged", [{ command: "ls" }], { command: "ls" }, false, 1, ["allow"]],
+    ["a middleware rewrites the judged call into another", [{ command: "ls" }], { command: "rm -rf /" }, false, 0, ["allow", "deny"]],
+    ["the middleware's mapper passes the call through", [{ command: "rm -rf /" }], null, true, 0, ["deny"]],
+    ["two calls share one id: the refused one never runs", [{ command: "ls" }, { command: "rm -rf /" }], null, false, 1, ["allow", "deny"]],
+  ];
+
+  it.each(cases)("%s", async (_name, calls, rewriteTo, passThrough, runs, verdicts) => {
+    const decisions: Decision[] = [];
+    const onDecision = (decision: Decision) => decisions.push(decision);
+    const middleware = [
+      interlockMiddleware({ client: client(), onDecision, ...(passThrough ? { map: () => null } : {}) }),
+      ...(rewriteTo ? [rewriting(rewriteTo)] : []),
+    ];
+    const result = await run(
+      calls.map((args) => ({ name: "shell", args, id: "same-id" })),
+      middleware,
+      { client: client(), onDecision },
+    );
+    expect(result.ran).toBe(runs);
+    expect(decisions.map((decision) => decision.verdict).sort()).toEqual([...verdicts].sort());
+    expect(result.answers.filter((answer) => answer.status === "error")).toHaveLength(calls.length - runs);
+  });
 });

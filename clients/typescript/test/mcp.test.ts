@@ -7,6 +7,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
 import { describe, expect, inject, it } from "vitest";
 import { z } from "zod";
 
@@ -281,4 +282,97 @@ describe("docs/typescript-mcp.md", () => {
       await live.stop();
     }
   }, 120_000); // a server of its own: slow to start on a loaded machine
+});
+
+describe("no way around the guards", () => {
+  const options = (decisions: Decision[]): McpGuardOptions => ({
+    client: new InterlockClient({ url: interlock.url, apiKey: interlock.agentKey }),
+    onDecision: (decision) => decisions.push(decision),
+  });
+
+  /** An unguarded server that records the tools/call requests it receives. */
+  async function recordingServer() {
+    const seen: string[] = [];
+    const server = new McpServer({ name: "recording", version: "1.0.0" });
+    server.registerTool("shell", { inputSchema: { command: z.string() } }, async ({ command }) => {
+      seen.push(command);
+      return { content: [{ type: "text", text: `ran ${command}` }] };
+    });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    return { seen, server, clientSide };
+  }
+
+  // [case, request, judged verdict (null: not judged), reaches the server]
+  const requests: [string, { method: string; params?: Record<string, unknown> }, string | null, boolean][] = [
+    ["benign: callTool's own request, allowed", { method: "tools/call", params: { name: "shell", arguments: { command: "ls" } } }, "allow", true],
+    ["a tools/call sent with client.request", { method: "tools/call", params: { name: "shell", arguments: { command: "rm -rf /" } } }, "deny", false],
+    ["a tools/call without a name", { method: "tools/call", params: { arguments: { command: "ls" } } }, "undetermined", false],
+    ["a tools/call whose arguments are not an object", { method: "tools/call", params: { name: "shell", arguments: "rm -rf /" } }, "undetermined", false],
+    ["a tools/call whose arguments are a list", { method: "tools/call", params: { name: "shell", arguments: ["rm", "-rf", "/"] } }, "undetermined", false],
+    ["benign: tools/list is not a call to judge", { method: "tools/list" }, null, true],
+  ];
+
+  it.each(requests)("client side: %s", async (_name, message, verdict, reaches) => {
+    const decisions: Decision[] = [];
+    const { seen, server, clientSide } = await recordingServer();
+    const sent: string[] = [];
+    const send = clientSide.send.bind(clientSide);
+    clientSide.send = async (outgoing, sendOptions) => {
+      if ("method" in outgoing) sent.push(outgoing.method);
+      return send(outgoing, sendOptions);
+    };
+    const agent = guardClient(new Client({ name: "agent", version: "1.0.0" }), options(decisions));
+    await agent.connect(clientSide);
+    try {
+      const result = (await agent
+        .request(message as never, CallToolResultSchema.passthrough() as never)
+        .catch((error: unknown) => ({ error }))) as ToolResult & { error?: unknown };
+      expect(decisions.map((decision) => decision.verdict)).toEqual(verdict === null ? [] : [verdict]);
+      expect(sent.includes(message.method)).toBe(reaches);
+      if (!reaches) expect(result.isError).toBe(true);
+      if (message.method === "tools/call" && !reaches) expect(seen).toEqual([]);
+    } finally {
+      await agent.close();
+      await server.close();
+    }
+  });
+
+  it("server side: a server that already has tools is refused, naming them", () => {
+    const server = new McpServer({ name: "tools", version: "1.0.0" });
+    server.registerTool("early", {}, async () => ({ content: [] }));
+    expect(() => guardMcpServer(server, options([]))).toThrow(/early/);
+  });
+
+  it("server side: a tool keeps its guard through update, and is judged under its current name", async () => {
+    const decisions: Decision[] = [];
+    const ran: string[] = [];
+    const server = guardMcpServer(new McpServer({ name: "tools", version: "1.0.0" }), options(decisions));
+    const schema = { inputSchema: { command: z.string() } };
+    const shell = server.registerTool("shell", schema, async () => ({ content: [] }));
+    // A new callback stays guarded; renamed, it is judged as what it is now called.
+    const callback = async ({ command }: { command: string }) => {
+      ran.push(command);
+      return { content: [{ type: "text" as const, text: command }] };
+    };
+    shell.update({ callback: callback as never });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const agent = new Client({ name: "agent", version: "1.0.0" });
+    await agent.connect(clientSide);
+    try {
+      const refused = (await agent.callTool({ name: "shell", arguments: { command: "rm -rf /" } })) as ToolResult;
+      expect(refused.isError).toBe(true);
+      expect(((await agent.callTool({ name: "shell", arguments: { command: "ls" } })) as ToolResult).isError).toBeFalsy();
+      shell.update({ name: "anything" }); // not in the policy: the default (deny)
+      const renamed = (await agent.callTool({ name: "anything", arguments: { command: "ls" } })) as ToolResult;
+      expect(renamed.isError).toBe(true);
+      expect(refusalIn(renamed)).toMatch(/^Interlock denied MCP tool 'anything'/);
+      expect(ran).toEqual(["ls"]);
+      expect(decisions.map((decision) => decision.verdict)).toEqual(["deny", "allow", "deny"]);
+    } finally {
+      await agent.close();
+      await server.close();
+    }
+  });
 });

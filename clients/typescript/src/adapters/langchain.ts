@@ -14,7 +14,9 @@
  *   `ToolMessage`; invoked with plain arguments it throws the refusal.
  *
  * A tool call the middleware judged is not judged again by a guarded tool inside it
- * (one decision, one audit record per call).
+ * (one decision, one audit record per call) — only that call: one the middleware's
+ * mapper passed through, or whose arguments changed after it was judged (another
+ * middleware rewrote them), is judged by the guarded tool.
  *
  * @example
  * const agent = createAgent({ model, tools: [shell], middleware: [interlockMiddleware({ client })] });
@@ -52,8 +54,21 @@ export function toolCallAction(call: LangChainToolCall): ActionInput {
   return { kind: "tool", name: call.name, arguments: { ...call.args } };
 }
 
-/** The tool call ids the middleware has judged, for the calls running inside it. */
+/** The tool call the middleware judged (its id and arguments), for the tool running
+ * inside it: a guarded tool that receives exactly that call does not judge it again. */
 const judgedByMiddleware = new AsyncLocalStorage<string>();
+
+/** One tool call as a key: its id and its arguments in a canonical JSON (sorted keys). */
+function callKey(id: string | undefined, args: unknown): string {
+  return JSON.stringify([id ?? null, canonical(args)]);
+}
+
+function canonical(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(canonical);
+  if (typeof value !== "object" || value === null) return value;
+  const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return Object.fromEntries(entries.map(([key, item]) => [key, canonical(item)]));
+}
 
 /** The error `ToolMessage` the model reads for a refusal. */
 export function refusalToolMessage(refusal: InterlockBlocked, call: LangChainToolCall): ToolMessage {
@@ -73,20 +88,23 @@ function mapper(options: LangChainGuardOptions): (call: LangChainToolCall) => Ma
   return options.map ?? toolCallAction;
 }
 
-/** Judge one tool call; `null` means run it (allowed, or passed through unjudged). */
-async function refusalOf(
+/** Judge one tool call: its refusal (null: run it), and whether it was judged at all
+ * (false: the mapper passed it through). */
+async function judgeCall(
   options: LangChainGuardOptions,
   call: LangChainToolCall,
   hostSignal: AbortSignal | undefined,
-): Promise<InterlockBlocked | null> {
+): Promise<{ refusal: InterlockBlocked | null; judged: boolean }> {
   const signal = hostSignal ?? options.signal;
   const judgement: Judgement = await judge(options, () => mapper(options)(call), callOptions(signal));
-  if (judgement.refusal) return judgement.refusal;
-  if (judgement.decision !== null && signal?.aborted) {
+  const judged = judgement.decision !== null;
+  if (judgement.refusal) return { refusal: judgement.refusal, judged };
+  if (judged && signal?.aborted) {
     // Cancelled while it was judged: an allow that came too late does not run the body.
-    return refusalFor(undetermined("the call was cancelled while it was judged"), judgement.actions[0]);
+    const late = refusalFor(undetermined("the call was cancelled while it was judged"), judgement.actions[0]);
+    return { refusal: late, judged };
   }
-  return null;
+  return { refusal: null, judged };
 }
 
 /**
@@ -104,12 +122,14 @@ export function interlockMiddleware(options: LangChainGuardOptions) {
     name: "InterlockMiddleware",
     wrapToolCall: async (request, handler) => {
       const call = request.toolCall as LangChainToolCall;
-      const refusal = await refusalOf(options, call, request.runtime?.signal);
+      const { refusal, judged } = await judgeCall(options, call, request.runtime?.signal);
       if (refusal) {
         if (options.refusal === "throw") throw refusal;
         return refusalToolMessage(refusal, call);
       }
-      return judgedByMiddleware.run(call.id ?? "", () => handler(request));
+      // A call passed through unjudged is left to a guarded tool to judge.
+      if (!judged) return handler(request);
+      return judgedByMiddleware.run(callKey(call.id, call.args), () => handler(request));
     },
   });
 }
@@ -122,7 +142,7 @@ interface CallableTool {
 
 /** Where a tool's config says which tool call it answers, and the run's signal. */
 interface ToolConfig {
-  toolCall?: { id?: string };
+  toolCall?: { id?: string; args?: unknown };
   toolCallId?: string;
   signal?: AbortSignal;
 }
@@ -154,10 +174,12 @@ export function guardTool<T extends object>(tool: T, options: LangChainGuardOpti
   ): Promise<unknown> {
     const config = (parentConfig ?? {}) as ToolConfig;
     const id = config.toolCall?.id ?? config.toolCallId;
-    if (id === undefined || judgedByMiddleware.getStore() !== id) {
+    // Judged by the middleware: the very call it judged (same id, same arguments) only.
+    const judged = config.toolCall !== undefined && judgedByMiddleware.getStore() === callKey(id, config.toolCall.args);
+    if (!judged) {
       const args = typeof arg === "object" && arg !== null && !Array.isArray(arg) ? arg : { input: arg };
       const call: LangChainToolCall = { name: target.name, args: args as Record<string, unknown>, id };
-      const refusal = await refusalOf(options, call, config.signal);
+      const { refusal } = await judgeCall(options, call, config.signal);
       if (refusal) {
         if (options.refusal === "throw" || id === undefined) throw refusal;
         return refusalToolMessage(refusal, call);

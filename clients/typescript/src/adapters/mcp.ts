@@ -3,8 +3,8 @@
  *
  * - Server side, {@link guardToolHandler} wraps one `registerTool` callback and
  *   {@link guardMcpServer} wraps every tool a server registers from then on.
- * - Client side, {@link guardClient} wraps `client.callTool`: a refused call is never
- *   sent to the server.
+ * - Client side, {@link guardClient} wraps the client's `request` for `tools/call`
+ *   (`callTool` and every other way a call is sent): a refused call is never sent.
  *
  * Either way a refusal is the result MCP has for a failed tool, `isError: true`, its
  * text the refusal (the reason, the approval URL, the cause) and the decision id, and
@@ -21,7 +21,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 
-import type { InterlockBlocked } from "../errors.js";
+import { type InterlockBlocked, InterlockError } from "../errors.js";
 import { type GuardOptions, type Mapped, judge } from "../judge.js";
 import { refusalFor, undetermined } from "../refusal.js";
 import type { ActionInput, CallOptions, Decision } from "../types.js";
@@ -80,8 +80,14 @@ async function refusalOf(
   options: McpGuardOptions,
   call: McpToolCall,
   hostSignal: AbortSignal | undefined,
+  unreadable?: string,
 ): Promise<InterlockBlocked | null> {
-  const map = options.map ?? mcpAction;
+  const given = options.map ?? mcpAction;
+  const map = unreadable
+    ? () => {
+        throw new TypeError(unreadable);
+      }
+    : given;
   const signal = hostSignal ?? options.signal;
   const request: CallOptions = signal ? { signal } : {};
   const judgement = await judge(options, () => map(call), request);
@@ -104,17 +110,23 @@ type AnyCallback = (...params: any[]) => unknown;
 
 /**
  * A `registerTool` callback that judges the call first and runs `callback` only on
- * allow; a refusal is the `isError` result.
+ * allow; a refusal is the `isError` result. `name` is the tool's name (or a function
+ * giving its current name, for a tool that may be renamed).
  *
  * @example
  * server.registerTool("shell", { inputSchema: { command: z.string() } },
  *   guardToolHandler("shell", async ({ command }) => run(command), { client }));
  */
-export function guardToolHandler<C extends AnyCallback>(name: string, callback: C, options: McpGuardOptions): C {
+export function guardToolHandler<C extends AnyCallback>(
+  name: string | (() => string),
+  callback: C,
+  options: McpGuardOptions,
+): C {
+  const nameOf = typeof name === "function" ? name : () => name;
   const guarded = async (...params: unknown[]): Promise<unknown> => {
     const withArgs = params.length >= 2;
     const extra = (withArgs ? params[1] : params[0]) as Extra | undefined;
-    const call: McpToolCall = { name, arguments: withArgs ? argumentsOf(params[0]) : {} };
+    const call: McpToolCall = { name: nameOf(), arguments: withArgs ? argumentsOf(params[0]) : {} };
     const refusal = await refusalOf(options, call, extra?.signal);
     if (refusal) return refusalResult(refusal);
     return callback(...params);
@@ -126,34 +138,76 @@ const GUARDED = Symbol.for("interlock.mcp.guarded");
 
 type Marked<T> = T & { [GUARDED]?: true };
 
+/** What `registerTool` returns, as far as the guard keeps it guarded. */
+interface Registered {
+  update(updates: { name?: string | null; callback?: unknown; [key: string]: unknown }): void;
+}
+
+/** The tools a server registered before it was guarded (a private field of 1.x). */
+function registeredBefore(server: McpServer): string[] {
+  const tools = (server as unknown as { _registeredTools?: Record<string, unknown> })._registeredTools;
+  return tools ? Object.keys(tools) : [];
+}
+
 /**
  * Guard every tool `server` registers from now on (`registerTool`, and the older
- * `tool`): each callback is wrapped by {@link guardToolHandler}. Returns the server.
- * Guarding a server twice changes nothing.
+ * `tool`): each callback is wrapped by {@link guardToolHandler}, and stays wrapped when
+ * the tool is updated (a new callback, a new name). Returns the server. Guarding a
+ * server twice changes nothing. A server that already has tools is refused (an
+ * `InterlockError` naming them): guard it before registering, or wrap those callbacks
+ * with {@link guardToolHandler}.
  */
 export function guardMcpServer<S extends McpServer>(server: S, options: McpGuardOptions): S {
   const marked = server as Marked<S>;
   if (marked[GUARDED]) return server;
-  const registerTool = server.registerTool.bind(server) as (...params: unknown[]) => unknown;
-  const tool = server.tool.bind(server) as (...params: unknown[]) => unknown;
-  const wrapLast = (name: unknown, params: unknown[]): unknown[] => {
-    const last = params.length - 1;
-    const callback = params[last];
-    if (typeof name !== "string" || typeof callback !== "function") return params;
-    return [...params.slice(0, last), guardToolHandler(name, callback as AnyCallback, options)];
-  };
+  const unguarded = registeredBefore(server);
+  if (unguarded.length > 0) {
+    throw new InterlockError(
+      `guardMcpServer: the server already has tools that would not be guarded (${unguarded.join(", ")}); ` +
+        "guard the server before registering them, or wrap their callbacks with guardToolHandler",
+    );
+  }
+  const register =
+    (original: (...params: unknown[]) => unknown) =>
+    (...params: unknown[]): unknown => {
+      const last = params.length - 1;
+      const callback = params[last];
+      if (typeof params[0] !== "string" || typeof callback !== "function") return original(...params);
+      let current: string = params[0];
+      const nameOf = () => current;
+      const guard = (cb: unknown) => guardToolHandler(nameOf, cb as AnyCallback, options);
+      const registered = original(...params.slice(0, last), guard(callback)) as Registered;
+      const update = registered.update.bind(registered);
+      registered.update = (updates) => {
+        const next = { ...updates };
+        if (typeof next.callback === "function") next.callback = guard(next.callback);
+        update(next);
+        if (typeof updates.name === "string") current = updates.name;
+      };
+      return registered;
+    };
   Object.assign(server, {
-    registerTool: (...params: unknown[]) => registerTool(...wrapLast(params[0], params)),
-    tool: (...params: unknown[]) => tool(...wrapLast(params[0], params)),
+    registerTool: register(server.registerTool.bind(server) as (...params: unknown[]) => unknown),
+    tool: register(server.tool.bind(server) as (...params: unknown[]) => unknown),
   });
   marked[GUARDED] = true;
   return server;
 }
 
+/** The part of a client's `request` the guard wraps. */
+type Request = (request: { method: string; params?: unknown }, resultSchema?: unknown, options?: RequestOptions) => Promise<unknown>;
+
+interface RequestOptions {
+  signal?: AbortSignal;
+  [key: string]: unknown;
+}
+
 /**
- * Guard `client.callTool`: every call is judged before it is sent, and a refused one
- * is never sent — `callTool` returns the `isError` result instead. Returns the client.
- * Guarding a client twice changes nothing.
+ * Guard every `tools/call` `client` sends: `callTool`, a `tools/call` sent with
+ * `client.request`, and the experimental task stream (all go through `request`). Each
+ * is judged before it is sent, and a refused one is never sent — the caller gets the
+ * `isError` result instead (a task-augmented call, which expects a task, gets an error).
+ * Returns the client. Guarding a client twice changes nothing.
  *
  * @example
  * const client = guardClient(new Client({ name: "agent", version: "1.0.0" }), { client: interlock });
@@ -163,14 +217,22 @@ export function guardMcpServer<S extends McpServer>(server: S, options: McpGuard
 export function guardClient<C extends Client>(client: C, options: McpGuardOptions): C {
   const marked = client as Marked<C>;
   if (marked[GUARDED]) return client;
-  const callTool = client.callTool.bind(client);
-  const guarded: Client["callTool"] = async (params, resultSchema, requestOptions) => {
-    const call: McpToolCall = { name: params.name, arguments: argumentsOf(params.arguments) };
-    const refusal = await refusalOf(options, call, requestOptions?.signal);
-    if (refusal) return refusalResult(refusal);
-    return callTool(params, resultSchema, requestOptions);
+  const request = (client.request as unknown as Request).bind(client);
+  const guarded: Request = async (message, resultSchema, requestOptions) => {
+    if (message.method === "tools/call") {
+      const params = argumentsOf(message.params);
+      const name = typeof params.name === "string" ? params.name : "";
+      const call: McpToolCall = { name, arguments: argumentsOf(params.arguments) };
+      const args = params.arguments;
+      // What is judged must be what is sent: arguments that are not an object are not read.
+      const unreadable =
+        args !== undefined && argumentsOf(args) !== args ? "the tools/call arguments are not an object" : undefined;
+      const refusal = await refusalOf(options, call, requestOptions?.signal, unreadable);
+      if (refusal) return refusalResult(refusal);
+    }
+    return request(message, resultSchema, requestOptions);
   };
-  Object.assign(client, { callTool: guarded });
+  Object.assign(client, { request: guarded });
   marked[GUARDED] = true;
   return client;
 }
