@@ -163,6 +163,12 @@ export class InterlockClient {
     const action = llmAction(model, options);
     const decision = await this.check(action, options);
     raiseFor(decision, action);
+    return this.reservationFor(model, decision);
+  }
+
+  /** The settle-once handle of an allowed model call judged elsewhere (an adapter's
+   * mapper): commit or release its reservation through this client. */
+  reservationFor(model: string, decision: Decision): LlmReservation {
     return new LlmReservation(this, model, decision);
   }
 
