@@ -1,8 +1,8 @@
-// An ElizaOS plugin whose action Interlock judges: its validator keeps a refused action
-// out of the prompt, and its guarded handler keeps it from running (the runtime runs a
-// handler without asking validate).
-import { type Action, guardAction } from "../src/adapters/eliza.js";
-import { InterlockClient } from "../src/index.js";
+// examples/eliza.ts: an ElizaOS plugin whose action Interlock judges: its validator keeps a
+// refused action out of the prompt, and its guarded handler keeps it from running (the
+// runtime runs a handler without asking validate).
+import { InterlockClient } from "interlock-guard";
+import { type Action, guardAction } from "interlock-guard/eliza";
 
 export const transfer: Action = {
   name: "TRANSFER",
@@ -16,8 +16,8 @@ export const transfer: Action = {
   },
 };
 
-export function guardedPlugin(url: string, apiKey: string) {
-  const interlock = new InterlockClient({ url, apiKey });
+export function guardedPlugin(env: { INTERLOCK_URL: string; INTERLOCK_KEY: string }) {
+  const interlock = new InterlockClient({ url: env.INTERLOCK_URL, apiKey: env.INTERLOCK_KEY });
   return {
     name: "guarded-wallet",
     description: "A wallet whose transfers Interlock judges",

@@ -1,15 +1,14 @@
-// An agent whose tool calls Interlock judges: the middleware for a createAgent loop, and
-// a guarded tool for code that calls a tool itself.
+// examples/langchain.ts: an agent whose tool calls Interlock judges: the middleware for a
+// createAgent loop, and a guarded tool for code that calls a tool itself.
 import { AIMessage, ToolMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { createAgent, tool } from "langchain";
 import { z } from "zod";
+import { InterlockClient } from "interlock-guard";
+import { guardTool, interlockMiddleware } from "interlock-guard/langchain";
 
-import { guardTool, interlockMiddleware } from "../src/adapters/langchain.js";
-import { InterlockClient } from "../src/index.js";
-
-export async function main(url: string, apiKey: string) {
-  const interlock = new InterlockClient({ url, apiKey });
+export async function main(env: { INTERLOCK_URL: string; INTERLOCK_KEY: string }) {
+  const interlock = new InterlockClient({ url: env.INTERLOCK_URL, apiKey: env.INTERLOCK_KEY });
 
   const shell = tool(async ({ command }) => `ran ${command}`, {
     name: "shell",

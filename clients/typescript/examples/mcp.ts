@@ -1,15 +1,14 @@
-// An MCP server whose tools Interlock judges, and a client whose calls it judges before
-// they are sent. A refusal is an `isError: true` result on either side.
+// examples/mcp.ts: an MCP server whose tools Interlock judges, and a client whose calls it
+// judges before they are sent. A refusal is an `isError: true` result on either side.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
+import { InterlockClient } from "interlock-guard";
+import { guardClient, guardMcpServer } from "interlock-guard/mcp";
 
-import { guardClient, guardMcpServer } from "../src/adapters/mcp.js";
-import { InterlockClient } from "../src/index.js";
-
-export async function main(url: string, apiKey: string) {
-  const interlock = new InterlockClient({ url, apiKey });
+export async function main(env: { INTERLOCK_URL: string; INTERLOCK_KEY: string }) {
+  const interlock = new InterlockClient({ url: env.INTERLOCK_URL, apiKey: env.INTERLOCK_KEY });
 
   // Server side: every tool registered after guardMcpServer is judged.
   const server = guardMcpServer(new McpServer({ name: "tools", version: "1.0.0" }), { client: interlock });

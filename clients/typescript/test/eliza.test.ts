@@ -20,7 +20,7 @@ import { InterlockClient } from "../src/client.js";
 import type { Decision } from "../src/types.js";
 import { FAILURES, TABLE, adapterOptions, expectRow, expectUndetermined, failingClient, setUpRow } from "./support/adapter-rows.js";
 import { guardedPlugin } from "../examples/eliza.js";
-import { asPublished, pagePolicy, tsBlocks } from "./support/adapter-docs.js";
+import { exampleSource, pagePolicy, tsBlocks } from "./support/adapter-docs.js";
 import { startMisbehavingServer, startServer } from "./support/server.js";
 
 const server = inject("toolCalls");
@@ -242,13 +242,13 @@ describe("failing closed", () => {
 
 describe("docs/typescript-elizaos.md", () => {
   it("shows examples/eliza.ts verbatim", () => {
-    expect(tsBlocks("typescript-elizaos.md")).toContain(asPublished("eliza.ts"));
+    expect(tsBlocks("typescript-elizaos.md")).toContain(exampleSource("eliza.ts"));
   });
 
   it("its example runs under its policy as it says", async () => {
     const live = await startServer(pagePolicy("typescript-elizaos.md"));
     try {
-      const plugin = guardedPlugin(live.url, live.agentKey);
+      const plugin = guardedPlugin({ INTERLOCK_URL: live.url, INTERLOCK_KEY: live.agentKey });
       const { runtime, written } = runtimeWith(plugin.actions);
       await process(runtime, "TRANSFER", { to: "acme", amount: 50 });
       await process(runtime, "TRANSFER", { to: "acme", amount: 500 });

@@ -25,8 +25,9 @@ import {
   failingClient,
   setUpRow,
 } from "./support/adapter-rows.js";
+import { ActionDenied as PublishedActionDenied } from "interlock-guard";
 import { main as example } from "../examples/langchain.js";
-import { asPublished, pagePolicy, tsBlocks } from "./support/adapter-docs.js";
+import { exampleSource, pagePolicy, tsBlocks } from "./support/adapter-docs.js";
 import { startMisbehavingServer, startServer } from "./support/server.js";
 
 const server = inject("toolCalls");
@@ -301,18 +302,19 @@ describe("guardTool: a tool that judges its own calls", () => {
 
 describe("docs/typescript-langchain.md", () => {
   it("shows examples/langchain.ts verbatim", () => {
-    expect(tsBlocks("typescript-langchain.md")).toContain(asPublished("langchain.ts"));
+    expect(tsBlocks("typescript-langchain.md")).toContain(exampleSource("langchain.ts"));
   });
 
   it("its example runs under its policy as it says", async () => {
     const live = await startServer(pagePolicy("typescript-langchain.md"));
     try {
-      const result = await example(live.url, live.agentKey);
+      const result = await example({ INTERLOCK_URL: live.url, INTERLOCK_KEY: live.agentKey });
       expect(result.status).toBe("error");
       expect(result.refusal).toMatch(/^Interlock denied tool 'shell': no recursive deletes/);
       expect(result.answer).toBe("I am not allowed to delete that.");
       expect(result.listing).toBe("ran ls");
-      expect(result.blocked).toBeInstanceOf(ActionDenied);
+      // The example runs the built package: its ActionDenied, not src's.
+      expect(result.blocked).toBeInstanceOf(PublishedActionDenied);
       expect((result.blocked as ActionDenied).decision.ruleIds).toEqual(["no-rm"]);
     } finally {
       await live.stop();

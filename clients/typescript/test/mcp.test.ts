@@ -23,7 +23,7 @@ import { InterlockClient } from "../src/client.js";
 import type { Decision } from "../src/types.js";
 import { FAILURES, TABLE, adapterOptions, expectRow, expectUndetermined, failingClient, setUpRow } from "./support/adapter-rows.js";
 import { main as example } from "../examples/mcp.js";
-import { asPublished, pagePolicy, tsBlocks } from "./support/adapter-docs.js";
+import { exampleSource, pagePolicy, tsBlocks } from "./support/adapter-docs.js";
 import { startMisbehavingServer, startServer } from "./support/server.js";
 
 const interlock = inject("toolCalls");
@@ -266,13 +266,13 @@ describe("the server-side guard", () => {
 
 describe("docs/typescript-mcp.md", () => {
   it("shows examples/mcp.ts verbatim", () => {
-    expect(tsBlocks("typescript-mcp.md")).toContain(asPublished("mcp.ts"));
+    expect(tsBlocks("typescript-mcp.md")).toContain(exampleSource("mcp.ts"));
   });
 
   it("its example runs under its policy as it says", async () => {
     const live = await startServer(pagePolicy("typescript-mcp.md"));
     try {
-      const { listing, refused } = (await example(live.url, live.agentKey)) as { listing: ToolResult; refused: ToolResult };
+      const { listing, refused } = (await example({ INTERLOCK_URL: live.url, INTERLOCK_KEY: live.agentKey })) as { listing: ToolResult; refused: ToolResult };
       expect(listing.isError).toBeFalsy();
       expect(listing.content[0]?.text).toBe("ran ls");
       expect(refused.isError).toBe(true);

@@ -1,8 +1,7 @@
 /**
- * The adapter pages' examples are files under examples/ that the tests run; a page shows
- * its file verbatim in a ```ts block, with the package's own imports spelt as a user
- * writes them (`../src/index.js` → `interlock-guard`, `../src/adapters/NAME.js` →
- * `interlock-guard/NAME`). The page's ```yaml policy is the one the example runs under.
+ * The adapter pages' examples (as examples.test.ts has them for the client's pages): a
+ * file under examples/ that the tests run, shown verbatim in its page's ```ts block. The
+ * page's ```yaml policy is the one the example runs under.
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -16,12 +15,9 @@ function blocks(page: string, language: string): string[] {
   return [...text.matchAll(FENCE)].filter((match) => match[1] === language).map((match) => match[2] ?? "");
 }
 
-/** An example file as its page shows it. */
-export function asPublished(example: string): string {
-  const source = readFileSync(join(PACKAGE_ROOT, "examples", example), "utf8");
-  return source
-    .replace(/"\.\.\/src\/index\.js"/g, '"interlock-guard"')
-    .replace(/"\.\.\/src\/adapters\/([\w-]+)\.js"/g, '"interlock-guard/$1"');
+/** An example file, as its page must show it. */
+export function exampleSource(example: string): string {
+  return readFileSync(join(PACKAGE_ROOT, "examples", example), "utf8");
 }
 
 /** The ```ts blocks of a docs page. */
