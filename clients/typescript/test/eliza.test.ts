@@ -18,7 +18,18 @@ import {
 } from "../src/adapters/eliza.js";
 import { InterlockClient } from "../src/client.js";
 import type { Decision } from "../src/types.js";
-import { FAILURES, TABLE, adapterOptions, expectRow, expectUndetermined, failingClient, setUpRow } from "./support/adapter-rows.js";
+import {
+  FAILURES,
+  LOOKUP_CHARGE,
+  LOOKUP_COST,
+  TABLE,
+  adapterOptions,
+  expectRow,
+  expectUndetermined,
+  failingClient,
+  setUpRow,
+  toolSpend,
+} from "./support/adapter-rows.js";
 import { guardedPlugin } from "../examples/eliza.js";
 import { exampleSource, pagePolicy, tsBlocks } from "./support/adapter-docs.js";
 import { startMisbehavingServer, startServer } from "./support/server.js";
@@ -263,4 +274,37 @@ describe("docs/typescript-elizaos.md", () => {
       await live.stop();
     }
   }, 120_000); // a server of its own: slow to start on a loaded machine
+});
+
+describe("an action with a cost: its reservation is settled", () => {
+  const stateful = inject("stateful");
+  const client = () => new InterlockClient({ url: stateful.url, apiKey: stateful.agentKey });
+  const lookup = (success: boolean): Action => ({
+    name: "paid_lookup",
+    description: "a paid lookup",
+    validate: async () => true,
+    handler: async () => ({ success, text: success ? "found" : "the lookup service is down" }),
+  });
+  const args = { q: "a", est_cost: LOOKUP_COST };
+
+  it.each([
+    ["completed: committed", true, LOOKUP_CHARGE],
+    ["failed: released", false, 0],
+  ] as const)("an action that %s", async (_name, success, charged) => {
+    const before = await toolSpend(stateful);
+    const { runtime } = runtimeWith([guardAction(lookup(success), { client: client() })]);
+    await process(runtime, "paid_lookup", args);
+    const after = await toolSpend(stateful);
+    expect(after.spent - before.spent).toBe(charged);
+    expect(after.reserved).toBe(before.reserved);
+  });
+
+  it("the validator asks without spending: what an allow reserved is released", async () => {
+    const before = await toolSpend(stateful);
+    const validate = interlockValidator(lookup(true), { client: client() });
+    const { runtime } = runtimeWith([]);
+    expect(await validate(runtime, turn("paid_lookup", args).message)).toBe(true);
+    const after = await toolSpend(stateful);
+    expect(after).toEqual(before);
+  });
 });

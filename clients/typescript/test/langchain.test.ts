@@ -17,6 +17,8 @@ import { ActionDenied, ActionUndetermined } from "../src/errors.js";
 import type { Decision } from "../src/types.js";
 import {
   FAILURES,
+  LOOKUP_CHARGE,
+  LOOKUP_COST,
   TABLE,
   type Outcome,
   adapterOptions,
@@ -24,6 +26,7 @@ import {
   expectUndetermined,
   failingClient,
   setUpRow,
+  toolSpend,
 } from "./support/adapter-rows.js";
 import { ActionDenied as PublishedActionDenied } from "interlock-guard";
 import { main as example } from "../examples/langchain.js";
@@ -373,5 +376,40 @@ describe("judged once: only the very call the middleware judged skips a guarded 
     expect(result.ran).toBe(runs);
     expect(decisions.map((decision) => decision.verdict).sort()).toEqual([...verdicts].sort());
     expect(result.answers.filter((answer) => answer.status === "error")).toHaveLength(calls.length - runs);
+  });
+});
+
+describe("a tool with a cost: its reservation is settled", () => {
+  const stateful = inject("stateful");
+  const client = () => new InterlockClient({ url: stateful.url, apiKey: stateful.agentKey });
+  const lookup = (fail: boolean) =>
+    tool(
+      async ({ q }: { q: string; est_cost: number }) => {
+        if (fail) throw new Error("the lookup service is down");
+        return `found ${q}`;
+      },
+      { name: "paid_lookup", description: "a paid lookup", schema: z.object({ q: z.string(), est_cost: z.number() }) },
+    );
+
+  it("the middleware commits what an allowed call reserved, once it ran", async () => {
+    const before = await toolSpend(stateful);
+    const agent = createAgent({
+      model: modelCalling("paid_lookup", { q: "a", est_cost: LOOKUP_COST }),
+      tools: [lookup(false)],
+      middleware: [interlockMiddleware({ client: client() })],
+    });
+    await agent.invoke({ messages: [{ role: "user", content: "go" }] });
+    const after = await toolSpend(stateful);
+    expect(after.spent - before.spent).toBe(LOOKUP_CHARGE);
+    expect(after.reserved).toBe(before.reserved);
+  });
+
+  it("a guarded tool releases it when the tool fails", async () => {
+    const before = await toolSpend(stateful);
+    const failing = guardTool(lookup(true), { client: client() });
+    await expect(failing.invoke({ q: "b", est_cost: LOOKUP_COST })).rejects.toThrow(/lookup service is down/);
+    const after = await toolSpend(stateful);
+    expect(after.spent).toBe(before.spent);
+    expect(after.reserved).toBe(before.reserved);
   });
 });

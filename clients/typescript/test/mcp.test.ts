@@ -21,7 +21,18 @@ import {
 } from "../src/adapters/mcp.js";
 import { InterlockClient } from "../src/client.js";
 import type { Decision } from "../src/types.js";
-import { FAILURES, TABLE, adapterOptions, expectRow, expectUndetermined, failingClient, setUpRow } from "./support/adapter-rows.js";
+import {
+  FAILURES,
+  LOOKUP_CHARGE,
+  LOOKUP_COST,
+  TABLE,
+  adapterOptions,
+  expectRow,
+  expectUndetermined,
+  failingClient,
+  setUpRow,
+  toolSpend,
+} from "./support/adapter-rows.js";
 import { main as example } from "../examples/mcp.js";
 import { exampleSource, pagePolicy, tsBlocks } from "./support/adapter-docs.js";
 import { startMisbehavingServer, startServer } from "./support/server.js";
@@ -370,6 +381,45 @@ describe("no way around the guards", () => {
       expect(refusalIn(renamed)).toMatch(/^Interlock denied MCP tool 'anything'/);
       expect(ran).toEqual(["ls"]);
       expect(decisions.map((decision) => decision.verdict)).toEqual(["deny", "allow", "deny"]);
+    } finally {
+      await agent.close();
+      await server.close();
+    }
+  });
+});
+
+describe("a tool with a cost: its reservation is settled", () => {
+  const stateful = inject("stateful");
+  const options = (): McpGuardOptions => ({ client: new InterlockClient({ url: stateful.url, apiKey: stateful.agentKey }) });
+
+  async function lookupServer(guard: McpGuardOptions | undefined, fail: boolean) {
+    const server = new McpServer({ name: "lookups", version: "1.0.0" });
+    if (guard) guardMcpServer(server, guard);
+    server.registerTool("paid_lookup", { inputSchema: { q: z.string(), est_cost: z.number() } }, async ({ q }) =>
+      fail ? { isError: true, content: [{ type: "text", text: "the lookup service is down" }] } : { content: [{ type: "text", text: q }] },
+    );
+    return server;
+  }
+
+  it.each([
+    ["server", false, LOOKUP_CHARGE],
+    ["server", true, 0],
+    ["client", false, LOOKUP_CHARGE],
+    ["client", true, 0],
+  ] as const)("%s side, the tool failing: %s → charged %d", async (side, fail, charged) => {
+    const before = await toolSpend(stateful);
+    const server = await lookupServer(side === "server" ? options() : undefined, fail);
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const agent = new Client({ name: "agent", version: "1.0.0" });
+    if (side === "client") guardClient(agent, options());
+    await agent.connect(clientSide);
+    try {
+      const result = (await agent.callTool({ name: "paid_lookup", arguments: { q: "a", est_cost: LOOKUP_COST } })) as ToolResult;
+      expect(Boolean(result.isError)).toBe(fail);
+      const after = await toolSpend(stateful);
+      expect(after.spent - before.spent).toBe(charged);
+      expect(after.reserved).toBe(before.reserved);
     } finally {
       await agent.close();
       await server.close();

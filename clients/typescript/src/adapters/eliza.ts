@@ -22,10 +22,11 @@
  * @example
  * runtime.registerAction(guardAction(sendTokens, { client }));
  */
+import { describe } from "../client.js";
 import type { InterlockBlocked } from "../errors.js";
 import { type GuardOptions, type Mapped, judge } from "../judge.js";
 import { refusalFor, undetermined } from "../refusal.js";
-import type { ActionInput, CallOptions } from "../types.js";
+import type { ActionInput, CallOptions, Decision } from "../types.js";
 
 // The ElizaOS shapes the guard touches, declared structurally: `@elizaos/core` ships
 // type declarations that NodeNext resolution cannot read (extensionless re-exports),
@@ -101,22 +102,70 @@ export function elizaAction(action: Action, message: Memory): ActionInput {
   return { kind: "tool", name: action.name, arguments: args };
 }
 
-/** Judge `action` on `message`: the refusal, or null to run it. */
-async function refusalOf(
+/** Judge `action` on `message`: the refusal (null: run it) and the decision (null:
+ * passed through unjudged). */
+async function judgeAction(
   options: ElizaGuardOptions,
   action: Action,
   message: Memory,
   state: State | undefined,
-): Promise<InterlockBlocked | null> {
+): Promise<{ refusal: InterlockBlocked | null; decision: Decision | null }> {
   const map = options.map ?? ((a: Action, m: Memory) => elizaAction(a, m));
   const call: CallOptions = options.signal ? { signal: options.signal } : {};
   const judgement = await judge(options, () => map(action, message, state), call);
-  if (judgement.refusal) return judgement.refusal;
-  if (judgement.decision !== null && options.signal?.aborted) {
-    return refusalFor(undetermined("the call was cancelled while it was judged"), judgement.actions[0]);
+  const decision = judgement.decision;
+  if (judgement.refusal) return { refusal: judgement.refusal, decision };
+  if (decision !== null && options.signal?.aborted) {
+    await release(options, decision);
+    const late = refusalFor(undetermined("the call was cancelled while it was judged"), judgement.actions[0]);
+    return { refusal: late, decision };
   }
-  return null;
+  return { refusal: null, decision };
 }
+
+/** Give back what an allowed decision reserved, for a call that will not run. */
+async function release(options: ElizaGuardOptions, decision: Decision): Promise<void> {
+  const id = decision.reservation?.id;
+  if (!id) return;
+  try {
+    await options.client.release(id);
+  } catch (error) {
+    (options.logger ?? console).warn(`interlock: could not release reservation ${id}: ${describe(error)}`);
+  }
+}
+
+/**
+ * Run an allowed call's body and settle the budget its decision reserved (a tool with
+ * a cost): committed when the body completes, released when it fails (`failed` says
+ * so of a result, or it throws). A settlement that cannot be made is logged; the
+ * server's reaper releases a reservation left unsettled.
+ */
+async function settled<T>(
+  options: ElizaGuardOptions,
+  decision: Decision | null,
+  run: () => Promise<T>,
+  failed: (result: T) => boolean,
+): Promise<T> {
+  const id = decision?.reservation?.id;
+  if (!id) return run();
+  const settle = async (how: "commit" | "release"): Promise<void> => {
+    try {
+      await (how === "commit" ? options.client.commit(id) : options.client.release(id));
+    } catch (error) {
+      (options.logger ?? console).warn(`interlock: could not ${how} reservation ${id}: ${describe(error)}`);
+    }
+  };
+  let result: T;
+  try {
+    result = await run();
+  } catch (error) {
+    await settle("release");
+    throw error;
+  }
+  await settle(failed(result) ? "release" : "commit");
+  return result;
+}
+
 
 function logRefusal(runtime: IAgentRuntime, action: Action, refusal: InterlockBlocked): void {
   try {
@@ -132,8 +181,10 @@ function logRefusal(runtime: IAgentRuntime, action: Action, refusal: InterlockBl
 /** A `validate` that is true only when the call is allowed (or not ours to judge). */
 export function interlockValidator(action: Action, options: ElizaGuardOptions): Validator {
   return async (runtime: IAgentRuntime, message: Memory, state?: State) => {
-    const refusal = await refusalOf(options, action, message, state);
+    const { refusal, decision } = await judgeAction(options, action, message, state);
     if (refusal) logRefusal(runtime, action, refusal);
+    // Asking is not running: what an allow reserved is given back at once.
+    else if (decision !== null) await release(options, decision);
     return refusal === null;
   };
 }
@@ -162,12 +213,13 @@ export function refusalResult(action: Action, refusal: InterlockBlocked): Action
 export function guardHandler(action: Action, options: ElizaGuardOptions): Handler {
   const handler = action.handler;
   return async (runtime: IAgentRuntime, message: Memory, state?: State, handlerOptions?: unknown, callback?: unknown, responses?: unknown) => {
-    const refusal = await refusalOf(options, action, message, state);
+    const { refusal, decision } = await judgeAction(options, action, message, state);
     if (refusal) {
       logRefusal(runtime, action, refusal);
       return refusalResult(action, refusal);
     }
-    return handler(runtime, message, state, handlerOptions, callback, responses);
+    const run = () => handler(runtime, message, state, handlerOptions, callback, responses);
+    return settled(options, decision, run, (result) => (result as ActionResult | undefined)?.success === false);
   };
 }
 

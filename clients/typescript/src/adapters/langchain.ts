@@ -26,10 +26,11 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { ToolMessage } from "@langchain/core/messages";
 import { createMiddleware } from "langchain";
 
+import { describe } from "../client.js";
 import type { InterlockBlocked } from "../errors.js";
 import { type GuardOptions, type Judgement, type Mapped, judge } from "../judge.js";
 import { refusalFor, undetermined } from "../refusal.js";
-import type { ActionInput, CallOptions } from "../types.js";
+import type { ActionInput, CallOptions, Decision } from "../types.js";
 
 /** A tool call as LangChain has it (`request.toolCall`, a `ToolCall`). */
 export interface LangChainToolCall {
@@ -94,18 +95,57 @@ async function judgeCall(
   options: LangChainGuardOptions,
   call: LangChainToolCall,
   hostSignal: AbortSignal | undefined,
-): Promise<{ refusal: InterlockBlocked | null; judged: boolean }> {
+): Promise<{ refusal: InterlockBlocked | null; decision: Decision | null }> {
   const signal = hostSignal ?? options.signal;
   const judgement: Judgement = await judge(options, () => mapper(options)(call), callOptions(signal));
-  const judged = judgement.decision !== null;
-  if (judgement.refusal) return { refusal: judgement.refusal, judged };
-  if (judged && signal?.aborted) {
+  const decision = judgement.decision;
+  if (judgement.refusal) return { refusal: judgement.refusal, decision };
+  if (decision !== null && signal?.aborted) {
     // Cancelled while it was judged: an allow that came too late does not run the body.
     const late = refusalFor(undetermined("the call was cancelled while it was judged"), judgement.actions[0]);
-    return { refusal: late, judged };
+    if (decision.reservation) await options.client.release(decision.reservation.id).catch(() => null);
+    return { refusal: late, decision };
   }
-  return { refusal: null, judged };
+  return { refusal: null, decision };
 }
+
+/** Whether a tool's answer says it failed (an error `ToolMessage`). */
+function failedAnswer(result: unknown): boolean {
+  return ToolMessage.isInstance(result) && result.status === "error";
+}
+
+/**
+ * Run an allowed call's body and settle the budget its decision reserved (a tool with
+ * a cost): committed when the body completes, released when it fails (`failed` says
+ * so of a result, or it throws). A settlement that cannot be made is logged; the
+ * server's reaper releases a reservation left unsettled.
+ */
+async function settled<T>(
+  options: GuardOptions,
+  decision: Decision | null,
+  run: () => Promise<T>,
+  failed: (result: T) => boolean,
+): Promise<T> {
+  const id = decision?.reservation?.id;
+  if (!id) return run();
+  const settle = async (how: "commit" | "release"): Promise<void> => {
+    try {
+      await (how === "commit" ? options.client.commit(id) : options.client.release(id));
+    } catch (error) {
+      (options.logger ?? console).warn(`interlock: could not ${how} reservation ${id}: ${describe(error)}`);
+    }
+  };
+  let result: T;
+  try {
+    result = await run();
+  } catch (error) {
+    await settle("release");
+    throw error;
+  }
+  await settle(failed(result) ? "release" : "commit");
+  return result;
+}
+
 
 /**
  * A `createAgent` middleware that judges every tool call before the tool runs.
@@ -122,14 +162,15 @@ export function interlockMiddleware(options: LangChainGuardOptions) {
     name: "InterlockMiddleware",
     wrapToolCall: async (request, handler) => {
       const call = request.toolCall as LangChainToolCall;
-      const { refusal, judged } = await judgeCall(options, call, request.runtime?.signal);
+      const { refusal, decision } = await judgeCall(options, call, request.runtime?.signal);
       if (refusal) {
         if (options.refusal === "throw") throw refusal;
         return refusalToolMessage(refusal, call);
       }
       // A call passed through unjudged is left to a guarded tool to judge.
-      if (!judged) return handler(request);
-      return judgedByMiddleware.run(callKey(call.id, call.args), () => handler(request));
+      if (decision === null) return handler(request);
+      const run = async () => handler(request);
+      return judgedByMiddleware.run(callKey(call.id, call.args), () => settled(options, decision, run, failedAnswer));
     },
   });
 }
@@ -179,11 +220,13 @@ export function guardTool<T extends object>(tool: T, options: LangChainGuardOpti
     if (!judged) {
       const args = typeof arg === "object" && arg !== null && !Array.isArray(arg) ? arg : { input: arg };
       const call: LangChainToolCall = { name: target.name, args: args as Record<string, unknown>, id };
-      const { refusal } = await judgeCall(options, call, config.signal);
+      const { refusal, decision } = await judgeCall(options, call, config.signal);
       if (refusal) {
         if (options.refusal === "throw" || id === undefined) throw refusal;
         return refusalToolMessage(refusal, call);
       }
+      const run = () => original.call(this, arg, runManager, parentConfig);
+      return settled(options, decision, run, failedAnswer);
     }
     return original.call(this, arg, runManager, parentConfig);
   };

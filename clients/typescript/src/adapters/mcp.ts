@@ -21,6 +21,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 
+import { describe } from "../client.js";
 import { type InterlockBlocked, InterlockError } from "../errors.js";
 import { type GuardOptions, type Mapped, judge } from "../judge.js";
 import { refusalFor, undetermined } from "../refusal.js";
@@ -75,13 +76,13 @@ function argumentsOf(value: unknown): Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
 }
 
-/** Judge one call: the refusal, or null to run it. */
-async function refusalOf(
+/** Judge one call: the refusal (null: run it), and the decision (null: passed through). */
+async function judgeCall(
   options: McpGuardOptions,
   call: McpToolCall,
   hostSignal: AbortSignal | undefined,
   unreadable?: string,
-): Promise<InterlockBlocked | null> {
+): Promise<{ refusal: InterlockBlocked | null; decision: Decision | null }> {
   const given = options.map ?? mcpAction;
   const map = unreadable
     ? () => {
@@ -91,12 +92,53 @@ async function refusalOf(
   const signal = hostSignal ?? options.signal;
   const request: CallOptions = signal ? { signal } : {};
   const judgement = await judge(options, () => map(call), request);
-  if (judgement.refusal) return judgement.refusal;
-  if (judgement.decision !== null && signal?.aborted) {
-    return refusalFor(undetermined("the call was cancelled while it was judged"), judgement.actions[0]);
+  const decision = judgement.decision;
+  if (judgement.refusal) return { refusal: judgement.refusal, decision };
+  if (decision !== null && signal?.aborted) {
+    if (decision.reservation) await options.client.release(decision.reservation.id).catch(() => null);
+    const late = refusalFor(undetermined("the call was cancelled while it was judged"), judgement.actions[0]);
+    return { refusal: late, decision };
   }
-  return null;
+  return { refusal: null, decision };
 }
+
+/** Whether a tool result says the tool failed (`isError`). */
+function failedResult(result: unknown): boolean {
+  return typeof result === "object" && result !== null && (result as { isError?: unknown }).isError === true;
+}
+
+/**
+ * Run an allowed call's body and settle the budget its decision reserved (a tool with
+ * a cost): committed when the body completes, released when it fails (`failed` says
+ * so of a result, or it throws). A settlement that cannot be made is logged; the
+ * server's reaper releases a reservation left unsettled.
+ */
+async function settled<T>(
+  options: GuardOptions,
+  decision: Decision | null,
+  run: () => Promise<T>,
+  failed: (result: T) => boolean,
+): Promise<T> {
+  const id = decision?.reservation?.id;
+  if (!id) return run();
+  const settle = async (how: "commit" | "release"): Promise<void> => {
+    try {
+      await (how === "commit" ? options.client.commit(id) : options.client.release(id));
+    } catch (error) {
+      (options.logger ?? console).warn(`interlock: could not ${how} reservation ${id}: ${describe(error)}`);
+    }
+  };
+  let result: T;
+  try {
+    result = await run();
+  } catch (error) {
+    await settle("release");
+    throw error;
+  }
+  await settle(failed(result) ? "release" : "commit");
+  return result;
+}
+
 
 /** The part of a request handler's `extra` the guard reads. */
 interface Extra {
@@ -127,9 +169,9 @@ export function guardToolHandler<C extends AnyCallback>(
     const withArgs = params.length >= 2;
     const extra = (withArgs ? params[1] : params[0]) as Extra | undefined;
     const call: McpToolCall = { name: nameOf(), arguments: withArgs ? argumentsOf(params[0]) : {} };
-    const refusal = await refusalOf(options, call, extra?.signal);
+    const { refusal, decision } = await judgeCall(options, call, extra?.signal);
     if (refusal) return refusalResult(refusal);
-    return callback(...params);
+    return settled(options, decision, async () => callback(...params), failedResult);
   };
   return guarded as unknown as C;
 }
@@ -227,8 +269,9 @@ export function guardClient<C extends Client>(client: C, options: McpGuardOption
       // What is judged must be what is sent: arguments that are not an object are not read.
       const unreadable =
         args !== undefined && argumentsOf(args) !== args ? "the tools/call arguments are not an object" : undefined;
-      const refusal = await refusalOf(options, call, requestOptions?.signal, unreadable);
+      const { refusal, decision } = await judgeCall(options, call, requestOptions?.signal, unreadable);
       if (refusal) return refusalResult(refusal);
+      return settled(options, decision, () => request(message, resultSchema, requestOptions), failedResult);
     }
     return request(message, resultSchema, requestOptions);
   };

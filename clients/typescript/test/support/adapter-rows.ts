@@ -10,7 +10,7 @@ import { InterlockClient } from "../../src/client.js";
 import type { GuardOptions, Mapped } from "../../src/judge.js";
 import type { ActionInput, Decision } from "../../src/types.js";
 import { type Row, ROWS, expectObserversLogged, setUp } from "./rows.js";
-import { downServerUrl, startMisbehavingServer } from "./server.js";
+import { type ServerInfo, budgets, downServerUrl, startMisbehavingServer } from "./server.js";
 
 export type ConformanceRow = Row;
 export const TABLE = { rows: ROWS };
@@ -107,3 +107,15 @@ export function expectUndetermined(text: string | null): void {
   expect(text).not.toBeNull();
   expect(text).toMatch(/^Interlock could not decide on /);
 }
+
+/** The tool budget of the stateful policy (`tool-spend`, on `paid_lookup`): spent and
+ * reserved, to see a tool's reservation committed or released. */
+export async function toolSpend(server: ServerInfo): Promise<{ spent: number; reserved: number }> {
+  const row = (await budgets(server)).find((item) => item.budget_id === "tool-spend");
+  return { spent: row?.spent ?? 0, reserved: row?.reserved ?? 0 };
+}
+
+/** What a paid lookup declares it costs (small: the stateful server's budget is shared). */
+export const LOOKUP_COST = 0.01;
+/** The same, as the server counts it (micro-units). */
+export const LOOKUP_CHARGE = LOOKUP_COST * 1_000_000;
