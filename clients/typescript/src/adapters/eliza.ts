@@ -31,7 +31,6 @@ import type { ActionInput, CallOptions, Decision } from "../types.js";
 // The ElizaOS shapes the guard touches, declared structurally: `@elizaos/core` ships
 // type declarations that NodeNext resolution cannot read (extensionless re-exports),
 // and an `Action` of any 1.x release fits these.
-/* eslint-disable @typescript-eslint/no-explicit-any */
 /** A message (`Memory`): the guard reads its `content`. */
 export interface Memory {
   content: { [key: string]: unknown };
@@ -52,7 +51,6 @@ export type Handler = (
   callback?: any,
   responses?: any,
 ) => Promise<unknown>;
-/* eslint-enable @typescript-eslint/no-explicit-any */
 /** An ElizaOS `Action`: a name, a validator and a handler (and anything else). */
 export interface Action {
   name: string;

@@ -147,7 +147,6 @@ interface Extra {
 
 // The SDK calls a tool's callback as (args, extra), or as (extra) when the tool
 // declares no input schema; the guard keeps the shape it was given.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyCallback = (...params: any[]) => unknown;
 
 /**
