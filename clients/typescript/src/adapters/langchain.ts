@@ -89,8 +89,8 @@ function mapper(options: LangChainGuardOptions): (call: LangChainToolCall) => Ma
   return options.map ?? toolCallAction;
 }
 
-/** Judge one tool call: its refusal (null: run it), and whether it was judged at all
- * (false: the mapper passed it through). */
+/** Judge one tool call: its refusal (null: run it), and its decision (null: the mapper
+ * passed it through, unjudged). */
 async function judgeCall(
   options: LangChainGuardOptions,
   call: LangChainToolCall,
