@@ -15,7 +15,13 @@ import { PACKAGE_ROOT, REPO_ROOT, fixture } from "./support/server.js";
 const stateful = inject("stateful");
 const env = { INTERLOCK_URL: stateful.url, INTERLOCK_KEY: stateful.agentKey };
 
-const PAGES = ["typescript.md", "typescript-ai-sdk.md", "typescript-mastra.md"].map((name) => join(REPO_ROOT, "docs", name));
+// The client's page first (its policy is the stateful one), then every adapter's page.
+const PAGES = [
+  "typescript.md",
+  ...readdirSync(join(REPO_ROOT, "docs"))
+    .filter((name) => /^typescript-[\w-]+\.md$/.test(name))
+    .sort(),
+].map((name) => join(REPO_ROOT, "docs", name));
 const FENCE = /^```ts\n(.*?)^```/gms;
 
 function tsBlocks(): Map<string, string> {
