@@ -488,6 +488,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/input": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Record Input
+         * @description Record outside data entering the session (its fingerprints).
+         */
+        post: operations["record_input_v1_sessions_input_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/outcome": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Record Outcome
+         * @description Settle the session step of a decided call: ran or not, its result's
+         *     fingerprints (computed by the agent), labels its result carries.
+         */
+        post: operations["record_outcome_v1_sessions_outcome_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/whoami": {
         parameters: {
             query?: never;
@@ -981,6 +1022,28 @@ export interface components {
             /** Sha256 */
             sha256: string;
         };
+        /**
+         * InputIn
+         * @description Outside data entering a session, as its fingerprints.
+         */
+        InputIn: {
+            /**
+             * Fingerprints
+             * @description base64 of the input's fingerprints, packed sorted little-endian uint64.
+             * @default
+             */
+            fingerprints?: string;
+            /** Labels */
+            labels?: string[];
+            /** Session Id */
+            session_id: string;
+            /**
+             * Trusted
+             * @description The user's request or the operator's prompt (false: an inbound message).
+             * @default true
+             */
+            trusted?: boolean;
+        };
         /** IssueIn */
         IssueIn: {
             /** Audience */
@@ -991,6 +1054,32 @@ export interface components {
             decision_id: string;
             /** Ttl */
             ttl?: number | null;
+        };
+        /**
+         * OutcomeIn
+         * @description The outcome of a call this server decided.
+         */
+        OutcomeIn: {
+            /**
+             * Decision Id
+             * @description From /v1/check.
+             */
+            decision_id: string;
+            /**
+             * Executed
+             * @description Whether the call ran (false: it raised).
+             */
+            executed: boolean;
+            /**
+             * Fingerprints
+             * @description base64 of the result's fingerprints, packed sorted little-endian uint64.
+             * @default
+             */
+            fingerprints?: string;
+            /** Labels */
+            labels?: string[];
+            /** Session Id */
+            session_id: string;
         };
         /**
          * PolicyReloadOut
@@ -1019,6 +1108,19 @@ export interface components {
              * @enum {string}
              */
             status: "ready" | "unavailable";
+        };
+        /** RecordedOut */
+        RecordedOut: {
+            /**
+             * Recorded
+             * @description False when the server's policy reads no sessions, or (an outcome) the session holds no step of that decision.
+             */
+            recorded: boolean;
+            /**
+             * Seq
+             * @description The input's step number in its session.
+             */
+            seq?: number | null;
         };
         /** RefusalOut */
         RefusalOut: {
@@ -2597,6 +2699,126 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ReadyOut"];
+                };
+            };
+        };
+    };
+    record_input_v1_sessions_input_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InputIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecordedOut"];
+                };
+            };
+            /** @description No API key, or one that is malformed, unknown or revoked. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The key's role may not do this (or it would decide its own request). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The request is invalid; `field` names what is wrong. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The session history cannot be written. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    record_outcome_v1_sessions_outcome_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OutcomeIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecordedOut"];
+                };
+            };
+            /** @description No API key, or one that is malformed, unknown or revoked. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The key's role may not do this (or it would decide its own request). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The request is invalid; `field` names what is wrong. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The session history cannot be written. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
                 };
             };
         };
