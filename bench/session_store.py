@@ -117,6 +117,84 @@ def durable_check(calls: int, folder: Path, postgres: str | None = None) -> None
         print(f"  durable check, {name:<17} {value:9.1f} µs  {value / base:5.2f}×")
 
 
+IN_PROCESS = """\
+version: 1
+default: allow
+labels:
+  - id: secrets
+    attach: [secret]
+    name: read_file
+    params:
+      path: {glob: ["**/.env"]}
+tools:
+  fetch_url:
+    labels: [untrusted]
+rules:
+  - id: no-post-after-secret
+    decision: deny
+    reason: no post after a secret read
+    name: http_post
+    session:
+      labels: [secret]
+  - id: no-secret-in-mail
+    decision: deny
+    reason: no secret in a mail
+    name: send_email
+    session:
+      flows_from: {labels: [secret]}
+  - id: recipient-not-from-pages
+    decision: deny
+    reason: the recipient came from a page
+    name: send_email
+    session:
+      provenance: {args: [to], from: [untrusted]}
+"""
+IN_PROCESS_PLAIN = """\
+version: 1
+default: allow
+rules:
+  - id: no-post
+    decision: deny
+    reason: no post
+    name: http_post
+"""
+
+
+def in_process(calls: int) -> None:
+    """The in-process session check (the history in memory at its bound of 200 steps,
+    20 of them with results; a label rule, a labels, a flows_from and a provenance
+    rule) against the plain check with the same guard context (target: ≤ 2×). Best
+    of 5 rounds of ``calls`` checks each, the two subjects interleaved."""
+    context = Context(session_id="s", agent="a")
+    action = Action.tool("send_email", {"to": "bob@corp.example", "body": "the weekly report"})
+    plain = Guard(load_policy_text(IN_PROCESS_PLAIN), context=context)
+    history = MemoryHistory()
+    for i in range(200):
+        data = of_data(f"result {i} holding the token ABCD{i:08d}EFGH") if i % 10 == 0 else None
+        history.append(
+            "default",
+            "s",
+            NewStep(
+                kind="tool",
+                name="read_file",
+                verdict="allow",
+                decision_id=f"d{i}",
+                executed=True,
+                fingerprints=data or frozenset(),
+            ),
+        )
+    sessions = Guard(load_policy_text(IN_PROCESS), context=context, sessions=history)
+    best = {"plain": float("inf"), "session": float("inf")}
+    for _ in range(5):
+        for name, guard in (("plain", plain), ("session", sessions)):
+            start = time.perf_counter_ns()
+            for _ in range(calls):
+                guard.check(action)
+            best[name] = min(best[name], (time.perf_counter_ns() - start) / calls / 1000)
+    for name, value in best.items():
+        print(f"  in-process check, {name:<8} {value:8.2f} µs  {value / best['plain']:5.2f}×")
+
+
 def history_ops(
     url: str, raw: Callable[[], tuple[Callable[[], object], Callable[[], object]]], calls: int
 ) -> None:
@@ -260,6 +338,8 @@ def main() -> None:
         print("session-store benchmark (medians; ratios to the baseline of the same run)")
         print("1. the durable check (SQLite, durability process)")
         durable_check(calls, folder)
+        print("   the check in process (history in memory)")
+        in_process(calls * 10)
         print("2. the history on SQLite")
         path = folder / "history.db"
         history_ops(f"sqlite:///{path}", lambda: raw_sqlite(path), calls)
