@@ -484,3 +484,19 @@ def test_a_views_sources_are_its_executed_steps_with_data(store_url: str) -> Non
         assert [s.seq for s in memory.sources] == [s.seq for s in sql.sources]
     finally:
         store.close()
+
+
+def test_cached_probes_are_the_probes() -> None:
+    """Argument probes cached by value give what ``probe`` gives, for short texts
+    (cached) and long ones (not), and the cache stays bounded."""
+    from interlock.policy import sessionrules
+    from interlock.session.fingerprints import probe
+
+    texts = ["bob@corp.example", "https://x.example/?q=" + "a" * 40, "k" * 300, "", "é" * 20]
+    for text in texts * 2:
+        assert sessionrules.probed(text) == probe(text)
+    assert "k" * 300 not in sessionrules._PROBED
+    for i in range(sessionrules._PROBED_KEPT + 5):
+        sessionrules.probed(f"value-{i}")
+    assert len(sessionrules._PROBED) <= sessionrules._PROBED_KEPT
+    assert sessionrules.probed({"to": "bob@corp.example"}) == probe({"to": "bob@corp.example"})

@@ -89,11 +89,12 @@ class SessionFacts:
         return found
 
 
-#: Probes of argument texts already seen, by value (an agent sends the same recipient,
-#: URL or path again and again): bounded, emptied whole when full.
+#: Probes of short argument texts already seen, by value (an agent sends the same
+#: recipient, URL, path or command again and again): bounded (1024 texts of at most
+#: 256 characters: a few MiB at worst), emptied whole when full.
 _PROBED: dict[str, frozenset[int]] = {}
-_PROBED_KEPT: Final = 4096
-_PROBED_LONGEST: Final = 4096  # characters: a longer text is probed each time
+_PROBED_KEPT: Final = 1024
+_PROBED_LONGEST: Final = 256  # characters: a longer text is probed each time
 
 
 def probed(value: Any) -> frozenset[int]:
