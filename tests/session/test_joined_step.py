@@ -500,3 +500,41 @@ def test_cached_probes_are_the_probes() -> None:
         sessionrules.probed(f"value-{i}")
     assert len(sessionrules._PROBED) <= sessionrules._PROBED_KEPT
     assert sessionrules.probed({"to": "bob@corp.example"}) == probe({"to": "bob@corp.example"})
+
+
+def test_a_failing_step_replaces_only_its_own_record_in_a_shared_commit(
+    store_url: str, backend: str
+) -> None:
+    """Two records in one transaction, the first carrying a step that cannot be
+    written: the first is appended as the undetermined decision, the second as it
+    was; nothing of the step stays."""
+    from interlock.core.decision import Decision
+    from interlock.guard_sessions import JoinedStep
+
+    with _guard(store_url) as guard:
+        _refuse_steps(guard, backend)
+        recorder, writer, store = guard._sessions, guard.audit, guard.store
+        assert recorder is not None and writer is not None and store is not None
+        allow = Decision(Verdict.ALLOW, "fine")
+        other = Decision(Verdict.ALLOW, "fine too")
+        events = [guard._event(READ_ENV, d, time.perf_counter_ns()) for d in (allow, other)]
+        entries = [writer.encode("default", e) for e in events]
+        join = JoinedStep(
+            recorder,
+            writer,
+            "default",
+            "s-1",
+            NewStep(kind="tool", name="read_file", verdict="allow", decision_id=allow.decision_id),
+            True,
+            lambda exc: guard._step_failed(READ_ENV, allow, exc),
+        )
+        store.append_audit(entries, joins={0: join})
+        assert join.instead is not None and join.written is None
+        assert [r for r in store.audit_rows(decision_id=allow.decision_id)][0].decision == (
+            "undetermined"
+        )
+        assert [r.decision for r in store.audit_rows(decision_id=other.decision_id)] == ["allow"]
+        assert _history(guard).view("default", "s-1").steps == ()
+        # tried again (a retried batch): the same replacement, the step not retried
+        assert join(None) is join.instead  # type: ignore[arg-type]
+        assert not store.verify_audit().breaks
