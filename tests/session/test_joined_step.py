@@ -530,9 +530,8 @@ def test_a_failing_step_replaces_only_its_own_record_in_a_shared_commit(
         )
         store.append_audit(entries, joins={0: join})
         assert join.instead is not None and join.written is None
-        assert [r for r in store.audit_rows(decision_id=allow.decision_id)][0].decision == (
-            "undetermined"
-        )
+        recorded = [r.decision for r in store.audit_rows(decision_id=allow.decision_id)]
+        assert recorded == ["undetermined"]
         assert [r.decision for r in store.audit_rows(decision_id=other.decision_id)] == ["allow"]
         assert _history(guard).view("default", "s-1").steps == ()
         # tried again (a retried batch): the same replacement, the step not retried
