@@ -264,6 +264,7 @@ class JoinedStep:
         "committed",
         "history",
         "instead",
+        "savepoints",
         "session_id",
         "skip",
         "step",
@@ -296,35 +297,44 @@ class JoinedStep:
         self.told: Event | None = None  # the event that record holds
         self.skip = False
         self.committed = False  # its transaction committed (the guard's writer said so)
+        # SQLite: a savepoint (local, cheap); PostgreSQL: none (two more round trips) —
+        # a failure aborts the transaction, and the writer's retry appends the
+        # replacement
+        self.savepoints = getattr(recorder.joins_store, "dialect", "") != "postgres"
 
     def __call__(self, cur: Cursor) -> AuditEntry | None:
         if self.instead is not None:
             return self.instead
         if self.skip:
             return None
-        cur.execute(_SAVEPOINT)
+        if self.savepoints:
+            cur.execute(_SAVEPOINT)
         try:
             self.written = self.history.append_joined(cur, self.tenant, self.session_id, self.step)
         except Exception as exc:
+            self.written = None
+            self._failed(exc)
+            if not self.savepoints:
+                # PostgreSQL: the transaction is aborted; the writer tries the batch
+                # again, and this join then gives its replacement (or nothing) at once
+                raise
             cur.execute(_ROLLBACK)  # (the connection is gone: the transaction fails)
             cur.execute(_RELEASE)
-            self.written = None
-            log.error(
-                "interlock: session %r: the step could not be recorded: %s",
-                self.session_id,
-                exc,
-            )
-            if not self.allowed:
-                self.skip = True
-                return None
-            told = self.undetermined(
-                SessionUnavailable(
-                    f"session {self.session_id!r}: the allowed step could not be recorded "
-                    f"({describe(exc)})"
-                )
-            )
-            self.instead = self.writer.encode(self.tenant, told)
-            self.told = told
             return self.instead
-        cur.execute(_RELEASE)
+        if self.savepoints:
+            cur.execute(_RELEASE)
         return None
+
+    def _failed(self, exc: BaseException) -> None:
+        log.error("interlock: session %r: the step could not be recorded: %s", self.session_id, exc)
+        if not self.allowed:
+            self.skip = True
+            return
+        told = self.undetermined(
+            SessionUnavailable(
+                f"session {self.session_id!r}: the allowed step could not be recorded "
+                f"({describe(exc)})"
+            )
+        )
+        self.instead = self.writer.encode(self.tenant, told)
+        self.told = told
