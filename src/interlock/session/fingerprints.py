@@ -45,10 +45,11 @@ import binascii
 import hashlib
 import re
 import struct
+import sys
 import unicodedata
 from collections.abc import Iterator, Mapping
-from itertools import repeat
-from operator import itemgetter, mod
+from itertools import chain, filterfalse, repeat
+from operator import itemgetter, methodcaller, mod
 from typing import Final
 from urllib.parse import unquote_plus
 
@@ -69,7 +70,10 @@ _DEPTH: Final = 3
 #: A set without it came from an older version (an agent not upgraded): every
 #: argument is taken to carry it (fail closed) — its grams would never match.
 FORMAT_MARK: Final = 0x1F9E_7A11_0000_0002
-_PRIME: Final = (1 << 64) - 59
+_PRIME: Final = (1 << 61) - 1
+#: ``hash`` of an int is the int modulo this same prime on 64-bit CPython (and PyPy):
+#: the language's numeric hash, not randomised per process.
+_NATIVE_MOD: Final = sys.hash_info.modulus == _PRIME
 
 _SEP: Final = "\x00"  # where boilerplate was cut out of the data
 _SPLIT: Final = re.compile(r"[\"'`<>()\[\]{},;|\\\x00]+")
@@ -83,6 +87,7 @@ _ASCII_DROP: Final = bytes(
 _ASCII_DROP_KEEP_SEP: Final = _ASCII_DROP.replace(b"\x00", b"")
 _GRAM_BYTES: Final = struct.Struct(f"{GRAM}s")
 _FIRST: Final = itemgetter(0)
+_HAS_SEP: Final = methodcaller("__contains__", 0)
 #: Boilerplate of the data, found in its long words, that never carries a flow on
 #: its own: the key of a ``KEY=value`` / ``key: value`` line, and identifiers
 #: (``AWS_SECRET_ACCESS_KEY``, ``os.environ``, ``getSecretValue``, ``ApiClient``):
@@ -138,33 +143,40 @@ def _token_hash(norm: str) -> int:
     return int.from_bytes(hashlib.blake2b(norm.encode(), digest_size=8).digest(), "big")
 
 
-def _hash(chunks: Iterator[bytes] | list[bytes]) -> map[int]:
+def _hash(chunks: Iterator[bytes] | list[bytes]) -> Iterator[int]:
     """A gram's fingerprint: its UTF-8 read as a big-endian integer, modulo the
-    largest 64-bit prime (a collision only ever makes a false match, which refuses,
-    never allows). Two C calls a gram, through ``map``."""
+    Mersenne prime 2**61 - 1 (a polynomial hash; a collision only ever makes a false
+    match, which refuses, never allows). Two C calls a gram, through ``map``."""
+    if _NATIVE_MOD:
+        return map(hash, map(int.from_bytes, chunks))
     return map(mod, map(int.from_bytes, chunks), repeat(_PRIME))
 
 
-def _grams(norm: str | bytes, step: int) -> list[int]:
+def _grams(norm: str | bytes, step: int) -> Iterator[int]:
     """The fingerprints of the GRAM-long runs of ``norm`` at every ``step``-th
-    position (0, step, 2*step...). With step WINDOW, a shared run of GRAM + WINDOW - 1
-    characters holds one of them whole. ASCII is cut with ``struct`` at each
-    alignment: no Python code runs a gram."""
+    position (0, step, 2*step...) but those across a cut (the ``\x00`` mark). With
+    step WINDOW, a shared run of GRAM + WINDOW - 1 characters (no cut in it) holds
+    one of them whole. ASCII is cut with ``struct`` at each alignment: no Python
+    code runs a gram."""
     size = len(norm)
     if size < GRAM:
-        return []
+        return iter(())
     if isinstance(norm, str):
         if not norm.isascii():
-            return list(
-                _hash([norm[i : i + GRAM].encode() for i in range(0, size - GRAM + 1, step)])
+            return _hash(
+                [
+                    gram.encode()
+                    for gram in (norm[i : i + GRAM] for i in range(0, size - GRAM + 1, step))
+                    if _SEP not in gram
+                ]
             )
         norm = norm.encode()
-    out: list[int] = []
-    for start in range(0, GRAM, step):
-        stop = start + GRAM * ((size - start) // GRAM)
-        if stop > start:
-            out += _hash(map(_FIRST, _GRAM_BYTES.iter_unpack(norm[start:stop])))
-    return out
+    data = norm
+    chunks = chain.from_iterable(
+        map(_FIRST, _GRAM_BYTES.iter_unpack(data[start : start + GRAM * ((size - start) // GRAM)]))
+        for start in range(0, min(GRAM, size - GRAM + 1), step)
+    )
+    return _hash(filterfalse(_HAS_SEP, chunks) if 0 in data else chunks)
 
 
 def _wordlike(raw: str) -> bool:
@@ -174,13 +186,15 @@ def _wordlike(raw: str) -> bool:
     return plain.isalpha() and (plain.islower() or plain.isupper() or raw.istitle())
 
 
-def _tokens(text: str) -> Iterator[tuple[str, bool]]:
-    """The tokens of ``text`` at least MIN_TOKEN long: runs without whitespace or
-    quoting, and the pieces of each between ``= & ? # : /`` (a key in a URL's query,
-    a value after ``KEY=``), each with whether it is a piece."""
-    for word in text.split():
-        if len(word) < MIN_TOKEN:
-            continue
+def _long_words(text: str) -> list[str]:
+    return [word for word in text.split() if len(word) >= MIN_TOKEN]
+
+
+def _tokens(long_words: list[str]) -> Iterator[tuple[str, bool]]:
+    """The tokens in ``long_words`` (a text's words at least MIN_TOKEN long): runs
+    without whitespace or quoting, and the pieces of each between ``= & ? # : /`` (a
+    key in a URL's query, a value after ``KEY=``), each with whether it is a piece."""
+    for word in long_words:
         for raw in (word,) if word.isalnum() else _SPLIT.split(word):
             if len(raw) < MIN_TOKEN:
                 continue
@@ -203,10 +217,10 @@ def _specific(raw: str, norm: str, piece: bool) -> bool:
     return not piece and len(norm) >= 12 and not _wordlike(raw)
 
 
-def _whole(text: str, grams: set[int] | None) -> Iterator[int]:
-    """The hashes of the specific whole tokens of ``text``; with ``grams``, every
-    gram of its long tokens that do not read as words is added there."""
-    for raw, piece in _tokens(text):
+def _whole(long_words: list[str], grams: set[int] | None) -> Iterator[int]:
+    """The hashes of the specific whole tokens in ``long_words``; with ``grams``,
+    every gram of the long tokens that do not read as words is added there."""
+    for raw, piece in _tokens(long_words):
         norm = _norm(raw)
         if len(norm) >= MIN_TOKEN and _specific(raw, norm, piece):
             yield _token_hash(norm)
@@ -214,18 +228,16 @@ def _whole(text: str, grams: set[int] | None) -> Iterator[int]:
             grams.update(_grams(norm, 1))
 
 
-def _cut_boilerplate(form: str) -> str:
+def _cut_boilerplate(form: str, long_words: list[str]) -> str:
     """``form`` with its boilerplate (identifiers, keys) replaced by the mark that
     cuts grams."""
     cut: set[str] = set()
-    for word in form.split():
-        if len(word) >= MIN_TOKEN and not (
-            word.isalnum() and (word.islower() or word.isupper() or word.istitle())
-        ):
+    for word in long_words:
+        if not (word.isalnum() and (word.islower() or word.isupper() or word.istitle())):
             cut.update(m for m in _BOILERPLATE.findall(word) if len(m) >= MIN_TOKEN)
     for name in sorted(cut, key=len, reverse=True):
         form = form.replace(name, _SEP)
-    return form
+    return form  # the same object when nothing was cut
 
 
 def of_data(value: object, *, limit: int = MAX_FINGERPRINTS) -> frozenset[int]:
@@ -239,16 +251,18 @@ def of_data(value: object, *, limit: int = MAX_FINGERPRINTS) -> frozenset[int]:
         text = leaf[: MAX_SCAN - scanned]
         scanned += len(text)
         for form in _decodings(text, decode_plain=False):
-            marked = _cut_boilerplate(form)
-            whole.update(_whole(marked, token_grams))
+            long_words = _long_words(form)
+            marked = _cut_boilerplate(form, long_words)
+            if marked is not form:
+                long_words = _long_words(marked)
+            whole.update(_whole(long_words, token_grams))
             if marked.isascii():
-                segments: list[str] | list[bytes] = (
-                    marked.lower().encode().translate(None, _ASCII_DROP_KEEP_SEP).split(b"\x00")
+                normalised: str | bytes = (
+                    marked.lower().encode().translate(None, _ASCII_DROP_KEEP_SEP)
                 )
             else:
-                segments = _DROP_KEEP_SEP.sub("", _fold(marked)).split(_SEP)
-            for segment in segments:
-                prose.update(_grams(segment, WINDOW))
+                normalised = _DROP_KEEP_SEP.sub("", _fold(marked))
+            prose.update(_grams(normalised, WINDOW))
         if len(whole) + len(token_grams) >= limit or scanned >= MAX_SCAN:
             break
     out = whole
@@ -371,7 +385,7 @@ def probe(value: object) -> frozenset[int]:
     out: set[int] = set()
     for text in texts_of(value):
         for form in _decodings(text):
-            out.update(_whole(form, None))
+            out.update(_whole(_long_words(form), None))
             if form.isascii():
                 out.update(_grams(form.lower().encode().translate(None, _ASCII_DROP), 1))
             else:
