@@ -20,10 +20,35 @@ from interlock.session import fingerprints as current
 
 from . import fingerprints_v1 as v1
 
-_WORDS = (
-    "the report for march shows revenue up four percent over plan while costs held "
-    "steady and the team expects the new contract to close before the summer"
-).split()
+_WORDS = [
+    "the",
+    "report",
+    "for",
+    "march",
+    "shows",
+    "revenue",
+    "up",
+    "four",
+    "percent",
+    "over",
+    "plan",
+    "while",
+    "costs",
+    "held",
+    "steady",
+    "and",
+    "the",
+    "team",
+    "expects",
+    "the",
+    "new",
+    "contract",
+    "to",
+    "close",
+    "before",
+    "the",
+    "summer",
+]
 
 
 def _prose(size: int) -> str:

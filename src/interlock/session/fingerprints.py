@@ -53,7 +53,16 @@ from operator import itemgetter, methodcaller, mod
 from typing import Final
 from urllib.parse import unquote_plus
 
-__all__ = ["GRAM", "MAX_FINGERPRINTS", "WINDOW", "carries", "of_data", "probe", "texts_of"]
+__all__ = [
+    "FORMAT_MARK",
+    "GRAM",
+    "MAX_FINGERPRINTS",
+    "WINDOW",
+    "carries",
+    "of_data",
+    "probe",
+    "texts_of",
+]
 
 #: k-gram length in normalised characters; the stride of the grams kept of prose; the
 #: most fingerprints kept of one result.
@@ -96,10 +105,9 @@ _HAS_SEP: Final = methodcaller("__contains__", 0)
 _WORD: Final = r"(?:[a-z]+|[A-Z]+|[A-Z][a-z]+)\d{0,2}"
 _BOILERPLATE: Final = re.compile(
     r"^(?:export)?[A-Za-z_][\w.\-]*(?=[=:])"
-    r"|(?<![\w.@\-])(?:"
-    rf"{_WORD}(?:[_.]{_WORD})+"
-    r"|[a-z]+(?:[A-Z][a-z]+)+|(?:[A-Z][a-z]+){2,}"
-    r")(?![\w@\-])"
+    rf"|(?<![\w.@\-+]){_WORD}(?:[_.]{_WORD})+(?![\w@\-+=])"
+    # camel humps not after / or + nor before / + =: inside base64 they are chance
+    r"|(?<![\w.@\-+/])(?:[a-z]+(?:[A-Z][a-z]+)+|(?:[A-Z][a-z]+){2,})(?![\w@\-+/=])"
 )
 _B64_RUN: Final = re.compile(r"[A-Za-z0-9+/_\-]{16,}={0,2}")
 _HEX_RUN: Final = re.compile(r"[0-9a-fA-F]{16,}")
