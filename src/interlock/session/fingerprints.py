@@ -99,13 +99,13 @@ _FIRST: Final = itemgetter(0)
 _HAS_SEP: Final = methodcaller("__contains__", 0)
 #: Boilerplate of the data, found in its long words, that never carries a flow on
 #: its own: the key of a ``KEY=value`` / ``key: value`` line, and identifiers
-#: (``AWS_SECRET_ACCESS_KEY``, ``os.environ``, ``getSecretValue``, ``ApiClient``):
-#: words of one case each (a word may end in up to 2 digits) joined by ``_`` or
-#: ``.``, or camel humps.
+#: (``AWS_SECRET_ACCESS_KEY``, ``getSecretValue``, ``ApiClient``): words of one case
+#: each (a word may end in up to 2 digits) joined by ``_``, or camel humps. Dotted
+#: names are kept: a host names where data goes, and provenance rules need it.
 _WORD: Final = r"(?:[a-z]+|[A-Z]+|[A-Z][a-z]+)\d{0,2}"
 _BOILERPLATE: Final = re.compile(
     r"^(?:export)?[A-Za-z_][\w.\-]*(?=[=:])"
-    rf"|(?<![\w.@\-+]){_WORD}(?:[_.]{_WORD})+(?![\w@\-+=])"
+    rf"|(?<![\w@\-+]){_WORD}(?:_{_WORD})+(?![\w@\-+=])"
     # camel humps not after / or + nor before / + =: inside base64 they are chance
     r"|(?<![\w.@\-+/])(?:[a-z]+(?:[A-Z][a-z]+)+|(?:[A-Z][a-z]+){2,})(?![\w@\-+/=])"
 )
