@@ -143,3 +143,13 @@ def test_a_set_of_an_older_format_fails_closed() -> None:
     older = frozenset(kept - {FORMAT_MARK})
     assert carries(probe("an unrelated argument"), older)
     assert not carries(probe("anything"), frozenset())  # nothing was kept: no flow
+
+
+def test_any_shared_run_of_19_in_prose_is_found() -> None:
+    """The data keeps one gram every WINDOW (4) positions, the probe every gram: any
+    19 shared characters hold a kept gram whole; 18 do not always."""
+    prose = "the acquisition of northwind traders closes on the fourteenth of march " * 2
+    kept = of_data(prose + " and the AWS_SECRET_ACCESS_KEY stays where it is")
+    norm = prose.replace(" ", "")
+    assert all(carries(probe(norm[i : i + 19]), kept) for i in range(len(norm) - 19))
+    assert not all(carries(probe(norm[i : i + 18]), kept) for i in range(len(norm) - 18))
