@@ -12,11 +12,15 @@ What is found (``tests/session/test_fingerprints*.py`` holds the table):
   and ``.`` dropped — so whitespace, line breaks, re-wrapping, quoting, JSON
   punctuation and case changes do not matter.
 - **Substrings**: any run of :data:`GRAM` (16) normalised characters of a *token* of
-  the data (a run without whitespace: keys, passwords, addresses, base64) is kept; in
-  prose, grams are winnowed (window :data:`WINDOW`), so any shared run of
-  ``GRAM + WINDOW - 1`` (19) normalised characters is found. A **whole token** of at
-  least 8 characters that looks specific (a digit, an ``@``, a ``.``/``_``/``-``/``/``
-  inside, or 12+ characters; a plain dictionary word is not) matches on its own.
+  the data (a run without whitespace: keys, passwords, addresses, base64) is kept; of
+  prose, the gram at every :data:`WINDOW`-th position (the probe takes every gram), so
+  any shared run of ``GRAM + WINDOW - 1`` (19) normalised characters is found. A
+  **whole token** of at least 8 characters that looks specific (letters and digits,
+  an ``@``, or 12+ characters that do not read as words) matches on its own.
+- **Not a flow on its own** (``test_fingerprints_precision.py``): the data's
+  boilerplate is cut before it is kept — keys of ``KEY=value`` / ``key: value``
+  lines and ``_``-joined or camel-case identifiers (``AWS_SECRET_ACCESS_KEY``), so a
+  script naming the same variables as a ``.env`` file read earlier is no flow.
 - **Encodings** (on both sides: an argument is decoded when probed, and encoded runs
   in the data are decoded when it is kept): URL-encoding (nested, ``+`` for space),
   JSON string escapes (``\\n``, ``\\u0041``), base64 (standard and URL-safe, with or
@@ -24,18 +28,20 @@ What is found (``tests/session/test_fingerprints*.py`` holds the table):
   alignments, so a piece cut from a longer encoding is read too), hex (either
   nibble alignment), up to three layers deep (base64 inside URL-encoding...).
 
-Bounds: at most :data:`MAX_FINGERPRINTS` (4096, 32 KiB packed) per result; below it
-about 0.4 per normalised character of prose and 1 per character of long tokens
-(~250 per KiB of ordinary text). Past the cap the whole-token fingerprints and the
-grams of tokens are kept first, then a consistent sample (the smallest hashes) of the
-prose grams: a large result is only partly covered. At most :data:`MAX_SCAN` (256 Ki)
-characters of a result are read. A probe is not capped (an argument is
-small; its decodings are bounded by :data:`_MAX_DECODINGS`).
+Bounds: at most :data:`MAX_FINGERPRINTS` (4096, 32 KiB packed) per result, with
+:data:`FORMAT_MARK`; below it about 0.25 per normalised character of prose and 1 per
+character of long tokens (~200 per KiB of ordinary text). Past the cap the
+whole-token fingerprints and the grams of tokens are kept first, then a consistent
+sample (the smallest hashes) of the prose grams: a large result is only partly
+covered. At most :data:`MAX_SCAN` (256 Ki) characters of a result are read. A probe
+is not capped (an argument is small; its decodings are bounded by
+:data:`_MAX_DECODINGS`).
 
 The hashes are not keyed: a remote agent computes its results' fingerprints itself
 (the result never leaves it), so a key would have to be handed to every agent. Short
-low-entropy values (under 8 characters) are never fingerprinted at all, and a
-fingerprint is 64 bits of a 16-character gram or of a whole token.
+low-entropy values (under 8 characters) are never fingerprinted at all. A gram's
+fingerprint is its UTF-8 as an integer modulo 2**61 - 1; a whole token's, 64 bits of
+BLAKE2b.
 """
 
 from __future__ import annotations
