@@ -28,7 +28,7 @@ from interlock.policy import CompiledPolicy
 
 from .sequences import TOOLS, Sequence
 
-__all__ = ["Outcome", "run_sequence"]
+__all__ = ["Outcome", "adapter_records_the_request", "run_sequence"]
 
 _SESSIONS = itertools.count(1)
 
@@ -53,6 +53,8 @@ class Outcome:
     ran: list[bool] = field(default_factory=list)
     rule_ids: list[tuple[str, ...]] = field(default_factory=list)
     final: str = ""
+    #: the session holds the user's request as a trusted input (recorded by the adapter)
+    request_trusted: bool = False
 
     @property
     def stopped(self) -> bool:
@@ -134,6 +136,10 @@ def run_sequence(
     else:
         result = agent.invoke(inputs)
     outcome = Outcome(sequence, final=str(result["messages"][-1].content))
+    history = guard.sessions
+    if history is not None and context.session_id is not None:
+        steps = history.view(context.tenant, context.session_id).steps
+        outcome.request_trusted = any(s.kind == "input" and s.trusted for s in steps)
     for call in sequence.calls:
         key = _key(call.tool, call.args)
         verdict, rules = seen.get(key, (None, ()))
@@ -141,3 +147,10 @@ def run_sequence(
         outcome.rule_ids.append(rules)
         outcome.ran.append(key in bodies.ran)
     return outcome
+
+
+def adapter_records_the_request(policy: CompiledPolicy) -> bool:
+    """Whether the LangChain adapter records the user's request as a trusted input."""
+    from .sequences import BENIGN
+
+    return run_sequence(BENIGN[0], policy).request_trusted
