@@ -26,8 +26,7 @@ from interlock.core.action import Action, Context
 from interlock.core.decision import Decision, Verdict
 from interlock.errors import SessionUnavailable, describe
 from interlock.policy.compiled import CompiledPolicy
-from interlock.policy.engine import facts_for
-from interlock.policy.sessionrules import SessionFacts, SessionSpec, session_scope
+from interlock.policy.sessionrules import SessionFacts, SessionSpec, new_step
 from interlock.session.fingerprints import of_data
 from interlock.session.history import (
     EMPTY_FINGERPRINTS,
@@ -35,7 +34,6 @@ from interlock.session.history import (
     SessionHistory,
     SessionView,
     Step,
-    StepKind,
 )
 
 __all__ = ["SessionRecorder"]
@@ -44,7 +42,6 @@ log = logging.getLogger("interlock")
 T = TypeVar("T")
 
 _PENDING_KEPT: Final = 10_000
-_KINDS: Final = frozenset({"tool", "llm", "mcp", "browser", "effect"})
 
 
 class SessionRecorder:
@@ -80,27 +77,7 @@ class SessionRecorder:
         if session_id is None or not isinstance(context, Context):
             return decision
         allowed = decision.verdict is Verdict.ALLOW
-        attach: frozenset[str] = frozenset()
-        clear: frozenset[str] = frozenset()
-        if allowed:
-            try:
-                with session_scope(facts):
-                    attach, clear = self.spec.labels_for(facts_for(action, policy))
-            except Exception:
-                # the call could not be read for labels: the stricter reading is that
-                # it attached every label a label rule or its tool could attach
-                attach = frozenset(
-                    label for rule in self.spec.label_rules for label in rule.attach
-                ) | self.spec.tool_labels.get(action.name, frozenset())
-        kind: StepKind = action.kind if action.kind in _KINDS else "tool"  # type: ignore[assignment]
-        step = NewStep(
-            kind=kind,
-            name=str(action.name),
-            verdict=decision.verdict.value,
-            decision_id=decision.decision_id,
-            labels=attach,
-            clears=clear,
-        )
+        step = new_step(action, decision, facts, policy)
         try:
             self.history.append(context.tenant, session_id, step)
         except Exception as exc:

@@ -49,7 +49,10 @@ import contextlib
 import contextvars
 import functools
 import json
+import logging
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
@@ -114,6 +117,9 @@ __all__ = [
 ]
 
 _R = TypeVar("_R")
+log = logging.getLogger("interlock")
+#: How many recorded messages the middleware remembers, not to record one twice.
+_INPUTS_KEPT: Final = 4096
 
 Refusal = Literal["message", "raise"]
 OnApproval = Literal["refuse", "wait", "interrupt", "review"]
@@ -284,6 +290,9 @@ class InterlockMiddleware(AgentMiddleware):
         # passes through. A middleware that does not gate models is made of a subclass
         # without the override, so it costs nothing there.
         gated = guard.store is not None if models is None else models
+        # A policy that reads sessions also needs the model-call layer: it records the
+        # user's messages and the system prompt there, as trusted inputs.
+        gated = gated or guard._sessions is not None
         made = _ToolCallsOnly if cls is InterlockMiddleware and not gated else cls
         return super().__new__(made)
 
@@ -332,6 +341,8 @@ class InterlockMiddleware(AgentMiddleware):
         self.models = guard.store is not None if models is None else models
         self.estimate = estimate or estimate_usage
         self._gate = _Gate(guard, mapper)
+        self._inputs: OrderedDict[tuple[str | None, str], None] = OrderedDict()
+        self._inputs_lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -631,6 +642,8 @@ class InterlockMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        if self.guard._sessions is not None:
+            self._record_inputs(request)
         if not self.models:
             return handler(request)
         call = self.guard.llm_call(model_name(request.model), estimate=self.estimate(request))
@@ -652,6 +665,8 @@ class InterlockMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        if self.guard._sessions is not None:
+            await asyncio.to_thread(self._record_inputs, request)
         if not self.models:
             return await handler(request)
         call = self.guard.llm_call(model_name(request.model), estimate=self.estimate(request))
@@ -667,6 +682,30 @@ class InterlockMiddleware(AgentMiddleware):
         _record_usage(call, response)
         await call.__aexit__(None, None, None)
         return response
+
+    def _record_inputs(self, request: ModelRequest[Any]) -> None:
+        """Record the system prompt and the user's messages as trusted inputs of the
+        session, each once (keyed by its id, else its text). A failure is logged: the
+        user's own values then read as untrusted, the stricter reading."""
+        found: list[BaseMessage] = [m for m in request.messages if m.type == "human"]
+        if request.system_message is not None:
+            found.insert(0, request.system_message)
+        session = self.guard.context.session_id
+        for message in found:
+            text = message.text if isinstance(message.content, list) else message.content
+            key = (session, message.id or f"{message.type}:{text}")
+            with self._inputs_lock:
+                if key in self._inputs:
+                    continue
+                self._inputs[key] = None
+                while len(self._inputs) > _INPUTS_KEPT:
+                    self._inputs.popitem(last=False)
+            try:
+                self.guard.record_input(text, trusted=True)
+            except Exception as exc:
+                with self._inputs_lock:
+                    self._inputs.pop(key, None)
+                log.error("interlock: the user's message could not be recorded: %s", exc)
 
     def _refuse_model(self, error: Blocked) -> AIMessage:
         """A refused model call ends the loop with an answer that says why (message

@@ -671,7 +671,10 @@ class _Compiler:
             within_time = None
             if spec.within_time is not None:
                 path = (*base, "session", "after", "within_time")
-                within_time = self.duration(spec.within_time, path, f"rule {rule.id!r}: ")
+                try:
+                    within_time = parse_duration(spec.within_time)
+                except ValueError as exc:
+                    self.issue(str(exc), path, rule.id)
             after = AfterTest(
                 _step_selector(spec.name, spec.kind, spec.labels),
                 spec.within,

@@ -33,10 +33,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from interlock.errors import EvaluationError
 from interlock.session.fingerprints import carries, probe, texts_of
-from interlock.session.history import SessionView, Step
+from interlock.session.history import NewStep, SessionView, Step, StepKind
 
 if TYPE_CHECKING:
-    from interlock.policy.compiled import CompiledRule
+    from interlock.core.action import Action
+    from interlock.core.decision import Decision
+    from interlock.policy.compiled import CompiledPolicy, CompiledRule
     from interlock.policy.extract import Facts
     from interlock.policy.matchers import GlobSet
 
@@ -54,6 +56,7 @@ __all__ = [
     "StepSelector",
     "cel_value",
     "facts_for_check",
+    "new_step",
     "provenance_labels",
     "session_scope",
 ]
@@ -334,3 +337,37 @@ class SessionSpec:
                 attach |= rule.attach
                 clear |= rule.clear
         return frozenset(attach), frozenset(clear)
+
+
+_STEP_KINDS: Final = frozenset({"tool", "llm", "mcp", "browser", "effect"})
+
+
+def new_step(
+    action: Action, decision: Decision, facts: SessionFacts, policy: CompiledPolicy
+) -> NewStep:
+    """The session step of a decided call: its verdict and, for an allow, the labels its
+    label rules and tool attach and clear. A call that cannot be read for its labels
+    attaches every label the policy could attach to it (the stricter reading)."""
+    from interlock.core.decision import Verdict
+    from interlock.policy.engine import facts_for
+
+    spec = policy.sessions
+    attach: frozenset[str] = frozenset()
+    clear: frozenset[str] = frozenset()
+    if spec is not None and decision.verdict is Verdict.ALLOW:
+        try:
+            with session_scope(facts):
+                attach, clear = spec.labels_for(facts_for(action, policy))
+        except Exception:
+            attach = frozenset(
+                label for rule in spec.label_rules for label in rule.attach
+            ) | spec.tool_labels.get(action.name, frozenset())
+    kind: StepKind = action.kind if action.kind in _STEP_KINDS else "tool"  # type: ignore[assignment]
+    return NewStep(
+        kind=kind,
+        name=str(action.name),
+        verdict=decision.verdict.value,
+        decision_id=decision.decision_id,
+        labels=attach,
+        clears=clear,
+    )
