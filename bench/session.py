@@ -182,17 +182,13 @@ def _prefill(history: SessionHistory, tenant: str, session: str, steps: int) -> 
     for n in range(steps - 1):
         name, labels, size = kinds[n % len(kinds)]
         decision_id = f"{session}-{n}"
-        history.append(
-            tenant, session, NewStep("tool", name, "allow", decision_id, labels=labels)
-        )
+        history.append(tenant, session, NewStep("tool", name, "allow", decision_id, labels=labels))
         history.settle(
             tenant, session, decision_id, executed=True, fingerprints=of_data(_text(rng, size))
         )
 
 
-def _workload(
-    history: SessionHistory | None, steps: int, calls: int, tag: str
-) -> list[Action]:
+def _workload(history: SessionHistory | None, steps: int, calls: int, tag: str) -> list[Action]:
     """``calls`` actions over ``calls / CHECKS_PER_SESSION`` sessions pre-filled to
     ``steps`` steps (no history: the same actions, for the stateless check)."""
     shapes = _calls()
@@ -268,9 +264,7 @@ def _fingerprint_costs(result: BenchResult, quick: bool) -> None:
     began = time.perf_counter_ns()
     for _ in range(repeats):
         probe(argument)
-    result.info["probe_us_per_kb 1KB"] = round(
-        (time.perf_counter_ns() - began) / repeats / 1000, 1
-    )
+    result.info["probe_us_per_kb 1KB"] = round((time.perf_counter_ns() - began) / repeats / 1000, 1)
     result.info["of_data_fingerprints 16KB"] = len(of_data(_text(rng, 16 * 1024)))
 
 
@@ -285,9 +279,7 @@ def _memory_per_session(result: BenchResult) -> None:
     sessions = 10
     for s in range(sessions):
         for n in range(FULL_STEPS):
-            history.append(
-                "bench", f"m-{s}", NewStep("tool", "fetch_url", "allow", f"d-{s}-{n}")
-            )
+            history.append("bench", f"m-{s}", NewStep("tool", "fetch_url", "allow", f"d-{s}-{n}"))
             history.settle(
                 "bench", f"m-{s}", f"d-{s}-{n}", executed=True, fingerprints=frozenset(prints[n])
             )
@@ -314,7 +306,9 @@ def run(calls: int | None, quick: bool) -> BenchResult:
     for label, _, _ in in_process[1:]:
         ratio = _ratio(stats, label, base)
         result.info[f"ratio_p50 {label}"] = round(ratio, 2)
-        result.targets.append(Target(f"{label} / stateless (p50)", ratio, "<=", TARGET_IN_PROCESS, "x"))
+        result.targets.append(
+            Target(f"{label} / stateless (p50)", ratio, "<=", TARGET_IN_PROCESS, "x")
+        )
     result.stats.extend(stats)
 
     with tempfile.TemporaryDirectory(prefix="interlock-bench-session-") as scratch:
@@ -322,7 +316,9 @@ def run(calls: int | None, quick: bool) -> BenchResult:
         plain_store = f"sqlite:///{Path(scratch) / 'plain.db'}"
         session_store = f"sqlite:///{Path(scratch) / 'session.db'}"
         durable = [
-            _subject("durable: stateless check, SQLite store", PER_CALL, 0, durable_calls, plain_store),
+            _subject(
+                "durable: stateless check, SQLite store", PER_CALL, 0, durable_calls, plain_store
+            ),
             _subject(
                 f"durable: session rules, {TYPICAL_STEPS}-step sessions, SQLite store",
                 FLOWS,
@@ -346,7 +342,9 @@ def run(calls: int | None, quick: bool) -> BenchResult:
                 guard.close()
     ratio = durable_stats[1].p50_ns / durable_stats[0].p50_ns
     result.info["ratio_p50 durable"] = round(ratio, 2)
-    result.targets.append(Target("durable session rules / durable stateless (p50)", ratio, "<=", TARGET_DURABLE, "x"))
+    result.targets.append(
+        Target("durable session rules / durable stateless (p50)", ratio, "<=", TARGET_DURABLE, "x")
+    )
     result.stats.extend(durable_stats)
 
     _fingerprint_costs(result, quick)

@@ -28,7 +28,7 @@ from interlock.policy import CompiledPolicy
 
 from .sequences import TOOLS, Sequence
 
-__all__ = ["Outcome", "adapter_records_the_request", "run_sequence"]
+__all__ = ["Outcome", "run_sequence"]
 
 _SESSIONS = itertools.count(1)
 
@@ -109,11 +109,8 @@ def _script(sequence: Sequence) -> list[BaseMessage]:
     return [*turns, AIMessage(content="done")]
 
 
-def run_sequence(
-    sequence: Sequence, policy: CompiledPolicy, *, mode: str = "sync", record_request: bool = False
-) -> Outcome:
-    """Run ``sequence`` under ``policy`` in a fresh session; ``record_request`` records
-    the request through ``guard.record_input`` first (for a loop whose adapter does not)."""
+def run_sequence(sequence: Sequence, policy: CompiledPolicy, *, mode: str = "sync") -> Outcome:
+    """Run ``sequence`` under ``policy`` in a fresh session of its own."""
     seen: dict[str, tuple[Verdict, tuple[str, ...]]] = {}
 
     def on_decision(decision: Decision, action: Action | None) -> None:
@@ -128,13 +125,8 @@ def run_sequence(
     agent = create_agent(
         ScriptedModel(responses=_script(sequence)), bodies.tools, middleware=[middleware]
     )
-    if record_request:
-        guard.record_input(sequence.request)
     inputs = {"messages": [("user", sequence.request)]}
-    if mode == "async":
-        result = asyncio.run(agent.ainvoke(inputs))
-    else:
-        result = agent.invoke(inputs)
+    result = asyncio.run(agent.ainvoke(inputs)) if mode == "async" else agent.invoke(inputs)
     outcome = Outcome(sequence, final=str(result["messages"][-1].content))
     history = guard.sessions
     if history is not None and context.session_id is not None:
@@ -147,10 +139,3 @@ def run_sequence(
         outcome.rule_ids.append(rules)
         outcome.ran.append(key in bodies.ran)
     return outcome
-
-
-def adapter_records_the_request(policy: CompiledPolicy) -> bool:
-    """Whether the LangChain adapter records the user's request as a trusted input."""
-    from .sequences import BENIGN
-
-    return run_sequence(BENIGN[0], policy).request_trusted

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from interlock import Verdict, load_policy_text
 from interlock.policy import CompiledPolicy
 
-from .agent_loop import Outcome, adapter_records_the_request, run_sequence
+from .agent_loop import Outcome, run_sequence
 from .policies import POLICIES
 from .sequences import ATTACKS, BENIGN, SEQUENCES, Sequence
 
@@ -51,10 +51,6 @@ KNOWN_MISSES: dict[str, str] = {
     ),
 }
 
-#: When the adapter does not record the user's request as a trusted input, the test
-#: records it with ``guard.record_input`` (and the table says so).
-RECORDED_BY_THE_TEST = "the request recorded by the test: the adapter does not record it"
-
 
 @pytest.fixture(scope="module")
 def policies() -> dict[str, CompiledPolicy]:
@@ -79,22 +75,12 @@ def shares(outcomes: list[Outcome]) -> Shares:
 
 
 @pytest.fixture(scope="module")
-def by_the_test(policies: dict[str, CompiledPolicy]) -> bool:
-    return not adapter_records_the_request(policies["flows"])
+def table(policies: dict[str, CompiledPolicy]) -> dict[str, list[Outcome]]:
+    return {name: [run_sequence(s, policy) for s in SEQUENCES] for name, policy in policies.items()}
 
 
-@pytest.fixture(scope="module")
-def table(policies: dict[str, CompiledPolicy], by_the_test: bool) -> dict[str, list[Outcome]]:
-    return {
-        name: [run_sequence(s, policy, record_request=by_the_test) for s in SEQUENCES]
-        for name, policy in policies.items()
-    }
-
-
-def _lines(table: dict[str, list[Outcome]], by_the_test: bool) -> Iterator[str]:
+def _lines(table: dict[str, list[Outcome]]) -> Iterator[str]:
     yield f"{len(ATTACKS)} attack and {len(BENIGN)} benign sequences, real LangChain loop"
-    if by_the_test:
-        yield RECORDED_BY_THE_TEST
     yield f"{'policy':10} {'attacks stopped':>16} {'refused outright':>17} {'benign ran':>11}"
     for name, outcomes in table.items():
         s = shares(outcomes)
@@ -109,16 +95,11 @@ def _lines(table: dict[str, list[Outcome]], by_the_test: bool) -> Iterator[str]:
                 yield f"  {name}: {o.sequence.kind} {o.sequence.id} {verdicts} {o.rule_ids}"
 
 
-def test_print_the_table(table: dict[str, list[Outcome]], by_the_test: bool) -> None:
-    print("\n" + "\n".join(_lines(table, by_the_test)))
+def test_print_the_table(table: dict[str, list[Outcome]]) -> None:
+    print("\n" + "\n".join(_lines(table)))
 
 
-@pytest.mark.xfail(reason=RECORDED_BY_THE_TEST, strict=True)
-def test_the_adapter_records_the_users_request(by_the_test: bool) -> None:
-    assert not by_the_test
-
-
-def test_every_sequence_ran_with_the_request_trusted(table: dict[str, list[Outcome]]) -> None:
+def test_the_adapter_recorded_every_request_as_trusted(table: dict[str, list[Outcome]]) -> None:
     assert all(o.request_trusted for name in ("labels", "flows") for o in table[name])
 
 
