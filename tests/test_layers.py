@@ -56,6 +56,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "interlock.deciders.joined",
             "interlock.remote",
             "interlock.remote_grants",
+            "interlock.remote_sessions",  # a remote guard's session outcomes and inputs
         ),
     ),
     (

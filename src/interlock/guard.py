@@ -287,7 +287,12 @@ class Guard:
             transport=transport,
             async_transport=async_transport,
         )
-        return cls(decider=decider, **options)
+        guard = cls(decider=decider, **options)
+        from interlock.remote_sessions import RemoteSessions
+
+        # the server keeps sessions; this guard reports each call's outcome to it
+        guard._sessions = RemoteSessions(decider)  # type: ignore[assignment]
+        return guard
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **options: Any) -> Guard:

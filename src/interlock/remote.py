@@ -32,7 +32,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -68,6 +70,8 @@ _CONTEXT_FIELDS: Final = (
     "call_id",
     "idempotency_key",
 )
+#: Allowed calls of a session remembered until their outcome is reported, at most.
+_PENDING_KEPT: Final = 10_000
 #: Longest single long-poll; waiting longer repeats it.
 _LONG_POLL: Final = 30.0
 _REDACTOR: Final = Redactor()
@@ -204,6 +208,9 @@ class RemoteDecider:
         self.timeout = connection.timeout
         self.url = connection.url
         self._headers = {"authorization": f"Bearer {api_key}"}
+        #: decision id -> session id of the allowed calls of a session, until reported
+        self._pending: OrderedDict[str, str] = OrderedDict()
+        self._pending_lock = threading.Lock()
 
     @classmethod
     def on(cls, connection: RemoteConnection, api_key: str) -> RemoteDecider:
@@ -238,14 +245,14 @@ class RemoteDecider:
     ) -> Decision:
         body = action_json(action)
         response = self._send("POST", "/v1/check", deadline, json=body, check=True)
-        return decision_of(response)
+        return self._noted(action, decision_of(response))
 
     async def adecide(
         self, action: Action, *, deadline: float | None, cancel: CancelToken | None
     ) -> Decision:
         body = action_json(action)
         response = await self._asend("POST", "/v1/check", deadline, json=body, check=True)
-        return decision_of(response)
+        return self._noted(action, decision_of(response))
 
     def unreadable(self, action: Action, problem: str) -> Decision:
         """Have the server record a call this client could not read (undetermined,
@@ -256,6 +263,101 @@ class RemoteDecider:
     async def aunreadable(self, action: Action, problem: str) -> Decision:
         body = {**action_json(action), "unreadable": problem[:4000]}
         return decision_of(await self._asend("POST", "/v1/check", None, json=body, check=True))
+
+    # -- session outcomes and inputs ----------------------------------------------------
+
+    def _noted(self, action: Action, decision: Decision) -> Decision:
+        """Remember the session of an allowed call, for its outcome report."""
+        session_id = action.context.session_id
+        if session_id is not None and decision.verdict is Verdict.ALLOW and decision.decision_id:
+            with self._pending_lock:
+                self._pending[decision.decision_id] = session_id
+                while len(self._pending) > _PENDING_KEPT:
+                    self._pending.popitem(last=False)
+        return decision
+
+    def awaits_outcome(self, decision: Decision) -> bool:
+        """Whether ``decision`` is an allowed call of a session not yet reported."""
+        with self._pending_lock:
+            return decision.decision_id in self._pending
+
+    def _outcome_body(
+        self,
+        decision: Decision,
+        executed: bool,
+        fingerprints: frozenset[int],
+        labels: tuple[str, ...],
+    ) -> dict[str, Any] | None:
+        with self._pending_lock:
+            session_id = self._pending.pop(decision.decision_id, None)
+        if session_id is None:
+            return None
+        from interlock.session.packing import pack_text
+
+        return {
+            "session_id": session_id,
+            "decision_id": decision.decision_id,
+            "executed": executed,
+            "fingerprints": pack_text(fingerprints),
+            "labels": list(labels),
+        }
+
+    def report_outcome(
+        self,
+        decision: Decision,
+        *,
+        executed: bool,
+        fingerprints: frozenset[int] = frozenset(),
+        labels: tuple[str, ...] = (),
+    ) -> bool:
+        """Tell the server the outcome of an allowed call of a session (``POST
+        /v1/sessions/outcome``): whether it ran and its result's fingerprints (of
+        :func:`~interlock.session.fingerprints.of_data`, computed here: the result
+        never leaves this process). False when the call was not a session's (nothing
+        is sent) or the server kept nothing; raises RemoteError when it cannot tell."""
+        body = self._outcome_body(decision, executed, fingerprints, labels)
+        if body is None:
+            return False
+        answer = self._send("POST", "/v1/sessions/outcome", None, json=body)
+        return bool(answer.get("recorded")) if isinstance(answer, dict) else False
+
+    async def areport_outcome(
+        self,
+        decision: Decision,
+        *,
+        executed: bool,
+        fingerprints: frozenset[int] = frozenset(),
+        labels: tuple[str, ...] = (),
+    ) -> bool:
+        """The async twin of :meth:`report_outcome`."""
+        body = self._outcome_body(decision, executed, fingerprints, labels)
+        if body is None:
+            return False
+        answer = await self._asend("POST", "/v1/sessions/outcome", None, json=body)
+        return bool(answer.get("recorded")) if isinstance(answer, dict) else False
+
+    def report_input(
+        self,
+        session_id: str,
+        fingerprints: frozenset[int],
+        *,
+        trusted: bool = True,
+        labels: tuple[str, ...] = (),
+    ) -> int | None:
+        """Record outside data entering a session on the server (``POST
+        /v1/sessions/input``), as its fingerprints; the step's seq, or None when the
+        server's policy reads no sessions."""
+        from interlock.session.packing import pack_text
+
+        body = {
+            "session_id": session_id,
+            "fingerprints": pack_text(fingerprints),
+            "trusted": trusted,
+            "labels": list(labels),
+        }
+        answer = self._send("POST", "/v1/sessions/input", None, json=body)
+        seq = answer.get("seq") if isinstance(answer, dict) else None
+        return int(seq) if isinstance(seq, int) else None
 
     # -- budgets and approvals ----------------------------------------------------------
 

@@ -7,7 +7,7 @@ import re
 
 from interlock.store.migrate import Migration, known_migrations
 
-_TYPES = {"BIGINT": "INTEGER"}
+_TYPES = {"BIGINT": "INTEGER", "BYTEA": "BLOB"}
 
 
 def normalised(migration: Migration) -> list[str]:

@@ -1,7 +1,9 @@
 """The reaper: a background thread that charges reservations past their TTL, closes
 budget leases past their expiry (a crashed replica's: what they hold goes back to the
 counter, see ``docs/adr/0012-budget-leases.md``) and returns this store's idle ones,
-and expires lapsed approvals, so a crashed agent cannot hold a budget. With
+and expires lapsed approvals, so a crashed agent cannot hold a budget. It also
+forgets sessions idle past their history's ``expire_after``
+(:meth:`~interlock.store.sql_sessions.SessionStore.reap_sessions`). With
 ``audited``, what it charges is recorded in the audit chain, and each round closes
 starts that never reported with ``outcome_unknown``
 (:func:`interlock.store.outcomes.recover_outcomes`, bound ``outcome_bound`` seconds).
@@ -53,6 +55,7 @@ class Reaper(threading.Thread):
         self.audited = audited
         self.outcome_bound = outcome_bound
         self.unknown = 0  # outcome_unknown records appended
+        self.sessions_expired = 0  # idle sessions forgotten
         self._checked_us: int | None = None  # starts before it are closed
         self.total = ReapResult()
         self._stopping = threading.Event()
@@ -72,6 +75,10 @@ class Reaper(threading.Thread):
             except Exception as exc:  # the database is away: try again next round
                 log.warning("interlock: the reaper could not run: %s", describe(exc))
                 continue
+            try:
+                self.sessions_expired += self.store.reap_sessions()
+            except Exception as exc:
+                log.warning("interlock: the reaper could not expire sessions: %s", describe(exc))
             if result.reservations or result.approvals:
                 log.info(
                     "interlock: reaper released %d reservation(s), expired %d approval(s)",

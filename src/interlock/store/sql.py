@@ -15,16 +15,16 @@ from interlock.store.sql_base import AuditEntry, Cursor
 from interlock.store.sql_budgets import BudgetStore
 from interlock.store.sql_grants import GrantStore
 from interlock.store.sql_rates import RateStore
+from interlock.store.sql_sessions import SessionStore
 
 __all__ = ["AuditEntry", "Cursor", "SqlStore"]
 
 
-class SqlStore(ApprovalStore, BudgetStore, RateStore, GrantStore):
+class SqlStore(ApprovalStore, BudgetStore, RateStore, GrantStore, SessionStore):
     """The Interlock store over one SQL database. Thread-safe; one per process.
 
     ``clock`` returns microseconds since the epoch (tests pass a fake one). The
     operations live in one module per concern: :mod:`.sql_audit`,
     :mod:`.sql_approvals`, :mod:`.sql_budgets`, :mod:`.sql_rates`, :mod:`.sql_grants`,
-    on the back-end
-    hooks of :mod:`.sql_base`.
+    :mod:`.sql_sessions`, on the back-end hooks of :mod:`.sql_base`.
     """

@@ -13,6 +13,7 @@ from interlock.server.routes import (
     policy,
     replay,
     service,
+    sessions,
 )
 
 __all__ = ["routers"]
@@ -28,5 +29,6 @@ def routers() -> list[APIRouter]:
         replay.router,
         policy.router,
         grants.router,
+        sessions.router,
         service.metrics_router,
     ]

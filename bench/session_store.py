@@ -1,0 +1,264 @@
+"""Benchmark ``session-store``: what durable session history and fingerprints cost.
+
+Run: ``python -m bench.session_store [--quick] [--postgres URL]`` (under the machine's
+bench lock). Every figure is a median of per-call times, and each is printed beside a
+baseline measured in the same run, as a ratio:
+
+1. **The durable check** (SQLite file, durability ``process``): a policy with session
+   rules (a label rule, a ``session: labels`` rule; the history in the store: the view
+   read before, the step appended after) against the same policy without them, on the
+   same kind of store. The issue's target: ≤ 1.2×.
+2. **The history's operations** against raw SQL doing the same statements on a bare
+   connection (``sqlite3`` / ``psycopg``): ``view`` of a 20-step session (each step
+   with 250 fingerprints) and ``append``.
+3. **Fingerprints**: ``of_data`` per KiB of an ordinary result (prose and a few
+   tokens) and ``probe`` of a 200-character argument, against ``hashlib.sha256`` of
+   the same bytes.
+"""
+
+# ruff: noqa: E501  (tables of figures and raw SQL read best on one line)
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from interlock import Action, Guard
+from interlock.core.action import Context
+from interlock.policy.loader import load_policy_text
+from interlock.session.fingerprints import of_data, probe
+from interlock.session.history import NewStep
+from interlock.session.packing import pack
+from interlock.store import open_store
+
+PLAIN = """\
+version: 1
+default: deny
+audit: {durability: process}
+rules:
+  - id: reads
+    decision: allow
+    reason: reads are fine
+    name: read_file
+  - id: mail
+    decision: allow
+    reason: mail is fine
+    name: send_email
+"""
+SESSIONS = (
+    PLAIN
+    + """\
+  - id: no-mail-after-secret
+    decision: deny
+    reason: no mail after a secret read
+    name: send_email
+    session:
+      labels: [secret]
+labels:
+  - id: secrets
+    attach: [secret]
+    name: read_file
+    params:
+      path: {glob: ["**/.env"]}
+"""
+)
+
+
+def median_us(fn: Callable[[], object], calls: int) -> float:
+    for _ in range(min(calls // 10, 200)):
+        fn()
+    samples = []
+    for _ in range(calls):
+        start = time.perf_counter_ns()
+        fn()
+        samples.append(time.perf_counter_ns() - start)
+    return statistics.median(samples) / 1000
+
+
+def durable_check(calls: int, folder: Path) -> None:
+    results = {}
+    for name, text in (("stateless", PLAIN), ("session rules", SESSIONS)):
+        guard = Guard(
+            load_policy_text(text),
+            store=f"sqlite:///{folder / (name.replace(' ', '-') + '.db')}",
+            reap_interval=None,
+            context=Context(session_id="s-bench"),
+        )
+        actions = [
+            Action.tool("read_file", {"path": "/srv/notes.txt"}),
+            Action.tool("send_email", {"to": "a@b.example", "body": "hello"}),
+        ]
+        i = 0
+
+        def one(guard: Guard = guard, actions: list[Action] = actions) -> None:
+            nonlocal i
+            guard.check(actions[i % 2])
+            i += 1
+
+        results[name] = median_us(one, calls)
+        guard.close()
+    base = results["stateless"]
+    for name, value in results.items():
+        print(f"  durable check, {name:<14} {value:9.1f} µs  {value / base:5.2f}×")
+
+
+def history_ops(
+    url: str, raw: Callable[[], tuple[Callable[[], object], Callable[[], object]]], calls: int
+) -> None:
+    store = open_store(url)
+    history = store.session_history(max_steps=20)
+    fps = frozenset(range(1, 251))
+    for i in range(20):
+        history.append("t", "viewed", NewStep("tool", f"n{i}", "allow", f"d{i}", fingerprints=fps))
+    view = median_us(lambda: history.view("t", "viewed"), calls)
+    cold = median_us(
+        lambda: store.session_history(max_steps=20).view("t", "viewed"), max(calls // 4, 50)
+    )
+    seq = iter(range(10**9))
+    append = median_us(
+        lambda: history.append("t", f"a{next(seq) % 50}", NewStep("tool", "x", "allow", "d")),
+        calls,
+    )
+    raw_view, raw_append = raw()
+    base_view = median_us(raw_view, calls)
+    base_append = median_us(raw_append, calls)
+    store.close()
+    print(
+        f"  view   {view:8.1f} µs   raw SQL {base_view:8.1f} µs   {view / base_view:5.2f}×  (kept view, nothing new)"
+    )
+    print(
+        f"  view   {cold:8.1f} µs   raw SQL {base_view:8.1f} µs   {cold / base_view:5.2f}×  (cold: 20 steps read)"
+    )
+    print(
+        f"  append {append:8.1f} µs   raw SQL {base_append:8.1f} µs   {append / base_append:5.2f}×"
+    )
+
+
+def raw_sqlite(path: Path) -> tuple[Callable[[], object], Callable[[], object]]:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    blob = pack(range(1, 251))
+    counter = iter(range(10**9))
+
+    def view() -> object:
+        conn.execute("BEGIN")
+        rows = conn.execute(
+            "SELECT s.labels, s.next_seq, t.* FROM sessions s LEFT JOIN session_steps t "
+            "ON t.tenant = s.tenant AND t.session_id = s.session_id "
+            "WHERE s.tenant = 't' AND s.session_id = 'viewed' ORDER BY t.seq"
+        ).fetchall()
+        conn.execute("COMMIT")
+        return rows
+
+    def append() -> object:
+        n = next(counter)
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO session_steps VALUES ('raw', ?, ?, 0, 'tool', 'x', 'allow', 'd', '[]', ?, 0, NULL, 0)",
+            (f"r{n % 50}", n, blob[:0]),
+        )
+        conn.execute(
+            "UPDATE sessions SET next_seq = next_seq + 1 WHERE tenant = 't' AND session_id = 'viewed'"
+        )
+        conn.execute("COMMIT")
+        return n
+
+    return view, append
+
+
+def raw_postgres(url: str) -> tuple[Callable[[], object], Callable[[], object]]:
+    import psycopg
+
+    schema = url.split("schema=")[1].split("&", maxsplit=1)[0]
+    conn = psycopg.connect(
+        url.split("?", maxsplit=1)[0], autocommit=True, options=f"-c search_path={schema}"
+    )
+    counter = iter(range(10**9))
+
+    def view() -> object:
+        with conn.transaction():
+            return conn.execute(
+                "SELECT s.labels, s.next_seq, t.* FROM sessions s LEFT JOIN session_steps t "
+                "ON t.tenant = s.tenant AND t.session_id = s.session_id "
+                "WHERE s.tenant = 't' AND s.session_id = 'viewed' ORDER BY t.seq"
+            ).fetchall()
+
+    def append() -> object:
+        n = next(counter)
+        with conn.transaction():
+            conn.execute(
+                "INSERT INTO session_steps VALUES ('raw', %s, %s, 0, 'tool', 'x', 'allow', 'd', '[]', %s, 0, NULL, 0)",
+                (f"r{n % 50}", n, b""),
+            )
+            conn.execute(
+                "UPDATE sessions SET next_seq = next_seq + 1 WHERE tenant = 't' AND session_id = 'viewed'"
+            )
+        return n
+
+    return view, append
+
+
+def fingerprints(calls: int) -> None:
+    words = [
+        "the",
+        "report",
+        "for",
+        "march",
+        "shows",
+        "revenue",
+        "up",
+        "four",
+        "percent",
+        "over",
+        "plan",
+        "while",
+        "costs",
+        "held",
+    ]
+    text = " ".join(words[i % len(words)] for i in range(170)) + " token ab12cd34ef56 x@y.example"
+    kib = len(text.encode()) / 1024
+    data = text.encode()
+    per_kib = median_us(lambda: of_data(text), calls) / kib
+    sha = median_us(lambda: hashlib.sha256(data).digest(), calls) / kib
+    argument = {"to": "bob@corp.example", "body": text[:200]}
+    body = (argument["to"] + argument["body"]).encode()
+    probed = median_us(lambda: probe(argument), calls)
+    sha_arg = median_us(lambda: hashlib.sha256(body).digest(), calls)
+    print(f"  of_data   {per_kib:8.1f} µs/KiB   sha256 {sha:6.2f} µs/KiB   {per_kib / sha:7.0f}×")
+    print(
+        f"  probe     {probed:8.1f} µs/arg    sha256 {sha_arg:6.2f} µs/arg   {probed / sha_arg:7.0f}×"
+    )
+    print(
+        f"  kept      {len(of_data(text)) / kib:8.0f} fingerprints/KiB ({8 * len(of_data(text)) / kib:.0f} B/KiB)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--postgres", default=None, help="a database URL with ?schema=")
+    args = parser.parse_args()
+    calls = 300 if args.quick else 2000
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        print("session-store benchmark (medians; ratios to the baseline of the same run)")
+        print("1. the durable check (SQLite, durability process)")
+        durable_check(calls, folder)
+        print("2. the history on SQLite")
+        path = folder / "history.db"
+        history_ops(f"sqlite:///{path}", lambda: raw_sqlite(path), calls)
+        if args.postgres:
+            print("   the history on PostgreSQL")
+            history_ops(args.postgres, lambda: raw_postgres(args.postgres), calls)
+        print("3. fingerprints")
+        fingerprints(calls)
+
+
+if __name__ == "__main__":
+    main()

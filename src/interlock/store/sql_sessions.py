@@ -1,0 +1,458 @@
+"""Session history in SQL: the :class:`~interlock.session.history.SessionHistory` that
+replicas on one database share (SQLite across processes, PostgreSQL across replicas).
+
+The semantics are :class:`~interlock.session.history.MemoryHistory`'s, exactly: an
+append gives the next ``seq``, attaches the step's labels to the session and then
+removes its ``clears``, and drops the steps past the bound; a settle marks the newest
+call step of a decision executed (or not), adding fingerprints and labels to it and
+its labels to the session; an unknown session is empty.
+
+Every method is ONE transaction. An append first upserts the session row
+(``INSERT ... ON CONFLICT DO UPDATE SET next_seq = next_seq + 1 ... RETURNING``):
+PostgreSQL keeps that row locked until the commit, and SQLite's write transactions
+hold the database's write lock from ``BEGIN IMMEDIATE``, so two appends to one session
+— threads, processes, replicas — take turns: distinct gapless seqs, and each reads
+the labels the other wrote. A settle locks the session row the same way first (one
+lock order: no deadlock between an append and a settle). A view is one ``SELECT``
+(one snapshot). Any database failure is :class:`~interlock.errors.SessionUnavailable`
+(chained), which a check reading the session turns into undetermined.
+
+Fingerprints are stored packed (sorted little-endian uint64, 8 bytes each): a result's
+bounded fingerprints (:data:`interlock.session.fingerprints.MAX_FINGERPRINTS`) take at
+most 32 KiB.
+
+Example::
+
+    from interlock.session.history import NewStep
+    from interlock.store import open_store
+
+    store = open_store("sqlite:///:memory:")
+    history = store.session_history(max_steps=100, expire_after=3600.0)
+    history.append("acme", "s-1", NewStep(kind="tool", name="read_file", verdict="allow",
+                                          decision_id="d-1", labels=frozenset({"secret"})))
+    history.settle("acme", "s-1", "d-1", executed=True, fingerprints=frozenset({42}))
+    view = history.view("acme", "s-1")
+    assert view.labels == {"secret"} and view.steps[0].fingerprints == {42}
+    store.close()
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from interlock.errors import SessionUnavailable, StoreError, describe
+from interlock.session.history import (
+    EMPTY_FINGERPRINTS,
+    EXPIRE_AFTER,
+    MAX_STEPS,
+    NewStep,
+    SessionView,
+    Step,
+    StepKind,
+)
+from interlock.session.packing import pack, unpack
+from interlock.store.sql_base import Cursor, StoreBase
+
+__all__ = ["SessionStore", "SessionSummary", "SqlHistory"]
+
+_STEP_COLUMNS: Final = (
+    "seq, at_us, kind, name, verdict, decision_id, labels, fingerprints, trusted, executed"
+)
+#: Sessions forgotten per expiry transaction (a long backlog goes in batches).
+_EXPIRE_BATCH: Final = 500
+#: Views kept per history, to read only what changed since (least recently used out).
+_VIEWS_KEPT: Final = 1024
+
+
+def _labels_text(labels: Iterable[str]) -> str:
+    return json.dumps(sorted(labels), separators=(",", ":"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _labels_of(text: str | None) -> frozenset[str]:
+    return frozenset(json.loads(text)) if text else frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One session as ``interlock sessions list`` shows it."""
+
+    tenant: str
+    session_id: str
+    labels: frozenset[str]
+    steps: int  # appended so far (the oldest may have been dropped past the bound)
+    touched_us: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tenant": self.tenant,
+            "session_id": self.session_id,
+            "labels": sorted(self.labels),
+            "steps": self.steps,
+            "touched_us": self.touched_us,
+        }
+
+
+class SessionStore(StoreBase):
+    """The store's session operations; :meth:`session_history` is what a guard uses."""
+
+    #: The idle bound (seconds) of the histories made on this store, for the reaper:
+    #: the longest asked for (a session one guard keeps is not expired under another).
+    session_expiry: float | None = None
+
+    def session_history(
+        self, max_steps: int = MAX_STEPS, expire_after: float = EXPIRE_AFTER
+    ) -> SqlHistory:
+        """A :class:`SqlHistory` over this store keeping ``max_steps`` steps per session;
+        the store's reaper forgets sessions idle for ``expire_after`` seconds."""
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be at least 1, not {max_steps!r}")
+        if not 0 < expire_after < float("inf"):
+            raise ValueError(
+                f"expire_after must be a positive number of seconds, not {expire_after!r}"
+            )
+        if self.session_expiry is None or expire_after > self.session_expiry:
+            self.session_expiry = expire_after
+        return SqlHistory(self, max_steps=max_steps)
+
+    def expire_sessions(self, idle_for: float, *, now_us: int | None = None) -> int:
+        """Forget sessions (and their steps) idle for longer than ``idle_for`` seconds,
+        of every tenant; returns how many. Replicas share the work (rows another is
+        deleting are skipped on PostgreSQL)."""
+        cutoff = (self.clock() if now_us is None else now_us) - int(idle_for * 1_000_000)
+        total = 0
+        while True:
+            with self.transaction(write=True) as cur:
+                cur.execute(
+                    self.q(
+                        "SELECT tenant, session_id FROM sessions WHERE touched_us < ? "
+                        f"ORDER BY touched_us LIMIT {_EXPIRE_BATCH}{self.skip_locked}"
+                    ),
+                    (cutoff,),
+                )
+                stale = [(str(row[0]), str(row[1])) for row in cur.fetchall()]
+                for tenant, session_id in stale:
+                    # re-checked: an append may have touched it since the SELECT (SQLite
+                    # cannot lock rows, but holds the write lock for the transaction)
+                    cur.execute(
+                        self.q(
+                            "DELETE FROM sessions WHERE tenant = ? AND session_id = ? "
+                            "AND touched_us < ?"
+                        ),
+                        (tenant, session_id, cutoff),
+                    )
+                    if cur.rowcount:
+                        cur.execute(
+                            self.q("DELETE FROM session_steps WHERE tenant = ? AND session_id = ?"),
+                            (tenant, session_id),
+                        )
+                        total += 1
+            if len(stale) < _EXPIRE_BATCH:
+                return total
+
+    def reap_sessions(self) -> int:
+        """The reaper's pass: expire sessions idle past :attr:`session_expiry` (none
+        when no history was made on this store)."""
+        if self.session_expiry is None:
+            return 0
+        return self.expire_sessions(self.session_expiry)
+
+    def list_sessions(self, *, tenant: str | None = None, limit: int = 100) -> list[SessionSummary]:
+        """Sessions, the most recently touched first."""
+        sql = "SELECT tenant, session_id, labels, next_seq, touched_us FROM sessions"
+        params: list[Any] = []
+        if tenant is not None:
+            sql += " WHERE tenant = ?"
+            params.append(tenant)
+        sql += f" ORDER BY touched_us DESC, tenant, session_id LIMIT {int(limit)}"
+        with self.transaction(write=False) as cur:
+            cur.execute(self.q(sql), params)
+            rows = cur.fetchall()
+        return [
+            SessionSummary(str(r[0]), str(r[1]), _labels_of(r[2]), int(r[3]) - 1, int(r[4]))
+            for r in rows
+        ]
+
+
+class SqlHistory:
+    """A :class:`~interlock.session.history.SessionHistory` in a SQL store (see the
+    module docstring). Made by :meth:`SessionStore.session_history`."""
+
+    def __init__(self, store: SessionStore, *, max_steps: int = MAX_STEPS) -> None:
+        self.store = store
+        self.max_steps = max_steps
+        #: (tenant, session) -> (created_us, version, view): the last view read here;
+        #: a read asks only for the steps written since its version
+        self._views: OrderedDict[tuple[str, str], tuple[int, int, SessionView]] = OrderedDict()
+        self._views_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SqlHistory({self.store.url!r}, max_steps={self.max_steps})"
+
+    # -- reading -------------------------------------------------------------------------
+
+    def view(self, tenant: str, session_id: str) -> SessionView:
+        """The session as it stands: one statement (one snapshot) reading the session
+        row and the steps written since the view this history last read of it."""
+        key = (tenant, session_id)
+        with self._views_lock:
+            cached = self._views.get(key)
+        since = cached[1] if cached is not None else 0
+        rows = self._read(tenant, session_id, since)
+        if not rows:
+            with self._views_lock:
+                self._views.pop(key, None)
+            return SessionView(tenant, session_id)
+        labels, next_seq, created, version = rows[0][:4]
+        created, version = int(created), int(version)
+        if cached is not None and (cached[0] != created or version < cached[1]):
+            # the session was expired and begun again meanwhile: read it whole
+            rows = self._read(tenant, session_id, 0)
+            if not rows:
+                return SessionView(tenant, session_id)
+            labels, next_seq, created, version = rows[0][:4]
+            created, version = int(created), int(version)
+            cached = None
+        if cached is not None and version == cached[1]:
+            return cached[2]
+        oldest = int(next_seq) - self.max_steps
+        steps = {s.seq: s for s in cached[2].steps if s.seq >= oldest} if cached else {}
+        for row in rows:
+            if row[4] is not None:
+                step = _step(row[4:])
+                steps[step.seq] = step
+        view = SessionView(
+            tenant,
+            session_id,
+            tuple(steps[seq] for seq in sorted(steps)),
+            _labels_of(labels),
+            int(next_seq),
+        )
+        with self._views_lock:
+            self._views[key] = (created, version, view)
+            self._views.move_to_end(key)
+            while len(self._views) > _VIEWS_KEPT:
+                self._views.popitem(last=False)
+        return view
+
+    def _read(self, tenant: str, session_id: str, since: int) -> list[Any]:
+        store = self.store
+        try:
+            with store.transaction(write=False) as cur:
+                cur.execute(
+                    store.q(
+                        "SELECT s.labels, s.next_seq, s.created_us, s.version, "
+                        + ", ".join(f"t.{c.strip()}" for c in _STEP_COLUMNS.split(","))
+                        + " FROM sessions s LEFT JOIN session_steps t "
+                        "ON t.tenant = s.tenant AND t.session_id = s.session_id "
+                        "AND t.seq >= s.next_seq - ? AND t.changed > ? "
+                        "WHERE s.tenant = ? AND s.session_id = ? ORDER BY t.seq"
+                    ),
+                    (self.max_steps, since, tenant, session_id),
+                )
+                return cur.fetchall()
+        except StoreError as exc:
+            raise _unavailable("read", tenant, session_id, exc) from exc
+
+    # -- writing -------------------------------------------------------------------------
+
+    def append(self, tenant: str, session_id: str, step: NewStep) -> Step:
+        store = self.store
+        fingerprints = pack(step.fingerprints)  # a bad value: ValueError, before any write
+        now = store.clock()
+        executed = True if step.kind == "input" else step.executed
+        try:
+            with store.transaction(write=True) as cur:
+                seq, labels, version = self._claim_seq(cur, tenant, session_id, now)
+                merged = (labels | step.labels) - step.clears
+                if merged != labels:
+                    cur.execute(
+                        store.q(
+                            "UPDATE sessions SET labels = ? WHERE tenant = ? AND session_id = ?"
+                        ),
+                        (_labels_text(merged), tenant, session_id),
+                    )
+                cur.execute(
+                    store.q(
+                        f"INSERT INTO session_steps (tenant, session_id, {_STEP_COLUMNS}, "
+                        "changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    ),
+                    (
+                        tenant,
+                        session_id,
+                        seq,
+                        now,
+                        step.kind,
+                        step.name,
+                        step.verdict,
+                        step.decision_id,
+                        _labels_text(step.labels),
+                        fingerprints,
+                        int(step.trusted),
+                        None if executed is None else int(executed),
+                        version,
+                    ),
+                )
+                if seq > self.max_steps:
+                    cur.execute(
+                        store.q(
+                            "DELETE FROM session_steps WHERE tenant = ? AND session_id = ? "
+                            "AND seq <= ?"
+                        ),
+                        (tenant, session_id, seq - self.max_steps),
+                    )
+        except StoreError as exc:
+            raise _unavailable("append to", tenant, session_id, exc) from exc
+        return Step(
+            seq,
+            now / 1_000_000,
+            step.kind,
+            step.name,
+            step.verdict,
+            step.decision_id,
+            step.labels,
+            step.fingerprints,
+            step.trusted,
+            executed,
+        )
+
+    def _claim_seq(
+        self, cur: Cursor, tenant: str, session_id: str, now: int
+    ) -> tuple[int, frozenset[str], int]:
+        """The session's next seq, its labels and its new version, the row made or
+        moved on (and, on PostgreSQL, locked until the commit)."""
+        cur.execute(
+            self.store.q(
+                "INSERT INTO sessions "
+                "(tenant, session_id, labels, next_seq, touched_us, created_us, version) "
+                "VALUES (?, ?, '[]', 2, ?, ?, 1) ON CONFLICT (tenant, session_id) DO UPDATE "
+                "SET next_seq = sessions.next_seq + 1, touched_us = excluded.touched_us, "
+                "version = sessions.version + 1 "
+                "RETURNING next_seq - 1, labels, version"
+            ),
+            (tenant, session_id, now, now),
+        )
+        row = cur.fetchone()
+        return int(row[0]), _labels_of(row[1]), int(row[2])
+
+    def settle(
+        self,
+        tenant: str,
+        session_id: str,
+        decision_id: str,
+        *,
+        executed: bool,
+        fingerprints: frozenset[int] = EMPTY_FINGERPRINTS,
+        labels: frozenset[str] = frozenset(),
+    ) -> None:
+        self.settle_step(
+            tenant,
+            session_id,
+            decision_id,
+            executed=executed,
+            fingerprints=fingerprints,
+            labels=labels,
+        )
+
+    def settle_step(
+        self,
+        tenant: str,
+        session_id: str,
+        decision_id: str,
+        *,
+        executed: bool,
+        fingerprints: frozenset[int] = EMPTY_FINGERPRINTS,
+        labels: frozenset[str] = frozenset(),
+    ) -> bool:
+        """:meth:`settle`, saying whether the session had a call step of
+        ``decision_id`` (False: nothing was written)."""
+        store = self.store
+        pack(fingerprints)  # a bad value: ValueError, before any write
+        try:
+            with store.transaction(write=True) as cur:
+                # the session row first, locked (the order an append takes too)
+                cur.execute(
+                    store.q(
+                        "SELECT labels, version FROM sessions WHERE tenant = ? AND session_id = ?"
+                        f"{store.for_update}"
+                    ),
+                    (tenant, session_id),
+                )
+                session = cur.fetchone()
+                if session is None:
+                    return False
+                version = int(session[1]) + 1
+                cur.execute(
+                    store.q(
+                        "SELECT seq, labels, fingerprints FROM session_steps "
+                        "WHERE tenant = ? AND session_id = ? AND decision_id = ? "
+                        "AND kind <> 'input' ORDER BY seq DESC LIMIT 1"
+                    ),
+                    (tenant, session_id, decision_id),
+                )
+                found = cur.fetchone()
+                if found is None:
+                    return False
+                now = store.clock()
+                step_labels = _labels_of(found[1]) | labels
+                cur.execute(
+                    store.q(
+                        "UPDATE session_steps SET executed = ?, labels = ?, fingerprints = ?, "
+                        "changed = ? WHERE tenant = ? AND session_id = ? AND seq = ?"
+                    ),
+                    (
+                        int(executed),
+                        _labels_text(step_labels),
+                        pack(unpack(found[2]) | fingerprints) if fingerprints else found[2],
+                        version,
+                        tenant,
+                        session_id,
+                        int(found[0]),
+                    ),
+                )
+                session_labels = _labels_of(session[0])
+                cur.execute(
+                    store.q(
+                        "UPDATE sessions SET labels = ?, touched_us = ?, version = ? "
+                        "WHERE tenant = ? AND session_id = ?"
+                    ),
+                    (_labels_text(session_labels | labels), now, version, tenant, session_id),
+                )
+        except StoreError as exc:
+            raise _unavailable("settle in", tenant, session_id, exc) from exc
+        return True
+
+    def expire(self, idle_for: float) -> int:
+        try:
+            return self.store.expire_sessions(idle_for)
+        except StoreError as exc:
+            raise SessionUnavailable(f"cannot expire sessions: {describe(exc)}") from exc
+
+
+def _step(row: Any) -> Step:
+    kind: StepKind = row[2]
+    return Step(
+        int(row[0]),
+        int(row[1]) / 1_000_000,
+        kind,
+        str(row[3]),
+        str(row[4]),
+        row[5],
+        _labels_of(row[6]),
+        unpack(row[7]),
+        bool(row[8]),
+        None if row[9] is None else bool(row[9]),
+    )
+
+
+def _unavailable(what: str, tenant: str, session_id: str, exc: StoreError) -> SessionUnavailable:
+    """A database failure as SessionUnavailable naming the session."""
+    return SessionUnavailable(
+        f"cannot {what} session {session_id!r} of tenant {tenant!r}: {describe(exc)}"
+    )

