@@ -43,7 +43,7 @@ from interlock.core.events import MemorySink
 from interlock.session.fingerprints import of_data, probe
 from interlock.session.history import MemoryHistory, NewStep, SessionHistory
 
-__all__ = ["DEFAULT_CALLS", "FLOWS", "PER_CALL", "run"]
+__all__ = ["DEFAULT_CALLS", "FLOWS", "LABELS", "PER_CALL", "run"]
 
 DEFAULT_CALLS: Final = 20_000
 QUICK_CALLS: Final = 2_000
@@ -124,8 +124,18 @@ _FLOW_RULES: Final = """\
         from: [untrusted]
 """
 
+_LABEL_RULES: Final = """\
+  - id: taint-no-outbound-after-secret
+    decision: deny
+    reason: a session that read a secret sends nothing out
+    name: [send_email, http_post, fetch_url, transfer]
+    session: {labels: [secret, untrusted]}
+"""
+
 _HEAD, _RULES = PER_CALL.split("rules:\n", 1)
 FLOWS: Final = _HEAD + _SESSION_PART + "rules:\n" + _RULES + _FLOW_RULES
+#: labels only: the session read and the step written, no fingerprints compared
+LABELS: Final = _HEAD + _SESSION_PART + "rules:\n" + _RULES + _LABEL_RULES
 
 
 def _text(rng: random.Random, size: int) -> str:
@@ -157,9 +167,11 @@ def _calls() -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def _prefill(history: SessionHistory, tenant: str, session: str, steps: int) -> None:
+def _prefill(history: SessionHistory, tenant: str, session: str, steps: int) -> list[str]:
     """A session as an agent task leaves it: its request, then executed steps with the
-    fingerprints of what they returned (distinct data per session)."""
+    fingerprints of what they returned (distinct data per session). Returns what its
+    secret reads returned."""
+    secrets: list[str] = []
     rng = random.Random(session)
     history.append(
         tenant,
@@ -183,9 +195,11 @@ def _prefill(history: SessionHistory, tenant: str, session: str, steps: int) -> 
         name, labels, size = kinds[n % len(kinds)]
         decision_id = f"{session}-{n}"
         history.append(tenant, session, NewStep("tool", name, "allow", decision_id, labels=labels))
-        history.settle(
-            tenant, session, decision_id, executed=True, fingerprints=of_data(_text(rng, size))
-        )
+        data = _text(rng, size)
+        if "secret" in labels:
+            secrets.append(data)
+        history.settle(tenant, session, decision_id, executed=True, fingerprints=of_data(data))
+    return secrets
 
 
 def _workload(history: SessionHistory | None, steps: int, calls: int, tag: str) -> list[Action]:
@@ -248,6 +262,33 @@ def _ratio(stats: list[Stats], label: str, base: str) -> float:
     return by[label].p50_ns / by[base].p50_ns
 
 
+def _check_the_rules_are_live(result: BenchResult) -> None:
+    """The timed calls carry no session data, so every subject must give the baseline's
+    verdicts; and a call that does carry a secret must be refused (the session rules
+    were tested, not skipped)."""
+    plain = Guard(load_policy_text(PER_CALL, file="per-call.yaml"), sink=MemorySink())
+    flows = Guard(
+        load_policy_text(FLOWS, file="flows.yaml"), sink=MemorySink(), sessions=MemoryHistory()
+    )
+    history = flows.sessions
+    assert history is not None
+    secrets = _prefill(history, "bench", "live", TYPICAL_STEPS)
+    context = Context(tenant="bench", agent="agent", session_id="live")
+    for name, args in _calls():
+        action = Action(kind="tool", name=name, arguments=args, context=context)
+        if plain.check(action).verdict != flows.check(action).verdict:
+            result.problems.append(f"session rules changed the verdict of {name}")
+    carried = secrets[-1][40:120]  # a piece of what the last secret read returned
+    leak = Action(
+        kind="tool",
+        name="send_email",
+        arguments={"to": "carol@corp.example", "subject": "x", "body": carried},
+        context=context,
+    )
+    if flows.check(leak).verdict.value != "deny":
+        result.problems.append("a call carrying a secret step's data was not refused")
+
+
 def _fingerprint_costs(result: BenchResult, quick: bool) -> None:
     rng = random.Random(7)
     for kb in (1, 16) if quick else (1, 16, 256):
@@ -298,6 +339,7 @@ def run(calls: int | None, quick: bool) -> BenchResult:
     result = BenchResult("session")
     in_process = [
         _subject("baseline: stateless check (per-call rules)", PER_CALL, 0, calls),
+        _subject(f"labels only, {TYPICAL_STEPS}-step sessions", LABELS, TYPICAL_STEPS, calls),
         _subject(f"session rules, {TYPICAL_STEPS}-step sessions", FLOWS, TYPICAL_STEPS, calls),
         _subject(f"session rules, {FULL_STEPS}-step sessions", FLOWS, FULL_STEPS, calls),
     ]
@@ -347,6 +389,7 @@ def run(calls: int | None, quick: bool) -> BenchResult:
     )
     result.stats.extend(durable_stats)
 
+    _check_the_rules_are_live(result)
     _fingerprint_costs(result, quick)
     _memory_per_session(result)
     result.notes.append(
