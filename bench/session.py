@@ -167,12 +167,34 @@ def _calls() -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+#: distinct results whose fingerprints pre-filled sessions cycle through (made once:
+#: a check's cost depends on how many steps and fingerprints it tests, not on whose)
+POOL: Final = 64
+_KINDS: Final = (
+    ("fetch_url", frozenset({"untrusted"}), 2048),
+    ("read_email", frozenset({"untrusted"}), 1024),
+    ("read_file", frozenset({"secret"}), 256),
+    ("read_file", frozenset(), 1024),
+)
+_pool: list[tuple[str, frozenset[int]]] = []
+
+
+def _results() -> list[tuple[str, frozenset[int]]]:
+    """(data, its fingerprints) of :data:`POOL` results of each kind, in kind order."""
+    if not _pool:
+        rng = random.Random(3)
+        for n in range(POOL * len(_KINDS)):
+            data = _text(rng, _KINDS[n % len(_KINDS)][2])
+            _pool.append((data, of_data(data)))
+    return _pool
+
+
 def _prefill(history: SessionHistory, tenant: str, session: str, steps: int) -> list[str]:
     """A session as an agent task leaves it: its request, then executed steps with the
-    fingerprints of what they returned (distinct data per session). Returns what its
-    secret reads returned."""
+    fingerprints of what they returned. Returns what its secret reads returned."""
     secrets: list[str] = []
-    rng = random.Random(session)
+    pool = _results()
+    offset = (hash(session) % POOL) * len(_KINDS)
     history.append(
         tenant,
         session,
@@ -185,20 +207,14 @@ def _prefill(history: SessionHistory, tenant: str, session: str, steps: int) -> 
             executed=True,
         ),
     )
-    kinds = [
-        ("fetch_url", frozenset({"untrusted"}), 2048),
-        ("read_email", frozenset({"untrusted"}), 1024),
-        ("read_file", frozenset({"secret"}), 256),
-        ("read_file", frozenset(), 1024),
-    ]
     for n in range(steps - 1):
-        name, labels, size = kinds[n % len(kinds)]
+        name, labels, _ = _KINDS[n % len(_KINDS)]
+        data, prints = pool[(offset + n) % len(pool)]
         decision_id = f"{session}-{n}"
         history.append(tenant, session, NewStep("tool", name, "allow", decision_id, labels=labels))
-        data = _text(rng, size)
         if "secret" in labels:
             secrets.append(data)
-        history.settle(tenant, session, decision_id, executed=True, fingerprints=of_data(data))
+        history.settle(tenant, session, decision_id, executed=True, fingerprints=prints)
     return secrets
 
 
