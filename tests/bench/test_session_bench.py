@@ -28,7 +28,8 @@ def test_the_liveness_check_reports_rules_that_refuse_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With the flow rules cut off, the leak is not refused: the benchmark says so."""
-    monkeypatch.setattr(session, "FLOWS", session.LABELS)
+    labelled_only = session._HEAD + session._SESSION_PART + "rules:\n" + session._RULES
+    monkeypatch.setattr(session, "FLOWS", labelled_only)
     result = session.BenchResult("session")
     session._check_the_rules_are_live(result)
     assert result.problems == ["a call carrying a secret step's data was not refused"]
