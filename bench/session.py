@@ -138,12 +138,12 @@ FLOWS: Final = _HEAD + _SESSION_PART + "rules:\n" + _RULES + _FLOW_RULES
 LABELS: Final = _HEAD + _SESSION_PART + "rules:\n" + _RULES + _LABEL_RULES
 
 
-def _text(rng: random.Random, size: int) -> str:
-    """Prose-like text with a token every few words (ids, addresses, keys)."""
+def _text(rng: random.Random, size: int, tokens: float = 0.1) -> str:
+    """Prose-like text with a share of ``tokens`` (ids, keys: 24 letters and digits)."""
     words: list[str] = []
     length = 0
     while length < size:
-        if rng.random() < 0.1:
+        if rng.random() < tokens:
             word = "".join(rng.choices(string.ascii_letters + string.digits, k=24))
         else:
             word = "".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 9)))
@@ -306,48 +306,62 @@ def _check_the_rules_are_live(result: BenchResult) -> None:
 
 
 def _fingerprint_costs(result: BenchResult, quick: bool) -> None:
+    """``of_data`` per KB of prose and of token-rich text (10% of words are 24-character
+    ids or keys), and ``probe`` of a 1 KB argument of each."""
     rng = random.Random(7)
-    for kb in (1, 16) if quick else (1, 16, 256):
-        text = _text(rng, kb * 1024)
-        repeats = max(3, (64 if quick else 256) // kb)
-        gc.collect()
+    for kind, tokens in (("prose", 0.0), ("token-rich", 0.1)):
+        for kb in (1, 16):
+            text = _text(rng, kb * 1024, tokens)
+            repeats = max(2, (16 if quick else 64) // kb)
+            gc.collect()
+            began = time.perf_counter_ns()
+            for _ in range(repeats):
+                of_data(text)
+            per_kb = (time.perf_counter_ns() - began) / repeats / kb / 1000
+            result.info[f"of_data_us_per_kb {kind} {kb}KB"] = round(per_kb, 1)
+        argument = _text(rng, 1024, tokens)
+        repeats = 16 if quick else 64
         began = time.perf_counter_ns()
         for _ in range(repeats):
-            of_data(text)
-        per_kb = (time.perf_counter_ns() - began) / repeats / kb / 1000
-        result.info[f"of_data_us_per_kb {kb}KB"] = round(per_kb, 1)
-    argument = _text(rng, 1024)
-    repeats = 50 if quick else 200
-    began = time.perf_counter_ns()
-    for _ in range(repeats):
-        probe(argument)
-    result.info["probe_us_per_kb 1KB"] = round((time.perf_counter_ns() - began) / repeats / 1000, 1)
-    result.info["of_data_fingerprints 16KB"] = len(of_data(_text(rng, 16 * 1024)))
+            probe(argument)
+        result.info[f"probe_us_per_kb {kind} 1KB"] = round(
+            (time.perf_counter_ns() - began) / repeats / 1000, 1
+        )
+        result.info[f"fingerprints_per_kb {kind}"] = round(
+            len(of_data(_text(rng, 16 * 1024, tokens))) / 16, 1
+        )
 
 
 def _memory_per_session(result: BenchResult) -> None:
-    history = MemoryHistory(max_steps=FULL_STEPS)
+    """What one session's history holds after :data:`FULL_STEPS` steps of 2 KB results,
+    prose and token-rich (``tracemalloc``; the fingerprints made beforehand)."""
     rng = random.Random(11)
-    results = [_text(rng, 2048) for _ in range(FULL_STEPS)]
-    prints = [of_data(r) for r in results]  # made before: the history holds, not makes
-    gc.collect()
-    tracemalloc.start()
-    before = tracemalloc.take_snapshot()
-    sessions = 10
-    for s in range(sessions):
-        for n in range(FULL_STEPS):
-            history.append("bench", f"m-{s}", NewStep("tool", "fetch_url", "allow", f"d-{s}-{n}"))
-            history.settle(
-                "bench", f"m-{s}", f"d-{s}-{n}", executed=True, fingerprints=frozenset(prints[n])
-            )
-    gc.collect()
-    after = tracemalloc.take_snapshot()
-    tracemalloc.stop()
-    grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
-    result.info["history_kb_per_session (200 steps, 2 KB results)"] = round(
-        grown / sessions / 1024, 1
-    )
-    result.info["fingerprints_per_2KB_result"] = round(sum(map(len, prints)) / len(prints), 1)
+    for kind, tokens in (("prose", 0.0), ("token-rich", 0.1)):
+        history = MemoryHistory(max_steps=FULL_STEPS)
+        prints = [of_data(_text(rng, 2048, tokens)) for _ in range(FULL_STEPS)]
+        sessions = 5
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.take_snapshot()
+        for s in range(sessions):
+            for n in range(FULL_STEPS):
+                decision_id = f"d-{s}-{n}"
+                history.append(
+                    "bench", f"m-{s}", NewStep("tool", "fetch_url", "allow", decision_id)
+                )
+                history.settle(
+                    "bench", f"m-{s}", decision_id, executed=True, fingerprints=frozenset(prints[n])
+                )
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+        result.info[f"history_kb_per_session {kind} (200 steps, 2 KB results)"] = round(
+            grown / sessions / 1024, 1
+        )
+        result.info[f"fingerprints_per_2KB_result {kind}"] = round(
+            sum(map(len, prints)) / len(prints), 1
+        )
 
 
 def run(calls: int | None, quick: bool) -> BenchResult:

@@ -19,8 +19,8 @@ def test_the_session_benchmark_runs_every_subject_and_finds_no_problem() -> None
     assert len(labels) == 6
     assert all(s.calls > 0 and s.p50_ns > 0 for s in result.stats)
     assert {t.op for t in result.targets} == {"<="} and len(result.targets) == 4
-    assert result.info["history_kb_per_session (200 steps, 2 KB results)"] > 0
-    assert result.info["of_data_us_per_kb 1KB"] > 0
+    assert result.info["history_kb_per_session prose (200 steps, 2 KB results)"] > 0
+    assert result.info["of_data_us_per_kb token-rich 1KB"] > 0
     assert "session" in BENCHMARKS
 
 
