@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from interlock.ledger.memory import MemoryLedger
     from interlock.ledger.usage import Usage
     from interlock.otel import Telemetry
+    from interlock.policy.sessionrules import SessionFacts
     from interlock.policy.specs import Durability
     from interlock.remote import RemoteDecider
     from interlock.session.history import SessionHistory, Step
@@ -435,16 +436,20 @@ class Guard:
         """:meth:`check` with the session's facts: read before, the step recorded after."""
         try:
             contextual = self._contextualise(action)
-        except Exception:
-            contextual = None  # the check itself refuses it
-        facts = recorder.facts(contextual.context if contextual is not None else self.context)
-        from interlock.policy.sessionrules import session_scope
+        except Exception as exc:  # refused as the check refuses it
+            return self._finish(action, _failed(exc), time.perf_counter_ns())
+        facts = recorder.facts(contextual.context)
+        refusal = self._history_down(contextual, facts)
+        if refusal is not None:
+            return self._finish(contextual, refusal, time.perf_counter_ns())
+        from interlock.policy.sessionrules import CURRENT
 
         token = _RECORDING.set(facts)
+        current = CURRENT.set(facts)
         try:
-            with session_scope(facts):
-                decision = self.check(action, timeout=timeout, cancel=cancel)
+            decision = self.check(contextual, timeout=timeout, cancel=cancel)
         finally:
+            CURRENT.reset(current)
             _RECORDING.reset(token)
         if contextual is None or self.policy is None:
             return decision
@@ -453,6 +458,24 @@ class Guard:
         except Exception as exc:
             self._give_back(decision)
             return self._told(_failed(exc))
+
+    def _history_down(self, action: Action | None, facts: SessionFacts) -> Decision | None:
+        """When the session's history cannot be read: the undetermined decision of a
+        call the policy alone would allow (its step could not be kept, and the rules
+        that read the session cannot be judged); None to judge the call as usual (a
+        stricter verdict stands, and is recorded as it is)."""
+        if facts.view is not None or action is None or self.policy is None:
+            return None
+        from interlock.policy.sessionrules import session_scope
+
+        with session_scope(facts):
+            alone = evaluate(action, self.policy)
+        if alone.verdict is not _ALLOW:
+            return None
+        error = SessionUnavailable(str(facts.problem))
+        return _failed(
+            error, f"cannot judge this call: the session history is unavailable: {error}"
+        )
 
     async def _asession_check(
         self,
@@ -471,17 +494,20 @@ class Guard:
         in_memory = type(recorder.history) is MemoryHistory
         try:
             contextual = self._contextualise(action)
-        except Exception:
-            contextual = None
-        context = contextual.context if contextual is not None else self.context
+        except Exception as exc:  # refused as the check refuses it
+            return await self._afinish(action, _failed(exc), time.perf_counter_ns())
+        context = contextual.context
         if in_memory:
             facts = recorder.facts(context)
         else:
             facts = await asyncio.to_thread(recorder.facts, context)
+        refusal = self._history_down(contextual, facts)
+        if refusal is not None:
+            return await self._afinish(contextual, refusal, time.perf_counter_ns())
         token = _RECORDING.set(facts)
         try:
             with session_scope(facts):
-                decision = await self.acheck(action, timeout=timeout, cancel=cancel)
+                decision = await self.acheck(contextual, timeout=timeout, cancel=cancel)
         finally:
             _RECORDING.reset(token)
         if contextual is None or self.policy is None:
@@ -1504,6 +1530,8 @@ class Guard:
                 raise MappingError(
                     f"the action's context is a {type(action.context).__name__}, not a Context"
                 )
+        if _RECORDING.get() is not None:
+            return action  # the session check it is inside made it so already
         base = self.context
         if base is not _DEFAULT_CONTEXT:
             action = action.with_context(action.context.merged_over(base))

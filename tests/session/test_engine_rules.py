@@ -374,12 +374,28 @@ def test_an_unreadable_history_makes_a_session_rule_undetermined_and_the_body_ne
     assert agent.ran == []
 
 
-def test_an_allow_that_cannot_be_recorded_is_undetermined() -> None:
+class ReadOnly(MemoryHistory):
+    """A history that can be read but not written."""
+
+    def append(self, tenant: str, session_id: str, step: NewStep) -> Step:
+        raise SessionUnavailable("the session database is read-only")
+
+
+def test_a_call_of_an_unreadable_session_is_undetermined_even_when_no_rule_reads_it() -> None:
     agent = Agent(Unreachable())
-    # no rule reads the session for this call, but its step cannot be kept
+    decision = agent.guard.check(Action.tool("list_files", {}))
+    assert decision.verdict is Verdict.UNDETERMINED
+    assert "session history is unavailable" in decision.reason
+
+
+def test_an_allow_that_cannot_be_recorded_is_undetermined_and_a_deny_stays() -> None:
+    agent = Agent(ReadOnly())
     decision = agent.guard.check(Action.tool("list_files", {}))
     assert decision.verdict is Verdict.UNDETERMINED
     assert "could not be recorded" in decision.reason
+    with pytest.raises(Exception, match="recorded"):
+        agent.call("list_files")
+    assert agent.ran == []
 
 
 def test_a_stricter_match_still_decides_when_the_history_is_unreadable() -> None:

@@ -267,3 +267,61 @@ def test_bad_tool_labels_and_settings_name_their_field() -> None:
     assert errors[0][2] == "session.max_steps"
     errors = _errors("version: 1\nsession: {expire_after: never}\n")
     assert errors[0][2] == "session.expire_after"
+
+
+# -- the plain validator and the models agree --------------------------------------------
+
+
+def _both(text: str) -> tuple[object, object]:
+    import yaml
+    from pydantic import ValidationError
+
+    from interlock.policy.schema import PolicyModel
+    from interlock.policy.validate import validate_policy
+    from interlock.policy.validated import from_model
+
+    data = yaml.safe_load(text)
+    try:
+        model: object = from_model(PolicyModel.model_validate(data))
+    except ValidationError:
+        model = None
+    return validate_policy(data), model
+
+
+AGREEING = [
+    FULL,
+    "version: 1\ntools:\n  fetch_url: {labels: [untrusted]}\n",
+    "version: 1\ntools:\n  f: {labels: [a], parameters: {type: object}, description: d}\n",
+    "version: 1\nsession: {max_steps: 5, expire_after: 30}\n",
+    "version: 1\nlabels:\n  - {id: c, clear: [x], kind: [tool, mcp], agent: 'a*'}\n",
+    RULE_HEAD + "    session:\n      after: {kind: tool, labels: [a], within_time: 1.5}\n",
+    RULE_HEAD + "    session:\n      provenance: {args: [a, b], from: [x, y]}\n",
+]
+REFUSED = [
+    RULE_HEAD + "    session: {}\n",
+    RULE_HEAD + "    session: {labels: []}\n",
+    RULE_HEAD + "    session: {labels: [' x']}\n",
+    RULE_HEAD + "    session: {after: {within: true}}\n",
+    RULE_HEAD + "    session: {after: {at_least: 0}}\n",
+    RULE_HEAD + "    session: {after: {within_time: true}}\n",
+    RULE_HEAD + "    session: {flows_from: {args: []}}\n",
+    RULE_HEAD + "    session: {flows_from: {args: ['']}}\n",
+    RULE_HEAD + "    session: {provenance: {args: [a]}}\n",
+    "version: 1\nlabels:\n  - {id: c}\n",
+    "version: 1\nlabels:\n  - {id: c, attach: [x], extra: 1}\n",
+    "version: 1\nsession: {max_steps: 0}\n",
+    "version: 1\nsession: null\n",
+    "version: 1\ntools:\n  f: {labels: []}\n",
+]
+
+
+@pytest.mark.parametrize("text", AGREEING)
+def test_the_plain_validator_builds_the_models_records(text: str) -> None:
+    plain, model = _both(text)
+    assert model is not None and plain == model
+
+
+@pytest.mark.parametrize("text", REFUSED)
+def test_the_plain_validator_refuses_what_the_models_refuse(text: str) -> None:
+    plain, model = _both(text)
+    assert model is None and plain is None

@@ -31,16 +31,17 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from interlock.core.decision import Decision, Verdict
 from interlock.errors import EvaluationError
+from interlock.policy.engine import facts_for
+from interlock.policy.matchers import GlobSet
 from interlock.session.fingerprints import carries, probe, texts_of
 from interlock.session.history import NewStep, SessionView, Step, StepKind
 
 if TYPE_CHECKING:
     from interlock.core.action import Action
-    from interlock.core.decision import Decision
     from interlock.policy.compiled import CompiledPolicy, CompiledRule
     from interlock.policy.extract import Facts
-    from interlock.policy.matchers import GlobSet
 
 __all__ = [
     "CURRENT",
@@ -288,8 +289,6 @@ def cel_value(
     rule_id: str,
 ) -> Any:
     """The value of one session function of CEL for the current check."""
-    from interlock.policy.matchers import GlobSet
-
     view, state = facts_for_check(session_id, rule_id)
     if function == "labels":
         return sorted(view.labels)
@@ -348,20 +347,21 @@ def new_step(
     """The session step of a decided call: its verdict and, for an allow, the labels its
     label rules and tool attach and clear. A call that cannot be read for its labels
     attaches every label the policy could attach to it (the stricter reading)."""
-    from interlock.core.decision import Verdict
-    from interlock.policy.engine import facts_for
-
     spec = policy.sessions
     attach: frozenset[str] = frozenset()
     clear: frozenset[str] = frozenset()
-    if spec is not None and decision.verdict is Verdict.ALLOW:
+    if spec is not None and decision.verdict is Verdict.ALLOW and not spec.label_rules:
+        attach = spec.tool_labels.get(action.name, frozenset())
+    elif spec is not None and decision.verdict is Verdict.ALLOW:
+        token = CURRENT.set(facts)
         try:
-            with session_scope(facts):
-                attach, clear = spec.labels_for(facts_for(action, policy))
+            attach, clear = spec.labels_for(facts_for(action, policy))
         except Exception:
             attach = frozenset(
                 label for rule in spec.label_rules for label in rule.attach
             ) | spec.tool_labels.get(action.name, frozenset())
+        finally:
+            CURRENT.reset(token)
     kind: StepKind = action.kind if action.kind in _STEP_KINDS else "tool"  # type: ignore[assignment]
     return NewStep(
         kind=kind,

@@ -29,6 +29,7 @@ from interlock.policy.validated import (
     BudgetData,
     CommandData,
     ConditionData,
+    LabelRuleData,
     LimitsData,
     PolicyData,
     PriceData,
@@ -37,6 +38,11 @@ from interlock.policy.validated import (
     RedactionData,
     RuleData,
     ScopesData,
+    SessionAfterData,
+    SessionConditionData,
+    SessionData,
+    SessionFlowData,
+    SessionProvenanceData,
     ShellData,
     ToolData,
 )
@@ -381,8 +387,8 @@ def _kinds(value: Any) -> str | list[str] | None:
 
 def _rule(value: Any) -> RuleData:
     data = _mapping(value, _RULE_KEYS)
-    if "grant" in data or "session" in data:
-        _unsure()  # as for a tool's grant; session conditions: the models (rare, small)
+    if "grant" in data:
+        _unsure()  # as for a tool's grant
     get = data.get
     params = get("params", {})
     return RuleData(
@@ -400,6 +406,122 @@ def _rule(value: Any) -> RuleData:
         shell=_shell(get("shell")),
         when=_opt_text(get("when")),
         severity=None if get("severity") is None else _choice(get("severity"), SEVERITIES),
+        session=_session_condition(get("session")),
+    )
+
+
+# -- session conditions, label rules and settings ---------------------------------------
+
+_LABEL: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]*")
+_AFTER_KEYS: Final = frozenset(SessionAfterData._fields)
+_FLOW_KEYS: Final = frozenset(SessionFlowData._fields)
+_PROVENANCE_KEYS: Final = frozenset({"args", "from"})
+_SESSION_CONDITION_KEYS: Final = frozenset(SessionConditionData._fields)
+_LABEL_RULE_KEYS: Final = frozenset(LabelRuleData._fields)
+
+
+def _labels(value: Any) -> list[str] | None:
+    """``Labels | None``: a non-empty list of label names."""
+    if value is None:
+        return None
+    labels = _texts(value)
+    if not labels:
+        _unsure()
+    for label in labels:
+        if len(label) > 64 or _LABEL.fullmatch(label) is None:
+            _unsure()
+    return labels
+
+
+def _names(value: Any, *, required: bool) -> list[str] | None:
+    """A non-empty list of non-empty argument names."""
+    if value is None and not required:
+        return None
+    names = _texts(value)
+    if not names or not all(names):
+        _unsure()
+    return names
+
+
+def _session_condition(value: Any) -> SessionConditionData | None:
+    if value is None:
+        return None
+    data = _mapping(value, _SESSION_CONDITION_KEYS)
+    after = data.get("after")
+    flow = data.get("flows_from")
+    provenance = data.get("provenance")
+    found = SessionConditionData(
+        labels=_labels(data.get("labels")),
+        after=None if after is None else _after(after),
+        flows_from=None if flow is None else _flow(flow),
+        provenance=None if provenance is None else _provenance(provenance),
+    )
+    if all(part is None for part in found):
+        _unsure()
+    return found
+
+
+def _after(value: Any) -> SessionAfterData:
+    data = _mapping(value, _AFTER_KEYS)
+    within = data.get("within")
+    within_time = data.get("within_time")
+    return SessionAfterData(
+        name=_globs(data.get("name")),
+        kind=_kinds(data.get("kind")),
+        labels=_labels(data.get("labels")),
+        within=None if within is None else _int(within, 1),
+        within_time=None if within_time is None else _duration(within_time),
+        at_least=_int(data.get("at_least", 1), 1),
+    )
+
+
+def _flow(value: Any) -> SessionFlowData:
+    data = _mapping(value, _FLOW_KEYS)
+    return SessionFlowData(
+        name=_globs(data.get("name")),
+        kind=_kinds(data.get("kind")),
+        labels=_labels(data.get("labels")),
+        args=_names(data.get("args"), required=False),
+    )
+
+
+def _provenance(value: Any) -> SessionProvenanceData:
+    data = _mapping(value, _PROVENANCE_KEYS)
+    args = _names(data.get("args"), required=True)
+    sources = _labels(data.get("from"))
+    if args is None or sources is None:
+        _unsure()
+    return SessionProvenanceData(args=args, from_=sources)
+
+
+def _label_rule(value: Any) -> LabelRuleData:
+    data = _mapping(value, _LABEL_RULE_KEYS)
+    get = data.get
+    params = get("params", {})
+    found = LabelRuleData(
+        id=_id(get("id")),
+        attach=_labels(get("attach")),
+        clear=_labels(get("clear")),
+        description=_opt_text(get("description")),
+        kind=_kinds(get("kind")),
+        name=_globs(get("name")),
+        scope=_globs(get("scope")),
+        agent=_globs(get("agent")),
+        tenant=_globs(get("tenant")),
+        params={key: _condition(c) for key, c in _text_keys(params).items()},
+        shell=_shell(get("shell")),
+        when=_opt_text(get("when")),
+    )
+    if found.attach is None and found.clear is None:
+        _unsure()
+    return found
+
+
+def _session_settings(data: Mapping[str, Any]) -> SessionData:
+    settings = _section(data, "session", frozenset(SessionData._fields))
+    return SessionData(
+        max_steps=_int(settings.get("max_steps", 200), 1, 100_000),
+        expire_after=_duration(settings.get("expire_after", _ABSENT), "24h"),
     )
 
 
@@ -539,18 +661,20 @@ def _pricing(data: Mapping[str, Any]) -> PricingData:
 
 def _tool(value: Any) -> ToolData:
     tool = _mapping(value, _TOOL_KEYS)
-    if "parameters" not in tool or "intent" in tool or "grant" in tool or "labels" in tool:
+    if "intent" in tool or "grant" in tool:
         _unsure()  # the models validate declared intents and grants (rare: no hurry)
+    if "parameters" not in tool and "labels" not in tool:
+        _unsure()
+    parameters = tool.get("parameters")
     return ToolData(
-        parameters=_text_keys(tool["parameters"]),
+        parameters=None if parameters is None else _text_keys(parameters),
         description=_opt_text(tool.get("description")),
+        labels=_labels(tool.get("labels")),
     )
 
 
 def _policy(data: Any) -> PolicyData:
     policy = _mapping(data, _POLICY_KEYS)
-    if "labels" in policy or "session" in policy:
-        _unsure()  # session-aware policies: the models validate them
     get = policy.get
     version = get("version")
     if type(version) is not int or version != 1:
@@ -573,6 +697,8 @@ def _policy(data: Any) -> PolicyData:
         pricing=_pricing(policy),
         audit=AuditData(durability=_choice(audit.get("durability", "process"), _DURABILITIES)),
         tools={name: _tool(tool) for name, tool in tools.items()},
+        session=_session_settings(policy),
+        labels=[_label_rule(rule) for rule in _entries(get("labels", []))],
     )
 
 

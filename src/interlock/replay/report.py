@@ -27,6 +27,11 @@ SCHEMA: Final = "interlock.replay/1"
 FailOn = Literal["loosen", "any", "never"]
 FAIL_ON: Final = ("loosen", "any", "never")
 
+_SESSIONS_NOTE: Final = (
+    "sessions are rebuilt from the records in order: labels and after: as the recorded "
+    "calls left them (an allowed call counts as executed); the audit holds no fingerprints "
+    "of results, so flows_from, provenance and their CEL functions never hold in a replay"
+)
 _STATEFUL_NOTE: Final = (
     "budgets and rate limits depend on what was spent and when: they are not replayed. "
     "'recorded' counts calls a budget or rate limit refused (compared by the rules' "
@@ -119,4 +124,5 @@ class ReplayReport:
             "examples": {name: list(found) for name, found in sorted(tally.examples.items())},
             "fail_on": fail_on,
             "failed": self.fails(fail_on),
+            **({"sessions": {"note": _SESSIONS_NOTE}} if self.policy.sessions is not None else {}),
         }

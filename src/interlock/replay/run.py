@@ -100,7 +100,12 @@ class Replayer:
             *policy.budgets,
             *policy.rate_limits,
         )
-        self._memo: dict[tuple[Any, ...], _Outcome] | None = {} if memo else None
+        # A policy that reads sessions judges a call by the calls before it: each is
+        # judged in order, on a history rebuilt from the records (no memo).
+        self._sessions = _ReplayedSessions(policy) if policy.sessions is not None else None
+        self._memo: dict[tuple[Any, ...], _Outcome] | None = (
+            {} if memo and self._sessions is None else None
+        )
         self._whole_context = _reads_context(policy)
 
     def feed(self, rows: Iterable[AuditRow]) -> bool:
@@ -188,7 +193,10 @@ class Replayer:
     def _judge(self, recorded: Recorded) -> _Outcome:
         action = recorded.action()
         policy = self.policy
-        new = evaluate(action, policy)
+        if self._sessions is not None:
+            new = self._sessions.judge(recorded, action)
+        else:
+            new = evaluate(action, policy)
         why: str | None = None
         lost = lossy_call(action.arguments, recorded.body)
         if lost or self._unrecorded:
@@ -223,6 +231,44 @@ class Replayer:
 
     def report(self, filters: ReplayFilter | None = None) -> ReplayReport:
         return ReplayReport(self.policy, self.tally, filters or ReplayFilter())
+
+
+class _ReplayedSessions:
+    """The sessions of the replayed records, rebuilt from them in order: each call is
+    judged on its session as the earlier records left it, then recorded into it as it
+    really went (the recorded verdict; an allowed call counted as executed). The audit
+    holds no fingerprints of results: ``flows_from``, ``provenance`` and their CEL
+    functions never hold in a replay (the report says so)."""
+
+    def __init__(self, policy: CompiledPolicy) -> None:
+        from interlock.session.history import MemoryHistory
+
+        assert policy.sessions is not None
+        self.policy = policy
+        self.now = 0.0
+        self.history = MemoryHistory(
+            max_steps=policy.sessions.max_steps, max_sessions=100_000, clock=lambda: self.now
+        )
+
+    def judge(self, recorded: Recorded, action: Action) -> Decision:
+        from interlock.policy.sessionrules import SessionFacts, new_step, session_scope
+
+        self.now = recorded.ts_us / 1_000_000
+        context = action.context
+        session_id = context.session_id
+        if session_id is None:
+            return evaluate(action, self.policy)
+        facts = SessionFacts.of(self.history.view(context.tenant, session_id), now=self.now)
+        with session_scope(facts):
+            new = evaluate(action, self.policy)
+        decision_id = recorded.decision_id or f"replayed-{recorded.seq}"
+        happened = Decision(verdict=recorded.verdict, reason="recorded", decision_id=decision_id)
+        self.history.append(
+            context.tenant, session_id, new_step(action, happened, facts, self.policy)
+        )
+        if recorded.verdict is Verdict.ALLOW:
+            self.history.settle(context.tenant, session_id, decision_id, executed=True)
+        return new
 
 
 def _reads_context(policy: CompiledPolicy) -> bool:
