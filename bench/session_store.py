@@ -32,7 +32,7 @@ from interlock import Action, Guard
 from interlock.core.action import Context
 from interlock.policy.loader import load_policy_text
 from interlock.session.fingerprints import of_data, probe
-from interlock.session.history import NewStep
+from interlock.session.history import MemoryHistory, NewStep
 from interlock.session.packing import pack
 from interlock.store import open_store
 
@@ -80,14 +80,24 @@ def median_us(fn: Callable[[], object], calls: int) -> float:
     return statistics.median(samples) / 1000
 
 
-def durable_check(calls: int, folder: Path) -> None:
+def durable_check(calls: int, folder: Path, postgres: str | None = None) -> None:
     results = {}
-    for name, text in (("stateless", PLAIN), ("session rules", SESSIONS)):
+    subjects = (
+        ("stateless", PLAIN, False),
+        ("session rules", SESSIONS, False),
+        # the same, the history in memory: what the engine's side costs without the store's
+        ("sessions, memory", SESSIONS, True),
+    )
+    for name, text, in_memory in subjects:
+        url = f"sqlite:///{folder / (name.replace(' ', '-').replace(',', '') + '.db')}"
+        if postgres is not None:  # one schema for all: the sessions run in their own
+            url = postgres
         guard = Guard(
             load_policy_text(text),
-            store=f"sqlite:///{folder / (name.replace(' ', '-') + '.db')}",
+            store=url,
             reap_interval=None,
-            context=Context(session_id="s-bench"),
+            context=Context(session_id=f"s-bench-{name}"),
+            sessions=MemoryHistory() if in_memory else None,
         )
         actions = [
             Action.tool("read_file", {"path": "/srv/notes.txt"}),
@@ -104,7 +114,7 @@ def durable_check(calls: int, folder: Path) -> None:
         guard.close()
     base = results["stateless"]
     for name, value in results.items():
-        print(f"  durable check, {name:<14} {value:9.1f} µs  {value / base:5.2f}×")
+        print(f"  durable check, {name:<17} {value:9.1f} µs  {value / base:5.2f}×")
 
 
 def history_ops(
@@ -254,6 +264,8 @@ def main() -> None:
         path = folder / "history.db"
         history_ops(f"sqlite:///{path}", lambda: raw_sqlite(path), calls)
         if args.postgres:
+            print("   the durable check on PostgreSQL")
+            durable_check(max(calls // 4, 100), folder, args.postgres)
             print("   the history on PostgreSQL")
             history_ops(args.postgres, lambda: raw_postgres(args.postgres), calls)
         print("3. fingerprints")

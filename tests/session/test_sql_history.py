@@ -416,7 +416,9 @@ def test_concurrent_processes_get_distinct_gapless_seqs_and_keep_every_label(
 
 
 def test_a_cached_view_sees_every_write_of_another_replica(
-    store: SqlStore, open_replica, clock  # type: ignore[no-untyped-def]
+    store: SqlStore,
+    open_replica,
+    clock,  # type: ignore[no-untyped-def]
 ) -> None:
     """A history reads only the steps written since its last view: appends, settles
     (of old steps too), labels and the bound made through another store object all

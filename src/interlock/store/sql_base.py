@@ -113,6 +113,11 @@ class StoreBase(ABC):
     async def await_approval(self, approval_id: str, timeout: float) -> ApprovalRecord:
         """The async twin of :meth:`wait_for_approval`."""
 
+    def single_statement(self) -> AbstractContextManager[Cursor]:
+        """One statement that is a transaction of its own (a back end may send it in
+        one round trip: see :meth:`PostgresStore.single_statement`)."""
+        return self.transaction(write=True)
+
     def usual(self, sql: str, params: Sequence[Any]) -> bool:
         """Run ``sql``, one statement, as a transaction of its own (no ``BEGIN`` or
         ``COMMIT`` sent); False when it aborted — nothing of it stays, and the

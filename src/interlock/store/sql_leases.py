@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
 from functools import cached_property
 from typing import Final
 
@@ -59,11 +58,6 @@ class LeaseStore(StoreBase):
             max_age_us=int(max_age * 1e6),
         )
         return self.leases
-
-    def single_statement(self) -> AbstractContextManager[Cursor]:
-        """One statement that is a transaction of its own (a back end may send it in
-        one round trip: see :meth:`PostgresStore.single_statement`)."""
-        return self.transaction(write=True)
 
     # -- the holder's side ---------------------------------------------------------------
 

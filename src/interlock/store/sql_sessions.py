@@ -66,6 +66,27 @@ _STEP_COLUMNS: Final = (
 )
 #: Sessions forgotten per expiry transaction (a long backlog goes in batches).
 _EXPIRE_BATCH: Final = 500
+#: PostgreSQL's append in one statement (one round trip, autocommit): the session row
+#: upserted — locked to the end of the statement, its labels merged in SQL (the step's
+#: attached, then its clears removed) — the step inserted with the seq and version it
+#: returned, the steps past the bound deleted.
+_PG_APPEND: Final = (
+    "WITH s AS (INSERT INTO sessions "
+    "(tenant, session_id, labels, next_seq, touched_us, created_us, version) "
+    "VALUES (%s, %s, %s, 2, %s, %s, 1) ON CONFLICT (tenant, session_id) DO UPDATE SET "
+    "next_seq = sessions.next_seq + 1, touched_us = excluded.touched_us, "
+    "version = sessions.version + 1, labels = ("
+    "SELECT COALESCE(json_agg(l ORDER BY l), '[]')::text FROM ("
+    "SELECT json_array_elements_text(sessions.labels::json) UNION "
+    "SELECT unnest(%s::text[])) AS x(l) WHERE NOT (l = ANY(%s::text[]))) "
+    "RETURNING next_seq - 1 AS seq, version), "
+    "i AS (INSERT INTO session_steps (tenant, session_id, seq, at_us, kind, name, verdict, "
+    "decision_id, labels, fingerprints, trusted, executed, changed) "
+    "SELECT %s, %s, s.seq, %s, %s, %s, %s, %s, %s, %s, %s, %s::integer, s.version FROM s), "
+    "d AS (DELETE FROM session_steps WHERE tenant = %s AND session_id = %s "
+    "AND seq <= (SELECT seq FROM s) - %s) "
+    "SELECT seq FROM s"
+)
 #: Views kept per history, to read only what changed since (least recently used out).
 _VIEWS_KEPT: Final = 1024
 
@@ -222,18 +243,16 @@ class SqlHistory:
         if cached is not None and version == cached[1]:
             return cached[2]
         oldest = int(next_seq) - self.max_steps
-        steps = {s.seq: s for s in cached[2].steps if s.seq >= oldest} if cached else {}
-        for row in rows:
-            if row[4] is not None:
-                step = _step(row[4:])
-                steps[step.seq] = step
-        view = SessionView(
-            tenant,
-            session_id,
-            tuple(steps[seq] for seq in sorted(steps)),
-            _labels_of(labels),
-            int(next_seq),
-        )
+        fresh = [_step(row[4:]) for row in rows if row[4] is not None]
+        kept = cached[2].steps if cached is not None else ()
+        if not kept or not fresh or fresh[0].seq > kept[-1].seq:
+            # only new steps (the usual case: a check appended one): no merge
+            merged = tuple(s for s in kept if s.seq >= oldest) + tuple(fresh)
+        else:
+            by_seq = {s.seq: s for s in kept if s.seq >= oldest}
+            by_seq.update((s.seq, s) for s in fresh)
+            merged = tuple(by_seq[seq] for seq in sorted(by_seq))
+        view = SessionView(tenant, session_id, merged, _labels_of(labels), int(next_seq))
         with self._views_lock:
             self._views[key] = (created, version, view)
             self._views.move_to_end(key)
@@ -243,8 +262,15 @@ class SqlHistory:
 
     def _read(self, tenant: str, session_id: str, since: int) -> list[Any]:
         store = self.store
+        # one SELECT is a snapshot of its own: on PostgreSQL it is sent alone, in
+        # autocommit (one round trip, not three)
+        opened = (
+            store.single_statement()
+            if store.dialect == "postgres"
+            else store.transaction(write=False)
+        )
         try:
-            with store.transaction(write=False) as cur:
+            with opened as cur:
                 cur.execute(
                     store.q(
                         "SELECT s.labels, s.next_seq, s.created_us, s.version, "
@@ -267,6 +293,53 @@ class SqlHistory:
         fingerprints = pack(step.fingerprints)  # a bad value: ValueError, before any write
         now = store.clock()
         executed = True if step.kind == "input" else step.executed
+        row = (
+            step.kind,
+            step.name,
+            step.verdict,
+            step.decision_id,
+            _labels_text(step.labels),
+            fingerprints,
+            int(step.trusted),
+            None if executed is None else int(executed),
+        )
+        if store.dialect == "postgres":  # the whole append is one statement
+            try:
+                with store.single_statement() as cur:
+                    cur.execute(
+                        _PG_APPEND,
+                        (
+                            tenant,
+                            session_id,
+                            _labels_text(step.labels - step.clears),
+                            now,
+                            now,
+                            list(step.labels),
+                            list(step.clears),
+                            tenant,
+                            session_id,
+                            now,
+                            *row,
+                            tenant,
+                            session_id,
+                            self.max_steps,
+                        ),
+                    )
+                    seq = int(cur.fetchone()[0])
+            except StoreError as exc:
+                raise _unavailable("append to", tenant, session_id, exc) from exc
+            return Step(
+                seq,
+                now / 1_000_000,
+                step.kind,
+                step.name,
+                step.verdict,
+                step.decision_id,
+                step.labels,
+                step.fingerprints,
+                step.trusted,
+                executed,
+            )
         try:
             with store.transaction(write=True) as cur:
                 seq, labels, version = self._claim_seq(cur, tenant, session_id, now)
@@ -283,21 +356,7 @@ class SqlHistory:
                         f"INSERT INTO session_steps (tenant, session_id, {_STEP_COLUMNS}, "
                         "changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                     ),
-                    (
-                        tenant,
-                        session_id,
-                        seq,
-                        now,
-                        step.kind,
-                        step.name,
-                        step.verdict,
-                        step.decision_id,
-                        _labels_text(step.labels),
-                        fingerprints,
-                        int(step.trusted),
-                        None if executed is None else int(executed),
-                        version,
-                    ),
+                    (tenant, session_id, seq, now, *row, version),
                 )
                 if seq > self.max_steps:
                     cur.execute(
