@@ -11,7 +11,9 @@ a :class:`SessionRecorder`; any other guard pays nothing for sessions.
   its label rules and tool declare. An allow whose step cannot be recorded becomes
   undetermined: a later rule would not see it.
 - When the body returns: the step is settled executed, with the fingerprints of its
-  result; when it raises, executed=False.
+  result; when it raises, executed=False, with the fingerprints of its error (an
+  agent framework hands the error text to the model, and it quotes what the body
+  read: a failed read of a secret must still count as a flow).
 """
 
 from __future__ import annotations
@@ -26,10 +28,9 @@ from interlock.core.action import Action, Context
 from interlock.core.decision import Decision, Verdict
 from interlock.errors import SessionUnavailable, describe
 from interlock.policy.compiled import CompiledPolicy
-from interlock.policy.sessionrules import SessionFacts, SessionSpec, new_step
+from interlock.policy.sessionrules import SessionFacts, SessionSpec, error_data, new_step
 from interlock.session.fingerprints import of_data
 from interlock.session.history import (
-    EMPTY_FINGERPRINTS,
     NewStep,
     SessionHistory,
     SessionView,
@@ -98,7 +99,8 @@ class SessionRecorder:
 
     def settle(self, decision: Decision, *, executed: bool, result: object = None) -> None:
         """Mark the step of ``decision`` executed (with its result's fingerprints) or
-        not. A step that is not a session step is ignored."""
+        not (``result``: the error it raised, see :func:`error_data`). A step that is
+        not a session step is ignored."""
         decision_id = decision.decision_id
         if decision_id is None:
             return
@@ -106,7 +108,7 @@ class SessionRecorder:
             key = self._pending.pop(decision_id, None)
         if key is None:
             return
-        fingerprints = of_data(result) if executed else EMPTY_FINGERPRINTS
+        fingerprints = of_data(result if executed else error_data(result))
         try:
             self.history.settle(
                 key[0], key[1], decision_id, executed=executed, fingerprints=fingerprints
@@ -125,8 +127,8 @@ class SessionRecorder:
         def settled(*args: Any, **kwargs: Any) -> T:
             try:
                 result = body(*args, **kwargs)
-            except BaseException:
-                self.settle(decision, executed=False)
+            except BaseException as exc:
+                self.settle(decision, executed=False, result=exc)
                 raise
             self.settle(decision, executed=True, result=result)
             return result
@@ -141,8 +143,8 @@ class SessionRecorder:
         async def settled(*args: Any, **kwargs: Any) -> T:
             try:
                 result = await body(*args, **kwargs)
-            except BaseException:
-                self.settle(decision, executed=False)
+            except BaseException as exc:
+                self.settle(decision, executed=False, result=exc)
                 raise
             self.settle(decision, executed=True, result=result)
             return result

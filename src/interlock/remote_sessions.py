@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from interlock.core.action import Action, Context
 from interlock.core.decision import Decision
 from interlock.errors import describe
-from interlock.policy.sessionrules import SessionFacts
+from interlock.policy.sessionrules import SessionFacts, error_data
 from interlock.session.fingerprints import of_data
 from interlock.session.history import MemoryHistory, SessionView, Step
 
@@ -63,7 +63,7 @@ class RemoteSessions:
         """Report the outcome of ``decision`` when it is a call of a session."""
         if not self.decider.awaits_outcome(decision):
             return
-        fingerprints = of_data(result) if executed else frozenset()
+        fingerprints = of_data(result if executed else error_data(result))
         try:
             self.decider.report_outcome(decision, executed=executed, fingerprints=fingerprints)
         except Exception as exc:
@@ -78,7 +78,7 @@ class RemoteSessions:
         thread: ~0.5 ms per KiB of result would hold the event loop)."""
         if not self.decider.awaits_outcome(decision):
             return
-        fingerprints = await asyncio.to_thread(of_data, result) if executed else frozenset()
+        fingerprints = await asyncio.to_thread(of_data, result if executed else error_data(result))
         try:
             await self.decider.areport_outcome(
                 decision, executed=executed, fingerprints=fingerprints
@@ -96,8 +96,8 @@ class RemoteSessions:
         def settled(*args: Any, **kwargs: Any) -> T:
             try:
                 result = body(*args, **kwargs)
-            except BaseException:
-                self.settle(decision, executed=False)
+            except BaseException as exc:
+                self.settle(decision, executed=False, result=exc)
                 raise
             self.settle(decision, executed=True, result=result)
             return result
@@ -112,8 +112,8 @@ class RemoteSessions:
         async def settled(*args: Any, **kwargs: Any) -> T:
             try:
                 result = await body(*args, **kwargs)
-            except BaseException:
-                await self.asettle(decision, executed=False)
+            except BaseException as exc:
+                await self.asettle(decision, executed=False, result=exc)
                 raise
             await self.asettle(decision, executed=True, result=result)
             return result

