@@ -803,6 +803,8 @@ class Guard:
                 return last
             held.append(last)
         self._charge_earlier(held)
+        if self._sessions is not None and len(held) > 1:
+            self._sessions.batched(held)  # one body: its outcome settles every step
         return last
 
     async def acheck_batch(
@@ -830,6 +832,8 @@ class Guard:
                 return last
             held.append(last)
         self._charge_earlier(held)
+        if self._sessions is not None and len(held) > 1:
+            self._sessions.batched(held)  # one body: its outcome settles every step
         return last
 
     def _abandon(self, held: list[Decision]) -> None:

@@ -52,6 +52,8 @@ class SessionRecorder:
         self.spec = spec
         self.history = history
         self._pending: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        #: the last decision of an allowed batch -> the earlier ones (one body runs)
+        self._batches: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- before the check ------------------------------------------------------------
@@ -105,21 +107,38 @@ class SessionRecorder:
         if decision_id is None:
             return
         with self._lock:
-            key = self._pending.pop(decision_id, None)
-        if key is None:
+            ids = (decision_id, *self._batches.pop(decision_id, ()))
+            keys = [(i, self._pending.pop(i, None)) for i in ids]
+        fingerprints: frozenset[int] | None = None
+        for step_id, key in keys:
+            if key is None:
+                continue
+            if fingerprints is None:
+                fingerprints = of_data(result if executed else error_data(result))
+            try:
+                self.history.settle(
+                    key[0], key[1], step_id, executed=executed, fingerprints=fingerprints
+                )
+            except Exception as exc:
+                log.error(
+                    "interlock: session %r: the outcome of %s could not be recorded: %s",
+                    key[1],
+                    step_id,
+                    exc,
+                )
+
+    def batched(self, decisions: list[Decision]) -> None:
+        """An allowed batch (one call mapped to several actions): the body that runs
+        for the last decision ran for all, so settling it settles every step — the
+        secret read a mapper put first gets the result's fingerprints too."""
+        ids = tuple(d.decision_id for d in decisions[:-1] if d.decision_id is not None)
+        last = decisions[-1].decision_id if decisions else None
+        if last is None or not ids:
             return
-        fingerprints = of_data(result if executed else error_data(result))
-        try:
-            self.history.settle(
-                key[0], key[1], decision_id, executed=executed, fingerprints=fingerprints
-            )
-        except Exception as exc:
-            log.error(
-                "interlock: session %r: the outcome of %s could not be recorded: %s",
-                key[1],
-                decision_id,
-                exc,
-            )
+        with self._lock:
+            self._batches[last] = ids
+            while len(self._batches) > _PENDING_KEPT:
+                self._batches.popitem(last=False)
 
     def settling(self, decision: Decision, body: Callable[..., T]) -> Callable[..., T]:
         """``body``, settling the step of ``decision`` with what it returns or raises."""

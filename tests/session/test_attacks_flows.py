@@ -306,3 +306,50 @@ async def test_a_secret_in_an_mcp_error_result_is_a_flow() -> None:
     assert (await guard.acheck(mail)).verdict is Verdict.DENY
     benign = Action.tool("send_mail", {"to": "b@corp.example", "body": "the read failed"})
     assert (await guard.acheck(benign)).verdict is Verdict.ALLOW
+
+
+# -- one call mapped to several actions (a batch) -------------------------------------
+
+
+def _mapped_read(guard: Guard, content: str) -> None:
+    """A framework call its mapper turns into two actions: the read of a secret (which
+    the label rule marks) and the tool's own name. The body runs once, for both."""
+    from interlock.adapters.base import run_settled
+
+    def mapper(path: str) -> list[Action]:
+        return [Action.tool("read_file", {"path": path}), Action.tool("load_config", {})]
+
+    decision = guard.check_mapped(mapper, "/srv/app/.env")
+    assert decision is not None and decision.verdict is Verdict.ALLOW
+    run_settled(guard, decision, lambda: content)
+
+
+def test_a_secret_read_inside_a_mapped_call_is_a_flow() -> None:
+    guard = _guard()
+    _mapped_read(guard, ENV)
+    assert _verdict(guard, "send_mail", to="bob@corp.example", body=KEY) is Verdict.DENY
+    assert _verdict(guard, "send_mail", to="bob@corp.example", body="config loaded") is (
+        Verdict.ALLOW
+    )
+    steps = guard.sessions.view("default", "s-1").steps  # type: ignore[union-attr]
+    assert [s.executed for s in steps[:2]] == [True, True]  # both actions ran
+
+
+@pytest.mark.asyncio
+async def test_a_secret_read_inside_an_async_mapped_call_is_a_flow() -> None:
+    from interlock.adapters.base import arun_settled
+
+    guard = _guard()
+
+    def mapper(path: str) -> list[Action]:
+        return [Action.tool("read_file", {"path": path}), Action.tool("load_config", {})]
+
+    decision = await guard.acheck_mapped(mapper, "/srv/app/.env")
+    assert decision is not None
+
+    async def body() -> str:
+        return ENV
+
+    await arun_settled(guard, decision, body)
+    mail = Action.tool("send_mail", {"to": "b@corp.example", "body": KEY})
+    assert (await guard.acheck(mail)).verdict is Verdict.DENY
