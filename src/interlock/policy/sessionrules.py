@@ -229,15 +229,29 @@ class FlowTest:
 
 
 def provenance_labels(view: SessionView, probed: frozenset[int]) -> frozenset[str]:
-    """The labels of the untrusted sources a value (its probe) came from: empty when a
-    trusted input also holds it (the user's own words win) or when nothing does."""
-    found: set[str] = set()
+    """The labels of the untrusted sources a value (its probe) came from: empty when
+    nothing holds it, or when the trusted inputs hold it (the user's own words win).
+
+    The user's words win only where they hold the value at least as much as the
+    untrusted source does: of the fingerprints of the value a source holds, more
+    must not be missing from the trusted inputs than are found in them. A page's
+    ``ops@corp.example.evil.io`` holds a run of the system prompt
+    (``ops@corp.example``) but is the page's; a recipient the user typed that a page
+    also names (or extends) is the user's."""
+    trusted: set[int] = set()
+    sources: list[tuple[frozenset[int], frozenset[str]]] = []
     for step in view.steps:
-        if not step.fingerprints or not carries(probed, step.fingerprints):
+        if not step.fingerprints or probed.isdisjoint(step.fingerprints):
             continue
+        held = probed & step.fingerprints
         if step.kind == "input" and step.trusted:
-            return frozenset()
-        found |= step.labels
+            trusted |= held
+        else:
+            sources.append((held, step.labels))
+    found: set[str] = set()
+    for held, labels in sources:
+        if len(held - trusted) > len(held & trusted):
+            found |= labels
     return frozenset(found)
 
 
