@@ -567,7 +567,9 @@ class Guard:
             self.audit.redactor = redactor
         self.decider = decider
         self._intents = policy.tool_intents
-        self._sessions = self._recorder_for(policy)
+        old, self._sessions = self._sessions, self._recorder_for(policy)
+        if old is not None and self._sessions is not None:  # calls still running settle
+            self._sessions.adopt(old)
         self.policy = policy
 
     def close(self) -> None:

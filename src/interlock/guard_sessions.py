@@ -56,6 +56,14 @@ class SessionRecorder:
         self._batches: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def adopt(self, old: SessionRecorder) -> None:
+        """Take over the steps ``old`` (the recorder of a replaced policy) still waits
+        to settle: a body allowed before a reload settles after it."""
+        if isinstance(old, SessionRecorder) and old.history is self.history:
+            with old._lock:
+                self._pending.update(old._pending)
+                self._batches.update(old._batches)
+
     # -- before the check ------------------------------------------------------------
 
     def facts(self, context: Context) -> SessionFacts:

@@ -353,3 +353,17 @@ async def test_a_secret_read_inside_an_async_mapped_call_is_a_flow() -> None:
     await arun_settled(guard, decision, body)
     mail = Action.tool("send_mail", {"to": "b@corp.example", "body": KEY})
     assert (await guard.acheck(mail)).verdict is Verdict.DENY
+
+
+def test_a_read_allowed_before_a_policy_reload_still_settles_after_it() -> None:
+    """A reload between the check and the body's return must not lose the step's
+    outcome (the read's fingerprints)."""
+    from interlock.adapters.base import run_settled
+
+    guard = _guard()
+    decision = guard.check(Action.tool("read_file", {"path": "/srv/app/.env"}))
+    assert decision.verdict is Verdict.ALLOW
+    guard.replace_policy(load_policy_text(POLICY.format(max_steps=200)))
+    run_settled(guard, decision, lambda: ENV)
+    assert _verdict(guard, "send_mail", to="bob@corp.example", body=KEY) is Verdict.DENY
+    assert _verdict(guard, "send_mail", to="bob@corp.example", body="hello") is Verdict.ALLOW
