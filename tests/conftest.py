@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from interlock.store import SqlStore, open_store
 
@@ -32,6 +33,14 @@ from interlock.store import SqlStore, open_store
 os.environ.setdefault(
     "INTERLOCK_POLICY_CACHE", tempfile.mkdtemp(prefix="interlock-test-policy-cache-")
 )
+
+# Property tests: random draws where a developer runs them (a failure found is saved in
+# .hypothesis/ and replayed first next time); in CI (``INTERLOCK_CI=1``, set by .ci/run)
+# the same draws on every run, so that a red CI means a change broke something, not a
+# new draw: the exploring happens locally.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("INTERLOCK_CI") == "1":
+    settings.load_profile("ci")
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 WORKERS = Path(__file__).parent / "store" / "_workers.py"

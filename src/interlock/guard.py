@@ -39,6 +39,7 @@ from interlock.core.decision import Decision, ShadowVerdict, Verdict
 from interlock.core.events import Event, EventSink, new_event
 from interlock.core.redaction import Redactor
 from interlock.core.refusal import raise_for
+from interlock.core.starting import STARTING, Starting
 from interlock.deciders.base import CancelToken, Decider
 from interlock.deciders.joined import JOINED, JoinedRecord
 from interlock.deciders.local import LocalDecider
@@ -1050,15 +1051,15 @@ class Guard:
                             to_actions, *args, timeout=timeout, **kwargs
                         )
                     else:  # an allowed decision's commit carries the body's tool_invoke
-                        starting: _Starting = [tool_name, None]
-                        token = _STARTING.set(starting)
+                        starting = Starting("tool_invoke", tool_name)
+                        token = STARTING.set(starting)
                         try:
                             decision = await self.acheck_mapped(
                                 to_actions, *args, timeout=timeout, **kwargs
                             )
                         finally:
-                            _STARTING.reset(token)
-                        joined = _joined_invoke(self, decision, starting, tool_name)
+                            STARTING.reset(token)
+                        joined = _start_joined(self, decision, starting)
                     if decision is None:
                         return await func(*args, **kwargs)
                     raise_for(decision, None)
@@ -1099,13 +1100,13 @@ class Guard:
                     decision = self.check_mapped(to_actions, *args, timeout=timeout, **kwargs)
                     joined = None
                 else:  # an allowed decision's commit carries the body's tool_invoke
-                    starting: _Starting = [tool_name, None]
-                    token = _STARTING.set(starting)
+                    starting = Starting("tool_invoke", tool_name)
+                    token = STARTING.set(starting)
                     try:
                         decision = self.check_mapped(to_actions, *args, timeout=timeout, **kwargs)
                     finally:
-                        _STARTING.reset(token)
-                    joined = _joined_invoke(self, decision, starting, tool_name)
+                        STARTING.reset(token)
+                    joined = _start_joined(self, decision, starting)
                 if decision is None:
                     return func(*args, **kwargs)
                 raise_for(decision, None)
@@ -1622,7 +1623,7 @@ class Guard:
             or not self._policy_decides
         ):
             return None
-        return JoinedRecord(audit, action, start, self.redactor)
+        return JoinedRecord(audit, action, start, self.redactor, STARTING.get())
 
     def _finish(
         self,
@@ -1668,11 +1669,10 @@ class Guard:
             if audit is not None:
                 late = _LateRecord(self, action, event)
                 then = None
-                starting = _STARTING.get() if verdict is _ALLOW else None
-                if starting is not None and starting[1] is None:
-                    # protect runs the body next: its tool_invoke shares this commit
-                    starting[1] = decision.decision_id
-                    then = ("tool_invoke", _invoke_record(self, action, decision, starting[0]))
+                starting = STARTING.get() if verdict is _ALLOW else None
+                if starting is not None and starting.decision_id is None:
+                    # a body runs next: its start record shares this commit
+                    then = _start_record(self, action, decision, starting)
                 try:
                     audit.write_event(self._tenant(action), event, late=late, then=then)
                 except Exception as exc:
@@ -1722,11 +1722,10 @@ class Guard:
         event = _superseding(self._event(action, decision, start), joined)
         late = _LateRecord(self, action, event)
         then = None
-        starting = _STARTING.get() if decision.verdict is _ALLOW else None
-        if starting is not None and starting[1] is None:
-            # protect runs the body next: its tool_invoke shares this commit
-            starting[1] = decision.decision_id
-            then = ("tool_invoke", _invoke_record(self, action, decision, starting[0]))
+        starting = STARTING.get() if decision.verdict is _ALLOW else None
+        if starting is not None and starting.decision_id is None:
+            # a body runs next: its start record shares this commit
+            then = _start_record(self, action, decision, starting)
         try:
             await self.audit.awrite_event(self._tenant(action), event, late=late, then=then)
         except Exception as exc:
@@ -2026,39 +2025,26 @@ def _signature_mapper(
     return to_action
 
 
-#: A protected call's tool name, and the decision id whose commit carried its
-#: ``tool_invoke`` (``None`` until one did): set by ``protect`` around its check.
-_Starting = list[Any]
-_STARTING: contextvars.ContextVar[_Starting | None] = contextvars.ContextVar(
-    "interlock_starting", default=None
-)
-
-
-def _invoke_record(
-    guard: Guard, action: Action | None, decision: Decision, name: str
-) -> dict[str, Any]:
-    agent = guard.context.agent if action is None else action.context.agent
-    return {"decision_id": decision.decision_id, "agent": agent, "tool": name}
-
-
-def _joined_invoke(guard: Guard, decision: Decision | None, starting: _Starting, name: str) -> bool:
-    """Whether the decision's commit carried the body's ``tool_invoke``. One that went
-    with another decision (a mapper's several actions) or with a decision that does
-    not stand (its record was late: undetermined) is closed now: that body never runs
-    under it."""
-    joined = starting[1]
+def _start_joined(guard: Guard, decision: Decision | None, starting: Starting) -> bool:
+    """:func:`interlock.core.phases.start_joined`, its usual answers without the import."""
+    joined = starting.decision_id
     if joined is None:
         return False
     if decision is not None and joined == decision.decision_id and decision.verdict is _ALLOW:
         return True
-    from interlock.core.phases import ToolResult, record_phase
+    from interlock.core.phases import start_joined
 
-    try:
-        phase = ToolResult(name, joined, False, None, "the call did not run under it", 0)
-        record_phase(guard, phase, error_type="NotRun")
-    except Exception:
-        log.exception("interlock: could not close the tool_invoke of %s", joined)
-    return False
+    return start_joined(guard, decision, starting)
+
+
+def _start_record(
+    guard: Guard, action: Action | None, decision: Decision, starting: Starting
+) -> tuple[str, dict[str, Any]]:
+    """The start record that follows ``decision`` in its commit (the writer's ``then``),
+    ``starting`` marked as carried by it."""
+    starting.decision_id = decision.decision_id
+    agent = guard.context.agent if action is None else action.context.agent
+    return starting.kind, starting.record(decision.decision_id, agent)
 
 
 def _outcome_started(guard: Guard, decision: Decision, name: str) -> int:
@@ -2120,8 +2106,8 @@ class _SettlementRecord:
         self.durable = writer.durability == "power"
         self.landed = False
 
-    def entry(self, reservation: Reservation) -> AuditEntry:
-        return self.writer.encode_record(reservation.tenant, "budget", _settlement(reservation))
+    def entries(self, reservation: Reservation) -> list[AuditEntry]:
+        return [self.writer.encode_record(reservation.tenant, "budget", _settlement(reservation))]
 
     def claim(self) -> None:
         pass  # a commit is not abandoned half-way: nothing can refuse it here

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from interlock.cli import app
@@ -22,10 +23,10 @@ from interlock.store.story import action_story
 WORKER = Path(__file__).with_name("_killed_worker.py")
 
 
-def _run_and_kill(url: str) -> None:
+def _run_and_kill(url: str, mode: str = "protect") -> None:
     """Start the worker, wait for its body to start, kill it with SIGKILL."""
     proc = subprocess.Popen(
-        [sys.executable, str(WORKER), url],
+        [sys.executable, str(WORKER), url, mode],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -43,14 +44,20 @@ def _run_and_kill(url: str) -> None:
             proc.wait()
 
 
-def _check_outcome_unknown_after_restart(url: str, tenant: str) -> str:
-    _run_and_kill(url)
+def _check_outcome_unknown_after_restart(
+    url: str, tenant: str, mode: str = "protect", start: str = "tool_invoke"
+) -> str:
+    _run_and_kill(url, mode)
     store = open_store(url)  # the restart
     try:
-        invokes = list(store.audit_rows(tenant=tenant, kind="tool_invoke"))
+        invokes = list(store.audit_rows(tenant=tenant, kind=start))
         assert len(invokes) == 1
         decision_id = invokes[0].decision_id
         assert decision_id is not None
+        # the start is durable with its decision: right after it, nothing lost or doubled
+        rows = list(store.audit_rows(tenant=tenant))
+        assert [row.kind for row in rows] == ["decision", start]
+        assert rows[0].decision_id == decision_id
         before = action_story(store, decision_id, tenant=tenant)
         assert [s["step"] for s in before["steps"]] == ["decided", "started"]
         assert before["outcome"] == "running"  # nothing says otherwise yet
@@ -78,3 +85,25 @@ def test_a_body_killed_with_sigkill_shows_outcome_unknown_on_sqlite(tmp_path: Pa
 
 def test_a_body_killed_with_sigkill_shows_outcome_unknown_on_postgres(postgres_url: str) -> None:
     _check_outcome_unknown_after_restart(postgres_url, "acme")
+
+
+@pytest.mark.parametrize(
+    ("mode", "start"),
+    [("budgeted", "tool_invoke"), ("llm", "llm_input"), ("langchain", "tool_invoke")],
+)
+def test_a_start_joined_to_its_decision_survives_sigkill_on_sqlite(
+    tmp_path: Path, mode: str, start: str
+) -> None:
+    """The start record that rode in its decision's (or reservation's) transaction is
+    there after a SIGKILL mid-body, and recovery closes it: on SQLite."""
+    if mode == "langchain":
+        pytest.importorskip("langchain_core")
+    url = f"sqlite:///{tmp_path / 'killed.db'}"
+    _check_outcome_unknown_after_restart(url, "acme", mode, start)
+
+
+@pytest.mark.parametrize(("mode", "start"), [("budgeted", "tool_invoke"), ("llm", "llm_input")])
+def test_a_start_joined_to_its_decision_survives_sigkill_on_postgres(
+    postgres_url: str, mode: str, start: str
+) -> None:
+    _check_outcome_unknown_after_restart(postgres_url, "acme", mode, start)

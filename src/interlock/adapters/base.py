@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, cast, final
 from interlock.core import registry
 from interlock.core.action import normalise_arguments
 from interlock.core.decision import Decision, Verdict
-from interlock.core.phases import tool_finished, tool_started
+from interlock.core.phases import start_joined, tool_finished, tool_started
 from interlock.core.registry import Coverage, LLMBinding, ToolBinding
+from interlock.core.starting import STARTING, Starting
 from interlock.errors import Blocked
 
 if TYPE_CHECKING:
@@ -45,9 +46,11 @@ __all__ = [
     "PatchTarget",
     "ToolBinding",
     "adapter_for",
+    "adecide_starting",
     "already_judged",
     "arun_settled",
     "call_key",
+    "decide_starting",
     "judged_by",
     "pending_approval",
     "register_adapter",
@@ -177,26 +180,79 @@ def _settle(guard: Guard, decision: Decision, *, spent: bool) -> None:
         log.exception("interlock: could not settle the reservation of %s", decision.decision_id)
 
 
+D = TypeVar("D", bound="Decision | None")
+
+
+def decide_starting(guard: Guard, name: str, check: Callable[[], D]) -> tuple[D, bool]:
+    """Run an adapter's ``check`` of a call to tool ``name`` whose body runs next, with
+    :func:`run_settled`, if it is allowed: the allowed decision's commit then carries
+    the body's ``tool_invoke`` (:mod:`interlock.core.starting`) — one durable write
+    before the body, not two. The second value says it did: pass it on as
+    ``run_settled(..., started=...)``. Only for a check whose allow always reaches
+    ``run_settled`` (a start record whose body never runs would be left open); any
+    other outcome (a refusal, a decision that does not stand) claims nothing or is
+    closed here."""
+    if guard.audit is None:
+        return check(), False
+    starting = Starting("tool_invoke", name)
+    token = STARTING.set(starting)
+    try:
+        decision = check()
+    finally:
+        STARTING.reset(token)
+    if starting.decision_id is None:
+        return decision, False
+    return decision, start_joined(guard, decision, starting)
+
+
+async def adecide_starting(
+    guard: Guard, name: str, check: Callable[[], Awaitable[D]]
+) -> tuple[D, bool]:
+    """The async twin of :func:`decide_starting` (for :func:`arun_settled`)."""
+    if guard.audit is None:
+        return await check(), False
+    starting = Starting("tool_invoke", name)
+    token = STARTING.set(starting)
+    try:
+        decision = await check()
+    finally:
+        STARTING.reset(token)
+    if starting.decision_id is None:
+        return decision, False
+    return decision, start_joined(guard, decision, starting)
+
+
 def run_settled(
-    guard: Guard, decision: Decision, body: Callable[[], T], call: CallKey | None = None
+    guard: Guard,
+    decision: Decision,
+    body: Callable[[], T],
+    call: CallKey | None = None,
+    *,
+    started: bool = False,
 ) -> T:
     """Run an allowed body, then commit its reservation (release it on an error).
     ``call`` marks the body as inside that call (see :func:`already_judged`) and, when
     the guard has an event sink, names the ``tool_invoke`` / ``tool_result`` events.
     With telemetry, the body runs inside its ``execute_tool`` span. When the policy
     reads sessions, the call's session step is settled with what the body returns
-    (its fingerprints) or raises."""
+    (its fingerprints) or raises. ``started``: the decision's commit carried the
+    body's ``tool_invoke`` already (:func:`decide_starting`); else it is made durable
+    here, before the body."""
     sessions = guard._sessions
     if sessions is not None:
         body = sessions.settling(decision, body)
     if guard.telemetry is not None:
         with guard._executing(decision, call[0] if call is not None else None):
-            return _run_settled(guard, decision, body, call)
-    return _run_settled(guard, decision, body, call)
+            return _run_settled(guard, decision, body, call, started)
+    return _run_settled(guard, decision, body, call, started)
 
 
 def _run_settled(
-    guard: Guard, decision: Decision, body: Callable[[], T], call: CallKey | None
+    guard: Guard,
+    decision: Decision,
+    body: Callable[[], T],
+    call: CallKey | None,
+    recorded: bool = False,
 ) -> T:
     observed = call is not None and (guard.sink is not None or guard.audit is not None)
     with judged_by(guard, call):
@@ -204,7 +260,8 @@ def _run_settled(
             return body()
         started = 0
         try:
-            started = tool_started(guard, decision, *call) if observed and call else 0
+            if observed and call:
+                started = tool_started(guard, decision, *call, recorded=recorded)
             result = body()
         except BaseException as exc:
             if decision.reservation is not None:
@@ -224,6 +281,8 @@ async def arun_settled(
     decision: Decision,
     body: Callable[[], Awaitable[T]],
     call: CallKey | None = None,
+    *,
+    started: bool = False,
 ) -> T:
     """The async twin of :func:`run_settled` (settling runs off the event loop)."""
     sessions = guard._sessions
@@ -231,8 +290,8 @@ async def arun_settled(
         body = sessions.asettling(decision, body)
     if guard.telemetry is not None:
         with guard._executing(decision, call[0] if call is not None else None):
-            return await _arun_settled(guard, decision, body, call)
-    return await _arun_settled(guard, decision, body, call)
+            return await _arun_settled(guard, decision, body, call, started)
+    return await _arun_settled(guard, decision, body, call, started)
 
 
 async def _arun_settled(
@@ -240,6 +299,7 @@ async def _arun_settled(
     decision: Decision,
     body: Callable[[], Awaitable[T]],
     call: CallKey | None,
+    recorded: bool = False,
 ) -> T:
     observed = call is not None and (guard.sink is not None or guard.audit is not None)
     with judged_by(guard, call):
@@ -247,7 +307,9 @@ async def _arun_settled(
             return await body()
         started = 0
         try:  # (a durable tool_invoke: a commit, off the loop)
-            if observed and call:
+            if observed and call and recorded:  # durable with its decision already
+                started = tool_started(guard, decision, *call, recorded=True)
+            elif observed and call:
                 started = await _started_off_loop(guard, decision, call)
             result = await body()
         except BaseException as exc:

@@ -64,9 +64,11 @@ from interlock.adapters.base import (
     LLMBinding,
     PatchTarget,
     ToolBinding,
+    adecide_starting,
     already_judged,
     arun_settled,
     call_key,
+    decide_starting,
     pending_approval,
     register_adapter,
     run_settled,
@@ -481,12 +483,12 @@ def _guarded_sync(gate: _Gate, original: Callable[..., Any], layer: str) -> Any:
         key = call_key(tool.name, arguments)
         if already_judged(guard, key):
             return call()
-        decision = gate.decide(arguments)
+        decision, started = decide_starting(guard, tool.name, lambda: gate.decide(arguments))
         if decision is None:
             return call()
         if not decision.allowed:
             return gate.refuse(decision, arguments)
-        return run_settled(guard, decision, call, key)
+        return run_settled(guard, decision, call, key, started=started)
 
     return _seal(guarded, original)
 
@@ -507,12 +509,14 @@ def _guarded_async(gate: _Gate, original: Callable[..., Any], layer: str) -> Any
         key = call_key(tool.name, arguments)
         if already_judged(guard, key):
             return await call()
-        decision = await gate.adecide(arguments)
+        decision, started = await adecide_starting(
+            guard, tool.name, lambda: gate.adecide(arguments)
+        )
         if decision is None:
             return await call()
         if not decision.allowed:
             return gate.refuse(decision, arguments)
-        return await arun_settled(guard, decision, call, key)
+        return await arun_settled(guard, decision, call, key, started=started)
 
     return _seal(guarded, original)
 

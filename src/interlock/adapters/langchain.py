@@ -61,9 +61,11 @@ from interlock.adapters.base import (
     LLMBinding,
     PatchTarget,
     ToolBinding,
+    adecide_starting,
     already_judged,
     arun_settled,
     call_key,
+    decide_starting,
     pending_approval,
     register_adapter,
     run_settled,
@@ -360,7 +362,8 @@ class InterlockMiddleware(AgentMiddleware):
         def decide() -> Decision | None:  # again after an approval is decided
             return self._gate.decide(call["name"], call.get("args"), request.tool, call.get("id"))
 
-        decision = decide()
+        # an allow's commit carries the tool's tool_invoke: one durable write before it
+        decision, started = decide_starting(self.guard, call["name"], decide)
         if decision is None:
             return handler(request)
         if self._awaits_human(decision):
@@ -368,7 +371,7 @@ class InterlockMiddleware(AgentMiddleware):
         if not decision.allowed:
             return self._refuse(request, decision)
         key = call_key(call["name"], call.get("args"))
-        return run_settled(self.guard, decision, lambda: handler(request), key)
+        return run_settled(self.guard, decision, lambda: handler(request), key, started=started)
 
     async def awrap_tool_call(
         self,
@@ -378,8 +381,12 @@ class InterlockMiddleware(AgentMiddleware):
         if self.on_approval == "review":
             return await self._areview(request, handler)
         call = request.tool_call
-        decision = await self._gate.adecide(
-            call["name"], call.get("args"), request.tool, call.get("id")
+        decision, started = await adecide_starting(
+            self.guard,
+            call["name"],
+            lambda: self._gate.adecide(
+                call["name"], call.get("args"), request.tool, call.get("id")
+            ),
         )
         if decision is None:
             return await handler(request)
@@ -393,7 +400,9 @@ class InterlockMiddleware(AgentMiddleware):
         if not decision.allowed:
             return self._refuse(request, decision)
         key = call_key(call["name"], call.get("args"))
-        return await arun_settled(self.guard, decision, lambda: handler(request), key)
+        return await arun_settled(
+            self.guard, decision, lambda: handler(request), key, started=started
+        )
 
     # -- review: HumanInTheLoopMiddleware's interrupt decides the Interlock approval ------
 
@@ -1069,13 +1078,15 @@ def _guarded_run(tool: BaseTool, gate: _Gate, original: Callable[..., Any]) -> A
         if already_judged(guard, key):  # the middleware judged this very call
             return call()
         arguments = tool_arguments(tool, tool_input, kwargs.get("tool_call_id"))
-        decision = gate.decide(tool.name, arguments, tool)
+        decision, started = decide_starting(
+            guard, tool.name, lambda: gate.decide(tool.name, arguments, tool)
+        )
         if decision is None:
             return call()
         error = _refusal(decision, tool, arguments)
         if error is not None:
             return _refuse_through(tool, error, lambda: original(tool_input, *args, **kwargs))
-        return run_settled(guard, decision, call, key)
+        return run_settled(guard, decision, call, key, started=started)
 
     return run
 
@@ -1092,7 +1103,9 @@ def _guarded_arun(tool: BaseTool, gate: _Gate, original: Callable[..., Any]) -> 
         if already_judged(guard, key):
             return await call()
         arguments = tool_arguments(tool, tool_input, kwargs.get("tool_call_id"))
-        decision = await gate.adecide(tool.name, arguments, tool)
+        decision, started = await adecide_starting(
+            guard, tool.name, lambda: gate.adecide(tool.name, arguments, tool)
+        )
         if decision is None:
             return await call()
         error = _refusal(decision, tool, arguments)
@@ -1100,7 +1113,7 @@ def _guarded_arun(tool: BaseTool, gate: _Gate, original: Callable[..., Any]) -> 
             return await _arefuse_through(
                 tool, error, lambda: original(tool_input, *args, **kwargs)
             )
-        return await arun_settled(guard, decision, call, key)
+        return await arun_settled(guard, decision, call, key, started=started)
 
     return arun
 

@@ -48,9 +48,11 @@ from interlock.adapters.base import (
     LLMBinding,
     PatchTarget,
     ToolBinding,
+    adecide_starting,
     already_judged,
     arun_settled,
     call_key,
+    decide_starting,
     pending_approval,
     register_adapter,
     run_settled,
@@ -263,12 +265,15 @@ def _sync_gate(gate: _ToolGate, original: Callable[..., Any]) -> Callable[..., A
         if already_judged(gate.guard, key):
             return original(*args, **kwargs)
         action = gate.action(arguments)
-        decision = gate.decide(key, action)
+        # an allow's commit carries the body's tool_invoke: one durable write before it
+        decision, started = decide_starting(gate.guard, gate.name, lambda: gate.decide(key, action))
         if decision is None:
             return original(*args, **kwargs)
         if not decision.allowed:
             raise gate.refuse(decision, action)
-        return run_settled(gate.guard, decision, lambda: original(*args, **kwargs), key)
+        return run_settled(
+            gate.guard, decision, lambda: original(*args, **kwargs), key, started=started
+        )
 
     gated.__interlock_gate__ = gate  # type: ignore[attr-defined]
     gated.__wrapped_original__ = original  # type: ignore[attr-defined]
@@ -282,7 +287,9 @@ def _async_gate(gate: _ToolGate, original: Callable[..., Any]) -> Callable[..., 
         if already_judged(gate.guard, key):
             return await original(*args, **kwargs)
         action = gate.action(arguments)
-        decision = await gate.adecide(key, action)
+        decision, started = await adecide_starting(
+            gate.guard, gate.name, lambda: gate.adecide(key, action)
+        )
         approval_id = None if decision is None else pending_approval(decision)
         if approval_id is not None and gate.ask_human:
             await _ask_a_human(gate, approval_id, action)
@@ -291,7 +298,9 @@ def _async_gate(gate: _ToolGate, original: Callable[..., Any]) -> Callable[..., 
             return await original(*args, **kwargs)
         if not decision.allowed:
             raise gate.refuse(decision, action)
-        return await arun_settled(gate.guard, decision, lambda: original(*args, **kwargs), key)
+        return await arun_settled(
+            gate.guard, decision, lambda: original(*args, **kwargs), key, started=started
+        )
 
     gated.__interlock_gate__ = gate  # type: ignore[attr-defined]
     gated.__wrapped_original__ = original  # type: ignore[attr-defined]

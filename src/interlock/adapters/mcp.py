@@ -55,6 +55,7 @@ from interlock.adapters.base import (
     CallKey,
     PatchTarget,
     ToolBinding,
+    adecide_starting,
     already_judged,
     arun_settled,
     call_key,
@@ -345,12 +346,19 @@ def _completed(result: object) -> bool:
 
 
 async def run_settled(
-    guard: Guard, decision: Decision, body: Callable[[], Awaitable[T]], call: CallKey
+    guard: Guard,
+    decision: Decision,
+    body: Callable[[], Awaitable[T]],
+    call: CallKey,
+    *,
+    started: bool = False,
 ) -> T:
     """Run an allowed call: commit its reservation when the tool completed, release it
     when it failed — MCP reports a failed tool as an ``isError`` result, not a raise.
     A failed tool's error text is redacted before it goes on (the model reads it, and
-    errors quote what they failed on: a connection string, an argument's value)."""
+    errors quote what they failed on: a connection string, an argument's value).
+    ``started``: the decision's commit carried the ``tool_invoke`` already
+    (:func:`~interlock.adapters.base.adecide_starting`)."""
 
     async def run() -> T:
         result = await body()
@@ -359,7 +367,7 @@ async def run_settled(
         return result
 
     try:
-        return await arun_settled(guard, decision, run, call)
+        return await arun_settled(guard, decision, run, call, started=started)
     except _Unfinished as unfinished:
         return cast("T", redacted_error(unfinished.result, guard.redactor))
 
@@ -474,7 +482,12 @@ class InterlockMiddleware:
         answered = False
         if self._in_band is not None:
             ctx, answered = await self._in_band.take_answers(ctx, key)
-        decision = await self._gate.decide(call.name, call.arguments, str(ctx.request_id))
+        # an allow's commit carries the tool's tool_invoke: one durable write before it
+        decision, started = await adecide_starting(
+            self._gate.guard,
+            call.name,
+            lambda: self._gate.decide(call.name, call.arguments, str(ctx.request_id)),
+        )
         action = tool_action(call.name, call.arguments)
         if decision is not None and not decision.allowed and self._in_band and not answered:
             asked = await self._in_band.ask(ctx, key, decision, action)
@@ -486,7 +499,9 @@ class InterlockMiddleware:
             return await call_next(ctx)
         if not decision.allowed:
             return refusal_result(decision, action, ctx.protocol_version)
-        return await run_settled(self._gate.guard, decision, lambda: call_next(ctx), key)
+        return await run_settled(
+            self._gate.guard, decision, lambda: call_next(ctx), key, started=started
+        )
 
 
 @dataclass(frozen=True, slots=True)

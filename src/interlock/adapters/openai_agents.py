@@ -59,6 +59,7 @@ from interlock.adapters.base import (
     LLMBinding,
     PatchTarget,
     ToolBinding,
+    adecide_starting,
     arun_settled,
     call_key,
     pending_approval,
@@ -429,8 +430,14 @@ class _GatedInvoker:
     async def __call__(self, ctx: ToolContext[Any], args_json: str) -> Any:
         call_id = _call_id(ctx)
         held, decision = self.gate.take(call_id, args_json)
+        started = False
         if not held:  # no guardrail judged it: never run a call unjudged
-            decision = await self.gate.decide(args_json, call_id, ctx)
+            # (its allow's commit carries the body's tool_invoke: one durable write)
+            decision, started = await adecide_starting(
+                self.gate.guard,
+                self.gate.tool.name,
+                lambda: self.gate.decide(args_json, call_id, ctx),
+            )
         if decision is None:  # not ours to judge
             return await self.inner(ctx, args_json)
         if not decision.allowed:
@@ -440,7 +447,7 @@ class _GatedInvoker:
             raise error
         key = call_key(self.gate.tool.name, args_json)
         return await arun_settled(
-            self.gate.guard, decision, lambda: self.inner(ctx, args_json), key
+            self.gate.guard, decision, lambda: self.inner(ctx, args_json), key, started=started
         )
 
     def __agents_bind_function_tool__(self, tool: FunctionTool) -> _GatedInvoker:
@@ -705,12 +712,16 @@ class _GatedHandoff:
 
     async def __call__(self, ctx: RunContextWrapper[Any], input_json: str) -> Any:
         action = handoff_action(self.target, input_json)
-        decision = await self.guard.acheck(action)
+        decision, started = await adecide_starting(
+            self.guard, self.target.tool_name, lambda: self.guard.acheck(action)
+        )
         outcome = verdict_outcome(decision, action)
         if outcome.error is not None:
             raise runner_error(outcome.error)
         key = call_key(self.target.tool_name, input_json or {})
-        return await arun_settled(self.guard, decision, lambda: self.inner(ctx, input_json), key)
+        return await arun_settled(
+            self.guard, decision, lambda: self.inner(ctx, input_json), key, started=started
+        )
 
 
 def guard_handoff(target: Agent[Any] | Handoff[Any, Any], guard: Guard) -> Handoff[Any, Any]:

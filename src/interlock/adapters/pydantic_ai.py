@@ -64,6 +64,7 @@ from interlock.adapters.base import (
     LLMBinding,
     PatchTarget,
     ToolBinding,
+    adecide_starting,
     already_judged,
     arun_settled,
     call_key,
@@ -327,13 +328,18 @@ class InterlockCapability(AbstractCapability[Any]):
         handler: Callable[[dict[str, Any]], Awaitable[Any]],
     ) -> Any:
         approved = bool(getattr(ctx, "tool_call_approved", False))
-        decision = await self.gate.judge(tool_def, args, call.tool_call_id, approved)
+        # an allow's commit carries the body's tool_invoke: one durable write before it
+        decision, started = await adecide_starting(
+            self.guard,
+            tool_def.name,
+            lambda: self.gate.judge(tool_def, args, call.tool_call_id, approved),
+        )
         if decision is None:  # not ours to judge
             return await handler(args)
         if not decision.allowed:
             raise self.gate.refuse(decision, tool_def, args)
         key = call_key(tool_def.name, args)
-        return await arun_settled(self.guard, decision, lambda: handler(args), key)
+        return await arun_settled(self.guard, decision, lambda: handler(args), key, started=started)
 
     async def wrap_model_request(
         self,
@@ -393,7 +399,9 @@ class InterlockToolset(WrapperToolset[Any]):
         if already_judged(self._gate.guard, key):  # the capability judged this very call
             return await super().call_tool(name, tool_args, ctx, tool)
         call_id = getattr(ctx, "tool_call_id", None)
-        decision = await self._gate.judge(tool.tool_def, tool_args, call_id)
+        decision, started = await adecide_starting(
+            self._gate.guard, name, lambda: self._gate.judge(tool.tool_def, tool_args, call_id)
+        )
         if decision is None:
             return await super().call_tool(name, tool_args, ctx, tool)
         if not decision.allowed:
@@ -403,6 +411,7 @@ class InterlockToolset(WrapperToolset[Any]):
             decision,
             lambda: super(InterlockToolset, self).call_tool(name, tool_args, ctx, tool),
             key,
+            started=started,
         )
 
 

@@ -55,6 +55,7 @@ from interlock.adapters.base import (
     ToolBinding,
     already_judged,
     call_key,
+    decide_starting,
     pending_approval,
     register_adapter,
     run_settled,
@@ -221,7 +222,10 @@ class _Gate:
     ) -> Any:
         """Judge the call, run ``body`` on allow only (settling its reservation), raise
         the refusal (``refuse`` turns the Blocked error into another) otherwise."""
-        decision = self.decide(tool, arguments)
+        # an allow's commit carries the body's tool_invoke: one durable write before it
+        decision, started = decide_starting(
+            self.guard, str(tool.name), lambda: self.decide(tool, arguments)
+        )
         if decision is None:  # not ours to judge
             return body()
         if not decision.allowed:
@@ -229,7 +233,7 @@ class _Gate:
             assert outcome.error is not None
             raise refuse(outcome.error) if refuse else outcome.error
         key = call_key(str(tool.name), arguments)
-        return run_settled(self.guard, decision, body, key)
+        return run_settled(self.guard, decision, body, key, started=started)
 
 
 # -- the tool: forward, the one callable every call of it runs ---------------------------

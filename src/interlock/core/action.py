@@ -136,6 +136,19 @@ class Action:
         return cls(kind="llm", name=model, **fields)
 
     def with_context(self, context: Context) -> Action:
+        if type(self) is Action:  # every check of a guard with a context: positional,
+            # not dataclasses.replace (which reads each field back by name)
+            return Action(
+                self.kind,
+                self.name,
+                self.arguments,
+                self.target,
+                self.scope,
+                self.description,
+                self.schema,
+                self.capabilities,
+                context,
+            )
         return replace(self, context=context)
 
     def summary(self) -> dict[str, Any]:

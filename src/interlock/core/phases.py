@@ -25,8 +25,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from interlock.core.decision import Verdict
 from interlock.core.events import Event
 from interlock.core.redaction import Redactor
+from interlock.core.starting import Starting
 from interlock.errors import describe
 
 if TYPE_CHECKING:
@@ -45,6 +47,7 @@ __all__ = [
     "ToolResult",
     "emit_phase",
     "preview",
+    "start_joined",
 ]
 
 log = logging.getLogger("interlock")
@@ -261,12 +264,15 @@ def error_text(exc: BaseException) -> str:
     return describe(exc)
 
 
-def tool_started(guard: Observed, decision: Decision, name: str, arguments: str) -> int:
-    """Emit ``tool_invoke`` (and record it, durable, in the audit log); returns the
-    start time for :func:`tool_finished`."""
+def tool_started(
+    guard: Observed, decision: Decision, name: str, arguments: str, *, recorded: bool = False
+) -> int:
+    """Emit ``tool_invoke`` (and record it, durable, in the audit log — unless
+    ``recorded``: the decision's commit carried it, see :func:`start_joined`); returns
+    the start time for :func:`tool_finished`."""
     if guard.sink is not None:
         emit_phase(guard, ToolInvoke(name, arguments, decision.decision_id))
-    if guard.audit is not None:
+    if guard.audit is not None and not recorded:
         record_phase(guard, ToolInvoke(name, arguments, decision.decision_id))
     return time.perf_counter_ns()
 
@@ -299,3 +305,35 @@ def tool_finished(
             record_phase(guard, phase, error_type=error_type)
         else:
             record_phase(guard, phase, result=result)
+
+
+# -- a start record in its decision's commit ---------------------------------------------
+
+
+def start_joined(guard: Observed, decision: Decision | None, starting: Starting) -> bool:
+    """Whether ``decision``'s commit carried the start record offered in ``starting``
+    (the body may run without writing it again). One that went with another decision
+    (a mapper's several actions) or with a decision that does not stand (its record
+    was late, a deadline passed after the reservation: not allow) is closed now, with
+    an end record saying the call did not run under it: no start is left dangling for
+    the recovery pass to call ``outcome unknown``."""
+    joined = starting.decision_id
+    if joined is None:
+        return False
+    if (
+        decision is not None
+        and joined == decision.decision_id
+        and decision.verdict is Verdict.ALLOW
+    ):
+        return True
+    not_run = "the call did not run under it"
+    phase: Phase
+    if starting.kind == "tool_invoke":
+        phase = ToolResult(starting.name, joined, False, None, not_run, 0)
+    else:
+        phase = LLMOutput(starting.name, joined, False, None, not_run, 0)
+    try:
+        record_phase(guard, phase, error_type="NotRun")
+    except Exception:
+        log.exception("interlock: could not close the %s of %s", starting.kind, joined)
+    return False

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from interlock.core.decision import Decision
     from interlock.core.events import Event
     from interlock.core.redaction import Redactor
+    from interlock.core.starting import Starting
     from interlock.store.audit import AuditWriter
     from interlock.store.records import Reservation
     from interlock.store.sql_base import AuditEntry
@@ -54,6 +55,7 @@ class JoinedRecord:
     __slots__ = (
         "_encoded",
         "_lock",
+        "_start",
         "action",
         "closed",
         "decision",
@@ -62,11 +64,20 @@ class JoinedRecord:
         "landed",
         "redactor",
         "start",
+        "starting",
         "writer",
     )
 
-    def __init__(self, writer: AuditWriter, action: Action, start: int, redactor: Redactor) -> None:
+    def __init__(
+        self,
+        writer: AuditWriter,
+        action: Action,
+        start: int,
+        redactor: Redactor,
+        starting: Starting | None = None,
+    ) -> None:
         self.writer = writer
+        self.starting = starting  # a start record that follows an allow, in the same commit
         self.action = action
         self.start = start  # perf_counter_ns at the check's start: the record's latency
         self.redactor = redactor
@@ -77,11 +88,16 @@ class JoinedRecord:
         self.closed = False  # the guard records on its own: no claim any more
         self._lock = threading.Lock()
         self._encoded: tuple[Event, Decision] | None = None
+        self._start: Starting | None = None  # the start record encoded with it
 
-    def encode(self, decision: Decision) -> AuditEntry:
+    def encode(self, decision: Decision) -> list[AuditEntry]:
         """The record of ``decision``, encoded as the audit writer encodes it — before
-        the reservation's transaction, so that its write lock is not held for it.
-        Nothing is promised yet: :meth:`claim` does that."""
+        the reservation's transaction, so that its write lock is not held for it —
+        followed, for an allow whose body runs next, by that body's start record
+        (``tool_invoke`` / ``llm_input``: the same chain, the same decision id; see
+        :class:`~interlock.core.phases.Starting`). Nothing is promised yet:
+        :meth:`claim` does that."""
+        from interlock.core.decision import Verdict
         from interlock.core.events import Event
 
         event = Event(
@@ -93,8 +109,18 @@ class JoinedRecord:
             None,
             self.redactor,
         )
-        encoded = self.writer.encode(self.action.context.tenant, event)
+        tenant = self.action.context.tenant
+        encoded = [self.writer.encode(tenant, event)]
+        starting = self.starting
+        if starting is not None and (
+            starting.decision_id is not None or decision.verdict is not Verdict.ALLOW
+        ):
+            starting = None  # another decision's commit carried it; or nothing runs
+        if starting is not None:
+            record = starting.record(decision.decision_id, self.action.context.agent)
+            encoded.append(self.writer.encode_record(tenant, starting.kind, record))
         self._encoded = (event, decision)
+        self._start = starting
         return encoded
 
     def claim(self) -> None:
@@ -110,16 +136,26 @@ class JoinedRecord:
             self.event, self.decision = encoded
 
     def committed(self) -> None:
-        """The reservation's transaction committed: the record is in the chain."""
+        """The reservation's transaction committed: the record is in the chain (and
+        the start record after it)."""
         self.landed = True
+        self._started()
 
     def close(self) -> Decision | None:
         """No claim from now on; the decision claimed, if one was (its transaction
         may have committed, or may yet: a record the guard writes instead says it
-        supersedes it)."""
+        supersedes it — and a start record claimed with it is taken as written, so
+        that the body's runner closes it rather than leave it dangling)."""
         with self._lock:
             self.closed = True
+            if self.decision is not None:
+                self._started()
             return self.decision
+
+    def _started(self) -> None:
+        start, decision = self._start, self.decision
+        if start is not None and decision is not None and start.decision_id is None:
+            start.decision_id = decision.decision_id
 
 
 class JoinClosed(Exception):
@@ -139,7 +175,7 @@ class DecisionRecord:
         self.made = made
         self.durable = joined.durable
 
-    def entry(self, reservation: Reservation) -> AuditEntry:
+    def entries(self, reservation: Reservation) -> list[AuditEntry]:
         return self.joined.encode(self.made(self.decision, reservation))
 
     def claim(self) -> None:

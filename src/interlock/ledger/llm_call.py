@@ -40,8 +40,10 @@ from interlock.core.phases import (
     emit_phase,
     failure,
     record_phase,
+    start_joined,
 )
 from interlock.core.refusal import raise_for
+from interlock.core.starting import STARTING, Starting
 from interlock.errors import describe
 from interlock.ledger.usage import Usage
 
@@ -150,11 +152,21 @@ class LLMCall:
     # -- sync ------------------------------------------------------------------------
 
     def __enter__(self) -> LLMCall:
-        decision = self.guard.check(self.action, timeout=self.timeout)
+        if self.guard.audit is None:
+            decision = self.guard.check(self.action, timeout=self.timeout)
+            joined = False
+        else:  # an allowed decision's commit carries the call's llm_input
+            starting = Starting("llm_input", self.model, self.estimate)
+            token = STARTING.set(starting)
+            try:
+                decision = self.guard.check(self.action, timeout=self.timeout)
+            finally:
+                STARTING.reset(token)
+            joined = start_joined(self.guard, decision, starting)
         raise_for(decision, self.action)
         self.decision = decision
         try:
-            self._started()
+            self._started(record=not joined)
         except BaseException as exc:  # its llm_input could not be recorded: no call
             self._finished(exc, failed=True)
             self._settle(failed=True)
@@ -173,11 +185,23 @@ class LLMCall:
     # -- async -------------------------------------------------------------------------
 
     async def __aenter__(self) -> LLMCall:
-        decision = await self.guard.acheck(self.action, timeout=self.timeout)
+        if self.guard.audit is None:
+            decision = await self.guard.acheck(self.action, timeout=self.timeout)
+            joined = False
+        else:  # an allowed decision's commit carries the call's llm_input
+            starting = Starting("llm_input", self.model, self.estimate)
+            token = STARTING.set(starting)
+            try:
+                decision = await self.guard.acheck(self.action, timeout=self.timeout)
+            finally:
+                STARTING.reset(token)
+            joined = start_joined(self.guard, decision, starting)
         raise_for(decision, self.action)
         self.decision = decision
         self._started(record=False)
-        if self.guard.audit is not None and self.guard.audit.waits:
+        if joined:
+            pass  # durable with its decision, before the model is called
+        elif self.guard.audit is not None and self.guard.audit.waits:
             # its llm_input, durable before the model is called: committed off the loop
             phase = LLMInput(self.model, decision.decision_id, self.estimate or Usage())
             try:

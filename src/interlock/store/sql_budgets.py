@@ -82,8 +82,9 @@ _UNSETTLED_KEPT: Final = 4_096
 
 
 class JoinedRecord(Protocol):
-    """An audit record that joins a reservation's transaction (see
-    :meth:`BudgetStore.reserve`): ``entry`` encodes it, before the transaction;
+    """Audit records that join a reservation's transaction (see
+    :meth:`BudgetStore.reserve`): ``entries`` encodes them (the decision's record, and
+    the start record of the body it lets run, if one follows), before the transaction;
     ``claim`` is called inside it once the reservation is written, just before the
     record is appended (it may refuse: the transaction then rolls back);
     ``committed`` once the transaction has committed. ``durable``: its commit must
@@ -91,7 +92,7 @@ class JoinedRecord(Protocol):
 
     durable: bool
 
-    def entry(self, reservation: Reservation) -> AuditEntry: ...
+    def entries(self, reservation: Reservation) -> list[AuditEntry]: ...
 
     def claim(self) -> None: ...
 
@@ -270,11 +271,11 @@ class BudgetStore(LeaseStore, AuditStore):
         tried on its own), else the reservation's row and each line's take; then,
         with ``record``, the decision's audit record (one commit for both)."""
         heads = None
-        entry = None
+        entries = None
         if record is None:
             begun = self.transaction(write=True)
         else:  # encoded first: the write lock is not held for it
-            entry = record.entry(reservation)
+            entries = record.entries(reservation)
             begun = self.audit_transaction(record.durable)
         with begun as cur:
             usual = (
@@ -288,9 +289,9 @@ class BudgetStore(LeaseStore, AuditStore):
                 replayed = self._reserve_rows(cur, reservation, force)
                 if replayed is not None:
                     return replayed
-            if record is not None and entry is not None:
+            if record is not None and entries is not None:
                 record.claim()
-                heads = self._append_chain(cur, [entry])[1]
+                heads = self._append_chain(cur, entries)[1]
         if record is not None and heads is not None:
             record.committed()
             self._appended(heads)
@@ -523,13 +524,13 @@ class BudgetStore(LeaseStore, AuditStore):
                     if not self.usual(_COMMIT_USUAL, params):
                         return None  # no longer in flight: the general path decides
                     return settled
-                entry = record.entry(settled)  # encoded first: the lock is not held for it
+                entries = record.entries(settled)  # encoded first: the lock is not held for it
                 try:
                     with self.audit_transaction(record.durable) as cur:
                         if not self.usual_in(cur, _COMMIT_USUAL, params):
                             raise _NotInFlight
                         record.claim()
-                        heads = self._append_chain(cur, [entry])[1]
+                        heads = self._append_chain(cur, entries)[1]
                 except _NotInFlight:  # raised inside the transaction: it rolled back
                     return None
                 record.committed()
@@ -540,7 +541,7 @@ class BudgetStore(LeaseStore, AuditStore):
             (line, committed(line, used_by[line.budget_id], in_flight=True)) for line in lines
         ]
         settled = _settled(reservation, ReservationStatus.COMMITTED, now, used_by)
-        joining = None if record is None else record.entry(settled)
+        joining = None if record is None else record.entries(settled)
         joined: dict[str, ChainHead] | None = None
         try:
             with (
@@ -563,7 +564,7 @@ class BudgetStore(LeaseStore, AuditStore):
                         self._close(cur, reservation, line, settlement.excess, now)
                 if record is not None and joining is not None:
                     record.claim()
-                    joined = self._append_chain(cur, [joining])[1]
+                    joined = self._append_chain(cur, joining)[1]
         except _NotInFlight:  # raised inside the transaction: it rolled back
             return None
         if record is not None and joined is not None:
