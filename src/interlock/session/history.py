@@ -135,8 +135,9 @@ class SessionHistory(Protocol):
     ) -> None:
         """The outcome of the call step ``decision_id``: whether it ran, what its
         result's fingerprints are, labels its result carries (added to the step and
-        the session). Unknown decision ids (expired, or never a session step) are
-        ignored."""
+        the session). Unknown decision ids (expired, or never a session step) and
+        steps of refused calls (they never ran) are ignored; a step once settled as
+        run stays run (a later report cannot take it back)."""
         ...
 
     def expire(self, idle_for: float) -> int:
@@ -226,9 +227,11 @@ class MemoryHistory:
             for i in range(len(found.steps) - 1, -1, -1):
                 old = found.steps[i]
                 if old.decision_id == decision_id and old.kind != "input":
+                    if old.verdict != "allow":  # a refused call never ran
+                        return
                     found.steps[i] = replace(
                         old,
-                        executed=executed,
+                        executed=executed or old.executed is True,  # ran stays ran
                         fingerprints=old.fingerprints | fingerprints,
                         labels=old.labels | labels,
                     )
