@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 NODE_SERVERS := tests/gateways/mcp/npm
 NODE_SERVERS_STAMP := $(NODE_SERVERS)/node_modules/.installed
 
-.PHONY: demo test lint typecheck unit test-crewai test-browser-use node-servers bench clean
+.PHONY: demo test lint typecheck unit test-crewai test-browser-use test-typescript node-servers bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,7 @@ demo: $(VENV)/.installed-run
 ## test: create the environment, install dev tools, lint, type-check and run every test
 ## (CrewAI's and browser-use's adapter tests in environments of their own: they cannot
 ## share one with the other frameworks)
-test: $(VENV)/.installed-dev lint typecheck unit test-crewai test-browser-use
+test: $(VENV)/.installed-dev lint typecheck unit test-crewai test-browser-use test-typescript
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests bench
@@ -58,6 +58,13 @@ test-crewai: .venv-crewai/.installed
 test-browser-use: .venv-browser-use/.installed
 	.venv-browser-use/bin/python -c "import browser_use"  # never a silent skip
 	.venv-browser-use/bin/pytest -q -p no:cacheprovider tests/adapters/test_browser_use.py
+
+## test-typescript: the TypeScript client and adapters (clients/typescript): install from its
+## lock file, type check, build, check the API types against the server, run its tests
+## against a live `interlock serve` of this checkout
+test-typescript: $(VENV)/.installed-dev
+	@command -v npm >/dev/null 2>&1 || { echo "make: npm (Node 20+) is needed for the TypeScript client's tests"; exit 1; }
+	clients/typescript/ci.sh
 
 ## node-servers: install the npm reference MCP servers for the gateway tests, where npm is
 ## (without npm, or when the install fails, those tests are skipped, not failed)

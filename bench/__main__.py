@@ -221,6 +221,12 @@ def _replay(calls: int | None, quick: bool) -> BenchResult:
     return replay.run(calls, quick)
 
 
+def _session(calls: int | None, quick: bool) -> BenchResult:
+    from bench import session
+
+    return session.run(calls, quick)
+
+
 def _otel(calls: int | None, quick: bool) -> BenchResult:
     from bench import otel
 
@@ -377,6 +383,13 @@ BENCHMARKS: dict[str, Benchmark] = {
         "responses), and each side's CPU per call (--calls: non-streamed chat calls per side)",
         _llm_proxy,
         _llm_proxy_profile,
+    ),
+    "session": Benchmark(
+        "guard.check with session rules (labels, flows, provenance; MemoryHistory, 20- and "
+        "200-step sessions) and on the durable SQLite path vs the stateless check in the "
+        "same run; fingerprint cost per KB; history memory per session (--calls: checks "
+        "per subject)",
+        _session,
     ),
     "otel": Benchmark(
         "guard.check and a protected call with OpenTelemetry telemetry off (the baseline), "

@@ -11,7 +11,7 @@ if ! "$INTERLOCK_PYTHON" -c "import interlock" 2>/dev/null; then
   exit 2
 fi
 npm ci --no-audit --no-fund
+npm run build      # first: examples and tests import the package by its name (dist/)
 npm run typecheck
-npm run build
 npm run check:types
 npx vitest run

@@ -627,7 +627,9 @@ class Guard:
             self.audit.redactor = redactor
         self.decider = decider
         self._intents = policy.tool_intents
-        self._sessions = self._recorder_for(policy)
+        old, self._sessions = self._sessions, self._recorder_for(policy)
+        if old is not None and self._sessions is not None:  # calls still running settle
+            self._sessions.adopt(old)
         self.policy = policy
 
     def close(self) -> None:
@@ -863,6 +865,8 @@ class Guard:
                 return last
             held.append(last)
         self._charge_earlier(held)
+        if self._sessions is not None and len(held) > 1:
+            self._sessions.batched(held)  # one body: its outcome settles every step
         return last
 
     async def acheck_batch(
@@ -890,6 +894,8 @@ class Guard:
                 return last
             held.append(last)
         self._charge_earlier(held)
+        if self._sessions is not None and len(held) > 1:
+            self._sessions.batched(held)  # one body: its outcome settles every step
         return last
 
     def _abandon(self, held: list[Decision]) -> None:

@@ -15,7 +15,9 @@ a :class:`SessionRecorder`; any other guard pays nothing for sessions.
   they land together or not at all — an allow whose step fails is recorded, and told,
   undetermined.
 - When the body returns: the step is settled executed, with the fingerprints of its
-  result; when it raises, executed=False.
+  result; when it raises, executed=False, with the fingerprints of its error (an
+  agent framework hands the error text to the model, and it quotes what the body
+  read: a failed read of a secret must still count as a flow).
 """
 
 from __future__ import annotations
@@ -30,10 +32,9 @@ from interlock.core.action import Action, Context
 from interlock.core.decision import Decision, Verdict
 from interlock.errors import SessionUnavailable, describe
 from interlock.policy.compiled import CompiledPolicy
-from interlock.policy.sessionrules import SessionFacts, SessionSpec, new_step
+from interlock.policy.sessionrules import SessionFacts, SessionSpec, error_data, new_step
 from interlock.session.fingerprints import of_data
 from interlock.session.history import (
-    EMPTY_FINGERPRINTS,
     NewStep,
     SessionHistory,
     SessionView,
@@ -61,6 +62,8 @@ class SessionRecorder:
         self.spec = spec
         self.history = history
         self._pending: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        #: the last decision of an allowed batch -> the earlier ones (one body runs)
+        self._batches: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         self._lock = threading.Lock()
         #: the history's store, when it can write a step in another's transaction
         self.joins_store: object | None = (
@@ -73,6 +76,14 @@ class SessionRecorder:
         """Whether a step can ride a record of ``writer``: the same store, and a writer
         that waits for its records (the next check must see the step)."""
         return self.joins_store is not None and writer.store is self.joins_store and writer.waits
+
+    def adopt(self, old: SessionRecorder) -> None:
+        """Take over the steps ``old`` (the recorder of a replaced policy) still waits
+        to settle: a body allowed before a reload settles after it."""
+        if isinstance(old, SessionRecorder) and old.history is self.history:
+            with old._lock:
+                self._pending.update(old._pending)
+                self._batches.update(old._batches)
 
     # -- before the check ------------------------------------------------------------
 
@@ -139,26 +150,44 @@ class SessionRecorder:
 
     def settle(self, decision: Decision, *, executed: bool, result: object = None) -> None:
         """Mark the step of ``decision`` executed (with its result's fingerprints) or
-        not. A step that is not a session step is ignored."""
+        not (``result``: the error it raised, see :func:`error_data`). A step that is
+        not a session step is ignored."""
         decision_id = decision.decision_id
         if decision_id is None:
             return
         with self._lock:
-            key = self._pending.pop(decision_id, None)
-        if key is None:
+            ids = (decision_id, *self._batches.pop(decision_id, ()))
+            keys = [(i, self._pending.pop(i, None)) for i in ids]
+        fingerprints: frozenset[int] | None = None
+        for step_id, key in keys:
+            if key is None:
+                continue
+            if fingerprints is None:
+                fingerprints = of_data(result if executed else error_data(result))
+            try:
+                self.history.settle(
+                    key[0], key[1], step_id, executed=executed, fingerprints=fingerprints
+                )
+            except Exception as exc:
+                log.error(
+                    "interlock: session %r: the outcome of %s could not be recorded: %s",
+                    key[1],
+                    step_id,
+                    exc,
+                )
+
+    def batched(self, decisions: list[Decision]) -> None:
+        """An allowed batch (one call mapped to several actions): the body that runs
+        for the last decision ran for all, so settling it settles every step — the
+        secret read a mapper put first gets the result's fingerprints too."""
+        ids = tuple(d.decision_id for d in decisions[:-1] if d.decision_id is not None)
+        last = decisions[-1].decision_id if decisions else None
+        if last is None or not ids:
             return
-        fingerprints = of_data(result) if executed else EMPTY_FINGERPRINTS
-        try:
-            self.history.settle(
-                key[0], key[1], decision_id, executed=executed, fingerprints=fingerprints
-            )
-        except Exception as exc:
-            log.error(
-                "interlock: session %r: the outcome of %s could not be recorded: %s",
-                key[1],
-                decision_id,
-                exc,
-            )
+        with self._lock:
+            self._batches[last] = ids
+            while len(self._batches) > _PENDING_KEPT:
+                self._batches.popitem(last=False)
 
     def settling(self, decision: Decision, body: Callable[..., T]) -> Callable[..., T]:
         """``body``, settling the step of ``decision`` with what it returns or raises."""
@@ -166,8 +195,8 @@ class SessionRecorder:
         def settled(*args: Any, **kwargs: Any) -> T:
             try:
                 result = body(*args, **kwargs)
-            except BaseException:
-                self.settle(decision, executed=False)
+            except BaseException as exc:
+                self.settle(decision, executed=False, result=exc)
                 raise
             self.settle(decision, executed=True, result=result)
             return result
@@ -187,11 +216,11 @@ class SessionRecorder:
         async def settled(*args: Any, **kwargs: Any) -> T:
             try:
                 result = await body(*args, **kwargs)
-            except asyncio.CancelledError:
-                self.settle(decision, executed=False)  # no await while cancelled
+            except asyncio.CancelledError as exc:
+                self.settle(decision, executed=False, result=exc)  # no await while cancelled
                 raise
-            except BaseException:
-                await settle(decision, False, None)
+            except BaseException as exc:
+                await settle(decision, False, exc)
                 raise
             await settle(decision, True, result)
             return result

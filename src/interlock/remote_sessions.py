@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from interlock.core.action import Action, Context
 from interlock.core.decision import Decision
 from interlock.errors import describe
-from interlock.policy.sessionrules import SessionFacts
+from interlock.policy.sessionrules import SessionFacts, error_data
 from interlock.session.fingerprints import of_data
 from interlock.session.history import MemoryHistory, SessionView, Step
 
@@ -48,6 +50,8 @@ class RemoteSessions:
         #: never written: the server keeps the sessions (the guard reads this one's
         #: type to know that facts are made here, without a thread)
         self.history = MemoryHistory(max_steps=1, max_sessions=1)
+        self._batches: OrderedDict[str, tuple[Decision, ...]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def facts(self, context: Context) -> SessionFacts:
         """No facts here: the server reads the session when it decides."""
@@ -59,36 +63,56 @@ class RemoteSessions:
         """The server recorded the step when it decided."""
         return decision
 
+    def batched(self, decisions: list[Decision]) -> None:
+        """An allowed batch (one call mapped to several actions): the outcome of its
+        last decision is reported for every one (one body ran for all)."""
+        last = decisions[-1].decision_id if decisions else None
+        if last is not None and len(decisions) > 1:
+            with self._lock:
+                self._batches[last] = tuple(decisions[:-1])
+                while len(self._batches) > 10_000:
+                    self._batches.popitem(last=False)
+
+    def _reported(self, decision: Decision) -> list[Decision]:
+        """``decision`` and the earlier decisions of its batch awaiting an outcome."""
+        with self._lock:
+            earlier = self._batches.pop(decision.decision_id or "", ())
+        return [d for d in (decision, *earlier) if self.decider.awaits_outcome(d)]
+
     def settle(self, decision: Decision, *, executed: bool, result: object = None) -> None:
         """Report the outcome of ``decision`` when it is a call of a session."""
-        if not self.decider.awaits_outcome(decision):
+        reported = self._reported(decision)
+        if not reported:
             return
-        fingerprints = of_data(result) if executed else frozenset()
-        try:
-            self.decider.report_outcome(decision, executed=executed, fingerprints=fingerprints)
-        except Exception as exc:
-            log.error(
-                "interlock: the outcome of %s could not be reported: %s",
-                decision.decision_id,
-                describe(exc),
-            )
+        fingerprints = of_data(result if executed else error_data(result))
+        for each in reported:
+            try:
+                self.decider.report_outcome(each, executed=executed, fingerprints=fingerprints)
+            except Exception as exc:
+                log.error(
+                    "interlock: the outcome of %s could not be reported: %s",
+                    each.decision_id,
+                    describe(exc),
+                )
 
     async def asettle(self, decision: Decision, *, executed: bool, result: object = None) -> None:
         """The async twin of :meth:`settle` (the fingerprints are computed on a worker
         thread: ~0.5 ms per KiB of result would hold the event loop)."""
-        if not self.decider.awaits_outcome(decision):
+        reported = self._reported(decision)
+        if not reported:
             return
-        fingerprints = await asyncio.to_thread(of_data, result) if executed else frozenset()
-        try:
-            await self.decider.areport_outcome(
-                decision, executed=executed, fingerprints=fingerprints
-            )
-        except Exception as exc:
-            log.error(
-                "interlock: the outcome of %s could not be reported: %s",
-                decision.decision_id,
-                describe(exc),
-            )
+        fingerprints = await asyncio.to_thread(of_data, result if executed else error_data(result))
+        for each in reported:
+            try:
+                await self.decider.areport_outcome(
+                    each, executed=executed, fingerprints=fingerprints
+                )
+            except Exception as exc:
+                log.error(
+                    "interlock: the outcome of %s could not be reported: %s",
+                    each.decision_id,
+                    describe(exc),
+                )
 
     def settling(self, decision: Decision, body: Callable[..., T]) -> Callable[..., T]:
         """``body``, reporting what it returns or that it raised."""
@@ -96,8 +120,8 @@ class RemoteSessions:
         def settled(*args: Any, **kwargs: Any) -> T:
             try:
                 result = body(*args, **kwargs)
-            except BaseException:
-                self.settle(decision, executed=False)
+            except BaseException as exc:
+                self.settle(decision, executed=False, result=exc)
                 raise
             self.settle(decision, executed=True, result=result)
             return result
@@ -112,8 +136,8 @@ class RemoteSessions:
         async def settled(*args: Any, **kwargs: Any) -> T:
             try:
                 result = await body(*args, **kwargs)
-            except BaseException:
-                await self.asettle(decision, executed=False)
+            except BaseException as exc:
+                await self.asettle(decision, executed=False, result=exc)
                 raise
             await self.asettle(decision, executed=True, result=result)
             return result

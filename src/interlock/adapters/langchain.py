@@ -694,9 +694,16 @@ class InterlockMiddleware(AgentMiddleware):
 
     def _record_inputs(self, request: ModelRequest[Any]) -> None:
         """Record the system prompt and the user's messages as trusted inputs of the
-        session, each once (keyed by its id, else its text). A failure is logged: the
+        session, each once (keyed by its id, else its text); not a summary of the
+        history LangChain put in a human message. A failure is logged: the
         user's own values then read as untrusted, the stricter reading."""
-        found: list[BaseMessage] = [m for m in request.messages if m.type == "human"]
+        found: list[BaseMessage] = [
+            m
+            for m in request.messages
+            # a summary LangChain wrote of the history (SummarizationMiddleware) is a
+            # human message, but the model's words about tool results too: not trusted
+            if m.type == "human" and m.additional_kwargs.get("lc_source") != "summarization"
+        ]
         if request.system_message is not None:
             found.insert(0, request.system_message)
         session = self.guard.context.session_id

@@ -17,7 +17,7 @@ import functools
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -742,10 +742,12 @@ class _Compiler:
         folded_not_glob = key == "path" and not possible
         return CompiledCondition(
             key=key,
-            glob=GlobSet.of(condition.glob, ignore_case=folded_glob)
+            glob=GlobSet.of(_rooted(condition.glob, folded_glob), ignore_case=folded_glob)
             if condition.glob is not None
             else None,
-            not_glob=GlobSet.of(condition.not_glob, ignore_case=folded_not_glob)
+            not_glob=GlobSet.of(
+                _rooted(condition.not_glob, folded_not_glob), ignore_case=folded_not_glob
+            )
             if condition.not_glob is not None
             else None,
             regex=regexes["regex"],
@@ -885,3 +887,15 @@ def _set(value: str | list[str] | None) -> frozenset[str] | None:
     if value is None:
         return None
     return frozenset([value] if isinstance(value, str) else value)
+
+
+def _rooted(globs: str | Sequence[str], stricter: bool) -> tuple[str, ...]:
+    """A path glob's patterns; on the stricter side (a deny's, approval's or label
+    rule's ``glob``, an allow's ``not_glob``) a leading ``**/`` or ``*/`` also matches
+    with no directory in front: ``**/.env`` holds for the relative ``.env`` (a glob's
+    ``*`` needs the ``/`` after it; a policy means "any .env")."""
+    patterns = (globs,) if isinstance(globs, str) else tuple(globs)
+    if not stricter:
+        return patterns
+    extra = [p[p.index("/") + 1 :] for p in patterns if p.startswith(("**/", "*/"))]
+    return patterns + tuple(e for e in extra if e and e not in patterns)

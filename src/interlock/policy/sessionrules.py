@@ -56,6 +56,7 @@ __all__ = [
     "SessionTest",
     "StepSelector",
     "cel_value",
+    "error_data",
     "facts_for_check",
     "new_step",
     "provenance_labels",
@@ -145,6 +146,14 @@ def facts_for_check(session_id: Any, rule_id: str) -> tuple[SessionView, Session
     return state.view, state
 
 
+def error_data(error: object) -> object:
+    """What a failed body let out: the text of its error and, when it carries one, the
+    result it failed with (MCP's ``isError`` result); nothing for no error."""
+    if not isinstance(error, BaseException):
+        return None
+    return [str(error), getattr(error, "result", None)]
+
+
 def _executed_calls(view: SessionView) -> Iterator[Step]:
     for step in view.steps:
         if step.executed and step.kind != "input":
@@ -227,9 +236,9 @@ class FlowTest:
     args: tuple[str, ...] | None = None
 
     def holds(self, view: SessionView, args: Any, state: SessionFacts | None) -> bool:
-        sources = [
+        sources = [  # a failed call's fingerprints are of the error it raised
             step.fingerprints
-            for step in view.sources  # executed, with fingerprints
+            for step in view.sources  # the steps with fingerprints
             if step.kind != "input" and self.selector.matches(step)
         ]
         if not sources:
@@ -241,15 +250,29 @@ class FlowTest:
 
 
 def provenance_labels(view: SessionView, probed: frozenset[int]) -> frozenset[str]:
-    """The labels of the untrusted sources a value (its probe) came from: empty when a
-    trusted input also holds it (the user's own words win) or when nothing does."""
-    found: set[str] = set()
-    for step in view.sources:  # executed, with fingerprints
-        if not carries(probed, step.fingerprints):
+    """The labels of the untrusted sources a value (its probe) came from: empty when
+    nothing holds it, or when the trusted inputs hold it (the user's own words win).
+
+    The user's words win only where they hold the value at least as much as the
+    untrusted source does: of the fingerprints of the value a source holds, more
+    must not be missing from the trusted inputs than are found in them. A page's
+    ``ops@corp.example.evil.io`` holds a run of the system prompt
+    (``ops@corp.example``) but is the page's; a recipient the user typed that a page
+    also names (or extends) is the user's."""
+    trusted: set[int] = set()
+    sources: list[tuple[frozenset[int], frozenset[str]]] = []
+    for step in view.sources:  # the steps with fingerprints
+        if probed.isdisjoint(step.fingerprints):
             continue
+        held = probed & step.fingerprints
         if step.kind == "input" and step.trusted:
-            return frozenset()
-        found |= step.labels
+            trusted |= held
+        else:
+            sources.append((held, step.labels))
+    found: set[str] = set()
+    for held, labels in sources:
+        if len(held - trusted) > len(held & trusted):
+            found |= labels
     return frozenset(found)
 
 

@@ -12,11 +12,15 @@ What is found (``tests/session/test_fingerprints*.py`` holds the table):
   and ``.`` dropped — so whitespace, line breaks, re-wrapping, quoting, JSON
   punctuation and case changes do not matter.
 - **Substrings**: any run of :data:`GRAM` (16) normalised characters of a *token* of
-  the data (a run without whitespace: keys, passwords, addresses, base64) is kept; in
-  prose, grams are winnowed (window :data:`WINDOW`), so any shared run of
-  ``GRAM + WINDOW - 1`` (19) normalised characters is found. A **whole token** of at
-  least 8 characters that looks specific (a digit, an ``@``, a ``.``/``_``/``-``/``/``
-  inside, or 12+ characters; a plain dictionary word is not) matches on its own.
+  the data (a run without whitespace: keys, passwords, addresses, base64) is kept; of
+  prose, the gram at every :data:`WINDOW`-th position (the probe takes every gram), so
+  any shared run of ``GRAM + WINDOW - 1`` (19) normalised characters is found. A
+  **whole token** of at least 8 characters that looks specific (letters and digits,
+  an ``@``, or 12+ characters that do not read as words) matches on its own.
+- **Not a flow on its own** (``test_fingerprints_precision.py``): the data's
+  boilerplate is cut before it is kept — keys of ``KEY=value`` / ``key: value``
+  lines and ``_``-joined or camel-case identifiers (``AWS_SECRET_ACCESS_KEY``), so a
+  script naming the same variables as a ``.env`` file read earlier is no flow.
 - **Encodings** (on both sides: an argument is decoded when probed, and encoded runs
   in the data are decoded when it is kept): URL-encoding (nested, ``+`` for space),
   JSON string escapes (``\\n``, ``\\u0041``), base64 (standard and URL-safe, with or
@@ -24,18 +28,20 @@ What is found (``tests/session/test_fingerprints*.py`` holds the table):
   alignments, so a piece cut from a longer encoding is read too), hex (either
   nibble alignment), up to three layers deep (base64 inside URL-encoding...).
 
-Bounds: at most :data:`MAX_FINGERPRINTS` (4096, 32 KiB packed) per result; below it
-about 0.4 per normalised character of prose and 1 per character of long tokens
-(~250 per KiB of ordinary text). Past the cap the whole-token fingerprints and the
-grams of tokens are kept first, then a consistent sample (the smallest hashes) of the
-prose grams: a large result is only partly covered. At most :data:`MAX_SCAN` (256 Ki)
-characters of a result are read. A probe is not capped (an argument is
-small; its decodings are bounded by :data:`_MAX_DECODINGS`).
+Bounds: at most :data:`MAX_FINGERPRINTS` (4096, 32 KiB packed) per result, with
+:data:`FORMAT_MARK`; below it about 0.25 per normalised character of prose and 1 per
+character of long tokens (~200 per KiB of ordinary text). Past the cap the
+whole-token fingerprints and the grams of tokens are kept first, then a consistent
+sample (the smallest hashes) of the prose grams: a large result is only partly
+covered. At most :data:`MAX_SCAN` (256 Ki) characters of a result are read. A probe
+is not capped (an argument is small; its decodings are bounded by
+:data:`_MAX_DECODINGS`).
 
 The hashes are not keyed: a remote agent computes its results' fingerprints itself
 (the result never leaves it), so a key would have to be handed to every agent. Short
-low-entropy values (under 8 characters) are never fingerprinted at all, and a
-fingerprint is 64 bits of a 16-character gram or of a whole token.
+low-entropy values (under 8 characters) are never fingerprinted at all. A gram's
+fingerprint is its UTF-8 as an integer modulo 2**61 - 1; a whole token's, 64 bits of
+BLAKE2b.
 """
 
 from __future__ import annotations
@@ -44,36 +50,79 @@ import base64
 import binascii
 import hashlib
 import re
+import struct
+import sys
 import unicodedata
-import zlib
 from collections.abc import Iterator, Mapping
+from itertools import chain, filterfalse, repeat
+from operator import itemgetter, methodcaller, mod
 from typing import Final
 from urllib.parse import unquote_plus
 
-__all__ = ["GRAM", "MAX_FINGERPRINTS", "WINDOW", "carries", "of_data", "probe", "texts_of"]
+__all__ = [
+    "FORMAT_MARK",
+    "GRAM",
+    "MAX_FINGERPRINTS",
+    "WINDOW",
+    "carries",
+    "of_data",
+    "probe",
+    "texts_of",
+]
 
-#: k-gram length in normalised characters; the winnowing window over prose; the most
-#: fingerprints kept of one result.
+#: k-gram length in normalised characters; the stride of the grams kept of prose; the
+#: most fingerprints kept of one result.
 GRAM: Final = 16
 WINDOW: Final = 4
 MAX_FINGERPRINTS: Final = 4096
 MIN_TOKEN: Final = 8
-#: Characters of one result read, at most (its time bounded too: ~2 ms per KiB).
+#: Characters of one result read, at most.
 MAX_SCAN: Final = 256 * 1024
 #: Decoded forms of one text looked at, at most (a probe of hostile input stays bounded).
 _MAX_DECODINGS: Final = 64
 _DEPTH: Final = 3
+#: Kept in every non-empty :func:`of_data` set: the format of its gram hashes (2).
+#: A set without it came from an older version (an agent not upgraded): every
+#: argument is taken to carry it (fail closed) — its grams would never match.
+FORMAT_MARK: Final = 0x1F9E_7A11_0000_0002
+_PRIME: Final = (1 << 61) - 1
+#: ``hash`` of an int is the int modulo this same prime on 64-bit CPython (and PyPy):
+#: the language's numeric hash, not randomised per process.
+_NATIVE_MOD: Final = sys.hash_info.modulus == _PRIME
 
-_SPLIT: Final = re.compile(r"[\s\"'`<>()\[\]{},;|\\]+")
+_SEP: Final = "\x00"  # where boilerplate was cut out of the data
+_SPLIT: Final = re.compile(r"[\"'`<>()\[\]{},;|\\\x00]+")
 _SUBSPLIT: Final = re.compile(r"[=&?#:/]+")
 _DROP: Final = re.compile(r"[^\w@.]+")
+_DROP_KEEP_SEP: Final = re.compile(r"[^\w@.\x00]+")
+#: ASCII bytes normalisation deletes (all but a-z 0-9 _ @ . once lower-cased).
+_ASCII_DROP: Final = bytes(
+    c for c in range(256) if not (c < 128 and (chr(c).isalnum() or chr(c) in "_@."))
+)
+_ASCII_DROP_KEEP_SEP: Final = _ASCII_DROP.replace(b"\x00", b"")
+_GRAM_BYTES: Final = struct.Struct(f"{GRAM}s")
+_FIRST: Final = itemgetter(0)
+_HAS_SEP: Final = methodcaller("__contains__", 0)
+#: Boilerplate of the data, found in its long words, that never carries a flow on
+#: its own: the key of a ``KEY=value`` / ``key: value`` line, and identifiers
+#: (``AWS_SECRET_ACCESS_KEY``, ``getSecretValue``, ``ApiClient``): words of one case
+#: each (a word may end in up to 2 digits) joined by ``_``, or camel humps. Dotted
+#: names are kept: a host names where data goes, and provenance rules need it.
+_WORD: Final = r"(?:[a-z]+|[A-Z]+|[A-Z][a-z]+)\d{0,2}"
+_BOILERPLATE: Final = re.compile(
+    r"^(?:export)?[A-Za-z_][\w.\-]*(?=[=:])"
+    rf"|(?<![\w@\-+]){_WORD}(?:_{_WORD})+(?![\w@\-+=])"
+    # camel humps not after / or + nor before / + =: inside base64 they are chance
+    r"|(?<![\w.@\-+/])(?:[a-z]+(?:[A-Z][a-z]+)+|(?:[A-Z][a-z]+){2,})(?![\w@\-+/=])"
+)
 _B64_RUN: Final = re.compile(r"[A-Za-z0-9+/_\-]{16,}={0,2}")
 _HEX_RUN: Final = re.compile(r"[0-9a-fA-F]{16,}")
 _JSON_ESCAPE: Final = re.compile(r"\\(u[0-9a-fA-F]{4}|[nrtbf\"\\/])")
 _DIGIT: Final = re.compile(r"\d")
 _LETTER: Final = re.compile(r"[^\W\d_]")
-_WS: Final = re.compile(r"\s+")
 _ESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
+#: ASCII control bytes but tab, line feed and carriage return.
+_CONTROL: Final = bytes([*range(9), 11, 12, *range(14, 32), 127])
 
 
 def texts_of(value: object) -> Iterator[str]:
@@ -93,39 +142,78 @@ def texts_of(value: object) -> Iterator[str]:
         yield str(value)
 
 
+def _fold(text: str) -> str:
+    """NFKC and case-folded (for ASCII: lower-cased, the same and much faster)."""
+    if text.isascii():
+        return text.lower()
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
 def _norm(text: str) -> str:
-    return _DROP.sub("", unicodedata.normalize("NFKC", text).casefold())
+    return _DROP.sub("", _fold(text))
 
 
 def _token_hash(norm: str) -> int:
     return int.from_bytes(hashlib.blake2b(norm.encode(), digest_size=8).digest(), "big")
 
 
-def _gram_hashes(norm: str) -> list[int]:
-    """The hash of every GRAM-long run of ``norm`` (crc32 and adler32 of its UTF-8:
-    two C calls a gram, ~3x faster than a cryptographic hash; a collision only ever
-    makes a false match, which refuses, never allows)."""
-    data = norm.encode()
-    if len(norm) == len(data):  # ASCII: a byte is a character
-        return [
-            zlib.crc32(data[i : i + GRAM]) << 32 | zlib.adler32(data[i : i + GRAM])
-            for i in range(len(data) - GRAM + 1)
-        ]
-    out = []
-    for i in range(len(norm) - GRAM + 1):
-        chunk = norm[i : i + GRAM].encode()
-        out.append(zlib.crc32(chunk) << 32 | zlib.adler32(chunk))
-    return out
+def _hash(chunks: Iterator[bytes] | list[bytes]) -> Iterator[int]:
+    """A gram's fingerprint: its UTF-8 read as a big-endian integer, modulo the
+    Mersenne prime 2**61 - 1 (a polynomial hash; a collision only ever makes a false
+    match, which refuses, never allows). Two C calls a gram, through ``map``."""
+    if _NATIVE_MOD:
+        return map(hash, map(int.from_bytes, chunks))
+    return map(mod, map(int.from_bytes, chunks), repeat(_PRIME))
 
 
-def _tokens(text: str) -> Iterator[tuple[str, bool]]:
-    """The tokens of ``text`` at least MIN_TOKEN long: runs without whitespace or
-    quoting, and the pieces of each between ``= & ? # : /`` (a key in a URL's query,
-    a value after ``KEY=`` in a ``.env`` file), each with whether it is a piece."""
-    for raw in _SPLIT.split(text):
-        if len(raw) >= MIN_TOKEN:
+def _grams(norm: str | bytes, step: int) -> Iterator[int]:
+    """The fingerprints of the GRAM-long runs of ``norm`` at every ``step``-th
+    position (0, step, 2*step...) but those across a cut (the ``\x00`` mark). With
+    step WINDOW, a shared run of GRAM + WINDOW - 1 characters (no cut in it) holds
+    one of them whole. ASCII is cut with ``struct`` at each alignment: no Python
+    code runs a gram."""
+    size = len(norm)
+    if size < GRAM:
+        return iter(())
+    if isinstance(norm, str):
+        if not norm.isascii():
+            return _hash(
+                [
+                    gram.encode()
+                    for gram in (norm[i : i + GRAM] for i in range(0, size - GRAM + 1, step))
+                    if _SEP not in gram
+                ]
+            )
+        norm = norm.encode()
+    data = norm
+    chunks = chain.from_iterable(
+        map(_FIRST, _GRAM_BYTES.iter_unpack(data[start : start + GRAM * ((size - start) // GRAM)]))
+        for start in range(0, min(GRAM, size - GRAM + 1), step)
+    )
+    return _hash(filterfalse(_HAS_SEP, chunks) if 0 in data else chunks)
+
+
+def _wordlike(raw: str) -> bool:
+    """Whether a token reads as words (one case, or capitalised; joined by ``. _ - /``
+    at most): a common word, a host or a path, not a secret value."""
+    plain = raw.replace(".", "").replace("-", "").replace("/", "").replace("_", "")
+    return plain.isalpha() and (plain.islower() or plain.isupper() or raw.istitle())
+
+
+def _long_words(text: str) -> list[str]:
+    return [word for word in text.split() if len(word) >= MIN_TOKEN]
+
+
+def _tokens(long_words: list[str]) -> Iterator[tuple[str, bool]]:
+    """The tokens in ``long_words`` (a text's words at least MIN_TOKEN long): runs
+    without whitespace or quoting, and the pieces of each between ``= & ? # : /`` (a
+    key in a URL's query, a value after ``KEY=``), each with whether it is a piece."""
+    for word in long_words:
+        for raw in (word,) if word.isalnum() else _SPLIT.split(word):
+            if len(raw) < MIN_TOKEN:
+                continue
             yield raw, False
-            if _SUBSPLIT.search(raw):
+            if not raw.isalnum() and _SUBSPLIT.search(raw):
                 for piece in _SUBSPLIT.split(raw):
                     if len(piece) >= MIN_TOKEN:
                         yield piece, True
@@ -133,26 +221,42 @@ def _tokens(text: str) -> Iterator[tuple[str, bool]]:
 
 def _specific(raw: str, norm: str, piece: bool) -> bool:
     """Whether a whole token is specific enough to match on its own: letters and
-    digits mixed, or an ``@``; a whole run of 12+ characters too (not a piece: a
-    host name or a path segment alone is common to unrelated pages)."""
+    digits mixed, or an ``@``; a whole run of 12+ characters too unless it reads as
+    words (not a piece: a host name or a path segment alone is common to unrelated
+    pages)."""
     if "@" in norm:
         return True
-    if _DIGIT.search(norm) is not None and _LETTER.search(norm) is not None:
+    if not norm.isalpha() and _DIGIT.search(norm) is not None and _LETTER.search(norm):
         return True
-    return not piece and len(norm) >= 12
+    return not piece and len(norm) >= 12 and not _wordlike(raw)
 
 
-def _winnow(hashes: list[int]) -> set[int]:
-    """The least hash of every WINDOW consecutive ones (a shared run of GRAM + WINDOW
-    - 1 characters shares a window, so its least hash)."""
-    if len(hashes) <= WINDOW:
-        return {min(hashes)} if hashes else set()
-    shifted = [hashes[i:] for i in range(WINDOW)]
-    return set(map(min, zip(*shifted, strict=False)))
+def _whole(long_words: list[str], grams: set[int] | None) -> Iterator[int]:
+    """The hashes of the specific whole tokens in ``long_words``; with ``grams``,
+    every gram of the long tokens that do not read as words is added there."""
+    for raw, piece in _tokens(long_words):
+        norm = _norm(raw)
+        if len(norm) >= MIN_TOKEN and _specific(raw, norm, piece):
+            yield _token_hash(norm)
+        if grams is not None and not piece and len(norm) >= GRAM and not _wordlike(raw):
+            grams.update(_grams(norm, 1))
+
+
+def _cut_boilerplate(form: str, long_words: list[str]) -> str:
+    """``form`` with its boilerplate (identifiers, keys) replaced by the mark that
+    cuts grams."""
+    cut: set[str] = set()
+    for word in long_words:
+        if not (word.isalnum() and (word.islower() or word.isupper() or word.istitle())):
+            cut.update(m for m in _BOILERPLATE.findall(word) if len(m) >= MIN_TOKEN)
+    for name in sorted(cut, key=len, reverse=True):
+        form = form.replace(name, _SEP)
+    return form  # the same object when nothing was cut
 
 
 def of_data(value: object, *, limit: int = MAX_FINGERPRINTS) -> frozenset[int]:
     """The fingerprints kept of a result (or an input): see the module docstring."""
+    limit -= 1  # room for FORMAT_MARK
     whole: set[int] = set()  # whole tokens, then every gram of long tokens
     token_grams: set[int] = set()
     prose: set[int] = set()
@@ -161,13 +265,18 @@ def of_data(value: object, *, limit: int = MAX_FINGERPRINTS) -> frozenset[int]:
         text = leaf[: MAX_SCAN - scanned]
         scanned += len(text)
         for form in _decodings(text, decode_plain=False):
-            for raw, piece in _tokens(form):
-                norm = _norm(raw)
-                if len(norm) >= MIN_TOKEN and _specific(raw, norm, piece):
-                    whole.add(_token_hash(norm))
-                if len(norm) >= GRAM:
-                    token_grams.update(_gram_hashes(norm))
-            prose |= _winnow(_gram_hashes(_norm(form)))
+            long_words = _long_words(form)
+            marked = _cut_boilerplate(form, long_words)
+            if marked is not form:
+                long_words = _long_words(marked)
+            whole.update(_whole(long_words, token_grams))
+            if marked.isascii():
+                normalised: str | bytes = (
+                    marked.lower().encode().translate(None, _ASCII_DROP_KEEP_SEP)
+                )
+            else:
+                normalised = _DROP_KEEP_SEP.sub("", _fold(marked))
+            prose.update(_grams(normalised, WINDOW))
         if len(whole) + len(token_grams) >= limit or scanned >= MAX_SCAN:
             break
     out = whole
@@ -180,6 +289,8 @@ def of_data(value: object, *, limit: int = MAX_FINGERPRINTS) -> frozenset[int]:
             out |= set(sorted(extra)[: max(room, 0)])
     if len(out) > limit:
         out = set(sorted(out)[:limit])
+    if out:
+        out.add(FORMAT_MARK)
     return frozenset(out)
 
 
@@ -212,8 +323,8 @@ def _b64_forms(run: str) -> Iterator[str]:
             )
         except (binascii.Error, ValueError):
             continue
-        decoded = raw.decode("utf-8", "replace")
-        if _mostly_text(decoded):
+        decoded = _mostly_text(raw)
+        if decoded is not None:
             yield decoded
 
 
@@ -222,20 +333,22 @@ def _hex_forms(run: str) -> Iterator[str]:
         piece = run[start:]
         piece = piece[: len(piece) - len(piece) % 2]
         try:
-            decoded = bytes.fromhex(piece).decode("utf-8", "replace")
+            decoded = _mostly_text(bytes.fromhex(piece))
         except ValueError:
             continue
-        if _mostly_text(decoded):
+        if decoded is not None:
             yield decoded
 
 
-def _mostly_text(decoded: str) -> bool:
-    """Whether a decoding reads as text (most decodings of a run that was not
-    encoded are binary noise, and would only add fingerprints)."""
-    if not decoded:
-        return False
-    printable = sum(1 for ch in decoded if ch.isprintable() or ch in "\n\r\t")
-    return printable >= 0.85 * len(decoded)
+def _mostly_text(raw: bytes) -> str | None:
+    """The text of a decoding if it reads as text: at most 15% of its bytes control
+    characters (tab and line breaks aside) or undecodable (most decodings of a run
+    that was not encoded are binary noise, and would only add fingerprints)."""
+    if not raw:
+        return None
+    decoded = raw.decode("utf-8", "replace")
+    bad = len(raw) - len(raw.translate(None, _CONTROL)) + decoded.count("\ufffd")
+    return decoded if bad <= 0.15 * len(decoded) else None
 
 
 def _looks_encoded(run: str) -> bool:
@@ -261,8 +374,12 @@ def _decodings(text: str, *, decode_plain: bool = True) -> Iterator[str]:
                 found.append(unquote_plus(current))
             if "\\" in current:
                 found.append(_json_unescape(current))
-        squeezed = _WS.sub("", current) if any(c.isspace() for c in current) else current
-        for source in (current, squeezed) if squeezed is not current else (current,):
+        words = current.split()
+        long_words = [word for word in words if len(word) >= GRAM]
+        sources = long_words
+        if len(words) > 1 and (decode_plain or len(long_words) > 1):
+            sources = [*long_words, "".join(words)]  # re-wrapped base64 or hex
+        for source in sources:
             for run in _B64_RUN.findall(source):
                 if decode_plain or _looks_encoded(run):
                     found.extend(_b64_forms(run))
@@ -277,20 +394,23 @@ def _decodings(text: str, *, decode_plain: bool = True) -> Iterator[str]:
 
 def probe(value: object) -> frozenset[int]:
     """The fingerprints to look for, of an argument value and its decodings: its
-    specific whole tokens and every gram (not winnowed, so any gram the data kept is
+    specific whole tokens and every gram (so whichever grams the data kept are
     found)."""
     out: set[int] = set()
     for text in texts_of(value):
         for form in _decodings(text):
-            for raw, piece in _tokens(form):
-                norm = _norm(raw)
-                if len(norm) >= MIN_TOKEN and _specific(raw, norm, piece):
-                    out.add(_token_hash(norm))
-            out.update(_gram_hashes(_norm(form)))
+            out.update(_whole(_long_words(form), None))
+            if form.isascii():
+                out.update(_grams(form.lower().encode().translate(None, _ASCII_DROP), 1))
+            else:
+                out.update(_grams(_norm(form), 1))
     return frozenset(out)
 
 
 def carries(probed: frozenset[int], data: frozenset[int]) -> bool:
     """Whether an argument (its :func:`probe`) carries some of ``data`` (its
-    :func:`of_data`)."""
+    :func:`of_data`). Data of an older format (no :data:`FORMAT_MARK`) is taken to
+    be carried: its grams would not match, and a miss would allow."""
+    if data and FORMAT_MARK not in data:
+        return True
     return not probed.isdisjoint(data)

@@ -104,9 +104,10 @@ class SessionView:
     steps: tuple[Step, ...] = ()
     labels: frozenset[str] = frozenset()
     next_seq: int = 1  # the seq the next step will get
-    #: The steps that brought data in: executed, with fingerprints (oldest first) — what
-    #: ``flows_from`` and ``provenance`` read. Derived from ``steps`` unless given (a
-    #: history that extends a view by a step extends this too, without a scan).
+    #: The steps that brought data in: those with fingerprints (a result's, or a failed
+    #: call's error's), oldest first — what ``flows_from`` and ``provenance`` read.
+    #: Derived from ``steps`` unless given (a history that extends a view by a step
+    #: extends this too, without a scan).
     sources: tuple[Step, ...] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
@@ -124,7 +125,7 @@ class SessionView:
             sources = tuple(s for s in self.sources if s.seq >= oldest)
         else:
             sources = self.sources
-        if step.executed and step.fingerprints:
+        if step.fingerprints:
             sources = (*sources, step)
         return SessionView(
             self.tenant, self.session_id, (*steps, step), labels, step.seq + 1, sources
@@ -136,7 +137,7 @@ class SessionView:
 
 
 def _sources_of(steps: tuple[Step, ...]) -> tuple[Step, ...]:
-    return tuple(s for s in steps if s.executed and s.fingerprints)
+    return tuple(s for s in steps if s.fingerprints)
 
 
 class SessionHistory(Protocol):
@@ -164,8 +165,9 @@ class SessionHistory(Protocol):
     ) -> None:
         """The outcome of the call step ``decision_id``: whether it ran, what its
         result's fingerprints are, labels its result carries (added to the step and
-        the session). Unknown decision ids (expired, or never a session step) are
-        ignored."""
+        the session). Unknown decision ids (expired, or never a session step) and
+        steps of refused calls (they never ran) are ignored; a step once settled as
+        run stays run (a later report cannot take it back)."""
         ...
 
     def expire(self, idle_for: float) -> int:
@@ -256,9 +258,11 @@ class MemoryHistory:
             for i in range(len(steps) - 1, -1, -1):
                 old = steps[i]
                 if old.decision_id == decision_id and old.kind != "input":
+                    if old.verdict != "allow":  # a refused call never ran
+                        return
                     new = replace(
                         old,
-                        executed=executed,
+                        executed=executed or old.executed is True,  # ran stays ran
                         fingerprints=old.fingerprints | fingerprints,
                         labels=old.labels | labels,
                     )

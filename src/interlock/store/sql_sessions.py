@@ -498,14 +498,14 @@ class SqlHistory:
                 version = int(session[1]) + 1
                 cur.execute(
                     store.q(
-                        "SELECT seq, labels, fingerprints FROM session_steps "
+                        "SELECT seq, labels, fingerprints, verdict, executed FROM session_steps "
                         "WHERE tenant = ? AND session_id = ? AND decision_id = ? "
                         "AND kind <> 'input' ORDER BY seq DESC LIMIT 1"
                     ),
                     (tenant, session_id, decision_id),
                 )
                 found = cur.fetchone()
-                if found is None:
+                if found is None or found[3] != "allow":  # a refused call never ran
                     return False
                 now = store.clock()
                 step_labels = _labels_of(found[1]) | labels
@@ -515,7 +515,7 @@ class SqlHistory:
                         "changed = ? WHERE tenant = ? AND session_id = ? AND seq = ?"
                     ),
                     (
-                        int(executed),
+                        int(executed or bool(found[4])),  # ran stays ran
                         _labels_text(step_labels),
                         pack(unpack(found[2]) | fingerprints) if fingerprints else found[2],
                         version,

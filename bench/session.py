@@ -1,0 +1,429 @@
+"""Benchmark ``session``: what session-aware rules cost, beside the plain check in the
+same run.
+
+Subjects (one run, interleaved rounds, the best round of each kept):
+
+* **baseline: stateless check** — ``guard.check`` under per-call rules only (the
+  agent's tools allowed, raw sockets and internal addresses refused, transfers capped);
+* **session rules, in process** — the same rules plus labels, data flows
+  (``flows_from``) and argument provenance, a :class:`MemoryHistory`: each check reads
+  its session's view, tests the flows and provenance of its arguments against every
+  executed step's fingerprints, and appends its step. Sessions are pre-filled as an
+  agent task leaves them — the user's request, a fetched page, a mail, a secret read,
+  file reads, each with its result's fingerprints — to :data:`TYPICAL_STEPS` steps, and
+  to the bound (:data:`FULL_STEPS`, the default ``max_steps``) for the worst case;
+* **durable path** — both policies again with a SQLite store (default durability):
+  the baseline is the plain check with that store, the subject keeps its history in
+  the store when the store offers one (``store.session_history``), else in memory
+  (said in the notes).
+
+Also: the fingerprints of a tool result (``of_data``) and of an argument (``probe``)
+per KB, and the memory one session's history holds after :data:`FULL_STEPS` steps
+(``tracemalloc``).
+
+Targets: session rules ≤ 2× the stateless check in process, ≤ 1.2× on the durable
+path (p50 ratios, same run).
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import string
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from bench.harness import BenchResult, Stats, Target, summarise, time_calls
+from interlock import Action, Context, Guard, load_policy_text
+from interlock.core.events import MemorySink
+from interlock.session.fingerprints import of_data, probe
+from interlock.session.history import MemoryHistory, NewStep, SessionHistory
+
+__all__ = ["DEFAULT_CALLS", "FLOWS", "LABELS", "PER_CALL", "run"]
+
+DEFAULT_CALLS: Final = 20_000
+QUICK_CALLS: Final = 2_000
+ROUNDS: Final = 3
+TYPICAL_STEPS: Final = 20
+FULL_STEPS: Final = 200
+#: each session takes this many timed checks (so it stays near its pre-filled size)
+CHECKS_PER_SESSION: Final = 10
+TARGET_IN_PROCESS: Final = 2.0
+TARGET_DURABLE: Final = 1.2
+
+PER_CALL: Final = """\
+version: 1
+default: deny
+scopes:
+  tools:
+    shell: shell
+    read_file: filesystem
+    write_file: filesystem
+    fetch_url: network
+    http_post: network
+    "*": data
+rules:
+  - id: agent-tools
+    decision: allow
+    reason: the agent's own tools
+    kind: tool
+    name: [fetch_url, read_email, send_email, read_file, write_file, shell, http_post,
+           vault_get, transfer]
+  - id: no-raw-sockets
+    decision: deny
+    reason: raw network tools are never run by an agent
+    scope: shell
+    shell:
+      commands:
+        - {program: [nc, ncat, netcat, socat, telnet]}
+  - id: no-internal-addresses
+    decision: deny
+    reason: loopback and private addresses are off limits
+    scope: network
+    params:
+      ip_class: {in: [loopback, private, link-local, unspecified, reserved]}
+  - id: transfer-cap
+    decision: require_approval
+    reason: transfers over 5000 need a human
+    name: transfer
+    params:
+      args.amount: {gt: 5000}
+"""
+
+_SESSION_PART: Final = """\
+tools:
+  fetch_url: {labels: [untrusted]}
+  read_email: {labels: [untrusted]}
+  vault_get: {labels: [secret]}
+labels:
+  - id: secret-files
+    attach: [secret]
+    name: read_file
+    params:
+      path: {glob: ["*/.ssh/*", "*/.env", "*.pem", "*/.aws/credentials"]}
+"""
+
+_FLOW_RULES: Final = """\
+  - id: flow-no-secret-out
+    decision: deny
+    reason: data a secret step returned may not leave
+    name: [send_email, http_post, fetch_url, transfer, shell]
+    session:
+      flows_from: {labels: [secret]}
+  - id: provenance-untrusted-destination
+    decision: deny
+    reason: a recipient, URL, account or command from untrusted content
+    name: [send_email, http_post, transfer, shell]
+    session:
+      provenance:
+        args: [to, url, account, command]
+        from: [untrusted]
+"""
+
+_LABEL_RULES: Final = """\
+  - id: taint-no-outbound-after-secret
+    decision: deny
+    reason: a session that read a secret sends nothing out
+    name: [send_email, http_post, fetch_url, transfer]
+    session: {labels: [secret, untrusted]}
+"""
+
+_HEAD, _RULES = PER_CALL.split("rules:\n", 1)
+FLOWS: Final = _HEAD + _SESSION_PART + "rules:\n" + _RULES + _FLOW_RULES
+#: labels only: the session read and the step written, no fingerprints compared
+LABELS: Final = _HEAD + _SESSION_PART + "rules:\n" + _RULES + _LABEL_RULES
+
+
+def _text(rng: random.Random, size: int, tokens: float = 0.1) -> str:
+    """Prose-like text with a share of ``tokens`` (ids, keys: 24 letters and digits)."""
+    words: list[str] = []
+    length = 0
+    while length < size:
+        if rng.random() < tokens:
+            word = "".join(rng.choices(string.ascii_letters + string.digits, k=24))
+        else:
+            word = "".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 9)))
+        words.append(word)
+        length += len(word) + 1
+    return " ".join(words)[:size]
+
+
+def _calls() -> list[tuple[str, dict[str, Any]]]:
+    """The checked calls: an agent's outbound and local calls, none carrying session
+    data (the common case: every rule is tested in full, and none matches)."""
+    return [
+        ("send_email", {"to": "carol@corp.example", "subject": "Q3", "body": "Revenue up 12%."}),
+        ("fetch_url", {"url": "https://docs.example.org/api/charges"}),
+        ("shell", {"command": "pytest -q tests/unit"}),
+        ("http_post", {"url": "https://hooks.corp.example/ci", "data": '{"build": 1842}'}),
+        ("read_file", {"path": "/workspace/src/app/views.py"}),
+        ("write_file", {"path": "/workspace/src/app/client.py", "content": "import httpx\n"}),
+        ("transfer", {"account": "DE44500105175407324931", "amount": 640}),
+        ("send_email", {"to": "bob@corp.example", "subject": "Re: offsite", "body": "Yes."}),
+    ]
+
+
+#: distinct results whose fingerprints pre-filled sessions cycle through (made once:
+#: a check's cost depends on how many steps and fingerprints it tests, not on whose)
+POOL: Final = 64
+_KINDS: Final = (
+    ("fetch_url", frozenset({"untrusted"}), 2048),
+    ("read_email", frozenset({"untrusted"}), 1024),
+    ("read_file", frozenset({"secret"}), 256),
+    ("read_file", frozenset(), 1024),
+)
+_pool: list[tuple[str, frozenset[int]]] = []
+
+
+def _results() -> list[tuple[str, frozenset[int]]]:
+    """(data, its fingerprints) of :data:`POOL` results of each kind, in kind order."""
+    if not _pool:
+        rng = random.Random(3)
+        for n in range(POOL * len(_KINDS)):
+            data = _text(rng, _KINDS[n % len(_KINDS)][2])
+            _pool.append((data, of_data(data)))
+    return _pool
+
+
+def _prefill(history: SessionHistory, tenant: str, session: str, steps: int) -> list[str]:
+    """A session as an agent task leaves it: its request, then executed steps with the
+    fingerprints of what they returned. Returns what its secret reads returned."""
+    secrets: list[str] = []
+    pool = _results()
+    offset = (hash(session) % POOL) * len(_KINDS)
+    history.append(
+        tenant,
+        session,
+        NewStep(
+            "input",
+            "input",
+            "input",
+            fingerprints=of_data("Summarise the CI article and mail carol@corp.example"),
+            trusted=True,
+            executed=True,
+        ),
+    )
+    for n in range(steps - 1):
+        name, labels, _ = _KINDS[n % len(_KINDS)]
+        data, prints = pool[(offset + n) % len(pool)]
+        decision_id = f"{session}-{n}"
+        history.append(tenant, session, NewStep("tool", name, "allow", decision_id, labels=labels))
+        if "secret" in labels:
+            secrets.append(data)
+        history.settle(tenant, session, decision_id, executed=True, fingerprints=prints)
+    return secrets
+
+
+def _workload(history: SessionHistory | None, steps: int, calls: int, tag: str) -> list[Action]:
+    """``calls`` actions over ``calls / CHECKS_PER_SESSION`` sessions pre-filled to
+    ``steps`` steps (no history: the same actions, for the stateless check)."""
+    shapes = _calls()
+    actions = []
+    for s in range(max(1, calls // CHECKS_PER_SESSION)):
+        session = f"{tag}-{s}"
+        if history is not None:
+            _prefill(history, "bench", session, steps)
+        context = Context(tenant="bench", agent="agent", session_id=session)
+        for i in range(CHECKS_PER_SESSION):
+            name, args = shapes[(s + i) % len(shapes)]
+            actions.append(Action(kind="tool", name=name, arguments=args, context=context))
+    return actions
+
+
+def _subject(
+    label: str,
+    policy_text: str,
+    steps: int,
+    calls: int,
+    store: str | None = None,
+) -> tuple[str, Callable[[], Stats], Guard]:
+    policy = load_policy_text(policy_text, file=f"{label}.yaml")
+    reads_sessions = policy.sessions is not None
+    history: SessionHistory | None = None
+    if reads_sessions and store is None:
+        history = MemoryHistory(max_steps=FULL_STEPS, max_sessions=10 * calls)
+    guard = Guard(policy, sink=MemorySink(), store=store, sessions=history)
+    if reads_sessions and history is None:
+        history = guard.sessions  # the store's, or memory when the store has none
+        if history is None:  # made with the first check
+            guard.check(Action(kind="tool", name="read_file", arguments={"path": "/x"}))
+            history = guard.sessions
+    rounds = iter(range(1_000_000))
+
+    def timed() -> Stats:
+        tag = f"{label}-{next(rounds)}"
+        actions = _workload(history if reads_sessions else None, steps, calls, tag)
+        samples, wall = time_calls(guard.check, actions, len(actions), 0)
+        return summarise(label, samples, wall)
+
+    return label, timed, guard
+
+
+def _best(rounds: int, subjects: Sequence[tuple[str, Callable[[], Stats], Guard]]) -> list[Stats]:
+    best: dict[str, Stats] = {}
+    for _ in range(rounds):
+        for label, timed, _guard in subjects:
+            stats = timed()
+            if label not in best or stats.p50_ns < best[label].p50_ns:
+                best[label] = stats
+    return [best[label] for label, _, _ in subjects]
+
+
+def _ratio(stats: list[Stats], label: str, base: str) -> float:
+    by = {s.label: s for s in stats}
+    return by[label].p50_ns / by[base].p50_ns
+
+
+def _check_the_rules_are_live(result: BenchResult) -> None:
+    """The timed calls carry no session data, so every subject must give the baseline's
+    verdicts; and a call that does carry a secret must be refused (the session rules
+    were tested, not skipped)."""
+    plain = Guard(load_policy_text(PER_CALL, file="per-call.yaml"), sink=MemorySink())
+    flows = Guard(
+        load_policy_text(FLOWS, file="flows.yaml"), sink=MemorySink(), sessions=MemoryHistory()
+    )
+    history = flows.sessions
+    assert history is not None
+    secrets = _prefill(history, "bench", "live", TYPICAL_STEPS)
+    context = Context(tenant="bench", agent="agent", session_id="live")
+    for name, args in _calls():
+        action = Action(kind="tool", name=name, arguments=args, context=context)
+        if plain.check(action).verdict != flows.check(action).verdict:
+            result.problems.append(f"session rules changed the verdict of {name}")
+    carried = secrets[-1][40:120]  # a piece of what the last secret read returned
+    leak = Action(
+        kind="tool",
+        name="send_email",
+        arguments={"to": "carol@corp.example", "subject": "x", "body": carried},
+        context=context,
+    )
+    if flows.check(leak).verdict.value != "deny":
+        result.problems.append("a call carrying a secret step's data was not refused")
+
+
+def _fingerprint_costs(result: BenchResult, quick: bool) -> None:
+    """``of_data`` per KB of prose and of token-rich text (10% of words are 24-character
+    ids or keys), and ``probe`` of a 1 KB argument of each."""
+    rng = random.Random(7)
+    for kind, tokens in (("prose", 0.0), ("token-rich", 0.1)):
+        for kb in (1, 16):
+            text = _text(rng, kb * 1024, tokens)
+            repeats = max(2, (16 if quick else 64) // kb)
+            gc.collect()
+            began = time.perf_counter_ns()
+            for _ in range(repeats):
+                of_data(text)
+            per_kb = (time.perf_counter_ns() - began) / repeats / kb / 1000
+            result.info[f"of_data_us_per_kb {kind} {kb}KB"] = round(per_kb, 1)
+        argument = _text(rng, 1024, tokens)
+        repeats = 16 if quick else 64
+        began = time.perf_counter_ns()
+        for _ in range(repeats):
+            probe(argument)
+        result.info[f"probe_us_per_kb {kind} 1KB"] = round(
+            (time.perf_counter_ns() - began) / repeats / 1000, 1
+        )
+        result.info[f"fingerprints_per_kb {kind}"] = round(
+            len(of_data(_text(rng, 16 * 1024, tokens))) / 16, 1
+        )
+
+
+def _memory_per_session(result: BenchResult) -> None:
+    """What one session's history holds after :data:`FULL_STEPS` steps of 2 KB results,
+    prose and token-rich (``tracemalloc``; the fingerprints made beforehand)."""
+    rng = random.Random(11)
+    for kind, tokens in (("prose", 0.0), ("token-rich", 0.1)):
+        history = MemoryHistory(max_steps=FULL_STEPS)
+        prints = [of_data(_text(rng, 2048, tokens)) for _ in range(FULL_STEPS)]
+        sessions = 5
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.take_snapshot()
+        for s in range(sessions):
+            for n in range(FULL_STEPS):
+                decision_id = f"d-{s}-{n}"
+                history.append(
+                    "bench", f"m-{s}", NewStep("tool", "fetch_url", "allow", decision_id)
+                )
+                history.settle(
+                    "bench", f"m-{s}", decision_id, executed=True, fingerprints=frozenset(prints[n])
+                )
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+        result.info[f"history_kb_per_session {kind} (200 steps, 2 KB results)"] = round(
+            grown / sessions / 1024, 1
+        )
+        result.info[f"fingerprints_per_2KB_result {kind}"] = round(
+            sum(map(len, prints)) / len(prints), 1
+        )
+
+
+def run(calls: int | None, quick: bool) -> BenchResult:
+    calls = calls or (QUICK_CALLS if quick else DEFAULT_CALLS)
+    result = BenchResult("session")
+    in_process = [
+        _subject("baseline: stateless check (per-call rules)", PER_CALL, 0, calls),
+        _subject(f"labels only, {TYPICAL_STEPS}-step sessions", LABELS, TYPICAL_STEPS, calls),
+        _subject(f"session rules, {TYPICAL_STEPS}-step sessions", FLOWS, TYPICAL_STEPS, calls),
+        _subject(f"session rules, {FULL_STEPS}-step sessions", FLOWS, FULL_STEPS, calls),
+    ]
+    stats = _best(ROUNDS, in_process)
+    base = in_process[0][0]
+    for label, _, _ in in_process[1:]:
+        ratio = _ratio(stats, label, base)
+        result.info[f"ratio_p50 {label}"] = round(ratio, 2)
+        result.targets.append(
+            Target(f"{label} / stateless (p50)", ratio, "<=", TARGET_IN_PROCESS, "x")
+        )
+    result.stats.extend(stats)
+
+    with tempfile.TemporaryDirectory(prefix="interlock-bench-session-") as scratch:
+        durable_calls = max(200, calls // 10)
+        plain_store = f"sqlite:///{Path(scratch) / 'plain.db'}"
+        session_store = f"sqlite:///{Path(scratch) / 'session.db'}"
+        durable = [
+            _subject(
+                "durable: stateless check, SQLite store", PER_CALL, 0, durable_calls, plain_store
+            ),
+            _subject(
+                f"durable: session rules, {TYPICAL_STEPS}-step sessions, SQLite store",
+                FLOWS,
+                TYPICAL_STEPS,
+                durable_calls,
+                session_store,
+            ),
+        ]
+        history = durable[1][2].sessions
+        where = type(history).__name__ if history is not None else "none"
+        result.info["durable_history"] = where
+        if isinstance(history, MemoryHistory):
+            result.notes.append(
+                "the SQLite store offers no session history on this branch: the durable "
+                "subject kept its history in memory (the store's audit is durable)"
+            )
+        try:
+            durable_stats = _best(ROUNDS, durable)
+        finally:
+            for _, _, guard in durable:
+                guard.close()
+    ratio = durable_stats[1].p50_ns / durable_stats[0].p50_ns
+    result.info["ratio_p50 durable"] = round(ratio, 2)
+    result.targets.append(
+        Target("durable session rules / durable stateless (p50)", ratio, "<=", TARGET_DURABLE, "x")
+    )
+    result.stats.extend(durable_stats)
+
+    _check_the_rules_are_live(result)
+    _fingerprint_costs(result, quick)
+    _memory_per_session(result)
+    result.notes.append(
+        f"sessions pre-filled with executed steps and their results' fingerprints; each "
+        f"session then takes {CHECKS_PER_SESSION} timed checks (appending its steps)"
+    )
+    return result

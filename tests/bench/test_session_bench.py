@@ -1,0 +1,35 @@
+"""The ``session`` benchmark runs every subject and checks itself: the session rules
+give the stateless verdicts on the timed calls (none carries session data), refuse a
+call that carries a secret step's data, and the memory and fingerprint figures exist."""
+
+from __future__ import annotations
+
+import pytest
+from bench.__main__ import BENCHMARKS
+
+from bench import session
+
+
+def test_the_session_benchmark_runs_every_subject_and_finds_no_problem() -> None:
+    result = session.run(100, True)
+    assert result.problems == []
+    labels = [s.label for s in result.stats]
+    assert labels[0].startswith("baseline")
+    assert any(label.startswith("durable: stateless") for label in labels)
+    assert len(labels) == 6
+    assert all(s.calls > 0 and s.p50_ns > 0 for s in result.stats)
+    assert {t.op for t in result.targets} == {"<="} and len(result.targets) == 4
+    assert result.info["history_kb_per_session prose (200 steps, 2 KB results)"] > 0
+    assert result.info["of_data_us_per_kb token-rich 1KB"] > 0
+    assert "session" in BENCHMARKS
+
+
+def test_the_liveness_check_reports_rules_that_refuse_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the flow rules cut off, the leak is not refused: the benchmark says so."""
+    labelled_only = session._HEAD + session._SESSION_PART + "rules:\n" + session._RULES
+    monkeypatch.setattr(session, "FLOWS", labelled_only)
+    result = session.BenchResult("session")
+    session._check_the_rules_are_live(result)
+    assert result.problems == ["a call carrying a secret step's data was not refused"]
