@@ -37,10 +37,6 @@ PER_CALL_STOPS_AT_MOST = 0.50
 #: Rows (c) does not get right, each with the reason (the engine or the fingerprints
 #: as they stand). Every one is reported; none is left out of the shares.
 KNOWN_MISSES: dict[str, str] = {
-    "ticket-error-grep": (
-        "provenance judges the whole command: a search term the ticket names "
-        "(ConnectionResetError) makes `grep` come 'from untrusted content'"
-    ),
     "reply-sender-from-mail": (
         "the address to reply to is only in the inbound mail: provenance calls it "
         "untrusted (a reply by message id, or a recipient the user names, passes)"
