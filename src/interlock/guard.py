@@ -382,21 +382,28 @@ class Guard:
         self,
         text: object,
         *,
+        trusted: bool,
         context: Context | None = None,
-        trusted: bool = True,
         labels: Iterable[str] = (),
     ) -> Step | None:
         """Record outside data entering the session of ``context`` (merged over the
-        guard's): the user's request or the system prompt (``trusted``), an inbound
+        guard's): the user's request or the system prompt (``trusted=True``), an inbound
         message (``trusted=False, labels=("untrusted",)``). A trusted input holding a
-        value makes that value trusted (``provenance``). Returns the step, or None when
-        the policy reads no sessions or the context has no session. Raises
-        ``SessionUnavailable`` when the history cannot be written.
+        value makes that value trusted (``provenance``), so ``trusted`` has no default:
+        the caller says which it is. Labels are lower-case names, as in the policy.
+        Returns the step, or None when the policy reads no sessions or the context has no
+        session. Raises ``SessionUnavailable`` when the history cannot be written, and
+        ``ValueError`` for a label that is not a label name.
 
         Example::
 
-            guard.record_input("mail bob@corp.com the report", context=Context(session_id="s-1"))
+            guard.record_input(
+                "mail bob@corp.com the report", trusted=True, context=Context(session_id="s-1")
+            )
         """
+        from interlock.session.history import check_labels
+
+        labels = check_labels(labels)
         recorder = self._sessions
         if recorder is None:
             return None
@@ -414,8 +421,8 @@ class Guard:
         self,
         text: object,
         *,
+        trusted: bool,
         context: Context | None = None,
-        trusted: bool = True,
         labels: Iterable[str] = (),
     ) -> Step | None:
         """The async twin of :meth:`record_input` (the history is written on a thread)."""

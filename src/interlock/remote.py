@@ -341,7 +341,7 @@ class RemoteDecider:
         session_id: str,
         fingerprints: frozenset[int],
         *,
-        trusted: bool = True,
+        trusted: bool,
         labels: tuple[str, ...] = (),
     ) -> int | None:
         """Record outside data entering a session on the server (``POST

@@ -152,6 +152,19 @@ ENDPOINTS = [
     ),
     Endpoint(
         "POST",
+        "/v1/sessions/outcome",
+        frozenset({AGENT, ADMIN}),
+        _allowed,
+        body={"session_id": "s-1", "decision_id": "{id}", "executed": True, "fingerprints": ""},
+    ),
+    Endpoint(
+        "POST",
+        "/v1/sessions/input",
+        frozenset({AGENT, ADMIN}),
+        body={"session_id": "s-1", "fingerprints": "", "trusted": True},
+    ),
+    Endpoint(
+        "POST",
         "/v1/policy/reload/confirm",
         frozenset({ADMIN}),
         _held_reload,

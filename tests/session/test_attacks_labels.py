@@ -128,12 +128,21 @@ def test_a_look_alike_label_name_is_refused_at_load(label: str) -> None:
         load_policy_text(POLICY.replace("attach: [secret]", f"attach: [{label!r}]"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="label names are case-sensitive and the loader does not check that a "
-    "condition's label is one the policy can attach: `attach: [Secret]` with "
-    "`labels: [secret]` loads, and the rule silently never holds.",
-)
 def test_a_label_differing_only_in_case_is_refused_at_load() -> None:
-    with pytest.raises(PolicyError):
+    # label names are lower case: `attach: [Secret]` next to `labels: [secret]` would
+    # be two labels, and the rule would silently never hold
+    with pytest.raises(PolicyError, match="attach"):
         load_policy_text(POLICY.replace("attach: [secret]", "attach: [Secret]"))
+    load_policy_text(POLICY)  # the lower-case look-alike loads
+
+
+@pytest.mark.parametrize(
+    "labels", [("Secret",), ("secret ",), ("ѕecret",), "secret", ("",), ("x" * 65,)]
+)
+def test_record_input_refuses_what_is_not_a_label_name(labels: object) -> None:
+    guard = Guard(
+        load_policy_text(POLICY), context=Context(session_id="s"), sessions=MemoryHistory()
+    )
+    with pytest.raises(ValueError, match="label"):
+        guard.record_input("a mail", trusted=False, labels=labels)  # type: ignore[arg-type]
+    assert guard.record_input("a mail", trusted=False, labels=("untrusted",)) is not None

@@ -58,7 +58,7 @@ def test_a_plain_policy_keeps_no_sessions_and_its_guard_records_nothing() -> Non
     guard = Guard(POLICY, context=Context(session_id="s-1"))
     guard.check(Action.tool("read_file", {"path": "/tmp/x"}))
     assert guard.sessions is None and guard._sessions is None
-    assert guard.record_input("hello") is None
+    assert guard.record_input("hello", trusted=True) is None
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)

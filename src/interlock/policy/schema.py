@@ -223,7 +223,7 @@ class ShellCondition(_Strict):
 
 
 Labels = Annotated[
-    list[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$", max_length=64)]],
+    list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.:\-]*$", max_length=64)]],
     Field(min_length=1),
 ]
 

@@ -412,7 +412,9 @@ def _rule(value: Any) -> RuleData:
 
 # -- session conditions, label rules and settings ---------------------------------------
 
-_LABEL: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]*")
+#: Label names are lower case: `Secret` and `secret` cannot be two labels, one attached
+#: and the other tested, so that a rule silently never holds.
+_LABEL: Final = re.compile(r"[a-z0-9][a-z0-9_.:\-]*")
 _AFTER_KEYS: Final = frozenset(SessionAfterData._fields)
 _FLOW_KEYS: Final = frozenset(SessionFlowData._fields)
 _PROVENANCE_KEYS: Final = frozenset({"args", "from"})

@@ -1039,10 +1039,9 @@ export interface components {
             session_id: string;
             /**
              * Trusted
-             * @description The user's request or the operator's prompt (false: an inbound message).
-             * @default true
+             * @description Required: true for the user's request or the operator's prompt (a value they hold counts as the user's), false for an inbound message.
              */
-            trusted?: boolean;
+            trusted: boolean;
         };
         /** IssueIn */
         IssueIn: {

@@ -46,7 +46,7 @@ CheckKey = Annotated[ApiKey, Depends(require(Permission.CHECK))]
 
 #: base64 of MAX_FINGERPRINTS packed uint64s, rounded up
 _MAX_TEXT: Final = (MAX_FINGERPRINTS * 8 + 2) // 3 * 4
-_LABEL: Final = r"^[A-Za-z0-9_.:\-]{1,64}$"
+_LABEL: Final = r"^[a-z0-9][a-z0-9_.:\-]{0,63}$"  # lower case, as the policy's
 Label = Annotated[str, Field(pattern=_LABEL)]
 SessionId = Annotated[
     str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
@@ -94,7 +94,8 @@ class InputIn(BaseModel):
         description="base64 of the input's fingerprints, packed sorted little-endian uint64.",
     )
     trusted: bool = Field(
-        True, description="The user's request or the operator's prompt (false: an inbound message)."
+        description="Required: true for the user's request or the operator's prompt (a value "
+        "they hold counts as the user's), false for an inbound message."
     )
     labels: list[Label] = Field(default_factory=list, max_length=32)
 
