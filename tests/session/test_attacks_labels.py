@@ -9,7 +9,7 @@ import pytest
 from interlock import Action, Context, Guard, Verdict
 from interlock.errors import PolicyError
 from interlock.policy import load_policy_text
-from interlock.session.history import MemoryHistory
+from interlock.session.history import MemoryHistory, NewStep
 
 POLICY = """\
 version: 1
@@ -146,3 +146,21 @@ def test_record_input_refuses_what_is_not_a_label_name(labels: object) -> None:
     with pytest.raises(ValueError, match="label"):
         guard.record_input("a mail", trusted=False, labels=labels)  # type: ignore[arg-type]
     assert guard.record_input("a mail", trusted=False, labels=("untrusted",)) is not None
+
+
+def test_a_session_pushed_out_of_memory_keeps_its_labels() -> None:
+    """The in-memory history keeps the steps of at most ``max_sessions`` sessions:
+    opening more must not wash a ``secret`` off an older one (its steps may go)."""
+    history = MemoryHistory(max_sessions=2)
+    guard = Guard(load_policy_text(POLICY), context=Context(session_id="a"), sessions=history)
+    guard.check(Action.tool("read_file", {"path": "/home/u/.ssh/id_rsa"}))
+    assert "secret" in history.view("default", "a").labels
+    for other in ("b", "c", "d"):  # three more sessions: "a" loses its steps
+        history.append("default", other, NewStep(kind="tool", name="ls", verdict="allow"))
+    kept = history.view("default", "a")
+    assert kept.steps == () and kept.labels == {"secret"}
+    seq = history.append("default", "a", NewStep(kind="tool", name="ls", verdict="allow")).seq
+    assert seq == 2  # numbering goes on
+    assert history.view("default", "a").labels == {"secret"}
+    # and a session that carried no label leaves nothing behind
+    assert history.view("default", "b").labels == frozenset()

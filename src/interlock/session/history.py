@@ -206,29 +206,52 @@ class _Session:
 class MemoryHistory:
     """Session history in this process: one immutable snapshot per session (a
     :class:`SessionView`, replaced on each write, handed to readers without a copy),
-    under one lock."""
+    under one lock.
+
+    At most ``max_sessions`` sessions keep their steps (a session's steps with their
+    results' fingerprints can take megabytes); past that, the least recently used one
+    gives up its steps but **keeps its labels** and its next seq (a few hundred bytes),
+    for up to ``max_sessions * 100`` such sessions: losing a session's steps weakens
+    ``after`` / ``flows_from`` on it, as the ``max_steps`` bound does, while a ``secret``
+    it carries stays. A fleet with more live sessions keeps them in the store."""
 
     def __init__(
         self,
         *,
         max_steps: int = MAX_STEPS,
-        max_sessions: int = 10_000,
+        max_sessions: int = 1_000,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if max_steps < 1 or max_sessions < 1:
             raise ValueError("max_steps and max_sessions must be at least 1")
         self._max_steps = max_steps
         self._max_sessions = max_sessions
+        self._max_remnants = max_sessions * 100
         self._clock = clock
         self._lock = threading.Lock()
         self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
+        # sessions that gave up their steps: labels, next seq, last touched
+        self._remnants: OrderedDict[tuple[str, str], tuple[frozenset[str], int, float]] = (
+            OrderedDict()
+        )
 
     def view(self, tenant: str, session_id: str) -> SessionView:
         with self._lock:
             found = self._sessions.get((tenant, session_id))
-        if found is None:
-            return SessionView(tenant, session_id)
+            if found is None:
+                remnant = self._remnants.get((tenant, session_id))
+                if remnant is None:
+                    return SessionView(tenant, session_id)
+                return SessionView(tenant, session_id, (), remnant[0], remnant[1])
         return found.view  # immutable: no copy
+
+    def _evict(self) -> None:
+        while len(self._sessions) > self._max_sessions:
+            key, gone = self._sessions.popitem(last=False)  # the least recently used
+            if gone.view.labels:
+                self._remnants[key] = (gone.view.labels, gone.view.next_seq, gone.touched)
+                while len(self._remnants) > self._max_remnants:
+                    self._remnants.popitem(last=False)
 
     def append(self, tenant: str, session_id: str, step: NewStep) -> Step:
         now = self._clock()
@@ -236,9 +259,14 @@ class MemoryHistory:
             key = (tenant, session_id)
             found = self._sessions.get(key)
             if found is None:
-                found = self._sessions[key] = _Session(SessionView(tenant, session_id))
-                while len(self._sessions) > self._max_sessions:
-                    self._sessions.popitem(last=False)  # the least recently used
+                remnant = self._remnants.pop(key, None)
+                start = (
+                    SessionView(tenant, session_id)
+                    if remnant is None
+                    else SessionView(tenant, session_id, (), remnant[0], remnant[1])
+                )
+                found = self._sessions[key] = _Session(start)
+                self._evict()
             else:
                 self._sessions.move_to_end(key)
             view = found.view
@@ -304,4 +332,7 @@ class MemoryHistory:
             stale = [k for k, s in self._sessions.items() if s.touched < cutoff]
             for key in stale:
                 del self._sessions[key]
-            return len(stale)
+            gone = [k for k, r in self._remnants.items() if r[2] < cutoff]
+            for key in gone:
+                del self._remnants[key]
+            return len(stale) + len(gone)
