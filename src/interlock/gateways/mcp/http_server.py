@@ -44,7 +44,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from starlette.applications import Starlette
@@ -543,7 +543,10 @@ class HttpGateway:
             max_events=self.options.max_events,
             max_event_bytes=self.options.max_event_bytes,
         )
-        session.relay = self.make_relay(guard, caller.context, session.send)
+        # a session id of its own (not the Mcp-Session-Id, a bearer of the session):
+        # session-aware rules see this client session's steps, no other's
+        context = replace(caller.context, session_id=f"mcp-{secrets.token_hex(8)}")
+        session.relay = self.make_relay(guard, context, session.send)
         if session_id is None:
             self.lanes[caller.key_id] = session
         else:

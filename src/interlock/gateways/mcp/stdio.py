@@ -30,6 +30,7 @@ import asyncio
 import itertools
 import logging
 import os
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Final
@@ -664,6 +665,15 @@ class RelaySession:
         await self.sampling.close("the gateway's session with the upstream ended")
 
 
+def client_session() -> Context:
+    """The trusted context of one client's session at the gateway: a session id of its
+    own (random, never the transport's), so that session-aware rules see what this
+    client's agent already did and read — and nothing of another client's."""
+    from interlock.core.action import Context
+
+    return Context(session_id=f"mcp-{secrets.token_hex(8)}")
+
+
 class StdioGateway:
     """One client on ``client_in`` / ``client_out`` (binary streams; the process's
     stdin and stdout by default), one upstream spawned from ``command``, relayed
@@ -719,6 +729,7 @@ class StdioGateway:
             upstream,
             client.send,
             hide_denied_tools=self.hide_denied_tools,
+            context=client_session(),
             **self._options,
         )
         return await serve_stdio(client, relay)
@@ -771,7 +782,12 @@ class AggregateGateway:
         """Relay until the client leaves or every upstream has exited. The first
         non-zero exit code of an upstream (0 when all exited cleanly)."""
         relay = AggregateRelay(
-            self.guard, self.config, self._connect, self._client.send, **self._options
+            self.guard,
+            self.config,
+            self._connect,
+            self._client.send,
+            context=client_session(),
+            **self._options,
         )
         return await serve_stdio(self._client, relay)
 
