@@ -132,3 +132,35 @@ export async function guarded<T>(
   }
   return body();
 }
+
+/**
+ * Run an allowed call's body and settle the budget its decision reserved (a tool with
+ * a cost): committed when the body completes, released when it fails (`failed` says
+ * so of a result, or it throws). A settlement that cannot be made is logged; the
+ * server's reaper releases a reservation left unsettled.
+ */
+export async function settled<T>(
+  options: Pick<GuardOptions, "client" | "logger">,
+  decision: Decision | null,
+  run: () => Promise<T>,
+  failed: (result: T) => boolean,
+): Promise<T> {
+  const id = decision?.reservation?.id;
+  if (!id) return run();
+  const settle = async (how: "commit" | "release"): Promise<void> => {
+    try {
+      await (how === "commit" ? options.client.commit(id) : options.client.release(id));
+    } catch (error) {
+      (options.logger ?? console).warn(`interlock: could not ${how} reservation ${id}: ${describe(error)}`);
+    }
+  };
+  let result: T;
+  try {
+    result = await run();
+  } catch (error) {
+    await settle("release");
+    throw error;
+  }
+  await settle(failed(result) ? "release" : "commit");
+  return result;
+}

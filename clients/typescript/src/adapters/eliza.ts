@@ -24,7 +24,7 @@
  */
 import { describe } from "../client.js";
 import type { InterlockBlocked } from "../errors.js";
-import { type GuardOptions, type Mapped, judge } from "../judge.js";
+import { type GuardOptions, type Mapped, judge, settled } from "../judge.js";
 import { refusalFor, undetermined } from "../refusal.js";
 import type { ActionInput, CallOptions, Decision } from "../types.js";
 
@@ -132,37 +132,6 @@ async function release(options: ElizaGuardOptions, decision: Decision): Promise<
   }
 }
 
-/**
- * Run an allowed call's body and settle the budget its decision reserved (a tool with
- * a cost): committed when the body completes, released when it fails (`failed` says
- * so of a result, or it throws). A settlement that cannot be made is logged; the
- * server's reaper releases a reservation left unsettled.
- */
-async function settled<T>(
-  options: ElizaGuardOptions,
-  decision: Decision | null,
-  run: () => Promise<T>,
-  failed: (result: T) => boolean,
-): Promise<T> {
-  const id = decision?.reservation?.id;
-  if (!id) return run();
-  const settle = async (how: "commit" | "release"): Promise<void> => {
-    try {
-      await (how === "commit" ? options.client.commit(id) : options.client.release(id));
-    } catch (error) {
-      (options.logger ?? console).warn(`interlock: could not ${how} reservation ${id}: ${describe(error)}`);
-    }
-  };
-  let result: T;
-  try {
-    result = await run();
-  } catch (error) {
-    await settle("release");
-    throw error;
-  }
-  await settle(failed(result) ? "release" : "commit");
-  return result;
-}
 
 
 function logRefusal(runtime: IAgentRuntime, action: Action, refusal: InterlockBlocked): void {
