@@ -313,7 +313,11 @@ class MemoryHistory:
                     new = replace(
                         old,
                         executed=executed or old.executed is True,  # ran stays ran
-                        fingerprints=old.fingerprints | fingerprints,
+                        # no copy when the step had none (the usual case): a result's
+                        # set is kept as it came
+                        fingerprints=(
+                            old.fingerprints | fingerprints if old.fingerprints else fingerprints
+                        ),
                         labels=old.labels | labels,
                     )
                     found.view = SessionView(
