@@ -415,6 +415,25 @@ def test_every_entry_point_runs_an_allowed_call_once_judged_once(entry: str) -> 
     assert [d.verdict for d in shell] == [Verdict.ALLOW]
 
 
+def test_a_collected_agents_record_does_not_hold_a_new_agent_with_its_id() -> None:
+    """The patch records are keyed by ``id``: once an attached agent is collected, a new
+    agent may get its id. The record of the old one must not make the new one "attached
+    to another guard" (the full run's flake), nor count as guarded."""
+    from interlock.adapters.smolagents import _Patched
+
+    other = Guard(POLICY)
+    agent = CodeAgent(tools=[Bodies().shell], model=ScriptedModel(), verbosity_level=LogLevel.OFF)
+    AGENT_ADAPTER._patched[id(agent)] = _Patched(other)  # a collected agent's, same id
+    assert not AGENT_ADAPTER.is_attached(agent)
+    guard = Guard(POLICY)
+    assert guard.attach(agent) is agent
+    assert AGENT_ADAPTER.guarded_by(agent, guard) and not AGENT_ADAPTER.guarded_by(agent, other)
+    with pytest.raises(ValueError, match="another guard"):  # a live record still holds
+        other.attach(agent)
+    guard.detach(agent)
+    assert not AGENT_ADAPTER.is_attached(agent)
+
+
 def test_setup_runs_once_and_is_not_a_call() -> None:
     bodies = Bodies()
     shell = guard_tool(ShellTool(bodies), Guard(POLICY))

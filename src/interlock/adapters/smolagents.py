@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import math
+import weakref
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -449,6 +450,9 @@ class _Options:
 class _Patched:
     guard: Guard
     undo: list[Callable[[], None]] = field(default_factory=list)
+    # the object patched: an id alone is reused once the object is collected (a new
+    # agent then read as "attached to another guard")
+    target: Callable[[], object | None] = lambda: None
 
 
 def _set(obj: object, attr: str, value: Any, record: _Patched) -> None:
@@ -546,23 +550,32 @@ class AgentAdapter(Adapter):
         self.pending: dict[int, _Options] = {}
         self._patched: dict[int, _Patched] = {}
 
+    def _record(self, obj: object) -> _Patched | None:
+        """The patch record of ``obj`` itself (not of a collected object whose id it
+        now has: that stale record is dropped)."""
+        record = self._patched.get(id(obj))
+        if record is not None and record.target() is not obj:
+            del self._patched[id(obj)]
+            return None
+        return record
+
     def is_attached(self, obj: object) -> bool:
-        return id(obj) in self._patched
+        return self._record(obj) is not None
 
     def guarded_by(self, obj: object, guard: Guard | None) -> bool:
-        record = self._patched.get(id(obj))
+        record = self._record(obj)
         return record is not None and (guard is None or record.guard is guard)
 
     def attach(self, obj: Any, guard: Guard) -> Any:
         if not isinstance(obj, MultiStepAgent):
             raise TypeError(f"the smolagents adapter cannot guard a {type(obj).__name__}")
-        record = self._patched.get(id(obj))
+        record = self._record(obj)
         if record is not None:
             if record.guard is not guard:
                 raise ValueError("this object is attached to another guard; detach it first")
             return obj
         options = self.pending.get(id(obj)) or _Options(_Gate(guard))
-        record = _Patched(guard)
+        record = _Patched(guard, target=weakref.ref(obj))
         try:
             self._attach_into(obj, guard, options, record)
         except BaseException:
@@ -601,8 +614,9 @@ class AgentAdapter(Adapter):
             _set(agent, "model", model, record)
 
     def detach(self, obj: Any) -> Any:
-        record = self._patched.pop(id(obj), None)
+        record = self._record(obj)
         if record is not None:
+            del self._patched[id(obj)]
             for undo in reversed(record.undo):
                 undo()
         return obj
