@@ -35,6 +35,7 @@ from interlock.policy.validate import (
     check_kinds,
 )
 from interlock.policy.validated import DecisionName, Mode, Severity
+from interlock.session.labels import LABEL_PATTERN
 
 __all__ = [
     "EXTRACTED_PARAMS",
@@ -223,7 +224,7 @@ class ShellCondition(_Strict):
 
 
 Labels = Annotated[
-    list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.:\-]*$", max_length=64)]],
+    list[Annotated[str, Field(pattern=LABEL_PATTERN, max_length=64)]],
     Field(min_length=1),
 ]
 

@@ -46,6 +46,7 @@ from interlock.policy.validated import (
     ShellData,
     ToolData,
 )
+from interlock.session.labels import LABEL
 
 __all__ = [
     "EXTRACTED_PARAMS",
@@ -412,9 +413,7 @@ def _rule(value: Any) -> RuleData:
 
 # -- session conditions, label rules and settings ---------------------------------------
 
-#: Label names are lower case: `Secret` and `secret` cannot be two labels, one attached
-#: and the other tested, so that a rule silently never holds.
-_LABEL: Final = re.compile(r"[a-z0-9][a-z0-9_.:\-]*")
+
 _AFTER_KEYS: Final = frozenset(SessionAfterData._fields)
 _FLOW_KEYS: Final = frozenset(SessionFlowData._fields)
 _PROVENANCE_KEYS: Final = frozenset({"args", "from"})
@@ -430,7 +429,7 @@ def _labels(value: Any) -> list[str] | None:
     if not labels:
         _unsure()
     for label in labels:
-        if len(label) > 64 or _LABEL.fullmatch(label) is None:
+        if LABEL.fullmatch(label) is None:
             _unsure()
     return labels
 

@@ -36,13 +36,14 @@ Example::
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal, Protocol
+
+from interlock.session.labels import check_labels
 
 __all__ = [
     "EMPTY_FINGERPRINTS",
@@ -63,26 +64,6 @@ EMPTY_FINGERPRINTS: Final[frozenset[int]] = frozenset()
 #: Defaults: steps kept per session, and how long an idle session is kept (seconds).
 MAX_STEPS: Final = 200
 EXPIRE_AFTER: Final = 24 * 3600.0
-
-
-#: A label name, as the policy spells them: lower case, so that ``Secret`` attached and
-#: ``secret`` tested cannot be two labels.
-LABEL: Final = re.compile(r"[a-z0-9][a-z0-9_.:\-]{0,63}")
-
-
-def check_labels(labels: Iterable[str]) -> tuple[str, ...]:
-    """``labels`` as a tuple, each checked to be a label name; ``ValueError`` names the
-    first that is not (a bare string is refused: it would be read letter by letter)."""
-    if isinstance(labels, str):
-        raise ValueError(f"labels must be a list of label names, not the string {labels!r}")
-    out = tuple(labels)
-    for label in out:
-        if not isinstance(label, str) or LABEL.fullmatch(label) is None:
-            raise ValueError(
-                f"{label!r} is not a label name: lower-case letters, digits and _ . : -, "
-                "starting with a letter or digit, at most 64 characters"
-            )
-    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from interlock.server.routes.common import errors
 from interlock.server.state import state_of
 from interlock.session.fingerprints import MAX_FINGERPRINTS
 from interlock.session.history import NewStep
+from interlock.session.labels import LABEL_PATTERN
 from interlock.session.packing import unpack_text
 
 if TYPE_CHECKING:
@@ -46,8 +47,7 @@ CheckKey = Annotated[ApiKey, Depends(require(Permission.CHECK))]
 
 #: base64 of MAX_FINGERPRINTS packed uint64s, rounded up
 _MAX_TEXT: Final = (MAX_FINGERPRINTS * 8 + 2) // 3 * 4
-_LABEL: Final = r"^[a-z0-9][a-z0-9_.:\-]{0,63}$"  # lower case, as the policy's
-Label = Annotated[str, Field(pattern=_LABEL)]
+Label = Annotated[str, Field(pattern=LABEL_PATTERN)]
 SessionId = Annotated[
     str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
 ]  # as /v1/check takes it
