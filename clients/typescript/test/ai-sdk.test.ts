@@ -14,13 +14,14 @@ import {
 } from "../src/adapters/ai-sdk.js";
 import { InterlockClient } from "../src/client.js";
 import { ActionDenied, ActionUndetermined, InterlockBlocked } from "../src/errors.js";
+import { budgetedClient, lastToolOutput, modelTokens } from "./support/loops.js";
 import { generatingModel, streamParts, streamingModel } from "./support/models.js";
 import { ROWS, type Row, expectObserversLogged, expectRefusal, expectRefusalText, setUp } from "./support/rows.js";
-import { approveWhenPending, budgets, downServerUrl, startMisbehavingServer } from "./support/server.js";
+import { approveWhenPending, downServerUrl, startMisbehavingServer } from "./support/server.js";
 import { MockLanguageModelV4, convertArrayToReadableStream } from "ai/test";
 
 const stateful = inject("stateful");
-const budgeted = new InterlockClient({ url: stateful.url, apiKey: stateful.agentKey });
+const budgeted = budgetedClient();
 
 const inputSchema = jsonSchema<Record<string, unknown>>({ type: "object", additionalProperties: true });
 
@@ -37,11 +38,7 @@ function countingTool() {
 }
 
 /** The tool-result (or tool-error) the model read back in its second call. */
-function toolResultSeen(prompt: unknown[]): { type: string; value?: unknown; reason?: string } {
-  const last = prompt[prompt.length - 1] as { role: string; content: { output: { type: string; value?: unknown; reason?: string } }[] };
-  expect(last.role).toBe("tool");
-  return (last.content[0] as { output: { type: string; value?: unknown; reason?: string } }).output;
-}
+const toolResultSeen = lastToolOutput;
 
 async function driveRow(row: Row, mode: "generate" | "stream", refusal: "throw" | "message") {
   const setup = await setUp(row);
@@ -234,11 +231,6 @@ describe("interlockToolApproval: the native toolApproval bridge", () => {
     expect(toolResultSeen(model.doGenerateCalls[1]?.prompt ?? []).reason).toMatch(/could not decide/);
   });
 });
-
-async function modelTokens(): Promise<{ spent: number; reserved: number }> {
-  const row = (await budgets(stateful)).find((line) => line.budget_id === "model-tokens");
-  return { spent: row?.spent ?? 0, reserved: row?.reserved ?? 0 };
-}
 
 describe("interlockMiddleware: budgets on model calls", () => {
   it("generateText, two steps: each model call reserved before and committed with its usage", async () => {

@@ -4,16 +4,16 @@
  */
 import { Agent } from "@mastra/core/agent";
 import { createTool } from "@mastra/core/tools";
-import { describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { interlockModel, interlockToolHooks, mastraToolAction } from "../src/adapters/mastra.js";
 import { InterlockClient } from "../src/client.js";
+import { budgetedClient, lastToolOutput, modelTokens } from "./support/loops.js";
 import { generatingModel, streamingModel } from "./support/models.js";
 import { ROWS, type Row, expectObserversLogged, expectRefusalText, setUp } from "./support/rows.js";
-import { budgets, downServerUrl, startMisbehavingServer } from "./support/server.js";
+import { downServerUrl, startMisbehavingServer } from "./support/server.js";
 
-const stateful = inject("stateful");
-const budgeted = new InterlockClient({ url: stateful.url, apiKey: stateful.agentKey });
+const budgeted = budgetedClient();
 
 function countingTool(id: string) {
   const calls: unknown[] = [];
@@ -27,12 +27,6 @@ function countingTool(id: string) {
     },
   });
   return { made, calls };
-}
-
-function lastToolOutput(prompt: unknown[] | undefined): { type: string; value?: unknown } {
-  const last = (prompt ?? [])[(prompt ?? []).length - 1] as { role: string; content: { output: { type: string; value?: unknown } }[] };
-  expect(last.role).toBe("tool");
-  return (last.content[0] as { output: { type: string; value?: unknown } }).output;
 }
 
 let agents = 0;
@@ -129,11 +123,6 @@ describe("interlockToolHooks fails closed", () => {
     });
   }
 });
-
-async function modelTokens(): Promise<{ spent: number; reserved: number }> {
-  const row = (await budgets(stateful)).find((line) => line.budget_id === "model-tokens");
-  return { spent: row?.spent ?? 0, reserved: row?.reserved ?? 0 };
-}
 
 describe("interlockModel: budgets on a Mastra agent's model calls", () => {
   for (const mode of ["generate", "stream"] as const) {
