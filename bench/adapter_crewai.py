@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from bench.agent_loops import check_settled, interleave, loop_stats, note_overheads
+from bench.agent_loops import check_settled, interleave, lookup_policy, loop_stats, note_overheads
 from bench.harness import BenchResult, Stats, summarise, time_calls
 from interlock import Guard, load_policy_text
 
@@ -43,32 +43,7 @@ TURNS: Final = 10
 RUNS: Final = (20, 3)
 WARMUP: Final = 1
 
-POLICY: Final = """
-version: 1
-default: deny
-budgets:
-  - id: model-tokens
-    limit: 1000000000
-    unit: tokens
-    scope: agent
-    kind: llm
-    default_estimate: 300 # the fake model names no max_tokens
-rules:
-  - id: models
-    decision: allow
-    reason: the model may think
-    kind: llm
-  - id: lookups
-    decision: allow
-    reason: lookups are fine
-    name: lookup
-  - id: no-secrets
-    decision: deny
-    reason: no secrets
-    name: lookup
-    params:
-      args.key: {glob: "secret*"}
-"""
+POLICY: Final = lookup_policy(300)  # the fake model names no max_tokens
 
 
 def _quiet_crewai() -> None:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from bench.agent_loops import check_settled, interleave, loop_stats, note_overheads
+from bench.agent_loops import check_settled, interleave, lookup_policy, loop_stats, note_overheads
 from bench.harness import BenchResult
 from interlock import Guard, load_policy_text
 
@@ -40,32 +40,7 @@ RUNS: Final = (30, 5)
 WARMUP: Final = 2
 USAGE: Final = (200, 20)
 
-POLICY: Final = """
-version: 1
-default: deny
-budgets:
-  - id: model-tokens
-    limit: 1000000000
-    unit: tokens
-    scope: agent
-    kind: llm
-    default_estimate: 200
-rules:
-  - id: models
-    decision: allow
-    reason: the model may think
-    kind: llm
-  - id: lookups
-    decision: allow
-    reason: lookups are fine
-    name: lookup
-  - id: no-secrets
-    decision: deny
-    reason: no secrets
-    name: lookup
-    params:
-      args.key: {glob: "secret*"}
-"""
+POLICY: Final = lookup_policy(200)
 
 
 def _llm() -> Any:

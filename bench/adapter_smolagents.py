@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from bench.agent_loops import check_settled, interleave, loop_stats, note_overheads
+from bench.agent_loops import check_settled, interleave, lookup_policy, loop_stats, note_overheads
 from bench.harness import BenchResult, Stats, summarise
 from interlock import Guard, Usage, load_policy_text
 
@@ -35,32 +35,7 @@ TURNS: Final = 20
 RUNS: Final = (40, 6)
 WARMUP: Final = 2
 
-POLICY: Final = """
-version: 1
-default: deny
-budgets:
-  - id: model-tokens
-    limit: 1000000000
-    unit: tokens
-    scope: agent
-    kind: llm
-    default_estimate: 250
-rules:
-  - id: models
-    decision: allow
-    reason: the model may think
-    kind: llm
-  - id: lookups
-    decision: allow
-    reason: lookups are fine
-    name: lookup
-  - id: no-secrets
-    decision: deny
-    reason: no secrets
-    name: lookup
-    params:
-      args.key: {glob: "secret*"}
-"""
+POLICY: Final = lookup_policy(250)
 
 
 def _lookup_tool() -> Any:

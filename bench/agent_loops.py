@@ -12,7 +12,9 @@ running it once) is each benchmark's own; the rest is here:
   counts tool calls, not runs), and their medians;
 - :func:`check_settled`: the token budget the stored subject ran on, spent exactly as
   the scripted model reported and nothing left reserved (else a problem in the result);
-- :func:`note_overheads`: each guarded subject's median against its unguarded one.
+- :func:`note_overheads`: each guarded subject's median against its unguarded one;
+- :func:`lookup_policy`: the policy they share (a model budget, the ``lookup`` tool
+  allowed but for secret keys).
 
 Example::
 
@@ -30,7 +32,14 @@ from collections.abc import Callable, Iterable, Sequence
 from bench.harness import BenchResult, Stats, summarise
 from interlock import Guard
 
-__all__ = ["check_settled", "interleave", "loop_stats", "note_overheads", "per_call"]
+__all__ = [
+    "check_settled",
+    "interleave",
+    "lookup_policy",
+    "loop_stats",
+    "note_overheads",
+    "per_call",
+]
 
 
 def interleave(
@@ -112,3 +121,38 @@ def note_overheads(
             f"{label}: {over / 1000:+.1f} µs per tool call over unguarded "
             f"({medians[label] / base:.3f}×{unguarded})"
         )
+
+
+def lookup_policy(estimate: int = 200) -> str:
+    """The adapter benchmarks' policy: a token budget on model calls (``estimate``
+    reserved for a call that names no ``max_tokens``), the ``lookup`` tool allowed
+    but for a secret key."""
+    return _LOOKUP_POLICY.replace("{estimate}", str(estimate))
+
+
+_LOOKUP_POLICY = """
+version: 1
+default: deny
+budgets:
+  - id: model-tokens
+    limit: 1000000000
+    unit: tokens
+    scope: agent
+    kind: llm
+    default_estimate: {estimate}
+rules:
+  - id: models
+    decision: allow
+    reason: the model may think
+    kind: llm
+  - id: lookups
+    decision: allow
+    reason: lookups are fine
+    name: lookup
+  - id: no-secrets
+    decision: deny
+    reason: no secrets
+    name: lookup
+    params:
+      args.key: {glob: "secret*"}
+"""
