@@ -69,6 +69,13 @@ class TrustedInputs:
         self._lock = threading.Lock()
         self._kept = kept
 
+    def fresh(self, guard: Guard, found: Iterable[Input]) -> list[Input]:
+        """Those of ``found`` not yet recorded in the guard's session (an async adapter
+        hops to a thread to record only when there are some)."""
+        session = guard.context.session_id
+        with self._lock:
+            return [i for i in found if i.text.strip() and (session, i.key()) not in self._seen]
+
     def record(self, guard: Guard, found: Iterable[Input]) -> int:
         """Record each of ``found`` not yet recorded in the guard's session; returns how
         many were recorded. Blank texts hold no value and are skipped. A failure is
