@@ -51,7 +51,7 @@ import inspect
 import json
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from interlock.adapters.base import (
@@ -66,6 +66,7 @@ from interlock.adapters.base import (
     register_adapter,
     verdict_outcome,
 )
+from interlock.adapters.inputs import Input, TrustedInputs, records_inputs
 from interlock.core.action import Action, Context, normalise_arguments
 from interlock.core.decision import Decision
 from interlock.core.intent import intent_hash
@@ -797,6 +798,33 @@ def estimate_usage(
     return Usage(math.ceil(chars / CHARS_PER_TOKEN), max(output, 0))
 
 
+#: The roles of input items that are the user's or the operator's words.
+_TRUSTED_ROLES: Final = frozenset({"user", "system", "developer"})
+
+
+def _trusted_inputs(
+    system_instructions: str | None, input: str | list[TResponseInputItem]
+) -> Iterator[Input]:
+    """The instructions and the user's, system and developer messages of one model
+    request: not tool outputs, the model's messages, or the summary of the history the
+    SDK writes at a handoff (an assistant message). Text parts only."""
+    if system_instructions:
+        yield Input("system", system_instructions)
+    items: list[Any] = [{"role": "user", "content": input}] if isinstance(input, str) else input
+    for item in items:
+        if not isinstance(item, Mapping) or item.get("role") not in _TRUSTED_ROLES:
+            continue
+        if item.get("type", "message") != "message":
+            continue
+        role, content = str(item["role"]), item.get("content")
+        if isinstance(content, str):
+            yield Input(role, content, id=item.get("id"))
+            continue
+        for part in content if isinstance(content, list) else ():
+            if isinstance(part, Mapping) and part.get("type") == "input_text":
+                yield Input(role, str(part.get("text", "")))
+
+
 def _record_usage(call: LLMCall, usage: object) -> None:
     """Record what the provider reported; a response with no token counts keeps the
     estimate (the call happened, and its cost is not known to be lower)."""
@@ -844,6 +872,16 @@ class GuardedModel(Model):
         self.guard = guard
         self.model_name = name or model_name(model)
         self.estimate = estimate or estimate_usage
+        self._inputs = TrustedInputs()
+
+    async def _record_inputs(
+        self, system_instructions: str | None, input: str | list[TResponseInputItem]
+    ) -> None:
+        if not records_inputs(self.guard):
+            return
+        found = self._inputs.fresh(self.guard, _trusted_inputs(system_instructions, input))
+        if found:  # the history may be SQL: off the event loop
+            await asyncio.to_thread(self._inputs.record, self.guard, found)
 
     def _llm_call(
         self,
@@ -869,6 +907,7 @@ class GuardedModel(Model):
         prompt: ResponsePromptParam | None,
         **kwargs: Any,
     ) -> ModelResponse:
+        await self._record_inputs(system_instructions, input)
         try:
             async with self._llm_call(system_instructions, input, model_settings) as call:
                 response = await self.wrapped.get_response(
@@ -904,6 +943,7 @@ class GuardedModel(Model):
         prompt: ResponsePromptParam | None,
         **kwargs: Any,
     ) -> AsyncIterator[TResponseStreamEvent]:
+        await self._record_inputs(system_instructions, input)
         call = self._llm_call(system_instructions, input, model_settings)
         try:
             await call.__aenter__()  # before the first event: a refusal calls nothing
