@@ -67,7 +67,7 @@ from interlock.adapters.base import (
     register_adapter,
     verdict_outcome,
 )
-from interlock.adapters.inputs import Input, TrustedInputs, records_inputs
+from interlock.adapters.inputs import Input, inputs_of, records_inputs
 from interlock.core.action import Action, Context, normalise_arguments
 from interlock.core.decision import Decision
 from interlock.errors import Blocked
@@ -311,7 +311,7 @@ class _Gate:
         # held is keyed by its own objects and swept per run.
         self._tools: dict[int, _Held] = {}
         self._calls: dict[int, _Held] = {}
-        self._inputs = TrustedInputs()
+        self._inputs = inputs_of(guard)
 
     # -- tools --------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from interlock.guard import Guard
 
-__all__ = ["KEPT", "Input", "TrustedInputs", "records_inputs"]
+__all__ = ["KEPT", "Input", "TrustedInputs", "inputs_of", "records_inputs"]
 
 log = logging.getLogger("interlock")
 
@@ -101,3 +102,18 @@ class TrustedInputs:
             else:
                 recorded += 1
         return recorded
+
+
+_BY_GUARD: weakref.WeakKeyDictionary[Guard, TrustedInputs] = weakref.WeakKeyDictionary()
+_BY_GUARD_LOCK = threading.Lock()
+
+
+def inputs_of(guard: Guard) -> TrustedInputs:
+    """The trusted inputs ``guard``'s adapters recorded: one per guard, so that two
+    adapters on one guard (a plugin and an agent's callbacks, the agents of a team)
+    record the same message once."""
+    with _BY_GUARD_LOCK:
+        found = _BY_GUARD.get(guard)
+        if found is None:
+            found = _BY_GUARD[guard] = TrustedInputs()
+        return found

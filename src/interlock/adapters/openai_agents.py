@@ -66,7 +66,7 @@ from interlock.adapters.base import (
     register_adapter,
     verdict_outcome,
 )
-from interlock.adapters.inputs import Input, TrustedInputs, records_inputs
+from interlock.adapters.inputs import Input, inputs_of, records_inputs
 from interlock.core.action import Action, Context, normalise_arguments
 from interlock.core.decision import Decision
 from interlock.core.intent import intent_hash
@@ -872,7 +872,7 @@ class GuardedModel(Model):
         self.guard = guard
         self.model_name = name or model_name(model)
         self.estimate = estimate or estimate_usage
-        self._inputs = TrustedInputs()
+        self._inputs = inputs_of(guard)
 
     async def _record_inputs(
         self, system_instructions: str | None, input: str | list[TResponseInputItem]

@@ -72,7 +72,7 @@ from interlock.adapters.base import (
     register_adapter,
     verdict_outcome,
 )
-from interlock.adapters.inputs import Input, TrustedInputs, records_inputs
+from interlock.adapters.inputs import Input, inputs_of, records_inputs
 from interlock.core.action import Action, Context
 from interlock.core.decision import Decision
 from interlock.ledger.usage import Usage
@@ -336,7 +336,7 @@ class InterlockCapability(AbstractCapability[Any]):
         self.gate = _Gate(guard, mapper, refusal, on_approval, approval_timeout)
         self.models = guard.store is not None if models is None else models
         self.estimate = estimate or estimate_usage
-        self._inputs = TrustedInputs()
+        self._inputs = inputs_of(guard)
 
     @property
     def refusal(self) -> Refusal:

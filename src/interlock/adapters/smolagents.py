@@ -62,7 +62,7 @@ from interlock.adapters.base import (
     run_settled,
     verdict_outcome,
 )
-from interlock.adapters.inputs import Input, TrustedInputs, records_inputs
+from interlock.adapters.inputs import Input, inputs_of, records_inputs
 from interlock.core.action import Action, Context
 from interlock.core.decision import Decision
 from interlock.ledger.usage import Usage
@@ -210,7 +210,7 @@ class _Gate:
         #: the agent attached first (not a managed one): whose user and instructions
         #: are trusted inputs of the session
         self.root: Callable[[], MultiStepAgent | None] = lambda: None
-        self._inputs = TrustedInputs()
+        self._inputs = inputs_of(guard)
 
     def record_inputs(self) -> None:
         """Record the root agent's instructions and the tasks it was given as trusted
