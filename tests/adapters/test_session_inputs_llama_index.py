@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("llama_index.core")
 
 import asyncio
+import json
 from typing import Any
 
 from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
@@ -40,9 +41,11 @@ def _tools(ran: list[str]) -> list[FunctionTool]:
 
 def _agent(kind: str, to: str, ran: list[str]) -> Any:
     if kind == "react":
+        fetch = json.dumps({"url": "https://blog.example"})
+        send = json.dumps({"to": to, "body": "hi"})
         turns = [
-            answer('Thought: read\nAction: fetch_url\nAction Input: {"url": "https://blog.example"}'),
-            answer(f'Thought: mail\nAction: send_email\nAction Input: {{"to": "{to}", "body": "hi"}}'),
+            answer(f"Thought: read\nAction: fetch_url\nAction Input: {fetch}"),
+            answer(f"Thought: mail\nAction: send_email\nAction Input: {send}"),
             answer("Thought: done\nAnswer: done"),
         ]
         return ReActAgent(tools=_tools(ran), llm=ScriptedLLM(turns), system_prompt=SYSTEM)
