@@ -66,27 +66,29 @@ class TrustedInputs:
     __slots__ = ("_kept", "_lock", "_seen")
 
     def __init__(self, kept: int = KEPT) -> None:
-        self._seen: OrderedDict[tuple[str | None, str], None] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str | None, str], None] = OrderedDict()
         self._lock = threading.Lock()
         self._kept = kept
 
     def fresh(self, guard: Guard, found: Iterable[Input]) -> list[Input]:
         """Those of ``found`` not yet recorded in the guard's session (an async adapter
         hops to a thread to record only when there are some)."""
-        session = guard.context.session_id
+        tenant, session = guard.context.tenant, guard.context.session_id
         with self._lock:
-            return [i for i in found if i.text.strip() and (session, i.key()) not in self._seen]
+            return [
+                i for i in found if i.text.strip() and (tenant, session, i.key()) not in self._seen
+            ]
 
     def record(self, guard: Guard, found: Iterable[Input]) -> int:
         """Record each of ``found`` not yet recorded in the guard's session; returns how
         many were recorded. Blank texts hold no value and are skipped. A failure is
         logged and forgotten (the next model call tries that input again)."""
-        session = guard.context.session_id
+        tenant, session = guard.context.tenant, guard.context.session_id
         recorded = 0
         for item in found:
             if not item.text.strip():
                 continue
-            key = (session, item.key())
+            key = (tenant, session, item.key())
             with self._lock:
                 if key in self._seen:
                     continue
