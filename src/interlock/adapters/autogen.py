@@ -40,7 +40,7 @@ import asyncio
 import contextvars
 import json
 import math
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -53,10 +53,12 @@ from interlock.adapters.base import (
     already_judged,
     arun_settled,
     call_key,
+    inside_a_call,
     pending_approval,
     register_adapter,
     verdict_outcome,
 )
+from interlock.adapters.inputs import Input, inputs_of, records_inputs
 from interlock.core.action import Action, Context
 from interlock.deciders.base import CancelToken
 from interlock.errors import Blocked
@@ -72,6 +74,8 @@ try:
         ModelCapabilities,
         ModelInfo,
         RequestUsage,
+        SystemMessage,
+        UserMessage,
     )
     from autogen_core.tools import (
         BaseTool,
@@ -717,6 +721,18 @@ def _raise_if_cancelled(token: CancellationToken | None) -> None:
 # -- the call screen: tool calls judged when the model asks for them --------------------
 
 
+def _trusted_inputs(messages: Sequence[LLMMessage]) -> Iterator[Input]:
+    """The user's messages among ``messages`` (text parts), and the system messages
+    when ``messages`` are the agent's own: the caller picks."""
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            yield Input("system", message.content)
+        elif isinstance(message, UserMessage) and message.source == "user":
+            content = message.content
+            texts = [content] if isinstance(content, str) else content
+            yield from (Input("user", t) for t in texts if isinstance(t, str))
+
+
 class _CallScreen(_DelegatingClient):
     """Judges the function calls in each model answer before the agent runs them:
     ``screened`` names the calls it judges (``None``: every one). A refused call
@@ -741,6 +757,20 @@ class _CallScreen(_DelegatingClient):
         self.handoffs = handoffs
         self.on_approval: Literal["refuse", "wait"] = "refuse"
         self.approval_timeout = 300.0
+        #: the agent's own system messages (not memory's, which it adds per call)
+        self.system: Callable[[], Sequence[LLMMessage]] = tuple
+
+    async def _record_inputs(self, messages: Sequence[LLMMessage]) -> None:
+        """Record the agent's system message and the user's messages (source
+        ``user``) as trusted inputs — not when this agent runs as a tool of another
+        (its task is what that agent's model wrote), not other agents' messages, tool
+        results or memory."""
+        if not records_inputs(self.guard) or inside_a_call(self.guard):
+            return
+        inputs = inputs_of(self.guard)
+        found = inputs.fresh(self.guard, _trusted_inputs([*self.system(), *messages]))
+        if found:  # the history may be SQL: off the event loop
+            await asyncio.to_thread(inputs.record, self.guard, found)
 
     async def _screen(self, result: CreateResult, token: CancellationToken | None) -> None:
         # The agent runs every call of a turn before it asks the model again: what is
@@ -784,6 +814,7 @@ class _CallScreen(_DelegatingClient):
             raise
 
     async def create(self, messages: Sequence[LLMMessage], **options: Any) -> CreateResult:
+        await self._record_inputs(messages)
         result = await self.wrapped.create(messages, **options)
         await self._screen(result, options.get("cancellation_token"))
         return result
@@ -794,6 +825,7 @@ class _CallScreen(_DelegatingClient):
         _mark_run_task()
 
         async def stream() -> AsyncGenerator[str | CreateResult, None]:
+            await self._record_inputs(messages)
             chunks = self.wrapped.create_stream(messages, **options)
             try:
                 async for chunk in chunks:
@@ -902,6 +934,7 @@ class AgentAdapter(Adapter):
         )
         screen.on_approval = options.on_approval
         screen.approval_timeout = options.approval_timeout
+        screen.system = lambda: agent._system_messages
         return screen
 
     def tool_bindings(self, obj: Any, guard: Guard | None = None) -> list[ToolBinding]:

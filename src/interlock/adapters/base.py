@@ -51,6 +51,7 @@ __all__ = [
     "arun_settled",
     "call_key",
     "decide_starting",
+    "inside_a_call",
     "judged_by",
     "pending_approval",
     "register_adapter",
@@ -149,6 +150,13 @@ def already_judged(guard: Guard, call: CallKey) -> bool:
     guarded tool under the middleware that judged it). Any other call — another tool,
     other arguments — made inside an allowed body is judged."""
     return (id(guard), call) in _JUDGED.get()
+
+
+def inside_a_call(guard: Guard) -> bool:
+    """True inside the body of any call ``guard`` allowed (an agent run as a tool: its
+    "user message" is what the calling model wrote, not the user's words)."""
+    key = id(guard)
+    return any(owner == key for owner, _ in _JUDGED.get())
 
 
 @contextlib.contextmanager

@@ -46,11 +46,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import json
 import logging
 import math
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -66,6 +67,7 @@ from interlock.adapters.base import (
     register_adapter,
     verdict_outcome,
 )
+from interlock.adapters.inputs import Input, inputs_of, records_inputs
 from interlock.core.action import Action, Context, normalise_arguments
 from interlock.core.decision import Decision
 from interlock.errors import Blocked
@@ -78,6 +80,7 @@ try:
     from google.adk.models.llm_request import LlmRequest
     from google.adk.models.llm_response import LlmResponse
     from google.adk.plugins.base_plugin import BasePlugin
+    from google.adk.tools.agent_tool import AgentTool
     from google.adk.tools.base_tool import BaseTool
     from google.adk.tools.function_tool import FunctionTool
     from google.adk.tools.tool_context import ToolContext
@@ -247,6 +250,32 @@ def _allowed_here(
     )
 
 
+#: Set in the task of an ``AgentTool`` call (ADK runs each call in a task of its own),
+#: so seen by the run of the wrapped agent: that run's "user message" is the request
+#: the parent *model* wrote — not the user's words, never recorded as trusted.
+_IN_AGENT_TOOL: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "interlock_adk_in_agent_tool", default=False
+)
+
+
+def _trusted_inputs(callback_context: CallbackContext) -> Iterator[Input]:
+    """The agent's own instructions, as written (a template: not filled in from the
+    session state, which tools and models write), and the text of the user's message
+    that started the run. A callable instruction is code, not text: not recorded."""
+    # ADK's CallbackContext exposes the agent's name, not the agent: the one private read
+    invocation = getattr(callback_context, "_invocation_context", None)
+    agent = getattr(invocation, "agent", None)
+    for attr in ("global_instruction", "static_instruction", "instruction"):
+        instruction = getattr(agent, attr, None)
+        if isinstance(instruction, str):
+            yield Input("system", instruction)
+    content = callback_context.user_content
+    if content is not None and content.role in (None, "user"):
+        for part in content.parts or ():
+            if part.text and not part.thought:
+                yield Input("user", part.text)
+
+
 @dataclass(slots=True)
 class _Held:
     """What waits to be settled — an allowed tool decision, or a model call under way —
@@ -282,6 +311,7 @@ class _Gate:
         # held is keyed by its own objects and swept per run.
         self._tools: dict[int, _Held] = {}
         self._calls: dict[int, _Held] = {}
+        self._inputs = inputs_of(guard)
 
     # -- tools --------------------------------------------------------------------------
 
@@ -298,6 +328,8 @@ class _Gate:
     ) -> dict[str, Any] | None:
         """``None``: the call may run (held for settling); a dict: ADK's answer to it;
         raises the refusal in raise style."""
+        if isinstance(tool, AgentTool):
+            _IN_AGENT_TOOL.set(True)
         if _allowed_here(self.guard, tool, args, tool_context):
             return None  # the plugin of this guard allowed this very call
         call_id = tool_context.function_call_id
@@ -361,14 +393,26 @@ class _Gate:
             raise outcome.error
         return {"error": outcome.message, "interlock": decision.verdict.value}
 
-    async def after_tool(self, tool_context: ToolContext, *, spent: bool) -> None:
+    async def after_tool(
+        self, tool_context: ToolContext, *, spent: bool, result: object = None
+    ) -> None:
+        """Settle the call: its reservation, and its session step with what the tool
+        returned (its fingerprints: a value the model copies from it later is known to
+        come from this call) or the error it raised."""
         held = self._tools.pop(id(tool_context), None)
         if held is not None:
-            await self._settle_tool(held, spent=spent)
+            await self._settle_tool(held, spent=spent, result=result)
 
-    async def _settle_tool(self, held: _Held, *, spent: bool) -> None:
+    async def _settle_tool(self, held: _Held, *, spent: bool, result: object = None) -> None:
         decision = held.settle
-        if not isinstance(decision, Decision) or decision.reservation is None:
+        if not isinstance(decision, Decision):
+            return
+        sessions = self.guard._sessions
+        if sessions is not None:  # the history may be SQL: off the event loop
+            await asyncio.to_thread(
+                functools.partial(sessions.settle, decision, executed=spent, result=result)
+            )
+        if decision.reservation is None:
             return
         settle = self.guard.commit if spent else self.guard.release
         try:
@@ -381,6 +425,10 @@ class _Gate:
     async def before_model(
         self, callback_context: CallbackContext, request: LlmRequest
     ) -> LlmResponse | None:
+        if records_inputs(self.guard) and not _IN_AGENT_TOOL.get():
+            found = self._inputs.fresh(self.guard, _trusted_inputs(callback_context))
+            if found:  # the history may be SQL: off the event loop
+                await asyncio.to_thread(self._inputs.record, self.guard, found)
         if not self.models:
             return None
         name = request.model or _model_label(getattr(callback_context, "agent", None))
@@ -495,7 +543,7 @@ class InterlockPlugin(BasePlugin):
         tool_context: ToolContext,
         result: dict[str, Any],
     ) -> dict[str, Any] | None:
-        await self.gate.after_tool(tool_context, spent=True)
+        await self.gate.after_tool(tool_context, spent=True, result=result)
         return None
 
     async def on_tool_error_callback(
@@ -506,7 +554,7 @@ class InterlockPlugin(BasePlugin):
         tool_context: ToolContext,
         error: Exception,
     ) -> dict[str, Any] | None:
-        await self.gate.after_tool(tool_context, spent=False)
+        await self.gate.after_tool(tool_context, spent=False, result=error)
         return None
 
     async def before_model_callback(
@@ -561,12 +609,12 @@ class _AgentCallbacks:
     async def after_tool_callback(
         self, tool: BaseTool, args: dict[str, Any], tool_context: ToolContext, tool_response: Any
     ) -> None:
-        await self.gate.after_tool(tool_context, spent=True)
+        await self.gate.after_tool(tool_context, spent=True, result=tool_response)
 
     async def on_tool_error_callback(
         self, tool: BaseTool, args: dict[str, Any], tool_context: ToolContext, error: Exception
     ) -> None:
-        await self.gate.after_tool(tool_context, spent=False)
+        await self.gate.after_tool(tool_context, spent=False, result=error)
 
     async def before_model_callback(
         self, callback_context: CallbackContext, llm_request: LlmRequest

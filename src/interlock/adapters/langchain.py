@@ -51,8 +51,6 @@ import functools
 import json
 import logging
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
@@ -71,6 +69,7 @@ from interlock.adapters.base import (
     run_settled,
     verdict_outcome,
 )
+from interlock.adapters.inputs import Input, TrustedInputs, records_inputs
 from interlock.core.action import Action, Context
 from interlock.core.decision import Decision
 from interlock.errors import ApprovalClosed, Blocked
@@ -120,8 +119,6 @@ __all__ = [
 
 _R = TypeVar("_R")
 log = logging.getLogger("interlock")
-#: How many recorded messages the middleware remembers, not to record one twice.
-_INPUTS_KEPT: Final = 4096
 
 Refusal = Literal["message", "raise"]
 OnApproval = Literal["refuse", "wait", "interrupt", "review"]
@@ -343,8 +340,7 @@ class InterlockMiddleware(AgentMiddleware):
         self.models = guard.store is not None if models is None else models
         self.estimate = estimate or estimate_usage
         self._gate = _Gate(guard, mapper)
-        self._inputs: OrderedDict[tuple[str | None, str], None] = OrderedDict()
-        self._inputs_lock = threading.Lock()
+        self._inputs = TrustedInputs()
 
     @property
     def name(self) -> str:
@@ -651,7 +647,7 @@ class InterlockMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        if self.guard._sessions is not None:
+        if records_inputs(self.guard):
             self._record_inputs(request)
         if not self.models:
             return handler(request)
@@ -674,7 +670,7 @@ class InterlockMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        if self.guard._sessions is not None:
+        if records_inputs(self.guard):
             await asyncio.to_thread(self._record_inputs, request)
         if not self.models:
             return await handler(request)
@@ -706,22 +702,17 @@ class InterlockMiddleware(AgentMiddleware):
         ]
         if request.system_message is not None:
             found.insert(0, request.system_message)
-        session = self.guard.context.session_id
-        for message in found:
-            text = message.text if isinstance(message.content, list) else message.content
-            key = (session, message.id or f"{message.type}:{text}")
-            with self._inputs_lock:
-                if key in self._inputs:
-                    continue
-                self._inputs[key] = None
-                while len(self._inputs) > _INPUTS_KEPT:
-                    self._inputs.popitem(last=False)
-            try:
-                self.guard.record_input(text, trusted=True)
-            except Exception as exc:
-                with self._inputs_lock:
-                    self._inputs.pop(key, None)
-                log.error("interlock: the user's message could not be recorded: %s", exc)
+        self._inputs.record(
+            self.guard,
+            (
+                Input(
+                    message.type,
+                    message.text if isinstance(message.content, list) else message.content,
+                    id=message.id,
+                )
+                for message in found
+            ),
+        )
 
     def _refuse_model(self, error: Blocked) -> AIMessage:
         """A refused model call ends the loop with an answer that says why (message

@@ -53,17 +53,19 @@ from interlock.adapters.base import (
     arun_settled,
     call_key,
     decide_starting,
+    inside_a_call,
     pending_approval,
     register_adapter,
     run_settled,
     verdict_outcome,
 )
+from interlock.adapters.inputs import Input, inputs_of, records_inputs
 from interlock.core.action import Action
 from interlock.errors import Blocked
 from interlock.ledger.usage import Usage
 
 try:
-    from llama_index.core.base.llms.types import ChatMessage, ChatResponse
+    from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
     from llama_index.core.llms.llm import LLM
     from llama_index.core.tools import FunctionTool
     from workflows import Context
@@ -754,6 +756,45 @@ def _function_tools(agent: Any) -> list[FunctionTool]:
     return tools
 
 
+def _trusted_inputs(
+    agent: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> Iterator[Input]:
+    """The system prompts of the agents in ``agent`` (as the operator wrote them) and
+    the user's message and history given to ``run`` — not what the workflow builds
+    from them: ``ReActAgent`` hands tool observations to the model as *user*
+    messages, and the state prompt puts tool-written state into the user's."""
+    for one in _agents(agent):
+        prompt = getattr(one, "system_prompt", None)
+        if isinstance(prompt, str):
+            yield Input("system", prompt)
+    user_msg = kwargs.get("user_msg")
+    if user_msg is None and args and isinstance(args[0], (str, ChatMessage)):
+        user_msg = args[0]
+    history = kwargs.get("chat_history") or []
+    for message in [*history, user_msg]:
+        if isinstance(message, str):
+            yield Input("user", message)
+        elif isinstance(message, ChatMessage) and message.role == MessageRole.USER:
+            yield Input("user", message.content or "")
+
+
+class _RecordingRun:
+    """A workflow agent's ``run``, recording its trusted inputs first (when the guard
+    reads sessions; not in the body of a tool call: an agent run by a tool gets the
+    calling model's words)."""
+
+    def __init__(self, guard: Guard, agent: Any, inner: Callable[..., Any]) -> None:
+        self.guard = guard
+        self.agent = agent
+        self.inner = inner
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if records_inputs(self.guard) and not inside_a_call(self.guard):
+            found = _trusted_inputs(self.agent, args, kwargs)
+            inputs_of(self.guard).record(self.guard, found)
+        return self.inner(*args, **kwargs)
+
+
 def guard_agent(
     agent: Any,
     guard: Guard,
@@ -799,6 +840,10 @@ def guard_agent(
             by_name = {t.metadata.get_name(): t for t in _function_tools(one)}
             _SCREEN.tools[id(llm)] = (_constant(by_name), mapper)
             _SCREEN.attach(llm, guard)
+    if not isinstance(vars(agent).get("run"), _RecordingRun):
+        # no hook sees the user's message before the workflow builds on it: the one
+        # instance attribute guard_agent sets (unguard_agent removes it)
+        object.__setattr__(agent, "run", _RecordingRun(guard, agent, agent.run))
     return agent
 
 
@@ -808,6 +853,8 @@ def _constant(tools: dict[str, FunctionTool]) -> Callable[[], Mapping[str, Any]]
 
 def unguard_agent(agent: Any) -> Any:
     """Undo :func:`guard_agent`: every tool and model restored exactly."""
+    if isinstance(vars(agent).get("run"), _RecordingRun):
+        del vars(agent)["run"]
     for one in _agents(agent):
         for tool in getattr(one, "tools", None) or []:
             if isinstance(tool, FunctionTool):

@@ -51,7 +51,7 @@ import inspect
 import json
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from interlock.adapters.base import (
@@ -62,10 +62,12 @@ from interlock.adapters.base import (
     adecide_starting,
     arun_settled,
     call_key,
+    inside_a_call,
     pending_approval,
     register_adapter,
     verdict_outcome,
 )
+from interlock.adapters.inputs import Input, inputs_of, records_inputs
 from interlock.core.action import Action, Context, normalise_arguments
 from interlock.core.decision import Decision
 from interlock.core.intent import intent_hash
@@ -81,6 +83,7 @@ from interlock.ledger.usage import Usage
 try:
     from agents import (
         Agent,
+        AgentHooks,
         FunctionTool,
         Model,
         ModelProvider,
@@ -797,6 +800,91 @@ def estimate_usage(
     return Usage(math.ceil(chars / CHARS_PER_TOKEN), max(output, 0))
 
 
+#: The roles of input items that are the user's or the operator's words.
+_TRUSTED_ROLES: Final = frozenset({"user", "system", "developer"})
+
+
+def _trusted_inputs(
+    system_instructions: str | None, input: str | list[TResponseInputItem]
+) -> Iterator[Input]:
+    """The instructions and the user's, system and developer messages of one model
+    request: not tool outputs, the model's messages, or the summary of the history the
+    SDK writes at a handoff (an assistant message). Text parts only."""
+    if system_instructions:
+        yield Input("system", system_instructions)
+    items: list[Any] = [{"role": "user", "content": input}] if isinstance(input, str) else input
+    for item in items:
+        if not isinstance(item, Mapping) or item.get("role") not in _TRUSTED_ROLES:
+            continue
+        if item.get("type", "message") != "message":
+            continue
+        role, content = str(item["role"]), item.get("content")
+        if isinstance(content, str):
+            yield Input(role, content, id=item.get("id"))
+            continue
+        for part in content if isinstance(content, list) else ():
+            if isinstance(part, Mapping) and part.get("type") == "input_text":
+                yield Input(role, str(part.get("text", "")))
+
+
+async def _arecord_inputs(
+    guard: Guard, system_instructions: str | None, input: str | list[TResponseInputItem]
+) -> None:
+    """Record the trusted inputs of one model request — not inside the body of a tool
+    call (an agent run as a tool: its input is what the calling model wrote)."""
+    if not records_inputs(guard) or inside_a_call(guard):
+        return
+    inputs = inputs_of(guard)
+    found = inputs.fresh(guard, _trusted_inputs(system_instructions, input))
+    if found:  # the history may be SQL: off the event loop
+        await asyncio.to_thread(inputs.record, guard, found)
+
+
+class _RecordingHooks(AgentHooks[Any]):
+    """An agent's ``hooks``, recording the trusted inputs of each model request in
+    ``on_llm_start`` (the SDK awaits it before the model is called); every hook is
+    also the agent's own (``inner``), when it had some."""
+
+    def __init__(self, inner: AgentHooks[Any] | None, guard: Guard) -> None:
+        self.inner = inner
+        self.guard = guard
+
+    async def on_llm_start(
+        self,
+        context: RunContextWrapper[Any],
+        agent: Agent[Any],
+        system_prompt: str | None,
+        input_items: list[TResponseInputItem],
+    ) -> None:
+        await _arecord_inputs(self.guard, system_prompt, input_items)
+        if self.inner is not None:
+            await self.inner.on_llm_start(context, agent, system_prompt, input_items)
+
+    async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_llm_end(context, agent, response)
+
+    async def on_start(self, context: Any, agent: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_start(context, agent)
+
+    async def on_end(self, context: Any, agent: Any, output: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_end(context, agent, output)
+
+    async def on_handoff(self, context: Any, agent: Any, source: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_handoff(context, agent, source)
+
+    async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_tool_start(context, agent, tool)
+
+    async def on_tool_end(self, context: Any, agent: Any, tool: Any, result: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_tool_end(context, agent, tool, result)
+
+
 def _record_usage(call: LLMCall, usage: object) -> None:
     """Record what the provider reported; a response with no token counts keeps the
     estimate (the call happened, and its cost is not known to be lower)."""
@@ -844,6 +932,12 @@ class GuardedModel(Model):
         self.guard = guard
         self.model_name = name or model_name(model)
         self.estimate = estimate or estimate_usage
+        self._inputs = inputs_of(guard)
+
+    async def _record_inputs(
+        self, system_instructions: str | None, input: str | list[TResponseInputItem]
+    ) -> None:
+        await _arecord_inputs(self.guard, system_instructions, input)
 
     def _llm_call(
         self,
@@ -869,6 +963,7 @@ class GuardedModel(Model):
         prompt: ResponsePromptParam | None,
         **kwargs: Any,
     ) -> ModelResponse:
+        await self._record_inputs(system_instructions, input)
         try:
             async with self._llm_call(system_instructions, input, model_settings) as call:
                 response = await self.wrapped.get_response(
@@ -904,6 +999,7 @@ class GuardedModel(Model):
         prompt: ResponsePromptParam | None,
         **kwargs: Any,
     ) -> AsyncIterator[TResponseStreamEvent]:
+        await self._record_inputs(system_instructions, input)
         call = self._llm_call(system_instructions, input, model_settings)
         try:
             await call.__aenter__()  # before the first event: a refusal calls nothing
@@ -1058,6 +1154,7 @@ class AgentAdapter(Adapter):
         PatchTarget(Agent, "tools"),
         PatchTarget(Agent, "get_mcp_tools"),
         PatchTarget(Agent, "handoffs"),
+        PatchTarget(Agent, "hooks"),
     )
 
     inspects_models = True
@@ -1115,6 +1212,8 @@ class AgentAdapter(Adapter):
             return _guarded_list(original, guard)
         if target.attr == "handoffs":
             return [guard_handoff(h, guard) for h in original]
+        if target.attr == "hooks":  # the SDK's own hook: the trusted inputs of the session
+            return _RecordingHooks(original, guard)
         list_mcp_tools: Callable[[RunContextWrapper[Any]], Awaitable[list[Tool]]] = original
 
         async def get_mcp_tools(run_context: RunContextWrapper[Any]) -> list[Tool]:

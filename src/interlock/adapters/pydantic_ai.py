@@ -56,7 +56,7 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from interlock.adapters.base import (
@@ -68,10 +68,12 @@ from interlock.adapters.base import (
     already_judged,
     arun_settled,
     call_key,
+    inside_a_call,
     pending_approval,
     register_adapter,
     verdict_outcome,
 )
+from interlock.adapters.inputs import Input, inputs_of, records_inputs
 from interlock.core.action import Action, Context
 from interlock.core.decision import Decision
 from interlock.ledger.usage import Usage
@@ -80,7 +82,14 @@ try:
     from pydantic_ai import Agent, ModelRetry, ToolFailed
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.exceptions import ApprovalRequired as DeferForApproval
-    from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        SystemPromptPart,
+        ToolCallPart,
+        UserPromptPart,
+    )
     from pydantic_ai.models import Model, ModelRequestContext
     from pydantic_ai.tools import RunContext, ToolDefinition
     from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
@@ -246,6 +255,24 @@ class _Gate:
 # -- the capability -------------------------------------------------------------------
 
 
+def _trusted_inputs(messages: Sequence[ModelMessage]) -> Iterator[Input]:
+    """The system prompt, the instructions and the user's prompts among ``messages``:
+    not tool returns, retry prompts or the model's responses (nor the text parts of a
+    user prompt that are not text: images, documents)."""
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        if message.instructions:
+            yield Input("system", message.instructions)
+        for part in message.parts:
+            if isinstance(part, SystemPromptPart):
+                yield Input("system", part.content)
+            elif isinstance(part, UserPromptPart):
+                content = part.content
+                texts = [content] if isinstance(content, str) else content
+                yield from (Input("user", t) for t in texts if isinstance(t, str))
+
+
 def model_name(model: Model) -> str:
     """The model's name as pricing knows it (``model.model_name``), else its class."""
     name = getattr(model, "model_name", None)
@@ -310,6 +337,7 @@ class InterlockCapability(AbstractCapability[Any]):
         self.gate = _Gate(guard, mapper, refusal, on_approval, approval_timeout)
         self.models = guard.store is not None if models is None else models
         self.estimate = estimate or estimate_usage
+        self._inputs = inputs_of(guard)
 
     @property
     def refusal(self) -> Refusal:
@@ -348,6 +376,11 @@ class InterlockCapability(AbstractCapability[Any]):
         request_context: ModelRequestContext,
         handler: Callable[[ModelRequestContext], Awaitable[ModelResponse]],
     ) -> ModelResponse:
+        # not in a tool's body: an agent a tool delegates to gets the calling model's words
+        if records_inputs(self.guard) and not inside_a_call(self.guard):
+            found = self._inputs.fresh(self.guard, _trusted_inputs(request_context.messages))
+            if found:  # the history may be SQL: off the event loop
+                await asyncio.to_thread(self._inputs.record, self.guard, found)
         if not self.models:
             return await handler(request_context)
         call = self.guard.llm_call(

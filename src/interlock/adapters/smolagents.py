@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 import math
 import weakref
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -62,6 +62,7 @@ from interlock.adapters.base import (
     run_settled,
     verdict_outcome,
 )
+from interlock.adapters.inputs import Input, inputs_of, records_inputs
 from interlock.core.action import Action, Context
 from interlock.core.decision import Decision
 from interlock.ledger.usage import Usage
@@ -79,6 +80,7 @@ try:
     from smolagents.local_python_executor import (  # type: ignore[import-untyped]
         LocalPythonExecutor,
     )
+    from smolagents.memory import TaskStep  # type: ignore[import-untyped]
     from smolagents.models import (  # type: ignore[import-untyped]
         ChatMessage,
         ChatMessageStreamDelta,
@@ -178,6 +180,15 @@ def _is_final_answer(tool: object) -> bool:
     return isinstance(tool, FinalAnswerTool) or getattr(tool, "name", None) == FINAL_ANSWER
 
 
+def _trusted_inputs(agent: MultiStepAgent) -> Iterator[Input]:
+    instructions = getattr(agent, "instructions", None)
+    if isinstance(instructions, str):
+        yield Input("system", instructions)
+    for step in agent.memory.steps:
+        if isinstance(step, TaskStep):
+            yield Input("user", step.task)
+
+
 class _Gate:
     """Judges the tool calls of one guard (shared by tools and agents)."""
 
@@ -196,6 +207,18 @@ class _Gate:
         self.mapper = mapper
         self.on_approval = on_approval
         self.approval_timeout = approval_timeout
+        #: the agent attached first (not a managed one): whose user and instructions
+        #: are trusted inputs of the session
+        self.root: Callable[[], MultiStepAgent | None] = lambda: None
+        self._inputs = inputs_of(guard)
+
+    def record_inputs(self) -> None:
+        """Record the root agent's instructions and the tasks it was given as trusted
+        inputs — not a managed agent's task, which its manager's *model* wrote, nor
+        smolagents' own system prompt (its tool descriptions may be an MCP server's)."""
+        agent = self.root()
+        if agent is not None and records_inputs(self.guard):
+            self._inputs.record(self.guard, _trusted_inputs(agent))
 
     def _decide_once(
         self, tool: Tool | MultiStepAgent, arguments: dict[str, Any]
@@ -223,6 +246,7 @@ class _Gate:
     ) -> Any:
         """Judge the call, run ``body`` on allow only (settling its reservation), raise
         the refusal (``refuse`` turns the Blocked error into another) otherwise."""
+        self.record_inputs()  # before the call is judged: its provenance reads them
         # an allow's commit carries the body's tool_invoke: one durable write before it
         decision, started = decide_starting(
             self.guard, str(tool.name), lambda: self.decide(tool, arguments)
@@ -575,6 +599,8 @@ class AgentAdapter(Adapter):
                 raise ValueError("this object is attached to another guard; detach it first")
             return obj
         options = self.pending.get(id(obj)) or _Options(_Gate(guard))
+        if options.gate.root() is None:
+            options.gate.root = weakref.ref(obj)
         record = _Patched(guard, target=weakref.ref(obj))
         try:
             self._attach_into(obj, guard, options, record)
