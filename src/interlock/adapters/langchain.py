@@ -64,6 +64,7 @@ from interlock.adapters.base import (
     arun_settled,
     call_key,
     decide_starting,
+    inside_a_call,
     pending_approval,
     register_adapter,
     run_settled,
@@ -647,7 +648,9 @@ class InterlockMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        if records_inputs(self.guard):
+        # inside a call this guard allowed (an agent run as a tool) the "user" is the
+        # calling model: its words are not the user's
+        if records_inputs(self.guard) and not inside_a_call(self.guard):
             self._record_inputs(request)
         if not self.models:
             return handler(request)
@@ -670,7 +673,9 @@ class InterlockMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        if records_inputs(self.guard):
+        # inside a call this guard allowed (an agent run as a tool) the "user" is the
+        # calling model: its words are not the user's
+        if records_inputs(self.guard) and not inside_a_call(self.guard):
             await asyncio.to_thread(self._record_inputs, request)
         if not self.models:
             return await handler(request)
