@@ -40,9 +40,9 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -87,6 +87,18 @@ _PG_APPEND: Final = (
     "AND seq <= (SELECT seq FROM s) - %s) "
     "SELECT seq, version, created_us, labels FROM s"
 )
+#: SQLite's usual append: one statement (schema 14's view ``session_step_usual``,
+#: whose trigger aborts with :data:`_UNUSUAL` when the session is not as the caller
+#: knows it).
+_USUAL_APPEND: Final = (
+    "INSERT INTO session_step_usual VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_UNUSUAL: Final = "interlock-unusual"
+#: SQLite's general append runs in a savepoint: in the decision record's transaction,
+#: a step that fails leaves nothing behind and the record goes on.
+_SAVEPOINT: Final = "SAVEPOINT interlock_step"
+_ROLLBACK: Final = "ROLLBACK TO SAVEPOINT interlock_step"
+_RELEASE: Final = "RELEASE SAVEPOINT interlock_step"
 #: Past every seq: the steps of a session unchanged since a view are not read.
 _NO_SEQ: Final = 2**63 - 1
 #: Views kept per history, to read only what changed since (least recently used out).
@@ -102,7 +114,8 @@ class Written(NamedTuple):
     labels: frozenset[str]
 
 
-def _labels_text(labels: Iterable[str]) -> str:
+@functools.lru_cache(maxsize=4096)
+def _labels_text(labels: frozenset[str]) -> str:
     return json.dumps(sorted(labels), separators=(",", ":"))
 
 
@@ -309,9 +322,11 @@ class SqlHistory:
         )
         try:
             with opened as cur:
-                return self.append_in(cur, tenant, session_id, step)
+                written = self.append_joined(cur, tenant, session_id, step)
         except StoreError as exc:
             raise _unavailable("append to", tenant, session_id, exc) from exc
+        self.joined(tenant, session_id, written)
+        return written.step
 
     def append_in(self, cur: Cursor, tenant: str, session_id: str, step: NewStep) -> Step:
         """:meth:`append` inside the caller's write transaction on this store (the
@@ -321,7 +336,12 @@ class SqlHistory:
 
     def append_joined(self, cur: Cursor, tenant: str, session_id: str, step: NewStep) -> Written:
         """:meth:`append_in`, with the session as the append left it: once the
-        transaction has committed, :meth:`joined` moves this history's kept view on."""
+        transaction has committed, :meth:`joined` moves this history's kept view on.
+
+        All or nothing within the caller's transaction: when it raises, nothing of the
+        step was written and (on SQLite) the transaction goes on — the usual step is
+        one statement, the general one runs in a savepoint. On PostgreSQL a failure
+        aborts the transaction (the append is one statement there too)."""
         store = self.store
         fingerprints = pack(step.fingerprints)  # a bad value: ValueError, before any write
         now = store.clock()
@@ -364,27 +384,20 @@ class SqlHistory:
                 _labels_of(got[3]),
             )
         else:
-            seq, labels, version, created = self._claim_seq(cur, tenant, session_id, now)
-            merged = (labels | step.labels) - step.clears
-            if merged != labels:
-                cur.execute(
-                    store.q("UPDATE sessions SET labels = ? WHERE tenant = ? AND session_id = ?"),
-                    (_labels_text(merged), tenant, session_id),
-                )
-            cur.execute(
-                store.q(
-                    f"INSERT INTO session_steps (tenant, session_id, {_STEP_COLUMNS}, "
-                    "changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                ),
-                (tenant, session_id, seq, now, *row, version),
-            )
-            if seq > self.max_steps:
-                cur.execute(
-                    store.q(
-                        "DELETE FROM session_steps WHERE tenant = ? AND session_id = ? AND seq <= ?"
-                    ),
-                    (tenant, session_id, seq - self.max_steps),
-                )
+            usual = self._append_usual(cur, tenant, session_id, step, now, row)
+            if usual is not None:
+                seq, version, created, merged = usual
+            else:
+                cur.execute(_SAVEPOINT)
+                try:
+                    seq, version, created, merged = self._append_general(
+                        cur, tenant, session_id, step, now, row
+                    )
+                except BaseException:
+                    cur.execute(_ROLLBACK)  # (the connection is gone: the transaction fails)
+                    cur.execute(_RELEASE)
+                    raise
+                cur.execute(_RELEASE)
         written = Step(
             seq,
             now / 1_000_000,
@@ -399,6 +412,83 @@ class SqlHistory:
         )
         return Written(written, version, created, merged)
 
+    def _append_usual(
+        self,
+        cur: Cursor,
+        tenant: str,
+        session_id: str,
+        step: NewStep,
+        now: int,
+        row: tuple[Any, ...],
+    ) -> tuple[int, int, int, frozenset[str]] | None:
+        """SQLite: the step appended by one statement (the view ``session_step_usual``,
+        schema 14) after the view this history keeps of the session, when the session
+        is still that one; None (nothing written) when it is not kept here, or moved on
+        since (another writer, a settle, an expiry): the general path appends then."""
+        with self._views_lock:
+            cached = self._views.get((tenant, session_id))
+        if cached is None:
+            return None
+        created, version, kept = cached
+        seq = kept.next_seq
+        labels = kept.labels
+        merged = (labels | step.labels) - step.clears if step.labels or step.clears else labels
+        try:
+            cur.execute(
+                _USUAL_APPEND,
+                (
+                    tenant,
+                    session_id,
+                    seq,
+                    version + 1,
+                    created,
+                    now,
+                    *row,
+                    None if merged == labels else _labels_text(merged),
+                    seq - self.max_steps,
+                ),
+            )
+        except sqlite3.IntegrityError as exc:
+            if str(exc) != _UNUSUAL:
+                raise
+            return None
+        return seq, version + 1, created, merged
+
+    def _append_general(
+        self,
+        cur: Cursor,
+        tenant: str,
+        session_id: str,
+        step: NewStep,
+        now: int,
+        row: tuple[Any, ...],
+    ) -> tuple[int, int, int, frozenset[str]]:
+        """SQLite: the step appended whatever this history knows of the session (the
+        session row upserted first: the seq, labels and version it holds)."""
+        store = self.store
+        seq, labels, version, created = self._claim_seq(cur, tenant, session_id, now)
+        merged = (labels | step.labels) - step.clears
+        if merged != labels:
+            cur.execute(
+                store.q("UPDATE sessions SET labels = ? WHERE tenant = ? AND session_id = ?"),
+                (_labels_text(merged), tenant, session_id),
+            )
+        cur.execute(
+            store.q(
+                f"INSERT INTO session_steps (tenant, session_id, {_STEP_COLUMNS}, "
+                "changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            ),
+            (tenant, session_id, seq, now, *row, version),
+        )
+        if seq > self.max_steps:
+            cur.execute(
+                store.q(
+                    "DELETE FROM session_steps WHERE tenant = ? AND session_id = ? AND seq <= ?"
+                ),
+                (tenant, session_id, seq - self.max_steps),
+            )
+        return seq, version, created, merged
+
     def joined(self, tenant: str, session_id: str, written: Written) -> None:
         """After the commit of :meth:`append_joined`: the kept view of the session moved
         on by its step when that view was the session just before it (nobody else
@@ -408,22 +498,20 @@ class SqlHistory:
         with self._views_lock:
             cached = self._views.get(key)
             if written.version == 1:  # the session's first step
-                kept: tuple[Step, ...] = ()
+                view = SessionView(tenant, session_id, (step,), written.labels, step.seq + 1)
             elif (
                 cached is not None
                 and cached[0] == written.created_us
                 and cached[1] == written.version - 1
             ):
                 kept = cached[2].steps
+                oldest = step.seq + 1 - self.max_steps
+                cut = 0  # (seqs ascend: only the first few can be past the bound)
+                while cut < len(kept) and kept[cut].seq < oldest:
+                    cut += 1
+                view = cached[2].followed_by(step, written.labels, len(kept) - cut + 1)
             else:
                 return
-            oldest = step.seq + 1 - self.max_steps
-            cut = 0
-            while cut < len(kept) and kept[cut].seq < oldest:
-                cut += 1
-            view = SessionView(
-                tenant, session_id, (*kept[cut:], step), written.labels, step.seq + 1
-            )
             self._views[key] = (written.created_us, written.version, view)
             self._views.move_to_end(key)
             while len(self._views) > _VIEWS_KEPT:
