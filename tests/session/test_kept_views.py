@@ -19,7 +19,7 @@ def _call(name: str, decision: str | None = None, **kw: object) -> NewStep:
 
 def _shape(view: SessionView) -> tuple[object, ...]:
     return (
-        [(s.seq, s.name, s.labels, s.executed) for s in view.steps],
+        [(s.seq, s.name, s.labels, s.executed, s.fingerprints) for s in view.steps],
         view.labels,
         view.next_seq,
     )
@@ -74,8 +74,10 @@ def test_appends_after_a_kept_view_match_the_memory_history(
         elif op < 0.8:
             decision = f"d-{rng.randrange(max(i, 1))}"
             labels = frozenset(rng.sample(names, 1))
-            history.settle("acme", "s", decision, executed=True, labels=labels)
-            memory.settle("acme", "s", decision, executed=True, labels=labels)
+            ran = rng.random() < 0.7
+            data = frozenset(rng.sample(range(100), rng.randint(0, 2)))
+            history.settle("acme", "s", decision, executed=ran, fingerprints=data, labels=labels)
+            memory.settle("acme", "s", decision, executed=ran, fingerprints=data, labels=labels)
         assert _shape(history.view("acme", "s")) == _shape(memory.view("acme", "s")), i
 
 

@@ -38,6 +38,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import sqlite3
@@ -244,12 +245,18 @@ class SqlHistory:
 
     def view(self, tenant: str, session_id: str) -> SessionView:
         """The session as it stands: one statement (one snapshot) reading the session
-        row and the steps written since the view this history last read of it."""
+        row and the steps written since the view this history last read of it — when
+        it keeps one, the session row's version first (an index look-up, no join):
+        unchanged, the kept view is the session."""
         key = (tenant, session_id)
         with self._views_lock:
             cached = self._views.get(key)
-        since = cached[1] if cached is not None else 0
-        rows = self._read(tenant, session_id, since)
+        since = 0
+        if cached is not None:
+            since = cached[1]
+            if self._read(self._select_version, (tenant, session_id)) == [(since, cached[0])]:
+                return cached[2]
+        rows = self._read(self._select, (since, self.max_steps, since, tenant, session_id))
         if not rows:
             with self._views_lock:
                 self._views.pop(key, None)
@@ -258,7 +265,7 @@ class SqlHistory:
         created, version = int(created), int(version)
         if cached is not None and (cached[0] != created or version < cached[1]):
             # the session was expired and begun again meanwhile: read it whole
-            rows = self._read(tenant, session_id, 0)
+            rows = self._read(self._select, (0, self.max_steps, 0, tenant, session_id))
             if not rows:
                 return SessionView(tenant, session_id)
             labels, next_seq, created, version = rows[0][:4]
@@ -288,14 +295,19 @@ class SqlHistory:
                 self._views.popitem(last=False)
         return view
 
-    def _read(self, tenant: str, session_id: str, since: int) -> list[Any]:
-        store = self.store
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         try:
             # one SELECT is a snapshot of its own: no BEGIN/COMMIT around it (on
             # PostgreSQL one round trip, not three)
-            return store.select(self._select, (since, self.max_steps, since, tenant, session_id))
+            return self.store.select(sql, params)
         except StoreError as exc:
-            raise _unavailable("read", tenant, session_id, exc) from exc
+            raise _unavailable("read", str(params[-2]), str(params[-1]), exc) from exc
+
+    @functools.cached_property
+    def _select_version(self) -> str:
+        return self.store.q(
+            "SELECT version, created_us FROM sessions WHERE tenant = ? AND session_id = ?"
+        )
 
     @functools.cached_property
     def _select(self) -> str:
@@ -575,8 +587,8 @@ class SqlHistory:
                 # the session row first, locked (the order an append takes too)
                 cur.execute(
                     store.q(
-                        "SELECT labels, version FROM sessions WHERE tenant = ? AND session_id = ?"
-                        f"{store.for_update}"
+                        "SELECT labels, version, created_us FROM sessions "
+                        f"WHERE tenant = ? AND session_id = ?{store.for_update}"
                     ),
                     (tenant, session_id),
                 )
@@ -597,13 +609,14 @@ class SqlHistory:
                     return False
                 now = store.clock()
                 step_labels = _labels_of(found[1]) | labels
+                ran = executed or bool(found[4])  # ran stays ran
                 cur.execute(
                     store.q(
                         "UPDATE session_steps SET executed = ?, labels = ?, fingerprints = ?, "
                         "changed = ? WHERE tenant = ? AND session_id = ? AND seq = ?"
                     ),
                     (
-                        int(executed or bool(found[4])),  # ran stays ran
+                        int(ran),
                         _labels_text(step_labels),
                         pack(unpack(found[2]) | fingerprints) if fingerprints else found[2],
                         version,
@@ -612,17 +625,63 @@ class SqlHistory:
                         int(found[0]),
                     ),
                 )
-                session_labels = _labels_of(session[0])
+                session_labels = _labels_of(session[0]) | labels
                 cur.execute(
                     store.q(
                         "UPDATE sessions SET labels = ?, touched_us = ?, version = ? "
                         "WHERE tenant = ? AND session_id = ?"
                     ),
-                    (_labels_text(session_labels | labels), now, version, tenant, session_id),
+                    (_labels_text(session_labels), now, version, tenant, session_id),
                 )
         except StoreError as exc:
             raise _unavailable("settle in", tenant, session_id, exc) from exc
+        self._settled(
+            tenant,
+            session_id,
+            (int(session[2]), version),
+            int(found[0]),
+            ran,
+            step_labels,
+            fingerprints,
+            session_labels,
+        )
         return True
+
+    def _settled(
+        self,
+        tenant: str,
+        session_id: str,
+        at: tuple[int, int],
+        seq: int,
+        ran: bool,
+        step_labels: frozenset[str],
+        fingerprints: frozenset[int],
+        labels: frozenset[str],
+    ) -> None:
+        """After a settle's commit: the kept view of the session moved on by it when
+        that view was the session just before it (``at``: its creation and the
+        version the settle gave it), so the next :meth:`view` reads no step."""
+        key = (tenant, session_id)
+        created, version = at
+        with self._views_lock:
+            cached = self._views.get(key)
+            if cached is None or cached[0] != created or cached[1] != version - 1:
+                return
+            kept = cached[2]
+            steps = kept.steps
+            at_index = next((i for i in range(len(steps) - 1, -1, -1) if steps[i].seq == seq), None)
+            if at_index is not None:
+                old = steps[at_index]
+                kept_fingerprints = old.fingerprints
+                if fingerprints:
+                    kept_fingerprints = kept_fingerprints | fingerprints
+                new = dataclasses.replace(
+                    old, executed=ran, labels=step_labels, fingerprints=kept_fingerprints
+                )
+                steps = (*steps[:at_index], new, *steps[at_index + 1 :])
+            view = SessionView(tenant, session_id, steps, labels, kept.next_seq)
+            self._views[key] = (created, version, view)
+            self._views.move_to_end(key)
 
     def expire(self, idle_for: float) -> int:
         try:
