@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from interlock.core.action import Action, Context
@@ -285,6 +285,7 @@ class JoinedStep:
     good: a retried transaction appends the same replacement."""
 
     __slots__ = (
+        "_finish",
         "allowed",
         "committed",
         "goes_on",
@@ -322,6 +323,7 @@ class JoinedStep:
         self.told: Event | None = None  # the event that record holds
         self.skip = False
         self.committed = False  # its transaction committed (the guard's writer said so)
+        self._finish: Callable[[Sequence[Any]], Written] | None = None
         # SQLite: a failed step leaves the transaction going on; PostgreSQL: it aborts
         # it, and the writer's retry appends the replacement
         self.goes_on = getattr(recorder.joins_store, "dialect", "") != "postgres"
@@ -343,6 +345,26 @@ class JoinedStep:
                 raise
             return self.instead
         return None
+
+    def in_statement(self) -> tuple[str, list[Any]] | None:
+        """PostgreSQL: this step as CTEs for its record's own statement (one round
+        trip for both: :meth:`PostgresStore.append_audit`), naming the session row it
+        leaves ``s0``; None when it cannot ride one (SQLite, or it failed before: its
+        replacement or nothing is appended as usual)."""
+        if self.goes_on or self.instead is not None or self.skip:
+            return None
+        try:
+            sql, params, self._finish = self.history.step_statement(
+                self.tenant, self.session_id, self.step
+            )
+        except Exception:  # (a bad value) the usual path tells it
+            return None
+        return sql, params
+
+    def landed_in_statement(self, session: Sequence[Any]) -> None:
+        """The statement :meth:`in_statement` rode has run, leaving ``session``."""
+        assert self._finish is not None
+        self.written = self._finish(session)
 
     def _failed(self, exc: BaseException) -> None:
         log.error("interlock: session %r: the step could not be recorded: %s", self.session_id, exc)

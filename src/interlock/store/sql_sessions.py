@@ -44,6 +44,7 @@ import json
 import sqlite3
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -60,7 +61,7 @@ from interlock.session.history import (
 from interlock.session.packing import pack, unpack
 from interlock.store.sql_base import Cursor, StoreBase
 
-__all__ = ["SessionStore", "SessionSummary", "SqlHistory"]
+__all__ = ["PG_STEP_RESULT", "SessionStore", "SessionSummary", "SqlHistory", "Written"]
 
 _STEP_COLUMNS: Final = (
     "seq, at_us, kind, name, verdict, decision_id, labels, fingerprints, trusted, executed"
@@ -71,8 +72,8 @@ _EXPIRE_BATCH: Final = 500
 #: upserted — locked to the end of the statement, its labels merged in SQL (the step's
 #: attached, then its clears removed) — the step inserted with the seq and version it
 #: returned, the steps past the bound deleted.
-_PG_APPEND: Final = (
-    "WITH s AS (INSERT INTO sessions "
+_PG_STEP: Final = (
+    "s{n} AS (INSERT INTO sessions "
     "(tenant, session_id, labels, next_seq, touched_us, created_us, version) "
     "VALUES (%s, %s, %s, 2, %s, %s, 1) ON CONFLICT (tenant, session_id) DO UPDATE SET "
     "next_seq = sessions.next_seq + 1, touched_us = excluded.touched_us, "
@@ -81,13 +82,19 @@ _PG_APPEND: Final = (
     "SELECT json_array_elements_text(sessions.labels::json) UNION "
     "SELECT unnest(%s::text[])) AS x(l) WHERE NOT (l = ANY(%s::text[]))) "
     "RETURNING next_seq - 1 AS seq, version, created_us, labels), "
-    "i AS (INSERT INTO session_steps (tenant, session_id, seq, at_us, kind, name, verdict, "
+    "i{n} AS (INSERT INTO session_steps (tenant, session_id, seq, at_us, kind, name, verdict, "
     "decision_id, labels, fingerprints, trusted, executed, changed) "
-    "SELECT %s, %s, s.seq, %s, %s, %s, %s, %s, %s, %s, %s, %s::integer, s.version FROM s), "
-    "d AS (DELETE FROM session_steps WHERE tenant = %s AND session_id = %s "
-    "AND seq <= (SELECT seq FROM s) - %s) "
-    "SELECT seq, version, created_us, labels FROM s"
+    "SELECT %s, %s, s{n}.seq, %s, %s, %s, %s, %s, %s, %s, %s, %s::integer, s{n}.version "
+    "FROM s{n}), "
+    "d{n} AS (DELETE FROM session_steps WHERE tenant = %s AND session_id = %s "
+    "AND seq <= (SELECT seq FROM s{n}) - %s)"
 )
+_PG_APPEND: Final = (
+    "WITH " + _PG_STEP.format(n="") + " SELECT seq, version, created_us, labels FROM s"
+)
+#: The session row a step's CTEs (:meth:`SqlHistory.step_statement`) leave, for the
+#: statement they ride to return.
+PG_STEP_RESULT: Final = "s0.seq, s0.version, s0.created_us, s0.labels"
 #: SQLite's usual append: one statement (schema 14's view ``session_step_usual``,
 #: whose trigger aborts with :data:`_UNUSUAL` when the session is not as the caller
 #: knows it).
@@ -369,32 +376,8 @@ class SqlHistory:
             None if executed is None else int(executed),
         )
         if store.dialect == "postgres":  # one statement (a data-modifying CTE)
-            cur.execute(
-                _PG_APPEND,
-                (
-                    tenant,
-                    session_id,
-                    _labels_text(step.labels - step.clears),
-                    now,
-                    now,
-                    list(step.labels),
-                    list(step.clears),
-                    tenant,
-                    session_id,
-                    now,
-                    *row,
-                    tenant,
-                    session_id,
-                    self.max_steps,
-                ),
-            )
-            got = cur.fetchone()
-            seq, version, created, merged = (
-                int(got[0]),
-                int(got[1]),
-                int(got[2]),
-                _labels_of(got[3]),
-            )
+            cur.execute(_PG_APPEND, self._pg_params(tenant, session_id, step, now, row))
+            seq, version, created, merged = _pg_result(cur.fetchone())
         else:
             usual = self._append_usual(cur, tenant, session_id, step, now, row)
             if usual is not None:
@@ -410,19 +393,55 @@ class SqlHistory:
                     cur.execute(_RELEASE)
                     raise
                 cur.execute(_RELEASE)
-        written = Step(
-            seq,
-            now / 1_000_000,
+        return _written(step, now, executed, (seq, version, created, merged))
+
+    def step_statement(
+        self, tenant: str, session_id: str, step: NewStep
+    ) -> tuple[str, list[Any], Callable[[Sequence[Any]], Written]]:
+        """PostgreSQL: :meth:`append_joined` as data-modifying CTEs (``s0``, ``i0``,
+        ``d0``: the session row upserted, the step inserted, the steps past the bound
+        dropped) to ride another statement — the decision record's own, one round trip
+        for both. Returns them, their parameters, and what makes the :class:`Written`
+        of the row :data:`PG_STEP_RESULT` names once that statement has run."""
+        fingerprints = pack(step.fingerprints)  # a bad value: ValueError, before any write
+        now = self.store.clock()
+        executed = True if step.kind == "input" else step.executed
+        row = (
             step.kind,
             step.name,
             step.verdict,
             step.decision_id,
-            step.labels,
-            step.fingerprints,
-            step.trusted,
-            executed,
+            _labels_text(step.labels),
+            fingerprints,
+            int(step.trusted),
+            None if executed is None else int(executed),
         )
-        return Written(written, version, created, merged)
+        params = self._pg_params(tenant, session_id, step, now, row)
+
+        def written(got: Sequence[Any]) -> Written:
+            return _written(step, now, executed, _pg_result(got))
+
+        return _PG_STEP.format(n="0"), params, written
+
+    def _pg_params(
+        self, tenant: str, session_id: str, step: NewStep, now: int, row: tuple[Any, ...]
+    ) -> list[Any]:
+        return [
+            tenant,
+            session_id,
+            _labels_text(step.labels - step.clears),
+            now,
+            now,
+            list(step.labels),
+            list(step.clears),
+            tenant,
+            session_id,
+            now,
+            *row,
+            tenant,
+            session_id,
+            self.max_steps,
+        ]
 
     def _append_usual(
         self,
@@ -688,6 +707,33 @@ class SqlHistory:
             return self.store.expire_sessions(idle_for)
         except StoreError as exc:
             raise SessionUnavailable(f"cannot expire sessions: {describe(exc)}") from exc
+
+
+def _pg_result(got: Sequence[Any]) -> tuple[int, int, int, frozenset[str]]:
+    """The seq, version, creation and labels of the session row a step left."""
+    return int(got[0]), int(got[1]), int(got[2]), _labels_of(got[3])
+
+
+def _written(
+    step: NewStep,
+    now: int,
+    executed: bool | None,
+    session: tuple[int, int, int, frozenset[str]],
+) -> Written:
+    seq, version, created, labels = session
+    appended = Step(
+        seq,
+        now / 1_000_000,
+        step.kind,
+        step.name,
+        step.verdict,
+        step.decision_id,
+        step.labels,
+        step.fingerprints,
+        step.trusted,
+        executed,
+    )
+    return Written(appended, version, created, labels)
 
 
 def _step(row: Any) -> Step:
