@@ -132,3 +132,73 @@ def test_a_kept_view_is_not_moved_on_past_a_write_it_did_not_see(
     view = a.view("acme", "s")
     assert [s.name for s in view.steps] == ["a1", "b1", "a2"]
     assert view.labels == {"secret"}
+
+
+GUARD_POLICY = """\
+version: 1
+default: deny
+audit: {durability: process}
+labels:
+  - id: secrets
+    attach: [secret]
+    name: read_file
+    params:
+      path: {glob: ["**/.env"]}
+rules:
+  - id: reads
+    decision: allow
+    reason: reads are fine
+    name: read_file
+  - id: mail
+    decision: allow
+    reason: mail is fine
+    name: send_email
+  - id: no-mail-after-secret
+    decision: deny
+    reason: no mail after a secret read
+    name: send_email
+    session:
+      labels: [secret]
+"""
+
+
+def test_two_guards_on_one_database_see_each_others_steps_at_their_next_check(
+    store_url: str,
+) -> None:
+    """Each guard keeps its view of the session and writes its step in one statement
+    after it (SQLite's usual step; PostgreSQL's step riding the record's statement):
+    a step the other guard wrote since is read at the next check, never hidden by
+    the kept view — the secret read through B refuses A's mail right after, and a
+    benign session next to it is untouched."""
+    from interlock import Action, Context, Guard, Verdict
+    from interlock.policy import load_policy_text
+
+    def guard(session: str) -> Guard:
+        return Guard(
+            load_policy_text(GUARD_POLICY),
+            store=store_url,
+            reap_interval=None,
+            context=Context(session_id=session),
+        )
+
+    notes = Action.tool("read_file", {"path": "/srv/notes.txt"})
+    secret = Action.tool("read_file", {"path": "/srv/app/.env"})
+    mail = Action.tool("send_email", {"to": "a@b.example", "body": "hello"})
+    a, b, other = guard("s-1"), guard("s-1"), guard("s-2")
+    try:
+        for _ in range(3):  # both keep a view of the session, moved on by their steps
+            assert a.check(notes).verdict is Verdict.ALLOW
+            assert a.check(mail).verdict is Verdict.ALLOW
+            assert other.check(mail).verdict is Verdict.ALLOW
+        assert b.check(mail).verdict is Verdict.ALLOW
+        assert b.check(secret).verdict is Verdict.ALLOW
+        assert a.check(mail).verdict is Verdict.DENY  # B's step seen at A's next check
+        assert a.check(notes).verdict is Verdict.ALLOW
+        assert b.check(mail).verdict is Verdict.DENY
+        assert other.check(mail).verdict is Verdict.ALLOW
+        view = a.sessions.view("default", "s-1")  # type: ignore[union-attr]
+        assert view.next_seq == 12 and view.labels == {"secret"}
+        assert [s.seq for s in view.steps] == list(range(1, 12))
+    finally:
+        for g in (a, b, other):
+            g.close()
