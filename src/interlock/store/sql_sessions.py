@@ -13,7 +13,11 @@ PostgreSQL keeps that row locked until the commit, and SQLite's write transactio
 hold the database's write lock from ``BEGIN IMMEDIATE``, so two appends to one session
 — threads, processes, replicas — take turns: distinct gapless seqs, and each reads
 the labels the other wrote. A settle locks the session row the same way first (one
-lock order: no deadlock between an append and a settle). A view is one ``SELECT``
+lock order: no deadlock between an append and a settle). On SQLite the usual append
+(after a view this history keeps, the session unchanged since) is one statement
+instead (schema 14's view ``session_step_usual``: the row moved on only from the
+version known); on PostgreSQL a check's step can ride its decision record's
+statement (:meth:`SqlHistory.step_statement`). A view is one ``SELECT``
 (one snapshot). Any database failure is :class:`~interlock.errors.SessionUnavailable`
 (chained), which a check reading the session turns into undetermined.
 
