@@ -10,8 +10,7 @@ baseline measured in the same run, as a ratio:
    same kind of store. The issue's target: ≤ 1.2×. On a PostgreSQL server whose
    commits wait for its disk (``synchronous_commit`` on, the default) the disk's
    flush dominates both sides; to see what the statements and round trips cost,
-   give the URL ``options=-c%20synchronous_commit%3Doff`` (then ``--postgres`` runs
-   say so).
+   give the URL ``options=-c%20synchronous_commit%3Doff``.
 2. **The history's operations** against raw SQL doing the same statements on a bare
    connection (``sqlite3`` / ``psycopg``): ``view`` of a 20-step session (each step
    with 250 fingerprints) and ``append``.

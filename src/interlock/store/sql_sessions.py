@@ -366,7 +366,8 @@ class SqlHistory:
         one statement, the general one runs in a savepoint. On PostgreSQL a failure
         aborts the transaction (the append is one statement there too)."""
         store = self.store
-        fingerprints = pack(step.fingerprints)  # a bad value: ValueError, before any write
+        # a bad value: ValueError, before any write
+        fingerprints = pack(step.fingerprints) if step.fingerprints else b""
         now = store.clock()
         executed = True if step.kind == "input" else step.executed
         row = (
@@ -407,7 +408,8 @@ class SqlHistory:
         dropped) to ride another statement — the decision record's own, one round trip
         for both. Returns them, their parameters, and what makes the :class:`Written`
         of the row :data:`PG_STEP_RESULT` names once that statement has run."""
-        fingerprints = pack(step.fingerprints)  # a bad value: ValueError, before any write
+        # a bad value: ValueError, before any write
+        fingerprints = pack(step.fingerprints) if step.fingerprints else b""
         now = self.store.clock()
         executed = True if step.kind == "input" else step.executed
         row = (
