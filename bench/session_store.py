@@ -30,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 from interlock import Action, Guard
 from interlock.core.action import Context
@@ -266,9 +267,12 @@ def raw_sqlite(path: Path) -> tuple[Callable[[], object], Callable[[], object]]:
 def raw_postgres(url: str) -> tuple[Callable[[], object], Callable[[], object]]:
     import psycopg
 
-    schema = url.split("schema=")[1].split("&", maxsplit=1)[0]
+    query = dict(parse_qsl(urlsplit(url).query))
     conn = psycopg.connect(
-        url.split("?", maxsplit=1)[0], autocommit=True, options=f"-c search_path={schema}"
+        url.split("?", maxsplit=1)[0],
+        autocommit=True,
+        # the URL's own options too (synchronous_commit off, say): the same settings
+        options=f"-c search_path={query['schema']} {query.get('options', '')}".strip(),
     )
     counter = iter(range(10**9))
 
