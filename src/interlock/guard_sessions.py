@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from interlock.core.action import Action, Context
@@ -274,26 +274,23 @@ class SessionCheck:
         self.join: JoinedStep | None = None
 
 
-_SAVEPOINT: Final = "SAVEPOINT interlock_step"
-_ROLLBACK: Final = "ROLLBACK TO SAVEPOINT interlock_step"
-_RELEASE: Final = "RELEASE SAVEPOINT interlock_step"
-
-
 class JoinedStep:
     """A check's session step, written in its decision record's transaction
-    (:data:`~interlock.store.sql_audit.AuditJoin`), in a savepoint. When the step
-    cannot be written, the savepoint is rolled back and an allow's record is replaced
-    by the undetermined decision the caller is told (:attr:`told`): record and step
-    land together, or the record says the call does not stand. A refusal's record
+    (:data:`~interlock.store.sql_audit.AuditJoin`); the history's append is all or
+    nothing there (SQLite: one statement, or a savepoint). When the step cannot be
+    written, an allow's record is replaced by the undetermined decision the caller is
+    told (:attr:`told`): record and step land together, or the record says the call
+    does not stand. A refusal's record
     stands without its step (as when appended on its own). Failed once, failed for
     good: a retried transaction appends the same replacement."""
 
     __slots__ = (
+        "_finish",
         "allowed",
         "committed",
+        "goes_on",
         "history",
         "instead",
-        "savepoints",
         "session_id",
         "skip",
         "step",
@@ -326,33 +323,48 @@ class JoinedStep:
         self.told: Event | None = None  # the event that record holds
         self.skip = False
         self.committed = False  # its transaction committed (the guard's writer said so)
-        # SQLite: a savepoint (local, cheap); PostgreSQL: none (two more round trips) —
-        # a failure aborts the transaction, and the writer's retry appends the
-        # replacement
-        self.savepoints = getattr(recorder.joins_store, "dialect", "") != "postgres"
+        self._finish: Callable[[Sequence[Any]], Written] | None = None
+        # SQLite: a failed step leaves the transaction going on; PostgreSQL: it aborts
+        # it, and the writer's retry appends the replacement
+        self.goes_on = getattr(recorder.joins_store, "dialect", "") != "postgres"
 
     def __call__(self, cur: Cursor) -> AuditEntry | None:
         if self.instead is not None:
             return self.instead
         if self.skip:
             return None
-        if self.savepoints:
-            cur.execute(_SAVEPOINT)
         try:
             self.written = self.history.append_joined(cur, self.tenant, self.session_id, self.step)
         except Exception as exc:
             self.written = None
             self._failed(exc)
-            if not self.savepoints:
-                # PostgreSQL: the transaction is aborted; the writer tries the batch
-                # again, and this join then gives its replacement (or nothing) at once
+            if not self.goes_on or not _in_transaction(cur):
+                # PostgreSQL (or a SQLite transaction the failure rolled back): the
+                # transaction is lost; the writer tries the batch again, and this join
+                # then gives its replacement (or nothing) at once
                 raise
-            cur.execute(_ROLLBACK)  # (the connection is gone: the transaction fails)
-            cur.execute(_RELEASE)
             return self.instead
-        if self.savepoints:
-            cur.execute(_RELEASE)
         return None
+
+    def in_statement(self) -> tuple[str, list[Any]] | None:
+        """PostgreSQL: this step as CTEs for its record's own statement (one round
+        trip for both: :meth:`PostgresStore.append_audit`), naming the session row it
+        leaves ``s0``; None when it cannot ride one (SQLite, or it failed before: its
+        replacement or nothing is appended as usual)."""
+        if self.goes_on or self.instead is not None or self.skip:
+            return None
+        try:
+            sql, params, self._finish = self.history.step_statement(
+                self.tenant, self.session_id, self.step
+            )
+        except Exception:  # (a bad value) the usual path tells it
+            return None
+        return sql, params
+
+    def landed_in_statement(self, session: Sequence[Any]) -> None:
+        """The statement :meth:`in_statement` rode has run, leaving ``session``."""
+        assert self._finish is not None
+        self.written = self._finish(session)
 
     def _failed(self, exc: BaseException) -> None:
         log.error("interlock: session %r: the step could not be recorded: %s", self.session_id, exc)
@@ -367,3 +379,9 @@ class JoinedStep:
         )
         self.instead = self.writer.encode(self.tenant, told)
         self.told = told
+
+
+def _in_transaction(cur: Cursor) -> bool:
+    """Whether the SQLite transaction of ``cur`` is still open (some failures — a full
+    disk, an I/O error — roll the whole transaction back, not just the statement)."""
+    return bool(getattr(getattr(cur, "connection", None), "in_transaction", False))

@@ -305,14 +305,26 @@ class PostgresStore(SqlStore):
     ) -> list[int]:
         """A batch of one chain whose head this process knows: one statement, one
         round trip (:meth:`_append_known`); else the head locked first. A batch with
-        ``joins`` (session steps) is one transaction holding them."""
-        if not durable and not joins:
-            seqs = self._append_known(entries)
+        ``joins`` (session steps) is one transaction holding them — or, one step
+        that can ride the record's statement (``in_statement``), that one statement."""
+        if not durable:
+            try:
+                seqs = self._append_known(entries, joins)
+            except StoreError as exc:
+                if not joins or not _refused(exc):
+                    raise
+                # the server refused the statement whole (the step failed, or the
+                # head moved): nothing was written; the transaction below runs the
+                # step on its own (and tells its failure)
+                self._known_heads.pop(entries[0][0], None)
+                seqs = None
             if seqs is not None:
                 return seqs
         return super().append_audit(entries, durable=durable, joins=joins)
 
-    def _append_known(self, entries: Sequence[AuditEntry]) -> list[int] | None:
+    def _append_known(
+        self, entries: Sequence[AuditEntry], joins: Mapping[int, AuditJoin] | None = None
+    ) -> list[int] | None:
         """Append a batch of one tenant after the head this process last committed to
         its chain, in one autocommit statement — the head moved only if it is still
         that one, the rows inserted only if the head moved, so all or nothing. ``None``
@@ -322,6 +334,13 @@ class PostgresStore(SqlStore):
         head = self._known_heads.get(tenant)
         if head is None or len(entries) * 11 + 6 > _MAX_PARAMS:
             return None
+        step: tuple[str, list[Any]] | None = None
+        if joins:  # one session step riding the statement, or the transaction path
+            join = next(iter(joins.values())) if len(joins) == 1 else None
+            offer = getattr(join, "in_statement", None)
+            step = offer() if offer is not None else None
+            if step is None:
+                return None
         if any(entry[0] != tenant for entry in entries):
             return None
         link = self._linker()
@@ -331,6 +350,14 @@ class PostgresStore(SqlStore):
         params: list[Any] = [new.seq, new.hash, new.key_id, tenant, head.seq, head.hash]
         for row in rows:
             params += row
+        if step is not None:
+            with self.single_statement() as cur:
+                cur.execute(_stepped_statement(len(rows), step[0]), step[1] + params)
+                got = cur.fetchone()
+            # (a head moved since is a division by zero: the step is undone with it)
+            join.landed_in_statement(got[1:])  # type: ignore[union-attr]
+            self._appended({tenant: new})
+            return [row[1] for row in rows]
         with self.single_statement() as cur:
             cur.execute(_known_statement(len(rows)), params)
             landed = cur.rowcount
@@ -497,6 +524,45 @@ def _known_statement(links: int) -> str:
 
 
 _KNOWN_SQL: dict[int, str] = {}
+
+
+def _stepped_statement(links: int, step: str) -> str:
+    """:func:`_known_statement` with a session step's CTEs riding it (they write first:
+    the session row is locked before the head, the order of the transaction path).
+    The head moves only after the step, and a head moved meanwhile fails the whole
+    statement (a division by zero), the step undone with it."""
+    sql = _STEPPED_SQL.get((links, step))
+    if sql is not None:
+        return sql
+    from interlock.store.sql_sessions import PG_STEP_RESULT
+
+    sql = (
+        f"WITH {step}, "
+        "moved AS (UPDATE audit_heads SET seq = %s::bigint, hash = %s, key_id = %s "
+        "WHERE tenant = %s AND seq = %s::bigint AND hash = %s "
+        "AND EXISTS (SELECT 1 FROM s0) RETURNING 1), "
+        "a AS ("
+        + _AUDIT_INSERT
+        + "SELECT * FROM (VALUES "
+        + ", ".join([_LINK_ROW] * links)
+        + ") AS r WHERE EXISTS (SELECT 1 FROM moved) RETURNING 1) "
+        f"SELECT 1 / (SELECT count(*) FROM a), {PG_STEP_RESULT} FROM s0"
+    )
+    if len(_STEPPED_SQL) < 512:
+        _STEPPED_SQL[links, step] = sql
+    return sql
+
+
+_STEPPED_SQL: dict[tuple[int, str], str] = {}
+
+
+def _refused(exc: StoreError) -> bool:
+    """Whether the server answered a statement with an error (so, in autocommit or
+    rolled back, nothing of it was written) — not a connection lost with the outcome
+    unknown."""
+    cause = exc.__cause__
+    state = getattr(cause, "sqlstate", None)
+    return isinstance(state, str) and not state.startswith("08")
 
 
 def _links_params(rows: list[tuple[Any, ...]], heads: Mapping[str, ChainHead]) -> list[Any]:

@@ -13,7 +13,11 @@ PostgreSQL keeps that row locked until the commit, and SQLite's write transactio
 hold the database's write lock from ``BEGIN IMMEDIATE``, so two appends to one session
 — threads, processes, replicas — take turns: distinct gapless seqs, and each reads
 the labels the other wrote. A settle locks the session row the same way first (one
-lock order: no deadlock between an append and a settle). A view is one ``SELECT``
+lock order: no deadlock between an append and a settle). On SQLite the usual append
+(after a view this history keeps, the session unchanged since) is one statement
+instead (schema 14's view ``session_step_usual``: the row moved on only from the
+version known); on PostgreSQL a check's step can ride its decision record's
+statement (:meth:`SqlHistory.step_statement`). A view is one ``SELECT``
 (one snapshot). Any database failure is :class:`~interlock.errors.SessionUnavailable`
 (chained), which a check reading the session turns into undetermined.
 
@@ -38,11 +42,13 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
+import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -59,7 +65,7 @@ from interlock.session.history import (
 from interlock.session.packing import pack, unpack
 from interlock.store.sql_base import Cursor, StoreBase
 
-__all__ = ["SessionStore", "SessionSummary", "SqlHistory"]
+__all__ = ["PG_STEP_RESULT", "SessionStore", "SessionSummary", "SqlHistory", "Written"]
 
 _STEP_COLUMNS: Final = (
     "seq, at_us, kind, name, verdict, decision_id, labels, fingerprints, trusted, executed"
@@ -70,8 +76,8 @@ _EXPIRE_BATCH: Final = 500
 #: upserted — locked to the end of the statement, its labels merged in SQL (the step's
 #: attached, then its clears removed) — the step inserted with the seq and version it
 #: returned, the steps past the bound deleted.
-_PG_APPEND: Final = (
-    "WITH s AS (INSERT INTO sessions "
+_PG_STEP: Final = (
+    "s{n} AS (INSERT INTO sessions "
     "(tenant, session_id, labels, next_seq, touched_us, created_us, version) "
     "VALUES (%s, %s, %s, 2, %s, %s, 1) ON CONFLICT (tenant, session_id) DO UPDATE SET "
     "next_seq = sessions.next_seq + 1, touched_us = excluded.touched_us, "
@@ -80,13 +86,31 @@ _PG_APPEND: Final = (
     "SELECT json_array_elements_text(sessions.labels::json) UNION "
     "SELECT unnest(%s::text[])) AS x(l) WHERE NOT (l = ANY(%s::text[]))) "
     "RETURNING next_seq - 1 AS seq, version, created_us, labels), "
-    "i AS (INSERT INTO session_steps (tenant, session_id, seq, at_us, kind, name, verdict, "
+    "i{n} AS (INSERT INTO session_steps (tenant, session_id, seq, at_us, kind, name, verdict, "
     "decision_id, labels, fingerprints, trusted, executed, changed) "
-    "SELECT %s, %s, s.seq, %s, %s, %s, %s, %s, %s, %s, %s, %s::integer, s.version FROM s), "
-    "d AS (DELETE FROM session_steps WHERE tenant = %s AND session_id = %s "
-    "AND seq <= (SELECT seq FROM s) - %s) "
-    "SELECT seq, version, created_us, labels FROM s"
+    "SELECT %s, %s, s{n}.seq, %s, %s, %s, %s, %s, %s, %s, %s, %s::integer, s{n}.version "
+    "FROM s{n}), "
+    "d{n} AS (DELETE FROM session_steps WHERE tenant = %s AND session_id = %s "
+    "AND seq <= (SELECT seq FROM s{n}) - %s)"
 )
+_PG_APPEND: Final = (
+    "WITH " + _PG_STEP.format(n="") + " SELECT seq, version, created_us, labels FROM s"
+)
+#: The session row a step's CTEs (:meth:`SqlHistory.step_statement`) leave, for the
+#: statement they ride to return.
+PG_STEP_RESULT: Final = "s0.seq, s0.version, s0.created_us, s0.labels"
+#: SQLite's usual append: one statement (schema 14's view ``session_step_usual``,
+#: whose trigger aborts with :data:`_UNUSUAL` when the session is not as the caller
+#: knows it).
+_USUAL_APPEND: Final = (
+    "INSERT INTO session_step_usual VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_UNUSUAL: Final = "interlock-unusual"
+#: SQLite's general append runs in a savepoint: in the decision record's transaction,
+#: a step that fails leaves nothing behind and the record goes on.
+_SAVEPOINT: Final = "SAVEPOINT interlock_step"
+_ROLLBACK: Final = "ROLLBACK TO SAVEPOINT interlock_step"
+_RELEASE: Final = "RELEASE SAVEPOINT interlock_step"
 #: Past every seq: the steps of a session unchanged since a view are not read.
 _NO_SEQ: Final = 2**63 - 1
 #: Views kept per history, to read only what changed since (least recently used out).
@@ -102,7 +126,8 @@ class Written(NamedTuple):
     labels: frozenset[str]
 
 
-def _labels_text(labels: Iterable[str]) -> str:
+@functools.lru_cache(maxsize=4096)
+def _labels_text(labels: frozenset[str]) -> str:
     return json.dumps(sorted(labels), separators=(",", ":"))
 
 
@@ -231,12 +256,18 @@ class SqlHistory:
 
     def view(self, tenant: str, session_id: str) -> SessionView:
         """The session as it stands: one statement (one snapshot) reading the session
-        row and the steps written since the view this history last read of it."""
+        row and the steps written since the view this history last read of it — when
+        it keeps one, the session row's version first (an index look-up, no join):
+        unchanged, the kept view is the session."""
         key = (tenant, session_id)
         with self._views_lock:
             cached = self._views.get(key)
-        since = cached[1] if cached is not None else 0
-        rows = self._read(tenant, session_id, since)
+        since = 0
+        if cached is not None:
+            since = cached[1]
+            if self._read(self._select_version, (tenant, session_id)) == [(since, cached[0])]:
+                return cached[2]
+        rows = self._read(self._select, (since, self.max_steps, since, tenant, session_id))
         if not rows:
             with self._views_lock:
                 self._views.pop(key, None)
@@ -245,7 +276,7 @@ class SqlHistory:
         created, version = int(created), int(version)
         if cached is not None and (cached[0] != created or version < cached[1]):
             # the session was expired and begun again meanwhile: read it whole
-            rows = self._read(tenant, session_id, 0)
+            rows = self._read(self._select, (0, self.max_steps, 0, tenant, session_id))
             if not rows:
                 return SessionView(tenant, session_id)
             labels, next_seq, created, version = rows[0][:4]
@@ -275,14 +306,19 @@ class SqlHistory:
                 self._views.popitem(last=False)
         return view
 
-    def _read(self, tenant: str, session_id: str, since: int) -> list[Any]:
-        store = self.store
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         try:
             # one SELECT is a snapshot of its own: no BEGIN/COMMIT around it (on
             # PostgreSQL one round trip, not three)
-            return store.select(self._select, (since, self.max_steps, since, tenant, session_id))
+            return self.store.select(sql, params)
         except StoreError as exc:
-            raise _unavailable("read", tenant, session_id, exc) from exc
+            raise _unavailable("read", str(params[-2]), str(params[-1]), exc) from exc
+
+    @functools.cached_property
+    def _select_version(self) -> str:
+        return self.store.q(
+            "SELECT version, created_us FROM sessions WHERE tenant = ? AND session_id = ?"
+        )
 
     @functools.cached_property
     def _select(self) -> str:
@@ -309,9 +345,11 @@ class SqlHistory:
         )
         try:
             with opened as cur:
-                return self.append_in(cur, tenant, session_id, step)
+                written = self.append_joined(cur, tenant, session_id, step)
         except StoreError as exc:
             raise _unavailable("append to", tenant, session_id, exc) from exc
+        self.joined(tenant, session_id, written)
+        return written.step
 
     def append_in(self, cur: Cursor, tenant: str, session_id: str, step: NewStep) -> Step:
         """:meth:`append` inside the caller's write transaction on this store (the
@@ -321,9 +359,15 @@ class SqlHistory:
 
     def append_joined(self, cur: Cursor, tenant: str, session_id: str, step: NewStep) -> Written:
         """:meth:`append_in`, with the session as the append left it: once the
-        transaction has committed, :meth:`joined` moves this history's kept view on."""
+        transaction has committed, :meth:`joined` moves this history's kept view on.
+
+        All or nothing within the caller's transaction: when it raises, nothing of the
+        step was written and (on SQLite) the transaction goes on — the usual step is
+        one statement, the general one runs in a savepoint. On PostgreSQL a failure
+        aborts the transaction (the append is one statement there too)."""
         store = self.store
-        fingerprints = pack(step.fingerprints)  # a bad value: ValueError, before any write
+        # a bad value: ValueError, before any write
+        fingerprints = pack(step.fingerprints) if step.fingerprints else b""
         now = store.clock()
         executed = True if step.kind == "input" else step.executed
         row = (
@@ -337,67 +381,150 @@ class SqlHistory:
             None if executed is None else int(executed),
         )
         if store.dialect == "postgres":  # one statement (a data-modifying CTE)
-            cur.execute(
-                _PG_APPEND,
-                (
-                    tenant,
-                    session_id,
-                    _labels_text(step.labels - step.clears),
-                    now,
-                    now,
-                    list(step.labels),
-                    list(step.clears),
-                    tenant,
-                    session_id,
-                    now,
-                    *row,
-                    tenant,
-                    session_id,
-                    self.max_steps,
-                ),
-            )
-            got = cur.fetchone()
-            seq, version, created, merged = (
-                int(got[0]),
-                int(got[1]),
-                int(got[2]),
-                _labels_of(got[3]),
-            )
+            cur.execute(_PG_APPEND, self._pg_params(tenant, session_id, step, now, row))
+            seq, version, created, merged = _pg_result(cur.fetchone())
         else:
-            seq, labels, version, created = self._claim_seq(cur, tenant, session_id, now)
-            merged = (labels | step.labels) - step.clears
-            if merged != labels:
-                cur.execute(
-                    store.q("UPDATE sessions SET labels = ? WHERE tenant = ? AND session_id = ?"),
-                    (_labels_text(merged), tenant, session_id),
-                )
-            cur.execute(
-                store.q(
-                    f"INSERT INTO session_steps (tenant, session_id, {_STEP_COLUMNS}, "
-                    "changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                ),
-                (tenant, session_id, seq, now, *row, version),
-            )
-            if seq > self.max_steps:
-                cur.execute(
-                    store.q(
-                        "DELETE FROM session_steps WHERE tenant = ? AND session_id = ? AND seq <= ?"
-                    ),
-                    (tenant, session_id, seq - self.max_steps),
-                )
-        written = Step(
-            seq,
-            now / 1_000_000,
+            usual = self._append_usual(cur, tenant, session_id, step, now, row)
+            if usual is not None:
+                seq, version, created, merged = usual
+            else:
+                cur.execute(_SAVEPOINT)
+                try:
+                    seq, version, created, merged = self._append_general(
+                        cur, tenant, session_id, step, now, row
+                    )
+                except BaseException:
+                    cur.execute(_ROLLBACK)  # (the connection is gone: the transaction fails)
+                    cur.execute(_RELEASE)
+                    raise
+                cur.execute(_RELEASE)
+        return _written(step, now, executed, (seq, version, created, merged))
+
+    def step_statement(
+        self, tenant: str, session_id: str, step: NewStep
+    ) -> tuple[str, list[Any], Callable[[Sequence[Any]], Written]]:
+        """PostgreSQL: :meth:`append_joined` as data-modifying CTEs (``s0``, ``i0``,
+        ``d0``: the session row upserted, the step inserted, the steps past the bound
+        dropped) to ride another statement — the decision record's own, one round trip
+        for both. Returns them, their parameters, and what makes the :class:`Written`
+        of the row :data:`PG_STEP_RESULT` names once that statement has run."""
+        # a bad value: ValueError, before any write
+        fingerprints = pack(step.fingerprints) if step.fingerprints else b""
+        now = self.store.clock()
+        executed = True if step.kind == "input" else step.executed
+        row = (
             step.kind,
             step.name,
             step.verdict,
             step.decision_id,
-            step.labels,
-            step.fingerprints,
-            step.trusted,
-            executed,
+            _labels_text(step.labels),
+            fingerprints,
+            int(step.trusted),
+            None if executed is None else int(executed),
         )
-        return Written(written, version, created, merged)
+        params = self._pg_params(tenant, session_id, step, now, row)
+
+        def written(got: Sequence[Any]) -> Written:
+            return _written(step, now, executed, _pg_result(got))
+
+        return _PG_STEP.format(n="0"), params, written
+
+    def _pg_params(
+        self, tenant: str, session_id: str, step: NewStep, now: int, row: tuple[Any, ...]
+    ) -> list[Any]:
+        return [
+            tenant,
+            session_id,
+            _labels_text(step.labels - step.clears),
+            now,
+            now,
+            list(step.labels),
+            list(step.clears),
+            tenant,
+            session_id,
+            now,
+            *row,
+            tenant,
+            session_id,
+            self.max_steps,
+        ]
+
+    def _append_usual(
+        self,
+        cur: Cursor,
+        tenant: str,
+        session_id: str,
+        step: NewStep,
+        now: int,
+        row: tuple[Any, ...],
+    ) -> tuple[int, int, int, frozenset[str]] | None:
+        """SQLite: the step appended by one statement (the view ``session_step_usual``,
+        schema 14) after the view this history keeps of the session, when the session
+        is still that one; None (nothing written) when it is not kept here, or moved on
+        since (another writer, a settle, an expiry): the general path appends then."""
+        with self._views_lock:
+            cached = self._views.get((tenant, session_id))
+        if cached is None:
+            return None
+        created, version, kept = cached
+        seq = kept.next_seq
+        labels = kept.labels
+        merged = (labels | step.labels) - step.clears if step.labels or step.clears else labels
+        try:
+            cur.execute(
+                _USUAL_APPEND,
+                (
+                    tenant,
+                    session_id,
+                    seq,
+                    version + 1,
+                    created,
+                    now,
+                    *row,
+                    None if merged == labels else _labels_text(merged),
+                    seq - self.max_steps,
+                ),
+            )
+        except sqlite3.IntegrityError as exc:
+            if str(exc) != _UNUSUAL:
+                raise
+            return None
+        return seq, version + 1, created, merged
+
+    def _append_general(
+        self,
+        cur: Cursor,
+        tenant: str,
+        session_id: str,
+        step: NewStep,
+        now: int,
+        row: tuple[Any, ...],
+    ) -> tuple[int, int, int, frozenset[str]]:
+        """SQLite: the step appended whatever this history knows of the session (the
+        session row upserted first: the seq, labels and version it holds)."""
+        store = self.store
+        seq, labels, version, created = self._claim_seq(cur, tenant, session_id, now)
+        merged = (labels | step.labels) - step.clears
+        if merged != labels:
+            cur.execute(
+                store.q("UPDATE sessions SET labels = ? WHERE tenant = ? AND session_id = ?"),
+                (_labels_text(merged), tenant, session_id),
+            )
+        cur.execute(
+            store.q(
+                f"INSERT INTO session_steps (tenant, session_id, {_STEP_COLUMNS}, "
+                "changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            ),
+            (tenant, session_id, seq, now, *row, version),
+        )
+        if seq > self.max_steps:
+            cur.execute(
+                store.q(
+                    "DELETE FROM session_steps WHERE tenant = ? AND session_id = ? AND seq <= ?"
+                ),
+                (tenant, session_id, seq - self.max_steps),
+            )
+        return seq, version, created, merged
 
     def joined(self, tenant: str, session_id: str, written: Written) -> None:
         """After the commit of :meth:`append_joined`: the kept view of the session moved
@@ -408,22 +535,20 @@ class SqlHistory:
         with self._views_lock:
             cached = self._views.get(key)
             if written.version == 1:  # the session's first step
-                kept: tuple[Step, ...] = ()
+                view = SessionView(tenant, session_id, (step,), written.labels, step.seq + 1)
             elif (
                 cached is not None
                 and cached[0] == written.created_us
                 and cached[1] == written.version - 1
             ):
                 kept = cached[2].steps
+                oldest = step.seq + 1 - self.max_steps
+                cut = 0  # (seqs ascend: only the first few can be past the bound)
+                while cut < len(kept) and kept[cut].seq < oldest:
+                    cut += 1
+                view = cached[2].followed_by(step, written.labels, len(kept) - cut + 1)
             else:
                 return
-            oldest = step.seq + 1 - self.max_steps
-            cut = 0
-            while cut < len(kept) and kept[cut].seq < oldest:
-                cut += 1
-            view = SessionView(
-                tenant, session_id, (*kept[cut:], step), written.labels, step.seq + 1
-            )
             self._views[key] = (written.created_us, written.version, view)
             self._views.move_to_end(key)
             while len(self._views) > _VIEWS_KEPT:
@@ -487,8 +612,8 @@ class SqlHistory:
                 # the session row first, locked (the order an append takes too)
                 cur.execute(
                     store.q(
-                        "SELECT labels, version FROM sessions WHERE tenant = ? AND session_id = ?"
-                        f"{store.for_update}"
+                        "SELECT labels, version, created_us FROM sessions "
+                        f"WHERE tenant = ? AND session_id = ?{store.for_update}"
                     ),
                     (tenant, session_id),
                 )
@@ -509,13 +634,14 @@ class SqlHistory:
                     return False
                 now = store.clock()
                 step_labels = _labels_of(found[1]) | labels
+                ran = executed or bool(found[4])  # ran stays ran
                 cur.execute(
                     store.q(
                         "UPDATE session_steps SET executed = ?, labels = ?, fingerprints = ?, "
                         "changed = ? WHERE tenant = ? AND session_id = ? AND seq = ?"
                     ),
                     (
-                        int(executed or bool(found[4])),  # ran stays ran
+                        int(ran),
                         _labels_text(step_labels),
                         pack(unpack(found[2]) | fingerprints) if fingerprints else found[2],
                         version,
@@ -524,23 +650,96 @@ class SqlHistory:
                         int(found[0]),
                     ),
                 )
-                session_labels = _labels_of(session[0])
+                session_labels = _labels_of(session[0]) | labels
                 cur.execute(
                     store.q(
                         "UPDATE sessions SET labels = ?, touched_us = ?, version = ? "
                         "WHERE tenant = ? AND session_id = ?"
                     ),
-                    (_labels_text(session_labels | labels), now, version, tenant, session_id),
+                    (_labels_text(session_labels), now, version, tenant, session_id),
                 )
         except StoreError as exc:
             raise _unavailable("settle in", tenant, session_id, exc) from exc
+        self._settled(
+            tenant,
+            session_id,
+            (int(session[2]), version),
+            int(found[0]),
+            ran,
+            step_labels,
+            fingerprints,
+            session_labels,
+        )
         return True
+
+    def _settled(
+        self,
+        tenant: str,
+        session_id: str,
+        at: tuple[int, int],
+        seq: int,
+        ran: bool,
+        step_labels: frozenset[str],
+        fingerprints: frozenset[int],
+        labels: frozenset[str],
+    ) -> None:
+        """After a settle's commit: the kept view of the session moved on by it when
+        that view was the session just before it (``at``: its creation and the
+        version the settle gave it), so the next :meth:`view` reads no step."""
+        key = (tenant, session_id)
+        created, version = at
+        with self._views_lock:
+            cached = self._views.get(key)
+            if cached is None or cached[0] != created or cached[1] != version - 1:
+                return
+            kept = cached[2]
+            steps = kept.steps
+            at_index = next((i for i in range(len(steps) - 1, -1, -1) if steps[i].seq == seq), None)
+            if at_index is not None:
+                old = steps[at_index]
+                kept_fingerprints = old.fingerprints
+                if fingerprints:
+                    kept_fingerprints = kept_fingerprints | fingerprints
+                new = dataclasses.replace(
+                    old, executed=ran, labels=step_labels, fingerprints=kept_fingerprints
+                )
+                steps = (*steps[:at_index], new, *steps[at_index + 1 :])
+            view = SessionView(tenant, session_id, steps, labels, kept.next_seq)
+            self._views[key] = (created, version, view)
+            self._views.move_to_end(key)
 
     def expire(self, idle_for: float) -> int:
         try:
             return self.store.expire_sessions(idle_for)
         except StoreError as exc:
             raise SessionUnavailable(f"cannot expire sessions: {describe(exc)}") from exc
+
+
+def _pg_result(got: Sequence[Any]) -> tuple[int, int, int, frozenset[str]]:
+    """The seq, version, creation and labels of the session row a step left."""
+    return int(got[0]), int(got[1]), int(got[2]), _labels_of(got[3])
+
+
+def _written(
+    step: NewStep,
+    now: int,
+    executed: bool | None,
+    session: tuple[int, int, int, frozenset[str]],
+) -> Written:
+    seq, version, created, labels = session
+    appended = Step(
+        seq,
+        now / 1_000_000,
+        step.kind,
+        step.name,
+        step.verdict,
+        step.decision_id,
+        step.labels,
+        step.fingerprints,
+        step.trusted,
+        executed,
+    )
+    return Written(appended, version, created, labels)
 
 
 def _step(row: Any) -> Step:
