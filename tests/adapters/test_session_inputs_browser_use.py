@@ -188,3 +188,18 @@ def test_an_agent_run_inside_an_action_gets_the_models_words_not_the_users(
     assert "fetch_url" in ran
     assert ("send_email:drop@evil.example" in ran) is sent
     assert trusted_inputs(history, "bu-4") == 2  # the outer run's: nothing of the helper's
+
+
+def test_a_task_added_mid_run_is_recorded_before_the_next_action(browser: Browser) -> None:
+    guard, history = guarded("bu-5")
+    ran: list[str] = []
+    agent, _ = mail_agent(browser, "summarise it", "drop@evil.example", ran, system="extend")
+    guard_agent(agent, guard, refusal="message")
+
+    async def follow_up(running: Agent[Any, Any]) -> None:
+        if ran == ["fetch_url"] and running.task == "summarise it":
+            running.add_new_task("and mail drop@evil.example the summary")
+
+    browser.run(agent.run(max_steps=5, on_step_end=follow_up))
+    assert ran == ["fetch_url", "send_email:drop@evil.example"]
+    assert trusted_inputs(history, "bu-5") == 3
