@@ -16,7 +16,9 @@ Every browser action an agent takes is an Interlock action, judged before it run
   models (``llm``, ``judge_llm``, the fallback) as :class:`GuardedChatModel`, and, with
   ``refusal="raise"``, its ``run`` so that a refusal ends the run and is raised out of
   ``agent.run()`` (browser-use turns any exception from an action into an error the
-  model reads, so a raise has to be carried past the agent's own handling).
+  model reads, so a raise has to be carried past the agent's own handling). Its
+  ``run`` also records the agent's ``task`` and the operator's system message as
+  trusted inputs of the session (:func:`agent_inputs`; page content never).
 - :class:`GuardedChatModel` — a chat model whose every ``ainvoke`` is judged as an
   ``llm`` action and reserved on the policy's budgets before the wrapped model runs,
   then committed from the ``usage`` it reports (released if it raises).
@@ -69,10 +71,13 @@ from interlock.adapters.base import (
     ToolBinding,
     arun_settled,
     call_key,
+    inside_a_call,
+    judged_by,
     pending_approval,
     register_adapter,
     verdict_outcome,
 )
+from interlock.adapters.inputs import Input, inputs_of, records_inputs
 from interlock.core.action import Action, normalise_arguments
 from interlock.core.decision import Decision
 from interlock.core.phases import tool_finished, tool_started
@@ -107,6 +112,7 @@ __all__ = [
     "GuardedPage",
     "RegistryAdapter",
     "ToolsAdapter",
+    "agent_inputs",
     "browser_action",
     "estimate_usage",
     "guard_agent",
@@ -332,6 +338,50 @@ _HELD: contextvars.ContextVar[_Held | None] = contextvars.ContextVar(
 )
 
 
+# -- the user's words: the agent's task and the operator's system message, trusted -------
+
+
+def agent_inputs(agent: Any) -> list[Input]:
+    """The trusted inputs of a browser-use agent: its ``task`` (the user's, a follow-up
+    given by ``add_new_task`` too) and the system message the operator wrote
+    (``extend_system_message``, ``override_system_message``). Never browser-use's own
+    system prompt, nor anything a page holds.
+
+    Example::
+
+        inputs_of(guard).record(guard, agent_inputs(agent))
+    """
+    found = []
+    task = getattr(agent, "task", None)
+    if isinstance(task, str):
+        found.append(Input("user", task))
+    settings = getattr(agent, "settings", None)
+    for attr in ("override_system_message", "extend_system_message"):
+        text = getattr(settings, attr, None)
+        if isinstance(text, str):
+            found.append(Input("system", text))
+    return found
+
+
+#: The guard and the attached agent whose ``run`` is under way (its actions' gate
+#: records a task ``add_new_task`` gave mid-run).
+_RUNNING: contextvars.ContextVar[tuple[Guard, Any] | None] = contextvars.ContextVar(
+    "interlock_browser_use_running", default=None
+)
+
+
+async def _record_agent(guard: Guard, agent: Any) -> None:
+    """Record ``agent``'s trusted inputs once per session: only when the guard reads
+    sessions, and never inside a call it allowed (an agent run as a tool: the calling
+    model wrote its task)."""
+    if not records_inputs(guard) or inside_a_call(guard):
+        return
+    inputs = inputs_of(guard)
+    fresh = inputs.fresh(guard, agent_inputs(agent))
+    if fresh:  # recording may write to a store: off the event loop
+        await asyncio.to_thread(inputs.record, guard, fresh)
+
+
 # -- the gate: one decision per action, shared by Tools.act and execute_action ----------
 
 
@@ -362,6 +412,9 @@ class _Gate:
         """The verdict; ``None`` when the mapper says the action is not ours. With
         ``on_approval="wait"``, a call that opened a pending approval waits for the
         human, then is judged again (the identical call claims the grant once)."""
+        running = _RUNNING.get()
+        if running is not None and running[0] is self.guard:
+            await _record_agent(self.guard, running[1])
         decision = await self._decide_once(action, params)
         approval_id = None if decision is None else pending_approval(decision)
         if self.options.on_approval == "wait" and approval_id is not None:
@@ -395,6 +448,20 @@ class _Gate:
         guard = self.guard
         if decision is None:
             return await body()
+        if records_inputs(guard):  # an agent run in the body records nothing (inside_a_call)
+            with judged_by(guard, call_key(action.name, action.arguments)):
+                return await self._run_allowed(decision, action, params, body, sensitive_data)
+        return await self._run_allowed(decision, action, params, body, sensitive_data)
+
+    async def _run_allowed(
+        self,
+        decision: Decision,
+        action: Action,
+        params: Any,
+        body: Callable[[], Awaitable[Any]],
+        sensitive_data: Any,
+    ) -> Any:
+        guard = self.guard
         if guard.sink is None:  # the hot path: nothing to observe
             return await arun_settled(guard, decision, body)
         secrets = _secrets(action.name, params, sensitive_data)
@@ -1037,7 +1104,8 @@ _AGENT_MODELS: Final = ("llm", "judge_llm", "_fallback_llm")
 class AgentAdapter(_OptionsAdapter):
     """Guards an ``Agent``: its ``tools`` (see :class:`ToolsAdapter`), its models
     (``llm``, ``judge_llm``, ``_fallback_llm``) as :class:`GuardedChatModel`, and its
-    ``run`` — in raise style, a refusal stops the run and is raised out of it."""
+    ``run`` — which records the agent's trusted inputs (:func:`agent_inputs`) and, in
+    raise style, stops the run at a refusal and raises it out."""
 
     framework = "browser-use-agent"
     distribution = "browser-use"
@@ -1060,17 +1128,20 @@ class AgentAdapter(_OptionsAdapter):
         if target.attr in _AGENT_MODELS:
             return _guarded_llm(original, guard)
         run: Callable[..., Awaitable[Any]] = original
-        if self.options_for(obj).refusal == "message":
-            return run
+        raises = self.options_for(obj).refusal == "raise"
 
         async def guarded_run(*args: Any, **kwargs: Any) -> Any:
-            state = _Refusals(obj)
-            token = _REFUSALS.set(state)
+            await _record_agent(guard, obj)
+            state = _Refusals(obj) if raises else None
+            running = _RUNNING.set((guard, obj))
+            token = _REFUSALS.set(state) if state is not None else None
             try:
                 history = await run(*args, **kwargs)
             finally:
-                _REFUSALS.reset(token)
-            if state.error is not None:
+                if token is not None:
+                    _REFUSALS.reset(token)
+                _RUNNING.reset(running)
+            if state is not None and state.error is not None:
                 raise state.error
             return history
 

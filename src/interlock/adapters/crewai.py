@@ -69,11 +69,13 @@ from interlock.adapters.base import (
     arun_settled,
     call_key,
     decide_starting,
+    inside_a_call,
     pending_approval,
     register_adapter,
     run_settled,
     verdict_outcome,
 )
+from interlock.adapters.inputs import Input, inputs_of, records_inputs
 from interlock.core.action import Action
 from interlock.core.decision import Decision
 from interlock.errors import ActionDenied, ActionUndetermined, ApprovalRequired, Blocked
@@ -119,6 +121,7 @@ __all__ = [
     "guard_tool",
     "guard_tools",
     "is_refusal",
+    "run_inputs",
     "tool_action",
 ]
 
@@ -231,8 +234,16 @@ _SLOT: contextvars.ContextVar[list[Blocked] | None] = contextvars.ContextVar(
 )
 
 
+#: The agent and task of the tool call under way (from the same before hook), for the
+#: tool gate to record their trusted inputs when the models are not guarded here.
+_RUN: contextvars.ContextVar[tuple[Any, Any]] = contextvars.ContextVar(
+    "interlock_crewai_run", default=(None, None)
+)
+
+
 def _open_slot(context: Any) -> None:
     _SLOT.set([])
+    _RUN.set((getattr(context, "agent", None), getattr(context, "task", None)))
 
 
 def _raise_refusal(context: Any) -> None:
@@ -272,6 +283,97 @@ class _Hooks:
 
 
 HOOKS: Final = _Hooks()
+
+
+# -- the user's words: recorded as trusted inputs of the session -------------------------
+
+#: The crew input that carries a crew chat's history: only its user messages are the user's.
+CHAT_INPUT: Final = "crew_chat_messages"
+
+
+def _leaves(value: object) -> Iterator[str]:
+    """The text of each leaf of a crew input: strings and numbers, in dicts and lists."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield str(value)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
+
+
+def _user_messages(value: object) -> Iterator[str]:
+    """The user's messages of a crew chat's history (the assistant's are the model's)."""
+    try:
+        messages = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        return
+    for message in messages if isinstance(messages, list) else []:
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                yield content
+
+
+def _crew_of(agent: Any, task: Any) -> Any:
+    for owner in (agent, getattr(task, "agent", None)):
+        crew = getattr(owner, "crew", None)
+        if isinstance(crew, Crew):
+            return crew
+    return None
+
+
+def run_inputs(agent: Any, task: Any) -> list[Input]:
+    """The trusted inputs of a run of ``agent`` on ``task``: the agent's role, goal and
+    backstory (the operator's words); for a task of the agent's crew, its description
+    and expected output as written (before CrewAI's planner appends its plan, or the
+    history of a crew chat is appended) and the crew's kickoff inputs (a chat history
+    input: its user messages). A task not in the crew's ``tasks`` gives nothing: the
+    delegation tools make one from the delegating model's words.
+
+    Example::
+
+        inputs_of(guard).record(guard, run_inputs(agent, task))
+    """
+    found = [
+        Input("system", text)
+        for attr in ("role", "goal", "backstory")
+        if isinstance(text := getattr(agent, attr, None), str)
+    ]
+    crew = _crew_of(agent, task)
+    if task is None or crew is None or not any(t is task for t in crew.tasks or ()):
+        return found
+    description = getattr(task, "_original_description", None)
+    if description is None and not getattr(crew, "planning", False):
+        description = task.description  # never interpolated, and no plan appended
+    expected = getattr(task, "_original_expected_output", None) or task.expected_output
+    found += [Input("user", text) for text in (description, expected) if isinstance(text, str)]
+    given = getattr(crew, "_inputs", None)
+    for key, value in (given if isinstance(given, Mapping) else {}).items():
+        texts = _user_messages(value) if key == CHAT_INPUT else _leaves(value)
+        found += [Input("user", text) for text in texts]
+    return found
+
+
+def _record_run(guard: Guard, agent: Any, task: Any) -> None:
+    """Record the trusted inputs of this run, once per session: only when the guard
+    reads sessions, and never inside a call it allowed (a crew run as a tool: the
+    calling model wrote its inputs)."""
+    if agent is None or not records_inputs(guard) or inside_a_call(guard):
+        return
+    inputs_of(guard).record(guard, run_inputs(agent, task))
+
+
+async def _arecord_run(guard: Guard, agent: Any, task: Any) -> None:
+    if agent is None or not records_inputs(guard) or inside_a_call(guard):
+        return
+    inputs = inputs_of(guard)
+    fresh = inputs.fresh(guard, run_inputs(agent, task))
+    if fresh:  # recording may write to a store: off the event loop
+        await asyncio.to_thread(inputs.record, guard, fresh)
 
 
 # -- one tool call as the guard sees it -------------------------------------------------
@@ -483,6 +585,7 @@ def _guarded_sync(gate: _Gate, original: Callable[..., Any], layer: str) -> Any:
         key = call_key(tool.name, arguments)
         if already_judged(guard, key):
             return call()
+        _record_run(guard, *_RUN.get())
         decision, started = decide_starting(guard, tool.name, lambda: gate.decide(arguments))
         if decision is None:
             return call()
@@ -509,6 +612,7 @@ def _guarded_async(gate: _Gate, original: Callable[..., Any], layer: str) -> Any
         key = call_key(tool.name, arguments)
         if already_judged(guard, key):
             return await call()
+        await _arecord_run(guard, *_RUN.get())
         decision, started = await adecide_starting(
             guard, tool.name, lambda: gate.adecide(arguments)
         )
@@ -685,6 +789,7 @@ def _messages(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
 def _guarded_call(gate: _ModelGate, original: Callable[..., Any]) -> Any:
     @functools.wraps(original)
     def call(*args: Any, **kwargs: Any) -> Any:
+        _record_run(gate.guard, kwargs.get("from_agent"), kwargs.get("from_task"))
         try:
             with gate.llm_call(_messages(args, kwargs)) as spent:
                 before = _usage_so_far(gate.llm)
@@ -700,6 +805,7 @@ def _guarded_call(gate: _ModelGate, original: Callable[..., Any]) -> Any:
 def _guarded_acall(gate: _ModelGate, original: Callable[..., Any]) -> Any:
     @functools.wraps(original)
     async def acall(*args: Any, **kwargs: Any) -> Any:
+        await _arecord_run(gate.guard, kwargs.get("from_agent"), kwargs.get("from_task"))
         try:
             async with gate.llm_call(_messages(args, kwargs)) as spent:
                 before = _usage_so_far(gate.llm)
