@@ -47,7 +47,7 @@ unit: $(VENV)/.installed-dev node-servers
 	touch $@
 test-crewai: .venv-crewai/.installed
 	.venv-crewai/bin/python -c "import crewai"  # never a silent skip
-	.venv-crewai/bin/pytest -q -p no:cacheprovider tests/adapters/test_crewai.py
+	.venv-crewai/bin/pytest -q -p no:cacheprovider tests/adapters/test_crewai.py tests/adapters/test_session_inputs_crewai.py
 
 ## test-browser-use: the browser-use adapter's tests, in an environment of their own (it pins its dependencies exactly)
 .venv-browser-use/.installed: pyproject.toml
@@ -57,7 +57,7 @@ test-crewai: .venv-crewai/.installed
 	touch $@
 test-browser-use: .venv-browser-use/.installed
 	.venv-browser-use/bin/python -c "import browser_use"  # never a silent skip
-	.venv-browser-use/bin/pytest -q -p no:cacheprovider tests/adapters/test_browser_use.py
+	.venv-browser-use/bin/pytest -q -p no:cacheprovider tests/adapters/test_browser_use.py tests/adapters/test_session_inputs_browser_use.py
 
 ## test-typescript: the TypeScript client and adapters (clients/typescript): install from its
 ## lock file, type check, build, check the API types against the server, run its tests
