@@ -30,6 +30,7 @@ from interlock.errors import Blocked
 from interlock.guard import Guard, raise_for
 
 from .refusals import Provider
+from .sessions import TURN
 
 __all__ = ["judge_tool_calls", "not_an_object", "object_arguments", "refusal_for_call"]
 
@@ -76,6 +77,9 @@ async def refusal_for_call(
     action = Action.tool(name, parsed, context=ctx)
     decision = await guard.acheck(action)
     if decision.verdict is Verdict.ALLOW:
+        turn = TURN.get()
+        if turn is not None:  # its result, when it comes back, settles its step
+            turn.allowed(call_id, decision)
         if decision.reservation is not None:
             owner = decision.reservation.owner
             await guard.acommit(decision, by=owner)
