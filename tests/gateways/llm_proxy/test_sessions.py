@@ -471,3 +471,34 @@ def test_a_policy_without_session_rules_names_no_session(plain_proxy: Proxy) -> 
     assert answer.status_code == 200  # the header is not even read
     assert SESSION not in answer.headers
     assert plain_proxy.guard.sessions is None
+
+
+# -- which session: the reading of a request ------------------------------------------------------
+
+
+def test_the_session_is_the_conversation_s_prefix_within_the_key() -> None:
+    from interlock.core.action import Context
+    from interlock.gateways.llm_proxy.sessions import inbound_of, session_id_of
+
+    ops = Context(tenant="acme", agent="ops-bot")
+
+    def session(messages: list[dict[str, Any]], context: Context = ops, **headers: str) -> str:
+        inbound = inbound_of("chat", {"messages": messages})
+        found = session_id_of(headers, inbound, context, header=True)
+        assert found is not None
+        return found
+
+    start = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER_ATTACK}]
+    later = [
+        *start,
+        {"role": "assistant", "content": "Fetching."},
+        {"role": "system", "content": "2 tool calls left"},  # a note the agent adds
+        {"role": "user", "content": "and be quick"},
+    ]
+    assert session(start) == session(later)  # every turn of one conversation
+    other_task = [start[0], {"role": "user", "content": USER_BENIGN}]
+    assert session(start) != session(other_task)
+    assert session(start) != session(start, Context(tenant="acme", agent="helper-bot"))
+    assert session(start) != session(start, Context(tenant="globex", agent="ops-bot"))
+    assert session(start) != session(start, **{SESSION: "t1"})
+    assert session(start, **{SESSION: "t1"}) == session(other_task, **{SESSION: "t1"})

@@ -123,9 +123,9 @@ def _openai(body: Mapping[str, Any]) -> Inbound:
         role = message.get("role")
         if role in ("system", "developer", "user"):
             text = _text(message.get("content"))
-            if role != "user" or first_user:
+            if first_user:  # what comes up to the first user message, that included
                 found.prefix.append(text)
-                first_user = first_user and role != "user"
+                first_user = role != "user"
             if text:
                 found.trusted.append(text)
         elif role == "assistant":
@@ -165,9 +165,9 @@ def _responses(body: Mapping[str, Any]) -> Inbound:
         role = item.get("role")
         if kind == "message" and role in ("system", "developer", "user"):
             text = _text(item.get("content"))
-            if role != "user" or first_user:
+            if first_user:
                 found.prefix.append(text)
-                first_user = first_user and role != "user"
+                first_user = role != "user"
             if text:
                 found.trusted.append(text)
         elif isinstance(kind, str) and kind.endswith("_call"):
