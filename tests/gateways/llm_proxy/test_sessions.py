@@ -212,11 +212,13 @@ def test_a_recipient_the_user_typed_is_sent_though_the_page_names_it_too(
     assert DENIED not in text
 
 
-@pytest.mark.parametrize("api", list(AGENTS))
+@pytest.mark.parametrize(("api", "streamed"), API_MODES, ids=IDS)
 def test_every_turn_of_one_conversation_lands_in_one_session_each_input_once(
-    proxy: SessionProxy, api: str
+    proxy: SessionProxy, api: str, streamed: bool
 ) -> None:
-    agent = AGENTS[api](proxy, False)
+    """And the result of each call the proxy let through — streamed or not — settles
+    that call's step: no result is taken for an unseen one."""
+    agent = AGENTS[api](proxy, streamed)
     (sent,), _ = run(proxy, agent, USER_BENIGN, PAGE_BENIGN, "carol@corp.example")
     proxy.standin.tool_calls = [("read_file", {"path": "/srv/app/notes.txt"})]
     calls, _ = agent.answer({sent.call_id: "the message was sent to carol@corp.example"})
