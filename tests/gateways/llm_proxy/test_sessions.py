@@ -504,3 +504,16 @@ def test_the_session_is_the_conversation_s_prefix_within_the_key() -> None:
     assert session(start) != session(start, Context(tenant="globex", agent="ops-bot"))
     assert session(start) != session(start, **{SESSION: "t1"})
     assert session(start, **{SESSION: "t1"}) == session(other_task, **{SESSION: "t1"})
+
+
+@pytest.mark.parametrize("api", list(AGENTS))
+def test_a_long_page_recorded_off_the_loop_is_judged_the_same(
+    proxy: SessionProxy, api: str
+) -> None:
+    """A result of more than a few KiB is fingerprinted on a worker thread (a small
+    one on the loop, beside the embedded store): the same verdicts."""
+    long_page = "<p>Cache your dependencies.</p>" * 300 + PAGE_ATTACK
+    calls, text = run(proxy, AGENTS[api](proxy, False), USER_ATTACK, long_page, INJECTED)
+    assert calls == [] and "the recipient came from untrusted content" in text
+    fetched = next(s for s in view(proxy).steps if s.name == "fetch_url")
+    assert fetched.executed and fetched.fingerprints

@@ -239,7 +239,7 @@ class ProxyApp:
         guard, context = caller.guard, caller.context
         turn: Turn | None = None
         if guard._sessions is not None and guard.sessions is not None:
-            taken = await self._take_in(headers, body, provider, flavour, guard, context)
+            taken = await self._take_in(headers, body, provider, flavour, caller)
             if isinstance(taken, Refusal):
                 return await taken.send(send, provider)
             context, turn = taken
@@ -268,13 +268,13 @@ class ProxyApp:
         body: dict[str, Any],
         provider: Provider,
         flavour: _AnyFlavour,
-        guard: Guard,
-        context: Context,
+        caller: Caller,
     ) -> tuple[Context, Turn] | Refusal:
         """The request's session (see :mod:`.sessions`), with what it brings in
         recorded; or the refusal: a malformed session header (400), a history that
         cannot be written (503: a tool result left out would make its data read as
         new)."""
+        guard, context = caller.guard, caller.context
         api = "responses" if isinstance(flavour, ResponsesFlavour) else _APIS[provider]
         inbound = inbound_of(api, body)
         session_id: str | None = None
@@ -288,7 +288,7 @@ class ProxyApp:
             return Refusal(400, "invalid_request", message)
         context = dataclasses.replace(context, session_id=session_id)
         try:
-            turn = await self.sessions.take_in(guard, context, inbound)
+            turn = await self.sessions.take_in(guard, context, inbound, inline=caller.inline)
         except Exception as exc:
             log.error("interlock: session %s: the request's inputs not kept: %s", session_id, exc)
             message = (

@@ -66,6 +66,8 @@ SESSION_HEADER: Final = "x-interlock-session"
 _GIVEN: Final = re.compile(r"[\x21-\x7e]{1,256}")
 #: Sessions this process remembers (what it recorded, calls awaiting their result).
 DEFAULT_KEPT: Final = 10_000
+#: New text (characters) recorded on the loop when the store is written there.
+_INLINE_BYTES: Final = 4_096
 #: Per session: allowed calls awaiting their result, results and inputs handled.
 _PER_SESSION: Final = 4_096
 
@@ -351,17 +353,25 @@ class ProxySessions:
             self._known.move_to_end(key)
         return known
 
-    async def take_in(self, guard: Guard, context: Context, inbound: Inbound) -> Turn:
+    async def take_in(
+        self, guard: Guard, context: Context, inbound: Inbound, *, inline: bool = False
+    ) -> Turn:
         """Record what ``inbound`` brings into the session of ``context`` (only what is
         new to it); the turn. Raises when the history cannot be written (the request is
-        then refused: a tool result left out would make its data read as new)."""
+        then refused: a tool result left out would make its data read as new).
+        ``inline``: the guard's store is written on the loop (an embedded SQLite), so a
+        few KiB of new text are recorded here, not on a thread."""
         assert context.session_id is not None
         known = self._session(context.tenant, context.session_id)
         turn = Turn(known, context.session_id, self, context.tenant, context.agent or "")
         inputs = [(t, d) for t in inbound.trusted if (d := _digest(t)) not in known.inputs]
         results = [r for r in inbound.results if r.call_id not in known.results]
-        if inputs or results:
-            # fingerprints (~0.5 ms per KiB) and the store's writes: off the loop
+        if not (inputs or results):
+            return turn
+        size = sum(len(t) for t, _ in inputs) + sum(_size(r.content) for r in results)
+        if inline and size <= _INLINE_BYTES:
+            self._record(guard, context, known, inputs, results)
+        else:  # fingerprints (~0.5 ms per KiB) and the store's writes: off the loop
             await asyncio.to_thread(self._record, guard, context, known, inputs, results)
         return turn
 
@@ -405,6 +415,10 @@ class ProxySessions:
     def _untrusted(guard: Guard, context: Context, result: ToolResult) -> None:
         labels = {"untrusted", *fallback_labels(guard, context, result)}
         guard.record_input(result.content, trusted=False, context=context, labels=sorted(labels))
+
+
+def _size(content: object) -> int:
+    return len(content) if isinstance(content, str) else len(repr(content))
 
 
 def _text_of(content: object) -> str:
