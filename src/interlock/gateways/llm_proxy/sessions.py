@@ -305,6 +305,9 @@ class Turn:
     sessions: ProxySessions
     tenant: str
     agent: str
+    #: the guard's store is written on the loop (an embedded SQLite): the session's
+    #: checks run there too (ADR 0020: two thread hops cost more than its I/O)
+    inline: bool = False
 
     def responded(self, response_id: object) -> None:
         """The upstream named its answer ``response_id`` (Responses): a later request
@@ -363,7 +366,7 @@ class ProxySessions:
         few KiB of new text are recorded here, not on a thread."""
         assert context.session_id is not None
         known = self._session(context.tenant, context.session_id)
-        turn = Turn(known, context.session_id, self, context.tenant, context.agent or "")
+        turn = Turn(known, context.session_id, self, context.tenant, context.agent or "", inline)
         inputs = [(t, d) for t in inbound.trusted if (d := _digest(t)) not in known.inputs]
         results = [r for r in inbound.results if r.call_id not in known.results]
         if not (inputs or results):
