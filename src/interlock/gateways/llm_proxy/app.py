@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import weakref
 from collections.abc import Callable
@@ -40,7 +41,7 @@ import anyio
 import orjson
 
 from interlock.core.action import Context
-from interlock.errors import Blocked
+from interlock.errors import Blocked, describe
 from interlock.gateways.http1 import Limits, Target, Timeouts, UpstreamError
 from interlock.guard import Guard
 from interlock.ledger.estimate import estimate_model_call
@@ -57,7 +58,7 @@ from .asgi import (
     request_headers,
     send_answer,
 )
-from .auth import Callers, StoreKeys
+from .auth import Caller, Callers, StoreKeys
 from .config import ProxyConfig, Upstream
 from .flavours import Flavour, flavour_of
 from .refusals import Provider, Refusal, refusal_for_decision
@@ -65,6 +66,7 @@ from .relay import Gate, SseRelay
 from .response_items import ItemJudge, judge_response
 from .response_stream import ResponsesRelay
 from .responses import RESPONSES, ResponsesFlavour
+from .sessions import SESSION_HEADER, TURN, ProxySessions, Turn, inbound_of, session_id_of
 from .shared import SharedServer
 from .stream_tools import tool_gate
 from .tools import judge_tool_calls
@@ -78,6 +80,7 @@ __all__ = ["ProxyApp", "create_app"]
 log = logging.getLogger("interlock")
 
 _AnyFlavour = Flavour | ResponsesFlavour
+_APIS: Final = {"openai": "chat", "anthropic": "messages"}
 _RELAYED_HEADERS: Final = ("content-type", "request-id", "x-request-id", "retry-after")
 #: the upstream client's bounds (a proxy holds one connection per call in flight, and
 #: streams are long)
@@ -135,6 +138,8 @@ class ProxyApp:
         self.limits = limits
         self.transport = transport
         self.client: Upstreams | None = None
+        #: the sessions this process has seen (a policy that reads sessions)
+        self.sessions = ProxySessions()
         self._settled: weakref.WeakSet[LLMCall] = weakref.WeakSet()
         # calls checked on the loop (Caller.inline): settled on the loop, deferred
         self._inline: weakref.WeakSet[LLMCall] = weakref.WeakSet()
@@ -228,11 +233,88 @@ class ProxyApp:
             return None  # the client left
         if isinstance(body, Refusal):
             return await body.send(send, provider)
-        streamed = body.get("stream") is True
         unfit = flavour.unfit(body) if isinstance(flavour, ResponsesFlavour) else None
         if unfit is not None:
             return await unfit.send(send, provider)
         guard, context = caller.guard, caller.context
+        turn: Turn | None = None
+        if guard._sessions is not None and guard.sessions is not None:
+            taken = await self._take_in(headers, body, provider, flavour, caller)
+            if isinstance(taken, Refusal):
+                return await taken.send(send, provider)
+            context, turn = taken
+        token = TURN.set(turn)
+        try:
+            await self._call(
+                scope,
+                receive,
+                send,
+                provider,
+                flavour,
+                upstream,
+                target,
+                headers,
+                body,
+                caller,
+                context,
+            )
+        finally:
+            TURN.reset(token)
+        return None
+
+    async def _take_in(
+        self,
+        headers: dict[str, str],
+        body: dict[str, Any],
+        provider: Provider,
+        flavour: _AnyFlavour,
+        caller: Caller,
+    ) -> tuple[Context, Turn] | Refusal:
+        """The request's session (see :mod:`.sessions`), with what it brings in
+        recorded; or the refusal: a malformed session header (400), a history that
+        cannot be written (503: a tool result left out would make its data read as
+        new)."""
+        guard, context = caller.guard, caller.context
+        api = "responses" if isinstance(flavour, ResponsesFlavour) else _APIS[provider]
+        inbound = inbound_of(api, body)
+        session_id: str | None = None
+        named = self.config.session_header and SESSION_HEADER in headers
+        if api == "responses" and not named:
+            session_id = self.sessions.continued(context, body)
+        if session_id is None:
+            session_id = session_id_of(headers, inbound, context, header=self.config.session_header)
+        if session_id is None:
+            message = f"{SESSION_HEADER} must be 1 to 256 printable ASCII characters"
+            return Refusal(400, "invalid_request", message)
+        context = dataclasses.replace(context, session_id=session_id)
+        try:
+            turn = await self.sessions.take_in(guard, context, inbound, inline=caller.inline)
+        except Exception as exc:
+            log.error("interlock: session %s: the request's inputs not kept: %s", session_id, exc)
+            message = (
+                "Interlock could not decide, so the call was not made: the session's "
+                f"history could not be written ({describe(exc)})"
+            )
+            return Refusal(503, "interlock_undetermined", message)
+        return context, turn
+
+    async def _call(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        provider: Provider,
+        flavour: _AnyFlavour,
+        upstream: Upstream,
+        target: Target,
+        headers: dict[str, str],
+        body: dict[str, Any],
+        caller: Caller,
+        context: Context,
+    ) -> None:
+        guard, client = caller.guard, self.client
+        assert client is not None  # opened by _http
+        streamed = body.get("stream") is True
         arguments = flavour.arguments(body)
         call = guard.llm_call(body["model"], context=context, arguments=arguments)
         try:
@@ -248,7 +330,7 @@ class ProxyApp:
             return await refusal.send(send, provider)
         try:  # from here on the reservation is open: every way out settles it
             sent, asked_usage = flavour.upstream_body(body)
-            answer = await self.client.send(
+            answer = await client.send(
                 "POST",
                 target,
                 flavour.upstream_headers(upstream, headers).items(),
@@ -265,10 +347,11 @@ class ProxyApp:
         if not streamed:
             return await self._unstreamed(call, flavour, answer, guard, context, send)
         decision_id = call.decision.decision_id if call.decision is not None else None
+        stream_headers = _stream_headers(decision_id, context.session_id)
         estimated = _estimated_input(arguments)
         if isinstance(flavour, ResponsesFlavour):
             relay: SseRelay | ResponsesRelay = self._stream_responses(
-                call, flavour, answer, estimated, guard, context, decision_id
+                call, flavour, answer, estimated, guard, context, stream_headers
             )
         else:
             gate = tool_gate(provider, guard, context, max_held_bytes=self.config.max_held_bytes)
@@ -278,7 +361,7 @@ class ProxyApp:
                 answer,
                 estimated,
                 gate,
-                decision_id,
+                stream_headers,
                 hide_usage=not asked_usage,
             )
         await relay(scope, receive, send)
@@ -338,6 +421,9 @@ class ProxyApp:
         usage = flavour.usage(reply)
         if usage is not None:
             call.record(usage)
+        turn = TURN.get()
+        if turn is not None and isinstance(flavour, ResponsesFlavour):
+            turn.responded(reply.get("id"))
         if isinstance(flavour, ResponsesFlavour):
             refused = await judge_response(guard, reply, context)
         else:
@@ -345,6 +431,8 @@ class ProxyApp:
         headers = [JSON, *(h for h in _relayed(answer) if h[0] != b"content-type")]
         if call.decision is not None:
             headers.append((b"x-interlock-decision-id", call.decision.decision_id.encode()))
+        if context.session_id is not None:
+            headers.append((SESSION_HEADER.encode(), context.session_id.encode()))
         if refused:
             content = orjson.dumps(reply)
         return answer.status_code, headers, content
@@ -356,7 +444,7 @@ class ProxyApp:
         answer: UpstreamResponse,
         estimated_input: int,
         gate: Gate,
-        decision_id: str | None,
+        headers: dict[str, str],
         *,
         hide_usage: bool,
     ) -> SseRelay:
@@ -370,7 +458,6 @@ class ProxyApp:
             call.record(meter.usage())
             await self._settle(call)
 
-        headers = _stream_headers(decision_id)
         return SseRelay(answer, meter, settle, headers=headers, hide_usage=hide_usage, gate=gate)
 
     def _stream_responses(
@@ -381,7 +468,7 @@ class ProxyApp:
         estimated_input: int,
         guard: Guard,
         context: Context,
-        decision_id: str | None,
+        headers: dict[str, str],
     ) -> ResponsesRelay:
         """A Responses stream: its tool calls held and judged (response_stream)."""
         meter = flavour.meter(estimated_input)
@@ -395,7 +482,6 @@ class ProxyApp:
             await self._settle(call)
 
         judge = ItemJudge(guard, context)
-        headers = _stream_headers(decision_id)
         return ResponsesRelay(answer, meter, settle, judge, headers=headers)
 
     async def _settle(self, call: LLMCall, *, failed: BaseException | None = None) -> None:
@@ -458,10 +544,12 @@ def _route(
     return provider, flavour, upstream, target
 
 
-def _stream_headers(decision_id: str | None) -> dict[str, str]:
+def _stream_headers(decision_id: str | None, session_id: str | None) -> dict[str, str]:
     headers = {k.decode(): v.decode() for k, v in _SSE_HEADERS}
     if decision_id is not None:
         headers["x-interlock-decision-id"] = decision_id
+    if session_id is not None:
+        headers[SESSION_HEADER] = session_id
     return headers
 
 

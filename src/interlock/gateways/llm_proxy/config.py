@@ -33,12 +33,18 @@ class ProxyConfig:
     """The upstreams (a provider left ``None`` answers 404), and limits.
 
     ``max_held_bytes``: what one stream may hold back of the tool calls it has not
-    judged yet (their names and arguments); a call that would pass it is refused."""
+    judged yet (their names and arguments); a call that would pass it is refused.
+
+    ``session_header``: whether a request may name its session
+    (``x-interlock-session``, scoped to its key) when the policy reads sessions;
+    ``False``: every session is the conversation's own (its system prompt and first
+    user message)."""
 
     openai: Upstream | None = None
     anthropic: Upstream | None = None
     max_body: int = DEFAULT_MAX_BODY
     max_held_bytes: int = DEFAULT_MAX_HELD
+    session_header: bool = True
 
     def __post_init__(self) -> None:
         if self.max_held_bytes < 1:

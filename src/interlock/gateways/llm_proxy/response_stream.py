@@ -40,6 +40,7 @@ from .asgi import Message, Receive, Scope, Send
 from .relay import sse_events
 from .response_items import ItemJudge, calls_of, is_gated
 from .responses import ResponsesMeter
+from .sessions import TURN
 from .upstream import UpstreamResponse
 
 __all__ = ["ResponsesRelay"]
@@ -172,6 +173,10 @@ class ResponsesRelay:
             self._held[index].append((data, lines))
             return []
         response = data.get("response")
+        if kind == "response.created" and isinstance(response, dict):
+            turn = TURN.get()
+            if turn is not None:  # a later request continuing it is of this session
+                turn.responded(response.get("id"))
         output = response.get("output") if isinstance(response, dict) else None
         if isinstance(output, list) and await self.judge.output(output):
             return [self._emit(data, None)]
