@@ -237,7 +237,7 @@ def _argument_probes(
     when it is asked for (a rule that finds a flow in the first asks for no more).
     With ``seams`` (a test of whether any probe meets the data), the joined texts'
     probe is only what the texts' own probes lack (:func:`probe_seams`)."""
-    if not isinstance(args, Mapping):
+    if type(args) is not dict and not isinstance(args, Mapping):
         values = [args]
         keys: list[Any] = [("*", None)]
     else:

@@ -188,7 +188,12 @@ class SessionView:
         if cut > 0:
             steps = steps[cut:]
             oldest = steps[0].seq if steps else step.seq
-            sources = tuple(s for s in self.sources if s.seq >= oldest)
+            sources = self.sources
+            gone = 0  # sources are oldest first: the dropped ones lead
+            while gone < len(sources) and sources[gone].seq < oldest:
+                gone += 1
+            if gone:
+                sources = sources[gone:]
         else:
             sources = self.sources
         if step.fingerprints:
