@@ -231,30 +231,28 @@ class AfterTest:
 
 def _argument_probes(
     args: Any, names: tuple[str, ...] | None, state: SessionFacts | None, seams: bool = False
-) -> Iterator[frozenset[int]]:
+) -> list[frozenset[int]]:
     """The probes of the named top-level arguments (all, when ``names`` is None), and
-    of their texts joined in order (a value split across two arguments), each made
-    when it is asked for (a rule that finds a flow in the first asks for no more).
-    With ``seams`` (a test of whether any probe meets the data), the joined texts'
-    probe is only what the texts' own probes lack (:func:`probe_seams`)."""
+    of their texts joined in order (a value split across two arguments). With
+    ``seams`` (a test of whether any probe meets the data), the joined texts' probe is
+    only what the texts' own probes lack (:func:`probe_seams`)."""
+    probe_of = state.probe_of if state is not None else None
     if type(args) is not dict and not isinstance(args, Mapping):
-        values = [args]
-        keys: list[Any] = [("*", None)]
-    else:
-        chosen = list(args) if names is None else [n for n in names if n in args]
-        values = [args[n] for n in chosen]
-        keys = [("arg", n) for n in chosen]
-    for key, value in zip(keys, values, strict=True):
-        yield state.probe_of(key, value) if state is not None else probed(value)
-    if len(values) > 1:
+        return [probe_of(("*", None), args) if probe_of is not None else probed(args)]
+    chosen = list(args) if names is None else [n for n in names if n in args]
+    out = [
+        probe_of(("arg", name), args[name]) if probe_of is not None else probed(args[name])
+        for name in chosen
+    ]
+    if len(chosen) > 1:
+        key = ("seams" if seams else "joined", tuple(chosen))
         if seams:
-            texts = tuple(text for value in values for text in texts_of(value))
-            key = ("seams", tuple(keys))
-            yield state.probe_of(key, texts, seamed) if state is not None else seamed(texts)
+            texts = tuple(text for name in chosen for text in texts_of(args[name]))
+            out.append(probe_of(key, texts, seamed) if probe_of is not None else seamed(texts))
         else:
-            joined = "".join(text for value in values for text in texts_of(value))
-            key = ("joined", tuple(keys))
-            yield state.probe_of(key, joined) if state is not None else probed(joined)
+            joined = "".join(text for name in chosen for text in texts_of(args[name]))
+            out.append(probe_of(key, joined) if probe_of is not None else probed(joined))
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -163,6 +163,9 @@ class SessionView:
     sources: tuple[Step, ...] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
     #: A filter over ``sources`` (:class:`FingerprintIndex`), kept by a history that
     #: extends it as steps come and settle; None: none kept (every source is read).
+    #: Whoever gives one must have put every source but trusted inputs in it first
+    #: (``followed_by`` does; ``dataclasses.replace`` with other steps does not: a
+    #: missing fingerprint would hide a flow).
     index: FingerprintIndex | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
