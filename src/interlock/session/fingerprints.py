@@ -127,9 +127,6 @@ _URLSAFE: Final = str.maketrans("-_", "+/")
 _ESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
 #: ASCII control bytes but tab, line feed and carriage return.
 _CONTROL: Final = bytes([*range(9), 11, 12, *range(14, 32), 127])
-#: Those and the bytes no UTF-8 text holds; a continuation byte after an ASCII byte.
-_NEVER_TEXT: Final = _CONTROL + bytes([0xC0, 0xC1, *range(0xF5, 0x100)])
-_LONE: Final = re.compile(rb"[\x00-\x7f][\x80-\xbf]")
 
 
 def texts_of(value: object) -> Iterator[str]:
@@ -361,13 +358,6 @@ def _mostly_text(raw: bytes) -> str | None:
     if raw.isascii():  # the usual text: nothing undecodable, and one character a byte
         bad = len(raw) - len(raw.translate(None, _CONTROL))
         return raw.decode("ascii") if bad <= 0.15 * len(raw) else None
-    # most decodings of runs that were not encoded: refused before decoding, when the
-    # bytes that are bad whatever surrounds them — controls, bytes UTF-8 never uses, a
-    # continuation byte after an ASCII one (each its own U+FFFD) — are already too
-    # many (the decoding has at most as many characters as bytes)
-    surely_bad = len(raw) - len(raw.translate(None, _NEVER_TEXT)) + len(_LONE.findall(raw))
-    if surely_bad > 0.15 * len(raw):
-        return None
     decoded = raw.decode("utf-8", "replace")
     bad = len(raw) - len(raw.translate(None, _CONTROL)) + decoded.count("\ufffd")
     return decoded if bad <= 0.15 * len(decoded) else None
