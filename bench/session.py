@@ -12,6 +12,12 @@ Subjects (one run, interleaved rounds, the best round of each kept):
   agent task leaves them — the user's request, a fetched page, a mail, a secret read,
   file reads, each with its result's fingerprints — to :data:`TYPICAL_STEPS` steps, and
   to the bound (:data:`FULL_STEPS`, the default ``max_steps``) for the worst case;
+* each of these with three kinds of **argument values** (:data:`ARGUMENTS`), the
+  baseline with the same: ``repeated`` — eight calls whose values recur (an agent
+  mails the same recipient, fetches the same URL: the argument probes come from the
+  cache of values seen before); ``new`` — every value new (a probe computed for each
+  argument of every check); ``mix`` — every other check new. The target is judged on
+  the mix; ``new`` is the worst case an argument's probe can make;
 * **durable path** — both policies again with a SQLite store (default durability):
   the baseline is the plain check with that store, the subject keeps its history in
   the store when the store offers one (``store.session_history``), else in memory
@@ -21,8 +27,9 @@ Also: the fingerprints of a tool result (``of_data``) and of an argument (``prob
 per KB, and the memory one session's history holds after :data:`FULL_STEPS` steps
 (``tracemalloc``).
 
-Targets: session rules ≤ 2× the stateless check in process, ≤ 1.2× on the durable
-path (p50 ratios, same run).
+Targets: session rules ≤ 2× the stateless check in process (the ``mix`` subjects),
+≤ 1.2× on the durable path (p50 ratios, same run; each ratio against the baseline with
+the same kind of argument values).
 """
 
 from __future__ import annotations
@@ -152,19 +159,51 @@ def _text(rng: random.Random, size: int, tokens: float = 0.1) -> str:
     return " ".join(words)[:size]
 
 
-def _calls() -> list[tuple[str, dict[str, Any]]]:
+def _calls(fresh: int | None = None) -> list[tuple[str, dict[str, Any]]]:
     """The checked calls: an agent's outbound and local calls, none carrying session
-    data (the common case: every rule is tested in full, and none matches)."""
+    data (the common case: every rule is tested in full, and none matches). With
+    ``fresh``, every argument value is new (made from the number, of about the same
+    length): none can be served from a cache of values seen before."""
+    if fresh is None:
+        return [
+            (
+                "send_email",
+                {"to": "carol@corp.example", "subject": "Q3", "body": "Revenue up 12%."},
+            ),
+            ("fetch_url", {"url": "https://docs.example.org/api/charges"}),
+            ("shell", {"command": "pytest -q tests/unit"}),
+            ("http_post", {"url": "https://hooks.corp.example/ci", "data": '{"build": 1842}'}),
+            ("read_file", {"path": "/workspace/src/app/views.py"}),
+            ("write_file", {"path": "/workspace/src/app/client.py", "content": "import httpx\n"}),
+            ("transfer", {"account": "DE44500105175407324931", "amount": 640}),
+            ("send_email", {"to": "bob@corp.example", "subject": "Re: offsite", "body": "Yes."}),
+        ]
+    n = fresh
     return [
-        ("send_email", {"to": "carol@corp.example", "subject": "Q3", "body": "Revenue up 12%."}),
-        ("fetch_url", {"url": "https://docs.example.org/api/charges"}),
-        ("shell", {"command": "pytest -q tests/unit"}),
-        ("http_post", {"url": "https://hooks.corp.example/ci", "data": '{"build": 1842}'}),
-        ("read_file", {"path": "/workspace/src/app/views.py"}),
-        ("write_file", {"path": "/workspace/src/app/client.py", "content": "import httpx\n"}),
-        ("transfer", {"account": "DE44500105175407324931", "amount": 640}),
-        ("send_email", {"to": "bob@corp.example", "subject": "Re: offsite", "body": "Yes."}),
+        (
+            "send_email",
+            {"to": f"carol{n}@corp.example", "subject": f"Q{n}", "body": f"Revenue up {n}%."},
+        ),
+        ("fetch_url", {"url": f"https://docs.example.org/api/charges/{n}"}),
+        ("shell", {"command": f"pytest -q tests/unit -k t{n}"}),
+        ("http_post", {"url": f"https://hooks.corp.example/ci/{n}", "data": f'{{"build": {n}}}'}),
+        ("read_file", {"path": f"/workspace/src/app/views{n}.py"}),
+        (
+            "write_file",
+            {"path": f"/workspace/src/app/c{n}.py", "content": f"import httpx  # {n}\n"},
+        ),
+        ("transfer", {"account": f"DE44500105175{n:09d}", "amount": 640}),
+        (
+            "send_email",
+            {"to": f"bob{n}@corp.example", "subject": f"Re: offsite {n}", "body": "Yes."},
+        ),
     ]
+
+
+#: how a workload's argument values come: the same few values again and again (an
+#: argument probe cache serves them), every value new, or every other check new
+ARGUMENTS: Final = ("repeated", "new", "mix")
+_fresh = iter(range(10**6, 10**9))  # never the same value twice in a run
 
 
 #: distinct results whose fingerprints pre-filled sessions cycle through (made once:
@@ -218,10 +257,13 @@ def _prefill(history: SessionHistory, tenant: str, session: str, steps: int) -> 
     return secrets
 
 
-def _workload(history: SessionHistory | None, steps: int, calls: int, tag: str) -> list[Action]:
+def _workload(
+    history: SessionHistory | None, steps: int, calls: int, tag: str, arguments: str = "repeated"
+) -> list[Action]:
     """``calls`` actions over ``calls / CHECKS_PER_SESSION`` sessions pre-filled to
-    ``steps`` steps (no history: the same actions, for the stateless check)."""
-    shapes = _calls()
+    ``steps`` steps (no history: the same actions, for the stateless check); their
+    argument values as :data:`ARGUMENTS` says."""
+    repeated = _calls()
     actions = []
     for s in range(max(1, calls // CHECKS_PER_SESSION)):
         session = f"{tag}-{s}"
@@ -229,6 +271,8 @@ def _workload(history: SessionHistory | None, steps: int, calls: int, tag: str) 
             _prefill(history, "bench", session, steps)
         context = Context(tenant="bench", agent="agent", session_id=session)
         for i in range(CHECKS_PER_SESSION):
+            new = arguments == "new" or (arguments == "mix" and i % 2 == 1)
+            shapes = _calls(next(_fresh)) if new else repeated
             name, args = shapes[(s + i) % len(shapes)]
             actions.append(Action(kind="tool", name=name, arguments=args, context=context))
     return actions
@@ -240,6 +284,7 @@ def _subject(
     steps: int,
     calls: int,
     store: str | None = None,
+    arguments: str = "repeated",
 ) -> tuple[str, Callable[[], Stats], Guard]:
     policy = load_policy_text(policy_text, file=f"{label}.yaml")
     reads_sessions = policy.sessions is not None
@@ -260,7 +305,7 @@ def _subject(
 
     def timed() -> Stats:
         tag = f"{label}-{next(rounds)}"
-        actions = _workload(history if reads_sessions else None, steps, calls, tag)
+        actions = _workload(history if reads_sessions else None, steps, calls, tag, arguments)
         samples, wall = time_calls(guard.check, actions, len(actions), 0)
         return summarise(label, samples, wall)
 
@@ -372,20 +417,39 @@ def _memory_per_session(result: BenchResult) -> None:
 def run(calls: int | None, quick: bool) -> BenchResult:
     calls = calls or (QUICK_CALLS if quick else DEFAULT_CALLS)
     result = BenchResult("session")
+    base = "baseline: stateless check (per-call rules)"
     in_process = [
-        _subject("baseline: stateless check (per-call rules)", PER_CALL, 0, calls),
-        _subject(f"labels only, {TYPICAL_STEPS}-step sessions", LABELS, TYPICAL_STEPS, calls),
-        _subject(f"session rules, {TYPICAL_STEPS}-step sessions", FLOWS, TYPICAL_STEPS, calls),
-        _subject(f"session rules, {FULL_STEPS}-step sessions", FLOWS, FULL_STEPS, calls),
+        _subject(f"{base}, {arguments} arguments", PER_CALL, 0, calls, arguments=arguments)
+        for arguments in ARGUMENTS
     ]
-    stats = _best(ROUNDS, in_process)
-    base = in_process[0][0]
-    for label, _, _ in in_process[1:]:
-        ratio = _ratio(stats, label, base)
-        result.info[f"ratio_p50 {label}"] = round(ratio, 2)
-        result.targets.append(
-            Target(f"{label} / stateless (p50)", ratio, "<=", TARGET_IN_PROCESS, "x")
+    in_process.append(
+        _subject(
+            f"labels only, {TYPICAL_STEPS}-step sessions, repeated arguments",
+            LABELS,
+            TYPICAL_STEPS,
+            calls,
         )
+    )
+    for steps in (TYPICAL_STEPS, FULL_STEPS):
+        for arguments in ARGUMENTS:
+            in_process.append(
+                _subject(
+                    f"session rules, {steps}-step sessions, {arguments} arguments",
+                    FLOWS,
+                    steps,
+                    calls,
+                    arguments=arguments,
+                )
+            )
+    stats = _best(ROUNDS, in_process)
+    for label, _, _ in in_process[len(ARGUMENTS) :]:
+        arguments = label.rsplit(", ", 1)[1].split()[0]
+        ratio = _ratio(stats, label, f"{base}, {arguments} arguments")
+        result.info[f"ratio_p50 {label}"] = round(ratio, 2)
+        if arguments == "mix":  # the target is judged on the mix (the others: info)
+            result.targets.append(
+                Target(f"{label} / stateless (p50)", ratio, "<=", TARGET_IN_PROCESS, "x")
+            )
     result.stats.extend(stats)
 
     with tempfile.TemporaryDirectory(prefix="interlock-bench-session-") as scratch:

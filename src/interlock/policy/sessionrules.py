@@ -25,7 +25,7 @@ Example::
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -35,7 +35,7 @@ from interlock.core.decision import Decision, Verdict
 from interlock.errors import EvaluationError
 from interlock.policy.engine import facts_for
 from interlock.policy.matchers import GlobSet
-from interlock.session.fingerprints import carries, probe, texts_of
+from interlock.session.fingerprints import carries, probe, probe_seams, texts_of
 from interlock.session.history import NewStep, SessionView, Step, StepKind
 
 if TYPE_CHECKING:
@@ -83,10 +83,12 @@ class SessionFacts:
     def unavailable(cls, session_id: str, problem: str) -> SessionFacts:
         return cls(None, time.time(), f"session {session_id!r}: {problem}")
 
-    def probe_of(self, key: Any, value: Any) -> frozenset[int]:
+    def probe_of(
+        self, key: Any, value: Any, how: Callable[[Any], frozenset[int]] | None = None
+    ) -> frozenset[int]:
         found = self._probes.get(key)
         if found is None:
-            found = self._probes[key] = probed(value)
+            found = self._probes[key] = (how or probed)(value)
         return found
 
 
@@ -108,6 +110,22 @@ def probed(value: Any) -> frozenset[int]:
         if len(_PROBED) >= _PROBED_KEPT:
             _PROBED.clear()
         _PROBED[value] = found
+    return found
+
+
+_SEAMED: dict[tuple[str, ...], frozenset[int]] = {}
+
+
+def seamed(texts: tuple[str, ...]) -> frozenset[int]:
+    """``probe_seams(texts)``, from a cache like :func:`probed`'s for short texts."""
+    if sum(map(len, texts)) > _PROBED_LONGEST:
+        return probe_seams(texts)
+    found = _SEAMED.get(texts)
+    if found is None:
+        found = probe_seams(texts)
+        if len(_SEAMED) >= _PROBED_KEPT:
+            _SEAMED.clear()
+        _SEAMED[texts] = found
     return found
 
 
@@ -175,6 +193,12 @@ class StepSelector:
             return False
         return self.names is None or self.names.matches(step.name)
 
+    def matches_name(self, kind: str, name: str) -> bool:
+        """Whether a step of this kind and name may match (its labels aside)."""
+        if self.kinds is not None and kind not in self.kinds:
+            return False
+        return self.names is None or self.names.matches(name)
+
 
 @dataclass(frozen=True, slots=True)
 class AfterTest:
@@ -206,24 +230,28 @@ class AfterTest:
 
 
 def _argument_probes(
-    args: Any, names: tuple[str, ...] | None, state: SessionFacts | None
+    args: Any, names: tuple[str, ...] | None, state: SessionFacts | None, seams: bool = False
 ) -> list[frozenset[int]]:
     """The probes of the named top-level arguments (all, when ``names`` is None), and
-    of their texts joined in order (a value split across two arguments)."""
-    if not isinstance(args, Mapping):
-        values = [args]
-        keys: list[Any] = [("*", None)]
-    else:
-        chosen = list(args) if names is None else [n for n in names if n in args]
-        values = [args[n] for n in chosen]
-        keys = [("arg", n) for n in chosen]
-    out: list[frozenset[int]] = []
-    for key, value in zip(keys, values, strict=True):
-        out.append(state.probe_of(key, value) if state is not None else probed(value))
-    if len(values) > 1:
-        joined = "".join(text for value in values for text in texts_of(value))
-        key = ("joined", tuple(keys))
-        out.append(state.probe_of(key, joined) if state is not None else probed(joined))
+    of their texts joined in order (a value split across two arguments). With
+    ``seams`` (a test of whether any probe meets the data), the joined texts' probe is
+    only what the texts' own probes lack (:func:`probe_seams`)."""
+    probe_of = state.probe_of if state is not None else None
+    if type(args) is not dict and not isinstance(args, Mapping):
+        return [probe_of(("*", None), args) if probe_of is not None else probed(args)]
+    chosen = list(args) if names is None else [n for n in names if n in args]
+    out = [
+        probe_of(("arg", name), args[name]) if probe_of is not None else probed(args[name])
+        for name in chosen
+    ]
+    if len(chosen) > 1:
+        key = ("seams" if seams else "joined", tuple(chosen))
+        if seams:
+            texts = tuple(text for name in chosen for text in texts_of(args[name]))
+            out.append(probe_of(key, texts, seamed) if probe_of is not None else seamed(texts))
+        else:
+            joined = "".join(text for name in chosen for text in texts_of(args[name]))
+            out.append(probe_of(key, joined) if probe_of is not None else probed(joined))
     return out
 
 
@@ -235,15 +263,30 @@ class FlowTest:
     selector: StepSelector
     args: tuple[str, ...] | None = None
 
-    def holds(self, view: SessionView, args: Any, state: SessionFacts | None) -> bool:
-        sources = [  # a failed call's fingerprints are of the error it raised
-            step.fingerprints
-            for step in view.sources  # the steps with fingerprints
-            if step.kind != "input" and self.selector.matches(step)
-        ]
-        if not sources:
+    def _may_match(self, view: SessionView) -> bool:
+        """Whether a step of the view may match the selector, from its index (when it
+        keeps one): no step with the labels, or of the kind and name, matches none."""
+        index = view.index
+        if index is None:
+            return True
+        selector = self.selector
+        if selector.labels and not selector.labels <= index.labels:
             return False
-        for probed in _argument_probes(args, self.args, state):
+        return any(selector.matches_name(kind, name) for kind, name in index.names)
+
+    def holds(self, view: SessionView, args: Any, state: SessionFacts | None) -> bool:
+        if not view.sources or not self._may_match(view):
+            return False
+        sources: list[frozenset[int]] | None = None
+        for probed in _argument_probes(args, self.args, state, seams=True):
+            if not view.may_hold(probed):  # one isdisjoint against the whole session
+                continue
+            if sources is None:
+                sources = [  # a failed call's fingerprints are of the error it raised
+                    step.fingerprints
+                    for step in view.sources  # the steps with fingerprints
+                    if step.kind != "input" and self.selector.matches(step)
+                ]
             if any(carries(probed, data) for data in sources):
                 return True
         return False
@@ -259,6 +302,8 @@ def provenance_labels(view: SessionView, probed: frozenset[int]) -> frozenset[st
     ``ops@corp.example.evil.io`` holds a run of the system prompt
     (``ops@corp.example``) but is the page's; a recipient the user typed that a page
     also names (or extends) is the user's."""
+    if not view.may_hold(probed):  # no step but the trusted inputs holds any of it
+        return frozenset()
     trusted: set[int] = set()
     sources: list[tuple[frozenset[int], frozenset[str]]] = []
     for step in view.sources:  # the steps with fingerprints
@@ -285,8 +330,11 @@ class ProvenanceTest:
     sources: frozenset[str]
 
     def holds(self, view: SessionView, args: Any, state: SessionFacts | None) -> bool:
-        if not isinstance(args, Mapping):
+        if not isinstance(args, Mapping) or not view.sources:
             return False
+        index = view.index
+        if index is not None and index.labels.isdisjoint(self.sources):
+            return False  # no step carries one of those labels
         for probed in _argument_probes(args, self.args, state):
             if provenance_labels(view, probed) & self.sources:
                 return True

@@ -46,14 +46,13 @@ BLAKE2b.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 import re
 import struct
 import sys
 import unicodedata
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain, filterfalse, repeat
 from operator import itemgetter, methodcaller, mod
 from typing import Final
@@ -67,6 +66,7 @@ __all__ = [
     "carries",
     "of_data",
     "probe",
+    "probe_seams",
     "texts_of",
 ]
 
@@ -101,6 +101,9 @@ _ASCII_DROP: Final = bytes(
 )
 _ASCII_DROP_KEEP_SEP: Final = _ASCII_DROP.replace(b"\x00", b"")
 _GRAM_BYTES: Final = struct.Struct(f"{GRAM}s")
+#: Up to this many bytes, grams are cut by slices made once (no setup per alignment).
+_SHORT: Final = 128
+_SLICES: Final = tuple(slice(i, i + GRAM) for i in range(_SHORT - GRAM + 1))
 _FIRST: Final = itemgetter(0)
 _HAS_SEP: Final = methodcaller("__contains__", 0)
 #: Boilerplate of the data, found in its long words, that never carries a flow on
@@ -120,6 +123,7 @@ _HEX_RUN: Final = re.compile(r"[0-9a-fA-F]{16,}")
 _JSON_ESCAPE: Final = re.compile(r"\\(u[0-9a-fA-F]{4}|[nrtbf\"\\/])")
 _DIGIT: Final = re.compile(r"\d")
 _LETTER: Final = re.compile(r"[^\W\d_]")
+_URLSAFE: Final = str.maketrans("-_", "+/")
 _ESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
 #: ASCII control bytes but tab, line feed and carriage return.
 _CONTROL: Final = bytes([*range(9), 11, 12, *range(14, 32), 127])
@@ -150,6 +154,8 @@ def _fold(text: str) -> str:
 
 
 def _norm(text: str) -> str:
+    if text.isascii():  # the same as below, by byte tables
+        return text.lower().encode().translate(None, _ASCII_DROP).decode("ascii")
     return _DROP.sub("", _fold(text))
 
 
@@ -186,6 +192,8 @@ def _grams(norm: str | bytes, step: int) -> Iterator[int]:
             )
         norm = norm.encode()
     data = norm
+    if size <= _SHORT and 0 not in data:  # each gram a slice: three C calls a gram
+        return _hash(map(data.__getitem__, _SLICES[: size - GRAM + 1 : step]))
     chunks = chain.from_iterable(
         map(_FIRST, _GRAM_BYTES.iter_unpack(data[start : start + GRAM * ((size - start) // GRAM)]))
         for start in range(0, min(GRAM, size - GRAM + 1), step)
@@ -308,7 +316,12 @@ def _b64_forms(run: str) -> Iterator[str]:
     """A base64 run decoded at each of its four alignments (a piece cut from a longer
     encoding starts anywhere), standard and URL-safe alphabets."""
     core = run.rstrip("=")
-    urlsafe = "-" in core or "_" in core
+    # what ``urlsafe_b64decode`` and ``b64decode(validate=True)`` do, without their
+    # Python wrappers: URL-safe, its alphabet read as the standard one, not strict
+    strict = not ("-" in core or "_" in core)
+    if not strict:
+        core = core.translate(_URLSAFE)
+    a2b = binascii.a2b_base64
     for start in range(4):
         piece = core[start:]
         rest = len(piece) % 4  # a last group of 2 or 3 characters still holds bytes
@@ -316,11 +329,7 @@ def _b64_forms(run: str) -> Iterator[str]:
         if len(piece) < 12:
             continue
         try:
-            raw = (
-                base64.urlsafe_b64decode(piece)
-                if urlsafe
-                else base64.b64decode(piece, validate=True)
-            )
+            raw = a2b(piece, strict_mode=strict)
         except (binascii.Error, ValueError):
             continue
         decoded = _mostly_text(raw)
@@ -346,6 +355,9 @@ def _mostly_text(raw: bytes) -> str | None:
     that was not encoded are binary noise, and would only add fingerprints)."""
     if not raw:
         return None
+    if raw.isascii():  # the usual text: nothing undecodable, and one character a byte
+        bad = len(raw) - len(raw.translate(None, _CONTROL))
+        return raw.decode("ascii") if bad <= 0.15 * len(raw) else None
     decoded = raw.decode("utf-8", "replace")
     bad = len(raw) - len(raw.translate(None, _CONTROL)) + decoded.count("\ufffd")
     return decoded if bad <= 0.15 * len(decoded) else None
@@ -374,22 +386,38 @@ def _decodings(text: str, *, decode_plain: bool = True) -> Iterator[str]:
                 found.append(unquote_plus(current))
             if "\\" in current:
                 found.append(_json_unescape(current))
-        words = current.split()
-        long_words = [word for word in words if len(word) >= GRAM]
-        sources = long_words
-        if len(words) > 1 and (decode_plain or len(long_words) > 1):
-            sources = [*long_words, "".join(words)]  # re-wrapped base64 or hex
-        for source in sources:
-            for run in _B64_RUN.findall(source):
-                if decode_plain or _looks_encoded(run):
-                    found.extend(_b64_forms(run))
-            for run in _HEX_RUN.findall(source):
-                found.extend(_hex_forms(run))
+        if len(current) >= GRAM:  # else no run is long enough to decode
+            words = current.split()
+            long_words = [word for word in words if len(word) >= GRAM]
+            sources = long_words
+            if len(words) > 1 and (decode_plain or len(long_words) > 1):
+                sources = [*long_words, "".join(words)]  # re-wrapped base64 or hex
+            for source in sources:
+                runs = _B64_RUN.findall(source)
+                if not runs:  # a hex run is a base64 run too
+                    continue
+                for run in runs:
+                    if decode_plain or _looks_encoded(run):
+                        found.extend(_b64_forms(run))
+                for run in _HEX_RUN.findall(source):
+                    found.extend(_hex_forms(run))
         for form in found:
             if form not in seen and len(seen) < _MAX_DECODINGS:
                 seen.add(form)
                 queue.append((form, depth + 1))
                 yield form
+
+
+def _probe_form(form: str, out: set[int]) -> None:
+    """Add the fingerprints a probe takes of one form of a text: its specific whole
+    tokens and every gram."""
+    long_words = _long_words(form)
+    if long_words:
+        out.update(_whole(long_words, None))
+    if form.isascii():
+        out.update(_grams(form.lower().encode().translate(None, _ASCII_DROP), 1))
+    else:
+        out.update(_grams(_norm(form), 1))
 
 
 def probe(value: object) -> frozenset[int]:
@@ -399,11 +427,39 @@ def probe(value: object) -> frozenset[int]:
     out: set[int] = set()
     for text in texts_of(value):
         for form in _decodings(text):
-            out.update(_whole(_long_words(form), None))
-            if form.isascii():
-                out.update(_grams(form.lower().encode().translate(None, _ASCII_DROP), 1))
-            else:
-                out.update(_grams(_norm(form), 1))
+            _probe_form(form, out)
+    return frozenset(out)
+
+
+def probe_seams(texts: Sequence[str]) -> frozenset[int]:
+    """What ``probe("".join(texts))`` holds that the probes of the texts one by one
+    lack, or more: the grams and whole tokens across a seam between two texts, and
+    every fingerprint of the joined text's decodings. Together with
+    ``probe(text)`` for each text it holds all of the joined text's probe — for a test
+    that asks whether *any* probe meets the data (``flows_from``), not one that
+    weighs how much of a probe is held (``provenance``)."""
+    joined = "".join(texts)
+    out: set[int] = set()
+    forms = _decodings(joined)
+    next(forms)  # the joined text itself: only what spans a seam, below
+    for form in forms:
+        _probe_form(form, out)
+    if not joined.isascii():  # normalising may join characters across a seam
+        _probe_form(joined, out)
+        return frozenset(out)
+    own: set[str] = set()
+    for text in texts:
+        own.update(text.split())
+    out.update(_whole([word for word in _long_words(joined) if word not in own], None))
+    norms = [text.lower().encode().translate(None, _ASCII_DROP) for text in texts]
+    data = b"".join(norms)
+    last = len(data) - GRAM  # the last start of a gram
+    starts: set[int] = set()
+    at = 0
+    for norm in norms[:-1]:
+        at += len(norm)  # a gram starting in (at - GRAM, at) spans this seam
+        starts.update(range(max(0, at - GRAM + 1), min(at - 1, last) + 1))
+    out.update(_hash([data[i : i + GRAM] for i in sorted(starts)]))
     return frozenset(out)
 
 

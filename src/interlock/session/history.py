@@ -45,8 +45,13 @@ from typing import Final, Literal, Protocol
 
 from interlock.session.labels import check_labels
 
+#: :data:`interlock.session.fingerprints.FORMAT_MARK` (not imported: that module is
+#: the heavy one, and a history is made without it)
+_FORMAT_MARK: Final = 0x1F9E_7A11_0000_0002
+
 __all__ = [
     "EMPTY_FINGERPRINTS",
+    "FingerprintIndex",
     "MemoryHistory",
     "NewStep",
     "SessionHistory",
@@ -97,6 +102,50 @@ class Step:
     executed: bool | None  # None: no outcome yet (or lost); True: ran; False: raised
 
 
+class FingerprintIndex:
+    """What the steps that bring data in to flows and provenance hold, all at once: the
+    union of the fingerprints of every step with fingerprints but trusted inputs (the
+    steps ``flows_from`` and ``provenance`` look for), the labels and the (kind, name)
+    of those steps, and whether one of them has fingerprints of an older format.
+
+    A **filter**, never an answer: it may hold more than a view's steps (it is shared
+    by the successive views of a session and only grows until it is rebuilt: steps
+    since dropped, steps settled after the view was taken), never less. So an argument
+    whose probe is disjoint from it carries nothing of the view's steps — one
+    ``isdisjoint`` for a benign call — and only a hit reads the view's own steps,
+    which decide (a view never sees later steps). It is written only under its
+    history's lock, and grows in place (one C call: readers see it before or after)."""
+
+    __slots__ = ("added", "labels", "legacy", "names", "prints")
+
+    def __init__(self, steps: tuple[Step, ...] = ()) -> None:
+        self.prints: set[int] = set()
+        self.labels: set[str] = set()
+        self.names: set[tuple[str, str]] = set()
+        self.legacy = False
+        self.added = 0  # steps added since it was built (to know when to rebuild it)
+        for step in steps:
+            self.add(step)
+
+    def add(self, step: Step) -> None:
+        """Take in a step's fingerprints, labels and name (a trusted input: nothing)."""
+        prints = step.fingerprints
+        if not prints or (step.kind == "input" and step.trusted):
+            return
+        self.added += 1
+        self.prints |= prints
+        if step.labels:
+            self.labels |= step.labels
+        self.names.add((step.kind, step.name))
+        if _FORMAT_MARK not in prints:
+            self.legacy = True
+
+    def may_hold(self, probed: frozenset[int]) -> bool:
+        """False when no step in it shares a fingerprint with ``probed`` (nor is of an
+        older format, which every argument is taken to carry)."""
+        return self.legacy or not probed.isdisjoint(self.prints)
+
+
 @dataclass(frozen=True, slots=True)
 class SessionView:
     """A snapshot of one session: its last steps (at most the history's bound, oldest
@@ -112,26 +161,53 @@ class SessionView:
     #: Derived from ``steps`` unless given (a history that extends a view by a step
     #: extends this too, without a scan).
     sources: tuple[Step, ...] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
+    #: A filter over ``sources`` (:class:`FingerprintIndex`), kept by a history that
+    #: extends it as steps come and settle; None: none kept (every source is read).
+    #: Whoever gives one must have put every source but trusted inputs in it first
+    #: (``followed_by`` does; ``dataclasses.replace`` with other steps does not: a
+    #: missing fingerprint would hide a flow).
+    index: FingerprintIndex | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.sources is None:
             object.__setattr__(self, "sources", _sources_of(self.steps))
 
+    def may_hold(self, probed: frozenset[int]) -> bool:
+        """Whether a step of this view but a trusted input may share a fingerprint with
+        ``probed`` (an argument's probe): False is sure, True is to be checked step by
+        step (``sources``)."""
+        if not self.sources:
+            return False
+        index = self.index
+        return index is None or index.may_hold(probed)
+
     def followed_by(self, step: Step, labels: frozenset[str], bound: int) -> SessionView:
         """This view with ``step`` appended (the oldest past ``bound`` steps dropped)
-        and the session's labels now ``labels``."""
+        and the session's labels now ``labels``. Its index, if it keeps one, takes the
+        step in (and is rebuilt from the kept steps once it holds many dropped ones)."""
         steps = self.steps
         cut = len(steps) + 1 - bound
+        index = self.index
         if cut > 0:
             steps = steps[cut:]
             oldest = steps[0].seq if steps else step.seq
-            sources = tuple(s for s in self.sources if s.seq >= oldest)
+            sources = self.sources
+            gone = 0  # sources are oldest first: the dropped ones lead
+            while gone < len(sources) and sources[gone].seq < oldest:
+                gone += 1
+            if gone:
+                sources = sources[gone:]
         else:
             sources = self.sources
         if step.fingerprints:
             sources = (*sources, step)
+        if index is not None:
+            if index.added > 2 * bound + 16:  # mostly dropped steps: start afresh
+                index = FingerprintIndex(sources)
+            else:
+                index.add(step)
         return SessionView(
-            self.tenant, self.session_id, (*steps, step), labels, step.seq + 1, sources
+            self.tenant, self.session_id, (*steps, step), labels, step.seq + 1, sources, index
         )
 
     def ran(self, name_matches: Callable[[Step], bool]) -> bool:
@@ -242,9 +318,11 @@ class MemoryHistory:
             if found is None:
                 remnant = self._remnants.pop(key, None)
                 start = (
-                    SessionView(tenant, session_id)
+                    SessionView(tenant, session_id, index=FingerprintIndex())
                     if remnant is None
-                    else SessionView(tenant, session_id, (), remnant[0], remnant[1])
+                    else SessionView(
+                        tenant, session_id, (), remnant[0], remnant[1], index=FingerprintIndex()
+                    )
                 )
                 found = self._sessions[key] = _Session(start)
                 self._evict()
@@ -301,12 +379,16 @@ class MemoryHistory:
                         ),
                         labels=old.labels | labels,
                     )
+                    index = view.index
+                    if index is not None:
+                        index.add(new)  # before the view that holds it is handed out
                     found.view = SessionView(
                         tenant,
                         session_id,
                         (*steps[:i], new, *steps[i + 1 :]),
                         view.labels | labels,
                         view.next_seq,
+                        index=index,
                     )
                     found.touched = self._clock()
                     return
