@@ -9,6 +9,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import fields, replace
 from functools import cached_property
 from os import register_at_fork, urandom
@@ -141,6 +142,46 @@ class BudgetStore(LeaseStore, AuditStore):
                 _check_line(line)
             if not force and amount + headroom > cap:
                 return ReserveOutcome(None, Refusal(line, spent=0, reserved=0))
+            if record is None and not force and self.usual_statements and self.leases is None:
+                # SQLite's usual reservation, its statement's values from what is at hand
+                now = self.clock()
+                reservation_id = _new_id()
+                expires = now + ttl_us
+                reservation = _made(
+                    reservation_id,
+                    tenant,
+                    idempotency_key,
+                    ReservationStatus.RESERVED,
+                    ordered,
+                    now,
+                    expires,
+                    None,
+                    None,
+                    owner,
+                )
+                params = (
+                    reservation_id,
+                    tenant,
+                    idempotency_key,
+                    lines_json(ordered),
+                    now,
+                    expires,
+                    owner,
+                    line.budget_id,
+                    line.scope_key,
+                    line.window_start,
+                    line.unit,
+                    cap,
+                    amount,
+                    headroom,
+                )  # as _usual_reserve_params(reservation) gives them
+                if self.usual(_RESERVE_USUAL, params):
+                    self._unsettled.keep(reservation)  # a commit of it needs no read
+                    return _outcome(reservation)
+                try:
+                    return self._reserve(reservation, force, None, usual_tried=True)
+                except _Refused as refused:  # raised inside the transaction: it rolled back
+                    return ReserveOutcome(None, refused.refusal)
         else:
             for line in lines:
                 _check_line(line)
@@ -960,10 +1001,9 @@ class _Unsettled:
         by_id = self._by_id
         by_id[reservation.id] = reservation
         if len(by_id) > self._kept:
-            try:
+            # another thread evicting at once may make this raise: nothing to do then
+            with suppress(KeyError, RuntimeError, StopIteration):
                 del by_id[next(iter(by_id))]  # the oldest: dicts keep insertion order
-            except (KeyError, RuntimeError, StopIteration):  # another thread's eviction
-                pass
 
     def pop(self, reservation_id: str) -> Reservation | None:
         return self._by_id.pop(reservation_id, None)  # atomic: one taker only
