@@ -129,7 +129,7 @@ class BudgetStore(LeaseStore, AuditStore):
         refusal or a replay claims nothing: the caller then records as usual)."""
         if len(lines) == 1:  # the usual reservation, checked without calls
             line = lines[0]
-            ordered: tuple[BudgetLine, ...] = (line,)
+            ordered: tuple[BudgetLine, ...] = lines if isinstance(lines, tuple) else (line,)
             amount, headroom, cap = line.amount, line.headroom, line.cap
             if not (
                 type(amount) is int
@@ -145,7 +145,10 @@ class BudgetStore(LeaseStore, AuditStore):
             if record is None and not force and self.usual_statements and self.leases is None:
                 # SQLite's usual reservation, its statement's values from what is at hand
                 now = self.clock()
-                reservation_id = _new_id()
+                try:
+                    reservation_id = _ids.pop()  # _new_id(), its usual case inlined
+                except IndexError:
+                    reservation_id = _new_id()
                 expires = now + ttl_us
                 reservation = _made(
                     reservation_id,
@@ -177,7 +180,10 @@ class BudgetStore(LeaseStore, AuditStore):
                 )  # as _usual_reserve_params(reservation) gives them
                 if self.usual(_RESERVE_USUAL, params):
                     self._unsettled.keep(reservation)  # a commit of it needs no read
-                    return _outcome(reservation)
+                    outcome: ReserveOutcome = _new(ReserveOutcome)  # _outcome(), inlined
+                    _set_outcome_reservation(outcome, reservation)
+                    _set_outcome_refusal(outcome, None)
+                    return outcome
                 try:
                     return self._reserve(reservation, force, None, usual_tried=True)
                 except _Refused as refused:  # raised inside the transaction: it rolled back
@@ -466,14 +472,7 @@ class BudgetStore(LeaseStore, AuditStore):
         appended in the commit's own transaction where the back end can (SQLite, a
         reservation this instance made, still in flight): one commit for both. It is
         told it committed only then; otherwise the caller records as usual."""
-        checked = (
-            {
-                budget_id: units(used, f"the usage on budget {budget_id!r}")
-                for budget_id, used in actual.items()
-            }
-            if actual
-            else {}
-        )
+        checked = _usage(actual) if actual else {}
         now = self.clock()
         book = self.leases
         if book is not None:
@@ -562,7 +561,18 @@ class BudgetStore(LeaseStore, AuditStore):
                     used,  # charged
                     used - amount if used > amount else 0,  # overage
                 )
-                settled = _settled(reservation, ReservationStatus.COMMITTED, now, {budget_id: used})
+                settled = _made(  # _settled(reservation, COMMITTED, now, actual), inlined
+                    reservation.id,
+                    reservation.tenant,
+                    reservation.idempotency_key,
+                    ReservationStatus.COMMITTED,
+                    lines,
+                    reservation.created_us,
+                    reservation.expires_us,
+                    now,
+                    {budget_id: used},
+                    reservation.owner,
+                )
                 if record is None:
                     if not self.usual(_COMMIT_USUAL, params):
                         return None  # no longer in flight: the general path decides
@@ -1113,6 +1123,18 @@ def _outcome(reservation: Reservation) -> ReserveOutcome:
     _set_outcome_reservation(outcome, reservation)
     _set_outcome_refusal(outcome, None)
     return outcome
+
+
+def _usage(actual: Mapping[str, int]) -> dict[str, int]:
+    """``actual`` checked: units, each (the usual values pass without building a
+    message; :func:`units` raises for the others)."""
+    checked: dict[str, int] = {}
+    for budget_id, value in actual.items():
+        if type(value) is int and 0 <= value <= MAX_UNITS:
+            checked[budget_id] = value
+        else:
+            checked[budget_id] = units(value, f"the usage on budget {budget_id!r}")
+    return checked
 
 
 def _check_line(line: BudgetLine) -> None:
