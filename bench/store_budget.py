@@ -759,9 +759,11 @@ def profile(pairs: int = 5_000, top: int = 15) -> str:
         pair(500)
         totals: dict[str, list[int]] = {}
         real = store._connection()  # type: ignore[attr-defined]
-        store._local.conn = _TimedConnection(real, totals)  # type: ignore[attr-defined]
+        local = store._local  # type: ignore[attr-defined]
+        kept = getattr(local, "usual", None)  # the thread's cursor for the usual statements
+        local.conn, local.usual = _TimedConnection(real, totals), None
         samples, _ = pair(pairs)
-        store._local.conn = real  # type: ignore[attr-defined]
+        local.conn, local.usual = real, kept
         ordered = sorted(samples["pair"])
         print(
             f"{pairs:,} pairs: p50 {ordered[len(ordered) // 2] / 1000:.1f} µs, mean "

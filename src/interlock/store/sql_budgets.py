@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import fields, replace
 from functools import cached_property
-from os import urandom
+from os import register_at_fork, urandom
 from typing import Any, Final, Protocol
 
 from interlock.errors import ReservationClosed, ReservationNotFound, StoreError
@@ -129,7 +129,7 @@ class BudgetStore(LeaseStore, AuditStore):
         refusal or a replay claims nothing: the caller then records as usual)."""
         if len(lines) == 1:  # the usual reservation, checked without calls
             line = lines[0]
-            ordered: tuple[BudgetLine, ...] = (line,)
+            ordered: tuple[BudgetLine, ...] = lines if isinstance(lines, tuple) else (line,)
             amount, headroom, cap = line.amount, line.headroom, line.cap
             if not (
                 type(amount) is int
@@ -142,6 +142,52 @@ class BudgetStore(LeaseStore, AuditStore):
                 _check_line(line)
             if not force and amount + headroom > cap:
                 return ReserveOutcome(None, Refusal(line, spent=0, reserved=0))
+            if record is None and not force and self.usual_statements and self.leases is None:
+                # SQLite's usual reservation, its statement's values from what is at hand
+                now = self.clock()
+                try:
+                    reservation_id = _ids.pop()  # _new_id(), its usual case inlined
+                except IndexError:
+                    reservation_id = _new_id()
+                expires = now + ttl_us
+                reservation = _made(
+                    reservation_id,
+                    tenant,
+                    idempotency_key,
+                    ReservationStatus.RESERVED,
+                    ordered,
+                    now,
+                    expires,
+                    None,
+                    None,
+                    owner,
+                )
+                params = (
+                    reservation_id,
+                    tenant,
+                    idempotency_key,
+                    lines_json(ordered),
+                    now,
+                    expires,
+                    owner,
+                    line.budget_id,
+                    line.scope_key,
+                    line.window_start,
+                    line.unit,
+                    cap,
+                    amount,
+                    headroom,
+                )  # as _usual_reserve_params(reservation) gives them
+                if self.usual(_RESERVE_USUAL, params):
+                    self._unsettled.keep(reservation)  # a commit of it needs no read
+                    outcome: ReserveOutcome = _new(ReserveOutcome)  # _outcome(), inlined
+                    _set_outcome_reservation(outcome, reservation)
+                    _set_outcome_refusal(outcome, None)
+                    return outcome
+                try:
+                    return self._reserve(reservation, force, None, usual_tried=True)
+                except _Refused as refused:  # raised inside the transaction: it rolled back
+                    return ReserveOutcome(None, refused.refusal)
         else:
             for line in lines:
                 _check_line(line)
@@ -153,7 +199,7 @@ class BudgetStore(LeaseStore, AuditStore):
                         return ReserveOutcome(None, Refusal(line, spent=0, reserved=0))
         now = self.clock()
         reservation = _made(
-            "res_" + urandom(12).hex(),  # secrets.token_hex(12), without its two calls
+            _new_id(),
             tenant,
             idempotency_key,
             ReservationStatus.RESERVED,
@@ -180,7 +226,7 @@ class BudgetStore(LeaseStore, AuditStore):
             if record is None and not force and len(ordered) == 1 and self.usual_statements:
                 if self.usual(_RESERVE_USUAL, _usual_reserve_params(reservation)):
                     self._unsettled.keep(reservation)  # a commit of it needs no read
-                    return ReserveOutcome(reservation)
+                    return _outcome(reservation)
                 return self._reserve(reservation, force, None, usual_tried=True)
             return self._reserve(reservation, force, record, usual_tried=False)
         except _Refused as refused:  # raised inside the transaction: it rolled back
@@ -219,7 +265,7 @@ class BudgetStore(LeaseStore, AuditStore):
             book.untake(lease, line.held)
             return None
         book.written(lease, reservation)
-        return ReserveOutcome(reservation)
+        return _outcome(reservation)
 
     def _reserve_in_one(self, reservation: Reservation, force: bool) -> ReserveOutcome:
         """PostgreSQL: the whole reservation in one statement (``interlock_reserve``)."""
@@ -248,7 +294,7 @@ class BudgetStore(LeaseStore, AuditStore):
             with self.transaction(write=False) as cur:
                 return ReserveOutcome(None, self._refusal(cur, reservation.tenant, line))
         if fresh:
-            return ReserveOutcome(reservation)
+            return _outcome(reservation)
         with self.transaction(write=False) as cur:
             cur.execute(
                 self.q(
@@ -296,7 +342,7 @@ class BudgetStore(LeaseStore, AuditStore):
             record.committed()
             self._appended(heads)
         self._unsettled.keep(reservation)  # committed: a commit of it needs no read
-        return ReserveOutcome(reservation)
+        return _outcome(reservation)
 
     def _reserve_rows(
         self, cur: Cursor, reservation: Reservation, force: bool
@@ -426,10 +472,7 @@ class BudgetStore(LeaseStore, AuditStore):
         appended in the commit's own transaction where the back end can (SQLite, a
         reservation this instance made, still in flight): one commit for both. It is
         told it committed only then; otherwise the caller records as usual."""
-        checked = {
-            budget_id: units(used, f"the usage on budget {budget_id!r}")
-            for budget_id, used in (actual or {}).items()
-        }
+        checked = _usage(actual) if actual else {}
         now = self.clock()
         book = self.leases
         if book is not None:
@@ -495,30 +538,40 @@ class BudgetStore(LeaseStore, AuditStore):
         it is no longer in flight (settled elsewhere, or expired by the reaper): the
         transaction rolled back and the general path decides. One line closing
         nothing (the usual commit) is one statement (schema 9)."""
-        check_owner(reservation, by)
+        if by is not ANY_AGENT:
+            check_owner(reservation, by)
         lines = reservation.lines
         if len(lines) == 1 and self.usual_statements:
             line = lines[0]
-            used = checked.get(line.budget_id, line.amount) if checked else line.amount
-            amount = line.amount
+            budget_id, amount, headroom = line.budget_id, line.amount, line.headroom
+            used = checked.get(budget_id, amount) if checked else amount
             # settle.committed(line, used, in_flight=True), written out: within its
             # headroom (no excess, nothing closes) the usual statement settles it
-            if used <= amount + line.headroom:
+            if used <= amount + headroom:
                 params = (
                     reservation.id,
                     now,
-                    _actual_json({line.budget_id: used}),
+                    f"{{{quoted(budget_id)}:{used}}}",  # compact_json({budget_id: used})
                     reservation.tenant,
-                    line.budget_id,
+                    budget_id,
                     line.scope_key,
                     line.window_start,
                     amount,  # off reserved
-                    line.headroom,  # off headroom
+                    headroom,  # off headroom
                     used,  # charged
                     used - amount if used > amount else 0,  # overage
                 )
-                settled = _settled(
-                    reservation, ReservationStatus.COMMITTED, now, {line.budget_id: used}
+                settled = _made(  # _settled(reservation, COMMITTED, now, actual), inlined
+                    reservation.id,
+                    reservation.tenant,
+                    reservation.idempotency_key,
+                    ReservationStatus.COMMITTED,
+                    lines,
+                    reservation.created_us,
+                    reservation.expires_us,
+                    now,
+                    {budget_id: used},
+                    reservation.owner,
                 )
                 if record is None:
                     if not self.usual(_COMMIT_USUAL, params):
@@ -951,18 +1004,19 @@ class _Unsettled:
     def __init__(self, kept: int) -> None:
         self._kept = kept
         self._by_id: dict[str, Reservation] = {}
-        self._lock = threading.Lock()
 
     def keep(self, reservation: Reservation) -> None:
-        with self._lock:
-            by_id = self._by_id
-            by_id[reservation.id] = reservation
-            if len(by_id) > self._kept:
+        # No lock: each dict operation is atomic (one C call under the GIL), and two
+        # threads evicting at once at worst evict one entry more (its commit reads).
+        by_id = self._by_id
+        by_id[reservation.id] = reservation
+        if len(by_id) > self._kept:
+            # another thread evicting at once may make this raise: nothing to do then
+            with suppress(KeyError, RuntimeError, StopIteration):
                 del by_id[next(iter(by_id))]  # the oldest: dicts keep insertion order
 
     def pop(self, reservation_id: str) -> Reservation | None:
-        with self._lock:
-            return self._by_id.pop(reservation_id, None)
+        return self._by_id.pop(reservation_id, None)  # atomic: one taker only
 
     def peek(self, reservation_id: str) -> Reservation | None:
         return self._by_id.get(reservation_id)  # one dict read: atomic under the GIL
@@ -1035,6 +1089,52 @@ def _made(
     _set_replayed(r, False)
     _set_owner(r, owner)
     return r
+
+
+#: How many reservation ids one read of the OS's random source makes.
+_IDS_AT_ONCE: Final = 64
+#: Ids made ahead (the random part of each is 12 bytes of ``os.urandom``, as
+#: ``secrets.token_hex(12)`` made it); emptied in a forked child, which must not
+#: hand out its parent's. ``list.pop`` is atomic: no two callers get the same one.
+_ids: list[str] = []
+register_at_fork(after_in_child=_ids.clear)
+
+
+def _new_id() -> str:
+    """A new reservation id: ``res_`` and 24 random hex digits. One ``urandom`` read
+    makes :data:`_IDS_AT_ONCE` of them (a system call each was a reservation's
+    dearest line of Python)."""
+    try:
+        return _ids.pop()
+    except IndexError:
+        raw = urandom(12 * _IDS_AT_ONCE).hex()
+        _ids.extend(["res_" + raw[i : i + 24] for i in range(24, 24 * _IDS_AT_ONCE, 24)])
+        return "res_" + raw[:24]
+
+
+_set_outcome_reservation, _set_outcome_refusal = (
+    vars(ReserveOutcome)[f.name].__set__ for f in fields(ReserveOutcome)
+)
+
+
+def _outcome(reservation: Reservation) -> ReserveOutcome:
+    """``ReserveOutcome(reservation)``, built slot by slot (as :func:`_made`)."""
+    outcome: ReserveOutcome = _new(ReserveOutcome)
+    _set_outcome_reservation(outcome, reservation)
+    _set_outcome_refusal(outcome, None)
+    return outcome
+
+
+def _usage(actual: Mapping[str, int]) -> dict[str, int]:
+    """``actual`` checked: units, each (the usual values pass without building a
+    message; :func:`units` raises for the others)."""
+    checked: dict[str, int] = {}
+    for budget_id, value in actual.items():
+        if type(value) is int and 0 <= value <= MAX_UNITS:
+            checked[budget_id] = value
+        else:
+            checked[budget_id] = units(value, f"the usage on budget {budget_id!r}")
+    return checked
 
 
 def _check_line(line: BudgetLine) -> None:

@@ -468,12 +468,27 @@ def _batch_statement(inserts: int, settles: int) -> str:
 def lines_json(lines: Sequence[BudgetLine]) -> str:
     """The lines as the store keeps them (what :func:`compact_json` makes of their
     fields, written directly: this runs on every reservation)."""
-    if len(lines) == 1:  # the usual reservation
+    if len(lines) == 1:  # the usual reservation: a budget's lines repeat, remembered
         line = lines[0]
-        return (
-            f"[[{quoted(line.budget_id)},{quoted(line.scope_key)},{int(line.window_start)},"
-            f"{quoted(line.unit)},{int(line.cap)},{int(line.amount)},{int(line.headroom)}]]"
+        key = (
+            line.budget_id,
+            line.scope_key,
+            line.window_start,
+            line.unit,
+            line.cap,
+            line.amount,
+            line.headroom,
         )
+        done = _LINES.get(key)
+        if done is None:
+            done = (
+                f"[[{quoted(line.budget_id)},{quoted(line.scope_key)},{int(line.window_start)},"
+                f"{quoted(line.unit)},{int(line.cap)},{int(line.amount)},{int(line.headroom)}]]"
+            )
+            if len(_LINES) >= _QUOTED_KEPT:  # cleared, not grown (as quoted's)
+                _LINES.clear()
+            _LINES[key] = done
+        return done
     return (
         "["
         + ",".join(
@@ -486,6 +501,7 @@ def lines_json(lines: Sequence[BudgetLine]) -> str:
 
 
 _QUOTED: dict[str, str] = {}
+_LINES: dict[tuple[object, ...], str] = {}
 _QUOTED_KEPT = 4_096
 
 

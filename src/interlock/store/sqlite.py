@@ -206,10 +206,14 @@ class SQLiteStore(SqlStore):
         wait = time_left(self.busy_timeout)
         if wait <= 0:
             raise StoreTimeout(f"{self.path}: the deadline passed before the store was asked")
-        conn = self._connection()
-        self._bound_busy_wait(conn, wait)
+        local = self._local
+        cur: sqlite3.Cursor | None = getattr(local, "usual", None)
+        if cur is None:  # one cursor per thread for these: none made per statement
+            cur = local.usual = self._connection().cursor()
+        if wait != local.busy:
+            self._bound_busy_wait(local.conn, wait)
         try:
-            conn.execute(sql, params)
+            cur.execute(sql, params)
         except sqlite3.IntegrityError:  # the trigger's RAISE(ABORT), or a unique key
             return False
         except sqlite3.OperationalError as exc:
@@ -220,7 +224,9 @@ class SQLiteStore(SqlStore):
             raise StoreUnavailable(f"{self.path}: {exc}") from exc
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: {exc}") from exc
-        self._committed(True)
+        self._writes = writes = self._writes + 1  # self._committed(True), inlined
+        if writes % CHECKPOINT_EVERY == 0:
+            self._checkpoint_soon()
         return True
 
     def select(self, sql: str, params: Sequence[Any]) -> list[Any]:
