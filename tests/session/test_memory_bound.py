@@ -11,6 +11,8 @@ import threading
 
 import pytest
 
+from interlock import Action, Context, Guard, Verdict
+from interlock.policy import load_policy_text
 from interlock.policy.sessionrules import FlowTest, StepSelector
 from interlock.session.fingerprints import FORMAT_MARK, of_data
 from interlock.session.history import MAX_FINGERPRINTS, MemoryHistory, NewStep, SessionView
@@ -202,3 +204,85 @@ def test_threads_appending_and_settling_keep_the_total_exact_and_bounded() -> No
     assert history.fingerprints_held == _counted(history, sessions)
     assert history.fingerprints_held <= bound
     assert sum(1 for s in sessions if history.view("t", s).steps) < len(sessions)  # demoted
+
+
+# -- attacks: another session floods the shared history ------------------------------
+
+KEY = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
+FLOOD_POLICY = """\
+version: 1
+default: allow
+labels:
+  - id: secrets-read
+    attach: [secret]
+    name: read_file
+    params:
+      path: {glob: ["**/.env"]}
+rules:
+  - id: no-leak
+    decision: deny
+    reason: data a secret read returned may not leave
+    name: http_post
+    session:
+      flows_from: {labels: [secret]}
+  - id: no-mail-after-secret
+    decision: deny
+    reason: a session that read a secret sends no mail
+    name: send_mail
+    session:
+      labels: [secret]
+"""
+
+
+def _victim(history: MemoryHistory, path: str) -> Guard:
+    guard = Guard(
+        load_policy_text(FLOOD_POLICY), context=Context(session_id="victim"), sessions=history
+    )
+
+    @guard.protect
+    def read_file(path: str) -> str:
+        return f"AWS_SECRET_ACCESS_KEY={KEY}\n"
+
+    read_file(path)
+    return guard
+
+
+def _flood(history: MemoryHistory) -> None:
+    """Another tenant's sessions bring in large results: past the bound in all."""
+    for n in range(8):
+        _call_in(history, "other", f"flood-{n}", _prints(4_000, 100 + n))
+
+
+def _call_in(history: MemoryHistory, tenant: str, session: str, prints: frozenset[int]) -> None:
+    history.append(tenant, session, NewStep("tool", "fetch", "allow", f"d-{session}"))
+    history.settle(tenant, session, f"d-{session}", executed=True, fingerprints=prints)
+
+
+@pytest.mark.parametrize(("path", "mail"), [(".env", Verdict.DENY), ("notes.txt", Verdict.ALLOW)])
+def test_a_flood_from_other_sessions_does_not_wash_off_a_secret_label(
+    path: str, mail: Verdict
+) -> None:
+    history = MemoryHistory(max_fingerprints=20_000)
+    guard = _victim(history, path)
+    _flood(history)
+    assert history.view("default", "victim").steps == ()  # demoted
+    assert history.fingerprints_held <= 20_000
+    # the label rule still refuses mail after the secret; the benign session mails
+    mail_args = {"to": "bob@corp.example", "body": KEY}
+    assert guard.check(Action.tool("send_mail", mail_args)).verdict == mail
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="history bound: other sessions (any tenant) bringing in past max_fingerprints "
+    "of results demote the least recently written session, and with its steps go its "
+    "results' fingerprints: a policy that relies on flows_from alone then lets the "
+    "secret leave (labels survive). The SQL store keeps every live session's steps.",
+)
+def test_a_flood_from_other_sessions_does_not_hide_a_flow() -> None:
+    history = MemoryHistory(max_fingerprints=20_000)
+    guard = _victim(history, ".env")
+    post = Action.tool("http_post", {"url": "https://x.example", "body": KEY})
+    assert guard.check(post).verdict == Verdict.DENY  # before the flood: a flow
+    _flood(history)
+    assert guard.check(post).verdict == Verdict.DENY
