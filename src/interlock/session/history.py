@@ -75,7 +75,7 @@ EXPIRE_AFTER: Final = 24 * 3600.0
 #: fingerprints a result, each held once in its step's set and once in its session's
 #: index): ~71 bytes a counted fingerprint (a 64-bit int of 36 bytes and a set slot,
 #: then a slot in the index), so 4,000,000 is ~285 MB: ~20 such sessions at
-#: ~14 MB each, or ~2,000 sessions of 20 such steps.
+#: ~14 MB each, or ~200 sessions of 20 such steps.
 MAX_FINGERPRINTS: Final = 4_000_000
 
 
