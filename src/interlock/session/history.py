@@ -286,15 +286,18 @@ class MemoryHistory:
     :class:`FingerprintIndex`, kept as a running total (O(1) a write). After a write
     past either, the least recently written sessions (appended to or settled) are
     **demoted** until within both: a demoted session gives up its steps but **keeps its
-    labels** and its next seq (a few hundred bytes), for up to ``max_sessions * 100``
-    such sessions. The session just written is never demoted by its own write (alone,
-    it may exceed ``max_fingerprints``: its steps are bounded by ``max_steps``). A
-    demoted session loses what its older steps did: ``after`` / ``flows_from`` /
-    provenance no longer see its earlier calls and results (as past ``max_steps``),
-    while a ``secret`` it carries stays. Views handed out before a demotion stay as
-    they were (immutable). Size ``max_fingerprints`` at ~71 bytes each (~510 a 2 KB
-    result, counted twice: the step and the index); a fleet with many long sessions
-    keeps them in the SQL store."""
+    labels** and its next seq (a few hundred bytes; one without labels leaves nothing),
+    for up to ``max_sessions * 100`` such sessions. The session just written is never
+    demoted by its own write (alone, it may exceed ``max_fingerprints``: its steps are
+    bounded by ``max_steps``). A demoted session loses what its older steps did:
+    ``after`` / ``flows_from`` / provenance no longer see its earlier calls and results
+    (as past ``max_steps``), while a ``secret`` it carries stays. Views handed out
+    before a demotion stay as they were (immutable). Size ``max_fingerprints`` at ~71
+    bytes each (~510 a 2 KB result, counted twice: the step and the index; a session
+    past ``max_steps`` up to ~3x its kept steps, its index holding dropped ones until
+    rebuilt). The bound is shared by every session and tenant: others' results can
+    demote a quiet session. A fleet with many or long sessions keeps them in the SQL
+    store."""
 
     def __init__(
         self,
