@@ -69,6 +69,14 @@ EMPTY_FINGERPRINTS: Final[frozenset[int]] = frozenset()
 #: Defaults: steps kept per session, and how long an idle session is kept (seconds).
 MAX_STEPS: Final = 200
 EXPIRE_AFTER: Final = 24 * 3600.0
+#: Default bound of :class:`MemoryHistory` on the fingerprints it keeps, all sessions
+#: together: each step's set counted whole, plus each session's index. Measured with
+#: tracemalloc (CPython 3.11, sessions of 200 steps with 2 KB results: ~510
+#: fingerprints a result, each held once in its step's set and once in its session's
+#: index): ~71 bytes a counted fingerprint (a 64-bit int of 36 bytes and a set slot,
+#: then a slot in the index), so 4,000,000 is ~285 MB: ~20 such sessions at
+#: ~14 MB each, or ~200 sessions of 20 such steps.
+MAX_FINGERPRINTS: Final = 4_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +266,13 @@ class SessionHistory(Protocol):
 class _Session:
     view: SessionView  # immutable, replaced whole on each write: handed out as it is
     touched: float = 0.0
+    in_steps: int = 0  # fingerprints of ``view.steps`` (each step's set counted whole)
+    held: int = 0  # what it counts toward the history's total: ``in_steps`` + its index
+
+
+def _index_size(view: SessionView) -> int:
+    index = view.index
+    return 0 if index is None else len(index.prints)
 
 
 class MemoryHistory:
@@ -265,24 +280,41 @@ class MemoryHistory:
     :class:`SessionView`, replaced on each write, handed to readers without a copy),
     under one lock.
 
-    At most ``max_sessions`` sessions keep their steps (a session's steps with their
-    results' fingerprints can take megabytes); past that, the least recently used one
-    gives up its steps but **keeps its labels** and its next seq (a few hundred bytes),
-    for up to ``max_sessions * 100`` such sessions: losing a session's steps weakens
-    ``after`` / ``flows_from`` on it, as the ``max_steps`` bound does, while a ``secret``
-    it carries stays. A fleet with more live sessions keeps them in the store."""
+    Two bounds on what keeps its steps: at most ``max_sessions`` sessions, and at most
+    ``max_fingerprints`` fingerprints across all sessions (:data:`MAX_FINGERPRINTS`, ~285
+    MB; ``None``: no such bound) — each step's set counted whole, plus each session's
+    :class:`FingerprintIndex`, kept as a running total (O(1) a write). After a write
+    past either, the least recently written sessions (appended to or settled) are
+    **demoted** until within both: a demoted session gives up its steps but **keeps its
+    labels** and its next seq (a few hundred bytes; one without labels leaves nothing),
+    for up to ``max_sessions * 100`` such sessions. The session just written is never
+    demoted by its own write (alone, it may exceed ``max_fingerprints``: its steps are
+    bounded by ``max_steps``). A demoted session loses what its older steps did:
+    ``after`` / ``flows_from`` / provenance no longer see its earlier calls and results
+    (as past ``max_steps``), while a ``secret`` it carries stays. Views handed out
+    before a demotion stay as they were (immutable). Size ``max_fingerprints`` at ~71
+    bytes each (~510 a 2 KB result, counted twice: the step and the index; a session
+    past ``max_steps`` up to ~3x its kept steps, its index holding dropped ones until
+    rebuilt). The bound is shared by every session and tenant: others' results can
+    demote a quiet session. A fleet with many or long sessions keeps them in the SQL
+    store."""
 
     def __init__(
         self,
         *,
         max_steps: int = MAX_STEPS,
         max_sessions: int = 1_000,
+        max_fingerprints: int | None = MAX_FINGERPRINTS,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if max_steps < 1 or max_sessions < 1:
             raise ValueError("max_steps and max_sessions must be at least 1")
+        if max_fingerprints is not None and max_fingerprints < 0:
+            raise ValueError("max_fingerprints must be at least 0 (or None)")
         self._max_steps = max_steps
         self._max_sessions = max_sessions
+        self._max_fingerprints = max_fingerprints
+        self._held = 0  # fingerprints kept by every session (their ``held``)
         self._max_remnants = max_sessions * 100
         self._clock = clock
         self._lock = threading.Lock()
@@ -302,9 +334,28 @@ class MemoryHistory:
                 return SessionView(tenant, session_id, (), remnant[0], remnant[1])
         return found.view  # immutable: no copy
 
-    def _evict(self) -> None:
-        while len(self._sessions) > self._max_sessions:
-            key, gone = self._sessions.popitem(last=False)  # the least recently used
+    @property
+    def fingerprints_held(self) -> int:
+        """The fingerprints kept now, as counted against ``max_fingerprints``."""
+        return self._held
+
+    def _recount(self, found: _Session, in_steps: int) -> None:
+        held = in_steps + _index_size(found.view)
+        self._held += held - found.held
+        found.in_steps = in_steps
+        found.held = held
+
+    def _evict(self, written: tuple[str, str]) -> None:
+        """Demote the least recently written sessions until within both bounds; never
+        ``written`` (the last one: it was just moved to the end)."""
+        sessions = self._sessions
+        most = self._max_fingerprints
+        while len(sessions) > self._max_sessions or (most is not None and self._held > most):
+            key = next(iter(sessions))
+            if key == written:
+                return
+            gone = sessions.pop(key)
+            self._held -= gone.held
             if gone.view.labels:
                 self._remnants[key] = (gone.view.labels, gone.view.next_seq, gone.touched)
                 while len(self._remnants) > self._max_remnants:
@@ -325,10 +376,13 @@ class MemoryHistory:
                     )
                 )
                 found = self._sessions[key] = _Session(start)
-                self._evict()
             else:
                 self._sessions.move_to_end(key)
             view = found.view
+            in_steps = found.in_steps
+            cut = len(view.steps) + 1 - self._max_steps  # the oldest steps it drops
+            for old in view.steps[: max(cut, 0)]:
+                in_steps -= len(old.fingerprints)
             kept = Step(
                 view.next_seq,
                 now,
@@ -346,6 +400,8 @@ class MemoryHistory:
                 labels = (labels | step.labels) - step.clears
             found.view = view.followed_by(kept, labels, self._max_steps)
             found.touched = now
+            self._recount(found, in_steps + len(kept.fingerprints))
+            self._evict(key)
             return kept
 
     def settle(
@@ -359,7 +415,8 @@ class MemoryHistory:
         labels: frozenset[str] = frozenset(),
     ) -> None:
         with self._lock:
-            found = self._sessions.get((tenant, session_id))
+            key = (tenant, session_id)
+            found = self._sessions.get(key)
             if found is None:
                 return
             view = found.view
@@ -391,6 +448,10 @@ class MemoryHistory:
                         index=index,
                     )
                     found.touched = self._clock()
+                    self._sessions.move_to_end(key)
+                    in_steps = found.in_steps - len(old.fingerprints) + len(new.fingerprints)
+                    self._recount(found, in_steps)
+                    self._evict(key)
                     return
 
     def expire(self, idle_for: float) -> int:
@@ -398,7 +459,7 @@ class MemoryHistory:
         with self._lock:
             stale = [k for k, s in self._sessions.items() if s.touched < cutoff]
             for key in stale:
-                del self._sessions[key]
+                self._held -= self._sessions.pop(key).held
             gone = [k for k, r in self._remnants.items() if r[2] < cutoff]
             for key in gone:
                 del self._remnants[key]
