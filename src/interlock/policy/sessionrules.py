@@ -58,6 +58,7 @@ __all__ = [
     "cel_value",
     "error_data",
     "facts_for_check",
+    "judgeable_data",
     "new_step",
     "provenance_labels",
     "session_scope",
@@ -162,6 +163,19 @@ def facts_for_check(session_id: Any, rule_id: str) -> tuple[SessionView, Session
             rule_id=rule_id,
         )
     return state.view, state
+
+
+def judgeable_data(view: SessionView, rule_id: str) -> None:
+    """Raise EvaluationError when the session's earlier data was dropped (a demoted
+    in-memory session): a data flow or provenance on it cannot be told, and a miss
+    would allow."""
+    if view.lost:
+        raise EvaluationError(
+            f"rule {rule_id!r} reads the data session {view.session_id!r} brought in, which "
+            "the in-memory history dropped to stay within its bounds (max_sessions, "
+            "max_fingerprints): cannot tell",
+            rule_id=rule_id,
+        )
 
 
 def error_data(error: object) -> object:
@@ -359,6 +373,8 @@ class SessionTest:
             now = state.now if state is not None else time.time()
             if not self.after.holds(view, now):
                 return False
+        if self.flows_from is not None or self.provenance is not None:
+            judgeable_data(view, self.rule_id)
         if self.flows_from is not None and not self.flows_from.holds(view, facts.args, state):
             return False
         return self.provenance is None or self.provenance.holds(view, facts.args, state)
@@ -387,6 +403,7 @@ def cel_value(
     if function in ("ran", "count"):
         found = AfterTest(StepSelector(names=GlobSet.of(argument))).count(view, 0.0)
         return found > 0 if function == "ran" else found
+    judgeable_data(view, rule_id)  # the rest read the data the session brought in
     if function == "flows_from":
         return FlowTest(StepSelector(names=GlobSet.of(argument))).holds(view, args, state)
     if function == "flows_from_label":

@@ -175,6 +175,11 @@ class SessionView:
     #: (``followed_by`` does; ``dataclasses.replace`` with other steps does not: a
     #: missing fingerprint would hide a flow).
     index: FingerprintIndex | None = field(default=None, compare=False, repr=False)
+    #: The session's earlier data was dropped whole (the in-memory history demoted it
+    #: to its labels to stay within ``max_sessions`` / ``max_fingerprints``): what its
+    #: steps returned is unknown, so ``flows_from`` and ``provenance`` cannot be judged
+    #: on it (undetermined, never a miss). Kept until the session expires.
+    lost: bool = False
 
     def __post_init__(self) -> None:
         if self.sources is None:
@@ -215,7 +220,14 @@ class SessionView:
             else:
                 index.add(step)
         return SessionView(
-            self.tenant, self.session_id, (*steps, step), labels, step.seq + 1, sources, index
+            self.tenant,
+            self.session_id,
+            (*steps, step),
+            labels,
+            step.seq + 1,
+            sources,
+            index,
+            self.lost,
         )
 
     def ran(self, name_matches: Callable[[Step], bool]) -> bool:
@@ -319,8 +331,9 @@ class MemoryHistory:
         self._clock = clock
         self._lock = threading.Lock()
         self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
-        # sessions that gave up their steps: labels, next seq, last touched
-        self._remnants: OrderedDict[tuple[str, str], tuple[frozenset[str], int, float]] = (
+        # sessions that gave up their steps: labels, next seq, last touched, and whether
+        # data they had brought in (or a call of theirs may yet bring in) was lost
+        self._remnants: OrderedDict[tuple[str, str], tuple[frozenset[str], int, float, bool]] = (
             OrderedDict()
         )
 
@@ -331,7 +344,7 @@ class MemoryHistory:
                 remnant = self._remnants.get((tenant, session_id))
                 if remnant is None:
                     return SessionView(tenant, session_id)
-                return SessionView(tenant, session_id, (), remnant[0], remnant[1])
+                return SessionView(tenant, session_id, (), remnant[0], remnant[1], lost=remnant[3])
         return found.view  # immutable: no copy
 
     @property
@@ -356,8 +369,13 @@ class MemoryHistory:
                 return
             gone = sessions.pop(key)
             self._held -= gone.held
-            if gone.view.labels:
-                self._remnants[key] = (gone.view.labels, gone.view.next_seq, gone.touched)
+            view = gone.view
+            # data it brought in is lost with its steps; a call of it not yet settled may
+            # still bring some (its settle then marks the remnant lost)
+            lost = view.lost or any(not (s.kind == "input" and s.trusted) for s in view.sources)
+            pending = any(s.executed is None and s.verdict == "allow" for s in view.steps)
+            if view.labels or lost or pending:
+                self._remnants[key] = (view.labels, view.next_seq, gone.touched, lost)
                 while len(self._remnants) > self._max_remnants:
                     self._remnants.popitem(last=False)
 
@@ -372,7 +390,13 @@ class MemoryHistory:
                     SessionView(tenant, session_id, index=FingerprintIndex())
                     if remnant is None
                     else SessionView(
-                        tenant, session_id, (), remnant[0], remnant[1], index=FingerprintIndex()
+                        tenant,
+                        session_id,
+                        (),
+                        remnant[0],
+                        remnant[1],
+                        index=FingerprintIndex(),
+                        lost=remnant[3],
                     )
                 )
                 found = self._sessions[key] = _Session(start)
@@ -418,6 +442,16 @@ class MemoryHistory:
             key = (tenant, session_id)
             found = self._sessions.get(key)
             if found is None:
+                remnant = self._remnants.get(key)
+                if remnant is not None and (fingerprints or labels):
+                    # a call of a demoted session brought data in: it is lost with the
+                    # steps (its labels are kept, as the session's)
+                    self._remnants[key] = (
+                        remnant[0] | labels,
+                        remnant[1],
+                        self._clock(),
+                        remnant[3] or bool(fingerprints),
+                    )
                 return
             view = found.view
             steps = view.steps
@@ -446,6 +480,7 @@ class MemoryHistory:
                         view.labels | labels,
                         view.next_seq,
                         index=index,
+                        lost=view.lost,
                     )
                     found.touched = self._clock()
                     self._sessions.move_to_end(key)
