@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -91,11 +92,12 @@ class SessionRecorder:
         """The session facts of a check in ``context``."""
         session_id = context.session_id
         if session_id is None:
-            return SessionFacts.of(SessionView(context.tenant, ""))
+            return SessionFacts(SessionView(context.tenant, ""), time.time())
         try:
-            return SessionFacts.of(self.history.view(context.tenant, session_id))
+            view = self.history.view(context.tenant, session_id)
         except Exception as exc:
             return SessionFacts.unavailable(session_id, describe(exc))
+        return SessionFacts(view, time.time())  # SessionFacts.of, without its call
 
     # -- after the check -------------------------------------------------------------
 

@@ -73,7 +73,8 @@ class SessionFacts:
     view: SessionView | None
     now: float
     problem: str | None = None
-    _probes: dict[Any, frozenset[int]] = field(default_factory=dict)
+    #: made by the first probe (a check no flow or provenance test reads makes none)
+    _probes: dict[Any, frozenset[int]] | None = None
 
     @classmethod
     def of(cls, view: SessionView, now: float | None = None) -> SessionFacts:
@@ -86,9 +87,12 @@ class SessionFacts:
     def probe_of(
         self, key: Any, value: Any, how: Callable[[Any], frozenset[int]] | None = None
     ) -> frozenset[int]:
-        found = self._probes.get(key)
+        probes = self._probes
+        if probes is None:
+            probes = self._probes = {}
+        found = probes.get(key)
         if found is None:
-            found = self._probes[key] = (how or probed)(value)
+            found = probes[key] = (how or probed)(value)
         return found
 
 
@@ -451,6 +455,10 @@ class SessionSpec:
 
 
 _STEP_KINDS: Final = frozenset({"tool", "llm", "mcp", "browser", "effect"})
+#: a verdict's text, without the enum's ``value`` descriptor on every step
+_VERDICT_TEXT: Final = {verdict: verdict.value for verdict in Verdict}
+_ALLOW: Final = Verdict.ALLOW
+_NO_LABELS: Final[frozenset[str]] = frozenset()
 
 
 def new_step(
@@ -460,30 +468,29 @@ def new_step(
     label rules and tool attach and clear. A call that cannot be read for its labels
     attaches every label the policy could attach to it (the stricter reading)."""
     spec = policy.sessions
-    attach: frozenset[str] = frozenset()
-    clear: frozenset[str] = frozenset()
-    if (
-        spec is not None
-        and decision.verdict is Verdict.ALLOW
-        and (not spec.label_rules or not spec.may_label(action.kind, str(action.name)))
-    ):
-        attach = spec.tool_labels.get(action.name, frozenset())
-    elif spec is not None and decision.verdict is Verdict.ALLOW:
-        token = CURRENT.set(facts)
-        try:
-            attach, clear = spec.labels_for(facts_for(action, policy))
-        except Exception:
-            attach = frozenset(
-                label for rule in spec.label_rules for label in rule.attach
-            ) | spec.tool_labels.get(action.name, frozenset())
-        finally:
-            CURRENT.reset(token)
+    attach = clear = _NO_LABELS
+    verdict = decision.verdict
+    name = action.name
+    if spec is not None and verdict is _ALLOW:
+        if not spec.label_rules or not spec.may_label(action.kind, str(name)):
+            attach = spec.tool_labels.get(name, _NO_LABELS)
+        else:
+            token = CURRENT.set(facts)
+            try:
+                attach, clear = spec.labels_for(facts_for(action, policy))
+            except Exception:
+                attach = frozenset(
+                    label for rule in spec.label_rules for label in rule.attach
+                ) | spec.tool_labels.get(name, _NO_LABELS)
+            finally:
+                CURRENT.reset(token)
     kind: StepKind = action.kind if action.kind in _STEP_KINDS else "tool"  # type: ignore[assignment]
+    # positional, in NewStep's order: kind, name, verdict, decision_id, labels, clears
     return NewStep(
-        kind=kind,
-        name=str(action.name),
-        verdict=decision.verdict.value,
-        decision_id=decision.decision_id,
-        labels=attach,
-        clears=clear,
+        kind,
+        str(name),
+        _VERDICT_TEXT[verdict],
+        decision.decision_id,
+        attach,
+        clear,
     )
