@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final
 
 from interlock.core.decision import Decision, Verdict
@@ -461,6 +461,58 @@ _ALLOW: Final = Verdict.ALLOW
 _NO_LABELS: Final[frozenset[str]] = frozenset()
 
 
+#: the fields new_step gives a NewStep, in order (the others keep their defaults)
+_GIVEN: Final = ("kind", "name", "verdict", "decision_id", "labels", "clears")
+
+
+def _step_maker() -> Callable[..., NewStep]:
+    """``NewStep(kind, name, verdict, decision_id, labels, clears)``, every other field
+    at its default, made without the frozen dataclass's ``__init__`` (an
+    ``object.__setattr__`` per field: about 1 µs a step on a slow core): each slot is
+    set through its own descriptor — the object is the same, field for field. The
+    plain constructor when NewStep is not such a dataclass (a ``__post_init__``, a
+    default factory, a field new_step does not give and that has no default)."""
+    plain: Callable[..., NewStep] = NewStep
+    if hasattr(NewStep, "__post_init__") or not hasattr(NewStep, "__slots__"):
+        return plain
+    declared = fields(NewStep)
+    if tuple(f.name for f in declared[: len(_GIVEN)]) != _GIVEN:
+        return plain
+    rest = declared[len(_GIVEN) :]
+    if any(f.default is MISSING or f.default_factory is not MISSING for f in rest):
+        return plain
+    slots = NewStep.__dict__
+    set_kind, set_name, set_verdict, set_id, set_labels, set_clears = (
+        slots[name].__set__ for name in _GIVEN
+    )
+    rest_set = tuple((slots[f.name].__set__, f.default) for f in rest)
+    new = object.__new__
+
+    def made(
+        kind: StepKind,
+        name: str,
+        verdict: str,
+        decision_id: str | None,
+        labels: frozenset[str],
+        clears: frozenset[str],
+    ) -> NewStep:
+        step: NewStep = new(NewStep)
+        set_kind(step, kind)
+        set_name(step, name)
+        set_verdict(step, verdict)
+        set_id(step, decision_id)
+        set_labels(step, labels)
+        set_clears(step, clears)
+        for setter, default in rest_set:
+            setter(step, default)
+        return step
+
+    return made
+
+
+_new_step: Final = _step_maker()
+
+
 def new_step(
     action: Action, decision: Decision, facts: SessionFacts, policy: CompiledPolicy
 ) -> NewStep:
@@ -485,8 +537,7 @@ def new_step(
             finally:
                 CURRENT.reset(token)
     kind: StepKind = action.kind if action.kind in _STEP_KINDS else "tool"  # type: ignore[assignment]
-    # positional, in NewStep's order: kind, name, verdict, decision_id, labels, clears
-    return NewStep(
+    return _new_step(
         kind,
         str(name),
         _VERDICT_TEXT[verdict],
