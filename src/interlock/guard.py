@@ -111,6 +111,20 @@ _RECORDING: Final[contextvars.ContextVar[SessionCheck | None]] = contextvars.Con
     "interlock_session_check", default=None
 )
 
+_SESSION_PARTS: list[tuple[Any, Any]] = []  # filled by the first session check
+
+
+def _session_parts() -> tuple[type[SessionCheck], contextvars.ContextVar[SessionFacts | None]]:
+    """``SessionCheck`` and the session facts' context variable, imported once (a guard
+    with no session rules never imports them; a session check runs this every time)."""
+    if not _SESSION_PARTS:
+        from interlock.guard_sessions import SessionCheck
+        from interlock.policy.sessionrules import CURRENT
+
+        _SESSION_PARTS.append((SessionCheck, CURRENT))
+    return _SESSION_PARTS[0]
+
+
 #: The bound (seconds) of a check given no timeout, when it can wait on anything — a
 #: store, a server, a custom decider: an outage makes it undetermined after this long,
 #: never an agent stalled for ever. A pure in-process check has nothing to wait on and
@@ -484,24 +498,31 @@ class Guard:
         cancel: CancelToken | None,
     ) -> Decision:
         """:meth:`check` with the session's facts: read before, the step recorded after."""
-        try:
-            contextual = self._contextualise(action)
-        except Exception as exc:  # refused as the check refuses it
-            return self._finish(action, _failed(exc), time.perf_counter_ns())
+        if (
+            type(action) is Action
+            and type(action.context) is Context
+            and self.context is _DEFAULT_CONTEXT
+            and not self._intents
+        ):
+            contextual = action  # the usual action: _contextualise would return it as is
+        else:
+            try:
+                contextual = self._contextualise(action)
+            except Exception as exc:  # refused as the check refuses it
+                return self._finish(action, _failed(exc), time.perf_counter_ns())
         facts = recorder.facts(contextual.context)
-        refusal = self._history_down(contextual, facts)
-        if refusal is not None:
-            return self._finish(contextual, refusal, time.perf_counter_ns())
-        from interlock.guard_sessions import SessionCheck
-        from interlock.policy.sessionrules import CURRENT
-
-        running = SessionCheck(self, recorder, facts)
+        if facts.view is None:  # _history_down's own test, inlined
+            refusal = self._history_down(contextual, facts)
+            if refusal is not None:
+                return self._finish(contextual, refusal, time.perf_counter_ns())
+        session_check, current_facts = _session_parts()
+        running = session_check(self, recorder, facts)
         token = _RECORDING.set(running)
-        current = CURRENT.set(facts)
+        current = current_facts.set(facts)
         try:
             decision = self.check(contextual, timeout=timeout, cancel=cancel)
         finally:
-            CURRENT.reset(current)
+            current_facts.reset(current)
             _RECORDING.reset(token)
         if contextual is None or self.policy is None:
             return decision
@@ -669,8 +690,12 @@ class Guard:
     ) -> Decision:
         """The verdict on ``action``. Never raises for a failure: that is undetermined."""
         sessions = self._sessions
-        if sessions is not None and not self._in_session_check():
-            return self._session_check(sessions, action, timeout, cancel)
+        if sessions is not None:
+            # _in_session_check, inlined: a check of this guard inside its own session
+            # check is that check; any other starts one
+            running = _RECORDING.get()
+            if running is None or running.guard is not self:
+                return self._session_check(sessions, action, timeout, cancel)
         start = time.perf_counter_ns()
         timeout = timeout if timeout is not None else self.timeout
         if timeout is None and self._waits:
@@ -780,8 +805,10 @@ class Guard:
         undetermined decision and then re-raised, so structured concurrency keeps
         working; the action never runs."""
         sessions = self._sessions
-        if sessions is not None and not self._in_session_check():
-            return await self._asession_check(sessions, action, timeout, cancel)
+        if sessions is not None:
+            running = _RECORDING.get()  # _in_session_check, inlined (as in check)
+            if running is None or running.guard is not self:
+                return await self._asession_check(sessions, action, timeout, cancel)
         start = time.perf_counter_ns()
         timeout = timeout if timeout is not None else self.timeout
         if timeout is None and self._waits:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -91,11 +92,12 @@ class SessionRecorder:
         """The session facts of a check in ``context``."""
         session_id = context.session_id
         if session_id is None:
-            return SessionFacts.of(SessionView(context.tenant, ""))
+            return SessionFacts(SessionView(context.tenant, ""), time.time())
         try:
-            return SessionFacts.of(self.history.view(context.tenant, session_id))
+            view = self.history.view(context.tenant, session_id)
         except Exception as exc:
             return SessionFacts.unavailable(session_id, describe(exc))
+        return SessionFacts(view, time.time())  # SessionFacts.of, without its call
 
     # -- after the check -------------------------------------------------------------
 
@@ -108,9 +110,17 @@ class SessionRecorder:
         session_id = context.session_id
         if session_id is None or not isinstance(context, Context):
             return decision
-        allowed = decision.verdict is Verdict.ALLOW
         step = new_step(action, decision, facts, policy)
-        self.append(context.tenant, session_id, step, decision, allowed)
+        # append's work, inlined (a Python call fewer on every session check)
+        allowed = decision.verdict is Verdict.ALLOW
+        try:
+            self.history.append(context.tenant, session_id, step)
+        except Exception as exc:
+            if not allowed:
+                return decision
+            raise self._unrecorded(session_id, exc) from exc
+        if allowed:
+            self.pending(decision, context.tenant, session_id)
         return decision
 
     def append(
@@ -122,12 +132,17 @@ class SessionRecorder:
         except Exception as exc:
             if not allowed:
                 return
-            log.error("interlock: session %r: the step could not be recorded: %s", session_id, exc)
-            raise SessionUnavailable(
-                f"session {session_id!r}: the allowed step could not be recorded ({describe(exc)})"
-            ) from exc
+            raise self._unrecorded(session_id, exc) from exc
         if allowed:
             self.pending(decision, tenant, session_id)
+
+    @staticmethod
+    def _unrecorded(session_id: str, exc: Exception) -> SessionUnavailable:
+        """The error of an allowed step that could not be recorded (logged)."""
+        log.error("interlock: session %r: the step could not be recorded: %s", session_id, exc)
+        return SessionUnavailable(
+            f"session {session_id!r}: the allowed step could not be recorded ({describe(exc)})"
+        )
 
     def landed(self, join: JoinedStep, decision: Decision) -> None:
         """``join``'s step committed with ``decision``'s record: the history's kept

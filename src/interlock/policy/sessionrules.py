@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final
 
 from interlock.core.decision import Decision, Verdict
@@ -74,7 +74,8 @@ class SessionFacts:
     view: SessionView | None
     now: float
     problem: str | None = None
-    _probes: dict[Any, frozenset[int]] = field(default_factory=dict)
+    #: made by the first probe (a check no flow or provenance test reads makes none)
+    _probes: dict[Any, frozenset[int]] | None = None
 
     @classmethod
     def of(cls, view: SessionView, now: float | None = None) -> SessionFacts:
@@ -87,9 +88,12 @@ class SessionFacts:
     def probe_of(
         self, key: Any, value: Any, how: Callable[[Any], frozenset[int]] | None = None
     ) -> frozenset[int]:
-        found = self._probes.get(key)
+        probes = self._probes
+        if probes is None:
+            probes = self._probes = {}
+        found = probes.get(key)
         if found is None:
-            found = self._probes[key] = (how or probed)(value)
+            found = probes[key] = (how or probed)(value)
         return found
 
 
@@ -468,6 +472,62 @@ class SessionSpec:
 
 
 _STEP_KINDS: Final = frozenset({"tool", "llm", "mcp", "browser", "effect"})
+#: a verdict's text, without the enum's ``value`` descriptor on every step
+_VERDICT_TEXT: Final = {verdict: verdict.value for verdict in Verdict}
+_ALLOW: Final = Verdict.ALLOW
+_NO_LABELS: Final[frozenset[str]] = frozenset()
+
+
+#: the fields new_step gives a NewStep, in order (the others keep their defaults)
+_GIVEN: Final = ("kind", "name", "verdict", "decision_id", "labels", "clears")
+
+
+def _step_maker() -> Callable[..., NewStep]:
+    """``NewStep(kind, name, verdict, decision_id, labels, clears)``, every other field
+    at its default, made without the frozen dataclass's ``__init__`` (an
+    ``object.__setattr__`` per field: about 1 µs a step on a slow core): each slot is
+    set through its own descriptor — the object is the same, field for field. The
+    plain constructor when NewStep is not such a dataclass (a ``__post_init__``, a
+    default factory, a field new_step does not give and that has no default)."""
+    plain: Callable[..., NewStep] = NewStep
+    if hasattr(NewStep, "__post_init__") or not hasattr(NewStep, "__slots__"):
+        return plain
+    declared = fields(NewStep)
+    if tuple(f.name for f in declared[: len(_GIVEN)]) != _GIVEN:
+        return plain
+    rest = declared[len(_GIVEN) :]
+    if any(f.default is MISSING or f.default_factory is not MISSING for f in rest):
+        return plain
+    slots = NewStep.__dict__
+    set_kind, set_name, set_verdict, set_id, set_labels, set_clears = (
+        slots[name].__set__ for name in _GIVEN
+    )
+    rest_set = tuple((slots[f.name].__set__, f.default) for f in rest)
+    new = object.__new__
+
+    def made(
+        kind: StepKind,
+        name: str,
+        verdict: str,
+        decision_id: str | None,
+        labels: frozenset[str],
+        clears: frozenset[str],
+    ) -> NewStep:
+        step: NewStep = new(NewStep)
+        set_kind(step, kind)
+        set_name(step, name)
+        set_verdict(step, verdict)
+        set_id(step, decision_id)
+        set_labels(step, labels)
+        set_clears(step, clears)
+        for setter, default in rest_set:
+            setter(step, default)
+        return step
+
+    return made
+
+
+_new_step: Final = _step_maker()
 
 
 def new_step(
@@ -477,30 +537,28 @@ def new_step(
     label rules and tool attach and clear. A call that cannot be read for its labels
     attaches every label the policy could attach to it (the stricter reading)."""
     spec = policy.sessions
-    attach: frozenset[str] = frozenset()
-    clear: frozenset[str] = frozenset()
-    if (
-        spec is not None
-        and decision.verdict is Verdict.ALLOW
-        and (not spec.label_rules or not spec.may_label(action.kind, str(action.name)))
-    ):
-        attach = spec.tool_labels.get(action.name, frozenset())
-    elif spec is not None and decision.verdict is Verdict.ALLOW:
-        token = CURRENT.set(facts)
-        try:
-            attach, clear = spec.labels_for(facts_for(action, policy))
-        except Exception:
-            attach = frozenset(
-                label for rule in spec.label_rules for label in rule.attach
-            ) | spec.tool_labels.get(action.name, frozenset())
-        finally:
-            CURRENT.reset(token)
+    attach = clear = _NO_LABELS
+    verdict = decision.verdict
+    name = action.name
+    if spec is not None and verdict is _ALLOW:
+        if not spec.label_rules or not spec.may_label(action.kind, str(name)):
+            attach = spec.tool_labels.get(name, _NO_LABELS)
+        else:
+            token = CURRENT.set(facts)
+            try:
+                attach, clear = spec.labels_for(facts_for(action, policy))
+            except Exception:
+                attach = frozenset(
+                    label for rule in spec.label_rules for label in rule.attach
+                ) | spec.tool_labels.get(name, _NO_LABELS)
+            finally:
+                CURRENT.reset(token)
     kind: StepKind = action.kind if action.kind in _STEP_KINDS else "tool"  # type: ignore[assignment]
-    return NewStep(
-        kind=kind,
-        name=str(action.name),
-        verdict=decision.verdict.value,
-        decision_id=decision.decision_id,
-        labels=attach,
-        clears=clear,
+    return _new_step(
+        kind,
+        str(name),
+        _VERDICT_TEXT[verdict],
+        decision.decision_id,
+        attach,
+        clear,
     )
