@@ -127,6 +127,22 @@ class Written(NamedTuple):
 
 
 @functools.lru_cache(maxsize=4096)
+def _step_row(step: NewStep) -> tuple[Any, ...]:
+    """A step's columns as the tables hold them, kind to executed (fingerprints packed;
+    an input has run)."""
+    executed = True if step.kind == "input" else step.executed
+    return (
+        step.kind,
+        step.name,
+        step.verdict,
+        step.decision_id,
+        _labels_text(step.labels),
+        pack(step.fingerprints) if step.fingerprints else b"",
+        int(step.trusted),
+        None if executed is None else int(executed),
+    )
+
+
 def _labels_text(labels: frozenset[str]) -> str:
     return json.dumps(sorted(labels), separators=(",", ":"))
 
@@ -366,20 +382,8 @@ class SqlHistory:
         one statement, the general one runs in a savepoint. On PostgreSQL a failure
         aborts the transaction (the append is one statement there too)."""
         store = self.store
-        # a bad value: ValueError, before any write
-        fingerprints = pack(step.fingerprints) if step.fingerprints else b""
+        row = _step_row(step)  # a bad value: ValueError, before any write
         now = store.clock()
-        executed = True if step.kind == "input" else step.executed
-        row = (
-            step.kind,
-            step.name,
-            step.verdict,
-            step.decision_id,
-            _labels_text(step.labels),
-            fingerprints,
-            int(step.trusted),
-            None if executed is None else int(executed),
-        )
         if store.dialect == "postgres":  # one statement (a data-modifying CTE)
             cur.execute(_PG_APPEND, self._pg_params(tenant, session_id, step, now, row))
             seq, version, created, merged = _pg_result(cur.fetchone())
@@ -398,7 +402,7 @@ class SqlHistory:
                     cur.execute(_RELEASE)
                     raise
                 cur.execute(_RELEASE)
-        return _written(step, now, executed, (seq, version, created, merged))
+        return _written(step, now, (seq, version, created, merged))
 
     def step_statement(
         self, tenant: str, session_id: str, step: NewStep
@@ -408,24 +412,12 @@ class SqlHistory:
         dropped) to ride another statement — the decision record's own, one round trip
         for both. Returns them, their parameters, and what makes the :class:`Written`
         of the row :data:`PG_STEP_RESULT` names once that statement has run."""
-        # a bad value: ValueError, before any write
-        fingerprints = pack(step.fingerprints) if step.fingerprints else b""
+        row = _step_row(step)  # a bad value: ValueError, before any write
         now = self.store.clock()
-        executed = True if step.kind == "input" else step.executed
-        row = (
-            step.kind,
-            step.name,
-            step.verdict,
-            step.decision_id,
-            _labels_text(step.labels),
-            fingerprints,
-            int(step.trusted),
-            None if executed is None else int(executed),
-        )
         params = self._pg_params(tenant, session_id, step, now, row)
 
         def written(got: Sequence[Any]) -> Written:
-            return _written(step, now, executed, _pg_result(got))
+            return _written(step, now, _pg_result(got))
 
         return _PG_STEP.format(n="0"), params, written
 
@@ -723,9 +715,9 @@ def _pg_result(got: Sequence[Any]) -> tuple[int, int, int, frozenset[str]]:
 def _written(
     step: NewStep,
     now: int,
-    executed: bool | None,
     session: tuple[int, int, int, frozenset[str]],
 ) -> Written:
+    executed = True if step.kind == "input" else step.executed  # as _step_row writes it
     seq, version, created, labels = session
     appended = Step(
         seq,
