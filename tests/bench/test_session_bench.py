@@ -14,11 +14,18 @@ def test_the_session_benchmark_runs_every_subject_and_finds_no_problem() -> None
     result = session.run(100, True)
     assert result.problems == []
     labels = [s.label for s in result.stats]
-    assert labels[0].startswith("baseline")
+    # a stateless baseline for each kind of argument values, and the session rules on
+    # 20- and 200-step sessions with each (the target is judged on the mix)
+    for arguments in ("repeated", "new", "mix"):
+        assert f"baseline: stateless check (per-call rules), {arguments} arguments" in labels
+        for steps in (20, 200):
+            assert f"session rules, {steps}-step sessions, {arguments} arguments" in labels
+    assert any(label.startswith("labels only") for label in labels)
     assert any(label.startswith("durable: stateless") for label in labels)
-    assert len(labels) == 6
+    assert any(label.startswith("durable: session rules") for label in labels)
+    assert len(labels) == 12
     assert all(s.calls > 0 and s.p50_ns > 0 for s in result.stats)
-    assert {t.op for t in result.targets} == {"<="} and len(result.targets) == 4
+    assert {t.op for t in result.targets} == {"<="} and len(result.targets) == 3
     assert result.info["history_kb_per_session prose (200 steps, 2 KB results)"] > 0
     assert result.info["of_data_us_per_kb token-rich 1KB"] > 0
     assert "session" in BENCHMARKS
