@@ -128,6 +128,15 @@ def llm_proxy(
             show_default=False,
         ),
     ] = None,
+    session_header: Annotated[
+        bool,
+        typer.Option(
+            "--session-header/--no-session-header",
+            help="Whether a request may name its session (x-interlock-session, scoped to "
+            "its key) when the policy reads sessions; with --no-session-header every "
+            "session is its conversation's own (its system prompt and first user message).",
+        ),
+    ] = True,
     log_level: Annotated[
         str, typer.Option(help="critical, error, warning, info, debug or trace.")
     ] = "info",
@@ -168,6 +177,7 @@ def llm_proxy(
             openai_url=openai_upstream,
             anthropic_url=anthropic_upstream,
             max_held_bytes=max_held_bytes,
+            session_header=session_header,
         )
     except ValueError as exc:
         raise fail(str(exc)) from None

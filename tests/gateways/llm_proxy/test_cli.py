@@ -10,6 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 from typer.testing import CliRunner
@@ -304,4 +305,61 @@ def test_a_server_that_does_not_answer_at_startup_is_a_warning(tmp_path: Path) -
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
         said.thread.join(timeout=60)
+    assert process.returncode == 0, said.text()
+
+
+SESSION_POLICY = """\
+version: 1
+default: deny
+rules:
+  - id: models
+    decision: allow
+    reason: the agent may use this model
+    kind: llm
+    name: gpt-4o-mini
+  - id: no-mail-after-a-page
+    decision: deny
+    reason: no mail once the session fetched a page
+    name: send_email
+    session:
+      after: {name: fetch_url}
+"""
+
+
+@pytest.mark.parametrize(("flag", "status"), [([], 400), (["--no-session-header"], 200)])
+def test_the_session_header_can_be_turned_off(tmp_path: Path, flag: list[str], status: int) -> None:
+    """With a policy that reads sessions, a malformed ``x-interlock-session`` is refused
+    (the header names the session); with ``--no-session-header`` the proxy never reads
+    it: the session is the conversation's own and the call goes on."""
+    (tmp_path / "interlock.yaml").write_text(SESSION_POLICY)
+    database = f"sqlite:///{tmp_path / 'interlock.db'}"
+    store = open_store(database)
+    assert isinstance(store, SqlStore)
+    token = KeyStore(store).create(tenant="acme", role=Role.AGENT, name="bot").token
+    store.close()
+    standin = StandIn()
+    upstream = Served(standin.app())
+    port = _free_port()
+    command = [sys.executable, "-m", "interlock.cli", "llm-proxy", "-p", "interlock.yaml"]
+    command += ["--store", database, "--port", str(port), "--log-level", "warning", *flag]
+    command += ["--openai-upstream", upstream.url + "/v1"]
+    process = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE)
+    said = _Lines(process)
+    try:
+        _wait_until_listening(port, process)
+        answer = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]},
+            headers={"authorization": f"Bearer {token}", "x-interlock-session": "a b"},
+            timeout=30,
+        )
+        assert answer.status_code == status, answer.text
+        assert standin.calls == (1 if status == 200 else 0)
+        if status == 400:  # refused for the header, before any model call
+            assert "x-interlock-session" in answer.json()["error"]["message"]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+        said.thread.join(timeout=60)
+        upstream.close()
     assert process.returncode == 0, said.text()
