@@ -231,6 +231,92 @@ def history_ops(
     )
 
 
+def step_floor(folder: Path, calls: int) -> None:
+    """What a session step adds to a decision's transaction in SQL alone, on a bare
+    ``sqlite3`` connection to a file of the store's schema (WAL, ``synchronous=NORMAL``):
+    the decision's own statements (BEGIN IMMEDIATE, the audit head UPDATE, the record
+    INSERT, COMMIT) against the same with the step — through the view and trigger the
+    store uses (one statement), and as plain statements (the session row UPDATE, the
+    step INSERT, the DELETE past the bound). No Python of Interlock's runs: it is the
+    floor under the durable check's target of ≤ 1.2×, interleaved, best of three
+    rounds."""
+    path = folder / "floor.db"
+    open_store(f"sqlite:///{path}").close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("INSERT INTO audit_heads (tenant, seq, hash, key_id) VALUES ('t', 0, 'h', 'k')")
+    conn.execute(
+        "INSERT INTO sessions (tenant, session_id, labels, next_seq, touched_us, created_us, "
+        "version) VALUES ('t', 's', '[]', 1, 0, 0, 0)"
+    )
+    body = '{"decision": "allow", "rule_ids": ["reads"], "tool": "read_file"}' * 6
+    state = {"audit": 0, "seq": 0}
+
+    def decision() -> None:
+        state["audit"] += 1
+        n = state["audit"]
+        conn.execute(
+            "UPDATE audit_heads SET seq = ?, hash = ?, key_id = 'k' WHERE tenant = 't'",
+            (n, f"{n:064x}"),
+        )
+        conn.execute(
+            "INSERT INTO audit_events (tenant, seq, ts_us, kind, decision_id, agent, decision, "
+            "body, prev_hash, hash, key_id) VALUES ('t', ?, ?, 'decision', ?, 'a', 'allow', ?, "
+            "?, ?, 'k')",
+            (n, n, f"dec_{n:024x}", body, f"{n - 1:064x}", f"{n:064x}"),
+        )
+
+    def plain() -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        decision()
+        conn.execute("COMMIT")
+
+    def through_view() -> None:
+        state["seq"] += 1
+        q = state["seq"]
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO session_step_usual VALUES (?, ?, ?, ?, 0, ?, 'tool', 'read_file', "
+            "'allow', ?, '[]', ?, 0, NULL, NULL, ?)",
+            ("t", "s", q, q, q, f"dec_{q:024x}", b"", q - 200),
+        )
+        decision()
+        conn.execute("COMMIT")
+
+    def statements() -> None:
+        state["seq"] += 1
+        q = state["seq"]
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "UPDATE sessions SET next_seq = ?, version = ?, touched_us = ? "
+            "WHERE tenant = 't' AND session_id = 's'",
+            (q + 1, q, q),
+        )
+        conn.execute(
+            "INSERT INTO session_steps (tenant, session_id, seq, at_us, kind, name, verdict, "
+            "decision_id, labels, fingerprints, trusted, executed, changed) VALUES "
+            "('t', 's', ?, ?, 'tool', 'read_file', 'allow', ?, '[]', ?, 0, NULL, ?)",
+            (q, q, f"dec_{q:024x}", b"", q),
+        )
+        conn.execute(
+            "DELETE FROM session_steps WHERE tenant = 't' AND session_id = 's' AND seq <= ?",
+            (q - 200,),
+        )
+        decision()
+        conn.execute("COMMIT")
+
+    best = {"plain": float("inf"), "view": float("inf"), "statements": float("inf")}
+    for _ in range(3):
+        for name, fn in (("plain", plain), ("view", through_view), ("statements", statements)):
+            best[name] = min(best[name], median_us(fn, calls))
+    conn.close()
+    base = best["plain"]
+    print(f"  decision's transaction     {base:8.1f} µs")
+    for name, label in (("view", "with the step (view)"), ("statements", "with the step (stmts)")):
+        print(f"  {label:<26} {best[name]:8.1f} µs  {best[name] / base:5.2f}×")
+
+
 def raw_sqlite(path: Path) -> tuple[Callable[[], object], Callable[[], object]]:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -345,6 +431,8 @@ def main() -> None:
         print("session-store benchmark (medians; ratios to the baseline of the same run)")
         print("1. the durable check (SQLite, durability process)")
         durable_check(calls, folder)
+        print("   the SQL alone: a decision's transaction with and without a step")
+        step_floor(folder, calls)
         print("   the check in process (history in memory)")
         in_process(calls * 10)
         print("2. the history on SQLite")

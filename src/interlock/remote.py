@@ -290,17 +290,9 @@ class RemoteDecider:
     ) -> dict[str, Any] | None:
         with self._pending_lock:
             session_id = self._pending.pop(decision.decision_id, None)
-        if session_id is None:
+        if session_id is None or decision.decision_id is None:
             return None
-        from interlock.session.packing import pack_text
-
-        return {
-            "session_id": session_id,
-            "decision_id": decision.decision_id,
-            "executed": executed,
-            "fingerprints": pack_text(fingerprints),
-            "labels": list(labels),
-        }
+        return _step_body(session_id, decision.decision_id, executed, fingerprints, labels)
 
     def report_outcome(
         self,
@@ -319,6 +311,38 @@ class RemoteDecider:
         if body is None:
             return False
         answer = self._send("POST", "/v1/sessions/outcome", None, json=body)
+        return bool(answer.get("recorded")) if isinstance(answer, dict) else False
+
+    def settle_step(
+        self,
+        session_id: str,
+        decision_id: str,
+        *,
+        executed: bool,
+        fingerprints: frozenset[int] = frozenset(),
+        labels: tuple[str, ...] = (),
+    ) -> bool:
+        """:meth:`report_outcome` for a decision this object did not make itself (a
+        proxy answers each request with a new decider, and the result of a call comes
+        back in a later request): the session and decision named. False when the
+        server kept nothing (its policy reads no sessions, or the session holds no
+        step of that decision); raises RemoteError when it cannot tell."""
+        body = _step_body(session_id, decision_id, executed, fingerprints, labels)
+        answer = self._send("POST", "/v1/sessions/outcome", None, json=body)
+        return bool(answer.get("recorded")) if isinstance(answer, dict) else False
+
+    async def asettle_step(
+        self,
+        session_id: str,
+        decision_id: str,
+        *,
+        executed: bool,
+        fingerprints: frozenset[int] = frozenset(),
+        labels: tuple[str, ...] = (),
+    ) -> bool:
+        """The async twin of :meth:`settle_step`."""
+        body = _step_body(session_id, decision_id, executed, fingerprints, labels)
+        answer = await self._asend("POST", "/v1/sessions/outcome", None, json=body)
         return bool(answer.get("recorded")) if isinstance(answer, dict) else False
 
     async def areport_outcome(
@@ -343,21 +367,28 @@ class RemoteDecider:
         *,
         trusted: bool,
         labels: tuple[str, ...] = (),
+        tool: tuple[str, object] | None = None,
     ) -> int | None:
         """Record outside data entering a session on the server (``POST
         /v1/sessions/input``), as its fingerprints; the step's seq, or None when the
-        server's policy reads no sessions."""
-        from interlock.session.packing import pack_text
+        server's policy reads no sessions. ``tool``: the name and arguments of the
+        call an untrusted input is the result of, when known — the server adds the
+        labels its policy gives such a call."""
+        body = _input_body(session_id, fingerprints, trusted, labels, tool)
+        return _seq_of(self._send("POST", "/v1/sessions/input", None, json=body))
 
-        body = {
-            "session_id": session_id,
-            "fingerprints": pack_text(fingerprints),
-            "trusted": trusted,
-            "labels": list(labels),
-        }
-        answer = self._send("POST", "/v1/sessions/input", None, json=body)
-        seq = answer.get("seq") if isinstance(answer, dict) else None
-        return int(seq) if isinstance(seq, int) else None
+    async def areport_input(
+        self,
+        session_id: str,
+        fingerprints: frozenset[int],
+        *,
+        trusted: bool,
+        labels: tuple[str, ...] = (),
+        tool: tuple[str, object] | None = None,
+    ) -> int | None:
+        """The async twin of :meth:`report_input`."""
+        body = _input_body(session_id, fingerprints, trusted, labels, tool)
+        return _seq_of(await self._asend("POST", "/v1/sessions/input", None, json=body))
 
     # -- budgets and approvals ----------------------------------------------------------
 
@@ -483,6 +514,49 @@ def _base_url(url: str) -> tuple[str, str | None]:
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"the server URL must be http://, https:// or unix:/path, not {url!r}")
     return url.rstrip("/"), None
+
+
+def _step_body(
+    session_id: str,
+    decision_id: str,
+    executed: bool,
+    fingerprints: frozenset[int],
+    labels: tuple[str, ...],
+) -> dict[str, Any]:
+    from interlock.session.packing import pack_text
+
+    return {
+        "session_id": session_id,
+        "decision_id": decision_id,
+        "executed": executed,
+        "fingerprints": pack_text(fingerprints),
+        "labels": list(labels),
+    }
+
+
+def _input_body(
+    session_id: str,
+    fingerprints: frozenset[int],
+    trusted: bool,
+    labels: tuple[str, ...],
+    tool: tuple[str, object] | None,
+) -> dict[str, Any]:
+    from interlock.session.packing import pack_text
+
+    body: dict[str, Any] = {
+        "session_id": session_id,
+        "fingerprints": pack_text(fingerprints),
+        "trusted": trusted,
+        "labels": list(labels),
+    }
+    if tool is not None:
+        body["tool"] = {"name": tool[0], "arguments": tool[1]}
+    return body
+
+
+def _seq_of(answer: object) -> int | None:
+    seq = answer.get("seq") if isinstance(answer, dict) else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
 
 
 def _commit_body(reservation_id: str, usage: object | None, model: str | None) -> dict[str, Any]:

@@ -145,6 +145,67 @@ async def test_an_untrusted_input_labels_the_session(api: Api) -> None:
 
 
 @pytest.mark.parametrize(
+    ("tool", "labels"),
+    [
+        # the policy's label rule read from the call the result answers
+        ({"name": "read_file", "arguments": {"path": "/srv/app/.env"}}, {"secret", "untrusted"}),
+        # the JSON text a model wrote, as a proxy holds it
+        ({"name": "read_file", "arguments": '{"path": "/srv/app/.env"}'}, {"secret", "untrusted"}),
+        # a benign look-alike: another file of the same tool
+        ({"name": "read_file", "arguments": {"path": "/srv/app/notes.txt"}}, {"untrusted"}),
+        # arguments that cannot be read: every label the tool's label rules could attach
+        ({"name": "read_file", "arguments": "not json"}, {"secret", "untrusted"}),
+        ({"name": "read_file", "arguments": ["/srv/app/.env"]}, {"secret", "untrusted"}),
+        ({"name": "read_file"}, {"secret", "untrusted"}),
+        # a tool no label rule names
+        ({"name": "send_email", "arguments": "not json"}, {"untrusted"}),
+    ],
+)
+async def test_an_untrusted_result_gets_the_labels_the_policy_gives_its_call(
+    api: Api, tool: dict[str, Any], labels: set[str]
+) -> None:
+    """A result whose call this server did not decide (a proxy replica's, a restarted
+    agent's): ``tool`` names the call, and the server's own policy labels it — never
+    less than the call would have been labelled."""
+    answer = await api.client.post(
+        "/v1/sessions/input",
+        json={
+            "session_id": "s-tool",
+            "fingerprints": pack_text(of_data(SECRET_FILE)),
+            "trusted": False,
+            "labels": ["untrusted"],
+            "tool": tool,
+        },
+        headers=api.h("agent"),
+    )
+    assert answer.status_code == 200 and answer.json()["recorded"] is True
+    history = api.guard.sessions
+    assert history is not None
+    view = history.view("acme", "s-tool")
+    assert view.labels == labels
+    assert view.steps[-1].labels == labels
+
+
+async def test_a_trusted_input_takes_no_labels_from_a_tool(api: Api) -> None:
+    """``tool`` describes a result (untrusted): the user's own words are not labelled
+    by it."""
+    answer = await api.client.post(
+        "/v1/sessions/input",
+        json={
+            "session_id": "s-trusted",
+            "fingerprints": pack_text(of_data("mail carol the notes")),
+            "trusted": True,
+            "tool": {"name": "read_file", "arguments": {"path": "/srv/app/.env"}},
+        },
+        headers=api.h("agent"),
+    )
+    assert answer.status_code == 200
+    history = api.guard.sessions
+    assert history is not None
+    assert history.view("acme", "s-trusted").labels == frozenset()
+
+
+@pytest.mark.parametrize(
     ("body", "field"),
     [
         ({"fingerprints": "not base64!"}, "fingerprints"),
@@ -165,6 +226,28 @@ async def test_bad_outcomes_are_refused_naming_the_field(
     answer = await _outcome(api, "agent", **{**good, **body})
     assert answer.status_code == 422, answer.text
     assert field in answer.json()["error"]["field"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "field"),
+    [
+        ({"name": ""}, "tool.name"),
+        ({"name": "x" * 201}, "tool.name"),
+        ({"arguments": {}}, "tool.name"),
+        ({"name": "read_file", "extra": 1}, "tool.extra"),
+        ("read_file", "tool"),
+    ],
+)
+async def test_a_bad_tool_of_an_input_is_refused_naming_the_field(
+    api: Api, tool: object, field: str
+) -> None:
+    answer = await api.client.post(
+        "/v1/sessions/input",
+        json={"session_id": "s", "trusted": False, "tool": tool},
+        headers=api.h("agent"),
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["field"].startswith(field)
 
 
 async def test_auth_is_the_checks(api: Api) -> None:

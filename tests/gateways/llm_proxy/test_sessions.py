@@ -20,13 +20,13 @@ import httpx
 import pytest
 
 from interlock import Guard
-from interlock.gateways.llm_proxy import ProxyConfig, Upstream, create_app
+from interlock.gateways.llm_proxy import ProxyConfig, SharedServer, Upstream, create_app
 from interlock.server import KeyStore, Role
 from interlock.session.history import SessionView
 from interlock.store.sql import SqlStore
 
 from .agents import AGENTS, Agent, Called
-from .conftest import Proxy, Served, Settled
+from .conftest import MODES, Proxy, Recorded, Served, Settled
 from .standin import StandIn
 
 POLICY = """\
@@ -78,10 +78,27 @@ API_MODES = [(api, s) for api in AGENTS for s in (False, True)]
 IDS = [f"{api}-{'streamed' if s else 'whole'}" for api, s in API_MODES]
 
 
+class Breakable:
+    """The shared server's app, its ``/v1/sessions/*`` answering 500 while ``broken``."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.broken = False
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.broken and scope["type"] == "http" and scope["path"].startswith("/v1/sessions/"):
+            await send({"type": "http.response.start", "status": 500, "headers": []})
+            await send({"type": "http.response.body", "body": b"boom"})
+            return
+        await self.app(scope, receive, send)
+
+
 @dataclass
 class SessionProxy(Proxy):
     #: the session each answer named (``x-interlock-session``), in order
     sessions: list[str] = field(default_factory=list)
+    #: the shared server's app (``server`` mode)
+    breakable: Breakable | None = None
 
 
 class Named:
@@ -127,7 +144,9 @@ class FreshIds:
         await self.app(scope, receive, renamed)
 
 
-def serve(guard: Guard, upstream_url: str, sessions: list[str], **options: Any) -> Served:
+def serve(
+    guard: Guard | SharedServer, upstream_url: str, sessions: list[str], **options: Any
+) -> Served:
     config = ProxyConfig(
         openai=Upstream(upstream_url + "/v1", "sk-upstream-openai"),
         anthropic=Upstream(upstream_url, "sk-upstream-anthropic"),
@@ -142,8 +161,11 @@ def open_guard(tmp_path: Path) -> Guard:
     return Guard.from_file(policy, store=f"sqlite:///{tmp_path / 'interlock.db'}")
 
 
-@pytest.fixture
-def proxy(tmp_path: Path) -> Iterator[SessionProxy]:
+@pytest.fixture(params=MODES)
+def proxy(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SessionProxy]:
+    """The proxy on its own store (``standalone``), or in front of ``interlock serve``'s
+    app on that guard and store (``server``: the server keeps the sessions, the proxy
+    tells it what each request brings in)."""
     guard = open_guard(tmp_path)
     assert isinstance(guard.store, SqlStore)
     keys = KeyStore(guard.store)
@@ -154,7 +176,18 @@ def proxy(tmp_path: Path) -> Iterator[SessionProxy]:
     standin = StandIn(mode="tools")
     upstream = Served(FreshIds(standin.app()))
     sessions: list[str] = []
-    served = serve(guard, upstream.url, sessions)
+    judge: Guard | SharedServer = guard
+    server: Served | None = None
+    seen: list[tuple[str, str, str]] = []
+    breakable: Breakable | None = None
+    if request.param == "server":
+        pytest.importorskip("fastapi")
+        from interlock.server import create_app as server_app_for
+
+        breakable = Breakable(server_app_for(guard, key_cache_ttl=0))
+        server = Served(Recorded(breakable, seen))
+        judge = SharedServer(server.url)
+    served = serve(judge, upstream.url, sessions)
     try:
         yield SessionProxy(
             served.url,
@@ -162,12 +195,19 @@ def proxy(tmp_path: Path) -> Iterator[SessionProxy]:
             guard,
             tokens,
             Settled(),
+            mode=request.param,
+            judge=judge,
+            server_seen=seen,
+            server=server,
+            breakable=breakable,
             upstream_url=upstream.url,
             sessions=sessions,
         )
     finally:
         standin.release.set()
         served.close()
+        if server is not None:
+            server.close()
         upstream.close()
         guard.close()
 
@@ -436,7 +476,9 @@ def test_a_replica_on_the_same_store_continues_the_session(
     )
     calls, _ = agent.ask(SYSTEM, user)
     replica_guard = open_guard(tmp_path)
-    replica = serve(replica_guard, proxy.upstream_url, proxy.sessions)
+    # a second proxy: on the same store, or in front of the same server
+    judge = SharedServer(proxy.server.url) if proxy.server is not None else replica_guard
+    replica = serve(judge, proxy.upstream_url, proxy.sessions)
     try:
         agent.proxy = dataclasses.replace(proxy, url=replica.url)
         proxy.standin.tool_calls = [("send_email", {"to": to, "body": "notes"})]
@@ -452,6 +494,110 @@ def test_a_replica_on_the_same_store_continues_the_session(
         assert sent == [] and "the recipient came from untrusted content" in text
     else:
         assert [c.name for c in sent] == ["send_email"]
+
+
+# -- in front of the shared server: what the proxy tells it ----------------------------------------
+
+server_mode = pytest.mark.parametrize("proxy", ["server"], indirect=True)
+
+
+def told(proxy: Proxy) -> list[str]:
+    return [path for _, path, _ in proxy.server_seen if path.startswith("/v1/sessions/")]
+
+
+@server_mode
+def test_the_shared_server_is_told_each_input_once_and_each_result_settles_its_call(
+    proxy: SessionProxy,
+) -> None:
+    """The server keeps the session: the system prompt and the user's message reach it
+    once each (as fingerprints), the page settles the fetch it decided; the key's own
+    bearer token on every report."""
+    agent = AGENTS["chat"](proxy, False)
+    (sent,), _ = run(proxy, agent, USER_BENIGN, PAGE_BENIGN, "carol@corp.example")
+    assert told(proxy) == ["/v1/sessions/input", "/v1/sessions/input", "/v1/sessions/outcome"]
+    reports = [t for _, p, t in proxy.server_seen if p.startswith("/v1/sessions/")]
+    assert set(reports) == {proxy.tokens["agent"]}
+    steps = view(proxy).steps
+    fetched = next(s for s in steps if s.name == "fetch_url")
+    assert fetched.executed and fetched.fingerprints
+    assert [s.trusted for s in steps if s.kind == "input"] == [True, True]
+    agent.answer({sent.call_id: "sent"})  # the third turn brings nothing new but a result
+    assert told(proxy)[3:] == ["/v1/sessions/outcome"]
+
+
+@server_mode
+def test_a_shared_server_that_cannot_be_told_is_a_refusal_before_the_model(
+    proxy: SessionProxy,
+) -> None:
+    """Fail closed: a result the server cannot be told about would leave its data out
+    of the session — the request is refused (503) and the model is never called; once
+    the server answers again, the same turn goes through and is judged with it."""
+    agent = AGENTS["chat"](proxy, False)
+    proxy.standin.tool_calls = [("fetch_url", {"url": URL})]
+    calls, _ = agent.ask(SYSTEM, USER_ATTACK)
+    before = proxy.standin.calls
+    assert proxy.breakable is not None
+    proxy.breakable.broken = True
+    proxy.standin.tool_calls = [("send_email", {"to": INJECTED, "body": "notes"})]
+    answer = httpx.post(
+        proxy.url + "/v1/chat/completions",
+        json={
+            "model": "gpt-4o-mini",
+            "messages": [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": USER_ATTACK},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": calls[0].call_id,
+                            "type": "function",
+                            "function": {"name": "fetch_url", "arguments": f'{{"url": "{URL}"}}'},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": calls[0].call_id, "content": PAGE_ATTACK},
+            ],
+        },
+        headers={"authorization": f"Bearer {proxy.tokens['agent']}"},
+    )
+    assert answer.status_code == 503
+    assert answer.json()["error"]["code"] == "interlock_undetermined"
+    assert proxy.standin.calls == before
+    proxy.breakable.broken = False
+    sent, text = agent.answer({calls[0].call_id: PAGE_ATTACK})
+    assert sent == [] and "the recipient came from untrusted content" in text
+    fetched = next(s for s in view(proxy).steps if s.name == "fetch_url")
+    assert fetched.executed and fetched.fingerprints  # the retry settled the same step
+
+
+def test_a_shared_server_whose_policy_reads_no_sessions_is_asked_once_a_while(
+    tmp_path: Path,
+) -> None:
+    """The proxy learns from the server's answer (nothing kept) that its policy reads
+    no sessions, and tells it nothing more for that key for RECHECK_AFTER seconds."""
+    from interlock.gateways.llm_proxy.server_sessions import RECHECK_AFTER
+
+    from .conftest import _proxy
+
+    assert RECHECK_AFTER >= 10
+    for served in _proxy(tmp_path, "server"):
+        for n in range(3):
+            answer = httpx.post(
+                served.url + "/v1/chat/completions",
+                json={
+                    "model": "gpt-4o-mini",
+                    "messages": [{"role": "user", "content": f"conversation {n}"}],
+                },
+                headers={"authorization": f"Bearer {served.tokens['agent']}"},
+            )
+            assert answer.status_code == 200
+            assert SESSION not in answer.headers  # judged as a call of no session
+        assert told(served) == ["/v1/sessions/input"]  # the first request's only
+        assert served.guard.sessions is None
+        checks = [path for _, path, _ in served.server_seen if path == "/v1/check"]
+        assert len(checks) == 3
 
 
 # -- a policy that reads no sessions pays nothing -------------------------------------------------

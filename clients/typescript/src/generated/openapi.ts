@@ -820,6 +820,22 @@ export interface components {
             /** Window Start */
             window_start: number;
         };
+        /**
+         * CallIn
+         * @description The call an untrusted input is the result of.
+         */
+        CallIn: {
+            /**
+             * Arguments
+             * @description Its arguments: an object, or the JSON text a model wrote. Anything else gets every label the policy's label rules could attach to a call of the tool.
+             */
+            arguments?: unknown;
+            /**
+             * Name
+             * @description The tool's name.
+             */
+            name: string;
+        };
         /** ChainBreakOut */
         ChainBreakOut: {
             /** Problem */
@@ -1037,6 +1053,8 @@ export interface components {
             labels?: string[];
             /** Session Id */
             session_id: string;
+            /** @description An untrusted input that is a tool's result: the call it answers. The server adds the labels its policy gives an allowed call of that tool with those arguments (a result whose call this server did not decide, or cannot match). */
+            tool?: components["schemas"]["CallIn"] | null;
             /**
              * Trusted
              * @description Required: true for the user's request or the operator's prompt (a value they hold counts as the user's), false for an inbound message.

@@ -238,7 +238,12 @@ class ProxyApp:
             return await unfit.send(send, provider)
         guard, context = caller.guard, caller.context
         turn: Turn | None = None
-        if guard._sessions is not None and guard.sessions is not None:
+        server = caller.server_sessions
+        if (
+            server.active()
+            if server is not None
+            else guard._sessions is not None and guard.sessions is not None
+        ):
             taken = await self._take_in(headers, body, provider, flavour, caller)
             if isinstance(taken, Refusal):
                 return await taken.send(send, provider)
@@ -269,7 +274,7 @@ class ProxyApp:
         provider: Provider,
         flavour: _AnyFlavour,
         caller: Caller,
-    ) -> tuple[Context, Turn] | Refusal:
+    ) -> tuple[Context, Turn | None] | Refusal:
         """The request's session (see :mod:`.sessions`), with what it brings in
         recorded; or the refusal: a malformed session header (400), a history that
         cannot be written (503: a tool result left out would make its data read as
@@ -288,7 +293,9 @@ class ProxyApp:
             return Refusal(400, "invalid_request", message)
         context = dataclasses.replace(context, session_id=session_id)
         try:
-            turn = await self.sessions.take_in(guard, context, inbound, inline=caller.inline)
+            turn = await self.sessions.take_in(
+                guard, context, inbound, inline=caller.inline, server=caller.server_sessions
+            )
         except Exception as exc:
             log.error("interlock: session %s: the request's inputs not kept: %s", session_id, exc)
             message = (
@@ -296,6 +303,11 @@ class ProxyApp:
                 f"history could not be written ({describe(exc)})"
             )
             return Refusal(503, "interlock_undetermined", message)
+        server = caller.server_sessions
+        if server is not None and not server.active():
+            # the server kept nothing: its policy reads no sessions, and the request is
+            # judged as one without (an approval's intent does not name a session)
+            return caller.context, None
         return context, turn
 
     async def _call(

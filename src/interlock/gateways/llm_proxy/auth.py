@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from interlock.core.action import Context
 from interlock.guard import Guard
@@ -23,6 +23,9 @@ from interlock.store.sql import SqlStore
 from interlock.store.sqlite import SQLiteStore
 
 from .refusals import Refusal
+
+if TYPE_CHECKING:
+    from .server_sessions import ServerSessions
 
 __all__ = [
     "RUNTIME",
@@ -53,6 +56,8 @@ class Caller:
     context: Context
     key_digest: bytes | None = None
     inline: bool = False
+    #: a shared-server proxy's session reports on this key (the server keeps sessions)
+    server_sessions: ServerSessions | None = None
 
 
 class Callers(Protocol):

@@ -1,8 +1,9 @@
 """Session-aware rules at the proxy: which session a request belongs to, and what its
 messages bring into that session (ADR "proxy sessions"; docs/llm-proxy.md).
 
-Only a guard whose policy reads sessions (``Guard._sessions``) pays for any of this;
-a shared-server proxy has none here (the server keeps sessions).
+Only a guard whose policy reads sessions (``Guard._sessions``) pays for any of this.
+A shared-server proxy keeps no history: it tells the server, which keeps the
+session, what each request brings in (:mod:`.server_sessions`).
 
 **The session.** Every request carries the whole conversation, so the proxy can tell
 which conversation a request continues without the agent's help:
@@ -43,12 +44,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from interlock.core.action import Action, Context
+from interlock.core.action import Context
 from interlock.core.decision import Decision
 from interlock.session.fingerprints import of_data
 
 if TYPE_CHECKING:
     from interlock.guard import Guard
+
+    from .server_sessions import ServerSessions
 
 __all__ = [
     "SESSION_HEADER",
@@ -357,7 +360,13 @@ class ProxySessions:
         return known
 
     async def take_in(
-        self, guard: Guard, context: Context, inbound: Inbound, *, inline: bool = False
+        self,
+        guard: Guard,
+        context: Context,
+        inbound: Inbound,
+        *,
+        inline: bool = False,
+        server: ServerSessions | None = None,
     ) -> Turn:
         """Record what ``inbound`` brings into the session of ``context`` (only what is
         new to it); the turn. Raises when the history cannot be written (the request is
@@ -370,6 +379,9 @@ class ProxySessions:
         inputs = [(t, d) for t in inbound.trusted if (d := _digest(t)) not in known.inputs]
         results = [r for r in inbound.results if r.call_id not in known.results]
         if not (inputs or results):
+            return turn
+        if server is not None:  # the shared server keeps the session: told, on the loop
+            await self._report(server, context, known, inputs, results)
             return turn
         size = sum(len(t) for t, _ in inputs) + sum(_size(r.content) for r in results)
         if inline and size <= _INLINE_BYTES:
@@ -414,10 +426,49 @@ class ProxySessions:
             if result.call_id:
                 _bounded(known.results, result.call_id, None)
 
+    async def _report(
+        self,
+        server: ServerSessions,
+        context: Context,
+        known: _Known,
+        inputs: list[tuple[str, bytes]],
+        results: list[ToolResult],
+    ) -> None:
+        """:meth:`_record` at a shared-server proxy: the same, told to the server (the
+        labels of an untrusted result's call added there, by its policy)."""
+        for text, digest in inputs:
+            await server.record_input(text, context, trusted=True)
+            _bounded(known.inputs, digest, None)
+        for result in results:
+            # the call's decision is let go once its result is told (a failed report
+            # refuses the request; the agent's retry settles the same step)
+            decision = known.calls.get(result.call_id) if result.call_id else None
+            if result.call_id is None:
+                digest = _digest("result\0" + _text_of(result.content))
+                if digest not in known.inputs:
+                    await _report_untrusted(server, context, result)
+                    _bounded(known.inputs, digest, None)
+                continue
+            settled = decision is not None and decision.decision_id is not None
+            if settled:
+                assert decision is not None
+                settled = await server.settle(context, decision, result.content)
+            if not settled:  # not a call this process let through, or no longer held there
+                await _report_untrusted(server, context, result)
+            known.calls.pop(result.call_id, None)
+            _bounded(known.results, result.call_id, None)
+
     @staticmethod
     def _untrusted(guard: Guard, context: Context, result: ToolResult) -> None:
         labels = {"untrusted", *fallback_labels(guard, context, result)}
         guard.record_input(result.content, trusted=False, context=context, labels=sorted(labels))
+
+
+async def _report_untrusted(server: ServerSessions, context: Context, result: ToolResult) -> None:
+    tool = (result.name, result.arguments) if result.name is not None else None
+    await server.record_input(
+        result.content, context, trusted=False, labels=("untrusted",), tool=tool
+    )
 
 
 def _size(content: object) -> int:
@@ -432,32 +483,8 @@ def fallback_labels(guard: Guard, context: Context, result: ToolResult) -> froze
     """The labels the policy attaches to an allowed call of the tool ``result`` answers
     (empty when the request does not name it); every label the policy could attach to
     such a call when its label rules cannot be evaluated (the stricter reading)."""
-    policy = guard.policy
-    spec = policy.sessions if policy is not None else None
-    if spec is None or result.name is None:
+    if result.name is None:
         return frozenset()
-    name = result.name
-    labels = set(spec.tool_labels.get(name, ()))
-    if not spec.label_rules or not spec.may_label("tool", name):
-        return frozenset(labels)
-    from interlock.policy.engine import facts_for
-    from interlock.policy.sessionrules import SessionFacts, session_scope
-    from interlock.session.history import SessionView
+    from interlock.policy.call_labels import labels_of_call
 
-    arguments = result.arguments
-    if isinstance(arguments, str):
-        from .tools import object_arguments
-
-        arguments = object_arguments(arguments)
-    assert policy is not None
-    try:
-        if not isinstance(arguments, Mapping):
-            raise ValueError("the call's arguments are not an object")
-        action = Action.tool(name, dict(arguments), context=context)
-        facts = SessionFacts.of(SessionView(context.tenant, context.session_id or ""))
-        with session_scope(facts):
-            attach, _ = spec.labels_for(facts_for(action, policy))
-        labels |= attach
-    except Exception:
-        labels |= {label for rule in spec.label_rules for label in rule.attach}
-    return frozenset(labels)
+    return labels_of_call(guard.policy, context, result.name, result.arguments)

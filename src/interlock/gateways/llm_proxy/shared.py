@@ -26,7 +26,7 @@ import hashlib
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from interlock.core.action import Context
@@ -36,6 +36,7 @@ from interlock.remote import RemoteConnection, RemoteDecider
 
 from .auth import RUNTIME, UNKNOWN_KEY, Caller, not_an_agent, presented_token
 from .refusals import Refusal
+from .server_sessions import Learned, ServerSessions
 
 __all__ = ["DEFAULT_KNOWN_KEYS", "SharedServer"]
 
@@ -51,6 +52,8 @@ class _Known:
     tenant: str
     role: str
     name: str
+    #: whether the server's policy reads sessions, as its answers on this key said
+    learned: Learned = field(default_factory=Learned, compare=False)
 
 
 class SharedServer:
@@ -124,7 +127,8 @@ class SharedServer:
         decider = RemoteDecider.on(self.connection, token)
         guard = Guard(decider=decider, timeout=self.timeout)
         context = Context(tenant=known.tenant, agent=known.name, runtime=RUNTIME)
-        return Caller(guard, context, key_digest=digest)
+        sessions = ServerSessions(decider, known.learned)
+        return Caller(guard, context, key_digest=digest, server_sessions=sessions)
 
     def forget(self, caller: Caller) -> None:
         if caller.key_digest is not None:

@@ -7,7 +7,9 @@ session-aware rules see what its calls did and read (issue 18).
   the result itself never leaves the agent — and labels its result carries.
 - ``POST /v1/sessions/input`` — outside data entering the session: the user's
   request or a system prompt (``trusted``), an inbound message (not trusted, e.g.
-  labels ``["untrusted"]``), as its fingerprints.
+  labels ``["untrusted"]``), as its fingerprints; with ``tool`` (the name and arguments
+  of the call an untrusted input is the result of), the server adds the labels its own
+  policy gives such a call.
 
 Fingerprints travel as base64 of packed sorted little-endian uint64
 (:mod:`interlock.session.packing`), at most 4096. Both are within the key's tenant,
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from interlock.core.action import Context
 from interlock.errors import SessionUnavailable, message_of
 from interlock.server.api_models import ErrorOut
 from interlock.server.auth import Permission, require
@@ -40,7 +43,7 @@ from interlock.session.packing import unpack_text
 if TYPE_CHECKING:
     from interlock.session.history import SessionHistory
 
-__all__ = ["InputIn", "OutcomeIn", "RecordedOut", "router"]
+__all__ = ["CallIn", "InputIn", "OutcomeIn", "RecordedOut", "router"]
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 CheckKey = Annotated[ApiKey, Depends(require(Permission.CHECK))]
@@ -82,6 +85,19 @@ class OutcomeIn(BaseModel):
         return value
 
 
+class CallIn(BaseModel):
+    """The call an untrusted input is the result of."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200, description="The tool's name.")
+    arguments: Any = Field(
+        None,
+        description="Its arguments: an object, or the JSON text a model wrote. Anything "
+        "else gets every label the policy's label rules could attach to a call of the tool.",
+    )
+
+
 class InputIn(BaseModel):
     """Outside data entering a session, as its fingerprints."""
 
@@ -98,6 +114,12 @@ class InputIn(BaseModel):
         "they hold counts as the user's), false for an inbound message."
     )
     labels: list[Label] = Field(default_factory=list, max_length=32)
+    tool: CallIn | None = Field(
+        None,
+        description="An untrusted input that is a tool's result: the call it answers. The "
+        "server adds the labels its policy gives an allowed call of that tool with those "
+        "arguments (a result whose call this server did not decide, or cannot match).",
+    )
 
     @field_validator("fingerprints")
     @classmethod
@@ -159,11 +181,18 @@ def record_input(body: InputIn, request: Request, key: CheckKey) -> RecordedOut:
     history = _history(request)
     if history is None:
         return RecordedOut(recorded=False, seq=None)
+    labels = frozenset(body.labels)
+    if body.tool is not None and not body.trusted:
+        from interlock.policy.call_labels import labels_of_call
+
+        context = Context(tenant=key.tenant, agent=key.identity, session_id=body.session_id)
+        policy = state_of(request).guard.policy
+        labels |= labels_of_call(policy, context, body.tool.name, body.tool.arguments)
     step = NewStep(
         kind="input",
         name="input" if body.trusted else "input:untrusted",
         verdict="input",
-        labels=frozenset(body.labels),
+        labels=labels,
         fingerprints=_fingerprints(body.fingerprints),
         trusted=body.trusted,
         executed=True,
