@@ -165,6 +165,11 @@ class _Batch:
                 callback()
 
 
+def _resolve(done: asyncio.Future[None]) -> None:
+    if not done.done():  # (cancelled: its waiter gave up)
+        done.set_result(None)
+
+
 def _waited(parked: threading.Lock, timeout: float) -> bool:
     return parked.acquire(True, max(0.0, timeout))
 
@@ -374,11 +379,8 @@ class AuditWriter:
             if index >= self.max_pending:  # back-pressure, as in the sync path
                 await asyncio.to_thread(batch.wait, self._wait_bound())
             return None
-        loop = asyncio.get_running_loop()
-        done = asyncio.Event()
         batch, index, lead = self._enqueue(
             item,
-            lambda: loop.call_soon_threadsafe(done.set),
             lead=self.durability == "process",  # power syncs the disk: never on the loop
             gather=True,
             extra=extra,
@@ -391,15 +393,39 @@ class AuditWriter:
             # A worker commits, bounded by this caller's deadline like a sync leader (a
             # failed attempt goes to the writer thread); this task waits no longer.
             try:
-                loop.run_in_executor(None, contextvars.copy_context().run, self._lead, batch)
+                asyncio.get_running_loop().run_in_executor(
+                    None, contextvars.copy_context().run, self._lead, batch
+                )
             except RuntimeError:  # the loop's executor is shutting down: the writer commits
                 self._hand_over(batch)
         if not batch.settled:
-            try:
-                await asyncio.wait_for(done.wait(), max(0.0, waited := self._wait_bound()))
-            except TimeoutError:
-                self._late(batch, index, late, waited)
+            await self._await_settled(batch, index, late)
         return batch.result(index)
+
+    async def _await_settled(self, batch: _Batch, index: int, late: Late | None) -> None:
+        """Wait, without blocking the loop, until ``batch`` is settled (or this caller's
+        wait is over: :meth:`_late`). Its settlement wakes the loop through its
+        self-pipe only when it happens on another thread: a batch led inline by another
+        task of this loop (the usual case under load) resolves the wait directly, no
+        system call; and a task whose own inline commit settled it never waits."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        here = threading.get_ident()
+
+        def wake() -> None:
+            if threading.get_ident() == here:  # settled by a task of this loop
+                _resolve(done)
+            else:
+                loop.call_soon_threadsafe(_resolve, done)
+
+        with self._lock:  # registered before the settlement, or the settlement seen
+            if batch.settled:
+                return
+            batch.callbacks.append(wake)
+        try:
+            await asyncio.wait_for(done, max(0.0, waited := self._wait_bound()))
+        except TimeoutError:
+            self._late(batch, index, late, waited)
 
     def _write(
         self,
@@ -458,17 +484,14 @@ class AuditWriter:
             log.error("interlock: the writer closed before a late record could be corrected")
         raise failure
 
-    def _submit(
-        self, item: _Item, callback: Callable[[], object] | None = None
-    ) -> tuple[_Batch, int]:
+    def _submit(self, item: _Item) -> tuple[_Batch, int]:
         """Add the record to the open batch, for the writer thread to commit."""
-        batch, index, _ = self._enqueue(item, callback, lead=False)
+        batch, index, _ = self._enqueue(item, lead=False)
         return batch, index
 
     def _enqueue(
         self,
         item: _Item,
-        callback: Callable[[], object] | None,
         *,
         lead: bool,
         gather: bool = False,
@@ -484,8 +507,6 @@ class AuditWriter:
                 raise AuditFailure("the audit writer is closed")
             batch = self._open
             batch.items.append(item)
-            if callback is not None:
-                batch.callbacks.append(callback)
             index = len(batch.items) - 1
             if join is not None:
                 _add_join(batch, index, join)
