@@ -697,10 +697,14 @@ class AuditWriter:
         all the same (the connection was cut during COMMIT): it is looked up before it
         is appended again, so no record is ever written twice."""
         if batch.chunks is None:
-            batch.chunks = [
-                [self._entry(*item) for item in batch.items[start : start + self.max_batch]]
-                for start in range(0, len(batch.items), self.max_batch)
-            ]
+            items = batch.items
+            if len(items) <= self.max_batch:  # the usual batch: one chunk
+                batch.chunks = [[self._entry(*item) for item in items]]
+            else:
+                batch.chunks = [
+                    [self._entry(*item) for item in items[start : start + self.max_batch]]
+                    for start in range(0, len(items), self.max_batch)
+                ]
         while batch.committed < len(batch.chunks):
             chunk = batch.chunks[batch.committed]
             start = batch.committed * self.max_batch
