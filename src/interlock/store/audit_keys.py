@@ -52,7 +52,7 @@ import secrets
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol, final
+from typing import Final, Literal, Protocol, final
 
 from interlock.errors import AuditKeyError
 from interlock.store.keyfiles import create_private_file, read_private_file, replace_private_file
@@ -112,7 +112,7 @@ class AuditKey:
         # same copy, update and hexdigest without hmac.HMAC's three Python-level methods
         # around them (≈ 1 µs of a record's commit).
         keyed = hmac.new(secret, digestmod=hashlib.sha256)
-        self._mac: Any = getattr(keyed, "_hmac", None) or keyed
+        self._mac: hmac.HMAC = getattr(keyed, "_hmac", None) or keyed  # (the same methods)
         self.key_id: str = hmac.new(secret, _KEY_ID_LABEL, hashlib.sha256).hexdigest()[:16]
 
     def digest(self, material: bytes) -> str:
