@@ -19,7 +19,9 @@ leads on its event loop's thread only where the store can commit without waiting
 lock wait, no checkpoint, no disk sync); anywhere else its commit runs on another
 thread, so the event loop never waits on the database. An async leader first lets its
 loop run the tasks it holds once, so that the records of the other requests read in
-the same turn (a server under load) join its commit rather than each making its own.
+the same turn (a server under load) join its commit rather than each making its own; a
+commit made on the loop's thread resolves their waits there and then, and only one
+made on another thread wakes the loop through its self-pipe.
 
 A caller waits no longer than its check's deadline (:mod:`interlock.core.deadline`). A
 record whose caller stopped waiting is *not* withdrawn: it is committed when the store
