@@ -409,3 +409,17 @@ def test_verifying_reads_the_key_file_but_never_writes_it(tmp_path: Path) -> Non
     with open_store(f"sqlite:///{db}") as store:
         assert store.verify_audit().ok
     assert (key_file.stat().st_mtime_ns, os.listdir(tmp_path)) == before
+
+
+@pytest.mark.parametrize("material", [b"", b"material", b"x" * 700, bytes(range(256)) * 9])
+def test_a_key_digests_each_material_as_a_fresh_hmac_sha256_would(material: bytes) -> None:
+    import hmac
+
+    key = AuditKey(b"0123456789abcdef0123456789abcdef")
+    expected = hmac.new(b"0123456789abcdef0123456789abcdef", material, hashlib.sha256)
+    # twice, and after another material: the keyed state is copied, never used up
+    assert key.digest(material) == expected.hexdigest()
+    assert key.digest(b"something else") != expected.hexdigest()
+    assert key.digest(material) == expected.hexdigest()
+    other = AuditKey(b"another secret, another digest")
+    assert other.digest(material) != expected.hexdigest()

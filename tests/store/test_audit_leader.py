@@ -183,6 +183,64 @@ async def test_async_callers_of_one_loop_turn_share_one_commit(
     assert store.verify_audit().checked == {"acme": 20}
 
 
+class Wakes:
+    """Counts the loop's ``call_soon_threadsafe`` calls: a wake-up through its
+    self-pipe (a write, then a read on the loop's next turn)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.real = loop.call_soon_threadsafe
+        self.count = 0
+        loop.call_soon_threadsafe = self.call  # type: ignore[method-assign]
+
+    def call(self, callback: Callable[..., object], *args: Any, **kwargs: Any) -> Any:
+        self.count += 1
+        return self.real(callback, *args, **kwargs)
+
+    def restore(self) -> None:
+        self.loop.call_soon_threadsafe = self.real  # type: ignore[method-assign]
+
+
+async def test_a_batch_committed_on_the_loop_wakes_its_waiters_without_the_self_pipe(
+    store: SqlStore, watched: Watched
+) -> None:
+    writer = AuditWriter(store)
+    wakes = Wakes(asyncio.get_running_loop())
+    try:
+        alone = [await writer.awrite_event("acme", _event()) for _ in range(3)]
+        shared = await asyncio.gather(*(writer.awrite_event("acme", _event()) for _ in range(8)))
+    finally:
+        wakes.restore()
+    writer.close()
+    assert alone == [1, 2, 3]
+    assert sorted(shared) == list(range(4, 12))
+    assert [size for _, size in watched.commits] == [1, 1, 1, 8]
+    if store.dialect == "sqlite":  # committed on the loop's thread: woken directly
+        assert watched.inline == 4
+        assert wakes.count == 0
+    else:  # committed on a worker: each wait ends through the self-pipe
+        assert wakes.count >= 4
+    assert store.verify_audit().checked == {"acme": 11}
+
+
+async def test_a_batch_committed_on_another_thread_wakes_its_waiters_through_the_loop(
+    store: SqlStore, watched: Watched
+) -> None:
+    # The look-alike: durability power never commits on the loop; the waits end all
+    # the same, each woken through the loop's self-pipe from the committing thread.
+    writer = AuditWriter(store, durability="power")
+    wakes = Wakes(asyncio.get_running_loop())
+    try:
+        seqs = await asyncio.gather(*(writer.awrite_event("acme", _event()) for _ in range(5)))
+    finally:
+        wakes.restore()
+    writer.close()
+    assert sorted(seqs) == [1, 2, 3, 4, 5]
+    assert watched.inline == 0
+    assert 1 <= wakes.count <= 5
+    assert store.verify_audit().checked == {"acme": 5}
+
+
 async def test_a_leader_cancelled_while_others_join_still_gets_the_batch_committed(
     store: SqlStore, watched: Watched
 ) -> None:

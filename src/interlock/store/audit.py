@@ -19,7 +19,9 @@ leads on its event loop's thread only where the store can commit without waiting
 lock wait, no checkpoint, no disk sync); anywhere else its commit runs on another
 thread, so the event loop never waits on the database. An async leader first lets its
 loop run the tasks it holds once, so that the records of the other requests read in
-the same turn (a server under load) join its commit rather than each making its own.
+the same turn (a server under load) join its commit rather than each making its own; a
+commit made on the loop's thread resolves their waits there and then, and only one
+made on another thread wakes the loop through its self-pipe.
 
 A caller waits no longer than its check's deadline (:mod:`interlock.core.deadline`). A
 record whose caller stopped waiting is *not* withdrawn: it is committed when the store
@@ -163,6 +165,11 @@ class _Batch:
         for callback in self.callbacks:
             with contextlib.suppress(RuntimeError):  # the waiting loop has closed
                 callback()
+
+
+def _resolve(done: asyncio.Future[None]) -> None:
+    if not done.done():  # (cancelled: its waiter gave up)
+        done.set_result(None)
 
 
 def _waited(parked: threading.Lock, timeout: float) -> bool:
@@ -374,11 +381,8 @@ class AuditWriter:
             if index >= self.max_pending:  # back-pressure, as in the sync path
                 await asyncio.to_thread(batch.wait, self._wait_bound())
             return None
-        loop = asyncio.get_running_loop()
-        done = asyncio.Event()
         batch, index, lead = self._enqueue(
             item,
-            lambda: loop.call_soon_threadsafe(done.set),
             lead=self.durability == "process",  # power syncs the disk: never on the loop
             gather=True,
             extra=extra,
@@ -391,15 +395,39 @@ class AuditWriter:
             # A worker commits, bounded by this caller's deadline like a sync leader (a
             # failed attempt goes to the writer thread); this task waits no longer.
             try:
-                loop.run_in_executor(None, contextvars.copy_context().run, self._lead, batch)
+                asyncio.get_running_loop().run_in_executor(
+                    None, contextvars.copy_context().run, self._lead, batch
+                )
             except RuntimeError:  # the loop's executor is shutting down: the writer commits
                 self._hand_over(batch)
         if not batch.settled:
-            try:
-                await asyncio.wait_for(done.wait(), max(0.0, waited := self._wait_bound()))
-            except TimeoutError:
-                self._late(batch, index, late, waited)
+            await self._await_settled(batch, index, late)
         return batch.result(index)
+
+    async def _await_settled(self, batch: _Batch, index: int, late: Late | None) -> None:
+        """Wait, without blocking the loop, until ``batch`` is settled (or this caller's
+        wait is over: :meth:`_late`). Its settlement wakes the loop through its
+        self-pipe only when it happens on another thread: a batch led inline by another
+        task of this loop (the usual case under load) resolves the wait directly, no
+        system call; and a task whose own inline commit settled it never waits."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        here = threading.get_ident()
+
+        def wake() -> None:
+            if threading.get_ident() == here:  # settled by a task of this loop
+                _resolve(done)
+            else:
+                loop.call_soon_threadsafe(_resolve, done)
+
+        with self._lock:  # registered before the settlement, or the settlement seen
+            if batch.settled:
+                return
+            batch.callbacks.append(wake)
+        try:
+            await asyncio.wait_for(done, max(0.0, waited := self._wait_bound()))
+        except TimeoutError:
+            self._late(batch, index, late, waited)
 
     def _write(
         self,
@@ -458,17 +486,14 @@ class AuditWriter:
             log.error("interlock: the writer closed before a late record could be corrected")
         raise failure
 
-    def _submit(
-        self, item: _Item, callback: Callable[[], object] | None = None
-    ) -> tuple[_Batch, int]:
+    def _submit(self, item: _Item) -> tuple[_Batch, int]:
         """Add the record to the open batch, for the writer thread to commit."""
-        batch, index, _ = self._enqueue(item, callback, lead=False)
+        batch, index, _ = self._enqueue(item, lead=False)
         return batch, index
 
     def _enqueue(
         self,
         item: _Item,
-        callback: Callable[[], object] | None,
         *,
         lead: bool,
         gather: bool = False,
@@ -484,8 +509,6 @@ class AuditWriter:
                 raise AuditFailure("the audit writer is closed")
             batch = self._open
             batch.items.append(item)
-            if callback is not None:
-                batch.callbacks.append(callback)
             index = len(batch.items) - 1
             if join is not None:
                 _add_join(batch, index, join)
@@ -676,10 +699,14 @@ class AuditWriter:
         all the same (the connection was cut during COMMIT): it is looked up before it
         is appended again, so no record is ever written twice."""
         if batch.chunks is None:
-            batch.chunks = [
-                [self._entry(*item) for item in batch.items[start : start + self.max_batch]]
-                for start in range(0, len(batch.items), self.max_batch)
-            ]
+            items = batch.items
+            if len(items) <= self.max_batch:  # the usual batch: one chunk
+                batch.chunks = [[self._entry(*item) for item in items]]
+            else:
+                batch.chunks = [
+                    [self._entry(*item) for item in items[start : start + self.max_batch]]
+                    for start in range(0, len(items), self.max_batch)
+                ]
         while batch.committed < len(batch.chunks):
             chunk = batch.chunks[batch.committed]
             start = batch.committed * self.max_batch

@@ -107,8 +107,12 @@ class AuditKey:
     def __init__(self, secret: bytes) -> None:
         if not secret:
             raise AuditKeyError("an audit key cannot be empty")
-        # Keyed once; each record copies this state instead of re-keying (cheaper).
-        self._mac = hmac.new(secret, digestmod=hashlib.sha256)
+        # Keyed once; each record copies this state instead of re-keying (cheaper). The
+        # OpenSSL object inside hmac.HMAC, where there is one, is copied directly: the
+        # same copy, update and hexdigest without hmac.HMAC's three Python-level methods
+        # around them (≈ 1 µs of a record's commit).
+        keyed = hmac.new(secret, digestmod=hashlib.sha256)
+        self._mac: hmac.HMAC = getattr(keyed, "_hmac", None) or keyed  # (the same methods)
         self.key_id: str = hmac.new(secret, _KEY_ID_LABEL, hashlib.sha256).hexdigest()[:16]
 
     def digest(self, material: bytes) -> str:

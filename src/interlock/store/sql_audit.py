@@ -527,7 +527,7 @@ def _by_tenant(entries: Sequence[AuditEntry]) -> dict[str, Sequence[AuditEntry]]
     """The entries of each tenant, in their order (one group, as they are, for the
     usual batch of one tenant)."""
     first = entries[0][0]
-    if all(entry[0] == first for entry in entries):
+    if len(entries) == 1 or all(entry[0] == first for entry in entries):
         return {first: entries}
     groups: dict[str, list[AuditEntry]] = {}
     for entry in entries:
