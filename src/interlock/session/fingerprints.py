@@ -42,23 +42,33 @@ The hashes are not keyed: a remote agent computes its results' fingerprints itse
 low-entropy values (under 8 characters) are never fingerprinted at all. A gram's
 fingerprint is its UTF-8 as an integer modulo 2**61 - 1; a whole token's, 64 bits of
 BLAKE2b.
+
+Speed: the hot loops (the grams of ASCII text, decoding base64 and hex runs) run in the
+optional C extension ``interlock.session._speedups`` when it was built (a compiler at
+install time), else here in Python: :data:`ACCELERATED` says which. Both give the same
+fingerprints bit for bit (``tests/session/test_speedups.py``; ``docs/adr/XXXX-a-c-
+accelerator-for-fingerprints.md``); the Python functions (``_py_*``) are the reference.
+Setting the environment variable ``INTERLOCK_NO_SPEEDUPS=1`` (any value but empty or
+``0``) before this module is imported forces the Python path.
 """
 
 from __future__ import annotations
 
 import binascii
 import hashlib
+import os
 import re
 import struct
 import sys
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, filterfalse, repeat
 from operator import itemgetter, methodcaller, mod
 from typing import Final
 from urllib.parse import unquote_plus
 
 __all__ = [
+    "ACCELERATED",
     "FORMAT_MARK",
     "GRAM",
     "MAX_FINGERPRINTS",
@@ -172,7 +182,7 @@ def _hash(chunks: Iterator[bytes] | list[bytes]) -> Iterator[int]:
     return map(mod, map(int.from_bytes, chunks), repeat(_PRIME))
 
 
-def _grams(norm: str | bytes, step: int) -> Iterator[int]:
+def _py_grams(norm: str | bytes, step: int) -> Iterable[int]:
     """The fingerprints of the GRAM-long runs of ``norm`` at every ``step``-th
     position (0, step, 2*step...) but those across a cut (the ``\x00`` mark). With
     step WINDOW, a shared run of GRAM + WINDOW - 1 characters (no cut in it) holds
@@ -199,6 +209,15 @@ def _grams(norm: str | bytes, step: int) -> Iterator[int]:
         for start in range(0, min(GRAM, size - GRAM + 1), step)
     )
     return _hash(filterfalse(_HAS_SEP, chunks) if 0 in data else chunks)
+
+
+def _c_grams(norm: str | bytes, step: int) -> Iterable[int]:
+    """:func:`_py_grams` in C (non-ASCII text stays on the Python path)."""
+    if isinstance(norm, str):
+        if not norm.isascii():
+            return _py_grams(norm, step)
+        norm = norm.encode()
+    return _speedups.grams(norm, step)
 
 
 def _wordlike(raw: str) -> bool:
@@ -312,7 +331,7 @@ def _json_unescape(text: str) -> str:
     return _JSON_ESCAPE.sub(one, text)
 
 
-def _b64_forms(run: str) -> Iterator[str]:
+def _py_b64_forms(run: str) -> Iterable[str]:
     """A base64 run decoded at each of its four alignments (a piece cut from a longer
     encoding starts anywhere), standard and URL-safe alphabets."""
     core = run.rstrip("=")
@@ -337,7 +356,7 @@ def _b64_forms(run: str) -> Iterator[str]:
             yield decoded
 
 
-def _hex_forms(run: str) -> Iterator[str]:
+def _py_hex_forms(run: str) -> Iterable[str]:
     for start in (0, 1):
         piece = run[start:]
         piece = piece[: len(piece) - len(piece) % 2]
@@ -470,3 +489,31 @@ def carries(probed: frozenset[int], data: frozenset[int]) -> bool:
     if data and FORMAT_MARK not in data:
         return True
     return not probed.isdisjoint(data)
+
+
+try:
+    from interlock.session import _speedups
+except ImportError:  # not built (no compiler where installed): the Python reference
+    _speedups = None  # type: ignore[assignment]
+
+#: Whether the C extension computes the hot loops (see the module docstring).
+ACCELERATED: bool = False
+_grams: Callable[[str | bytes, int], Iterable[int]] = _py_grams
+_b64_forms: Callable[[str], Iterable[str]] = _py_b64_forms
+_hex_forms: Callable[[str], Iterable[str]] = _py_hex_forms
+
+
+def _accelerate(on: bool) -> bool:
+    """Compute with the C extension (if it imports) or with the Python reference;
+    whether the C extension is now used. Read at call time: every caller in this
+    module looks ``_grams``, ``_b64_forms`` and ``_hex_forms`` up when it runs."""
+    global ACCELERATED, _grams, _b64_forms, _hex_forms  # noqa: PLW0603
+    ACCELERATED = on and _speedups is not None
+    if ACCELERATED:
+        _grams, _b64_forms, _hex_forms = _c_grams, _speedups.b64_forms, _speedups.hex_forms
+    else:
+        _grams, _b64_forms, _hex_forms = _py_grams, _py_b64_forms, _py_hex_forms
+    return ACCELERATED
+
+
+_accelerate(os.environ.get("INTERLOCK_NO_SPEEDUPS", "") in ("", "0"))

@@ -1,0 +1,377 @@
+/* interlock.session._speedups: the hot loops of interlock.session.fingerprints in C.
+ *
+ * Each function computes exactly what its pure-Python reference in fingerprints.py
+ * computes (tests/session/test_speedups.py checks them against each other on random
+ * input); fingerprints.py falls back to the reference when this module is not built.
+ * Docs: docs/adr/XXXX-a-c-accelerator-for-fingerprints.md.
+ *
+ * - grams(data, step)     -> _py_grams on bytes: the gram hashes at 0, step, 2*step...
+ * - b64_forms(run)        -> _py_b64_forms: a base64 run decoded at its four alignments
+ * - hex_forms(run)        -> _py_hex_forms: a hex run decoded at both nibble alignments
+ * - mostly_text(raw)      -> _mostly_text: the text of a decoding, or None if noise
+ *
+ * Every index is checked against the buffer's length before it is read; no input is
+ * trusted to be well formed (a base64 or hex run with a foreign character raises
+ * ValueError: the Python side only passes runs its regular expressions matched).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define GRAM 16
+#define PRIME ((uint64_t)0x1FFFFFFFFFFFFFFFULL) /* 2**61 - 1 */
+
+/* x modulo 2**61 - 1 (2**61 is 1 modulo it: fold the top 3 bits onto the rest). */
+static inline uint64_t
+mod61(uint64_t x)
+{
+    x = (x & PRIME) + (x >> 61);
+    return x >= PRIME ? x - PRIME : x;
+}
+
+static inline uint64_t
+load_be64(const unsigned char *p)
+{
+    uint64_t x = 0;
+    for (int i = 0; i < 8; i++) {
+        x = (x << 8) | p[i];
+    }
+    return x;
+}
+
+/* int.from_bytes(p[0:16], "big") % (2**61 - 1): hi * 2**64 + lo, and 2**64 is 8
+ * modulo the prime. */
+static inline uint64_t
+gram_hash(const unsigned char *p)
+{
+    uint64_t hi = mod61(mod61(load_be64(p)) << 3);
+    return mod61(hi + mod61(load_be64(p + 8)));
+}
+
+static PyObject *
+grams(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    Py_ssize_t step;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "grams(data, step) takes 2 arguments");
+        return NULL;
+    }
+    step = PyLong_AsSsize_t(args[1]);
+    if (step == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (step < 1) {
+        PyErr_SetString(PyExc_ValueError, "step must be at least 1");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *data = (const unsigned char *)view.buf;
+    Py_ssize_t size = view.len;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        goto fail;
+    }
+    /* next_cut: the first position >= i holding a 0 byte (the cut mark), or size */
+    Py_ssize_t next_cut = -1;
+    Py_ssize_t i = 0;
+    while (size - i >= GRAM) {
+        if (next_cut < i) {
+            const void *zero = memchr(data + i, 0, (size_t)(size - i));
+            next_cut = zero == NULL ? size : (const unsigned char *)zero - data;
+        }
+        if (next_cut >= i + GRAM) {
+            PyObject *value = PyLong_FromUnsignedLongLong(gram_hash(data + i));
+            if (value == NULL) {
+                goto fail;
+            }
+            int failed = PyList_Append(out, value);
+            Py_DECREF(value);
+            if (failed) {
+                goto fail;
+            }
+        }
+        if (step > size - i) {
+            break; /* the next start is past the end (and i + step might overflow) */
+        }
+        i += step;
+    }
+    PyBuffer_Release(&view);
+    return out;
+fail:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* ASCII control bytes but tab, line feed and carriage return (fingerprints._CONTROL). */
+static inline int
+is_control(unsigned char c)
+{
+    return (c < 32 && c != '\t' && c != '\n' && c != '\r') || c == 127;
+}
+
+/* fingerprints._mostly_text: a new reference to the text, Py_None (new reference) if
+ * the bytes read as noise, NULL on error. */
+static PyObject *
+text_of(const unsigned char *raw, Py_ssize_t size)
+{
+    Py_ssize_t bad = 0;
+    int ascii = 1;
+    if (size == 0) {
+        Py_RETURN_NONE;
+    }
+    for (Py_ssize_t i = 0; i < size; i++) {
+        bad += is_control(raw[i]);
+        ascii &= raw[i] < 128;
+    }
+    if (ascii) {
+        if ((double)bad <= 0.15 * (double)size) {
+            return PyUnicode_DecodeASCII((const char *)raw, size, "strict");
+        }
+        Py_RETURN_NONE;
+    }
+    PyObject *decoded = PyUnicode_DecodeUTF8((const char *)raw, size, "replace");
+    if (decoded == NULL) {
+        return NULL;
+    }
+    Py_ssize_t length = PyUnicode_GET_LENGTH(decoded);
+    int kind = PyUnicode_KIND(decoded);
+    const void *chars = PyUnicode_DATA(decoded);
+    for (Py_ssize_t i = 0; i < length; i++) {
+        bad += PyUnicode_READ(kind, chars, i) == 0xFFFD;
+    }
+    if ((double)bad <= 0.15 * (double)length) {
+        return decoded;
+    }
+    Py_DECREF(decoded);
+    Py_RETURN_NONE;
+}
+
+/* Append the text of raw[0:size] to out when it reads as text: 0, or -1 on error. */
+static int
+append_text(PyObject *out, const unsigned char *raw, Py_ssize_t size)
+{
+    PyObject *text = text_of(raw, size);
+    if (text == NULL) {
+        return -1;
+    }
+    int failed = text != Py_None && PyList_Append(out, text) < 0;
+    Py_DECREF(text);
+    return failed ? -1 : 0;
+}
+
+static PyObject *
+mostly_text(PyObject *module, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    PyObject *text = text_of((const unsigned char *)view.buf, view.len);
+    PyBuffer_Release(&view);
+    return text;
+}
+
+/* The ASCII characters of an ASCII str, or NULL with ValueError set (a run the Python
+ * side passes is always ASCII: its regular expressions match ASCII only). */
+static const unsigned char *
+ascii_chars(PyObject *run, Py_ssize_t *size)
+{
+    if (!PyUnicode_Check(run)) {
+        PyErr_SetString(PyExc_TypeError, "a run must be a str");
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(run) < 0) {
+        return NULL;
+    }
+#endif
+    if (!PyUnicode_IS_ASCII(run)) {
+        PyErr_SetString(PyExc_ValueError, "a run must be ASCII");
+        return NULL;
+    }
+    *size = PyUnicode_GET_LENGTH(run);
+    return (const unsigned char *)PyUnicode_1BYTE_DATA(run);
+}
+
+/* A base64 character's 6 bits, standard and URL-safe alphabets; -1 for any other. */
+static int
+b64_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+' || c == '-') return 62;
+    if (c == '/' || c == '_') return 63;
+    return -1;
+}
+
+/* _py_b64_forms: the run less its trailing '=', decoded from each of its first four
+ * characters on; a piece whose length is 1 modulo 4 loses its last character (as
+ * padded, it would be the Python side's error); one shorter than 12 characters once
+ * padded is skipped. */
+static PyObject *
+b64_forms(PyObject *module, PyObject *run)
+{
+    Py_ssize_t size;
+    const unsigned char *chars = ascii_chars(run, &size);
+    if (chars == NULL) {
+        return NULL;
+    }
+    while (size > 0 && chars[size - 1] == '=') {
+        size--;
+    }
+    unsigned char *bits = PyMem_Malloc(size > 0 ? (size_t)size : 1);
+    unsigned char *raw = PyMem_Malloc(size > 0 ? (size_t)size : 1);
+    PyObject *out = PyList_New(0);
+    if (bits == NULL || raw == NULL || out == NULL) {
+        if (bits == NULL || raw == NULL) {
+            PyErr_NoMemory();
+        }
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < size; i++) {
+        int value = b64_value(chars[i]);
+        if (value < 0) {
+            PyErr_SetString(PyExc_ValueError, "not a base64 run");
+            goto fail;
+        }
+        bits[i] = (unsigned char)value;
+    }
+    for (Py_ssize_t start = 0; start < 4 && start < size; start++) {
+        Py_ssize_t length = size - start;
+        Py_ssize_t rest = length % 4;
+        if (rest == 1) {
+            length--;
+            rest = 0;
+        }
+        if (length + (rest ? 4 - rest : 0) < 12) {
+            continue;
+        }
+        const unsigned char *in = bits + start;
+        Py_ssize_t n = 0;
+        Py_ssize_t whole = length - rest;
+        for (Py_ssize_t i = 0; i < whole; i += 4) {
+            uint32_t group = ((uint32_t)in[i] << 18) | ((uint32_t)in[i + 1] << 12)
+                             | ((uint32_t)in[i + 2] << 6) | in[i + 3];
+            raw[n++] = (unsigned char)(group >> 16);
+            raw[n++] = (unsigned char)(group >> 8);
+            raw[n++] = (unsigned char)group;
+        }
+        if (rest >= 2) { /* 2 characters hold 1 byte, 3 hold 2 */
+            uint32_t group = ((uint32_t)in[whole] << 18) | ((uint32_t)in[whole + 1] << 12);
+            if (rest == 3) {
+                group |= (uint32_t)in[whole + 2] << 6;
+            }
+            raw[n++] = (unsigned char)(group >> 16);
+            if (rest == 3) {
+                raw[n++] = (unsigned char)(group >> 8);
+            }
+        }
+        if (append_text(out, raw, n) < 0) {
+            goto fail;
+        }
+    }
+    PyMem_Free(bits);
+    PyMem_Free(raw);
+    return out;
+fail:
+    PyMem_Free(bits);
+    PyMem_Free(raw);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+static int
+hex_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* _py_hex_forms: the run read as hex from its first and from its second character
+ * (an odd last nibble dropped). */
+static PyObject *
+hex_forms(PyObject *module, PyObject *run)
+{
+    Py_ssize_t size;
+    const unsigned char *chars = ascii_chars(run, &size);
+    if (chars == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < size; i++) {
+        if (hex_value(chars[i]) < 0) {
+            PyErr_SetString(PyExc_ValueError, "not a hex run");
+            return NULL;
+        }
+    }
+    unsigned char *raw = PyMem_Malloc(size / 2 + 1);
+    PyObject *out = PyList_New(0);
+    if (raw == NULL || out == NULL) {
+        if (raw == NULL) {
+            PyErr_NoMemory();
+        }
+        goto fail;
+    }
+    for (Py_ssize_t start = 0; start < 2; start++) {
+        Py_ssize_t n = 0;
+        for (Py_ssize_t i = start; i + 1 < size; i += 2) {
+            raw[n++] = (unsigned char)(hex_value(chars[i]) << 4 | hex_value(chars[i + 1]));
+        }
+        if (append_text(out, raw, n) < 0) {
+            goto fail;
+        }
+    }
+    PyMem_Free(raw);
+    return out;
+fail:
+    PyMem_Free(raw);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"grams", (PyCFunction)(void (*)(void))grams, METH_FASTCALL,
+     "grams(data, step) -> list[int]: each 16-byte window at 0, step, 2*step... without a "
+     "0 byte, as a big-endian integer modulo 2**61 - 1."},
+    {"b64_forms", b64_forms, METH_O,
+     "b64_forms(run) -> list[str]: a base64 run decoded at its four alignments, the "
+     "decodings that read as text."},
+    {"hex_forms", hex_forms, METH_O,
+     "hex_forms(run) -> list[str]: a hex run decoded at both nibble alignments, the "
+     "decodings that read as text."},
+    {"mostly_text", mostly_text, METH_O,
+     "mostly_text(raw) -> str | None: the text of a decoding if it reads as text."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef_Slot slots[] = {
+#if PY_VERSION_HEX >= 0x030C0000
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+#ifdef Py_GIL_DISABLED
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "interlock.session._speedups",
+    .m_doc = "The hot loops of interlock.session.fingerprints, bit for bit the same.",
+    .m_size = 0,
+    .m_methods = methods,
+    .m_slots = slots,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    return PyModuleDef_Init(&module_def);
+}
