@@ -195,6 +195,47 @@ def test_mostly_text_is_the_reference(raw: bytes) -> None:
     assert _speedups.mostly_text(raw) == fingerprints._mostly_text(raw)
 
 
+# -- whole tokens ----------------------------------------------------------------------
+
+#: pieces of ASCII words: letters of each case, digits, the characters tokens are cut at
+#: (quoting, ``= & ? # : /``), ``@ . - _ +``, and a NUL (the cut mark)
+word_parts = st.sampled_from(
+    [
+        *("abc", "Abc", "ABC", "xyzzy", "Q", "42", "7", "@", ".", "-", "_", "/", "=", "&"),
+        *("?", "#", ":", '"', "'", "`", "(", ")", "[", "]", "{", "}", ",", ";", "|", "\\"),
+        *("<", ">", "+", "\x00", "%", "!", "~", "https", "example", "Key", "sk_live"),
+        "4f9Qz2LmX8pRt6Vw",
+    ]
+)
+ascii_words = st.lists(word_parts, max_size=14).map("".join)
+
+
+def whole(fn: Callable[[list[str], set[int] | None], Any], words: list[str]) -> tuple[Any, ...]:
+    grams: set[int] = set()
+    return frozenset(fn(words, None)), frozenset(fn(words, grams)), frozenset(grams)
+
+
+@settings(max_examples=500, deadline=None)
+@given(words=st.lists(ascii_words | st.text(string.printable, max_size=40), max_size=6))
+@example(words=["https://docs.example.org/api/charges/1000123?key=sk_live_4f9Qz2LmX8pRt6Vw"])
+@example(words=["AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"])
+@example(words=["Hello-World.Again", "hello.world.again", "HELLO/WORLD/AGAIN", "McDonaldsX"])
+@example(words=["carol1000123@corp.example", "DE44500105175001000123"])
+def test_whole_tokens_are_the_reference_tokens(words: list[str]) -> None:
+    words = [word for word in words if len(word) >= fingerprints.MIN_TOKEN]
+    assert whole(fingerprints._c_whole, words) == whole(fingerprints._py_whole, words)
+
+
+def test_whole_tokens_leave_non_ascii_words_to_python() -> None:
+    assert _speedups.whole_tokens(["straße_key_1234567", "plainascii99"], False) is None
+    words = ["ＡＰＩ鍵sk_live_4f9Qz2LmX8", "token_value_1234567890"]
+    assert whole(fingerprints._c_whole, words) == whole(fingerprints._py_whole, words)
+    with pytest.raises(TypeError):
+        _speedups.whole_tokens(("tuple", "of", "words"), False)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        _speedups.whole_tokens([b"bytes-word-1234"], False)  # type: ignore[list-item]
+
+
 # -- end to end ------------------------------------------------------------------------
 
 
@@ -300,7 +341,7 @@ def test_the_c_path_is_taken_when_the_extension_imports(monkeypatch: pytest.Monk
     with path(True):
         fingerprints.of_data(f"KEY={SECRET}\n{base64.b64encode(SECRET.encode()).decode()}")
         fingerprints.probe(SECRET.encode().hex())
-    assert {"grams", "b64_forms", "hex_forms"} <= set(calls)
+    assert {"grams", "whole_tokens", "b64_forms", "hex_forms"} <= set(calls)
     calls.clear()
     with path(False):
         fingerprints.of_data(f"KEY={SECRET}\n{base64.b64encode(SECRET.encode()).decode()}")

@@ -9,6 +9,8 @@
  * - b64_forms(run)        -> _py_b64_forms: a base64 run decoded at its four alignments
  * - hex_forms(run)        -> _py_hex_forms: a hex run decoded at both nibble alignments
  * - mostly_text(raw)      -> _mostly_text: the text of a decoding, or None if noise
+ * - whole_tokens(words, g) -> _py_whole on ASCII words: the norms of the specific whole
+ *                            tokens (the caller hashes them) and the grams of long ones
  *
  * Every index is checked against the buffer's length before it is read; no input is
  * trusted to be well formed (a base64 or hex run with a foreign character raises
@@ -336,6 +338,252 @@ fail:
     return NULL;
 }
 
+/* -- whole tokens (fingerprints._py_whole on ASCII words) ------------------------- */
+
+/* fingerprints._SPLIT: quoting and punctuation a token is cut at. */
+static inline int
+is_split(unsigned char c)
+{
+    return c == '"' || c == '\'' || c == '`' || c == '<' || c == '>' || c == '(' || c == ')'
+           || c == '[' || c == ']' || c == '{' || c == '}' || c == ',' || c == ';' || c == '|'
+           || c == '\\' || c == 0;
+}
+
+/* fingerprints._SUBSPLIT: where a token is cut into pieces. */
+static inline int
+is_subsplit(unsigned char c)
+{
+    return c == '=' || c == '&' || c == '?' || c == '#' || c == ':' || c == '/';
+}
+
+static inline int
+is_alnum(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static inline int is_upper(unsigned char c) { return c >= 'A' && c <= 'Z'; }
+static inline int is_lower(unsigned char c) { return c >= 'a' && c <= 'z'; }
+
+/* fingerprints._wordlike: the token less . - / _ is letters of one case, or the token
+ * is title-cased (str.istitle: an upper-case letter only after an uncased character, a
+ * lower-case one only after a cased one, and some cased character). */
+static int
+wordlike(const unsigned char *raw, Py_ssize_t size)
+{
+    Py_ssize_t plain = 0, upper = 0, lower = 0;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        unsigned char c = raw[i];
+        if (c == '.' || c == '-' || c == '/' || c == '_') {
+            continue;
+        }
+        if (!is_upper(c) && !is_lower(c)) {
+            return 0;
+        }
+        plain++;
+        upper += is_upper(c);
+        lower += is_lower(c);
+    }
+    if (plain == 0) {
+        return 0;
+    }
+    if (upper == 0 || lower == 0) {
+        return 1;
+    }
+    int previous_cased = 0, cased = 0;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        unsigned char c = raw[i];
+        if (is_upper(c)) {
+            if (previous_cased) {
+                return 0;
+            }
+            previous_cased = cased = 1;
+        }
+        else if (is_lower(c)) {
+            if (!previous_cased) {
+                return 0;
+            }
+            previous_cased = cased = 1;
+        }
+        else {
+            previous_cased = 0;
+        }
+    }
+    return cased;
+}
+
+/* fingerprints._norm of ASCII: lower-cased, all but a-z 0-9 _ @ . dropped; into norm
+ * (room for size bytes); its length. */
+static Py_ssize_t
+ascii_norm(const unsigned char *raw, Py_ssize_t size, unsigned char *norm)
+{
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        unsigned char c = raw[i];
+        if (is_upper(c)) {
+            c = (unsigned char)(c - 'A' + 'a');
+        }
+        if (is_lower(c) || (c >= '0' && c <= '9') || c == '_' || c == '@' || c == '.') {
+            norm[n++] = c;
+        }
+    }
+    return n;
+}
+
+/* One token (fingerprints._whole's loop body): its norm appended to norms when it is
+ * specific; with grams (a list) and not a piece, every gram of a long token that does
+ * not read as words appended there. 0, or -1 on error. */
+static int
+whole_token(const unsigned char *raw, Py_ssize_t size, int piece, unsigned char *norm,
+            PyObject *norms, PyObject *grams)
+{
+    Py_ssize_t n = ascii_norm(raw, size, norm);
+    if (n >= 8) {
+        int at = 0, digit = 0, letter = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            at |= norm[i] == '@';
+            digit |= norm[i] >= '0' && norm[i] <= '9';
+            letter |= is_lower(norm[i]);
+        }
+        if (at || (digit && letter) || (!piece && n >= 12 && !wordlike(raw, size))) {
+            PyObject *value = PyBytes_FromStringAndSize((const char *)norm, n);
+            if (value == NULL) {
+                return -1;
+            }
+            int failed = PyList_Append(norms, value);
+            Py_DECREF(value);
+            if (failed) {
+                return -1;
+            }
+        }
+    }
+    if (grams != NULL && !piece && n >= GRAM && !wordlike(raw, size)) {
+        for (Py_ssize_t i = 0; i + GRAM <= n; i++) { /* a norm holds no 0 byte */
+            PyObject *value = PyLong_FromUnsignedLongLong(gram_hash(norm + i));
+            if (value == NULL) {
+                return -1;
+            }
+            int failed = PyList_Append(grams, value);
+            Py_DECREF(value);
+            if (failed) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* One long word: its tokens (cut at _SPLIT runs) and their pieces (cut at _SUBSPLIT
+ * runs), as fingerprints._tokens yields them. 0, or -1 on error. */
+static int
+whole_word(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyObject *norms,
+           PyObject *grams)
+{
+    Py_ssize_t start = 0;
+    while (start < size) {
+        Py_ssize_t end = start;
+        while (end < size && !is_split(word[end])) {
+            end++;
+        }
+        const unsigned char *raw = word + start;
+        Py_ssize_t length = end - start;
+        if (length >= 8) {
+            if (whole_token(raw, length, 0, norm, norms, grams) < 0) {
+                return -1;
+            }
+            int cut = 0;
+            for (Py_ssize_t i = 0; i < length; i++) {
+                cut |= is_subsplit(raw[i]);
+            }
+            Py_ssize_t from = 0;
+            while (cut && from <= length) {
+                Py_ssize_t to = from;
+                while (to < length && !is_subsplit(raw[to])) {
+                    to++;
+                }
+                if (to - from >= 8 && whole_token(raw + from, to - from, 1, norm, norms, NULL) < 0) {
+                    return -1;
+                }
+                while (to < length && is_subsplit(raw[to])) {
+                    to++;
+                }
+                if (to >= length) {
+                    break;
+                }
+                from = to;
+            }
+        }
+        while (end < size && is_split(word[end])) {
+            end++;
+        }
+        start = end;
+    }
+    return 0;
+}
+
+/* whole_tokens(long_words, with_grams) -> (norms, grams) | None: fingerprints._py_whole
+ * for ASCII words, its whole-token hashes left to the caller (the norms, as bytes, of
+ * the specific tokens); None when a word is not ASCII (the Python path then). */
+static PyObject *
+whole_tokens(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "whole_tokens(long_words: list[str], with_grams)");
+        return NULL;
+    }
+    PyObject *words = args[0];
+    int with_grams = PyObject_IsTrue(args[1]);
+    if (with_grams < 0) {
+        return NULL;
+    }
+    Py_ssize_t longest = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(words); i++) {
+        PyObject *word = PyList_GET_ITEM(words, i);
+        if (!PyUnicode_Check(word)) {
+            PyErr_SetString(PyExc_TypeError, "a word must be a str");
+            return NULL;
+        }
+#if PY_VERSION_HEX < 0x030C0000
+        if (PyUnicode_READY(word) < 0) {
+            return NULL;
+        }
+#endif
+        if (!PyUnicode_IS_ASCII(word)) {
+            Py_RETURN_NONE;
+        }
+        if (PyUnicode_GET_LENGTH(word) > longest) {
+            longest = PyUnicode_GET_LENGTH(word);
+        }
+    }
+    unsigned char *norm = PyMem_Malloc(longest > 0 ? (size_t)longest : 1);
+    PyObject *norms = PyList_New(0);
+    PyObject *grams = with_grams ? PyList_New(0) : NULL;
+    if (norm == NULL || norms == NULL || (with_grams && grams == NULL)) {
+        if (norm == NULL) {
+            PyErr_NoMemory();
+        }
+        goto fail;
+    }
+    /* the list is not changed while this runs: no Python code is called back */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(words); i++) {
+        PyObject *word = PyList_GET_ITEM(words, i);
+        const unsigned char *chars = PyUnicode_1BYTE_DATA(word);
+        if (whole_word(chars, PyUnicode_GET_LENGTH(word), norm, norms, grams) < 0) {
+            goto fail;
+        }
+    }
+    PyMem_Free(norm);
+    PyObject *out = PyTuple_Pack(2, norms, with_grams ? grams : Py_None);
+    Py_DECREF(norms);
+    Py_XDECREF(grams);
+    return out;
+fail:
+    PyMem_Free(norm);
+    Py_XDECREF(norms);
+    Py_XDECREF(grams);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"grams", (PyCFunction)(void (*)(void))grams, METH_FASTCALL,
      "grams(data, step) -> list[int]: each 16-byte window at 0, step, 2*step... without a "
@@ -346,6 +594,9 @@ static PyMethodDef methods[] = {
     {"hex_forms", hex_forms, METH_O,
      "hex_forms(run) -> list[str]: a hex run decoded at both nibble alignments, the "
      "decodings that read as text."},
+    {"whole_tokens", (PyCFunction)(void (*)(void))whole_tokens, METH_FASTCALL,
+     "whole_tokens(long_words, with_grams) -> (norms, grams) | None: the specific whole "
+     "tokens of ASCII words (their norms, as bytes) and the grams of the long ones."},
     {"mostly_text", mostly_text, METH_O,
      "mostly_text(raw) -> str | None: the text of a decoding if it reads as text."},
     {NULL, NULL, 0, NULL},

@@ -43,13 +43,14 @@ low-entropy values (under 8 characters) are never fingerprinted at all. A gram's
 fingerprint is its UTF-8 as an integer modulo 2**61 - 1; a whole token's, 64 bits of
 BLAKE2b.
 
-Speed: the hot loops (the grams of ASCII text, decoding base64 and hex runs) run in the
-optional C extension ``interlock.session._speedups`` when it was built (a compiler at
-install time), else here in Python: :data:`ACCELERATED` says which. Both give the same
-fingerprints bit for bit (``tests/session/test_speedups.py``; ``docs/adr/XXXX-a-c-
-accelerator-for-fingerprints.md``); the Python functions (``_py_*``) are the reference.
-Setting the environment variable ``INTERLOCK_NO_SPEEDUPS=1`` (any value but empty or
-``0``) before this module is imported forces the Python path.
+Speed: the hot loops (the grams of ASCII text, its specific whole tokens, decoding base64
+and hex runs) run in the optional C extension ``interlock.session._speedups`` when it
+was built (a compiler at install time), else here in Python: :data:`ACCELERATED` says
+which. Both give the same fingerprints bit for bit (``tests/session/test_speedups.py``;
+``docs/adr/XXXX-a-c-accelerator-for-fingerprints.md``); the Python functions
+(``_py_*``) are the reference. Setting the environment variable
+``INTERLOCK_NO_SPEEDUPS=1`` (any value but empty or ``0``) before this module is
+imported forces the Python path.
 """
 
 from __future__ import annotations
@@ -170,7 +171,11 @@ def _norm(text: str) -> str:
 
 
 def _token_hash(norm: str) -> int:
-    return int.from_bytes(hashlib.blake2b(norm.encode(), digest_size=8).digest(), "big")
+    return _bytes_hash(norm.encode())
+
+
+def _bytes_hash(norm: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(norm, digest_size=8).digest(), "big")
 
 
 def _hash(chunks: Iterator[bytes] | list[bytes]) -> Iterator[int]:
@@ -258,7 +263,7 @@ def _specific(raw: str, norm: str, piece: bool) -> bool:
     return not piece and len(norm) >= 12 and not _wordlike(raw)
 
 
-def _whole(long_words: list[str], grams: set[int] | None) -> Iterator[int]:
+def _py_whole(long_words: list[str], grams: set[int] | None) -> Iterable[int]:
     """The hashes of the specific whole tokens in ``long_words``; with ``grams``,
     every gram of the long tokens that do not read as words is added there."""
     for raw, piece in _tokens(long_words):
@@ -267,6 +272,18 @@ def _whole(long_words: list[str], grams: set[int] | None) -> Iterator[int]:
             yield _token_hash(norm)
         if grams is not None and not piece and len(norm) >= GRAM and not _wordlike(raw):
             grams.update(_grams(norm, 1))
+
+
+def _c_whole(long_words: list[str], grams: set[int] | None) -> Iterable[int]:
+    """:func:`_py_whole` in C (non-ASCII words stay on the Python path); the whole
+    tokens' hashes computed here, from the norms C found specific."""
+    found = _speedups.whole_tokens(long_words, grams is not None)
+    if found is None:
+        return _py_whole(long_words, grams)
+    norms, token_grams = found
+    if grams is not None and token_grams:
+        grams.update(token_grams)
+    return [_bytes_hash(norm) for norm in norms]
 
 
 def _cut_boilerplate(form: str, long_words: list[str]) -> str:
@@ -499,6 +516,7 @@ except ImportError:  # not built (no compiler where installed): the Python refer
 #: Whether the C extension computes the hot loops (see the module docstring).
 ACCELERATED: bool = False
 _grams: Callable[[str | bytes, int], Iterable[int]] = _py_grams
+_whole: Callable[[list[str], set[int] | None], Iterable[int]] = _py_whole
 _b64_forms: Callable[[str], Iterable[str]] = _py_b64_forms
 _hex_forms: Callable[[str], Iterable[str]] = _py_hex_forms
 
@@ -506,13 +524,16 @@ _hex_forms: Callable[[str], Iterable[str]] = _py_hex_forms
 def _accelerate(on: bool) -> bool:
     """Compute with the C extension (if it imports) or with the Python reference;
     whether the C extension is now used. Read at call time: every caller in this
-    module looks ``_grams``, ``_b64_forms`` and ``_hex_forms`` up when it runs."""
-    global ACCELERATED, _grams, _b64_forms, _hex_forms  # noqa: PLW0603
+    module looks ``_grams``, ``_whole``, ``_b64_forms`` and ``_hex_forms`` up when it
+    runs."""
+    global ACCELERATED, _grams, _whole, _b64_forms, _hex_forms  # noqa: PLW0603
     ACCELERATED = on and _speedups is not None
     if ACCELERATED:
-        _grams, _b64_forms, _hex_forms = _c_grams, _speedups.b64_forms, _speedups.hex_forms
+        _grams, _whole = _c_grams, _c_whole
+        _b64_forms, _hex_forms = _speedups.b64_forms, _speedups.hex_forms
     else:
-        _grams, _b64_forms, _hex_forms = _py_grams, _py_b64_forms, _py_hex_forms
+        _grams, _whole = _py_grams, _py_whole
+        _b64_forms, _hex_forms = _py_b64_forms, _py_hex_forms
     return ACCELERATED
 
 
