@@ -195,6 +195,24 @@ def test_mostly_text_is_the_reference(raw: bytes) -> None:
     assert _speedups.mostly_text(raw) == fingerprints._mostly_text(raw)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(max_size=300) | st.text(string.printable, max_size=300), size=st.integers(-1, 20)
+)
+def test_at_least_is_the_reference_filter(text: str, size: int) -> None:
+    words = text.split()
+    got = _speedups.at_least(words, size)
+    assert got == fingerprints._py_at_least(words, size)
+    assert all(a is b for a, b in zip(got, (w for w in words if len(w) >= size), strict=True))
+
+
+def test_at_least_refuses_what_is_not_a_list_of_str() -> None:
+    with pytest.raises(TypeError):
+        _speedups.at_least(("a", "b"), 1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        _speedups.at_least(["a", b"bb"], 1)  # type: ignore[list-item]
+
+
 # -- whole tokens ----------------------------------------------------------------------
 
 #: pieces of ASCII words: letters of each case, digits, the characters tokens are cut at
@@ -341,7 +359,7 @@ def test_the_c_path_is_taken_when_the_extension_imports(monkeypatch: pytest.Monk
     with path(True):
         fingerprints.of_data(f"KEY={SECRET}\n{base64.b64encode(SECRET.encode()).decode()}")
         fingerprints.probe(SECRET.encode().hex())
-    assert {"grams", "whole_tokens", "b64_forms", "hex_forms"} <= set(calls)
+    assert {"grams", "whole_tokens", "at_least", "b64_forms", "hex_forms"} <= set(calls)
     calls.clear()
     with path(False):
         fingerprints.of_data(f"KEY={SECRET}\n{base64.b64encode(SECRET.encode()).decode()}")

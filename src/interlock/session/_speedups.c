@@ -9,6 +9,7 @@
  * - b64_forms(run)        -> _py_b64_forms: a base64 run decoded at its four alignments
  * - hex_forms(run)        -> _py_hex_forms: a hex run decoded at both nibble alignments
  * - mostly_text(raw)      -> _mostly_text: the text of a decoding, or None if noise
+ * - at_least(words, size) -> _py_at_least: the words at least size characters long
  * - whole_tokens(words, g) -> _py_whole on ASCII words: the norms of the specific whole
  *                            tokens (the caller hashes them) and the grams of long ones
  *
@@ -338,6 +339,40 @@ fail:
     return NULL;
 }
 
+/* at_least(words, size) -> list[str]: the words at least size characters long, in
+ * order ([w for w in words if len(w) >= size]; words: a list of str). */
+static PyObject *
+at_least(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "at_least(words: list[str], size)");
+        return NULL;
+    }
+    Py_ssize_t size = PyLong_AsSsize_t(args[1]);
+    if (size == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *words = args[0];
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    /* no Python code runs in this loop: the list cannot change under it */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(words); i++) {
+        PyObject *word = PyList_GET_ITEM(words, i);
+        if (!PyUnicode_Check(word)) {
+            PyErr_SetString(PyExc_TypeError, "a word must be a str");
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (PyUnicode_GET_LENGTH(word) >= size && PyList_Append(out, word) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 /* -- whole tokens (fingerprints._py_whole on ASCII words) ------------------------- */
 
 /* fingerprints._SPLIT: quoting and punctuation a token is cut at. */
@@ -597,6 +632,8 @@ static PyMethodDef methods[] = {
     {"whole_tokens", (PyCFunction)(void (*)(void))whole_tokens, METH_FASTCALL,
      "whole_tokens(long_words, with_grams) -> (norms, grams) | None: the specific whole "
      "tokens of ASCII words (their norms, as bytes) and the grams of the long ones."},
+    {"at_least", (PyCFunction)(void (*)(void))at_least, METH_FASTCALL,
+     "at_least(words, size) -> list[str]: the words at least size characters long."},
     {"mostly_text", mostly_text, METH_O,
      "mostly_text(raw) -> str | None: the text of a decoding if it reads as text."},
     {NULL, NULL, 0, NULL},

@@ -232,8 +232,12 @@ def _wordlike(raw: str) -> bool:
     return plain.isalpha() and (plain.islower() or plain.isupper() or raw.istitle())
 
 
+def _py_at_least(words: list[str], size: int) -> list[str]:
+    return [word for word in words if len(word) >= size]
+
+
 def _long_words(text: str) -> list[str]:
-    return [word for word in text.split() if len(word) >= MIN_TOKEN]
+    return _at_least(text.split(), MIN_TOKEN)
 
 
 def _tokens(long_words: list[str]) -> Iterator[tuple[str, bool]]:
@@ -424,7 +428,7 @@ def _decodings(text: str, *, decode_plain: bool = True) -> Iterator[str]:
                 found.append(_json_unescape(current))
         if len(current) >= GRAM:  # else no run is long enough to decode
             words = current.split()
-            long_words = [word for word in words if len(word) >= GRAM]
+            long_words = _at_least(words, GRAM)
             sources = long_words
             if len(words) > 1 and (decode_plain or len(long_words) > 1):
                 sources = [*long_words, "".join(words)]  # re-wrapped base64 or hex
@@ -517,6 +521,7 @@ except ImportError:  # not built (no compiler where installed): the Python refer
 ACCELERATED: bool = False
 _grams: Callable[[str | bytes, int], Iterable[int]] = _py_grams
 _whole: Callable[[list[str], set[int] | None], Iterable[int]] = _py_whole
+_at_least: Callable[[list[str], int], list[str]] = _py_at_least
 _b64_forms: Callable[[str], Iterable[str]] = _py_b64_forms
 _hex_forms: Callable[[str], Iterable[str]] = _py_hex_forms
 
@@ -524,15 +529,14 @@ _hex_forms: Callable[[str], Iterable[str]] = _py_hex_forms
 def _accelerate(on: bool) -> bool:
     """Compute with the C extension (if it imports) or with the Python reference;
     whether the C extension is now used. Read at call time: every caller in this
-    module looks ``_grams``, ``_whole``, ``_b64_forms`` and ``_hex_forms`` up when it
-    runs."""
-    global ACCELERATED, _grams, _whole, _b64_forms, _hex_forms  # noqa: PLW0603
+    module looks these functions up when it runs."""
+    global ACCELERATED, _grams, _whole, _at_least, _b64_forms, _hex_forms  # noqa: PLW0603
     ACCELERATED = on and _speedups is not None
     if ACCELERATED:
-        _grams, _whole = _c_grams, _c_whole
+        _grams, _whole, _at_least = _c_grams, _c_whole, _speedups.at_least
         _b64_forms, _hex_forms = _speedups.b64_forms, _speedups.hex_forms
     else:
-        _grams, _whole = _py_grams, _py_whole
+        _grams, _whole, _at_least = _py_grams, _py_whole, _py_at_least
         _b64_forms, _hex_forms = _py_b64_forms, _py_hex_forms
     return ACCELERATED
 
