@@ -213,6 +213,30 @@ def test_at_least_refuses_what_is_not_a_list_of_str() -> None:
         _speedups.at_least(["a", b"bb"], 1)  # type: ignore[list-item]
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.sets(st.integers(0, (1 << 64) - 1)) | st.sets(st.integers(0, 300)),
+    count=st.integers(0, 40),
+)
+@example(values={0, 1 << 63, (1 << 64) - 1, 255, 256, 65535, 65536}, count=5)
+def test_smallest_is_sorted_then_cut(values: set[int], count: int) -> None:
+    assert _speedups.smallest(values, count) == sorted(values)[:count]
+    assert _speedups.smallest(list(values), count) == sorted(values)[:count]
+
+
+def test_smallest_leaves_what_is_not_a_64_bit_fingerprint_to_python() -> None:
+    assert _speedups.smallest({-1, 5}, 1) is None
+    assert _speedups.smallest({1 << 64, 5}, 1) is None
+    assert _speedups.smallest([1.5, 2], 1) is None
+    assert fingerprints._c_smallest({-1, 5, 1 << 70}, 2) == [-1, 5]
+    big = set(range(100_000, 0, -7))
+    assert _speedups.smallest(big, 4095) == sorted(big)[:4095]
+    with pytest.raises(ValueError):
+        _speedups.smallest({1, 2}, -1)
+    with pytest.raises(TypeError):
+        _speedups.smallest(5, 1)  # type: ignore[arg-type]
+
+
 # -- whole tokens ----------------------------------------------------------------------
 
 #: pieces of ASCII words: letters of each case, digits, the characters tokens are cut at
@@ -360,6 +384,11 @@ def test_the_c_path_is_taken_when_the_extension_imports(monkeypatch: pytest.Monk
         fingerprints.of_data(f"KEY={SECRET}\n{base64.b64encode(SECRET.encode()).decode()}")
         fingerprints.probe(SECRET.encode().hex())
     assert {"grams", "whole_tokens", "at_least", "b64_forms", "hex_forms"} <= set(calls)
+    calls.clear()
+    with path(True):
+        capped = fingerprints.of_data(" ".join(f"w{n:05d}x" * 3 for n in range(3000)))
+    assert "smallest" in calls
+    assert len(capped) == fingerprints.MAX_FINGERPRINTS
     calls.clear()
     with path(False):
         fingerprints.of_data(f"KEY={SECRET}\n{base64.b64encode(SECRET.encode()).decode()}")

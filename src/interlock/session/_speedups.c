@@ -10,6 +10,7 @@
  * - hex_forms(run)        -> _py_hex_forms: a hex run decoded at both nibble alignments
  * - mostly_text(raw)      -> _mostly_text: the text of a decoding, or None if noise
  * - at_least(words, size) -> _py_at_least: the words at least size characters long
+ * - smallest(values, k)   -> _py_smallest: sorted(values)[:k] (the sample kept past the cap)
  * - whole_tokens(words, g) -> _py_whole on ASCII words: the norms of the specific whole
  *                            tokens (the caller hashes them) and the grams of long ones
  *
@@ -373,6 +374,84 @@ at_least(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* smallest(values, count) -> list[int] | None: sorted(values)[:count] for values that
+ * are ints in [0, 2**64) (None for any other: the caller sorts them itself). An LSD
+ * radix sort, 8 passes of one byte: linear in any input (no worst case an attacker's
+ * data could pick, as a quickselect would have). */
+static PyObject *
+smallest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "smallest(values, count) takes 2 arguments");
+        return NULL;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    if (count == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (count < 0) {
+        PyErr_SetString(PyExc_ValueError, "count must not be negative");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[0], "values must be iterable");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t size = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    uint64_t *keys = PyMem_Malloc(size > 0 ? (size_t)size * sizeof(uint64_t) : 1);
+    uint64_t *spare = PyMem_Malloc(size > 0 ? (size_t)size * sizeof(uint64_t) : 1);
+    PyObject *out = NULL;
+    if (keys == NULL || spare == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < size; i++) {
+        if (!PyLong_Check(items[i])) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        keys[i] = PyLong_AsUnsignedLongLong(items[i]);
+        if (keys[i] == (uint64_t)-1 && PyErr_Occurred()) {
+            PyErr_Clear(); /* negative or too large: not a fingerprint */
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    for (int shift = 0; shift < 64; shift += 8) {
+        Py_ssize_t start[257] = {0};
+        for (Py_ssize_t i = 0; i < size; i++) {
+            start[((keys[i] >> shift) & 0xFF) + 1]++;
+        }
+        for (int b = 0; b < 256; b++) {
+            start[b + 1] += start[b];
+        }
+        for (Py_ssize_t i = 0; i < size; i++) {
+            spare[start[(keys[i] >> shift) & 0xFF]++] = keys[i];
+        }
+        uint64_t *swap = keys;
+        keys = spare;
+        spare = swap;
+    }
+    if (count > size) {
+        count = size;
+    }
+    out = PyList_New(count);
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        PyObject *value = PyLong_FromUnsignedLongLong(keys[i]);
+        if (value == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, value);
+    }
+done:
+    PyMem_Free(keys);
+    PyMem_Free(spare);
+    Py_DECREF(seq);
+    return out;
+}
+
 /* -- whole tokens (fingerprints._py_whole on ASCII words) ------------------------- */
 
 /* fingerprints._SPLIT: quoting and punctuation a token is cut at. */
@@ -634,6 +713,9 @@ static PyMethodDef methods[] = {
      "tokens of ASCII words (their norms, as bytes) and the grams of the long ones."},
     {"at_least", (PyCFunction)(void (*)(void))at_least, METH_FASTCALL,
      "at_least(words, size) -> list[str]: the words at least size characters long."},
+    {"smallest", (PyCFunction)(void (*)(void))smallest, METH_FASTCALL,
+     "smallest(values, count) -> list[int] | None: sorted(values)[:count] for ints in "
+     "[0, 2**64); None for any other."},
     {"mostly_text", mostly_text, METH_O,
      "mostly_text(raw) -> str | None: the text of a decoding if it reads as text."},
     {NULL, NULL, 0, NULL},

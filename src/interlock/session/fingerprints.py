@@ -236,6 +236,16 @@ def _py_at_least(words: list[str], size: int) -> list[str]:
     return [word for word in words if len(word) >= size]
 
 
+def _py_smallest(values: Iterable[int], count: int) -> list[int]:
+    """The ``count`` smallest of ``values``, in order (a consistent sample)."""
+    return sorted(values)[:count]
+
+
+def _c_smallest(values: Iterable[int], count: int) -> list[int]:
+    got = _speedups.smallest(values, count)
+    return _py_smallest(values, count) if got is None else got
+
+
 def _long_words(text: str) -> list[str]:
     return _at_least(text.split(), MIN_TOKEN)
 
@@ -334,9 +344,9 @@ def of_data(value: object, *, limit: int = MAX_FINGERPRINTS) -> frozenset[int]:
         if len(extra) <= room:
             out |= extra
         else:
-            out |= set(sorted(extra)[: max(room, 0)])
+            out |= set(_smallest(extra, max(room, 0)))
     if len(out) > limit:
-        out = set(sorted(out)[:limit])
+        out = set(_smallest(out, limit))
     if out:
         out.add(FORMAT_MARK)
     return frozenset(out)
@@ -522,6 +532,7 @@ ACCELERATED: bool = False
 _grams: Callable[[str | bytes, int], Iterable[int]] = _py_grams
 _whole: Callable[[list[str], set[int] | None], Iterable[int]] = _py_whole
 _at_least: Callable[[list[str], int], list[str]] = _py_at_least
+_smallest: Callable[[Iterable[int], int], list[int]] = _py_smallest
 _b64_forms: Callable[[str], Iterable[str]] = _py_b64_forms
 _hex_forms: Callable[[str], Iterable[str]] = _py_hex_forms
 
@@ -530,13 +541,13 @@ def _accelerate(on: bool) -> bool:
     """Compute with the C extension (if it imports) or with the Python reference;
     whether the C extension is now used. Read at call time: every caller in this
     module looks these functions up when it runs."""
-    global ACCELERATED, _grams, _whole, _at_least, _b64_forms, _hex_forms  # noqa: PLW0603
+    global ACCELERATED, _grams, _whole, _at_least, _smallest, _b64_forms, _hex_forms  # noqa: PLW0603
     ACCELERATED = on and _speedups is not None
     if ACCELERATED:
-        _grams, _whole, _at_least = _c_grams, _c_whole, _speedups.at_least
+        _grams, _whole, _at_least, _smallest = _c_grams, _c_whole, _speedups.at_least, _c_smallest
         _b64_forms, _hex_forms = _speedups.b64_forms, _speedups.hex_forms
     else:
-        _grams, _whole, _at_least = _py_grams, _py_whole, _py_at_least
+        _grams, _whole, _at_least, _smallest = _py_grams, _py_whole, _py_at_least, _py_smallest
         _b64_forms, _hex_forms = _py_b64_forms, _py_hex_forms
     return ACCELERATED
 
