@@ -237,6 +237,21 @@ def test_smallest_leaves_what_is_not_a_64_bit_fingerprint_to_python() -> None:
         _speedups.smallest(5, 1)  # type: ignore[arg-type]
 
 
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.text(st.sampled_from([*B64URL, "+", "/", "=", " ", "\n", "é", "Ａ", "%", "\x00"]))
+    | st.lists(
+        st.sampled_from(["QUJDREVGR0hJSktMTU5P", "==", "=", "0123456789abcdef", " ", "é"])
+    ).map("".join)
+    | st.text(max_size=100),
+    hex_=st.booleans(),
+)
+@example(text="a" * 15 + "=" + "b" * 16 + "===", hex_=False)
+@example(text="0123456789abcdeF0" + "é" + "0" * 15, hex_=True)
+def test_runs_are_what_the_regular_expressions_find(text: str, hex_: bool) -> None:
+    assert _speedups.runs(text, hex_) == fingerprints._py_runs(text, hex_)
+
+
 # -- whole tokens ----------------------------------------------------------------------
 
 #: pieces of ASCII words: letters of each case, digits, the characters tokens are cut at
@@ -383,7 +398,7 @@ def test_the_c_path_is_taken_when_the_extension_imports(monkeypatch: pytest.Monk
     with path(True):
         fingerprints.of_data(f"KEY={SECRET}\n{base64.b64encode(SECRET.encode()).decode()}")
         fingerprints.probe(SECRET.encode().hex())
-    assert {"grams", "whole_tokens", "at_least", "b64_forms", "hex_forms"} <= set(calls)
+    assert {"grams", "whole_tokens", "at_least", "runs", "b64_forms", "hex_forms"} <= set(calls)
     calls.clear()
     with path(True):
         capped = fingerprints.of_data(" ".join(f"w{n:05d}x" * 3 for n in range(3000)))

@@ -10,6 +10,7 @@
  * - hex_forms(run)        -> _py_hex_forms: a hex run decoded at both nibble alignments
  * - mostly_text(raw)      -> _mostly_text: the text of a decoding, or None if noise
  * - at_least(words, size) -> _py_at_least: the words at least size characters long
+ * - runs(text, hex)       -> _B64_RUN.findall(text) (or _HEX_RUN's with hex)
  * - smallest(values, k)   -> _py_smallest: sorted(values)[:k] (the sample kept past the cap)
  * - whole_tokens(words, g) -> _py_whole on ASCII words: the norms of the specific whole
  *                            tokens (the caller hashes them) and the grams of long ones
@@ -698,6 +699,74 @@ fail:
     return NULL;
 }
 
+/* -- runs of base64 and hex in a text (fingerprints._B64_RUN, _HEX_RUN) ---------- */
+
+static inline int
+in_b64_run(Py_UCS4 c)
+{
+    return c < 128 && (is_alnum((unsigned char)c) || c == '+' || c == '/' || c == '_' || c == '-');
+}
+
+static inline int
+in_hex_run(Py_UCS4 c)
+{
+    return c < 128 && hex_value((unsigned char)c) >= 0;
+}
+
+/* runs(text, hex) -> list[str]: what _B64_RUN.findall(text) finds (runs of at least
+ * 16 base64 characters, each with up to two '=' after it), or with hex _HEX_RUN's
+ * (runs of at least 16 hex digits). A scan that looks at each character once. */
+static PyObject *
+runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "runs(text: str, hex: bool)");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    int hex = PyObject_IsTrue(args[1]);
+    if (hex < 0) {
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {
+        return NULL;
+    }
+#endif
+    int kind = PyUnicode_KIND(text);
+    const void *chars = PyUnicode_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    Py_ssize_t i = 0;
+    while (i < size) {
+        Py_ssize_t end = i;
+        while (end < size && (hex ? in_hex_run(PyUnicode_READ(kind, chars, end))
+                                  : in_b64_run(PyUnicode_READ(kind, chars, end)))) {
+            end++;
+        }
+        if (end - i < GRAM) {
+            i = end + 1; /* the character at end is in no run */
+            continue;
+        }
+        Py_ssize_t stop = end;
+        while (!hex && stop < size && stop - end < 2 && PyUnicode_READ(kind, chars, stop) == '=') {
+            stop++;
+        }
+        PyObject *run = PyUnicode_Substring(text, i, stop);
+        if (run == NULL || PyList_Append(out, run) < 0) {
+            Py_XDECREF(run);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(run);
+        i = stop;
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"grams", (PyCFunction)(void (*)(void))grams, METH_FASTCALL,
      "grams(data, step) -> list[int]: each 16-byte window at 0, step, 2*step... without a "
@@ -716,6 +785,9 @@ static PyMethodDef methods[] = {
     {"smallest", (PyCFunction)(void (*)(void))smallest, METH_FASTCALL,
      "smallest(values, count) -> list[int] | None: sorted(values)[:count] for ints in "
      "[0, 2**64); None for any other."},
+    {"runs", (PyCFunction)(void (*)(void))runs, METH_FASTCALL,
+     "runs(text, hex) -> list[str]: the base64 runs in text as _B64_RUN.findall finds "
+     "them, or with hex the hex runs as _HEX_RUN.findall does."},
     {"mostly_text", mostly_text, METH_O,
      "mostly_text(raw) -> str | None: the text of a decoding if it reads as text."},
     {NULL, NULL, 0, NULL},

@@ -43,8 +43,8 @@ low-entropy values (under 8 characters) are never fingerprinted at all. A gram's
 fingerprint is its UTF-8 as an integer modulo 2**61 - 1; a whole token's, 64 bits of
 BLAKE2b.
 
-Speed: the hot loops (the grams of ASCII text, its specific whole tokens, decoding base64
-and hex runs) run in the optional C extension ``interlock.session._speedups`` when it
+Speed: the hot loops (the grams of ASCII text, its specific whole tokens, finding and
+decoding base64 and hex runs) run in the optional C extension ``interlock.session._speedups`` when it
 was built (a compiler at install time), else here in Python: :data:`ACCELERATED` says
 which. Both give the same fingerprints bit for bit (``tests/session/test_speedups.py``;
 ``docs/adr/XXXX-a-c-accelerator-for-fingerprints.md``); the Python functions
@@ -413,6 +413,11 @@ def _mostly_text(raw: bytes) -> str | None:
     return decoded if bad <= 0.15 * len(decoded) else None
 
 
+def _py_runs(text: str, hex_: bool) -> list[str]:
+    """The base64 runs in ``text`` (with ``hex_``, the hex runs)."""
+    return (_HEX_RUN if hex_ else _B64_RUN).findall(text)
+
+
 def _looks_encoded(run: str) -> bool:
     """Whether a run of the data looks like base64 (upper and lower case and a digit:
     an identifier of a source file does not, and is not worth four decodings)."""
@@ -443,13 +448,13 @@ def _decodings(text: str, *, decode_plain: bool = True) -> Iterator[str]:
             if len(words) > 1 and (decode_plain or len(long_words) > 1):
                 sources = [*long_words, "".join(words)]  # re-wrapped base64 or hex
             for source in sources:
-                runs = _B64_RUN.findall(source)
+                runs = _runs(source, False)
                 if not runs:  # a hex run is a base64 run too
                     continue
                 for run in runs:
                     if decode_plain or _looks_encoded(run):
                         found.extend(_b64_forms(run))
-                for run in _HEX_RUN.findall(source):
+                for run in _runs(source, True):
                     found.extend(_hex_forms(run))
         for form in found:
             if form not in seen and len(seen) < _MAX_DECODINGS:
@@ -533,6 +538,7 @@ _grams: Callable[[str | bytes, int], Iterable[int]] = _py_grams
 _whole: Callable[[list[str], set[int] | None], Iterable[int]] = _py_whole
 _at_least: Callable[[list[str], int], list[str]] = _py_at_least
 _smallest: Callable[[Iterable[int], int], list[int]] = _py_smallest
+_runs: Callable[[str, bool], list[str]] = _py_runs
 _b64_forms: Callable[[str], Iterable[str]] = _py_b64_forms
 _hex_forms: Callable[[str], Iterable[str]] = _py_hex_forms
 
@@ -541,14 +547,15 @@ def _accelerate(on: bool) -> bool:
     """Compute with the C extension (if it imports) or with the Python reference;
     whether the C extension is now used. Read at call time: every caller in this
     module looks these functions up when it runs."""
-    global ACCELERATED, _grams, _whole, _at_least, _smallest, _b64_forms, _hex_forms  # noqa: PLW0603
+    global ACCELERATED, _grams, _whole, _at_least, _smallest  # noqa: PLW0603
+    global _runs, _b64_forms, _hex_forms
     ACCELERATED = on and _speedups is not None
     if ACCELERATED:
         _grams, _whole, _at_least, _smallest = _c_grams, _c_whole, _speedups.at_least, _c_smallest
-        _b64_forms, _hex_forms = _speedups.b64_forms, _speedups.hex_forms
+        _runs, _b64_forms, _hex_forms = _speedups.runs, _speedups.b64_forms, _speedups.hex_forms
     else:
         _grams, _whole, _at_least, _smallest = _py_grams, _py_whole, _py_at_least, _py_smallest
-        _b64_forms, _hex_forms = _py_b64_forms, _py_hex_forms
+        _runs, _b64_forms, _hex_forms = _py_runs, _py_b64_forms, _py_hex_forms
     return ACCELERATED
 
 
