@@ -44,13 +44,13 @@ fingerprint is its UTF-8 as an integer modulo 2**61 - 1; a whole token's, 64 bit
 BLAKE2b.
 
 Speed: the hot loops (the grams of ASCII text, its specific whole tokens, finding and
-decoding base64 and hex runs) run in the optional C extension ``interlock.session._speedups`` when it
-was built (a compiler at install time), else here in Python: :data:`ACCELERATED` says
-which. Both give the same fingerprints bit for bit (``tests/session/test_speedups.py``;
-``docs/adr/XXXX-a-c-accelerator-for-fingerprints.md``); the Python functions
-(``_py_*``) are the reference. Setting the environment variable
-``INTERLOCK_NO_SPEEDUPS=1`` (any value but empty or ``0``) before this module is
-imported forces the Python path.
+decoding base64 and hex runs) run in the optional C extension
+``interlock.session._speedups`` when it was built (a compiler at install time), else
+here in Python: :data:`ACCELERATED` says which. Both give the same fingerprints bit for
+bit (``tests/session/test_speedups.py``; ``docs/adr/XXXX-a-c-accelerator-for-
+fingerprints.md``); the Python functions (``_py_*``) are the reference. Setting the
+environment variable ``INTERLOCK_NO_SPEEDUPS=1`` (any value but empty or ``0``) before
+this module is imported forces the Python path.
 """
 
 from __future__ import annotations
