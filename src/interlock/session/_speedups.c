@@ -797,9 +797,8 @@ static struct PyModuleDef_Slot slots[] = {
 #if PY_VERSION_HEX >= 0x030C0000
     {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
 #endif
-#ifdef Py_GIL_DISABLED
-    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
-#endif
+    /* no Py_mod_gil slot: whole_tokens and at_least walk a list without a lock, which
+     * only the GIL makes safe on a free-threaded build */
     {0, NULL},
 };
 
