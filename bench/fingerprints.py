@@ -1,7 +1,8 @@
 """Benchmark ``fingerprints``: what ``of_data`` costs per KiB of a result and ``probe``
-per argument, the current module against the wave-1 one (``bench/fingerprints_v1.py``)
-and ``hashlib.sha256`` of the same bytes, measured interleaved in the same run (the
-ratios are what to read: this machine's speed drifts).
+per argument, the current module (on its C accelerator when built: ``now``) against the
+same module on its pure-Python path (``python``: ``INTERLOCK_NO_SPEEDUPS=1``), the wave-1
+one (``bench/fingerprints_v1.py``) and ``hashlib.sha256`` of the same bytes, measured
+interleaved in the same run (the ratios are what to read: this machine's speed drifts).
 
 Run: ``python -m bench.fingerprints [--quick]`` (under ``flock /tmp/interlock-bench.lock``).
 """
@@ -11,14 +12,39 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
+import importlib.util
+import os
 import random
 import statistics
 import time
 from collections.abc import Callable
+from types import ModuleType
 
 from interlock.session import fingerprints as current
 
 from . import fingerprints_v1 as v1
+
+
+def _pure_python() -> ModuleType:
+    """A second copy of the fingerprints module, loaded with ``INTERLOCK_NO_SPEEDUPS=1``:
+    the pure-Python path, with no switch in the timed calls."""
+    spec = importlib.util.spec_from_file_location("bench._fingerprints_python", current.__file__)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    was = os.environ.get("INTERLOCK_NO_SPEEDUPS")
+    os.environ["INTERLOCK_NO_SPEEDUPS"] = "1"
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        if was is None:
+            del os.environ["INTERLOCK_NO_SPEEDUPS"]
+        else:
+            os.environ["INTERLOCK_NO_SPEEDUPS"] = was
+    assert not module.ACCELERATED
+    return module
+
+
+python = _pure_python()
 
 _WORDS = [
     "the",
@@ -95,7 +121,11 @@ def _median_us(fns: dict[str, Callable[[], object]], calls: int) -> dict[str, fl
 
 def run(calls: int) -> None:
     print("fingerprints benchmark (medians; ratios within this run)")
-    print(f"  {'':26}{'now':>10}{'wave 1':>10}{'sha256':>9}{'now/w1':>8}{'now/sha':>9}")
+    print(f"  now: the C accelerator {'' if current.ACCELERATED else 'NOT '}in use")
+    print(
+        f"  {'':30}{'now':>8}{'python':>8}{'wave 1':>8}{'sha256':>8}"
+        f"{'now/py':>8}{'now/w1':>8}{'now/sha':>8}"
+    )
     for label, text in (
         ("of_data prose 1 KiB", _prose(1024)),
         ("of_data code/.env 1 KiB", _code(1024)),
@@ -107,23 +137,28 @@ def run(calls: int) -> None:
         got = _median_us(
             {
                 "now": lambda t=text: current.of_data(t),
+                "py": lambda t=text: python.of_data(t),
                 "v1": lambda t=text: v1.of_data(t),
                 "sha": lambda d=data: hashlib.sha256(d).digest(),
             },
             max(calls // int(kib), 5),
         )
         _row(f"{label} (/KiB)", {k: v / kib for k, v in got.items()})
-    argument = {"to": "bob@corp.example", "body": _prose(200)}
-    body = (argument["to"] + argument["body"]).encode()
-    got = _median_us(
-        {
-            "now": lambda: current.probe(argument),
-            "v1": lambda: v1.probe(argument),
-            "sha": lambda: hashlib.sha256(body).digest(),
-        },
-        calls,
-    )
-    _row("probe 200-char argument", got)
+    for label, argument in (
+        ("probe 200-char argument", {"to": "bob@corp.example", "body": _prose(200)}),
+        ("probe 46-char URL", "https://api.example.com/v2/orders?id=8f3Ab29cQ"),
+    ):
+        body = "".join(current.texts_of(argument)).encode()
+        got = _median_us(
+            {
+                "now": lambda a=argument: current.probe(a),
+                "py": lambda a=argument: python.probe(a),
+                "v1": lambda a=argument: v1.probe(a),
+                "sha": lambda b=body: hashlib.sha256(b).digest(),
+            },
+            calls,
+        )
+        _row(label, got)
     for label, text in (("prose", _prose(1024)), ("code/.env", _code(1024))):
         kib = len(text.encode()) / 1024
         print(
@@ -134,8 +169,8 @@ def run(calls: int) -> None:
 
 def _row(label: str, got: dict[str, float]) -> None:
     print(
-        f"  {label:26}{got['now']:10.1f}{got['v1']:10.1f}{got['sha']:9.2f}"
-        f"{got['now'] / got['v1']:8.2f}{got['now'] / got['sha']:9.0f}"
+        f"  {label:30}{got['now']:8.1f}{got['py']:8.1f}{got['v1']:8.1f}{got['sha']:8.2f}"
+        f"{got['now'] / got['py']:8.2f}{got['now'] / got['v1']:8.2f}{got['now'] / got['sha']:8.0f}"
     )
 
 

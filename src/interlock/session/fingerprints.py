@@ -42,23 +42,34 @@ The hashes are not keyed: a remote agent computes its results' fingerprints itse
 low-entropy values (under 8 characters) are never fingerprinted at all. A gram's
 fingerprint is its UTF-8 as an integer modulo 2**61 - 1; a whole token's, 64 bits of
 BLAKE2b.
+
+Speed: the hot loops (the grams of ASCII text, its specific whole tokens, finding and
+decoding base64 and hex runs) run in the optional C extension
+``interlock.session._speedups`` when it was built (a compiler at install time), else
+here in Python: :data:`ACCELERATED` says which. Both give the same fingerprints bit for
+bit (``tests/session/test_speedups.py``; ``docs/adr/XXXX-a-c-accelerator-for-
+fingerprints.md``); the Python functions (``_py_*``) are the reference. Setting the
+environment variable ``INTERLOCK_NO_SPEEDUPS=1`` (any value but empty or ``0``) before
+this module is imported forces the Python path.
 """
 
 from __future__ import annotations
 
 import binascii
 import hashlib
+import os
 import re
 import struct
 import sys
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, filterfalse, repeat
 from operator import itemgetter, methodcaller, mod
 from typing import Final
 from urllib.parse import unquote_plus
 
 __all__ = [
+    "ACCELERATED",
     "FORMAT_MARK",
     "GRAM",
     "MAX_FINGERPRINTS",
@@ -160,7 +171,11 @@ def _norm(text: str) -> str:
 
 
 def _token_hash(norm: str) -> int:
-    return int.from_bytes(hashlib.blake2b(norm.encode(), digest_size=8).digest(), "big")
+    return _bytes_hash(norm.encode())
+
+
+def _bytes_hash(norm: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(norm, digest_size=8).digest(), "big")
 
 
 def _hash(chunks: Iterator[bytes] | list[bytes]) -> Iterator[int]:
@@ -172,7 +187,7 @@ def _hash(chunks: Iterator[bytes] | list[bytes]) -> Iterator[int]:
     return map(mod, map(int.from_bytes, chunks), repeat(_PRIME))
 
 
-def _grams(norm: str | bytes, step: int) -> Iterator[int]:
+def _py_grams(norm: str | bytes, step: int) -> Iterable[int]:
     """The fingerprints of the GRAM-long runs of ``norm`` at every ``step``-th
     position (0, step, 2*step...) but those across a cut (the ``\x00`` mark). With
     step WINDOW, a shared run of GRAM + WINDOW - 1 characters (no cut in it) holds
@@ -201,6 +216,15 @@ def _grams(norm: str | bytes, step: int) -> Iterator[int]:
     return _hash(filterfalse(_HAS_SEP, chunks) if 0 in data else chunks)
 
 
+def _c_grams(norm: str | bytes, step: int) -> Iterable[int]:
+    """:func:`_py_grams` in C (non-ASCII text stays on the Python path)."""
+    if isinstance(norm, str):
+        if not norm.isascii():
+            return _py_grams(norm, step)
+        norm = norm.encode()
+    return _speedups.grams(norm, step)
+
+
 def _wordlike(raw: str) -> bool:
     """Whether a token reads as words (one case, or capitalised; joined by ``. _ - /``
     at most): a common word, a host or a path, not a secret value."""
@@ -208,8 +232,22 @@ def _wordlike(raw: str) -> bool:
     return plain.isalpha() and (plain.islower() or plain.isupper() or raw.istitle())
 
 
+def _py_at_least(words: list[str], size: int) -> list[str]:
+    return [word for word in words if len(word) >= size]
+
+
+def _py_smallest(values: Iterable[int], count: int) -> list[int]:
+    """The ``count`` smallest of ``values``, in order (a consistent sample)."""
+    return sorted(values)[:count]
+
+
+def _c_smallest(values: Iterable[int], count: int) -> list[int]:
+    got = _speedups.smallest(values, count)
+    return _py_smallest(values, count) if got is None else got
+
+
 def _long_words(text: str) -> list[str]:
-    return [word for word in text.split() if len(word) >= MIN_TOKEN]
+    return _at_least(text.split(), MIN_TOKEN)
 
 
 def _tokens(long_words: list[str]) -> Iterator[tuple[str, bool]]:
@@ -239,7 +277,7 @@ def _specific(raw: str, norm: str, piece: bool) -> bool:
     return not piece and len(norm) >= 12 and not _wordlike(raw)
 
 
-def _whole(long_words: list[str], grams: set[int] | None) -> Iterator[int]:
+def _py_whole(long_words: list[str], grams: set[int] | None) -> Iterable[int]:
     """The hashes of the specific whole tokens in ``long_words``; with ``grams``,
     every gram of the long tokens that do not read as words is added there."""
     for raw, piece in _tokens(long_words):
@@ -248,6 +286,18 @@ def _whole(long_words: list[str], grams: set[int] | None) -> Iterator[int]:
             yield _token_hash(norm)
         if grams is not None and not piece and len(norm) >= GRAM and not _wordlike(raw):
             grams.update(_grams(norm, 1))
+
+
+def _c_whole(long_words: list[str], grams: set[int] | None) -> Iterable[int]:
+    """:func:`_py_whole` in C (non-ASCII words stay on the Python path); the whole
+    tokens' hashes computed here, from the norms C found specific."""
+    found = _speedups.whole_tokens(long_words, grams is not None)
+    if found is None:
+        return _py_whole(long_words, grams)
+    norms, token_grams = found
+    if grams is not None and token_grams:
+        grams.update(token_grams)
+    return [_bytes_hash(norm) for norm in norms]
 
 
 def _cut_boilerplate(form: str, long_words: list[str]) -> str:
@@ -294,9 +344,9 @@ def of_data(value: object, *, limit: int = MAX_FINGERPRINTS) -> frozenset[int]:
         if len(extra) <= room:
             out |= extra
         else:
-            out |= set(sorted(extra)[: max(room, 0)])
+            out |= set(_smallest(extra, max(room, 0)))
     if len(out) > limit:
-        out = set(sorted(out)[:limit])
+        out = set(_smallest(out, limit))
     if out:
         out.add(FORMAT_MARK)
     return frozenset(out)
@@ -312,7 +362,7 @@ def _json_unescape(text: str) -> str:
     return _JSON_ESCAPE.sub(one, text)
 
 
-def _b64_forms(run: str) -> Iterator[str]:
+def _py_b64_forms(run: str) -> Iterable[str]:
     """A base64 run decoded at each of its four alignments (a piece cut from a longer
     encoding starts anywhere), standard and URL-safe alphabets."""
     core = run.rstrip("=")
@@ -337,7 +387,7 @@ def _b64_forms(run: str) -> Iterator[str]:
             yield decoded
 
 
-def _hex_forms(run: str) -> Iterator[str]:
+def _py_hex_forms(run: str) -> Iterable[str]:
     for start in (0, 1):
         piece = run[start:]
         piece = piece[: len(piece) - len(piece) % 2]
@@ -361,6 +411,11 @@ def _mostly_text(raw: bytes) -> str | None:
     decoded = raw.decode("utf-8", "replace")
     bad = len(raw) - len(raw.translate(None, _CONTROL)) + decoded.count("\ufffd")
     return decoded if bad <= 0.15 * len(decoded) else None
+
+
+def _py_runs(text: str, hex_: bool) -> list[str]:
+    """The base64 runs in ``text`` (with ``hex_``, the hex runs)."""
+    return (_HEX_RUN if hex_ else _B64_RUN).findall(text)
 
 
 def _looks_encoded(run: str) -> bool:
@@ -388,18 +443,18 @@ def _decodings(text: str, *, decode_plain: bool = True) -> Iterator[str]:
                 found.append(_json_unescape(current))
         if len(current) >= GRAM:  # else no run is long enough to decode
             words = current.split()
-            long_words = [word for word in words if len(word) >= GRAM]
+            long_words = _at_least(words, GRAM)
             sources = long_words
             if len(words) > 1 and (decode_plain or len(long_words) > 1):
                 sources = [*long_words, "".join(words)]  # re-wrapped base64 or hex
             for source in sources:
-                runs = _B64_RUN.findall(source)
+                runs = _runs(source, False)
                 if not runs:  # a hex run is a base64 run too
                     continue
                 for run in runs:
                     if decode_plain or _looks_encoded(run):
                         found.extend(_b64_forms(run))
-                for run in _HEX_RUN.findall(source):
+                for run in _runs(source, True):
                     found.extend(_hex_forms(run))
         for form in found:
             if form not in seen and len(seen) < _MAX_DECODINGS:
@@ -470,3 +525,38 @@ def carries(probed: frozenset[int], data: frozenset[int]) -> bool:
     if data and FORMAT_MARK not in data:
         return True
     return not probed.isdisjoint(data)
+
+
+try:
+    from interlock.session import _speedups
+except ImportError:  # not built (no compiler where installed): the Python reference
+    _speedups = None  # type: ignore[assignment]
+
+#: Whether the C extension computes the hot loops (see the module docstring).
+ACCELERATED: bool = False
+_grams: Callable[[str | bytes, int], Iterable[int]] = _py_grams
+_whole: Callable[[list[str], set[int] | None], Iterable[int]] = _py_whole
+_at_least: Callable[[list[str], int], list[str]] = _py_at_least
+_smallest: Callable[[Iterable[int], int], list[int]] = _py_smallest
+_runs: Callable[[str, bool], list[str]] = _py_runs
+_b64_forms: Callable[[str], Iterable[str]] = _py_b64_forms
+_hex_forms: Callable[[str], Iterable[str]] = _py_hex_forms
+
+
+def _accelerate(on: bool) -> bool:
+    """Compute with the C extension (if it imports) or with the Python reference;
+    whether the C extension is now used. Read at call time: every caller in this
+    module looks these functions up when it runs."""
+    global ACCELERATED, _grams, _whole, _at_least, _smallest  # noqa: PLW0603
+    global _runs, _b64_forms, _hex_forms
+    ACCELERATED = on and _speedups is not None
+    if ACCELERATED:
+        _grams, _whole, _at_least, _smallest = _c_grams, _c_whole, _speedups.at_least, _c_smallest
+        _runs, _b64_forms, _hex_forms = _speedups.runs, _speedups.b64_forms, _speedups.hex_forms
+    else:
+        _grams, _whole, _at_least, _smallest = _py_grams, _py_whole, _py_at_least, _py_smallest
+        _runs, _b64_forms, _hex_forms = _py_runs, _py_b64_forms, _py_hex_forms
+    return ACCELERATED
+
+
+_accelerate(os.environ.get("INTERLOCK_NO_SPEEDUPS", "") in ("", "0"))
