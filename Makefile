@@ -12,11 +12,15 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed-run: pyproject.toml | $(BIN)/python
+# The optional C accelerator of session fingerprints is built by the install (ADR 0031):
+# an edit of its source installs again, so the extension in place is never stale.
+SPEEDUPS := src/interlock/session/_speedups.c
+
+$(VENV)/.installed-run: pyproject.toml $(SPEEDUPS) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[langchain]'
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-dev: pyproject.toml $(SPEEDUPS) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed-run
 
@@ -40,7 +44,7 @@ unit: $(VENV)/.installed-dev node-servers
 	$(BIN)/pytest
 
 ## test-crewai: the CrewAI adapter's tests, in an environment of their own (crewai needs mcp<2)
-.venv-crewai/.installed: pyproject.toml
+.venv-crewai/.installed: pyproject.toml $(SPEEDUPS)
 	$(PYTHON) -m venv .venv-crewai
 	.venv-crewai/bin/python -m pip install --quiet --upgrade pip
 	.venv-crewai/bin/python -m pip install --quiet -e '.[crewai,test]'
@@ -50,7 +54,7 @@ test-crewai: .venv-crewai/.installed
 	.venv-crewai/bin/pytest -q -p no:cacheprovider tests/adapters/test_crewai.py tests/adapters/test_session_inputs_crewai.py
 
 ## test-browser-use: the browser-use adapter's tests, in an environment of their own (it pins its dependencies exactly)
-.venv-browser-use/.installed: pyproject.toml
+.venv-browser-use/.installed: pyproject.toml $(SPEEDUPS)
 	$(PYTHON) -m venv .venv-browser-use
 	.venv-browser-use/bin/python -m pip install --quiet --upgrade pip
 	.venv-browser-use/bin/python -m pip install --quiet -e '.[browser-use,test]'

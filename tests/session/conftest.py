@@ -1,6 +1,6 @@
 """The fingerprint tests (``test_fingerprints*.py``) run twice: on the C accelerator
 (``interlock.session._speedups``; skipped where it is not built) and on the pure-Python
-reference, which must find the same flows (docs/adr/XXXX-a-c-accelerator-for-fingerprints.md)."""
+reference, which must find the same flows (docs/adr/0031-a-c-accelerator-for-fingerprints.md)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
  * Each function computes exactly what its pure-Python reference in fingerprints.py
  * computes (tests/session/test_speedups.py checks them against each other on random
  * input); fingerprints.py falls back to the reference when this module is not built.
- * Docs: docs/adr/XXXX-a-c-accelerator-for-fingerprints.md.
+ * Docs: docs/adr/0031-a-c-accelerator-for-fingerprints.md.
  *
  * - grams(data, step)     -> _py_grams on bytes: the gram hashes at 0, step, 2*step...
  * - b64_forms(run)        -> _py_b64_forms: a base64 run decoded at its four alignments

@@ -47,7 +47,7 @@ Speed: the hot loops (the grams of ASCII text, its specific whole tokens, findin
 decoding base64 and hex runs) run in the optional C extension
 ``interlock.session._speedups`` when it was built (a compiler at install time), else
 here in Python: :data:`ACCELERATED` says which. Both give the same fingerprints bit for
-bit (``tests/session/test_speedups.py``; ``docs/adr/XXXX-a-c-accelerator-for-
+bit (``tests/session/test_speedups.py``; ``docs/adr/0031-a-c-accelerator-for-
 fingerprints.md``); the Python functions (``_py_*``) are the reference. Setting the
 environment variable ``INTERLOCK_NO_SPEEDUPS=1`` (any value but empty or ``0``) before
 this module is imported forces the Python path.
