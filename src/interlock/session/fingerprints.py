@@ -31,9 +31,14 @@ What is found (``tests/session/test_fingerprints*.py`` holds the table):
 Bounds: at most :data:`MAX_FINGERPRINTS` (4096, 32 KiB packed) per result, with
 :data:`FORMAT_MARK`; below it about 0.25 per normalised character of prose and 1 per
 character of long tokens (~200 per KiB of ordinary text). Past the cap the
-whole-token fingerprints and the grams of tokens are kept first, then a consistent
-sample (the smallest hashes) of the prose grams: a large result is only partly
-covered. At most :data:`MAX_SCAN` (256 Ki) characters of a result are read. A probe
+whole-token fingerprints are kept first, then every gram of the long tokens of
+ordinary words (keys, passwords, addresses); then every gram of the blobs (words of
+more than 256 characters: certificates, encoded files) when they fit, else the grams
+at every WINDOW-th position of the whole text (blobs included: any shared run of 19
+normalised characters of a blob is still found, and a key after large certificate
+blobs keeps all its grams); then a consistent sample (the smallest hashes) of the
+rest. A result whose WINDOW-th grams alone pass the cap (about 16 KiB of text) is only
+partly covered. At most :data:`MAX_SCAN` (256 Ki) characters of a result are read. A probe
 is not capped (an argument is small; its decodings are bounded by
 :data:`_MAX_DECODINGS`).
 
@@ -87,6 +92,9 @@ GRAM: Final = 16
 WINDOW: Final = 4
 MAX_FINGERPRINTS: Final = 4096
 MIN_TOKEN: Final = 8
+#: A word longer than this is a blob (a certificate, an encoded file): its every gram
+#: is kept after the other tokens' and, past the cap, after the prose grams.
+_BLOB: Final = 256
 #: Characters of one result read, at most.
 MAX_SCAN: Final = 256 * 1024
 #: Decoded forms of one text looked at, at most (a probe of hostile input stays bounded).
@@ -316,7 +324,8 @@ def of_data(value: object, *, limit: int = MAX_FINGERPRINTS) -> frozenset[int]:
     """The fingerprints kept of a result (or an input): see the module docstring."""
     limit -= 1  # room for FORMAT_MARK
     whole: set[int] = set()  # whole tokens, then every gram of long tokens
-    token_grams: set[int] = set()
+    token_grams: set[int] = set()  # every gram of the long tokens of ordinary words
+    blob_grams: set[int] = set()  # every gram of the tokens of words past _BLOB
     prose: set[int] = set()
     scanned = 0
     for leaf in texts_of(value):
@@ -327,7 +336,11 @@ def of_data(value: object, *, limit: int = MAX_FINGERPRINTS) -> frozenset[int]:
             marked = _cut_boilerplate(form, long_words)
             if marked is not form:
                 long_words = _long_words(marked)
-            whole.update(_whole(long_words, token_grams))
+            if any(len(word) > _BLOB for word in long_words):  # keys apart from blobs
+                whole.update(_whole([w for w in long_words if len(w) <= _BLOB], token_grams))
+                whole.update(_whole([w for w in long_words if len(w) > _BLOB], blob_grams))
+            else:
+                whole.update(_whole(long_words, token_grams))
             if marked.isascii():
                 normalised: str | bytes = (
                     marked.lower().encode().translate(None, _ASCII_DROP_KEEP_SEP)
@@ -335,10 +348,18 @@ def of_data(value: object, *, limit: int = MAX_FINGERPRINTS) -> frozenset[int]:
             else:
                 normalised = _DROP_KEEP_SEP.sub("", _fold(marked))
             prose.update(_grams(normalised, WINDOW))
-        if len(whole) + len(token_grams) >= limit or scanned >= MAX_SCAN:
+        if len(whole) + len(prose) >= limit or scanned >= MAX_SCAN:
             break
     out = whole
-    for part in (token_grams, prose):
+    # Every gram of the long tokens first (any shared run of GRAM characters of a key
+    # is found); then every gram of the blobs (words past _BLOB characters:
+    # certificates, encoded files) when they fit, else the prose grams first — every
+    # WINDOW-th position of the whole text, blobs included, so any shared run of
+    # GRAM + WINDOW - 1 characters is still found, wherever it is — then a sample of
+    # the rest. A key after large blobs is not sampled away.
+    fits = len(out) + len(token_grams | blob_grams) <= limit
+    parts = (token_grams, blob_grams, prose) if fits else (token_grams, prose, blob_grams)
+    for part in parts:
         room = limit - len(out)
         extra = part - out
         if len(extra) <= room:
