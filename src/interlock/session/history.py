@@ -616,8 +616,15 @@ class MemoryHistory:
                 found.labels = (found.labels | labels) - clears
             dropped = found.add(kept, self._max_steps)
             found.touched = now
-            self._recount(found, found.in_steps - dropped + len(fingerprints))
-            self._evict(key)
+            # _recount, inlined; _evict only past a bound (a call fewer each)
+            in_steps = found.in_steps - dropped + len(fingerprints)
+            held = in_steps + len(found.index.prints)
+            total = self._held = self._held + held - found.held
+            found.in_steps = in_steps
+            found.held = held
+            most = self._max_fingerprints
+            if len(self._sessions) > self._max_sessions or (most is not None and total > most):
+                self._evict(key)
             return kept
         finally:
             lock.release()
