@@ -409,15 +409,19 @@ class SessionTest:
     provenance: ProvenanceTest | None = None
 
     def test(self, facts: Facts) -> bool:
-        view, state = facts_for_check(getattr(facts.context, "session_id", None), self.rule_id)
+        state = CURRENT.get()
+        if state is not None and state.view is not None:  # facts_for_check's usual case
+            view = state.view
+        else:
+            view, state = facts_for_check(getattr(facts.context, "session_id", None), self.rule_id)
         if self.labels and not self.labels <= view.labels:
             return False
         if self.after is not None:
             now = state.now if state is not None else time.time()
             if not self.after.holds(view, now):
                 return False
-        if self.flows_from is not None or self.provenance is not None:
-            judgeable_data(view, self.rule_id)
+        if view.lost and (self.flows_from is not None or self.provenance is not None):
+            judgeable_data(view, self.rule_id)  # raises
         if self.flows_from is not None and not self.flows_from.holds(view, facts.args, state):
             return False
         return self.provenance is None or self.provenance.holds(view, facts.args, state)
