@@ -305,6 +305,37 @@ def _argument_probes(
     return out
 
 
+#: The union of every probe :func:`_argument_probes` makes with ``seams`` of short
+#: texts, by the texts (in order): bounded as :data:`_PROBED`.
+_UNIONS: dict[tuple[str, ...], frozenset[int]] = {}
+
+
+def _union_of(args: dict[str, Any], names: tuple[str, ...] | None) -> frozenset[int] | None:
+    """Every fingerprint of the probes ``_argument_probes(args, names, ...,
+    seams=True)`` makes, when the chosen values are short strings (None otherwise): an
+    argument list disjoint from the session's index carries nothing of it."""
+    chosen = list(args) if names is None else [n for n in names if n in args]
+    values = tuple([args[name] for name in chosen])
+    try:
+        found = _UNIONS.get(values)
+    except TypeError:  # an unhashable value
+        return None
+    if found is not None:
+        return found
+    if any(type(value) is not str for value in values):
+        return None
+    if sum(map(len, values)) > _PROBED_LONGEST:
+        return None
+    probes = [probed(value) for value in values]
+    if len(values) > 1:
+        probes.append(seamed(values))
+    found = frozenset().union(*probes)
+    if len(_UNIONS) >= _PROBED_KEPT:
+        _UNIONS.clear()
+    _UNIONS[values] = found
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class FlowTest:
     """This call's arguments carry data an earlier executed step matching the selector
@@ -334,6 +365,10 @@ class FlowTest:
         # handed out, so an index not legacy then has every fingerprint they hold
         index = view.index
         prints = None if index is None or index.legacy else index.prints
+        if prints is not None and type(args) is dict:
+            union = _union_of(args, self.args)
+            if union is not None and union.isdisjoint(prints):
+                return False  # the usual benign call: one lookup, one isdisjoint
         sources: list[frozenset[int]] | None = None
         for probed in _argument_probes(args, self.args, state, seams=True):
             if prints is not None and probed.isdisjoint(prints):
