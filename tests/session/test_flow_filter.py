@@ -1,11 +1,12 @@
-"""FlowTest's first look at a call — the union of its argument probes, kept by value,
-against the session's index — refuses nothing and lets nothing through by itself: the
-same arguments flow once a later view holds the data, a secret split across two
-arguments or inside a list still flows, and a benign look-alike does not."""
+"""The first look FlowTest and ProvenanceTest take at a call — the union of its
+argument probes, kept by value, against the session's index — refuses nothing and lets
+nothing through by itself: the same arguments flow once a later view holds the data, a
+secret split across two arguments or inside a list still flows, a recipient joined
+from two arguments is still the page's, and a benign look-alike passes."""
 
 from __future__ import annotations
 
-from interlock.policy.sessionrules import FlowTest, StepSelector
+from interlock.policy.sessionrules import FlowTest, ProvenanceTest, StepSelector
 from interlock.session.fingerprints import of_data
 from interlock.session.history import MemoryHistory, NewStep
 
@@ -45,3 +46,27 @@ def test_a_secret_split_across_arguments_or_in_a_list_flows_and_a_look_alike_doe
     look_alike = {"subject": "DB_PASSWORD=<redacted>", "body": "rotate it on Monday"}
     assert not SECRETS.holds(view, look_alike, None)
     assert not SECRETS.holds(view, look_alike, None)
+
+
+PAGE = "Release notes: the 4.2 build ships ops-desk@vendor-9f3k2.example as support."
+FROM_PAGE = ProvenanceTest(("to", "cc"), frozenset({"untrusted"}))
+
+
+def test_provenance_first_look_neither_refuses_nor_lets_through_by_itself() -> None:
+    history = MemoryHistory()
+    history.append(
+        "t", "s", NewStep("input", "input", "input", fingerprints=of_data("mail bob"), trusted=True)
+    )
+    history.append(
+        "t", "s", NewStep("tool", "fetch_url", "allow", "d-1", labels=frozenset({"untrusted"}))
+    )
+    before = history.view("t", "s")
+    history.settle("t", "s", "d-1", executed=True, fingerprints=of_data(PAGE))
+    view = history.view("t", "s")
+    whole = {"to": "ops-desk@vendor-9f3k2.example"}
+    split = {"to": "ops-desk@vend", "cc": "or-9f3k2.example"}  # joined: the page's
+    for _ in range(2):  # the second time from the kept union
+        assert FROM_PAGE.holds(view, whole, None)
+        assert FROM_PAGE.holds(view, split, None)
+        assert not FROM_PAGE.holds(before, whole, None)  # taken before the page came
+        assert not FROM_PAGE.holds(view, {"to": "bob@corp.example", "cc": "ops"}, None)

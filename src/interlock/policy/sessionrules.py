@@ -305,19 +305,23 @@ def _argument_probes(
     return out
 
 
-#: The union of every probe :func:`_argument_probes` makes with ``seams`` of short
-#: texts, by the texts (in order): bounded as :data:`_PROBED`.
+#: The union of every probe :func:`_argument_probes` makes of short texts, by the
+#: texts (in order), with ``seams`` and without: bounded as :data:`_PROBED`.
 _UNIONS: dict[tuple[str, ...], frozenset[int]] = {}
+_JOINED_UNIONS: dict[tuple[str, ...], frozenset[int]] = {}
 
 
-def _union_of(args: dict[str, Any], names: tuple[str, ...] | None) -> frozenset[int] | None:
-    """Every fingerprint of the probes ``_argument_probes(args, names, ...,
-    seams=True)`` makes, when the chosen values are short strings (None otherwise): an
-    argument list disjoint from the session's index carries nothing of it."""
+def _union_of(
+    args: dict[str, Any], names: tuple[str, ...] | None, seams: bool
+) -> frozenset[int] | None:
+    """Every fingerprint of the probes ``_argument_probes(args, names, ..., seams)``
+    makes, when the chosen values are short strings (None otherwise): an argument list
+    disjoint from the session's index carries nothing of it."""
     chosen = list(args) if names is None else [n for n in names if n in args]
     values = tuple([args[name] for name in chosen])
+    kept = _UNIONS if seams else _JOINED_UNIONS
     try:
-        found = _UNIONS.get(values)
+        found = kept.get(values)
     except TypeError:  # an unhashable value
         return None
     if found is not None:
@@ -328,11 +332,11 @@ def _union_of(args: dict[str, Any], names: tuple[str, ...] | None) -> frozenset[
         return None
     probes = [probed(value) for value in values]
     if len(values) > 1:
-        probes.append(seamed(values))
+        probes.append(seamed(values) if seams else probed("".join(values)))
     found = frozenset().union(*probes)
-    if len(_UNIONS) >= _PROBED_KEPT:
-        _UNIONS.clear()
-    _UNIONS[values] = found
+    if len(kept) >= _PROBED_KEPT:
+        kept.clear()
+    kept[values] = found
     return found
 
 
@@ -366,7 +370,7 @@ class FlowTest:
         index = view.index
         prints = None if index is None or index.legacy else index.prints
         if prints is not None and type(args) is dict:
-            union = _union_of(args, self.args)
+            union = _union_of(args, self.args, seams=True)
             if union is not None and union.isdisjoint(prints):
                 return False  # the usual benign call: one lookup, one isdisjoint
         sources: list[frozenset[int]] | None = None
@@ -425,8 +429,14 @@ class ProvenanceTest:
         if not view.sources or (type(args) is not dict and not isinstance(args, Mapping)):
             return False
         index = view.index
-        if index is not None and index.labels.isdisjoint(self.sources):
-            return False  # no step carries one of those labels
+        if index is not None:
+            if index.labels.isdisjoint(self.sources):
+                return False  # no step carries one of those labels
+            if not index.legacy and type(args) is dict:
+                # every probe disjoint from the index: provenance_labels finds none
+                union = _union_of(args, self.args, seams=False)
+                if union is not None and union.isdisjoint(index.prints):
+                    return False
         for probed in _argument_probes(args, self.args, state):
             if provenance_labels(view, probed) & self.sources:
                 return True
