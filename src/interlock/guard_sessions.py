@@ -33,9 +33,18 @@ from interlock.core.action import Action, Context
 from interlock.core.decision import Decision, Verdict
 from interlock.errors import SessionUnavailable, describe
 from interlock.policy.compiled import CompiledPolicy
-from interlock.policy.sessionrules import SessionFacts, SessionSpec, error_data, new_step
+from interlock.policy.sessionrules import (
+    VERDICT_TEXT,
+    SessionFacts,
+    SessionSpec,
+    error_data,
+    new_step,
+    step_kind,
+    step_labels,
+)
 from interlock.session.fingerprints import of_data
 from interlock.session.history import (
+    MemoryHistory,
     NewStep,
     SessionHistory,
     SessionView,
@@ -72,6 +81,9 @@ class SessionRecorder:
         )
         #: the history lives in this process's memory: read and written on the loop
         self.in_memory = type(history).__name__ == "MemoryHistory"
+        #: the history is this module's MemoryHistory: a step is appended field by
+        #: field (``append_call``: no NewStep made)
+        self._by_fields = type(history) is MemoryHistory
 
     def joinable(self, writer: AuditWriter) -> bool:
         """Whether a step can ride a record of ``writer``: the same store, and a writer
@@ -110,11 +122,27 @@ class SessionRecorder:
         session_id = context.session_id
         if session_id is None or not isinstance(context, Context):
             return decision
-        step = new_step(action, decision, facts, policy)
         # append's work, inlined (a Python call fewer on every session check)
-        allowed = decision.verdict is Verdict.ALLOW
+        verdict = decision.verdict
+        allowed = verdict is Verdict.ALLOW
+        step: NewStep | None = None
+        if self._by_fields:  # the step's fields, no NewStep made of them
+            attach, clear = step_labels(action, decision, facts, policy)
+            made = (
+                step_kind(action),
+                str(action.name),
+                VERDICT_TEXT[verdict],
+                decision.decision_id,
+                attach,
+                clear,
+            )
+        else:
+            step = new_step(action, decision, facts, policy)
         try:
-            self.history.append(context.tenant, session_id, step)
+            if step is None:
+                self.history.append_call(context.tenant, session_id, *made)  # type: ignore[attr-defined]
+            else:
+                self.history.append(context.tenant, session_id, step)
         except Exception as exc:
             if not allowed:
                 return decision
@@ -155,11 +183,17 @@ class SessionRecorder:
 
     def pending(self, decision: Decision, tenant: str, session_id: str) -> None:
         """Remember the allowed step of ``decision``, to settle when its body returns."""
-        if decision.decision_id is not None:
-            with self._lock:
-                self._pending[decision.decision_id] = (tenant, session_id)
-                while len(self._pending) > _PENDING_KEPT:
-                    self._pending.popitem(last=False)
+        decision_id = decision.decision_id
+        if decision_id is not None:
+            pending = self._pending
+            lock = self._lock
+            lock.acquire()  # not ``with``: a call fewer on every allowed session check
+            try:
+                pending[decision_id] = (tenant, session_id)
+                while len(pending) > _PENDING_KEPT:
+                    pending.popitem(last=False)
+            finally:
+                lock.release()
 
     # -- when the body has run -------------------------------------------------------
 

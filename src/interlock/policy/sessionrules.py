@@ -48,6 +48,7 @@ __all__ = [
     "SESSION_FIELDS",
     "SESSION_FUNCTIONS",
     "SESSION_METHODS",
+    "VERDICT_TEXT",
     "AfterTest",
     "FlowTest",
     "ProvenanceTest",
@@ -62,6 +63,8 @@ __all__ = [
     "new_step",
     "provenance_labels",
     "session_scope",
+    "step_kind",
+    "step_labels",
 ]
 
 
@@ -253,24 +256,88 @@ def _argument_probes(
     """The probes of the named top-level arguments (all, when ``names`` is None), and
     of their texts joined in order (a value split across two arguments). With
     ``seams`` (a test of whether any probe meets the data), the joined texts' probe is
-    only what the texts' own probes lack (:func:`probe_seams`)."""
+    only what the texts' own probes lack (:func:`probe_seams`).
+
+    A short text's probe comes from the cache of values seen before (:func:`probed`)
+    when it is there — the same probe, without the check's own cache (a key and a
+    lookup more); anything else from the check's cache (made once, whatever number of
+    rules read it)."""
     probe_of = state.probe_of if state is not None else None
     if type(args) is not dict and not isinstance(args, Mapping):
         return [probe_of(("*", None), args) if probe_of is not None else probed(args)]
     chosen = list(args) if names is None else [n for n in names if n in args]
-    out = [
-        probe_of(("arg", name), args[name]) if probe_of is not None else probed(args[name])
-        for name in chosen
-    ]
+    values = [args[name] for name in chosen]
+    out: list[frozenset[int]] = []
+    seen = _PROBED.get
+    for name, value in zip(chosen, values, strict=True):
+        found = seen(value) if type(value) is str else None
+        if found is None:
+            found = probe_of(("arg", name), value) if probe_of is not None else probed(value)
+        out.append(found)
     if len(chosen) > 1:
-        key = ("seams" if seams else "joined", tuple(chosen))
+        # the texts of str values are the values themselves (texts_of's first case)
+        plain = all(type(value) is str for value in values)
         if seams:
-            texts = tuple(text for name in chosen for text in texts_of(args[name]))
-            out.append(probe_of(key, texts, seamed) if probe_of is not None else seamed(texts))
+            texts = (
+                tuple(values)
+                if plain
+                else tuple(text for value in values for text in texts_of(value))
+            )
+            found = _SEAMED.get(texts)
+            if found is None:
+                found = (
+                    probe_of(("seams", tuple(chosen)), texts, seamed)
+                    if probe_of is not None
+                    else seamed(texts)
+                )
         else:
-            joined = "".join(text for name in chosen for text in texts_of(args[name]))
-            out.append(probe_of(key, joined) if probe_of is not None else probed(joined))
+            joined = "".join(
+                values if plain else [text for value in values for text in texts_of(value)]
+            )
+            found = seen(joined)
+            if found is None:
+                found = (
+                    probe_of(("joined", tuple(chosen)), joined)
+                    if probe_of is not None
+                    else probed(joined)
+                )
+        out.append(found)
     return out
+
+
+#: The union of every probe :func:`_argument_probes` makes of short texts, by the
+#: texts (in order), with ``seams`` and without: bounded as :data:`_PROBED`.
+_UNIONS: dict[tuple[str, ...], frozenset[int]] = {}
+_JOINED_UNIONS: dict[tuple[str, ...], frozenset[int]] = {}
+
+
+def _union_of(
+    args: dict[str, Any], names: tuple[str, ...] | None, seams: bool
+) -> frozenset[int] | None:
+    """Every fingerprint of the probes ``_argument_probes(args, names, ..., seams)``
+    makes, when the chosen values are short strings (None otherwise): an argument list
+    disjoint from the session's index carries nothing of it."""
+    chosen = list(args) if names is None else [n for n in names if n in args]
+    values = tuple([args[name] for name in chosen])
+    kept = _UNIONS if seams else _JOINED_UNIONS
+    try:
+        found = kept.get(values)
+    except TypeError:  # an unhashable value
+        return None
+    if found is not None:
+        return found
+    if any(type(value) is not str for value in values):
+        return None
+    if sum(map(len, values)) > _PROBED_LONGEST:
+        return None
+    probes = [probed(value) for value in values]
+    if len(values) > 1:
+        probes.append(seamed(values) if seams else probed("".join(values)))
+    found = frozenset().union(*probes)
+    if len(kept) >= _PROBED_KEPT:
+        kept.clear()
+    kept[values] = found
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,15 +357,26 @@ class FlowTest:
         selector = self.selector
         if selector.labels and not selector.labels <= index.labels:
             return False
-        return any(selector.matches_name(kind, name) for kind, name in index.names)
+        if selector.names is None and selector.kinds is None:
+            return bool(index.names)  # any (kind, name) matches
+        # a copy (one C call): the index may grow in another thread meanwhile
+        return any(selector.matches_name(kind, name) for kind, name in tuple(index.names))
 
     def holds(self, view: SessionView, args: Any, state: SessionFacts | None) -> bool:
         if not view.sources or not self._may_match(view):
             return False
+        # view.may_hold, inlined: a view's sources were in its index before it was
+        # handed out, so an index not legacy then has every fingerprint they hold
+        index = view.index
+        prints = None if index is None or index.legacy else index.prints
+        if prints is not None and type(args) is dict:
+            union = _union_of(args, self.args, seams=True)
+            if union is not None and union.isdisjoint(prints):
+                return False  # the usual benign call: one lookup, one isdisjoint
         sources: list[frozenset[int]] | None = None
         for probed in _argument_probes(args, self.args, state, seams=True):
-            if not view.may_hold(probed):  # one isdisjoint against the whole session
-                continue
+            if prints is not None and probed.isdisjoint(prints):
+                continue  # one isdisjoint against the whole session
             if sources is None:
                 sources = [  # a failed call's fingerprints are of the error it raised
                     step.fingerprints
@@ -348,11 +426,17 @@ class ProvenanceTest:
     sources: frozenset[str]
 
     def holds(self, view: SessionView, args: Any, state: SessionFacts | None) -> bool:
-        if not isinstance(args, Mapping) or not view.sources:
+        if not view.sources or (type(args) is not dict and not isinstance(args, Mapping)):
             return False
         index = view.index
-        if index is not None and index.labels.isdisjoint(self.sources):
-            return False  # no step carries one of those labels
+        if index is not None:
+            if index.labels.isdisjoint(self.sources):
+                return False  # no step carries one of those labels
+            if not index.legacy and type(args) is dict:
+                # every probe disjoint from the index: provenance_labels finds none
+                union = _union_of(args, self.args, seams=False)
+                if union is not None and union.isdisjoint(index.prints):
+                    return False
         for probed in _argument_probes(args, self.args, state):
             if provenance_labels(view, probed) & self.sources:
                 return True
@@ -370,15 +454,19 @@ class SessionTest:
     provenance: ProvenanceTest | None = None
 
     def test(self, facts: Facts) -> bool:
-        view, state = facts_for_check(getattr(facts.context, "session_id", None), self.rule_id)
+        state = CURRENT.get()
+        if state is not None and state.view is not None:  # facts_for_check's usual case
+            view = state.view
+        else:
+            view, state = facts_for_check(getattr(facts.context, "session_id", None), self.rule_id)
         if self.labels and not self.labels <= view.labels:
             return False
         if self.after is not None:
             now = state.now if state is not None else time.time()
             if not self.after.holds(view, now):
                 return False
-        if self.flows_from is not None or self.provenance is not None:
-            judgeable_data(view, self.rule_id)
+        if view.lost and (self.flows_from is not None or self.provenance is not None):
+            judgeable_data(view, self.rule_id)  # raises
         if self.flows_from is not None and not self.flows_from.holds(view, facts.args, state):
             return False
         return self.provenance is None or self.provenance.holds(view, facts.args, state)
@@ -530,34 +618,51 @@ def _step_maker() -> Callable[..., NewStep]:
 _new_step: Final = _step_maker()
 
 
+def step_labels(
+    action: Action, decision: Decision, facts: SessionFacts, policy: CompiledPolicy
+) -> tuple[frozenset[str], frozenset[str]]:
+    """The labels the step of a decided call attaches and clears: for an allow, what
+    its label rules and tool say; nothing for any other verdict. A call that cannot be
+    read for its labels attaches every label the policy could attach to it (the
+    stricter reading)."""
+    spec = policy.sessions
+    if spec is None or decision.verdict is not _ALLOW:
+        return _NO_LABELS, _NO_LABELS
+    name = action.name
+    if not spec.label_rules or not spec.may_label(action.kind, str(name)):
+        return spec.tool_labels.get(name, _NO_LABELS), _NO_LABELS
+    token = CURRENT.set(facts)
+    try:
+        return spec.labels_for(facts_for(action, policy))
+    except Exception:
+        attach = frozenset(
+            label for rule in spec.label_rules for label in rule.attach
+        ) | spec.tool_labels.get(name, _NO_LABELS)
+        return attach, _NO_LABELS
+    finally:
+        CURRENT.reset(token)
+
+
+def step_kind(action: Action) -> StepKind:
+    """The kind of step a call is kept as (a kind sessions do not know: ``tool``)."""
+    kind = action.kind
+    return kind if kind in _STEP_KINDS else "tool"  # type: ignore[return-value]
+
+
+#: a verdict's text, for a step (the enum's ``value`` descriptor costs more)
+VERDICT_TEXT: Final = _VERDICT_TEXT
+
+
 def new_step(
     action: Action, decision: Decision, facts: SessionFacts, policy: CompiledPolicy
 ) -> NewStep:
     """The session step of a decided call: its verdict and, for an allow, the labels its
-    label rules and tool attach and clear. A call that cannot be read for its labels
-    attaches every label the policy could attach to it (the stricter reading)."""
-    spec = policy.sessions
-    attach = clear = _NO_LABELS
-    verdict = decision.verdict
-    name = action.name
-    if spec is not None and verdict is _ALLOW:
-        if not spec.label_rules or not spec.may_label(action.kind, str(name)):
-            attach = spec.tool_labels.get(name, _NO_LABELS)
-        else:
-            token = CURRENT.set(facts)
-            try:
-                attach, clear = spec.labels_for(facts_for(action, policy))
-            except Exception:
-                attach = frozenset(
-                    label for rule in spec.label_rules for label in rule.attach
-                ) | spec.tool_labels.get(name, _NO_LABELS)
-            finally:
-                CURRENT.reset(token)
-    kind: StepKind = action.kind if action.kind in _STEP_KINDS else "tool"  # type: ignore[assignment]
+    label rules and tool attach and clear (:func:`step_labels`)."""
+    attach, clear = step_labels(action, decision, facts, policy)
     return _new_step(
-        kind,
-        str(name),
-        _VERDICT_TEXT[verdict],
+        step_kind(action),
+        str(action.name),
+        _VERDICT_TEXT[decision.verdict],
         decision.decision_id,
         attach,
         clear,

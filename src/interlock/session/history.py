@@ -40,7 +40,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Final, Literal, Protocol
 
 from interlock.session.labels import check_labels
@@ -239,6 +239,104 @@ def _sources_of(steps: tuple[Step, ...]) -> tuple[Step, ...]:
     return tuple(s for s in steps if s.fingerprints)
 
 
+_STEP_FIELDS: Final = (
+    "seq",
+    "at",
+    "kind",
+    "name",
+    "verdict",
+    "decision_id",
+    "labels",
+    "fingerprints",
+    "trusted",
+    "executed",
+)
+_VIEW_FIELDS: Final = (
+    "tenant",
+    "session_id",
+    "steps",
+    "labels",
+    "next_seq",
+    "sources",
+    "index",
+    "lost",
+)
+
+
+def _step_maker() -> Callable[..., Step]:
+    """``Step(...)`` (every field, in order) without the frozen dataclass's
+    ``__init__`` (an ``object.__setattr__`` per field: ~1 µs a step on a slow core):
+    each slot set through its own descriptor — the same object, field for field. The
+    plain constructor when Step's fields are not these."""
+    if tuple(f.name for f in fields(Step)) != _STEP_FIELDS or hasattr(Step, "__post_init__"):
+        return Step  # pragma: no cover - guards a change of Step
+    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9 = (Step.__dict__[n].__set__ for n in _STEP_FIELDS)
+    new = object.__new__
+
+    def made(
+        seq: int,
+        at: float,
+        kind: StepKind,
+        name: str,
+        verdict: str,
+        decision_id: str | None,
+        labels: frozenset[str],
+        fingerprints: frozenset[int],
+        trusted: bool,
+        executed: bool | None,
+    ) -> Step:
+        step: Step = new(Step)
+        s0(step, seq)
+        s1(step, at)
+        s2(step, kind)
+        s3(step, name)
+        s4(step, verdict)
+        s5(step, decision_id)
+        s6(step, labels)
+        s7(step, fingerprints)
+        s8(step, trusted)
+        s9(step, executed)
+        return step
+
+    return made
+
+
+def _view_maker() -> Callable[..., SessionView]:
+    """``SessionView(...)`` with every field given (``sources`` too: no scan), made as
+    :func:`_step_maker` makes a step."""
+    if tuple(f.name for f in fields(SessionView)) != _VIEW_FIELDS:
+        return SessionView  # pragma: no cover - guards a change of SessionView
+    s0, s1, s2, s3, s4, s5, s6, s7 = (SessionView.__dict__[n].__set__ for n in _VIEW_FIELDS)
+    new = object.__new__
+
+    def made(
+        tenant: str,
+        session_id: str,
+        steps: tuple[Step, ...],
+        labels: frozenset[str],
+        next_seq: int,
+        sources: tuple[Step, ...],
+        index: FingerprintIndex | None,
+        lost: bool,
+    ) -> SessionView:
+        view: SessionView = new(SessionView)
+        s0(view, tenant)
+        s1(view, session_id)
+        s2(view, steps)
+        s3(view, labels)
+        s4(view, next_seq)
+        s5(view, sources)
+        s6(view, index)
+        s7(view, lost)
+        return view
+
+    return made
+
+
+_new_step: Final = _step_maker()
+_new_view: Final = _view_maker()
+
+
 class SessionHistory(Protocol):
     """Where session history lives. Every method is atomic per session: two replicas
     appending to one session at once both land, with distinct ``seq``."""
@@ -274,23 +372,98 @@ class SessionHistory(Protocol):
         ...
 
 
-@dataclass(slots=True)
 class _Session:
-    view: SessionView  # immutable, replaced whole on each write: handed out as it is
-    touched: float = 0.0
-    in_steps: int = 0  # fingerprints of ``view.steps`` (each step's set counted whole)
-    held: int = 0  # what it counts toward the history's total: ``in_steps`` + its index
+    """One session's steps as they stand, written in place under the history's lock;
+    readers get :attr:`view`, an immutable snapshot made from them when first read."""
 
+    __slots__ = (
+        "held",
+        "in_steps",
+        "index",
+        "labels",
+        "lost",
+        "next_seq",
+        "sources",
+        "steps",
+        "touched",
+        "view",
+    )
 
-def _index_size(view: SessionView) -> int:
-    index = view.index
-    return 0 if index is None else len(index.prints)
+    def __init__(
+        self, labels: frozenset[str] = frozenset(), next_seq: int = 1, lost: bool = False
+    ) -> None:
+        self.steps: list[Step] = []  # the kept steps, oldest first
+        self.sources: list[Step] = []  # those of them with fingerprints, oldest first
+        self.labels = labels
+        self.next_seq = next_seq
+        self.index = FingerprintIndex()  # over ``sources`` (and dropped ones: a filter)
+        self.lost = lost
+        self.touched = 0.0
+        self.in_steps = 0  # fingerprints of ``steps`` (each step's set counted whole)
+        self.held = 0  # what it counts toward the history's total: ``in_steps`` + index
+        self.view: SessionView | None = None  # None: written since last read
+
+    def snapshot(self, tenant: str, session_id: str) -> SessionView:
+        """The view of the steps as they stand (made once a write)."""
+        view = self.view
+        if view is None:
+            view = self.view = _new_view(
+                tenant,
+                session_id,
+                tuple(self.steps),
+                self.labels,
+                self.next_seq,
+                tuple(self.sources),
+                self.index,
+                self.lost,
+            )
+        return view
+
+    def add(self, step: Step, bound: int) -> int:
+        """Append ``step``, dropping the oldest steps past ``bound``; returns the
+        fingerprints the dropped steps held."""
+        steps = self.steps
+        sources = self.sources
+        steps.append(step)
+        dropped = 0
+        while len(steps) > bound:
+            old = steps.pop(0)
+            if old.fingerprints:
+                dropped += len(old.fingerprints)
+                if sources and sources[0] is old:  # sources are oldest first
+                    del sources[0]
+        if step.fingerprints:
+            sources.append(step)
+        index = self.index
+        if index.added > 2 * bound + 16:  # mostly dropped steps: start afresh
+            self.index = FingerprintIndex(tuple(sources))
+        elif step.fingerprints:
+            index.add(step)
+        self.view = None
+        return dropped
+
+    def replace(self, at: int, old: Step, new: Step) -> None:
+        """Put ``new`` in the place of ``old`` (``steps[at]``), in ``sources`` too."""
+        self.steps[at] = new
+        sources = self.sources
+        if new.fingerprints:
+            i = len(sources)
+            while i and sources[i - 1].seq > new.seq:  # usually the last: a step or none
+                i -= 1
+            if i and sources[i - 1] is old:
+                sources[i - 1] = new
+            else:
+                sources.insert(i, new)
+            self.index.add(new)  # before a view that holds it is handed out
+        self.view = None
 
 
 class MemoryHistory:
-    """Session history in this process: one immutable snapshot per session (a
-    :class:`SessionView`, replaced on each write, handed to readers without a copy),
-    under one lock.
+    """Session history in this process: per session, lists of its steps written in
+    place, and the :class:`SessionView` of them made on the first read after a write
+    (and handed to every later reader until the next write, without a copy), under
+    one lock. A write costs no snapshot: a session read once per check and written
+    once makes one view a check, and a write with no read between makes none.
 
     Two bounds on what keeps its steps: at most ``max_sessions`` sessions, and at most
     ``max_fingerprints`` fingerprints across all sessions (:data:`MAX_FINGERPRINTS`, ~285
@@ -338,14 +511,18 @@ class MemoryHistory:
         )
 
     def view(self, tenant: str, session_id: str) -> SessionView:
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             found = self._sessions.get((tenant, session_id))
-            if found is None:
-                remnant = self._remnants.get((tenant, session_id))
-                if remnant is None:
-                    return SessionView(tenant, session_id)
-                return SessionView(tenant, session_id, (), remnant[0], remnant[1], lost=remnant[3])
-        return found.view  # immutable: no copy
+            if found is not None:
+                return found.snapshot(tenant, session_id)
+            remnant = self._remnants.get((tenant, session_id))
+        finally:
+            lock.release()
+        if remnant is None:
+            return SessionView(tenant, session_id)
+        return SessionView(tenant, session_id, (), remnant[0], remnant[1], lost=remnant[3])
 
     @property
     def fingerprints_held(self) -> int:
@@ -353,7 +530,7 @@ class MemoryHistory:
         return self._held
 
     def _recount(self, found: _Session, in_steps: int) -> None:
-        held = in_steps + _index_size(found.view)
+        held = in_steps + len(found.index.prints)
         self._held += held - found.held
         found.in_steps = in_steps
         found.held = held
@@ -369,64 +546,88 @@ class MemoryHistory:
                 return
             gone = sessions.pop(key)
             self._held -= gone.held
-            view = gone.view
             # data it brought in is lost with its steps; a call of it not yet settled may
             # still bring some (its settle then marks the remnant lost)
-            lost = view.lost or any(not (s.kind == "input" and s.trusted) for s in view.sources)
-            pending = any(s.executed is None and s.verdict == "allow" for s in view.steps)
-            if view.labels or lost or pending:
-                self._remnants[key] = (view.labels, view.next_seq, gone.touched, lost)
+            lost = gone.lost or any(not (s.kind == "input" and s.trusted) for s in gone.sources)
+            pending = any(s.executed is None and s.verdict == "allow" for s in gone.steps)
+            if gone.labels or lost or pending:
+                self._remnants[key] = (gone.labels, gone.next_seq, gone.touched, lost)
                 while len(self._remnants) > self._max_remnants:
                     self._remnants.popitem(last=False)
 
     def append(self, tenant: str, session_id: str, step: NewStep) -> Step:
+        return self.append_call(
+            tenant,
+            session_id,
+            step.kind,
+            step.name,
+            step.verdict,
+            step.decision_id,
+            step.labels,
+            step.clears,
+            step.fingerprints,
+            step.trusted,
+            True if step.kind == "input" else step.executed,
+        )
+
+    def append_call(
+        self,
+        tenant: str,
+        session_id: str,
+        kind: StepKind,
+        name: str,
+        verdict: str,
+        decision_id: str | None,
+        labels: frozenset[str],
+        clears: frozenset[str],
+        fingerprints: frozenset[int] = EMPTY_FINGERPRINTS,
+        trusted: bool = False,
+        executed: bool | None = None,
+    ) -> Step:
+        """:meth:`append` of a step given field by field (no :class:`NewStep` made: the
+        guard's in-process check calls this); an ``input`` step is executed."""
         now = self._clock()
-        with self._lock:
-            key = (tenant, session_id)
+        key = (tenant, session_id)
+        lock = self._lock
+        lock.acquire()
+        try:
             found = self._sessions.get(key)
             if found is None:
                 remnant = self._remnants.pop(key, None)
-                start = (
-                    SessionView(tenant, session_id, index=FingerprintIndex())
-                    if remnant is None
-                    else SessionView(
-                        tenant,
-                        session_id,
-                        (),
-                        remnant[0],
-                        remnant[1],
-                        index=FingerprintIndex(),
-                        lost=remnant[3],
-                    )
+                found = self._sessions[key] = (
+                    _Session() if remnant is None else _Session(remnant[0], remnant[1], remnant[3])
                 )
-                found = self._sessions[key] = _Session(start)
             else:
                 self._sessions.move_to_end(key)
-            view = found.view
-            in_steps = found.in_steps
-            cut = len(view.steps) + 1 - self._max_steps  # the oldest steps it drops
-            for old in view.steps[: max(cut, 0)]:
-                in_steps -= len(old.fingerprints)
-            kept = Step(
-                view.next_seq,
+            kept = _new_step(
+                found.next_seq,
                 now,
-                step.kind,
-                step.name,
-                step.verdict,
-                step.decision_id,
-                step.labels,
-                step.fingerprints,
-                step.trusted,
-                True if step.kind == "input" else step.executed,
+                kind,
+                name,
+                verdict,
+                decision_id,
+                labels,
+                fingerprints,
+                trusted,
+                True if kind == "input" else executed,
             )
-            labels = view.labels
-            if step.labels or step.clears:
-                labels = (labels | step.labels) - step.clears
-            found.view = view.followed_by(kept, labels, self._max_steps)
+            found.next_seq += 1
+            if labels or clears:
+                found.labels = (found.labels | labels) - clears
+            dropped = found.add(kept, self._max_steps)
             found.touched = now
-            self._recount(found, in_steps + len(kept.fingerprints))
-            self._evict(key)
+            # _recount, inlined; _evict only past a bound (a call fewer each)
+            in_steps = found.in_steps - dropped + len(fingerprints)
+            held = in_steps + len(found.index.prints)
+            total = self._held = self._held + held - found.held
+            found.in_steps = in_steps
+            found.held = held
+            most = self._max_fingerprints
+            if len(self._sessions) > self._max_sessions or (most is not None and total > most):
+                self._evict(key)
             return kept
+        finally:
+            lock.release()
 
     def settle(
         self,
@@ -453,35 +654,29 @@ class MemoryHistory:
                         remnant[3] or bool(fingerprints),
                     )
                 return
-            view = found.view
-            steps = view.steps
+            steps = found.steps
             for i in range(len(steps) - 1, -1, -1):
                 old = steps[i]
                 if old.decision_id == decision_id and old.kind != "input":
                     if old.verdict != "allow":  # a refused call never ran
                         return
-                    new = replace(
-                        old,
-                        executed=executed or old.executed is True,  # ran stays ran
+                    new = _new_step(
+                        old.seq,
+                        old.at,
+                        old.kind,
+                        old.name,
+                        old.verdict,
+                        old.decision_id,
+                        old.labels | labels,
                         # no copy when the step had none (the usual case): a result's
                         # set is kept as it came
-                        fingerprints=(
-                            old.fingerprints | fingerprints if old.fingerprints else fingerprints
-                        ),
-                        labels=old.labels | labels,
+                        old.fingerprints | fingerprints if old.fingerprints else fingerprints,
+                        old.trusted,
+                        executed or old.executed is True,  # ran stays ran
                     )
-                    index = view.index
-                    if index is not None:
-                        index.add(new)  # before the view that holds it is handed out
-                    found.view = SessionView(
-                        tenant,
-                        session_id,
-                        (*steps[:i], new, *steps[i + 1 :]),
-                        view.labels | labels,
-                        view.next_seq,
-                        index=index,
-                        lost=view.lost,
-                    )
+                    found.replace(i, old, new)
+                    if labels:
+                        found.labels = found.labels | labels
                     found.touched = self._clock()
                     self._sessions.move_to_end(key)
                     in_steps = found.in_steps - len(old.fingerprints) + len(new.fingerprints)
