@@ -281,18 +281,14 @@ class RemoteDecider:
         with self._pending_lock:
             return decision.decision_id in self._pending
 
-    def _outcome_body(
-        self,
-        decision: Decision,
-        executed: bool,
-        fingerprints: frozenset[int],
-        labels: tuple[str, ...],
-    ) -> dict[str, Any] | None:
+    def _reported(self, decision: Decision) -> tuple[str, str] | None:
+        """The session and decision id of ``decision`` when it awaits its outcome
+        report (no longer, once asked: each outcome is reported once)."""
         with self._pending_lock:
             session_id = self._pending.pop(decision.decision_id, None)
         if session_id is None or decision.decision_id is None:
             return None
-        return _step_body(session_id, decision.decision_id, executed, fingerprints, labels)
+        return session_id, decision.decision_id
 
     def report_outcome(
         self,
@@ -307,11 +303,12 @@ class RemoteDecider:
         :func:`~interlock.session.fingerprints.of_data`, computed here: the result
         never leaves this process). False when the call was not a session's (nothing
         is sent) or the server kept nothing; raises RemoteError when it cannot tell."""
-        body = self._outcome_body(decision, executed, fingerprints, labels)
-        if body is None:
+        reported = self._reported(decision)
+        if reported is None:
             return False
-        answer = self._send("POST", "/v1/sessions/outcome", None, json=body)
-        return bool(answer.get("recorded")) if isinstance(answer, dict) else False
+        return self.settle_step(
+            *reported, executed=executed, fingerprints=fingerprints, labels=labels
+        )
 
     def settle_step(
         self,
@@ -328,8 +325,7 @@ class RemoteDecider:
         server kept nothing (its policy reads no sessions, or the session holds no
         step of that decision); raises RemoteError when it cannot tell."""
         body = _step_body(session_id, decision_id, executed, fingerprints, labels)
-        answer = self._send("POST", "/v1/sessions/outcome", None, json=body)
-        return bool(answer.get("recorded")) if isinstance(answer, dict) else False
+        return _recorded(self._send("POST", "/v1/sessions/outcome", None, json=body))
 
     async def asettle_step(
         self,
@@ -342,8 +338,7 @@ class RemoteDecider:
     ) -> bool:
         """The async twin of :meth:`settle_step`."""
         body = _step_body(session_id, decision_id, executed, fingerprints, labels)
-        answer = await self._asend("POST", "/v1/sessions/outcome", None, json=body)
-        return bool(answer.get("recorded")) if isinstance(answer, dict) else False
+        return _recorded(await self._asend("POST", "/v1/sessions/outcome", None, json=body))
 
     async def areport_outcome(
         self,
@@ -354,11 +349,12 @@ class RemoteDecider:
         labels: tuple[str, ...] = (),
     ) -> bool:
         """The async twin of :meth:`report_outcome`."""
-        body = self._outcome_body(decision, executed, fingerprints, labels)
-        if body is None:
+        reported = self._reported(decision)
+        if reported is None:
             return False
-        answer = await self._asend("POST", "/v1/sessions/outcome", None, json=body)
-        return bool(answer.get("recorded")) if isinstance(answer, dict) else False
+        return await self.asettle_step(
+            *reported, executed=executed, fingerprints=fingerprints, labels=labels
+        )
 
     def report_input(
         self,
@@ -552,6 +548,10 @@ def _input_body(
     if tool is not None:
         body["tool"] = {"name": tool[0], "arguments": tool[1]}
     return body
+
+
+def _recorded(answer: object) -> bool:
+    return bool(answer.get("recorded")) if isinstance(answer, dict) else False
 
 
 def _seq_of(answer: object) -> int | None:

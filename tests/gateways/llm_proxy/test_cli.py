@@ -76,13 +76,20 @@ def _wait_until_listening(port: int, process: subprocess.Popen[bytes]) -> None:
     pytest.fail("the proxy did not start listening")
 
 
-def test_the_command_serves_the_openai_client_and_stops_on_sigterm(tmp_path: Path) -> None:
-    (tmp_path / "interlock.yaml").write_text(POLICY)
+def _agent_key(tmp_path: Path) -> tuple[str, str]:
+    """A SQLite store in ``tmp_path`` and an agent key of tenant ``acme`` in it: its
+    URL and the key's token."""
     database = f"sqlite:///{tmp_path / 'interlock.db'}"
     store = open_store(database)
     assert isinstance(store, SqlStore)
     token = KeyStore(store).create(tenant="acme", role=Role.AGENT, name="bot").token
     store.close()
+    return database, token
+
+
+def test_the_command_serves_the_openai_client_and_stops_on_sigterm(tmp_path: Path) -> None:
+    (tmp_path / "interlock.yaml").write_text(POLICY)
+    database, token = _agent_key(tmp_path)
     standin = StandIn()
     upstream = Served(standin.app())
     port = _free_port()
@@ -332,11 +339,7 @@ def test_the_session_header_can_be_turned_off(tmp_path: Path, flag: list[str], s
     (the header names the session); with ``--no-session-header`` the proxy never reads
     it: the session is the conversation's own and the call goes on."""
     (tmp_path / "interlock.yaml").write_text(SESSION_POLICY)
-    database = f"sqlite:///{tmp_path / 'interlock.db'}"
-    store = open_store(database)
-    assert isinstance(store, SqlStore)
-    token = KeyStore(store).create(tenant="acme", role=Role.AGENT, name="bot").token
-    store.close()
+    database, token = _agent_key(tmp_path)
     standin = StandIn()
     upstream = Served(standin.app())
     port = _free_port()

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Final
 from interlock.core.action import Context
 from interlock.session.fingerprints import of_data
 
+from .sessions import _INLINE_BYTES, _size
+
 if TYPE_CHECKING:
     from interlock.core.decision import Decision
     from interlock.remote import RemoteDecider
@@ -35,8 +37,6 @@ __all__ = ["RECHECK_AFTER", "Learned", "ServerSessions"]
 
 #: Seconds the proxy reports nothing for a key after the server kept none of its inputs.
 RECHECK_AFTER: Final = 30.0
-#: Characters of a text fingerprinted on the loop; more on a worker thread.
-_INLINE_CHARS: Final = 4096
 
 
 @dataclass(slots=True)
@@ -97,8 +97,8 @@ class ServerSessions:
 
 
 async def _fingerprints(content: object) -> frozenset[int]:
-    """``of_data(content)``; on a worker thread past a few KiB (about 70 µs a KiB)."""
-    size = len(content) if isinstance(content, str) else len(repr(content))
-    if size <= _INLINE_CHARS:
+    """``of_data(content)``; on a worker thread past what the standalone proxy
+    fingerprints on the loop."""
+    if _size(content) <= _INLINE_BYTES:
         return of_data(content)
     return await asyncio.to_thread(of_data, content)
