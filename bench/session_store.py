@@ -558,15 +558,15 @@ def step_floor(folder: Path, calls: int, rounds: int = 3) -> None:
             times[name].append(median_us(fn, calls))
     for floor in (plain, today, on_row, on_row_alone, listed, columns, packed, narrow):
         floor.conn.close()
-    print(f"  decision's transaction           {statistics.median(times['plain']):8.1f} µs")
+    print(f"  decision's transaction               {statistics.median(times['plain']):8.1f} µs")
     for name, values in times.items():
         if name == "plain":
             continue
         ratios = [v / p for v, p in zip(values, times["plain"], strict=True)]
         each = " ".join(f"{r:4.2f}" for r in ratios)
         print(
-            f"  {name:<30} {statistics.median(values):8.1f} µs  "
-            f"{statistics.median(ratios):5.2f}×  (+{statistics.median(values) - statistics.median(times['plain']):5.1f} µs; rounds {each})"
+            f"  {name:<34} {statistics.median(values):8.1f} µs  "
+            f"{statistics.median(ratios):5.2f}×  (+{statistics.median(values) - statistics.median(times['plain']):.1f} µs; rounds {each})"
         )
 
 
