@@ -23,8 +23,8 @@ def test_appended_steps_are_not_kept_past_the_bound(store: SqlStore) -> None:
     for i in range(6):
         prints = _Prints(range(i * 1000, i * 1000 + 500))
         watched.append(weakref.ref(prints))
+        # a decision id of this test's own: no step equal to another test's
         step = NewStep(
-            # a decision id of this test's own: no equal step of another test's
             "input",
             "user",
             "input",
