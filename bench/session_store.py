@@ -30,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
 from interlock import Action, Guard
@@ -231,62 +232,145 @@ def history_ops(
     )
 
 
-def step_floor(folder: Path, calls: int) -> None:
-    """What a session step adds to a decision's transaction in SQL alone, on a bare
-    ``sqlite3`` connection to a file of the store's schema (WAL, ``synchronous=NORMAL``):
-    the decision's own statements (BEGIN IMMEDIATE, the audit head UPDATE, the record
-    INSERT, COMMIT) against the same with the step — through the view and trigger the
-    store uses (one statement), and as plain statements (the session row UPDATE, the
-    step INSERT, the DELETE past the bound). No Python of Interlock's runs: it is the
-    floor under the durable check's target of ≤ 1.2×, interleaved, best of three
-    rounds."""
-    path = folder / "floor.db"
-    open_store(f"sqlite:///{path}").close()
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("INSERT INTO audit_heads (tenant, seq, hash, key_id) VALUES ('t', 0, 'h', 'k')")
-    conn.execute(
-        "INSERT INTO sessions (tenant, session_id, labels, next_seq, touched_us, created_us, "
-        "version) VALUES ('t', 's', '[]', 1, 0, 0, 0)"
-    )
-    body = '{"decision": "allow", "rule_ids": ["reads"], "tool": "read_file"}' * 6
-    state = {"audit": 0, "seq": 0}
+#: The step's columns on the audit row, for the floor's layouts (b) and (c): the session,
+#: the step's seq in it and the step's own fields the record does not already hold.
+_STEP_ON_ROW: Final = (
+    "ALTER TABLE audit_events ADD COLUMN session_id TEXT",
+    "ALTER TABLE audit_events ADD COLUMN step_seq INTEGER",
+    "ALTER TABLE audit_events ADD COLUMN step_kind TEXT",
+    "ALTER TABLE audit_events ADD COLUMN step_name TEXT",
+    "ALTER TABLE audit_events ADD COLUMN step_labels TEXT",
+    "ALTER TABLE audit_events ADD COLUMN step_fingerprints BLOB",
+    "ALTER TABLE audit_events ADD COLUMN step_trusted INTEGER",
+    "ALTER TABLE audit_events ADD COLUMN step_executed INTEGER",
+)
+_STEP_INDEX: Final = (
+    "CREATE INDEX audit_events_by_step ON audit_events (tenant, session_id, step_seq) "
+    "WHERE session_id IS NOT NULL"
+)
+_STEP_INDEXED: Final = (*_STEP_ON_ROW, _STEP_INDEX)
+#: (d): the session's steps packed in its own row (no step table).
+_STEPS_ON_SESSION: Final = ("ALTER TABLE sessions ADD COLUMN steps BLOB",)
+_SESSION_ALONE: Final = (
+    "CREATE TABLE session_heads (tenant TEXT NOT NULL, session_id TEXT NOT NULL, "
+    "next_seq INTEGER NOT NULL, version INTEGER NOT NULL, steps BLOB, "
+    "PRIMARY KEY (tenant, session_id)) WITHOUT ROWID",
+)
 
-    def decision() -> None:
-        state["audit"] += 1
-        n = state["audit"]
+
+class _Floor:
+    """One layout's database (the store's schema, migrated, plus ``extra``) on a bare
+    ``sqlite3`` connection (WAL, ``synchronous=NORMAL``, as the store opens it), and
+    the decision's own statements on it."""
+
+    BODY: Final = '{"decision": "allow", "rule_ids": ["reads"], "tool": "read_file"}' * 6
+
+    def __init__(self, path: Path, extra: tuple[str, ...] = ()) -> None:
+        open_store(f"sqlite:///{path}").close()
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        for sql in extra:
+            conn.execute(sql)
         conn.execute(
+            "INSERT INTO audit_heads (tenant, seq, hash, key_id) VALUES ('t', 0, 'h', 'k')"
+        )
+        conn.execute(
+            "INSERT INTO sessions (tenant, session_id, labels, next_seq, touched_us, "
+            "created_us, version) VALUES ('t', 's', '[]', 1, 0, 0, 0)"
+        )
+        self.conn = conn
+        self.audit = 0
+        self.seq = 0
+
+    def head(self) -> int:
+        self.audit += 1
+        n = self.audit
+        self.conn.execute(
             "UPDATE audit_heads SET seq = ?, hash = ?, key_id = 'k' WHERE tenant = 't'",
             (n, f"{n:064x}"),
         )
-        conn.execute(
+        return n
+
+    def record(self) -> None:
+        n = self.head()
+        self.conn.execute(
             "INSERT INTO audit_events (tenant, seq, ts_us, kind, decision_id, agent, decision, "
             "body, prev_hash, hash, key_id) VALUES ('t', ?, ?, 'decision', ?, 'a', 'allow', ?, "
             "?, ?, 'k')",
-            (n, n, f"dec_{n:024x}", body, f"{n - 1:064x}", f"{n:064x}"),
+            (n, n, f"dec_{n:024x}", self.BODY, f"{n - 1:064x}", f"{n:064x}"),
         )
 
-    def plain() -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        decision()
-        conn.execute("COMMIT")
+    def record_with_step(self, q: int) -> None:
+        n = self.head()
+        self.conn.execute(
+            "INSERT INTO audit_events (tenant, seq, ts_us, kind, decision_id, agent, decision, "
+            "body, prev_hash, hash, key_id, session_id, step_seq, step_kind, step_name, "
+            "step_labels, step_fingerprints, step_trusted, step_executed) VALUES "
+            "('t', ?, ?, 'decision', ?, 'a', 'allow', ?, ?, ?, 'k', 's', ?, 'tool', "
+            "'read_file', '[]', ?, 0, NULL)",
+            (n, n, f"dec_{n:024x}", self.BODY, f"{n - 1:064x}", f"{n:064x}", q, b""),
+        )
+
+
+def step_floor(folder: Path, calls: int, rounds: int = 3) -> None:
+    """What a session step adds to a decision's transaction in SQL alone, on a bare
+    ``sqlite3`` connection to a file of the store's schema (WAL, ``synchronous=NORMAL``):
+    the decision's own statements (BEGIN IMMEDIATE, the audit head UPDATE, the record
+    INSERT, COMMIT) against the same with the step, in candidate layouts, each in a
+    database of its own (issue 18: which layout can reach ≤ 1.2×?):
+
+    - (a) today's (schema 14): through the view and trigger the store uses (one
+      statement), and as plain statements (the session row UPDATE, the step INSERT,
+      the DELETE past the bound); and taken apart: the bound kept every 32nd step
+      only (the oldest steps' page not written each time), ``touched_us`` (indexed:
+      expiry's) not rewritten, the step row alone, the session row alone;
+    - (b) the step's columns on the decision record's own row, found by a partial index
+      on (tenant, session_id, step_seq); with the session row moved on (version,
+      next_seq, touched_us: what a view validates and expiry reads), and without;
+    - (c) the step's columns on the record's row, no index: the session row keeps the
+      list of its steps' audit seqs (packed, rewritten each step); and the columns
+      alone (a lower bound: a step nobody can find);
+    - (d) the step packed into the session row's own blob (20 steps of 60 bytes: no
+      fingerprints; a step with them rewrites kilobytes), in the ``sessions`` row and
+      in a narrow ``WITHOUT ROWID`` row with no index by time.
+
+    No Python of Interlock's runs: the floor under the durable check's target of
+    ≤ 1.2×. Each layout is a median of ``calls`` transactions; the layouts interleaved
+    over ``rounds`` rounds; each round's ratio to the plain transaction of that round,
+    and the median of the rounds' ratios, are printed."""
+    plain = _Floor(folder / "floor-plain.db")
+    today = _Floor(folder / "floor-a.db")
+    on_row = _Floor(folder / "floor-b.db", _STEP_INDEXED)
+    on_row_alone = _Floor(folder / "floor-b0.db", _STEP_INDEXED)
+    listed = _Floor(folder / "floor-c.db", _STEP_ON_ROW + _STEPS_ON_SESSION)
+    columns = _Floor(folder / "floor-c0.db", _STEP_ON_ROW)
+    packed = _Floor(folder / "floor-d.db", _STEPS_ON_SESSION)
+    narrow = _Floor(folder / "floor-d1.db", _SESSION_ALONE)
+    narrow.conn.execute("INSERT INTO session_heads VALUES ('t', 's', 1, 0, NULL)")
+    step_blob = bytes(60)
+
+    def decision() -> None:
+        plain.conn.execute("BEGIN IMMEDIATE")
+        plain.record()
+        plain.conn.execute("COMMIT")
 
     def through_view() -> None:
-        state["seq"] += 1
-        q = state["seq"]
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute(
+        today.seq += 1
+        q = today.seq
+        today.conn.execute("BEGIN IMMEDIATE")
+        today.conn.execute(
             "INSERT INTO session_step_usual VALUES (?, ?, ?, ?, 0, ?, 'tool', 'read_file', "
             "'allow', ?, '[]', ?, 0, NULL, NULL, ?)",
             ("t", "s", q, q, q, f"dec_{q:024x}", b"", q - 200),
         )
-        decision()
-        conn.execute("COMMIT")
+        today.record()
+        today.conn.execute("COMMIT")
 
     def statements() -> None:
-        state["seq"] += 1
-        q = state["seq"]
+        today.seq += 1
+        q = today.seq
+        conn = today.conn
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(
             "UPDATE sessions SET next_seq = ?, version = ?, touched_us = ? "
@@ -303,18 +387,187 @@ def step_floor(folder: Path, calls: int) -> None:
             "DELETE FROM session_steps WHERE tenant = 't' AND session_id = 's' AND seq <= ?",
             (q - 200,),
         )
-        decision()
+        today.record()
         conn.execute("COMMIT")
 
-    best = {"plain": float("inf"), "view": float("inf"), "statements": float("inf")}
-    for _ in range(3):
-        for name, fn in (("plain", plain), ("view", through_view), ("statements", statements)):
-            best[name] = min(best[name], median_us(fn, calls))
-    conn.close()
-    base = best["plain"]
-    print(f"  decision's transaction     {base:8.1f} µs")
-    for name, label in (("view", "with the step (view)"), ("statements", "with the step (stmts)")):
-        print(f"  {label:<26} {best[name]:8.1f} µs  {best[name] / base:5.2f}×")
+    def trimmed(touch: bool) -> Callable[[], None]:
+        """(a) with the steps past the bound dropped every 32nd step (the oldest
+        steps' page written once in 32, not every time), and ``touched_us`` (the
+        session row's indexed column) rewritten or not."""
+
+        def run() -> None:
+            today.seq += 1
+            q = today.seq
+            conn = today.conn
+            conn.execute("BEGIN IMMEDIATE")
+            if touch:
+                conn.execute(
+                    "UPDATE sessions SET next_seq = ?, version = ?, touched_us = ? "
+                    "WHERE tenant = 't' AND session_id = 's'",
+                    (q + 1, q, q),
+                )
+            else:
+                conn.execute(
+                    "UPDATE sessions SET next_seq = ?, version = ? "
+                    "WHERE tenant = 't' AND session_id = 's'",
+                    (q + 1, q),
+                )
+            conn.execute(
+                "INSERT INTO session_steps (tenant, session_id, seq, at_us, kind, name, "
+                "verdict, decision_id, labels, fingerprints, trusted, executed, changed) "
+                "VALUES ('t', 's', ?, ?, 'tool', 'read_file', 'allow', ?, '[]', ?, 0, NULL, ?)",
+                (q, q, f"dec_{q:024x}", b"", q),
+            )
+            if q % 32 == 0:
+                conn.execute(
+                    "DELETE FROM session_steps WHERE tenant = 't' AND session_id = 's' "
+                    "AND seq <= ?",
+                    (q - 200,),
+                )
+            today.record()
+            conn.execute("COMMIT")
+
+        return run
+
+    def step_row_only() -> None:
+        today.seq += 1
+        q = today.seq
+        conn = today.conn
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO session_steps (tenant, session_id, seq, at_us, kind, name, verdict, "
+            "decision_id, labels, fingerprints, trusted, executed, changed) VALUES "
+            "('t', 's', ?, ?, 'tool', 'read_file', 'allow', ?, '[]', ?, 0, NULL, ?)",
+            (q, q, f"dec_{q:024x}", b"", q),
+        )
+        conn.execute(
+            "DELETE FROM session_steps WHERE tenant = 't' AND session_id = 's' AND seq <= ?",
+            (q - 200,),
+        )
+        today.record()
+        conn.execute("COMMIT")
+
+    def session_row_only() -> None:
+        today.seq += 1
+        q = today.seq
+        conn = today.conn
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "UPDATE sessions SET next_seq = ?, version = ?, touched_us = ? "
+            "WHERE tenant = 't' AND session_id = 's'",
+            (q + 1, q, q),
+        )
+        today.record()
+        conn.execute("COMMIT")
+
+    def session_row_untouched() -> None:
+        today.seq += 1
+        q = today.seq
+        conn = today.conn
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "UPDATE sessions SET next_seq = ?, version = ? WHERE tenant = 't' AND session_id = 's'",
+            (q + 1, q),
+        )
+        today.record()
+        conn.execute("COMMIT")
+
+    def row_and_session() -> None:
+        on_row.seq += 1
+        q = on_row.seq
+        on_row.conn.execute("BEGIN IMMEDIATE")
+        on_row.conn.execute(
+            "UPDATE sessions SET next_seq = ?, version = ?, touched_us = ? "
+            "WHERE tenant = 't' AND session_id = 's' AND version = ?",
+            (q + 1, q, q, q - 1),
+        )
+        on_row.record_with_step(q)
+        on_row.conn.execute("COMMIT")
+
+    def row_alone() -> None:
+        on_row_alone.seq += 1
+        on_row_alone.conn.execute("BEGIN IMMEDIATE")
+        on_row_alone.record_with_step(on_row_alone.seq)
+        on_row_alone.conn.execute("COMMIT")
+
+    def row_listed() -> None:
+        listed.seq += 1
+        q = listed.seq
+        listed.conn.execute("BEGIN IMMEDIATE")
+        # the audit seqs of the session's last 20 steps, packed (8 bytes each)
+        listed.conn.execute(
+            "UPDATE sessions SET next_seq = ?, version = ?, touched_us = ?, "
+            "steps = substr(COALESCE(steps, x''), -152) || ? "
+            "WHERE tenant = 't' AND session_id = 's' AND version = ?",
+            (q + 1, q, q, (listed.audit + 1).to_bytes(8, "little"), q - 1),
+        )
+        listed.record_with_step(q)
+        listed.conn.execute("COMMIT")
+
+    def row_columns() -> None:
+        columns.seq += 1
+        columns.conn.execute("BEGIN IMMEDIATE")
+        columns.record_with_step(columns.seq)
+        columns.conn.execute("COMMIT")
+
+    def session_blob() -> None:
+        packed.seq += 1
+        q = packed.seq
+        packed.conn.execute("BEGIN IMMEDIATE")
+        packed.conn.execute(
+            "UPDATE sessions SET next_seq = ?, version = ?, touched_us = ?, "
+            "steps = substr(COALESCE(steps, x''), -1140) || ? "
+            "WHERE tenant = 't' AND session_id = 's' AND version = ?",
+            (q + 1, q, q, step_blob, q - 1),
+        )
+        packed.record()
+        packed.conn.execute("COMMIT")
+
+    def narrow_blob() -> None:
+        narrow.seq += 1
+        q = narrow.seq
+        narrow.conn.execute("BEGIN IMMEDIATE")
+        narrow.conn.execute(
+            "UPDATE session_heads SET next_seq = ?, version = ?, "
+            "steps = substr(COALESCE(steps, x''), -1140) || ? "
+            "WHERE tenant = 't' AND session_id = 's' AND version = ?",
+            (q + 1, q, step_blob, q - 1),
+        )
+        narrow.record()
+        narrow.conn.execute("COMMIT")
+
+    subjects: dict[str, Callable[[], None]] = {
+        "plain": decision,
+        "(a) view + trigger": through_view,
+        "(a) statements": statements,
+        "(a) bound kept every 32nd step": trimmed(True),
+        "(a) that, touched_us kept": trimmed(False),
+        "(a) its step row alone": step_row_only,
+        "(a) its session row alone": session_row_only,
+        "(a) session row, touched_us kept": session_row_untouched,
+        "(b) row + index + session": row_and_session,
+        "(b) row + index": row_alone,
+        "(c) row + session list": row_listed,
+        "(c) row columns alone": row_columns,
+        "(d) steps in session row": session_blob,
+        "(d) narrow session row": narrow_blob,
+    }
+    times: dict[str, list[float]] = {name: [] for name in subjects}
+    for _ in range(rounds):
+        for name, fn in subjects.items():
+            times[name].append(median_us(fn, calls))
+    for floor in (plain, today, on_row, on_row_alone, listed, columns, packed, narrow):
+        floor.conn.close()
+    print(f"  decision's transaction               {statistics.median(times['plain']):8.1f} µs")
+    for name, values in times.items():
+        if name == "plain":
+            continue
+        ratios = [v / p for v, p in zip(values, times["plain"], strict=True)]
+        each = " ".join(f"{r:4.2f}" for r in ratios)
+        print(
+            f"  {name:<34} {statistics.median(values):8.1f} µs  "
+            f"{statistics.median(ratios):5.2f}×  (+{statistics.median(values) - statistics.median(times['plain']):.1f} µs; rounds {each})"
+        )
 
 
 def raw_sqlite(path: Path) -> tuple[Callable[[], object], Callable[[], object]]:
@@ -424,10 +677,19 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--postgres", default=None, help="a database URL with ?schema=")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="only the SQL alone: the step's layouts on a bare connection (7 rounds)",
+    )
     args = parser.parse_args()
     calls = 300 if args.quick else 2000
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        if args.floor:
+            print("the SQL alone: a decision's transaction with and without a step")
+            step_floor(folder, calls, rounds=7)
+            return
         print("session-store benchmark (medians; ratios to the baseline of the same run)")
         print("1. the durable check (SQLite, durability process)")
         durable_check(calls, folder)

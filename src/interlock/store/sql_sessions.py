@@ -126,10 +126,11 @@ class Written(NamedTuple):
     labels: frozenset[str]
 
 
-@functools.lru_cache(maxsize=4096)
 def _step_row(step: NewStep) -> tuple[Any, ...]:
     """A step's columns as the tables hold them, kind to executed (fingerprints packed;
-    an input has run)."""
+    an input has run). Not cached: a check's step is new every time (its decision id),
+    so a cache only missed, and kept up to its size of steps (and their fingerprints)
+    alive."""
     executed = True if step.kind == "input" else step.executed
     return (
         step.kind,
@@ -144,6 +145,13 @@ def _step_row(step: NewStep) -> tuple[Any, ...]:
 
 
 def _labels_text(labels: frozenset[str]) -> str:
+    """Labels as the tables hold them: a sorted JSON array (``[]`` without a call to
+    ``json``: most steps attach none, and most sessions keep the same few)."""
+    return _labels_json(labels) if labels else "[]"
+
+
+@functools.lru_cache(maxsize=1024)
+def _labels_json(labels: frozenset[str]) -> str:
     return json.dumps(sorted(labels), separators=(",", ":"))
 
 
