@@ -151,18 +151,13 @@ def test_labels_survive_the_history_bound() -> None:
     assert all(s.name == "list_dir" for s in view.steps)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="history bound: padding with max_steps cheap (even refused) calls pushes the "
-    "secret read's step, and with it its fingerprints, out of the history; a policy "
-    "that relies on flows_from alone then lets the secret leave. Labels survive, "
-    "fingerprints do not (MemoryHistory and the SQL history drop the oldest step whole).",
-)
 def test_padding_past_the_bound_does_not_hide_a_flow() -> None:
     guard = _guard(max_steps=5)
     _read(guard, "/srv/app/.env", ENV)
     _pad(guard, 5)
-    assert _verdict(guard, "send_mail", to="bob@corp.example", body=KEY) is Verdict.DENY
+    # the read left the history: whether the body carries its data cannot be told
+    # (tests/session/test_attacks_padding.py has the rest)
+    assert _verdict(guard, "send_mail", to="bob@corp.example", body=KEY) is Verdict.UNDETERMINED
 
 
 def test_within_the_bound_a_flow_is_found_and_benign_padding_passes() -> None:

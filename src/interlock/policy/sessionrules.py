@@ -56,7 +56,9 @@ __all__ = [
     "SessionSpec",
     "SessionTest",
     "StepSelector",
+    "cannot_tell",
     "cel_value",
+    "dropped_steps",
     "error_data",
     "facts_for_check",
     "judgeable_data",
@@ -185,6 +187,24 @@ def judgeable_data(view: SessionView, rule_id: str) -> None:
         )
 
 
+def dropped_steps(view: SessionView) -> bool:
+    """Whether steps of the session left its history (past ``max_steps``, or a demoted
+    in-memory session): seqs are gapless from 1, so the oldest kept one tells."""
+    steps = view.steps
+    return (steps[0].seq if steps else view.next_seq) > 1
+
+
+def cannot_tell(view: SessionView, rule_id: str, what: str) -> EvaluationError:
+    """The error of a session condition that only the dropped steps could decide: a
+    miss there would allow (an agent's cheap calls push a secret read, or the deletes
+    a cap counts, out of the bounded history)."""
+    return EvaluationError(
+        f"rule {rule_id!r}: {what} in session {view.session_id!r} cannot be told: its "
+        "oldest steps left the bounded history (session.max_steps)",
+        rule_id=rule_id,
+    )
+
+
 def error_data(error: object) -> object:
     """What a failed body let out: the text of its error and, when it carries one, the
     result it failed with (MCP's ``isError`` result); nothing for no error."""
@@ -246,8 +266,25 @@ class AfterTest:
                 found += 1
         return found
 
-    def holds(self, view: SessionView, now: float) -> bool:
-        return self.count(view, now) >= self.at_least
+    def holds(self, view: SessionView, now: float, rule_id: str = "") -> bool:
+        """Whether enough steps match; raises EvaluationError when too few of the kept
+        ones do and the window reaches back past them to steps the history dropped."""
+        if self.count(view, now) >= self.at_least:
+            return True
+        if self.reaches_dropped(view, now):
+            raise cannot_tell(view, rule_id, "whether enough steps ran")
+        return False
+
+    def reaches_dropped(self, view: SessionView, now: float) -> bool:
+        """Whether the window (``within`` steps, ``within_time`` seconds) reaches back
+        past the kept steps to dropped ones."""
+        if not dropped_steps(view):
+            return False
+        steps = view.steps
+        if self.within is not None and self.within <= len(steps):
+            return False
+        # dropped steps are older than the oldest kept one
+        return self.within_time is None or not steps or steps[0].at >= now - self.within_time
 
 
 def _argument_probes(
@@ -463,13 +500,19 @@ class SessionTest:
             return False
         if self.after is not None:
             now = state.now if state is not None else time.time()
-            if not self.after.holds(view, now):
+            if not self.after.holds(view, now, self.rule_id):
                 return False
         if view.lost and (self.flows_from is not None or self.provenance is not None):
             judgeable_data(view, self.rule_id)  # raises
         if self.flows_from is not None and not self.flows_from.holds(view, facts.args, state):
+            if dropped_steps(view):
+                raise cannot_tell(view, self.rule_id, "whether the arguments carry earlier data")
             return False
-        return self.provenance is None or self.provenance.holds(view, facts.args, state)
+        if self.provenance is None or self.provenance.holds(view, facts.args, state):
+            return True
+        if dropped_steps(view):
+            raise cannot_tell(view, self.rule_id, "where the arguments came from")
+        return False
 
 
 # -- the session functions of CEL -------------------------------------------------------
@@ -492,18 +535,30 @@ def cel_value(
     view, state = facts_for_check(session_id, rule_id)
     if function == "labels":
         return sorted(view.labels)
+    dropped = dropped_steps(view)
     if function in ("ran", "count"):
         found = AfterTest(StepSelector(names=GlobSet.of(argument))).count(view, 0.0)
+        if function == "ran" and found:
+            return True
+        if dropped:  # a count of the kept steps is a lower bound only
+            raise cannot_tell(view, rule_id, f"session.{function}({argument!r})")
         return found > 0 if function == "ran" else found
     judgeable_data(view, rule_id)  # the rest read the data the session brought in
-    if function == "flows_from":
-        return FlowTest(StepSelector(names=GlobSet.of(argument))).holds(view, args, state)
-    if function == "flows_from_label":
-        selector = StepSelector(labels=frozenset([argument]))
-        return FlowTest(selector).holds(view, args, state)
+    if function in ("flows_from", "flows_from_label"):
+        if function == "flows_from":
+            selector = StepSelector(names=GlobSet.of(argument))
+        else:
+            selector = StepSelector(labels=frozenset([argument]))
+        if FlowTest(selector).holds(view, args, state):
+            return True
+        if dropped:
+            raise cannot_tell(view, rule_id, f"{function}({argument!r})")
+        return False
     # provenance("arg")
     if not isinstance(args, Mapping) or argument not in args:
         return []
+    if dropped:  # the labels found may lack those of dropped sources
+        raise cannot_tell(view, rule_id, f"provenance({argument!r})")
     value = args[argument]
     value_probe = state.probe_of(("arg", argument), value) if state is not None else probed(value)
     return sorted(provenance_labels(view, value_probe))
