@@ -66,10 +66,8 @@ def guard(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Guard]:
         yield Guard(policy, context=context, sessions=MemoryHistory(max_steps=MAX_STEPS))
         return
     store = open_store(f"sqlite:///{tmp_path / 'pad.db'}")
-    try:
-        yield Guard(policy, context=context, store=store)
-    finally:
-        store.close()
+    with store, Guard(policy, context=context, store=store) as guarded:
+        yield guarded
 
 
 def _run(guard: Guard, name: str, result: str = "", **args: Any) -> None:
