@@ -60,6 +60,39 @@ class Context:
     idempotency_key: str | None = None
     downstream: Downstream | None = None
 
+    def __post_init__(self) -> None:
+        # one test of the usual case (every field a str or None), the names on a miss:
+        # a wrong type would otherwise fail far away (the audit record, a store key)
+        if (
+            type(self.tenant) is not str
+            or (self.agent is not None and type(self.agent) is not str)
+            or (self.session_id is not None and type(self.session_id) is not str)
+            or (self.agent_type is not None and type(self.agent_type) is not str)
+            or (self.runtime is not None and type(self.runtime) is not str)
+            or (self.run_id is not None and type(self.run_id) is not str)
+            or (self.call_id is not None and type(self.call_id) is not str)
+            or (self.idempotency_key is not None and type(self.idempotency_key) is not str)
+            or (self.downstream is not None and type(self.downstream) is not Downstream)
+        ):
+            self._refuse()
+
+    def _refuse(self) -> None:
+        """Name the field of a wrong type; a str subclass (a ``StrEnum`` tenant) is
+        kept as the plain str it holds (a subclass's hash and == could lie)."""
+        for name in _CONTEXT_TEXTS:
+            value = getattr(self, name)
+            if isinstance(value, str):
+                if type(value) is not str:
+                    object.__setattr__(self, name, str.__str__(value))
+            elif value is not None or name == "tenant":
+                wanted = "a str" if name == "tenant" else "a str or None"
+                raise TypeError(f"Context.{name} must be {wanted}, not {type(value).__name__}")
+        if self.downstream is not None and not isinstance(self.downstream, Downstream):
+            raise TypeError(
+                f"Context.downstream must be a Downstream or None, not "
+                f"{type(self.downstream).__name__}"
+            )
+
     def merged_over(self, base: Context) -> Context:
         """This context with every unset field filled from ``base``."""
         return Context(
@@ -94,6 +127,16 @@ class Context:
         return out
 
 
+_CONTEXT_TEXTS: Final = (
+    "tenant",
+    "agent",
+    "agent_type",
+    "runtime",
+    "session_id",
+    "run_id",
+    "call_id",
+    "idempotency_key",
+)
 _EMPTY_CONTEXT: Final = Context()
 
 
