@@ -308,19 +308,17 @@ class SessionRecorder:
         return self.history.append(context.tenant, session_id, step)
 
 
-class SessionCheck:
-    """The session check in progress (the guard's ``_RECORDING`` variable): the facts it
-    decides with, the guard that runs it (a check inside it by that guard is that
-    check; another guard's check — an in-process server's — is a check of its own), and
-    its step, once it rides the decision's record."""
-
-    __slots__ = ("facts", "guard", "join", "recorder")
-
-    def __init__(self, guard: object, recorder: SessionRecorder, facts: SessionFacts) -> None:
-        self.guard = guard
-        self.recorder = recorder
-        self.facts = facts
-        self.join: JoinedStep | None = None
+def SessionCheck(  # noqa: N802 - the name of the class it replaces
+    guard: object, recorder: SessionRecorder, facts: SessionFacts
+) -> SessionFacts:
+    """``facts`` as the session check in progress of ``guard`` (what the guard sets in
+    its ``_RECORDING`` variable): :class:`SessionFacts` carries the guard, its recorder
+    and the step that rides the decision's record, so a check makes one object and
+    sets one context variable."""
+    facts.guard = guard
+    facts.recorder = recorder
+    facts.join = None
+    return facts
 
 
 class JoinedStep:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final
 
@@ -35,6 +34,7 @@ from interlock.core.decision import Decision, Verdict
 from interlock.errors import EvaluationError
 from interlock.policy.engine import facts_for
 from interlock.policy.matchers import GlobSet
+from interlock.session.current import CURRENT
 from interlock.session.fingerprints import carries, probe, probe_seams, texts_of
 from interlock.session.history import NewStep, SessionView, Step, StepKind
 
@@ -72,13 +72,22 @@ __all__ = [
 class SessionFacts:
     """What one check knows of its session: the view (``None``: unreadable, with the
     ``problem``), the time of the check, and the probes of its arguments (made once
-    per check, whatever number of rules read them)."""
+    per check, whatever number of rules read them).
+
+    It is also the guard's session check in progress (:data:`CURRENT`, set once a
+    check): the guard that runs it (a check inside it by that guard is that check;
+    another guard's check — an in-process server's — is a check of its own; None
+    outside a guard, as in ``interlock policy test``), the guard's recorder, and the
+    check's step once it rides the decision's record (``JoinedStep``)."""
 
     view: SessionView | None
     now: float
     problem: str | None = None
     #: made by the first probe (a check no flow or provenance test reads makes none)
     _probes: dict[Any, frozenset[int]] | None = None
+    guard: object = None
+    recorder: Any = None
+    join: Any = None
 
     @classmethod
     def of(cls, view: SessionView, now: float | None = None) -> SessionFacts:
@@ -137,8 +146,6 @@ def seamed(texts: tuple[str, ...]) -> frozenset[int]:
     return found
 
 
-#: The session facts of the check being evaluated (set by the guard around it).
-CURRENT: Final[ContextVar[SessionFacts | None]] = ContextVar("interlock_session", default=None)
 _EMPTY: Final = SessionView("", "")
 
 
