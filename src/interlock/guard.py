@@ -372,7 +372,7 @@ class Guard:
 
                 history = MemoryHistory(max_steps=spec.max_steps)
             self._session_history = history
-        return SessionRecorder(spec, history)
+        return SessionRecorder(spec, history, policy)
 
     @property
     def sessions(self) -> SessionHistory | None:
@@ -498,8 +498,9 @@ class Guard:
                 contextual = self._contextualise(action)
             except Exception as exc:  # refused as the check refuses it
                 return self._finish(action, _failed(exc), time.perf_counter_ns())
-        facts = recorder.facts(contextual.context)
-        if facts.view is None:  # _history_down's own test, inlined
+        facts_of = getattr(recorder, "facts_of", None)  # (a remote guard's has none)
+        facts = recorder.facts(contextual.context) if facts_of is None else facts_of(contextual)
+        if facts.view is None and facts.read:  # _history_down's own test, inlined
             refusal = self._history_down(contextual, facts)
             if refusal is not None:
                 return self._finish(contextual, refusal, time.perf_counter_ns())
@@ -532,7 +533,7 @@ class Guard:
         call the policy alone would allow (its step could not be kept, and the rules
         that read the session cannot be judged); None to judge the call as usual (a
         stricter verdict stands, and is recorded as it is)."""
-        if facts.view is not None or action is None or self.policy is None:
+        if facts.view is not None or not facts.read or action is None or self.policy is None:
             return None
         from interlock.policy.sessionrules import session_scope
 
@@ -564,11 +565,13 @@ class Guard:
             contextual = self._contextualise(action)
         except Exception as exc:  # refused as the check refuses it
             return await self._afinish(action, _failed(exc), time.perf_counter_ns())
-        context = contextual.context
-        if in_memory:
-            facts = recorder.facts(context)
+        facts_of = getattr(recorder, "facts_of", None)  # (a remote guard's has none)
+        if facts_of is None:
+            facts = recorder.facts(contextual.context)
+        elif in_memory:
+            facts = facts_of(contextual)
         else:
-            facts = await asyncio.to_thread(recorder.facts, context)
+            facts = await asyncio.to_thread(facts_of, contextual)
         refusal = self._history_down(contextual, facts)
         if refusal is not None:
             return await self._afinish(contextual, refusal, time.perf_counter_ns())

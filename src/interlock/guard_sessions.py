@@ -33,12 +33,14 @@ from interlock.core.action import Action, Context
 from interlock.core.decision import Decision, Verdict
 from interlock.errors import SessionUnavailable, describe
 from interlock.policy.compiled import CompiledPolicy
+from interlock.policy.matchers import GlobSet
 from interlock.policy.sessionrules import (
     VERDICT_TEXT,
     SessionFacts,
     SessionSpec,
     error_data,
     new_step,
+    reads_session,
     step_kind,
     step_labels,
 )
@@ -63,14 +65,43 @@ log = logging.getLogger("interlock")
 T = TypeVar("T")
 
 _PENDING_KEPT: Final = 10_000
+_READS_KEPT: Final = 4096
+
+
+def _writes_in_memory(history: SessionHistory) -> bool:
+    """Whether ``history`` writes steps as :class:`MemoryHistory` does (in this
+    process's memory, under a lock: a write that cannot fail)."""
+    kind = type(history)
+    return (
+        isinstance(history, MemoryHistory)
+        and kind.append is MemoryHistory.append
+        and kind.append_call is MemoryHistory.append_call
+    )
 
 
 class SessionRecorder:
     """Session facts in, steps out, for one guard."""
 
-    def __init__(self, spec: SessionSpec, history: SessionHistory) -> None:
+    def __init__(
+        self, spec: SessionSpec, history: SessionHistory, policy: CompiledPolicy | None = None
+    ) -> None:
         self.spec = spec
         self.history = history
+        #: the kinds and names of the rules (and label rules) that read the session's
+        #: view; None: every call reads it (no policy given, or a history whose writes
+        #: can fail — a store's: a call judged without the view whose step then could
+        #: not be written would have its allow recorded before it is told undetermined;
+        #: read first, the refusal comes before the check, as one record)
+        self._readers: tuple[tuple[frozenset[str] | None, GlobSet | None], ...] | None = (
+            None
+            if policy is None or not _writes_in_memory(history)
+            else tuple(
+                (rule.kinds, rule.names)
+                for rule in (*policy.rules, *spec.label_rules)
+                if reads_session(rule)
+            )
+        )
+        self._reads: dict[tuple[str, str], bool] = {}
         self._pending: OrderedDict[str, tuple[str, str]] = OrderedDict()
         #: the last decision of an allowed batch -> the earlier ones (one body runs)
         self._batches: OrderedDict[str, tuple[str, ...]] = OrderedDict()
@@ -99,6 +130,36 @@ class SessionRecorder:
                 self._batches.update(old._batches)
 
     # -- before the check ------------------------------------------------------------
+
+    def reads(self, kind: object, name: object) -> bool:
+        """Whether a rule that reads the session may concern a call of this kind and
+        name (any scope, agent or tenant: a filter, never an answer). One that none
+        can is judged without reading the session's view (:meth:`facts_of`); its step
+        is recorded all the same."""
+        readers = self._readers
+        if readers is None or type(kind) is not str or type(name) is not str:
+            return True
+        key = (kind, name)
+        found = self._reads.get(key)
+        if found is None:
+            found = any(
+                (kinds is None or kind in kinds) and (names is None or names.matches(name))
+                for kinds, names in readers
+            )
+            if len(self._reads) >= _READS_KEPT:
+                self._reads.clear()
+            self._reads[key] = found
+        return found
+
+    def facts_of(self, action: Action) -> SessionFacts:
+        """The session facts of a check of ``action``: :meth:`facts`, or none read
+        (:meth:`SessionFacts.unread`) when no rule that reads sessions can concern it
+        — a rule that read them anyway would be unevaluable, never a miss."""
+        context = action.context
+        session_id = context.session_id
+        if session_id is not None and not self.reads(action.kind, action.name):
+            return SessionFacts.unread(session_id)
+        return self.facts(context)
 
     def facts(self, context: Context) -> SessionFacts:
         """The session facts of a check in ``context``."""

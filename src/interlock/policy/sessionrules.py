@@ -62,6 +62,7 @@ __all__ = [
     "judgeable_data",
     "new_step",
     "provenance_labels",
+    "reads_session",
     "session_scope",
     "step_kind",
     "step_labels",
@@ -88,6 +89,10 @@ class SessionFacts:
     guard: object = None
     recorder: Any = None
     join: Any = None
+    #: False: the view was not read, for no rule reading sessions could concern the
+    #: call (``SessionRecorder.reads``); ``view`` is None, and a rule that reads it
+    #: anyway is unevaluable (never allowed), but the history is not down
+    read: bool = True
 
     @classmethod
     def of(cls, view: SessionView, now: float | None = None) -> SessionFacts:
@@ -96,6 +101,11 @@ class SessionFacts:
     @classmethod
     def unavailable(cls, session_id: str, problem: str) -> SessionFacts:
         return cls(None, time.time(), f"session {session_id!r}: {problem}")
+
+    @classmethod
+    def unread(cls, session_id: str) -> SessionFacts:
+        """The facts of a check that no rule reading sessions can concern: no view."""
+        return cls(None, 0.0, f"session {session_id!r}: {NOT_READ}", read=False)
 
     def probe_of(
         self, key: Any, value: Any, how: Callable[[Any], frozenset[int]] | None = None
@@ -107,6 +117,16 @@ class SessionFacts:
         if found is None:
             found = probes[key] = (how or probed)(value)
         return found
+
+
+#: Why a check's facts hold no view when no rule reading sessions could concern it.
+NOT_READ: Final = "not read for this call: no rule that reads sessions names it"
+
+
+def reads_session(rule: CompiledRule) -> bool:
+    """Whether ``rule`` reads the session's view: a ``session:`` condition, or a
+    ``when:`` calling a session function of CEL."""
+    return rule.session is not None or bool(getattr(rule.when, "session", ()))
 
 
 #: Probes of short argument texts already seen, by value (an agent sends the same
