@@ -71,12 +71,10 @@ _READS_KEPT: Final = 4096
 def _writes_in_memory(history: SessionHistory) -> bool:
     """Whether ``history`` writes steps as :class:`MemoryHistory` does (in this
     process's memory, under a lock: a write that cannot fail)."""
+    if not isinstance(history, MemoryHistory):
+        return False
     kind = type(history)
-    return (
-        isinstance(history, MemoryHistory)
-        and kind.append is MemoryHistory.append
-        and kind.append_call is MemoryHistory.append_call
-    )
+    return kind.append is MemoryHistory.append and kind.append_call is MemoryHistory.append_call
 
 
 class SessionRecorder:
