@@ -138,8 +138,14 @@ _PROBED_LONGEST: Final = 256  # characters: a longer text is probed each time
 
 
 def probed(value: Any) -> frozenset[int]:
-    """``probe(value)``, from the cache for a string seen before."""
-    if type(value) is not str or len(value) > _PROBED_LONGEST:
+    """``probe(value)``, from the cache for a string seen before — or a number or a
+    bool, whose probe is its text's (``texts_of`` gives ``str(value)``)."""
+    kind = type(value)
+    if kind is not str:
+        if kind is not int and kind is not float and kind is not bool:
+            return probe(value)
+        value = str(value)
+    if len(value) > _PROBED_LONGEST:
         return probe(value)
     found = _PROBED.get(value)
     if found is None:
@@ -334,8 +340,9 @@ def _argument_probes(
 
 #: The union of every probe :func:`_argument_probes` makes of short texts, by the
 #: texts (in order), with ``seams`` and without: bounded as :data:`_PROBED`.
-_UNIONS: dict[tuple[str, ...], frozenset[int]] = {}
-_JOINED_UNIONS: dict[tuple[str, ...], frozenset[int]] = {}
+_UNIONS: dict[Any, frozenset[int]] = {}
+_SCALARS: Final = object()  # the marker of :func:`_scalar_union_of`'s keys
+_JOINED_UNIONS: dict[Any, frozenset[int]] = {}
 
 
 def _union_of(
@@ -354,7 +361,7 @@ def _union_of(
     if found is not None:
         return found
     if any(type(value) is not str for value in values):
-        return None
+        return _scalar_union_of(values, kept, seams)
     if sum(map(len, values)) > _PROBED_LONGEST:
         return None
     probes = [probed(value) for value in values]
@@ -364,6 +371,41 @@ def _union_of(
     if len(kept) >= _PROBED_KEPT:
         kept.clear()
     kept[values] = found
+    return found
+
+
+def _scalar_union_of(
+    values: tuple[Any, ...], kept: dict[Any, frozenset[int]], seams: bool
+) -> frozenset[int] | None:
+    """:func:`_union_of` for short values some of which are numbers, bools or None
+    (an amount, an id, a flag: None for anything else). A number's or a bool's probe
+    is its text's, None's is empty, and the joined texts leave None out
+    (``texts_of``), so the union is a function of the texts and of how many values
+    there are: its key here, behind a marker no argument value can be (never equal
+    to the values of a call — ``1`` and ``True`` are equal as keys, their texts are
+    not; a tuple argument could spell the same texts)."""
+    texts: list[str] = []
+    for value in values:
+        kind = type(value)
+        if kind is str:
+            texts.append(value)
+        elif kind is int or kind is float or kind is bool:
+            texts.append(str(value))
+        elif value is not None:
+            return None
+    if sum(map(len, texts)) > _PROBED_LONGEST:
+        return None
+    joined = tuple(texts)
+    key = (_SCALARS, len(values), joined)
+    found = kept.get(key)
+    if found is None:
+        probes = [probed(text) for text in texts]
+        if len(values) > 1:
+            probes.append(seamed(joined) if seams else probed("".join(texts)))
+        found = frozenset().union(*probes)
+        if len(kept) >= _PROBED_KEPT:
+            kept.clear()
+        kept[key] = found
     return found
 
 
