@@ -35,13 +35,14 @@ from interlock.errors import SessionUnavailable, describe
 from interlock.policy.compiled import CompiledPolicy
 from interlock.policy.matchers import GlobSet
 from interlock.policy.sessionrules import (
+    NOT_READ,
+    STEP_KINDS,
     VERDICT_TEXT,
     SessionFacts,
     SessionSpec,
     error_data,
     new_step,
     reads_session,
-    step_kind,
     step_labels,
 )
 from interlock.session.fingerprints import of_data
@@ -65,6 +66,8 @@ log = logging.getLogger("interlock")
 T = TypeVar("T")
 
 _PENDING_KEPT: Final = 10_000
+_ALLOW: Final = Verdict.ALLOW
+_NO_LABELS: Final[frozenset[str]] = frozenset()
 _READS_KEPT: Final = 4096
 
 
@@ -156,7 +159,8 @@ class SessionRecorder:
         context = action.context
         session_id = context.session_id
         if session_id is not None and not self.reads(action.kind, action.name):
-            return SessionFacts.unread(session_id)
+            # SessionFacts.unread, without its call
+            return SessionFacts(None, 0.0, NOT_READ, None, None, None, None, False)
         return self.facts(context)
 
     def facts(self, context: Context) -> SessionFacts:
@@ -183,31 +187,40 @@ class SessionRecorder:
             return decision
         # append's work, inlined (a Python call fewer on every session check)
         verdict = decision.verdict
-        allowed = verdict is Verdict.ALLOW
-        step: NewStep | None = None
-        if self._by_fields:  # the step's fields, no NewStep made of them
-            attach, clear = step_labels(action, decision, facts, policy)
-            made = (
-                step_kind(action),
-                str(action.name),
-                VERDICT_TEXT[verdict],
-                decision.decision_id,
-                attach,
-                clear,
-            )
-        else:
-            step = new_step(action, decision, facts, policy)
+        allowed = verdict is _ALLOW
+        tenant = context.tenant
         try:
-            if step is None:
-                self.history.append_call(context.tenant, session_id, *made)  # type: ignore[attr-defined]
+            if self._by_fields:  # the step's fields, no NewStep made of them
+                name = action.name
+                kind = action.kind
+                spec = policy.sessions
+                if not allowed:
+                    attach = clear = _NO_LABELS  # step_labels' own answer
+                elif spec is not None and (
+                    not spec.label_rules or not spec.may_label(kind, str(name))
+                ):
+                    attach, clear = spec.tool_labels.get(name, _NO_LABELS), _NO_LABELS
+                else:
+                    attach, clear = step_labels(action, decision, facts, policy)
+                self.history.append_call(  # type: ignore[attr-defined]
+                    tenant,
+                    session_id,
+                    kind if kind in STEP_KINDS else "tool",  # step_kind, inlined
+                    str(name),
+                    VERDICT_TEXT[verdict],
+                    decision.decision_id,
+                    attach,
+                    clear,
+                )
             else:
-                self.history.append(context.tenant, session_id, step)
+                step = new_step(action, decision, facts, policy)
+                self.history.append(tenant, session_id, step)
         except Exception as exc:
             if not allowed:
                 return decision
             raise self._unrecorded(session_id, exc) from exc
         if allowed:
-            self.pending(decision, context.tenant, session_id)
+            self.pending(decision, tenant, session_id)
         return decision
 
     def append(

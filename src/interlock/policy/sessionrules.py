@@ -45,9 +45,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CURRENT",
+    "NOT_READ",
     "SESSION_FIELDS",
     "SESSION_FUNCTIONS",
     "SESSION_METHODS",
+    "STEP_KINDS",
     "VERDICT_TEXT",
     "AfterTest",
     "FlowTest",
@@ -105,7 +107,7 @@ class SessionFacts:
     @classmethod
     def unread(cls, session_id: str) -> SessionFacts:
         """The facts of a check that no rule reading sessions can concern: no view."""
-        return cls(None, 0.0, f"session {session_id!r}: {NOT_READ}", read=False)
+        return cls(None, 0.0, NOT_READ, read=False)
 
     def probe_of(
         self, key: Any, value: Any, how: Callable[[Any], frozenset[int]] | None = None
@@ -120,7 +122,7 @@ class SessionFacts:
 
 
 #: Why a check's facts hold no view when no rule reading sessions could concern it.
-NOT_READ: Final = "not read for this call: no rule that reads sessions names it"
+NOT_READ: Final = "the session was not read for this call: no rule that reads sessions names it"
 
 
 def reads_session(rule: CompiledRule) -> bool:
@@ -629,6 +631,8 @@ class SessionSpec:
 
 
 _STEP_KINDS: Final = frozenset({"tool", "llm", "mcp", "browser", "effect"})
+#: the kinds a call step keeps (any other is kept as ``tool``: :func:`step_kind`)
+STEP_KINDS: Final = _STEP_KINDS
 #: a verdict's text, without the enum's ``value`` descriptor on every step
 _VERDICT_TEXT: Final = {verdict: verdict.value for verdict in Verdict}
 _ALLOW: Final = Verdict.ALLOW
