@@ -57,12 +57,13 @@ from interlock.errors import (
 from interlock.hooks import Hook, HookCaller
 from interlock.policy.compiled import CompiledPolicy
 from interlock.policy.engine import evaluate
+from interlock.session.current import CURRENT as SESSION_CHECK
 
 if TYPE_CHECKING:
     from interlock.approvals.grants import Grant, GrantableDecisions
     from interlock.core.decision import ReservationRef
     from interlock.core.registry import Coverage
-    from interlock.guard_sessions import JoinedStep, SessionCheck, SessionRecorder
+    from interlock.guard_sessions import JoinedStep, SessionRecorder
     from interlock.ledger.llm_call import LLMCall
     from interlock.ledger.memory import MemoryLedger
     from interlock.ledger.usage import Usage
@@ -106,23 +107,10 @@ MapperResult = Action | Sequence[Action] | None
 Mapper = Callable[..., MapperResult]
 
 _DEFAULT_CONTEXT = Context()
-#: Set while a session check runs (a check inside it is that check, not a new step).
-_RECORDING: Final[contextvars.ContextVar[SessionCheck | None]] = contextvars.ContextVar(
-    "interlock_session_check", default=None
-)
-
-_SESSION_PARTS: list[tuple[Any, Any]] = []  # filled by the first session check
-
-
-def _session_parts() -> tuple[type[SessionCheck], contextvars.ContextVar[SessionFacts | None]]:
-    """``SessionCheck`` and the session facts' context variable, imported once (a guard
-    with no session rules never imports them; a session check runs this every time)."""
-    if not _SESSION_PARTS:
-        from interlock.guard_sessions import SessionCheck
-        from interlock.policy.sessionrules import CURRENT
-
-        _SESSION_PARTS.append((SessionCheck, CURRENT))
-    return _SESSION_PARTS[0]
+#: Set while a session check runs (a check inside it is that check, not a new step):
+#: the check's session facts, which the session rules read from the same variable
+#: (one object, one set and reset a check; see interlock/session/current.py).
+_RECORDING: Final[contextvars.ContextVar[SessionFacts | None]] = SESSION_CHECK
 
 
 #: The bound (seconds) of a check given no timeout, when it can wait on anything — a
@@ -384,7 +372,7 @@ class Guard:
 
                 history = MemoryHistory(max_steps=spec.max_steps)
             self._session_history = history
-        return SessionRecorder(spec, history)
+        return SessionRecorder(spec, history, policy)
 
     @property
     def sessions(self) -> SessionHistory | None:
@@ -470,7 +458,7 @@ class Guard:
         from interlock.guard_sessions import JoinedStep
         from interlock.policy.sessionrules import new_step
 
-        step = new_step(action, decision, running.facts, policy)
+        step = new_step(action, decision, running, policy)
         event_of = functools.partial(self._step_failed, action, decision)
         join = JoinedStep(
             recorder,
@@ -510,23 +498,24 @@ class Guard:
                 contextual = self._contextualise(action)
             except Exception as exc:  # refused as the check refuses it
                 return self._finish(action, _failed(exc), time.perf_counter_ns())
-        facts = recorder.facts(contextual.context)
-        if facts.view is None:  # _history_down's own test, inlined
+        facts_of = getattr(recorder, "facts_of", None)  # (a remote guard's has none)
+        facts = recorder.facts(contextual.context) if facts_of is None else facts_of(contextual)
+        if facts.view is None and facts.read:  # _history_down's own test, inlined
             refusal = self._history_down(contextual, facts)
             if refusal is not None:
                 return self._finish(contextual, refusal, time.perf_counter_ns())
-        session_check, current_facts = _session_parts()
-        running = session_check(self, recorder, facts)
-        token = _RECORDING.set(running)
-        current = current_facts.set(facts)
+        # the facts are the check in progress too (SessionCheck, inlined): one object,
+        # one context variable the session rules and this guard both read
+        facts.guard = self
+        facts.recorder = recorder
+        token = _RECORDING.set(facts)
         try:
             decision = self.check(contextual, timeout=timeout, cancel=cancel)
         finally:
-            current_facts.reset(current)
             _RECORDING.reset(token)
         if contextual is None or self.policy is None:
             return decision
-        join = running.join
+        join = facts.join
         if join is not None and join.committed and join.written is not None:
             # in the chain with its record: settled when the body returns
             recorder.landed(join, decision)
@@ -544,7 +533,7 @@ class Guard:
         call the policy alone would allow (its step could not be kept, and the rules
         that read the session cannot be judged); None to judge the call as usual (a
         stricter verdict stands, and is recorded as it is)."""
-        if facts.view is not None or action is None or self.policy is None:
+        if facts.view is not None or not facts.read or action is None or self.policy is None:
             return None
         from interlock.policy.sessionrules import session_scope
 
@@ -569,7 +558,6 @@ class Guard:
         import asyncio
 
         from interlock.guard_sessions import SessionCheck
-        from interlock.policy.sessionrules import session_scope
         from interlock.session.history import MemoryHistory
 
         in_memory = type(recorder.history) is MemoryHistory
@@ -577,19 +565,20 @@ class Guard:
             contextual = self._contextualise(action)
         except Exception as exc:  # refused as the check refuses it
             return await self._afinish(action, _failed(exc), time.perf_counter_ns())
-        context = contextual.context
-        if in_memory:
-            facts = recorder.facts(context)
+        facts_of = getattr(recorder, "facts_of", None)  # (a remote guard's has none)
+        if facts_of is None:
+            facts = recorder.facts(contextual.context)
+        elif in_memory:
+            facts = facts_of(contextual)
         else:
-            facts = await asyncio.to_thread(recorder.facts, context)
+            facts = await asyncio.to_thread(facts_of, contextual)
         refusal = self._history_down(contextual, facts)
         if refusal is not None:
             return await self._afinish(contextual, refusal, time.perf_counter_ns())
         running = SessionCheck(self, recorder, facts)
         token = _RECORDING.set(running)
         try:
-            with session_scope(facts):
-                decision = await self.acheck(contextual, timeout=timeout, cancel=cancel)
+            decision = await self.acheck(contextual, timeout=timeout, cancel=cancel)
         finally:
             _RECORDING.reset(token)
         if contextual is None or self.policy is None:

@@ -33,13 +33,16 @@ from interlock.core.action import Action, Context
 from interlock.core.decision import Decision, Verdict
 from interlock.errors import SessionUnavailable, describe
 from interlock.policy.compiled import CompiledPolicy
+from interlock.policy.matchers import GlobSet
 from interlock.policy.sessionrules import (
+    NOT_READ,
+    STEP_KINDS,
     VERDICT_TEXT,
     SessionFacts,
     SessionSpec,
     error_data,
     new_step,
-    step_kind,
+    reads_session,
     step_labels,
 )
 from interlock.session.fingerprints import of_data
@@ -63,14 +66,43 @@ log = logging.getLogger("interlock")
 T = TypeVar("T")
 
 _PENDING_KEPT: Final = 10_000
+_ALLOW: Final = Verdict.ALLOW
+_NO_LABELS: Final[frozenset[str]] = frozenset()
+_READS_KEPT: Final = 4096
+
+
+def _writes_in_memory(history: SessionHistory) -> bool:
+    """Whether ``history`` writes steps as :class:`MemoryHistory` does (in this
+    process's memory, under a lock: a write that cannot fail)."""
+    if not isinstance(history, MemoryHistory):
+        return False
+    kind = type(history)
+    return kind.append is MemoryHistory.append and kind.append_call is MemoryHistory.append_call
 
 
 class SessionRecorder:
     """Session facts in, steps out, for one guard."""
 
-    def __init__(self, spec: SessionSpec, history: SessionHistory) -> None:
+    def __init__(
+        self, spec: SessionSpec, history: SessionHistory, policy: CompiledPolicy | None = None
+    ) -> None:
         self.spec = spec
         self.history = history
+        #: the kinds and names of the rules (and label rules) that read the session's
+        #: view; None: every call reads it (no policy given, or a history whose writes
+        #: can fail — a store's: a call judged without the view whose step then could
+        #: not be written would have its allow recorded before it is told undetermined;
+        #: read first, the refusal comes before the check, as one record)
+        self._readers: tuple[tuple[frozenset[str] | None, GlobSet | None], ...] | None = (
+            None
+            if policy is None or not _writes_in_memory(history)
+            else tuple(
+                (rule.kinds, rule.names)
+                for rule in (*policy.rules, *spec.label_rules)
+                if reads_session(rule)
+            )
+        )
+        self._reads: dict[tuple[str, str], bool] = {}
         self._pending: OrderedDict[str, tuple[str, str]] = OrderedDict()
         #: the last decision of an allowed batch -> the earlier ones (one body runs)
         self._batches: OrderedDict[str, tuple[str, ...]] = OrderedDict()
@@ -100,6 +132,37 @@ class SessionRecorder:
 
     # -- before the check ------------------------------------------------------------
 
+    def reads(self, kind: object, name: object) -> bool:
+        """Whether a rule that reads the session may concern a call of this kind and
+        name (any scope, agent or tenant: a filter, never an answer). One that none
+        can is judged without reading the session's view (:meth:`facts_of`); its step
+        is recorded all the same."""
+        readers = self._readers
+        if readers is None or type(kind) is not str or type(name) is not str:
+            return True
+        key = (kind, name)
+        found = self._reads.get(key)
+        if found is None:
+            found = any(
+                (kinds is None or kind in kinds) and (names is None or names.matches(name))
+                for kinds, names in readers
+            )
+            if len(self._reads) >= _READS_KEPT:
+                self._reads.clear()
+            self._reads[key] = found
+        return found
+
+    def facts_of(self, action: Action) -> SessionFacts:
+        """The session facts of a check of ``action``: :meth:`facts`, or none read
+        (:meth:`SessionFacts.unread`) when no rule that reads sessions can concern it
+        — a rule that read them anyway would be unevaluable, never a miss."""
+        context = action.context
+        session_id = context.session_id
+        if session_id is not None and not self.reads(action.kind, action.name):
+            # SessionFacts.unread, without its call
+            return SessionFacts(None, 0.0, NOT_READ, None, None, None, None, False)
+        return self.facts(context)
+
     def facts(self, context: Context) -> SessionFacts:
         """The session facts of a check in ``context``."""
         session_id = context.session_id
@@ -124,31 +187,40 @@ class SessionRecorder:
             return decision
         # append's work, inlined (a Python call fewer on every session check)
         verdict = decision.verdict
-        allowed = verdict is Verdict.ALLOW
-        step: NewStep | None = None
-        if self._by_fields:  # the step's fields, no NewStep made of them
-            attach, clear = step_labels(action, decision, facts, policy)
-            made = (
-                step_kind(action),
-                str(action.name),
-                VERDICT_TEXT[verdict],
-                decision.decision_id,
-                attach,
-                clear,
-            )
-        else:
-            step = new_step(action, decision, facts, policy)
+        allowed = verdict is _ALLOW
+        tenant = context.tenant
         try:
-            if step is None:
-                self.history.append_call(context.tenant, session_id, *made)  # type: ignore[attr-defined]
+            if self._by_fields:  # the step's fields, no NewStep made of them
+                name = action.name
+                kind = action.kind
+                spec = policy.sessions
+                if not allowed:
+                    attach = clear = _NO_LABELS  # step_labels' own answer
+                elif spec is not None and (
+                    not spec.label_rules or not spec.may_label(kind, str(name))
+                ):
+                    attach, clear = spec.tool_labels.get(name, _NO_LABELS), _NO_LABELS
+                else:
+                    attach, clear = step_labels(action, decision, facts, policy)
+                self.history.append_call(  # type: ignore[attr-defined]
+                    tenant,
+                    session_id,
+                    kind if kind in STEP_KINDS else "tool",  # step_kind, inlined
+                    str(name),
+                    VERDICT_TEXT[verdict],
+                    decision.decision_id,
+                    attach,
+                    clear,
+                )
             else:
-                self.history.append(context.tenant, session_id, step)
+                step = new_step(action, decision, facts, policy)
+                self.history.append(tenant, session_id, step)
         except Exception as exc:
             if not allowed:
                 return decision
             raise self._unrecorded(session_id, exc) from exc
         if allowed:
-            self.pending(decision, context.tenant, session_id)
+            self.pending(decision, tenant, session_id)
         return decision
 
     def append(
@@ -308,19 +380,17 @@ class SessionRecorder:
         return self.history.append(context.tenant, session_id, step)
 
 
-class SessionCheck:
-    """The session check in progress (the guard's ``_RECORDING`` variable): the facts it
-    decides with, the guard that runs it (a check inside it by that guard is that
-    check; another guard's check — an in-process server's — is a check of its own), and
-    its step, once it rides the decision's record."""
-
-    __slots__ = ("facts", "guard", "join", "recorder")
-
-    def __init__(self, guard: object, recorder: SessionRecorder, facts: SessionFacts) -> None:
-        self.guard = guard
-        self.recorder = recorder
-        self.facts = facts
-        self.join: JoinedStep | None = None
+def SessionCheck(  # noqa: N802 - the name of the class it replaces
+    guard: object, recorder: SessionRecorder, facts: SessionFacts
+) -> SessionFacts:
+    """``facts`` as the session check in progress of ``guard`` (what the guard sets in
+    its ``_RECORDING`` variable): :class:`SessionFacts` carries the guard, its recorder
+    and the step that rides the decision's record, so a check makes one object and
+    sets one context variable."""
+    facts.guard = guard
+    facts.recorder = recorder
+    facts.join = None
+    return facts
 
 
 class JoinedStep:

@@ -35,6 +35,7 @@ __all__ = [
     "CompiledPolicy",
     "CompiledRule",
     "TierFilter",
+    "same_on_every_facet",
 ]
 
 
@@ -567,6 +568,17 @@ def _tiers(rules: list[CompiledRule]) -> tuple[Tier, ...]:
 _CACHE_LIMIT = 8192
 
 
+def same_on_every_facet(rule: CompiledRule) -> bool:
+    """Whether ``rule`` tests the same on every facet of a call: no ``scope`` (the
+    index gives it every facet's scope) and nothing that reads a facet's own scope,
+    parameters or verb (``params``, ``shell:``, ``when:``). Its other tests read what
+    every facet of a call shares (:meth:`Facts.with_params`): kind, name, tenant,
+    agent, and its ``session:`` — labels and ``after`` read the session's view,
+    ``flows_from`` and ``provenance`` the call's ``args`` (the same mapping on every
+    facet) and the check's probe cache."""
+    return rule.scopes is None and not rule.conditions and rule.when is None and rule.shell is None
+
+
 @dataclass(slots=True)
 class CompiledPolicy:
     """A loaded, validated, compiled policy. Immutable once built (the candidate cache
@@ -668,8 +680,15 @@ class CompiledPolicy:
 
     def refusers(self, kind: str, name: str) -> frozenset[str]:
         """The scopes among filesystem and network whose deny or approval rules
-        (enforced or shadow) could apply to this kind and name: what a shell
-        command's files and URLs are judged against (memoised)."""
+        (enforced or shadow) could apply to this kind and name and could judge a file
+        or URL the call uses otherwise than the call itself: what a shell command's
+        files and URLs are judged against (memoised).
+
+        A rule that reads nothing a derived facet changes (:func:`same_on_every_facet`)
+        makes no scope a refuser: it judged the call's main facet already, with the
+        same result, and deny-overrides means a derived facet could only repeat it. A
+        scope-less ``session:`` rule naming ``shell`` would otherwise have every shell
+        call parsed and its paths judged for nothing."""
         key = (kind, name)
         found = self._refusers.get(key)
         if found is None:
@@ -677,7 +696,11 @@ class CompiledPolicy:
             for scope in ("filesystem", "network"):
                 candidates = self.candidates(kind, name, scope)
                 tiers = candidates.with_shadow or candidates.enforced
-                if any(verdict is not Verdict.ALLOW for verdict, _ in tiers):
+                if any(
+                    verdict is not Verdict.ALLOW
+                    and not all(same_on_every_facet(rule) for rule in rules)
+                    for verdict, rules in tiers
+                ):
                     scopes.add(scope)
             found = frozenset(scopes)
             if len(self._refusers) >= _CACHE_LIMIT:

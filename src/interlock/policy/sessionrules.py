@@ -27,7 +27,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final
 
@@ -35,6 +34,7 @@ from interlock.core.decision import Decision, Verdict
 from interlock.errors import EvaluationError
 from interlock.policy.engine import facts_for
 from interlock.policy.matchers import GlobSet
+from interlock.session.current import CURRENT
 from interlock.session.fingerprints import carries, probe, probe_seams, texts_of
 from interlock.session.history import NewStep, SessionView, Step, StepKind
 
@@ -45,9 +45,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CURRENT",
+    "NOT_READ",
     "SESSION_FIELDS",
     "SESSION_FUNCTIONS",
     "SESSION_METHODS",
+    "STEP_KINDS",
     "VERDICT_TEXT",
     "AfterTest",
     "FlowTest",
@@ -64,6 +66,7 @@ __all__ = [
     "judgeable_data",
     "new_step",
     "provenance_labels",
+    "reads_session",
     "session_scope",
     "step_kind",
     "step_labels",
@@ -74,13 +77,26 @@ __all__ = [
 class SessionFacts:
     """What one check knows of its session: the view (``None``: unreadable, with the
     ``problem``), the time of the check, and the probes of its arguments (made once
-    per check, whatever number of rules read them)."""
+    per check, whatever number of rules read them).
+
+    It is also the guard's session check in progress (:data:`CURRENT`, set once a
+    check): the guard that runs it (a check inside it by that guard is that check;
+    another guard's check — an in-process server's — is a check of its own; None
+    outside a guard, as in ``interlock policy test``), the guard's recorder, and the
+    check's step once it rides the decision's record (``JoinedStep``)."""
 
     view: SessionView | None
     now: float
     problem: str | None = None
     #: made by the first probe (a check no flow or provenance test reads makes none)
     _probes: dict[Any, frozenset[int]] | None = None
+    guard: object = None
+    recorder: Any = None
+    join: Any = None
+    #: False: the view was not read, for no rule reading sessions could concern the
+    #: call (``SessionRecorder.reads``); ``view`` is None, and a rule that reads it
+    #: anyway is unevaluable (never allowed), but the history is not down
+    read: bool = True
 
     @classmethod
     def of(cls, view: SessionView, now: float | None = None) -> SessionFacts:
@@ -89,6 +105,11 @@ class SessionFacts:
     @classmethod
     def unavailable(cls, session_id: str, problem: str) -> SessionFacts:
         return cls(None, time.time(), f"session {session_id!r}: {problem}")
+
+    @classmethod
+    def unread(cls, session_id: str) -> SessionFacts:
+        """The facts of a check that no rule reading sessions can concern: no view."""
+        return cls(None, 0.0, NOT_READ, read=False)
 
     def probe_of(
         self, key: Any, value: Any, how: Callable[[Any], frozenset[int]] | None = None
@@ -102,6 +123,16 @@ class SessionFacts:
         return found
 
 
+#: Why a check's facts hold no view when no rule reading sessions could concern it.
+NOT_READ: Final = "the session was not read for this call: no rule that reads sessions names it"
+
+
+def reads_session(rule: CompiledRule) -> bool:
+    """Whether ``rule`` reads the session's view: a ``session:`` condition, or a
+    ``when:`` calling a session function of CEL."""
+    return rule.session is not None or bool(getattr(rule.when, "session", ()))
+
+
 #: Probes of short argument texts already seen, by value (an agent sends the same
 #: recipient, URL, path or command again and again): bounded (1024 texts of at most
 #: 256 characters: a few MiB at worst), emptied whole when full.
@@ -111,8 +142,14 @@ _PROBED_LONGEST: Final = 256  # characters: a longer text is probed each time
 
 
 def probed(value: Any) -> frozenset[int]:
-    """``probe(value)``, from the cache for a string seen before."""
-    if type(value) is not str or len(value) > _PROBED_LONGEST:
+    """``probe(value)``, from the cache for a string seen before — or a number or a
+    bool, whose probe is its text's (``texts_of`` gives ``str(value)``)."""
+    kind = type(value)
+    if kind is not str:
+        if kind is not int and kind is not float and kind is not bool:
+            return probe(value)
+        value = str(value)
+    if len(value) > _PROBED_LONGEST:
         return probe(value)
     found = _PROBED.get(value)
     if found is None:
@@ -139,8 +176,6 @@ def seamed(texts: tuple[str, ...]) -> frozenset[int]:
     return found
 
 
-#: The session facts of the check being evaluated (set by the guard around it).
-CURRENT: Final[ContextVar[SessionFacts | None]] = ContextVar("interlock_session", default=None)
 _EMPTY: Final = SessionView("", "")
 
 
@@ -344,8 +379,9 @@ def _argument_probes(
 
 #: The union of every probe :func:`_argument_probes` makes of short texts, by the
 #: texts (in order), with ``seams`` and without: bounded as :data:`_PROBED`.
-_UNIONS: dict[tuple[str, ...], frozenset[int]] = {}
-_JOINED_UNIONS: dict[tuple[str, ...], frozenset[int]] = {}
+_UNIONS: dict[Any, frozenset[int]] = {}
+_SCALARS: Final = object()  # the marker of :func:`_scalar_union_of`'s keys
+_JOINED_UNIONS: dict[Any, frozenset[int]] = {}
 
 
 def _union_of(
@@ -364,7 +400,7 @@ def _union_of(
     if found is not None:
         return found
     if any(type(value) is not str for value in values):
-        return None
+        return _scalar_union_of(values, kept, seams)
     if sum(map(len, values)) > _PROBED_LONGEST:
         return None
     probes = [probed(value) for value in values]
@@ -374,6 +410,41 @@ def _union_of(
     if len(kept) >= _PROBED_KEPT:
         kept.clear()
     kept[values] = found
+    return found
+
+
+def _scalar_union_of(
+    values: tuple[Any, ...], kept: dict[Any, frozenset[int]], seams: bool
+) -> frozenset[int] | None:
+    """:func:`_union_of` for short values some of which are numbers, bools or None
+    (an amount, an id, a flag: None for anything else). A number's or a bool's probe
+    is its text's, None's is empty, and the joined texts leave None out
+    (``texts_of``), so the union is a function of the texts and of how many values
+    there are: its key here, behind a marker no argument value can be (never equal
+    to the values of a call — ``1`` and ``True`` are equal as keys, their texts are
+    not; a tuple argument could spell the same texts)."""
+    texts: list[str] = []
+    for value in values:
+        kind = type(value)
+        if kind is str:
+            texts.append(value)
+        elif kind is int or kind is float or kind is bool:
+            texts.append(str(value))
+        elif value is not None:
+            return None
+    if sum(map(len, texts)) > _PROBED_LONGEST:
+        return None
+    joined = tuple(texts)
+    key = (_SCALARS, len(values), joined)
+    found = kept.get(key)
+    if found is None:
+        probes = [probed(text) for text in texts]
+        if len(values) > 1:
+            probes.append(seamed(joined) if seams else probed("".join(texts)))
+        found = frozenset().union(*probes)
+        if len(kept) >= _PROBED_KEPT:
+            kept.clear()
+        kept[key] = found
     return found
 
 
@@ -615,6 +686,8 @@ class SessionSpec:
 
 
 _STEP_KINDS: Final = frozenset({"tool", "llm", "mcp", "browser", "effect"})
+#: the kinds a call step keeps (any other is kept as ``tool``: :func:`step_kind`)
+STEP_KINDS: Final = _STEP_KINDS
 #: a verdict's text, without the enum's ``value`` descriptor on every step
 _VERDICT_TEXT: Final = {verdict: verdict.value for verdict in Verdict}
 _ALLOW: Final = Verdict.ALLOW

@@ -588,19 +588,23 @@ class MemoryHistory:
         guard's in-process check calls this); an ``input`` step is executed."""
         now = self._clock()
         key = (tenant, session_id)
+        sessions = self._sessions
+        bound = self._max_steps
         lock = self._lock
         lock.acquire()
         try:
-            found = self._sessions.get(key)
+            found = sessions.get(key)
             if found is None:
                 remnant = self._remnants.pop(key, None)
-                found = self._sessions[key] = (
+                found = sessions[key] = (
                     _Session() if remnant is None else _Session(remnant[0], remnant[1], remnant[3])
                 )
             else:
-                self._sessions.move_to_end(key)
+                sessions.move_to_end(key)
+            seq = found.next_seq
+            found.next_seq = seq + 1
             kept = _new_step(
-                found.next_seq,
+                seq,
                 now,
                 kind,
                 name,
@@ -611,19 +615,27 @@ class MemoryHistory:
                 trusted,
                 True if kind == "input" else executed,
             )
-            found.next_seq += 1
             if labels or clears:
                 found.labels = (found.labels | labels) - clears
-            dropped = found.add(kept, self._max_steps)
             found.touched = now
-            # _recount, inlined; _evict only past a bound (a call fewer each)
-            in_steps = found.in_steps - dropped + len(fingerprints)
-            held = in_steps + len(found.index.prints)
-            total = self._held = self._held + held - found.held
-            found.in_steps = in_steps
-            found.held = held
+            steps = found.steps
+            if fingerprints or len(steps) >= bound or found.index.added > 2 * bound + 16:
+                dropped = found.add(kept, bound)
+                # _recount, inlined
+                in_steps = found.in_steps - dropped + len(fingerprints)
+                held = in_steps + len(found.index.prints)
+                self._held += held - found.held
+                found.in_steps = in_steps
+                found.held = held
+            else:
+                # the usual call step (no data yet, within the bound): _Session.add's
+                # own case, inlined — nothing dropped, the index and the counts as they
+                # were
+                steps.append(kept)
+                found.view = None
+            # _evict only past a bound (a call fewer each)
             most = self._max_fingerprints
-            if len(self._sessions) > self._max_sessions or (most is not None and total > most):
+            if len(sessions) > self._max_sessions or (most is not None and self._held > most):
                 self._evict(key)
             return kept
         finally:
