@@ -241,7 +241,11 @@ def test_narrowing_is_used_only_for_dict_arguments_and_text_tenants() -> None:
         context=Context(tenant="globex"),
     )
     assert candidates.narrowed_for(facts_for(proxy, policy)) is None
-    odd = Action.tool("search", {"n": 1}, context=Context(tenant=7))  # type: ignore[arg-type]
+    with pytest.raises(TypeError):  # refused where it is made ...
+        Context(tenant=7)  # type: ignore[arg-type]
+    forced = Context(tenant="globex")  # ... and still not narrowed when forced in
+    object.__setattr__(forced, "tenant", 7)
+    odd = Action.tool("search", {"n": 1}, context=forced)
     assert candidates.narrowed_for(facts_for(odd, policy)) is None
     # every way, the same decision
     assert essence(evaluate(proxy, policy)) == essence(evaluate(usual, policy))
