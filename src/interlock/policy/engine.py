@@ -39,6 +39,7 @@ from interlock.policy.facets import Outcome, evaluate_facets, needs_facets
 from interlock.policy.outcomes import decision_of, judge, outcome_ids, outcome_reason
 from interlock.policy.shapes import Shape
 from interlock.policy.specialise import Decide
+from interlock.session.current import CURRENT
 
 __all__ = ["AMBIGUOUS_URL_RULE", "CONFLICTING_ALIASES_RULE", "evaluate", "facts_for"]
 
@@ -144,6 +145,10 @@ def evaluate(action: Action, policy: CompiledPolicy) -> Decision:
             reason="cannot judge this call: its arguments could not be read",
         )
 
+    if policy.sessions is not None:
+        running = CURRENT.get()
+        if running is not None:  # the step's label rules read these facts again
+            running.evaluated = (action, policy, facts)
     params = facts.params
     if decide is not None and "@file" not in params:  # one facet (the shape says)
         return decide(facts)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final
 
@@ -34,7 +35,7 @@ from interlock.core.decision import Decision, Verdict
 from interlock.errors import EvaluationError
 from interlock.policy.engine import facts_for
 from interlock.policy.matchers import GlobSet
-from interlock.session.current import CURRENT
+from interlock.session import current as _current
 from interlock.session.fingerprints import carries, probe, probe_seams, texts_of
 from interlock.session.history import NewStep, SessionView, Step, StepKind
 
@@ -72,6 +73,10 @@ __all__ = [
     "step_labels",
 ]
 
+#: The session facts of the check being evaluated (None: no session check runs): the
+#: variable of :mod:`interlock.session.current`, with its type.
+CURRENT: Final[ContextVar[SessionFacts | None]] = _current.CURRENT
+
 
 @dataclass(slots=True)
 class SessionFacts:
@@ -97,6 +102,9 @@ class SessionFacts:
     #: call (``SessionRecorder.reads``); ``view`` is None, and a rule that reads it
     #: anyway is unevaluable (never allowed), but the history is not down
     read: bool = True
+    #: the call the engine judged in this check, the policy, and the facts it read of
+    #: it (the step's label rules read the same facts: not extracted twice)
+    evaluated: tuple[Any, Any, Facts] | None = None
 
     @classmethod
     def of(cls, view: SessionView, now: float | None = None) -> SessionFacts:
@@ -761,6 +769,9 @@ def step_labels(
         return spec.tool_labels.get(name, _NO_LABELS), _NO_LABELS
     token = CURRENT.set(facts)
     try:
+        evaluated = facts.evaluated
+        if evaluated is not None and evaluated[0] is action and evaluated[1] is policy:
+            return spec.labels_for(evaluated[2])
         return spec.labels_for(facts_for(action, policy))
     except Exception:
         attach = frozenset(

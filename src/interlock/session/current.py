@@ -14,12 +14,11 @@ guard with no session rules must not import the session engine.
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Final
-
-if TYPE_CHECKING:
-    from interlock.policy.sessionrules import SessionFacts
+from typing import Any, Final
 
 __all__ = ["CURRENT"]
 
-#: The session facts of the check being evaluated (None: no session check runs).
-CURRENT: Final[ContextVar[SessionFacts | None]] = ContextVar("interlock_session", default=None)
+#: The session facts of the check being evaluated (None: no session check runs): a
+#: :class:`~interlock.policy.sessionrules.SessionFacts`, which sits a layer above this
+#: module; ``sessionrules.CURRENT`` is this variable with that type.
+CURRENT: Final[ContextVar[Any]] = ContextVar("interlock_session", default=None)
