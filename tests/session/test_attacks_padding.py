@@ -241,7 +241,7 @@ def test_an_unknown_decision_within_the_bound_changes_nothing(guard: Guard) -> N
     assert _verdict(guard, "delete_file", path="/tmp/b") is Verdict.ALLOW
 
 
-def test_too_many_kinds_of_dropped_calls_overflow_the_past(guard: Guard) -> None:
+def test_too_many_kinds_of_dropped_calls_overflow_the_past(guard: Guard, backend: str) -> None:
     """Past :data:`MAX_PAST` kinds of executed calls the counts are not kept: a cap
     that reaches them is undetermined again (as without a past)."""
     for i in range(MAX_PAST + 1):
@@ -249,6 +249,11 @@ def test_too_many_kinds_of_dropped_calls_overflow_the_past(guard: Guard) -> None
     _pad_with_data(guard, MAX_STEPS)
     view = _view(guard)
     assert view.past.overflowed
+    if backend != "memory":  # the table keeps every kind: a fresh read overflows too
+        with open_store(backend) as store:
+            assert store.session_history(max_steps=MAX_STEPS).view("default", "s-pad").past == (
+                SessionPast(overflowed=True)
+            )
     decision = guard.check(Action.tool("delete_file", {"path": "/tmp/a"}))
     assert decision.verdict is Verdict.UNDETERMINED
     assert "session.max_steps" in decision.reason

@@ -186,3 +186,15 @@ def test_a_session_that_dropped_steps_before_schema_15_cannot_tell(
         assert fresh.view("t", "long").past.overflowed
         assert not fresh.view("t", "short").past.overflowed
         assert fresh.view("t", "short").past.counts == ()
+
+
+def test_replicas_appending_in_turn_count_every_dropped_step(store: SqlStore) -> None:
+    """Each replica's kept view is stale after the other's write, so its appends take
+    the general path (SQLite: the upsert, then the past counted, then the delete)."""
+    replicas = [store.session_history(max_steps=3), store.session_history(max_steps=3)]
+    for i in range(10):
+        _executed(replicas[i % 2], "s", "delete_file", 1)
+    for history in (*replicas, store.session_history(max_steps=3)):
+        view = history.view("t", "s")
+        assert [s.seq for s in view.steps] == [8, 9, 10]
+        assert [(c.name, c.n) for c in view.past.counts] == [("delete_file", 7)]
