@@ -180,6 +180,8 @@ def test_a_session_that_dropped_steps_before_schema_15_cannot_tell(
         cur.execute("DELETE FROM session_past")
         cur.execute("DELETE FROM schema_migrations WHERE version = 15")
         cur.execute("DROP TABLE session_past")
+        if store.dialect == "sqlite":
+            cur.execute("DROP TRIGGER session_step_usual_drop")
     store.close()
     with open_store(store_url) as migrated:
         fresh = migrated.session_history(max_steps=3)

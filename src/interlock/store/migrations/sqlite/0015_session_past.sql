@@ -24,7 +24,11 @@ INSERT INTO session_past (tenant, session_id, kind, name, labels, n, first_us, l
     WHERE s.next_seq > 1 AND NOT EXISTS (SELECT 1 FROM session_steps t
         WHERE t.tenant = s.tenant AND t.session_id = s.session_id AND t.seq = 1);
 
--- The usual step (schema 14), now counting the steps it drops into the past first.
+-- The usual step (schema 14), its bound now in a trigger of its own that fires only
+-- when the step takes the session past the bound (WHEN: a session within its bound
+-- runs neither the past's upsert nor the DELETE): the steps it drops counted into the
+-- past first, then deleted. Either trigger's RAISE undoes the whole statement, the
+-- other's writes too, so their order does not matter.
 DROP TRIGGER session_step_usual_insert;
 
 CREATE TRIGGER session_step_usual_insert INSTEAD OF INSERT ON session_step_usual
@@ -40,11 +44,15 @@ BEGIN
     VALUES (NEW.tenant, NEW.session_id, NEW.seq, NEW.at_us, NEW.kind, NEW.name,
         NEW.verdict, NEW.decision_id, NEW.step_labels, NEW.fingerprints, NEW.trusted,
         NEW.executed, NEW.version);
+END;
+
+CREATE TRIGGER session_step_usual_drop INSTEAD OF INSERT ON session_step_usual
+WHEN NEW.oldest > 0
+BEGIN
     INSERT INTO session_past (tenant, session_id, kind, name, labels, n, first_us, last_us)
     SELECT tenant, session_id, kind, name, labels, count(*), min(at_us), max(at_us)
-    FROM session_steps WHERE NEW.oldest > 0 AND tenant = NEW.tenant
-        AND session_id = NEW.session_id AND seq <= NEW.oldest AND executed = 1
-        AND kind <> 'input'
+    FROM session_steps WHERE tenant = NEW.tenant AND session_id = NEW.session_id
+        AND seq <= NEW.oldest AND executed = 1 AND kind <> 'input'
     GROUP BY tenant, session_id, kind, name, labels
     ON CONFLICT (tenant, session_id, kind, name, labels) DO UPDATE SET
         n = session_past.n + excluded.n,
