@@ -41,7 +41,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
-from typing import Final, Literal, Protocol
+from typing import Final, Literal, NamedTuple, Protocol
 
 from interlock.session.labels import check_labels
 
@@ -118,10 +118,10 @@ class Step:
     executed: bool | None  # None: no outcome yet (or lost); True: ran; False: raised
 
 
-@dataclass(frozen=True, slots=True)
-class PastCount:
+class PastCount(NamedTuple):
     """The executed call steps of one kind, name and labels that left a session's
-    history past ``max_steps``: how many, and when the first and last were appended."""
+    history past ``max_steps``: how many, and when the first and last were appended.
+    (A named tuple: one is made each time a step leaves, cheaply.)"""
 
     kind: str
     name: str
@@ -131,8 +131,7 @@ class PastCount:
     last_at: float
 
 
-@dataclass(frozen=True, slots=True)
-class SessionPast:
+class SessionPast(NamedTuple):
     """What a session's dropped steps still tell: the counts of its executed call steps
     (what ``after:`` and ``session.count`` count), so a whole-session count stays exact
     past ``max_steps``. ``overflowed``: the counts cannot be told (more than
@@ -146,34 +145,40 @@ class SessionPast:
     def folded(self, steps: Iterable[Step]) -> SessionPast:
         """This past with ``steps`` (leaving the history) counted: the executed call
         steps among them; the rest leave nothing."""
-        if self.overflowed:
-            return self
-        counts: list[PastCount] | None = None
+        past = self
         for step in steps:
-            if not step.executed or step.kind == "input":
-                continue
-            if counts is None:
-                counts = list(self.counts)
-            for i, entry in enumerate(counts):
-                if (
-                    entry.kind == step.kind
-                    and entry.name == step.name
-                    and entry.labels == step.labels
-                ):
-                    counts[i] = PastCount(
-                        entry.kind,
-                        entry.name,
-                        entry.labels,
-                        entry.n + 1,
-                        min(entry.first_at, step.at),
-                        max(entry.last_at, step.at),
-                    )
-                    break
-            else:
-                if len(counts) >= MAX_PAST:
-                    return OVERFLOWED_PAST
-                counts.append(PastCount(step.kind, step.name, step.labels, 1, step.at, step.at))
-        return self if counts is None else SessionPast(tuple(counts))
+            if step.executed and step.kind != "input" and not past.overflowed:
+                past = past._with(step)
+        return past
+
+    def _with(self, step: Step) -> SessionPast:
+        """This past with one more executed call step (one leaves at a time, usually)."""
+        counts = self.counts
+        kind, name, labels, at = step.kind, step.name, step.labels, step.at
+        for i, entry in enumerate(counts):
+            if entry[0] == kind and entry[1] == name and entry[2] == labels:
+                n, first, last = entry[3] + 1, entry[4], entry[5]
+                grown = _new_tuple(
+                    PastCount,
+                    (
+                        kind,
+                        name,
+                        labels,
+                        n,
+                        first if first <= at else at,
+                        last if last >= at else at,
+                    ),
+                )
+                return _new_tuple(SessionPast, ((*counts[:i], grown, *counts[i + 1 :]), False))
+        if len(counts) >= MAX_PAST:
+            return OVERFLOWED_PAST
+        added = _new_tuple(PastCount, (kind, name, labels, 1, at, at))
+        return _new_tuple(SessionPast, ((*counts, added), False))
+
+
+#: A named tuple made from its fields without its generated ``__new__`` (a Python call
+#: with defaults): the same object, made once a dropped step.
+_new_tuple: Final = tuple.__new__
 
 
 #: A session with nothing dropped (or nothing executed among what was dropped).
@@ -513,8 +518,8 @@ class _Session:
         dropped = 0
         while len(steps) > bound:
             old = steps.pop(0)
-            if old.executed and old.kind != "input":
-                self.past = self.past.folded((old,))
+            if old.executed and old.kind != "input" and not self.past.overflowed:
+                self.past = self.past._with(old)
             if old.fingerprints:
                 dropped += len(old.fingerprints)
                 if sources and sources[0] is old:  # sources are oldest first
