@@ -8,7 +8,9 @@ look-alikes that must keep passing.
 Closed by judging what only dropped steps could tell as "cannot tell": a condition
 that holds on the kept steps holds; one that does not, where a dropped step might
 have made it hold, leaves the rule unevaluable (undetermined) — never a miss that
-allows. The price is paid by sessions longer than ``max_steps``, shown below."""
+allows. The price is paid by sessions longer than ``max_steps``, shown below; a
+session's *past* (the counts of its executed calls that left the history) keeps its
+whole-session counts exact, so a per-session cap is judged past the bound too."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import pytest
 
 from interlock import Action, Context, Guard, Verdict
 from interlock.policy import load_policy_text
-from interlock.session.history import MemoryHistory
+from interlock.session.history import MAX_PAST, MemoryHistory, SessionPast, SessionView
 from interlock.store import open_store
 
 KEY = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
@@ -58,16 +60,31 @@ rules:
 REFUSED = (Verdict.DENY, Verdict.UNDETERMINED, Verdict.REQUIRE_APPROVAL)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def guard(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Guard]:
-    policy = load_policy_text(POLICY)
-    context = Context(session_id="s-pad")
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where the session lives: this process, or a store's URL (PostgreSQL's skipped
+    when no server answers, unless ``INTERLOCK_REQUIRE_POSTGRES=1``)."""
     if request.param == "memory":
+        return "memory"
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'pad.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+def _guard(backend: str, policy_text: str, session_id: str) -> Iterator[Guard]:
+    policy = load_policy_text(policy_text)
+    context = Context(session_id=session_id)
+    if backend == "memory":
         yield Guard(policy, context=context, sessions=MemoryHistory(max_steps=MAX_STEPS))
         return
-    store = open_store(f"sqlite:///{tmp_path / 'pad.db'}")
+    store = open_store(backend)
     with store, Guard(policy, context=context, store=store) as guarded:
         yield guarded
+
+
+@pytest.fixture
+def guard(backend: str) -> Iterator[Guard]:
+    yield from _guard(backend, POLICY, "s-pad")
 
 
 def _run(guard: Guard, name: str, result: str = "", **args: Any) -> None:
@@ -79,6 +96,12 @@ def _run(guard: Guard, name: str, result: str = "", **args: Any) -> None:
     body.__name__ = name
     guarded = guard.protect(body)
     guarded(**args)
+
+
+def _view(guard: Guard) -> SessionView:
+    history = guard.sessions
+    assert history is not None
+    return history.view("default", "s-pad")
 
 
 def _verdict(guard: Guard, name: str, **args: Any) -> Verdict:
@@ -171,14 +194,102 @@ def test_past_the_bound_a_found_flow_is_still_a_deny(guard: Guard) -> None:
     assert decision.rule_ids == ("no-leak",)
 
 
-def test_past_the_bound_a_whole_session_cap_cannot_be_told(guard: Guard) -> None:
-    """The cost: a count over the whole session is not known once steps were dropped,
-    so the cap's delete is undetermined (a sliding cap, ``within: N`` up to
-    ``max_steps``, is judged exactly: below)."""
+def test_past_the_bound_a_whole_session_cap_is_exact(guard: Guard) -> None:
+    """The session's past counts the dropped executed calls: a session that never
+    deleted may delete, padded or not."""
     _pad_with_data(guard, MAX_STEPS + 1)  # step 1 dropped
-    decision = guard.check(Action.tool("delete_file", {"path": "/tmp/a"}))
+    assert _verdict(guard, "delete_file", path="/tmp/a") is Verdict.ALLOW
+
+
+def test_two_deletes_pushed_out_still_reach_the_cap(guard: Guard) -> None:
+    _run(guard, "delete_file", path="/tmp/a")
+    _run(guard, "delete_file", path="/tmp/b")
+    _pad_with_data(guard, 2 * MAX_STEPS)
+    _pad_refused(guard, MAX_STEPS)
+    decision = guard.check(Action.tool("delete_file", {"path": "/tmp/c"}))
+    assert decision.verdict is Verdict.REQUIRE_APPROVAL
+    assert decision.rule_ids == ("delete-cap",)
+
+
+def test_one_delete_pushed_out_leaves_room_for_one_more(guard: Guard) -> None:
+    _run(guard, "delete_file", path="/tmp/a")
+    _pad_with_data(guard, 2 * MAX_STEPS)
+    assert _verdict(guard, "delete_file", path="/tmp/b") is Verdict.ALLOW
+    _run(guard, "delete_file", path="/tmp/b")  # one kept, one in the past
+    assert _verdict(guard, "delete_file", path="/tmp/c") is Verdict.REQUIRE_APPROVAL
+
+
+def test_a_call_that_runs_after_its_step_left_makes_counts_undetermined(guard: Guard) -> None:
+    """The step of a decided call is pushed out before its outcome is known: its run
+    is counted nowhere, so the session's counts cannot be told from then on."""
+    decided = guard.check(Action.tool("delete_file", {"path": "/tmp/a"}))
+    assert decided.verdict is Verdict.ALLOW
+    _pad_with_data(guard, MAX_STEPS)
+    history = guard.sessions
+    assert history is not None
+    history.settle("default", "s-pad", str(decided.decision_id), executed=True)
+    decision = guard.check(Action.tool("delete_file", {"path": "/tmp/b"}))
     assert decision.verdict is Verdict.UNDETERMINED
     assert "delete-cap" in decision.reason
+
+
+def test_an_unknown_decision_within_the_bound_changes_nothing(guard: Guard) -> None:
+    history = guard.sessions
+    assert history is not None
+    _run(guard, "delete_file", path="/tmp/a")
+    history.settle("default", "s-pad", "dec_unknown", executed=True)
+    assert _verdict(guard, "delete_file", path="/tmp/b") is Verdict.ALLOW
+
+
+def test_too_many_kinds_of_dropped_calls_overflow_the_past(guard: Guard, backend: str) -> None:
+    """Past :data:`MAX_PAST` kinds of executed calls the counts are not kept: a cap
+    that reaches them is undetermined again (as without a past)."""
+    for i in range(MAX_PAST + 1):
+        _run(guard, f"tool_{i}")
+    _pad_with_data(guard, MAX_STEPS)
+    view = _view(guard)
+    assert view.past.overflowed
+    if backend != "memory":  # the table keeps every kind: a fresh read overflows too
+        with open_store(backend) as store:
+            assert store.session_history(max_steps=MAX_STEPS).view("default", "s-pad").past == (
+                SessionPast(overflowed=True)
+            )
+    decision = guard.check(Action.tool("delete_file", {"path": "/tmp/a"}))
+    assert decision.verdict is Verdict.UNDETERMINED
+    assert "session.max_steps" in decision.reason
+
+
+def test_a_kept_view_and_a_fresh_read_agree_on_the_past(guard: Guard, backend: str) -> None:
+    """The SQL history's kept view (moved on by each append) counts what the table
+    holds, and the in-memory one what it dropped."""
+    _run(guard, "delete_file", path="/tmp/a")
+    _run(guard, "delete_file", path="/tmp/b")
+    _pad_with_data(guard, 2 * MAX_STEPS)
+    kept = _view(guard).past
+    assert not kept.overflowed
+    assert {(c.name, c.labels, c.n) for c in kept.counts} == {
+        ("delete_file", frozenset({"destructive"}), 2),
+        ("read_file", frozenset(), MAX_STEPS),  # 14 steps, 6 kept: 8 dropped
+    }
+    if backend != "memory":
+        with open_store(backend) as store:
+            fresh = store.session_history(max_steps=MAX_STEPS).view("default", "s-pad").past
+        assert sorted(fresh.counts, key=repr) == sorted(kept.counts, key=repr)
+
+
+def test_expiry_forgets_the_past(guard: Guard, backend: str) -> None:
+    _run(guard, "delete_file", path="/tmp/a")
+    _run(guard, "delete_file", path="/tmp/b")
+    _pad_with_data(guard, 2 * MAX_STEPS)
+    history = guard.sessions
+    assert history is not None
+    assert history.expire(-3600.0) == 1  # everything idle for over -1 h: all
+    assert _view(guard).past == SessionPast()
+    if backend != "memory":
+        with open_store(backend) as store, store.transaction(write=False) as cur:
+            cur.execute("SELECT count(*) FROM session_past")
+            assert cur.fetchone()[0] == 0
+    assert _verdict(guard, "delete_file", path="/tmp/c") is Verdict.ALLOW
 
 
 def test_calls_no_session_condition_reads_are_untouched_past_the_bound(guard: Guard) -> None:
@@ -227,8 +338,55 @@ def test_a_window_within_the_kept_steps_is_judged_past_the_bound(tmp_path: Path)
     assert _verdict(guard, "delete_file", path="/tmp/b") is Verdict.ALLOW
     _run(guard, "delete_file", path="/tmp/b")
     assert _verdict(guard, "delete_file", path="/tmp/c") is Verdict.REQUIRE_APPROVAL
-    # CEL's session.ran cannot say "never ran" once steps were dropped
-    _pad_with_data(guard, 2)
-    decision = guard.check(Action.tool("send_mail", {"to": "bob@corp.example"}))
+    # a sliding cap longer than the kept steps: the past has no positions
+    _pad_with_data(guard, MAX_STEPS)
+    history = MemoryHistory(max_steps=3)
+    wide = Guard(load_policy_text(WINDOWED), context=Context(session_id="w"), sessions=history)
+    _run(wide, "delete_file", path="/tmp/a")
+    _pad_with_data(wide, 3)
+    decision = wide.check(Action.tool("delete_file", {"path": "/tmp/b"}))
     assert decision.verdict is Verdict.UNDETERMINED
-    assert "session.ran('drop_table')" in decision.reason
+    assert "sliding-cap" in decision.reason
+
+
+CEL_COUNTS = f"""\
+version: 1
+default: allow
+session: {{max_steps: {MAX_STEPS}}}
+rules:
+  - id: cel-ran
+    decision: deny
+    reason: never mail in a session that ran drop_table
+    name: send_mail
+    when: session.ran("drop_table")
+  - id: cel-count
+    decision: require_approval
+    reason: a third delete needs a human
+    name: delete_file
+    when: session.count("delete_*") >= 2
+"""
+
+
+@pytest.fixture
+def cel_guard(backend: str) -> Iterator[Guard]:
+    yield from _guard(backend, CEL_COUNTS, "s-pad")
+
+
+def test_cel_counts_are_exact_past_the_bound(cel_guard: Guard) -> None:
+    guard = cel_guard
+    _pad_with_data(guard, 2 * MAX_STEPS)
+    # "never ran" is known: the past counts every executed call that left
+    assert _verdict(guard, "send_mail", to="bob@corp.example") is Verdict.ALLOW
+    _run(guard, "delete_file", path="/tmp/a")
+    _pad_with_data(guard, MAX_STEPS)
+    assert _verdict(guard, "delete_file", path="/tmp/b") is Verdict.ALLOW
+    _run(guard, "delete_file", path="/tmp/b")
+    _pad_with_data(guard, MAX_STEPS)
+    decision = guard.check(Action.tool("delete_file", {"path": "/tmp/c"}))
+    assert decision.verdict is Verdict.REQUIRE_APPROVAL
+    assert decision.rule_ids == ("cel-count",)
+    _run(guard, "drop_table", table="users")
+    _pad_with_data(guard, MAX_STEPS)
+    decision = guard.check(Action.tool("send_mail", {"to": "bob@corp.example"}))
+    assert decision.verdict is Verdict.DENY
+    assert decision.rule_ids == ("cel-ran",)

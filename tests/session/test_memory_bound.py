@@ -15,7 +15,13 @@ from interlock import Action, Context, Guard, Verdict
 from interlock.policy import load_policy_text
 from interlock.policy.sessionrules import FlowTest, StepSelector
 from interlock.session.fingerprints import FORMAT_MARK, of_data
-from interlock.session.history import MAX_FINGERPRINTS, MemoryHistory, NewStep, SessionView
+from interlock.session.history import (
+    MAX_FINGERPRINTS,
+    OVERFLOWED_PAST,
+    MemoryHistory,
+    NewStep,
+    SessionView,
+)
 
 ANY = FlowTest(StepSelector())
 SECRET = "DB_PASSWORD=pa55-w0rd-4b1c-9d2e-7f00-aa11-bb22-cc33"
@@ -118,7 +124,10 @@ def test_a_demoted_session_keeps_its_labels_and_its_numbering() -> None:
     kept = history.view("t", "a")
     assert kept.steps == () and kept.labels == {"secret"} and kept.next_seq == 2
     # a session with no labels keeps its numbering too, and that its data is lost
-    assert history.view("t", "plain") == SessionView("t", "plain", next_seq=2, lost=True)
+    # (and that what it ran is uncounted: its past cannot be told)
+    assert history.view("t", "plain") == SessionView(
+        "t", "plain", next_seq=2, lost=True, past=OVERFLOWED_PAST
+    )
     step = history.append("t", "a", NewStep("tool", "ls", "allow", "d4"))
     assert step.seq == 2
     assert history.view("t", "a").labels == {"secret"}

@@ -295,6 +295,35 @@ class AfterTest:
     at_least: int = 1
 
     def count(self, view: SessionView, now: float) -> int:
+        """The matching executed call steps in the window: the kept ones, and those the
+        session's past counts when the window takes them all in."""
+        return self.tally(view, now)[0]
+
+    def tally(self, view: SessionView, now: float) -> tuple[int, bool]:
+        """:meth:`count`, and whether it is exact: False when the window reaches back
+        to dropped steps the past cannot count (overflowed, a ``within`` longer than
+        the kept steps, or a ``within_time`` that takes a past entry in part)."""
+        found = self._kept_count(view, now)
+        if not self.reaches_dropped(view, now):
+            return found, True
+        past = view.past
+        if self.within is not None or past.overflowed:  # the past has no positions
+            return found, False
+        since = None if self.within_time is None else now - self.within_time
+        selector = self.selector
+        exact = True
+        for entry in past.counts:
+            if not selector.matches_name(entry.kind, entry.name):
+                continue
+            if selector.labels and not selector.labels <= entry.labels:
+                continue
+            if since is None or entry.first_at >= since:
+                found += entry.n
+            elif entry.last_at >= since:
+                exact = False  # some of them in the window, some not
+        return found, exact
+
+    def _kept_count(self, view: SessionView, now: float) -> int:
         steps = view.steps
         if self.within is not None:
             steps = steps[-self.within :]
@@ -310,11 +339,12 @@ class AfterTest:
         return found
 
     def holds(self, view: SessionView, now: float, rule_id: str = "") -> bool:
-        """Whether enough steps match; raises EvaluationError when too few of the kept
-        ones do and the window reaches back past them to steps the history dropped."""
-        if self.count(view, now) >= self.at_least:
+        """Whether enough steps match; raises EvaluationError when too few are counted
+        and the window reaches back to dropped steps the session's past cannot count."""
+        found, exact = self.tally(view, now)
+        if found >= self.at_least:
             return True
-        if self.reaches_dropped(view, now):
+        if not exact:
             raise cannot_tell(view, rule_id, "whether enough steps ran")
         return False
 
@@ -616,10 +646,11 @@ def cel_value(
         return sorted(view.labels)
     dropped = dropped_steps(view)
     if function in ("ran", "count"):
-        found = AfterTest(StepSelector(names=GlobSet.of(argument))).count(view, 0.0)
+        test = AfterTest(StepSelector(names=GlobSet.of(argument)))
+        found, exact = test.tally(view, 0.0)
         if function == "ran" and found:
             return True
-        if dropped:  # a count of the kept steps is a lower bound only
+        if not exact:  # a lower bound only: the past cannot count what was dropped
             raise cannot_tell(view, rule_id, f"session.{function}({argument!r})")
         return found > 0 if function == "ran" else found
     judgeable_data(view, rule_id)  # the rest read the data the session brought in

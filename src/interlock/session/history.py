@@ -39,9 +39,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
-from typing import Final, Literal, Protocol
+from typing import Final, Literal, NamedTuple, Protocol
 
 from interlock.session.labels import check_labels
 
@@ -51,10 +51,15 @@ _FORMAT_MARK: Final = 0x1F9E_7A11_0000_0002
 
 __all__ = [
     "EMPTY_FINGERPRINTS",
+    "MAX_PAST",
+    "NO_PAST",
+    "OVERFLOWED_PAST",
     "FingerprintIndex",
     "MemoryHistory",
     "NewStep",
+    "PastCount",
     "SessionHistory",
+    "SessionPast",
     "SessionView",
     "Step",
     "StepKind",
@@ -77,6 +82,9 @@ EXPIRE_AFTER: Final = 24 * 3600.0
 #: then a slot in the index), so 4,000,000 is ~285 MB: ~20 such sessions at
 #: ~14 MB each, or ~200 sessions of 20 such steps.
 MAX_FINGERPRINTS: Final = 4_000_000
+#: Kinds of executed call steps (a kind, name and labels each) a session's past counts;
+#: past it the past is overflowed: its counts cannot be told.
+MAX_PAST: Final = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +116,75 @@ class Step:
     fingerprints: frozenset[int]
     trusted: bool
     executed: bool | None  # None: no outcome yet (or lost); True: ran; False: raised
+
+
+class PastCount(NamedTuple):
+    """The executed call steps of one kind, name and labels that left a session's
+    history past ``max_steps``: how many, and when the first and last were appended.
+    (A named tuple: one is made each time a step leaves, cheaply.)"""
+
+    kind: str
+    name: str
+    labels: frozenset[str]
+    n: int
+    first_at: float
+    last_at: float
+
+
+class SessionPast(NamedTuple):
+    """What a session's dropped steps still tell: the counts of its executed call steps
+    (what ``after:`` and ``session.count`` count), so a whole-session count stays exact
+    past ``max_steps``. ``overflowed``: the counts cannot be told (more than
+    :data:`MAX_PAST` kinds of them, a call settled as run after its step was dropped,
+    a demoted session) — a count that reaches them is undetermined, as without a past.
+    Fingerprints are not kept: flows and provenance still cannot see dropped steps."""
+
+    counts: tuple[PastCount, ...] = ()
+    overflowed: bool = False
+
+    def folded(self, steps: Iterable[Step]) -> SessionPast:
+        """This past with ``steps`` (leaving the history) counted: the executed call
+        steps among them; the rest leave nothing."""
+        past = self
+        for step in steps:
+            if step.executed and step.kind != "input" and not past.overflowed:
+                past = past._with(step)
+        return past
+
+    def _with(self, step: Step) -> SessionPast:
+        """This past with one more executed call step (one leaves at a time, usually)."""
+        counts = self.counts
+        kind, name, labels, at = step.kind, step.name, step.labels, step.at
+        for i, entry in enumerate(counts):
+            if entry[0] == kind and entry[1] == name and entry[2] == labels:
+                n, first, last = entry[3] + 1, entry[4], entry[5]
+                grown = _new_tuple(
+                    PastCount,
+                    (
+                        kind,
+                        name,
+                        labels,
+                        n,
+                        first if first <= at else at,
+                        last if last >= at else at,
+                    ),
+                )
+                return _new_tuple(SessionPast, ((*counts[:i], grown, *counts[i + 1 :]), False))
+        if len(counts) >= MAX_PAST:
+            return OVERFLOWED_PAST
+        added = _new_tuple(PastCount, (kind, name, labels, 1, at, at))
+        return _new_tuple(SessionPast, ((*counts, added), False))
+
+
+#: A named tuple made from its fields without its generated ``__new__`` (a Python call
+#: with defaults): the same object, made once a dropped step.
+_new_tuple: Final = tuple.__new__
+
+
+#: A session with nothing dropped (or nothing executed among what was dropped).
+NO_PAST: Final = SessionPast()
+#: A past whose counts cannot be told.
+OVERFLOWED_PAST: Final = SessionPast(overflowed=True)
 
 
 class FingerprintIndex:
@@ -180,6 +257,9 @@ class SessionView:
     #: steps returned is unknown, so ``flows_from`` and ``provenance`` cannot be judged
     #: on it (undetermined, never a miss). Kept until the session expires.
     lost: bool = False
+    #: The counts of the executed call steps that left the history (past
+    #: ``max_steps``): what a whole-session count adds to the kept steps'.
+    past: SessionPast = NO_PAST
 
     def __post_init__(self) -> None:
         if self.sources is None:
@@ -201,7 +281,9 @@ class SessionView:
         steps = self.steps
         cut = len(steps) + 1 - bound
         index = self.index
+        past = self.past
         if cut > 0:
+            past = past.folded(steps[:cut])
             steps = steps[cut:]
             oldest = steps[0].seq if steps else step.seq
             sources = self.sources
@@ -228,6 +310,7 @@ class SessionView:
             sources,
             index,
             self.lost,
+            past,
         )
 
     def ran(self, name_matches: Callable[[Step], bool]) -> bool:
@@ -260,6 +343,7 @@ _VIEW_FIELDS: Final = (
     "sources",
     "index",
     "lost",
+    "past",
 )
 
 
@@ -306,7 +390,7 @@ def _view_maker() -> Callable[..., SessionView]:
     :func:`_step_maker` makes a step."""
     if tuple(f.name for f in fields(SessionView)) != _VIEW_FIELDS:
         return SessionView  # pragma: no cover - guards a change of SessionView
-    s0, s1, s2, s3, s4, s5, s6, s7 = (SessionView.__dict__[n].__set__ for n in _VIEW_FIELDS)
+    s0, s1, s2, s3, s4, s5, s6, s7, s8 = (SessionView.__dict__[n].__set__ for n in _VIEW_FIELDS)
     new = object.__new__
 
     def made(
@@ -318,6 +402,7 @@ def _view_maker() -> Callable[..., SessionView]:
         sources: tuple[Step, ...],
         index: FingerprintIndex | None,
         lost: bool,
+        past: SessionPast = NO_PAST,
     ) -> SessionView:
         view: SessionView = new(SessionView)
         s0(view, tenant)
@@ -328,6 +413,7 @@ def _view_maker() -> Callable[..., SessionView]:
         s5(view, sources)
         s6(view, index)
         s7(view, lost)
+        s8(view, past)
         return view
 
     return made
@@ -383,6 +469,7 @@ class _Session:
         "labels",
         "lost",
         "next_seq",
+        "past",
         "sources",
         "steps",
         "touched",
@@ -398,6 +485,8 @@ class _Session:
         self.next_seq = next_seq
         self.index = FingerprintIndex()  # over ``sources`` (and dropped ones: a filter)
         self.lost = lost
+        # a session begun again from a remnant lost its steps uncounted
+        self.past = NO_PAST if next_seq == 1 else OVERFLOWED_PAST
         self.touched = 0.0
         self.in_steps = 0  # fingerprints of ``steps`` (each step's set counted whole)
         self.held = 0  # what it counts toward the history's total: ``in_steps`` + index
@@ -416,6 +505,7 @@ class _Session:
                 tuple(self.sources),
                 self.index,
                 self.lost,
+                self.past,
             )
         return view
 
@@ -428,6 +518,8 @@ class _Session:
         dropped = 0
         while len(steps) > bound:
             old = steps.pop(0)
+            if old.executed and old.kind != "input" and not self.past.overflowed:
+                self.past = self.past._with(old)
             if old.fingerprints:
                 dropped += len(old.fingerprints)
                 if sources and sources[0] is old:  # sources are oldest first
@@ -522,7 +614,16 @@ class MemoryHistory:
             lock.release()
         if remnant is None:
             return SessionView(tenant, session_id)
-        return SessionView(tenant, session_id, (), remnant[0], remnant[1], lost=remnant[3])
+        # its steps were given up uncounted: counts that reach them cannot be told
+        return SessionView(
+            tenant,
+            session_id,
+            (),
+            remnant[0],
+            remnant[1],
+            lost=remnant[3],
+            past=OVERFLOWED_PAST,
+        )
 
     @property
     def fingerprints_held(self) -> int:
@@ -695,6 +796,11 @@ class MemoryHistory:
                     self._recount(found, in_steps)
                     self._evict(key)
                     return
+            if executed and steps and steps[0].seq > 1 and not found.past.overflowed:
+                # the call's step may have left the history before it ran: uncounted, so
+                # the session's counts of what ran cannot be told any longer
+                found.past = OVERFLOWED_PAST
+                found.view = None
 
     def expire(self, idle_for: float) -> int:
         cutoff = self._clock() - idle_for

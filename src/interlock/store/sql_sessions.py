@@ -56,8 +56,13 @@ from interlock.errors import SessionUnavailable, StoreError, describe
 from interlock.session.history import (
     EMPTY_FINGERPRINTS,
     EXPIRE_AFTER,
+    MAX_PAST,
     MAX_STEPS,
+    NO_PAST,
+    OVERFLOWED_PAST,
     NewStep,
+    PastCount,
+    SessionPast,
     SessionView,
     Step,
     StepKind,
@@ -70,12 +75,33 @@ __all__ = ["PG_STEP_RESULT", "SessionStore", "SessionSummary", "SqlHistory", "Wr
 _STEP_COLUMNS: Final = (
     "seq, at_us, kind, name, verdict, decision_id, labels, fingerprints, trusted, executed"
 )
+#: The past's upsert (schema 15): a kind, name and labels already counted adds up.
+_PAST_UPSERT: Final = (
+    "ON CONFLICT (tenant, session_id, kind, name, labels) DO UPDATE SET "
+    "n = session_past.n + excluded.n, "
+    "first_us = {least}(session_past.first_us, excluded.first_us), "
+    "last_us = {greatest}(session_past.last_us, excluded.last_us)"
+)
+#: SQLite's general append: the steps past the bound counted into the past (then
+#: deleted), as the usual step's trigger does.
+_SQLITE_FOLD: Final = (
+    "INSERT INTO session_past (tenant, session_id, kind, name, labels, n, first_us, last_us) "
+    "SELECT tenant, session_id, kind, name, labels, count(*), min(at_us), max(at_us) "
+    "FROM session_steps WHERE tenant = ? AND session_id = ? AND seq <= ? AND executed = 1 "
+    "AND kind <> 'input' GROUP BY tenant, session_id, kind, name, labels "
+    + _PAST_UPSERT.format(least="min", greatest="max")
+)
+#: Rows a view reads of a past at most (a kind, name and labels in the past table and
+#: among the steps below the view's window, each once, and the overflow mark): more
+#: and the past is overflowed.
+_PAST_ROWS: Final = 2 * MAX_PAST + 2
 #: Sessions forgotten per expiry transaction (a long backlog goes in batches).
 _EXPIRE_BATCH: Final = 500
 #: PostgreSQL's append in one statement (one round trip, autocommit): the session row
 #: upserted — locked to the end of the statement, its labels merged in SQL (the step's
 #: attached, then its clears removed) — the step inserted with the seq and version it
-#: returned, the steps past the bound deleted.
+#: returned, the steps past the bound deleted — and counted into the session's past
+#: (schema 15: the executed call steps among them, per kind, name and labels).
 _PG_STEP: Final = (
     "s{n} AS (INSERT INTO sessions "
     "(tenant, session_id, labels, next_seq, touched_us, created_us, version) "
@@ -91,7 +117,14 @@ _PG_STEP: Final = (
     "SELECT %s, %s, s{n}.seq, %s, %s, %s, %s, %s, %s, %s, %s, %s::integer, s{n}.version "
     "FROM s{n}), "
     "d{n} AS (DELETE FROM session_steps WHERE tenant = %s AND session_id = %s "
-    "AND seq <= (SELECT seq FROM s{n}) - %s)"
+    "AND seq <= (SELECT seq FROM s{n}) - %s "
+    "RETURNING tenant, session_id, kind, name, labels, at_us, executed), "
+    "p{n} AS (INSERT INTO session_past "
+    "(tenant, session_id, kind, name, labels, n, first_us, last_us) "
+    "SELECT tenant, session_id, kind, name, labels, count(*), min(at_us), max(at_us) "
+    "FROM d{n} WHERE executed = 1 AND kind <> 'input' "
+    "GROUP BY tenant, session_id, kind, name, labels "
+    f"{_PAST_UPSERT.format(least='LEAST', greatest='GREATEST')})"
 )
 _PG_APPEND: Final = (
     "WITH " + _PG_STEP.format(n="") + " SELECT seq, version, created_us, labels FROM s"
@@ -229,10 +262,11 @@ class SessionStore(StoreBase):
                         (tenant, session_id, cutoff),
                     )
                     if cur.rowcount:
-                        cur.execute(
-                            self.q("DELETE FROM session_steps WHERE tenant = ? AND session_id = ?"),
-                            (tenant, session_id),
-                        )
+                        for table in ("session_steps", "session_past"):
+                            cur.execute(
+                                self.q(f"DELETE FROM {table} WHERE tenant = ? AND session_id = ?"),
+                                (tenant, session_id),
+                            )
                         total += 1
             if len(stale) < _EXPIRE_BATCH:
                 return total
@@ -322,13 +356,50 @@ class SqlHistory:
             by_seq = {s.seq: s for s in kept if s.seq >= oldest}
             by_seq.update((s.seq, s) for s in fresh)
             merged = tuple(by_seq[seq] for seq in sorted(by_seq))
-        view = SessionView(tenant, session_id, merged, _labels_of(labels), int(next_seq))
+        next_seq = int(next_seq)
+        oldest_kept = merged[0].seq if merged else next_seq
+        # a session within its bound dropped nothing: no past to read
+        past = self._past(tenant, session_id, oldest_kept) if oldest_kept > 1 else NO_PAST
+        view = SessionView(tenant, session_id, merged, _labels_of(labels), next_seq, past=past)
         with self._views_lock:
             self._views[key] = (created, version, view)
             self._views.move_to_end(key)
             while len(self._views) > _VIEWS_KEPT:
                 self._views.popitem(last=False)
         return view
+
+    def _past(self, tenant: str, session_id: str, oldest_kept: int) -> SessionPast:
+        """The session's past (schema 15), and the executed call steps still stored
+        below ``oldest_kept`` (kept by a history with a larger bound), counted alike.
+        Read after the steps, by a statement of its own: a step dropped meanwhile is
+        then counted twice (a count too high asks a human), never missed."""
+        rows = self._read(self._select_past, (oldest_kept, tenant, session_id, tenant, session_id))
+        if len(rows) >= _PAST_ROWS:
+            return OVERFLOWED_PAST
+        counts: dict[tuple[str, str, str], PastCount] = {}
+        for kind, name, labels, found, first_us, last_us in rows:
+            if not kind:  # the overflow mark
+                return OVERFLOWED_PAST
+            key = (str(kind), str(name), str(labels))
+            n, first, last = int(found), int(first_us) / 1_000_000, int(last_us) / 1_000_000
+            had = counts.get(key)
+            if had is not None:
+                n += had.n
+                first, last = min(first, had.first_at), max(last, had.last_at)
+            counts[key] = PastCount(key[0], key[1], _labels_of(key[2]), n, first, last)
+        if len(counts) > MAX_PAST:
+            return OVERFLOWED_PAST
+        return SessionPast(tuple(counts.values()))
+
+    @functools.cached_property
+    def _select_past(self) -> str:
+        return self.store.q(
+            "SELECT kind, name, labels, count(*), min(at_us), max(at_us) FROM session_steps "
+            "WHERE seq < ? AND tenant = ? AND session_id = ? AND executed = 1 "
+            "AND kind <> 'input' GROUP BY kind, name, labels UNION ALL "
+            "SELECT kind, name, labels, n, first_us, last_us FROM session_past "
+            f"WHERE tenant = ? AND session_id = ? LIMIT {_PAST_ROWS}"
+        )
 
     def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         try:
@@ -518,6 +589,7 @@ class SqlHistory:
             (tenant, session_id, seq, now, *row, version),
         )
         if seq > self.max_steps:
+            cur.execute(_SQLITE_FOLD, (tenant, session_id, seq - self.max_steps))
             cur.execute(
                 store.q(
                     "DELETE FROM session_steps WHERE tenant = ? AND session_id = ? AND seq <= ?"
@@ -612,7 +684,7 @@ class SqlHistory:
                 # the session row first, locked (the order an append takes too)
                 cur.execute(
                     store.q(
-                        "SELECT labels, version, created_us FROM sessions "
+                        "SELECT labels, version, created_us, next_seq FROM sessions "
                         f"WHERE tenant = ? AND session_id = ?{store.for_update}"
                     ),
                     (tenant, session_id),
@@ -630,6 +702,8 @@ class SqlHistory:
                     (tenant, session_id, decision_id),
                 )
                 found = cur.fetchone()
+                if found is None and executed:
+                    self._uncounted(cur, tenant, session_id, int(session[3]), version)
                 if found is None or found[3] != "allow":  # a refused call never ran
                     return False
                 now = store.clock()
@@ -672,6 +746,34 @@ class SqlHistory:
         )
         return True
 
+    def _uncounted(
+        self, cur: Cursor, tenant: str, session_id: str, next_seq: int, version: int
+    ) -> None:
+        """A call reported run whose step is not stored: when the session dropped steps,
+        it may be one of them — uncounted, so the past is marked overflowed (and the
+        session's version moved on: kept views read it again)."""
+        store = self.store
+        cur.execute(
+            store.q("SELECT min(seq) FROM session_steps WHERE tenant = ? AND session_id = ?"),
+            (tenant, session_id),
+        )
+        oldest = cur.fetchone()[0]
+        if (next_seq if oldest is None else int(oldest)) <= 1:
+            return  # nothing dropped: an unknown decision
+        cur.execute(
+            store.q(
+                "INSERT INTO session_past "
+                "(tenant, session_id, kind, name, labels, n, first_us, last_us) "
+                "VALUES (?, ?, '', '', '', 0, 0, 0) "
+                "ON CONFLICT (tenant, session_id, kind, name, labels) DO NOTHING"
+            ),
+            (tenant, session_id),
+        )
+        cur.execute(
+            store.q("UPDATE sessions SET version = ? WHERE tenant = ? AND session_id = ?"),
+            (version, tenant, session_id),
+        )
+
     def _settled(
         self,
         tenant: str,
@@ -704,7 +806,7 @@ class SqlHistory:
                     old, executed=ran, labels=step_labels, fingerprints=kept_fingerprints
                 )
                 steps = (*steps[:at_index], new, *steps[at_index + 1 :])
-            view = SessionView(tenant, session_id, steps, labels, kept.next_seq)
+            view = SessionView(tenant, session_id, steps, labels, kept.next_seq, past=kept.past)
             self._views[key] = (created, version, view)
             self._views.move_to_end(key)
 
