@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -213,20 +213,22 @@ class ChainOutcome:
 def verify_chain(
     tenant: str,
     rows: Iterable[AuditRow],
-    head: tuple[int, str] | None,
+    head: tuple[int, str] | Callable[[], tuple[int, str] | None] | None,
     keys: AuditKeyring | None,
     anchors: Mapping[int, Anchor] | None = None,
 ) -> ChainOutcome:
     """Walk one tenant's rows in ``seq`` order, up to the first break. ``head`` is the
     store's ``(seq, hash)`` of the newest record (a chain cut short at the end breaks
-    there); ``keys`` verify keyed records (``None``: no key — a keyed record cannot be
-    verified); ``anchors`` (by seq) are what signed checkpoints saw."""
+    there), or a callable that gives it once the rows are walked (a live store's head
+    is read after its records); ``keys`` verify keyed records (``None``: no key — a
+    keyed record cannot be verified); ``anchors`` (by seq) are what signed checkpoints
+    saw."""
     walk = _Walk(tenant, keys, anchors or {})
     for row in rows:
         broken = walk.step(row)
         if broken is not None:
             return walk.outcome(broken)
-    return walk.outcome(walk.finish(head))
+    return walk.outcome(walk.finish(head() if callable(head) else head))
 
 
 class _Walk:

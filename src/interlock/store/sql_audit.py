@@ -388,15 +388,18 @@ class AuditStore(StoreBase):
             if remaining is not None:
                 remaining -= len(batch)
 
-    def audit_chain(self, tenant: str, *, page: int = 5000) -> Iterator[AuditRow]:
-        """One tenant's chain in ``seq`` order."""
-        after = 0
+    def audit_chain(
+        self, tenant: str, *, page: int = 5000, after: int = 0, upto: int | None = None
+    ) -> Iterator[AuditRow]:
+        """One tenant's chain in ``seq`` order (the records after ``after``, up to
+        ``upto`` when given)."""
+        bound = "" if upto is None else f" AND seq <= {int(upto)}"
         while True:
             with self.transaction(write=False) as cur:
                 cur.execute(
                     self.q(
-                        f"SELECT {_AUDIT_COLUMNS} FROM audit_events WHERE tenant = ? AND seq > ? "
-                        f"ORDER BY seq LIMIT {int(page)}"
+                        f"SELECT {_AUDIT_COLUMNS} FROM audit_events WHERE tenant = ? AND seq > ?"
+                        f"{bound} ORDER BY seq LIMIT {int(page)}"
                     ),
                     (tenant, after),
                 )
@@ -405,6 +408,21 @@ class AuditStore(StoreBase):
             if len(batch) < page:
                 return
             after = batch[-1].seq
+
+    def _chain_to_head(self, tenant: str, head: list[tuple[int, str] | None]) -> Iterator[AuditRow]:
+        """The chain, then the head read once it is walked (into ``head``), then the
+        records appended meanwhile up to that head. A record and its head move in one
+        transaction, so a head read after the walk covers every record walked; read
+        before it (as it was), a record landing during the walk read as a chain that
+        ran past its head — a break on a live store where there was none."""
+        last = 0
+        for row in self.audit_chain(tenant):
+            last = row.seq
+            yield row
+        found = self.audit_head(tenant)
+        head.append(found)
+        if found is not None and found[0] > last:
+            yield from self.audit_chain(tenant, after=last, upto=found[0])
 
     def audit_head(self, tenant: str) -> tuple[int, str] | None:
         with self.transaction(write=False) as cur:
@@ -436,8 +454,13 @@ class AuditStore(StoreBase):
         unkeyed: dict[str, int] = {}
         breaks: list[ChainBreak] = []
         for name in tenants:
-            head = self.audit_head(name)
-            outcome = verify_chain(name, self.audit_chain(name), head, keys, anchors.get(name))
+            head: list[tuple[int, str] | None] = []  # read once the chain is walked
+            rows = self._chain_to_head(name, head)
+
+            def read_head(found: list[tuple[int, str] | None] = head) -> tuple[int, str] | None:
+                return found[0]
+
+            outcome = verify_chain(name, rows, read_head, keys, anchors.get(name))
             broken = outcome.broken
             if broken is None and require_keyed and outcome.first_unkeyed is not None:
                 broken = ChainBreak(
