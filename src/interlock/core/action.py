@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
-__all__ = ["KINDS", "SCOPES", "Action", "ActionKind", "Context", "Downstream"]
+__all__ = ["CONTEXT_TEXTS", "KINDS", "SCOPES", "Action", "ActionKind", "Context", "Downstream"]
 
 ActionKind = Literal["tool", "llm", "mcp", "browser", "effect"]
 KINDS: Final[frozenset[str]] = frozenset({"tool", "llm", "mcp", "browser", "effect"})
@@ -79,7 +79,7 @@ class Context:
     def _refuse(self) -> None:
         """Name the field of a wrong type; a str subclass (a ``StrEnum`` tenant) is
         kept as the plain str it holds (a subclass's hash and == could lie)."""
-        for name in _CONTEXT_TEXTS:
+        for name in CONTEXT_TEXTS:
             value = getattr(self, name)
             if isinstance(value, str):
                 if type(value) is not str:
@@ -127,7 +127,8 @@ class Context:
         return out
 
 
-_CONTEXT_TEXTS: Final = (
+#: The fields of a :class:`Context` that hold text (``downstream`` aside).
+CONTEXT_TEXTS: Final = (
     "tenant",
     "agent",
     "agent_type",

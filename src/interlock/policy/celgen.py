@@ -37,7 +37,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from interlock.core.action import Context
+from interlock.core.action import CONTEXT_TEXTS, Context
 from interlock.facts.paths import PathPattern
 from interlock.policy import celpartial
 from interlock.policy.celpartial import (
@@ -68,18 +68,7 @@ MAX_NODES: Final = 48
 
 #: The fields of a ``Context`` as the CEL root ``context`` has them, always present
 #: (``Context.as_dict``); ``downstream`` is there only when set.
-_CONTEXT_FIELDS: Final = frozenset(
-    {
-        "tenant",
-        "agent",
-        "agent_type",
-        "runtime",
-        "session_id",
-        "run_id",
-        "call_id",
-        "idempotency_key",
-    }
-)
+_CONTEXT_FIELDS: Final = frozenset(CONTEXT_TEXTS)
 #: The fields of the CEL root ``action`` read from the facts as they are
 #: (``Facts._build_root``); ``capabilities`` is a list there.
 _ACTION_FIELDS: Final = frozenset({"kind", "name", "scope", "verb", "target"})
