@@ -31,6 +31,7 @@ from contextvars import ContextVar
 from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final
 
+from interlock.core.action import KINDS
 from interlock.core.decision import Decision, Verdict
 from interlock.errors import EvaluationError
 from interlock.policy.engine import facts_for
@@ -418,7 +419,7 @@ def _argument_probes(
 #: The union of every probe :func:`_argument_probes` makes of short texts, by the
 #: texts (in order), with ``seams`` and without: bounded as :data:`_PROBED`.
 _UNIONS: dict[Any, frozenset[int]] = {}
-_SCALARS: Final = object()  # the marker of :func:`_scalar_union_of`'s keys
+_SCALARS: Final = object()  # the marker of the keys of :func:`_scalar_texts`' unions
 _JOINED_UNIONS: dict[Any, frozenset[int]] = {}
 
 
@@ -426,8 +427,9 @@ def _union_of(
     args: dict[str, Any], names: tuple[str, ...] | None, seams: bool
 ) -> frozenset[int] | None:
     """Every fingerprint of the probes ``_argument_probes(args, names, ..., seams)``
-    makes, when the chosen values are short strings (None otherwise): an argument list
-    disjoint from the session's index carries nothing of it."""
+    makes, when the chosen values are short strings, numbers, bools or None (None
+    otherwise): an argument list disjoint from the session's index carries nothing of
+    it."""
     chosen = list(args) if names is None else [n for n in names if n in args]
     values = tuple([args[name] for name in chosen])
     kept = _UNIONS if seams else _JOINED_UNIONS
@@ -437,30 +439,37 @@ def _union_of(
         return None
     if found is not None:
         return found
+    key: Any = values
+    texts: tuple[str, ...] = values
     if any(type(value) is not str for value in values):
-        return _scalar_union_of(values, kept, seams)
-    if sum(map(len, values)) > _PROBED_LONGEST:
+        scalar_texts = _scalar_texts(values)
+        if scalar_texts is None:
+            return None
+        texts = scalar_texts
+        key = (_SCALARS, len(values), texts)
+        found = kept.get(key)
+        if found is not None:
+            return found
+    if sum(map(len, texts)) > _PROBED_LONGEST:
         return None
-    probes = [probed(value) for value in values]
+    probes = [probed(text) for text in texts]
     if len(values) > 1:
-        probes.append(seamed(values) if seams else probed("".join(values)))
+        probes.append(seamed(texts) if seams else probed("".join(texts)))
     found = frozenset().union(*probes)
     if len(kept) >= _PROBED_KEPT:
         kept.clear()
-    kept[values] = found
+    kept[key] = found
     return found
 
 
-def _scalar_union_of(
-    values: tuple[Any, ...], kept: dict[Any, frozenset[int]], seams: bool
-) -> frozenset[int] | None:
-    """:func:`_union_of` for short values some of which are numbers, bools or None
-    (an amount, an id, a flag: None for anything else). A number's or a bool's probe
-    is its text's, None's is empty, and the joined texts leave None out
-    (``texts_of``), so the union is a function of the texts and of how many values
-    there are: its key here, behind a marker no argument value can be (never equal
-    to the values of a call — ``1`` and ``True`` are equal as keys, their texts are
-    not; a tuple argument could spell the same texts)."""
+def _scalar_texts(values: tuple[Any, ...]) -> tuple[str, ...] | None:
+    """The texts of short values some of which are numbers, bools or None (an amount,
+    an id, a flag: None for anything else). A number's or a bool's probe is its
+    text's, None's is empty, and the joined texts leave None out (``texts_of``), so
+    the union is a function of the texts and of how many values there are: its key in
+    :func:`_union_of`, behind a marker no argument value can be (never equal to the
+    values of a call — ``1`` and ``True`` are equal as keys, their texts are not; a
+    tuple argument could spell the same texts)."""
     texts: list[str] = []
     for value in values:
         kind = type(value)
@@ -470,20 +479,7 @@ def _scalar_union_of(
             texts.append(str(value))
         elif value is not None:
             return None
-    if sum(map(len, texts)) > _PROBED_LONGEST:
-        return None
-    joined = tuple(texts)
-    key = (_SCALARS, len(values), joined)
-    found = kept.get(key)
-    if found is None:
-        probes = [probed(text) for text in texts]
-        if len(values) > 1:
-            probes.append(seamed(joined) if seams else probed("".join(texts)))
-        found = frozenset().union(*probes)
-        if len(kept) >= _PROBED_KEPT:
-            kept.clear()
-        kept[key] = found
-    return found
+    return tuple(texts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -724,9 +720,9 @@ class SessionSpec:
         return frozenset(attach), frozenset(clear)
 
 
-_STEP_KINDS: Final = frozenset({"tool", "llm", "mcp", "browser", "effect"})
-#: the kinds a call step keeps (any other is kept as ``tool``: :func:`step_kind`)
-STEP_KINDS: Final = _STEP_KINDS
+#: the kinds a call step keeps, an action's (any other is kept as ``tool``:
+#: :func:`step_kind`)
+STEP_KINDS: Final = KINDS
 #: a verdict's text, without the enum's ``value`` descriptor on every step
 _VERDICT_TEXT: Final = {verdict: verdict.value for verdict in Verdict}
 _ALLOW: Final = Verdict.ALLOW
@@ -816,7 +812,7 @@ def step_labels(
 def step_kind(action: Action) -> StepKind:
     """The kind of step a call is kept as (a kind sessions do not know: ``tool``)."""
     kind = action.kind
-    return kind if kind in _STEP_KINDS else "tool"  # type: ignore[return-value]
+    return kind if kind in STEP_KINDS else "tool"  # type: ignore[return-value]
 
 
 #: a verdict's text, for a step (the enum's ``value`` descriptor costs more)

@@ -147,9 +147,15 @@ class SessionPast(NamedTuple):
         steps among them; the rest leave nothing."""
         past = self
         for step in steps:
-            if step.executed and step.kind != "input" and not past.overflowed:
-                past = past._with(step)
+            past = past.counted(step)
         return past
+
+    def counted(self, step: Step) -> SessionPast:
+        """This past with ``step`` (leaving the history) counted, when it is an executed
+        call step and the past can still count."""
+        if step.executed and step.kind != "input" and not self.overflowed:
+            return self._with(step)
+        return self
 
     def _with(self, step: Step) -> SessionPast:
         """This past with one more executed call step (one leaves at a time, usually)."""
@@ -518,8 +524,7 @@ class _Session:
         dropped = 0
         while len(steps) > bound:
             old = steps.pop(0)
-            if old.executed and old.kind != "input" and not self.past.overflowed:
-                self.past = self.past._with(old)
+            self.past = self.past.counted(old)
             if old.fingerprints:
                 dropped += len(old.fingerprints)
                 if sources and sources[0] is old:  # sources are oldest first
