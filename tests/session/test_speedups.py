@@ -398,7 +398,7 @@ def test_the_c_path_is_taken_when_the_extension_imports(monkeypatch: pytest.Monk
     with path(True):
         fingerprints.of_data(f"KEY={SECRET}\n{base64.b64encode(SECRET.encode()).decode()}")
         fingerprints.probe(SECRET.encode().hex())
-    assert {"grams", "whole_tokens", "at_least", "runs", "b64_forms", "hex_forms"} <= set(calls)
+    assert {"grams", "whole_tokens", "at_least", "decodings", "probe"} <= set(calls)
     calls.clear()
     with path(True):
         capped = fingerprints.of_data(" ".join(f"w{n:05d}x" * 3 for n in range(3000)))

@@ -129,15 +129,33 @@ text_of(const unsigned char *raw, Py_ssize_t size)
     if (size == 0) {
         Py_RETURN_NONE;
     }
+    /* One pass: the control bytes (bad), and a lower bound of what the UTF-8 decoding
+     * will count bad (sure): the control bytes and the bytes each sure to decode to a
+     * U+FFFD of its own — C0, C1 and F5-FF (never in UTF-8), and a continuation byte
+     * 80-BF first or after an ASCII byte or one of those (no sequence is open there).
+     * The decoding has at most size characters, so once sure passes 15% of size the
+     * bytes are noise whatever the rest holds: most decodings of a run that was not
+     * encoded end here, early and without the decoding's cost. */
+    double limit = 0.15 * (double)size;
+    Py_ssize_t sure = 0;
     for (Py_ssize_t i = 0; i < size; i++) {
-        bad += is_control(raw[i]);
-        ascii &= raw[i] < 128;
-    }
-    if (ascii) {
-        if ((double)bad <= 0.15 * (double)size) {
-            return PyUnicode_DecodeASCII((const char *)raw, size, "strict");
+        unsigned char c = raw[i];
+        int control = is_control(c);
+        bad += control;
+        ascii &= c < 128;
+        if (c >= 0x80) {
+            int never = c == 0xC0 || c == 0xC1 || c >= 0xF5;
+            int stray = c <= 0xBF
+                        && (i == 0 || raw[i - 1] < 0x80 || raw[i - 1] == 0xC0
+                            || raw[i - 1] == 0xC1 || raw[i - 1] >= 0xF5);
+            sure += never | stray;
         }
-        Py_RETURN_NONE;
+        if ((double)(bad + sure) > limit) {
+            Py_RETURN_NONE;
+        }
+    }
+    if (ascii) { /* bad <= limit here */
+        return PyUnicode_DecodeASCII((const char *)raw, size, "strict");
     }
     PyObject *decoded = PyUnicode_DecodeUTF8((const char *)raw, size, "replace");
     if (decoded == NULL) {
@@ -215,28 +233,21 @@ b64_value(unsigned char c)
     return -1;
 }
 
-/* _py_b64_forms: the run less its trailing '=', decoded from each of its first four
+/* _py_b64_forms on the ASCII characters of a run: its decodings that read as text
+ * appended to out. The run less its trailing '=' is decoded from each of its first four
  * characters on; a piece whose length is 1 modulo 4 loses its last character (as
  * padded, it would be the Python side's error); one shorter than 12 characters once
- * padded is skipped. */
-static PyObject *
-b64_forms(PyObject *module, PyObject *run)
+ * padded is skipped. 0, or -1 with an exception set (ValueError: a foreign character). */
+static int
+b64_forms_into(const unsigned char *chars, Py_ssize_t size, PyObject *out)
 {
-    Py_ssize_t size;
-    const unsigned char *chars = ascii_chars(run, &size);
-    if (chars == NULL) {
-        return NULL;
-    }
     while (size > 0 && chars[size - 1] == '=') {
         size--;
     }
     unsigned char *bits = PyMem_Malloc(size > 0 ? (size_t)size : 1);
     unsigned char *raw = PyMem_Malloc(size > 0 ? (size_t)size : 1);
-    PyObject *out = PyList_New(0);
-    if (bits == NULL || raw == NULL || out == NULL) {
-        if (bits == NULL || raw == NULL) {
-            PyErr_NoMemory();
-        }
+    if (bits == NULL || raw == NULL) {
+        PyErr_NoMemory();
         goto fail;
     }
     for (Py_ssize_t i = 0; i < size; i++) {
@@ -283,12 +294,27 @@ b64_forms(PyObject *module, PyObject *run)
     }
     PyMem_Free(bits);
     PyMem_Free(raw);
-    return out;
+    return 0;
 fail:
     PyMem_Free(bits);
     PyMem_Free(raw);
-    Py_XDECREF(out);
-    return NULL;
+    return -1;
+}
+
+static PyObject *
+b64_forms(PyObject *module, PyObject *run)
+{
+    Py_ssize_t size;
+    const unsigned char *chars = ascii_chars(run, &size);
+    if (chars == NULL) {
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL || b64_forms_into(chars, size, out) < 0) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    return out;
 }
 
 static int
@@ -300,8 +326,37 @@ hex_value(unsigned char c)
     return -1;
 }
 
-/* _py_hex_forms: the run read as hex from its first and from its second character
- * (an odd last nibble dropped). */
+/* _py_hex_forms on the ASCII characters of a run: the run read as hex from its first
+ * and from its second character (an odd last nibble dropped), the decodings that read
+ * as text appended to out. 0, or -1 with an exception set. */
+static int
+hex_forms_into(const unsigned char *chars, Py_ssize_t size, PyObject *out)
+{
+    for (Py_ssize_t i = 0; i < size; i++) {
+        if (hex_value(chars[i]) < 0) {
+            PyErr_SetString(PyExc_ValueError, "not a hex run");
+            return -1;
+        }
+    }
+    unsigned char *raw = PyMem_Malloc(size / 2 + 1);
+    if (raw == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t start = 0; start < 2; start++) {
+        Py_ssize_t n = 0;
+        for (Py_ssize_t i = start; i + 1 < size; i += 2) {
+            raw[n++] = (unsigned char)(hex_value(chars[i]) << 4 | hex_value(chars[i + 1]));
+        }
+        if (append_text(out, raw, n) < 0) {
+            PyMem_Free(raw);
+            return -1;
+        }
+    }
+    PyMem_Free(raw);
+    return 0;
+}
+
 static PyObject *
 hex_forms(PyObject *module, PyObject *run)
 {
@@ -310,35 +365,12 @@ hex_forms(PyObject *module, PyObject *run)
     if (chars == NULL) {
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < size; i++) {
-        if (hex_value(chars[i]) < 0) {
-            PyErr_SetString(PyExc_ValueError, "not a hex run");
-            return NULL;
-        }
-    }
-    unsigned char *raw = PyMem_Malloc(size / 2 + 1);
     PyObject *out = PyList_New(0);
-    if (raw == NULL || out == NULL) {
-        if (raw == NULL) {
-            PyErr_NoMemory();
-        }
-        goto fail;
+    if (out == NULL || hex_forms_into(chars, size, out) < 0) {
+        Py_XDECREF(out);
+        return NULL;
     }
-    for (Py_ssize_t start = 0; start < 2; start++) {
-        Py_ssize_t n = 0;
-        for (Py_ssize_t i = start; i + 1 < size; i += 2) {
-            raw[n++] = (unsigned char)(hex_value(chars[i]) << 4 | hex_value(chars[i + 1]));
-        }
-        if (append_text(out, raw, n) < 0) {
-            goto fail;
-        }
-    }
-    PyMem_Free(raw);
     return out;
-fail:
-    PyMem_Free(raw);
-    Py_XDECREF(out);
-    return NULL;
 }
 
 /* at_least(words, size) -> list[str]: the words at least size characters long, in
@@ -453,6 +485,137 @@ done:
     return out;
 }
 
+/* -- a whole token's fingerprint: 64 bits of BLAKE2b (fingerprints._bytes_hash) ----- */
+
+static const uint64_t blake2b_iv[8] = {
+    0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL,
+    0xa54ff53a5f1d36f1ULL, 0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL,
+    0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL,
+};
+
+static const unsigned char blake2b_sigma[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+};
+
+static inline uint64_t
+rotr64(uint64_t x, int n)
+{
+    return (x >> n) | (x << (64 - n));
+}
+
+#define BLAKE2B_G(a, b, c, d, x, y)     \
+    do {                                \
+        a = a + b + (x);                \
+        d = rotr64(d ^ a, 32);          \
+        c = c + d;                      \
+        b = rotr64(b ^ c, 24);          \
+        a = a + b + (y);                \
+        d = rotr64(d ^ a, 16);          \
+        c = c + d;                      \
+        b = rotr64(b ^ c, 63);          \
+    } while (0)
+
+static void
+blake2b_compress(uint64_t h[8], const unsigned char block[128], uint64_t counter, int last)
+{
+    uint64_t m[16], v[16];
+    for (int i = 0; i < 16; i++) {
+        uint64_t word = 0;
+        for (int b = 7; b >= 0; b--) {
+            word = (word << 8) | block[8 * i + b]; /* little-endian */
+        }
+        m[i] = word;
+    }
+    for (int i = 0; i < 8; i++) {
+        v[i] = h[i];
+        v[i + 8] = blake2b_iv[i];
+    }
+    v[12] ^= counter; /* the high word of the 128-bit counter stays 0: inputs < 2**64 */
+    if (last) {
+        v[14] = ~v[14];
+    }
+    for (int r = 0; r < 12; r++) {
+        const unsigned char *s = blake2b_sigma[r];
+        BLAKE2B_G(v[0], v[4], v[8], v[12], m[s[0]], m[s[1]]);
+        BLAKE2B_G(v[1], v[5], v[9], v[13], m[s[2]], m[s[3]]);
+        BLAKE2B_G(v[2], v[6], v[10], v[14], m[s[4]], m[s[5]]);
+        BLAKE2B_G(v[3], v[7], v[11], v[15], m[s[6]], m[s[7]]);
+        BLAKE2B_G(v[0], v[5], v[10], v[15], m[s[8]], m[s[9]]);
+        BLAKE2B_G(v[1], v[6], v[11], v[12], m[s[10]], m[s[11]]);
+        BLAKE2B_G(v[2], v[7], v[8], v[13], m[s[12]], m[s[13]]);
+        BLAKE2B_G(v[3], v[4], v[9], v[14], m[s[14]], m[s[15]]);
+    }
+    for (int i = 0; i < 8; i++) {
+        h[i] ^= v[i] ^ v[i + 8];
+    }
+}
+
+/* int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big"): BLAKE2b (RFC
+ * 7693) with an 8-byte digest and no key; the digest is the first 8 bytes of h[0] in
+ * little-endian order, read here as a big-endian integer. */
+static uint64_t
+token_hash(const unsigned char *data, size_t size)
+{
+    uint64_t h[8];
+    unsigned char block[128];
+    uint64_t counter = 0;
+    memcpy(h, blake2b_iv, sizeof h);
+    h[0] ^= 0x01010000ULL ^ 8; /* fanout 1, depth 1, no key, digest length 8 */
+    while (size > 128) {
+        counter += 128;
+        blake2b_compress(h, data, counter, 0);
+        data += 128;
+        size -= 128;
+    }
+    memset(block, 0, sizeof block);
+    if (size > 0) {
+        memcpy(block, data, size);
+    }
+    counter += size;
+    blake2b_compress(h, block, counter, 1);
+    uint64_t out = 0;
+    for (int b = 0; b < 8; b++) {
+        out = (out << 8) | ((h[0] >> (8 * b)) & 0xFF);
+    }
+    return out;
+}
+
+/* Add an int to a set (or a brand-new frozenset being filled): 0, or -1 on error. */
+static int
+add_hash(PyObject *set, uint64_t value)
+{
+    PyObject *item = PyLong_FromUnsignedLongLong(value);
+    if (item == NULL) {
+        return -1;
+    }
+    int failed = PySet_Add(set, item);
+    Py_DECREF(item);
+    return failed;
+}
+
+static PyObject *
+token_hash_py(PyObject *module, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    uint64_t value = token_hash((const unsigned char *)view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLongLong(value);
+}
+
 /* -- whole tokens (fingerprints._py_whole on ASCII words) ------------------------- */
 
 /* fingerprints._SPLIT: quoting and punctuation a token is cut at. */
@@ -546,7 +709,7 @@ ascii_norm(const unsigned char *raw, Py_ssize_t size, unsigned char *norm)
 }
 
 /* One token (fingerprints._whole's loop body): its norm appended to norms when it is
- * specific; with grams (a list) and not a piece, every gram of a long token that does
+ * specific (norms a list; a set: its BLAKE2b-64 added there instead, for the probe); with grams (a list) and not a piece, every gram of a long token that does
  * not read as words appended there. 0, or -1 on error. */
 static int
 whole_token(const unsigned char *raw, Py_ssize_t size, int piece, unsigned char *norm,
@@ -561,6 +724,12 @@ whole_token(const unsigned char *raw, Py_ssize_t size, int piece, unsigned char 
             letter |= is_lower(norm[i]);
         }
         if (at || (digit && letter) || (!piece && n >= 12 && !wordlike(raw, size))) {
+            if (PyAnySet_Check(norms)) { /* the probe's set: the token's hash itself */
+                if (add_hash(norms, token_hash(norm, (size_t)n)) < 0) {
+                    return -1;
+                }
+                goto grams;
+            }
             PyObject *value = PyBytes_FromStringAndSize((const char *)norm, n);
             if (value == NULL) {
                 return -1;
@@ -572,6 +741,7 @@ whole_token(const unsigned char *raw, Py_ssize_t size, int piece, unsigned char 
             }
         }
     }
+grams:
     if (grams != NULL && !piece && n >= GRAM && !wordlike(raw, size)) {
         for (Py_ssize_t i = 0; i + GRAM <= n; i++) { /* a norm holds no 0 byte */
             PyObject *value = PyLong_FromUnsignedLongLong(gram_hash(norm + i));
@@ -767,6 +937,528 @@ runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* -- the decodings of a text (fingerprints._py_decodings) and the probe ------------ */
+
+#define MAX_DECODINGS 64
+#define DEPTH 3
+#define MIN_TOKEN 8
+
+/* str.split()'s whitespace among ASCII characters. */
+static inline int
+is_ascii_space(unsigned char c)
+{
+    return (c >= 9 && c <= 13) || (c >= 28 && c <= 32);
+}
+
+static inline int
+is_b64_char(unsigned char c)
+{
+    return is_alnum(c) || c == '+' || c == '/' || c == '_' || c == '-';
+}
+
+/* fingerprints._looks_encoded of an ASCII run: a digit, an upper- and a lower-case
+ * letter. */
+static int
+looks_encoded(const unsigned char *run, Py_ssize_t size)
+{
+    int digit = 0, upper = 0, lower = 0;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        digit |= run[i] >= '0' && run[i] <= '9';
+        upper |= is_upper(run[i]);
+        lower |= is_lower(run[i]);
+    }
+    return digit && upper && lower;
+}
+
+/* The base64 runs of src (its characters as bytes, any non-ASCII one as 0xFF: in no
+ * run) decoded into found (each, with decode_plain or when it looks encoded); then, if
+ * there was a base64 run, its hex runs (a hex run is a base64 run too): the loop body
+ * of fingerprints._py_decodings for one source. 0, or -1 on error. */
+static int
+decode_source(const unsigned char *src, Py_ssize_t size, int decode_plain, PyObject *found)
+{
+    int any = 0;
+    Py_ssize_t i = 0;
+    while (i < size) {
+        Py_ssize_t end = i;
+        while (end < size && is_b64_char(src[end])) {
+            end++;
+        }
+        if (end - i < GRAM) {
+            i = end + 1;
+            continue;
+        }
+        Py_ssize_t stop = end;
+        while (stop < size && stop - end < 2 && src[stop] == '=') {
+            stop++;
+        }
+        any = 1;
+        if ((decode_plain || looks_encoded(src + i, end - i))
+            && b64_forms_into(src + i, stop - i, found) < 0) {
+            return -1;
+        }
+        i = stop;
+    }
+    i = 0;
+    while (any && i < size) {
+        Py_ssize_t end = i;
+        while (end < size && hex_value(src[end]) >= 0) {
+            end++;
+        }
+        if (end - i < GRAM) {
+            i = end + 1;
+            continue;
+        }
+        if (hex_forms_into(src + i, end - i, found) < 0) {
+            return -1;
+        }
+        i = end;
+    }
+    return 0;
+}
+
+static inline unsigned char
+projected(Py_UCS4 c)
+{
+    return c < 128 ? (unsigned char)c : 0xFF;
+}
+
+/* The runs of text's words of at least GRAM characters, then (with more than one word,
+ * and decode_plain or more than one long word) of its words joined: re-wrapped base64
+ * or hex. scratch: room for len(text) bytes. */
+static int
+decode_runs(PyObject *text, int decode_plain, unsigned char *scratch, PyObject *found)
+{
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t words = 0, long_words = 0;
+    Py_ssize_t i = 0;
+    while (i < size) {
+        while (i < size && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))) {
+            i++;
+        }
+        if (i >= size) {
+            break;
+        }
+        Py_ssize_t start = i;
+        while (i < size && !Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))) {
+            i++;
+        }
+        words++;
+        if (i - start >= GRAM) {
+            long_words++;
+            for (Py_ssize_t j = start; j < i; j++) {
+                scratch[j - start] = projected(PyUnicode_READ(kind, data, j));
+            }
+            if (decode_source(scratch, i - start, decode_plain, found) < 0) {
+                return -1;
+            }
+        }
+    }
+    if (words > 1 && (decode_plain || long_words > 1)) {
+        Py_ssize_t n = 0;
+        for (i = 0; i < size; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, i);
+            if (!Py_UNICODE_ISSPACE(c)) {
+                scratch[n++] = projected(c);
+            }
+        }
+        if (decode_source(scratch, n, decode_plain, found) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* urllib.parse.unquote_plus(text) (UTF-8, errors "replace"): '+' read as a space;
+ * in each run of ASCII characters, %XX escapes read as bytes and the run decoded as
+ * UTF-8; other characters kept. buffer: room for len(text) characters. */
+static PyObject *
+unquote_plus(PyObject *text, Py_UCS4 *buffer, unsigned char *scratch)
+{
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t n = 0;
+    Py_ssize_t i = 0;
+    while (i < size) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= 128) {
+            buffer[n++] = c;
+            i++;
+            continue;
+        }
+        Py_ssize_t bytes = 0; /* an ASCII run, unquoted into scratch */
+        while (i < size && (c = PyUnicode_READ(kind, data, i)) < 128) {
+            if (c == '%' && i + 2 < size) { /* two hex digits in this ASCII run */
+                Py_UCS4 hi = PyUnicode_READ(kind, data, i + 1);
+                Py_UCS4 lo = PyUnicode_READ(kind, data, i + 2);
+                if (hi < 128 && lo < 128 && hex_value((unsigned char)hi) >= 0
+                    && hex_value((unsigned char)lo) >= 0) {
+                    scratch[bytes++] = (unsigned char)(hex_value((unsigned char)hi) << 4
+                                                       | hex_value((unsigned char)lo));
+                    i += 3;
+                    continue;
+                }
+            }
+            scratch[bytes++] = c == '+' ? ' ' : (unsigned char)c;
+            i++;
+        }
+        PyObject *decoded = PyUnicode_DecodeUTF8((const char *)scratch, bytes, "replace");
+        if (decoded == NULL) {
+            return NULL;
+        }
+        int dkind = PyUnicode_KIND(decoded);
+        const void *ddata = PyUnicode_DATA(decoded);
+        Py_ssize_t length = PyUnicode_GET_LENGTH(decoded);
+        for (Py_ssize_t j = 0; j < length; j++) { /* never more characters than bytes */
+            buffer[n++] = PyUnicode_READ(dkind, ddata, j);
+        }
+        Py_DECREF(decoded);
+    }
+    return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buffer, n);
+}
+
+/* fingerprints._json_unescape: \uXXXX (any code point below 0x10000, a lone
+ * surrogate too) and \n \r \t \b \f \" \\ \/ read; any other backslash kept. */
+static PyObject *
+json_unescape(PyObject *text, Py_UCS4 *buffer)
+{
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t n = 0;
+    Py_ssize_t i = 0;
+    while (i < size) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c == '\\' && i + 1 < size) {
+            Py_UCS4 d = PyUnicode_READ(kind, data, i + 1);
+            if (d == 'u' && i + 5 < size) {
+                Py_UCS4 code = 0;
+                int ok = 1;
+                for (Py_ssize_t j = i + 2; j < i + 6; j++) {
+                    Py_UCS4 h = PyUnicode_READ(kind, data, j);
+                    if (h >= 128 || hex_value((unsigned char)h) < 0) {
+                        ok = 0;
+                        break;
+                    }
+                    code = code << 4 | (Py_UCS4)hex_value((unsigned char)h);
+                }
+                if (ok) {
+                    buffer[n++] = code;
+                    i += 6;
+                    continue;
+                }
+            }
+            Py_UCS4 out = d == 'n' ? '\n' : d == 'r' ? '\r' : d == 't' ? '\t' : d == 'b' ? '\b'
+                          : d == 'f' ? '\f' : (d == '"' || d == '\\' || d == '/') ? d : 0;
+            if (out != 0) {
+                buffer[n++] = out;
+                i += 2;
+                continue;
+            }
+        }
+        buffer[n++] = c;
+        i++;
+    }
+    return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buffer, n);
+}
+
+static int
+has_char(PyObject *text, Py_UCS4 c)
+{
+    return PyUnicode_FindChar(text, c, 0, PyUnicode_GET_LENGTH(text), 1) >= 0;
+}
+
+/* fingerprints._py_decodings(text, decode_plain=...) as a list: text and what it
+ * decodes to, up to DEPTH layers and MAX_DECODINGS forms, in the same order. */
+static PyObject *
+decodings_of(PyObject *text, int decode_plain)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {
+        return NULL;
+    }
+#endif
+    Py_ssize_t stack[MAX_DECODINGS]; /* forms' indices: every form is pushed once */
+    int depth[MAX_DECODINGS];
+    Py_ssize_t pending = 0;
+    Py_ssize_t room = 0; /* the longest form's length (the scratch buffers' size) */
+    Py_UCS4 *buffer = NULL;
+    unsigned char *scratch = NULL;
+    PyObject *found = NULL;
+    PyObject *seen = PySet_New(NULL);
+    PyObject *forms = PyList_New(0);
+    if (seen == NULL || forms == NULL || PySet_Add(seen, text) < 0
+        || PyList_Append(forms, text) < 0) {
+        goto fail;
+    }
+    stack[pending] = 0;
+    depth[pending++] = 0;
+    while (pending > 0) {
+        pending--;
+        PyObject *current = PyList_GET_ITEM(forms, stack[pending]);
+        int level = depth[pending];
+        if (level >= DEPTH) {
+            continue;
+        }
+        Py_ssize_t size = PyUnicode_GET_LENGTH(current);
+        if (size > room || buffer == NULL) {
+            room = size > room ? size : room;
+            PyMem_Free(buffer);
+            PyMem_Free(scratch);
+            buffer = PyMem_Malloc((room > 0 ? (size_t)room : 1) * sizeof(Py_UCS4));
+            scratch = PyMem_Malloc(room > 0 ? (size_t)room : 1);
+            if (buffer == NULL || scratch == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+        }
+        found = PyList_New(0);
+        if (found == NULL) {
+            goto fail;
+        }
+        if (decode_plain) {
+            if (has_char(current, '%') || has_char(current, '+')) {
+                PyObject *form = unquote_plus(current, buffer, scratch);
+                if (form == NULL || PyList_Append(found, form) < 0) {
+                    Py_XDECREF(form);
+                    goto fail;
+                }
+                Py_DECREF(form);
+            }
+            if (has_char(current, '\\')) {
+                PyObject *form = json_unescape(current, buffer);
+                if (form == NULL || PyList_Append(found, form) < 0) {
+                    Py_XDECREF(form);
+                    goto fail;
+                }
+                Py_DECREF(form);
+            }
+        }
+        if (size >= GRAM && decode_runs(current, decode_plain, scratch, found) < 0) {
+            goto fail;
+        }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(found); i++) {
+            PyObject *form = PyList_GET_ITEM(found, i);
+            if (PyList_GET_SIZE(forms) >= MAX_DECODINGS) {
+                break;
+            }
+            int known = PySet_Contains(seen, form);
+            if (known < 0) {
+                goto fail;
+            }
+            if (known) {
+                continue;
+            }
+            if (PySet_Add(seen, form) < 0 || PyList_Append(forms, form) < 0) {
+                goto fail;
+            }
+            stack[pending] = PyList_GET_SIZE(forms) - 1;
+            depth[pending++] = level + 1;
+        }
+        Py_CLEAR(found);
+    }
+    PyMem_Free(buffer);
+    PyMem_Free(scratch);
+    Py_DECREF(seen);
+    return forms;
+fail:
+    PyMem_Free(buffer);
+    PyMem_Free(scratch);
+    Py_XDECREF(found);
+    Py_XDECREF(seen);
+    Py_XDECREF(forms);
+    return NULL;
+}
+
+static PyObject *
+decodings(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "decodings(text: str, decode_plain: bool)");
+        return NULL;
+    }
+    int decode_plain = PyObject_IsTrue(args[1]);
+    if (decode_plain < 0) {
+        return NULL;
+    }
+    return decodings_of(args[0], decode_plain);
+}
+
+/* fingerprints._probe_form of an ASCII form: the whole-token hashes of its specific
+ * long words and every gram of its norm, added to out. norm: room for size bytes. */
+static int
+probe_ascii_form(const unsigned char *chars, Py_ssize_t size, unsigned char *norm,
+                 PyObject *out)
+{
+    Py_ssize_t i = 0;
+    while (i < size) {
+        while (i < size && is_ascii_space(chars[i])) {
+            i++;
+        }
+        Py_ssize_t start = i;
+        while (i < size && !is_ascii_space(chars[i])) {
+            i++;
+        }
+        if (i - start >= MIN_TOKEN && whole_word(chars + start, i - start, norm, out, NULL) < 0) {
+            return -1;
+        }
+    }
+    Py_ssize_t n = ascii_norm(chars, size, norm); /* no 0 byte: grams at every position */
+    for (Py_ssize_t j = 0; j + GRAM <= n; j++) {
+        if (add_hash(out, gram_hash(norm + j)) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* fingerprints.texts_of for the plain JSON-like values an argument usually is: a str
+ * (a subclass read as its str), a dict with str keys, a list or a tuple (exact types,
+ * nested at most 32 deep) of them, None. Its texts appended to out: 1; 0 when value holds anything else (the
+ * caller walks it with texts_of then), -1 on error. No Python code runs while it
+ * walks (exact types only: no __eq__, no __iter__): nothing can change under it. */
+static int
+collect_texts(PyObject *value, PyObject *out, int depth)
+{
+    if (PyUnicode_Check(value)) { /* a subclass read as the str it holds */
+        PyObject *text = PyUnicode_FromObject(value);
+        int failed = text == NULL || PyList_Append(out, text) < 0;
+        Py_XDECREF(text);
+        return failed ? -1 : 1;
+    }
+    if (value == Py_None) {
+        return 1;
+    }
+    if (depth >= 32) {
+        return 0;
+    }
+    if (PyDict_CheckExact(value)) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *item;
+        while (PyDict_Next(value, &pos, &key, &item)) {
+            if (!PyUnicode_CheckExact(key)) {
+                return 0;
+            }
+            if (PyList_Append(out, key) < 0) {
+                return -1;
+            }
+            int done = collect_texts(item, out, depth + 1);
+            if (done <= 0) {
+                return done;
+            }
+        }
+        return 1;
+    }
+    if (PyList_CheckExact(value) || PyTuple_CheckExact(value)) {
+        Py_ssize_t size = PySequence_Fast_GET_SIZE(value);
+        for (Py_ssize_t i = 0; i < size; i++) {
+            int done = collect_texts(PySequence_Fast_GET_ITEM(value, i), out, depth + 1);
+            if (done <= 0) {
+                return done;
+            }
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* probe(value, with_text) -> (frozenset[int], list[str]) | None:
+ * fingerprints._py_probe_texts of value's texts (collect_texts; None when it cannot
+ * walk value: the caller passes list(texts_of(value)) then) as far as their forms are
+ * ASCII: the probe of every ASCII form of every text's decodings (but the texts
+ * themselves without with_text: probe_seams), and the forms that are not ASCII (the
+ * caller probes those: NFKC and case folding are Python's). */
+static PyObject *
+probe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "probe(value, with_text: bool)");
+        return NULL;
+    }
+    int with_text = PyObject_IsTrue(args[1]);
+    if (with_text < 0) {
+        return NULL;
+    }
+    PyObject *texts = PyList_New(0);
+    if (texts == NULL) {
+        return NULL;
+    }
+    int walked = collect_texts(args[0], texts, 0);
+    if (walked <= 0) {
+        Py_DECREF(texts);
+        if (walked < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    /* a brand-new frozenset, filled before any other code sees it (as PySet_Add allows);
+     * a set if this build gave a shared one (then copied into a frozenset at the end) */
+    PyObject *out = PyFrozenSet_New(NULL);
+    PyObject *others = PyList_New(0);
+    PyObject *forms = NULL;
+    unsigned char *norm = NULL;
+    Py_ssize_t room = 0;
+    if (out != NULL && Py_REFCNT(out) != 1) {
+        Py_SETREF(out, PySet_New(NULL));
+    }
+    if (out == NULL || others == NULL) {
+        goto fail;
+    }
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(texts); t++) {
+        PyObject *text = PyList_GET_ITEM(texts, t); /* the list is this function's own */
+        forms = decodings_of(text, 1);
+        if (forms == NULL) {
+            goto fail;
+        }
+        for (Py_ssize_t i = with_text ? 0 : 1; i < PyList_GET_SIZE(forms); i++) {
+            PyObject *form = PyList_GET_ITEM(forms, i);
+            if (!PyUnicode_IS_ASCII(form)) {
+                if (PyList_Append(others, form) < 0) {
+                    goto fail;
+                }
+                continue;
+            }
+            Py_ssize_t size = PyUnicode_GET_LENGTH(form);
+            if (size > room || norm == NULL) {
+                room = size > room ? size : room;
+                PyMem_Free(norm);
+                norm = PyMem_Malloc(room > 0 ? (size_t)room : 1);
+                if (norm == NULL) {
+                    PyErr_NoMemory();
+                    goto fail;
+                }
+            }
+            if (probe_ascii_form(PyUnicode_1BYTE_DATA(form), size, norm, out) < 0) {
+                goto fail;
+            }
+        }
+        Py_CLEAR(forms);
+    }
+    PyMem_Free(norm);
+    Py_DECREF(texts);
+    if (!PyFrozenSet_CheckExact(out)) {
+        Py_SETREF(out, PyFrozenSet_New(out));
+        if (out == NULL) {
+            Py_DECREF(others);
+            return NULL;
+        }
+    }
+    PyObject *pair = PyTuple_Pack(2, out, others);
+    Py_DECREF(out);
+    Py_DECREF(others);
+    return pair;
+fail:
+    PyMem_Free(norm);
+    Py_DECREF(texts);
+    Py_XDECREF(forms);
+    Py_XDECREF(out);
+    Py_XDECREF(others);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"grams", (PyCFunction)(void (*)(void))grams, METH_FASTCALL,
      "grams(data, step) -> list[int]: each 16-byte window at 0, step, 2*step... without a "
@@ -790,6 +1482,15 @@ static PyMethodDef methods[] = {
      "them, or with hex the hex runs as _HEX_RUN.findall does."},
     {"mostly_text", mostly_text, METH_O,
      "mostly_text(raw) -> str | None: the text of a decoding if it reads as text."},
+    {"decodings", (PyCFunction)(void (*)(void))decodings, METH_FASTCALL,
+     "decodings(text, decode_plain) -> list[str]: text and what it decodes to, as "
+     "fingerprints._py_decodings yields them."},
+    {"probe", (PyCFunction)(void (*)(void))probe, METH_FASTCALL,
+     "probe(value, with_text) -> (frozenset[int], list[str]) | None: the probe of the "
+     "ASCII forms of the decodings of value's texts, and the forms that are not ASCII; "
+     "None for a value it does not walk."},
+    {"token_hash", token_hash_py, METH_O,
+     "token_hash(norm) -> int: a whole token's fingerprint, 64 bits of BLAKE2b."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -331,7 +331,7 @@ def of_data(value: object, *, limit: int = MAX_FINGERPRINTS) -> frozenset[int]:
     for leaf in texts_of(value):
         text = leaf[: MAX_SCAN - scanned]
         scanned += len(text)
-        for form in _decodings(text, decode_plain=False):
+        for form in _decodings(text, False):
             long_words = _long_words(form)
             marked = _cut_boilerplate(form, long_words)
             if marked is not form:
@@ -445,7 +445,7 @@ def _looks_encoded(run: str) -> bool:
     return _DIGIT.search(run) is not None and run.lower() != run and run.upper() != run
 
 
-def _decodings(text: str, *, decode_plain: bool = True) -> Iterator[str]:
+def _py_decodings(text: str, decode_plain: bool = True) -> Iterator[str]:
     """``text`` and what it decodes to, up to _DEPTH layers and _MAX_DECODINGS forms.
     ``decode_plain=False`` (the data side) skips URL- and JSON-unescaping: the data's
     own text is kept as it is; only encoded runs in it are decoded."""
@@ -496,15 +496,46 @@ def _probe_form(form: str, out: set[int]) -> None:
         out.update(_grams(_norm(form), 1))
 
 
+def _py_probe_texts(texts: str | list[str], with_text: bool) -> frozenset[int]:
+    """The probe of every form of the texts' decodings (but the texts themselves,
+    without ``with_text``)."""
+    out: set[int] = set()
+    for text in (texts,) if isinstance(texts, str) else texts:
+        forms = iter(_decodings(text, True))
+        if not with_text:
+            next(forms)
+        for form in forms:
+            _probe_form(form, out)
+    return frozenset(out)
+
+
+def _c_probe_texts(texts: str | list[str], with_text: bool) -> frozenset[int]:
+    """:func:`_py_probe_texts` in C: the decodings, and the probe of the ASCII forms
+    (those that are not ASCII are probed here: NFKC and case folding)."""
+    got = _speedups.probe(texts, with_text)
+    assert got is not None  # a str or a list of str is always walked
+    found, others = got
+    return _probe_others(found, others) if others else found
+
+
+def _probe_others(found: frozenset[int], others: list[str]) -> frozenset[int]:
+    """``found`` and the probe of the forms (not ASCII) C left to Python."""
+    out = set(found)
+    for form in others:
+        _probe_form(form, out)
+    return frozenset(out)
+
+
 def probe(value: object) -> frozenset[int]:
     """The fingerprints to look for, of an argument value and its decodings: its
     specific whole tokens and every gram (so whichever grams the data kept are
     found)."""
-    out: set[int] = set()
-    for text in texts_of(value):
-        for form in _decodings(text):
-            _probe_form(form, out)
-    return frozenset(out)
+    if ACCELERATED:  # C walks plain values (str, dict, list, tuple) itself
+        got = _speedups.probe(value, True)
+        if got is not None:
+            found, others = got
+            return _probe_others(found, others) if others else found
+    return _probe_texts(value if isinstance(value, str) else list(texts_of(value)), True)
 
 
 def probe_seams(texts: Sequence[str]) -> frozenset[int]:
@@ -515,11 +546,8 @@ def probe_seams(texts: Sequence[str]) -> frozenset[int]:
     that asks whether *any* probe meets the data (``flows_from``), not one that
     weighs how much of a probe is held (``provenance``)."""
     joined = "".join(texts)
-    out: set[int] = set()
-    forms = _decodings(joined)
-    next(forms)  # the joined text itself: only what spans a seam, below
-    for form in forms:
-        _probe_form(form, out)
+    # the joined text's decodings but itself: only what spans a seam, below
+    out = set(_probe_texts(joined, False))
     if not joined.isascii():  # normalising may join characters across a seam
         _probe_form(joined, out)
         return frozenset(out)
@@ -562,6 +590,8 @@ _smallest: Callable[[Iterable[int], int], list[int]] = _py_smallest
 _runs: Callable[[str, bool], list[str]] = _py_runs
 _b64_forms: Callable[[str], Iterable[str]] = _py_b64_forms
 _hex_forms: Callable[[str], Iterable[str]] = _py_hex_forms
+_decodings: Callable[[str, bool], Iterable[str]] = _py_decodings
+_probe_texts: Callable[[str | list[str], bool], frozenset[int]] = _py_probe_texts
 
 
 def _accelerate(on: bool) -> bool:
@@ -569,14 +599,16 @@ def _accelerate(on: bool) -> bool:
     whether the C extension is now used. Read at call time: every caller in this
     module looks these functions up when it runs."""
     global ACCELERATED, _grams, _whole, _at_least, _smallest  # noqa: PLW0603
-    global _runs, _b64_forms, _hex_forms
+    global _runs, _b64_forms, _hex_forms, _decodings, _probe_texts
     ACCELERATED = on and _speedups is not None
     if ACCELERATED:
         _grams, _whole, _at_least, _smallest = _c_grams, _c_whole, _speedups.at_least, _c_smallest
         _runs, _b64_forms, _hex_forms = _speedups.runs, _speedups.b64_forms, _speedups.hex_forms
+        _decodings, _probe_texts = _speedups.decodings, _c_probe_texts
     else:
         _grams, _whole, _at_least, _smallest = _py_grams, _py_whole, _py_at_least, _py_smallest
         _runs, _b64_forms, _hex_forms = _py_runs, _py_b64_forms, _py_hex_forms
+        _decodings, _probe_texts = _py_decodings, _py_probe_texts
     return ACCELERATED
 
 
