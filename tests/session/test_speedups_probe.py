@@ -273,6 +273,33 @@ def test_probe_seams_is_the_same_on_both_paths(parts: list[str]) -> None:
     assert python == c
 
 
+#: pieces whose joins make words across seams, some equal to a text's own word, and
+#: escapes cut by a seam (the joined text decodes to what no text does)
+seam_pieces = st.lists(
+    st.sampled_from(
+        [
+            *("abcd1234", "efgh5678", "abcd1234efgh5678", " ", "\n", "", "x", "%C3", "%A9"),
+            *("QUJDREVG", "R0hJSktM", "TU5PUFFS", "\\u00", "e9", "key=", SECRET[:12]),
+            *(SECRET[12:], "the report ", "é", "Ａ", "=", "\x1c"),
+        ]
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(parts=seam_pieces | st.lists(seam_pieces.map("".join), max_size=4))
+@example(parts=["abcd1234", "efgh5678 abcd1234efgh5678"])
+@example(parts=["abcdefgh1", "2 more"])  # a word one character past its text's end
+@example(parts=["see %C3", "%A9" + "x" * 20])
+@example(parts=["", "", ""])
+@example(parts=[SECRET[:10], SECRET[10:20], SECRET[20:]])
+def test_probe_seams_across_cut_words_is_the_same_on_both_paths(parts: list[str]) -> None:
+    python, c = both(fingerprints.probe_seams, parts)
+    assert python == c
+    assert fingerprints.probe_seams(tuple(parts)) == c
+
+
 def test_probe_of_huge_and_empty_values_is_the_same() -> None:
     line = f"row 17 key={SECRET} {base64.b64encode(SECRET.encode()).decode()} %41%42 é\n"
     for value in ("", [], {}, None, line * 3000, [line] * 500, "x" * 100_000):

@@ -1371,6 +1371,73 @@ collect_texts(PyObject *value, PyObject *out, int depth)
  * ASCII: the probe of every ASCII form of every text's decodings (but the texts
  * themselves without with_text: probe_seams), and the forms that are not ASCII (the
  * caller probes those: NFKC and case folding are Python's). */
+/* A brand-new frozenset, to be filled before any other code sees it (as PySet_Add
+ * allows); a set if this build gave a shared one (done() copies it then). */
+static PyObject *
+new_out(void)
+{
+    PyObject *out = PyFrozenSet_New(NULL);
+    if (out != NULL && Py_REFCNT(out) != 1) {
+        Py_SETREF(out, PySet_New(NULL));
+    }
+    return out;
+}
+
+/* (out as a frozenset, others), both references stolen; NULL on error. */
+static PyObject *
+done(PyObject *out, PyObject *others)
+{
+    if (!PyFrozenSet_CheckExact(out)) {
+        Py_SETREF(out, PyFrozenSet_New(out));
+    }
+    PyObject *pair = out == NULL ? NULL : PyTuple_Pack(2, out, others);
+    Py_XDECREF(out);
+    Py_DECREF(others);
+    return pair;
+}
+
+/* The probe of every ASCII form of text's decodings (from the second form on, without
+ * with_text) added to out; the other forms appended to others. 0, or -1 on error. */
+static int
+probe_decodings(PyObject *text, int with_text, PyObject *out, PyObject *others)
+{
+    PyObject *forms = decodings_of(text, 1);
+    if (forms == NULL) {
+        return -1;
+    }
+    unsigned char *norm = NULL;
+    Py_ssize_t room = 0;
+    for (Py_ssize_t i = with_text ? 0 : 1; i < PyList_GET_SIZE(forms); i++) {
+        PyObject *form = PyList_GET_ITEM(forms, i);
+        if (!PyUnicode_IS_ASCII(form)) {
+            if (PyList_Append(others, form) < 0) {
+                goto fail;
+            }
+            continue;
+        }
+        Py_ssize_t size = PyUnicode_GET_LENGTH(form);
+        if (size > room || norm == NULL) {
+            room = size > room ? size : room;
+            PyMem_Free(norm);
+            norm = PyMem_Malloc(room > 0 ? (size_t)room : 1);
+            if (norm == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+        }
+        if (probe_ascii_form(PyUnicode_1BYTE_DATA(form), size, norm, out) < 0) {
+            goto fail;
+        }
+    }
+    PyMem_Free(norm);
+    Py_DECREF(forms);
+    return 0;
+fail:
+    PyMem_Free(norm);
+    Py_DECREF(forms);
+    return -1;
+}
+
 static PyObject *
 probe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1394,66 +1461,173 @@ probe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_RETURN_NONE;
     }
-    /* a brand-new frozenset, filled before any other code sees it (as PySet_Add allows);
-     * a set if this build gave a shared one (then copied into a frozenset at the end) */
-    PyObject *out = PyFrozenSet_New(NULL);
+    PyObject *out = new_out();
     PyObject *others = PyList_New(0);
-    PyObject *forms = NULL;
-    unsigned char *norm = NULL;
-    Py_ssize_t room = 0;
-    if (out != NULL && Py_REFCNT(out) != 1) {
-        Py_SETREF(out, PySet_New(NULL));
-    }
     if (out == NULL || others == NULL) {
         goto fail;
     }
-    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(texts); t++) {
-        PyObject *text = PyList_GET_ITEM(texts, t); /* the list is this function's own */
-        forms = decodings_of(text, 1);
-        if (forms == NULL) {
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(texts); t++) { /* the list is ours */
+        if (probe_decodings(PyList_GET_ITEM(texts, t), with_text, out, others) < 0) {
             goto fail;
         }
-        for (Py_ssize_t i = with_text ? 0 : 1; i < PyList_GET_SIZE(forms); i++) {
-            PyObject *form = PyList_GET_ITEM(forms, i);
-            if (!PyUnicode_IS_ASCII(form)) {
-                if (PyList_Append(others, form) < 0) {
-                    goto fail;
-                }
-                continue;
-            }
-            Py_ssize_t size = PyUnicode_GET_LENGTH(form);
-            if (size > room || norm == NULL) {
-                room = size > room ? size : room;
-                PyMem_Free(norm);
-                norm = PyMem_Malloc(room > 0 ? (size_t)room : 1);
-                if (norm == NULL) {
-                    PyErr_NoMemory();
-                    goto fail;
-                }
-            }
-            if (probe_ascii_form(PyUnicode_1BYTE_DATA(form), size, norm, out) < 0) {
-                goto fail;
-            }
-        }
-        Py_CLEAR(forms);
     }
-    PyMem_Free(norm);
     Py_DECREF(texts);
-    if (!PyFrozenSet_CheckExact(out)) {
-        Py_SETREF(out, PyFrozenSet_New(out));
-        if (out == NULL) {
-            Py_DECREF(others);
+    return done(out, others);
+fail:
+    Py_DECREF(texts);
+    Py_XDECREF(out);
+    Py_XDECREF(others);
+    return NULL;
+}
+
+/* seams(texts) -> (frozenset[int], list[str]) | None: fingerprints._py_probe_seams
+ * of ASCII texts (None when a text is not ASCII: the Python path then) but for the
+ * non-ASCII forms of the joined text's decodings, returned for the caller to probe:
+ * the probe of the joined text's decodings but itself; the whole tokens of its long
+ * words that are no word of any text (a word inside one text is one of its words; a
+ * word across a seam is compared with every text's words); the grams of the joined
+ * norms that start within GRAM - 1 characters before a seam and cross it. */
+static PyObject *
+seams(PyObject *module, PyObject *arg)
+{
+    PyObject *texts = PySequence_Tuple(arg);
+    if (texts == NULL) {
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(texts);
+    Py_ssize_t total = 0;
+    for (Py_ssize_t t = 0; t < count; t++) {
+        PyObject *text = PyTuple_GET_ITEM(texts, t);
+        if (!PyUnicode_Check(text)) {
+            Py_DECREF(texts);
+            PyErr_SetString(PyExc_TypeError, "seams(texts): a text must be a str");
             return NULL;
         }
+#if PY_VERSION_HEX < 0x030C0000
+        if (PyUnicode_READY(text) < 0) {
+            Py_DECREF(texts);
+            return NULL;
+        }
+#endif
+        if (!PyUnicode_IS_ASCII(text)) {
+            Py_DECREF(texts);
+            Py_RETURN_NONE;
+        }
+        total += PyUnicode_GET_LENGTH(text);
     }
-    PyObject *pair = PyTuple_Pack(2, out, others);
-    Py_DECREF(out);
-    Py_DECREF(others);
-    return pair;
-fail:
+    PyObject *out = NULL, *others = NULL, *joined = NULL, *own = NULL;
+    unsigned char *chars = PyMem_Malloc(total > 0 ? (size_t)total : 1);
+    unsigned char *norm = PyMem_Malloc(total > 0 ? (size_t)total : 1);
+    unsigned char *start = PyMem_Calloc(total > 0 ? (size_t)total : 1, 1);
+    Py_ssize_t *ends = PyMem_Malloc((count > 0 ? (size_t)count : 1) * sizeof(Py_ssize_t));
+    if (chars == NULL || norm == NULL || start == NULL || ends == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    Py_ssize_t at = 0;
+    for (Py_ssize_t t = 0; t < count; t++) {
+        PyObject *text = PyTuple_GET_ITEM(texts, t);
+        memcpy(chars + at, PyUnicode_1BYTE_DATA(text), (size_t)PyUnicode_GET_LENGTH(text));
+        at += PyUnicode_GET_LENGTH(text);
+        ends[t] = at;
+    }
+    joined = PyUnicode_DecodeASCII((const char *)chars, total, "strict");
+    out = new_out();
+    others = PyList_New(0);
+    if (joined == NULL || out == NULL || others == NULL
+        || probe_decodings(joined, 0, out, others) < 0) {
+        goto fail;
+    }
+    /* the long words of the joined text that are no text's word */
+    Py_ssize_t i = 0, text = 0;
+    while (i < total) {
+        while (i < total && is_ascii_space(chars[i])) {
+            i++;
+        }
+        Py_ssize_t from = i;
+        while (i < total && !is_ascii_space(chars[i])) {
+            i++;
+        }
+        if (i - from < MIN_TOKEN) {
+            continue;
+        }
+        while (ends[text] <= from) { /* the text the word starts in */
+            text++;
+        }
+        if (i <= ends[text]) {
+            continue; /* inside one text: one of its words */
+        }
+        if (own == NULL) { /* every text's words, once a word crosses a seam */
+            own = PySet_New(NULL);
+            if (own == NULL) {
+                goto fail;
+            }
+            Py_ssize_t j = 0;
+            for (Py_ssize_t t = 0; t < count; t++) {
+                Py_ssize_t end = ends[t];
+                while (j < end) {
+                    while (j < end && is_ascii_space(chars[j])) {
+                        j++;
+                    }
+                    Py_ssize_t w = j;
+                    while (j < end && !is_ascii_space(chars[j])) {
+                        j++;
+                    }
+                    if (j > w) {
+                        PyObject *word = PyUnicode_DecodeASCII((const char *)chars + w, j - w, NULL);
+                        int failed = word == NULL || PySet_Add(own, word) < 0;
+                        Py_XDECREF(word);
+                        if (failed) {
+                            goto fail;
+                        }
+                    }
+                }
+            }
+        }
+        PyObject *word = PyUnicode_DecodeASCII((const char *)chars + from, i - from, NULL);
+        int known = word == NULL ? -1 : PySet_Contains(own, word);
+        Py_XDECREF(word);
+        if (known < 0) {
+            goto fail;
+        }
+        if (!known && whole_word(chars + from, i - from, norm, out, NULL) < 0) {
+            goto fail;
+        }
+    }
+    /* the grams across a seam: the norms joined, a gram at each start within GRAM - 1
+     * characters before the end of a text's norm (but the last text's) */
+    Py_ssize_t size = 0;
+    Py_ssize_t from = 0;
+    for (Py_ssize_t t = 0; t < count; t++) {
+        size += ascii_norm(chars + from, ends[t] - from, norm + size);
+        from = ends[t];
+        if (t + 1 < count) {
+            for (Py_ssize_t s = size - GRAM + 1 > 0 ? size - GRAM + 1 : 0; s < size; s++) {
+                start[s] = 1;
+            }
+        }
+    }
+    for (Py_ssize_t s = 0; s + GRAM <= size; s++) {
+        if (start[s] && add_hash(out, gram_hash(norm + s)) < 0) {
+            goto fail;
+        }
+    }
+    PyMem_Free(chars);
     PyMem_Free(norm);
+    PyMem_Free(start);
+    PyMem_Free(ends);
     Py_DECREF(texts);
-    Py_XDECREF(forms);
+    Py_DECREF(joined);
+    Py_XDECREF(own);
+    return done(out, others);
+fail:
+    PyMem_Free(chars);
+    PyMem_Free(norm);
+    PyMem_Free(start);
+    PyMem_Free(ends);
+    Py_DECREF(texts);
+    Py_XDECREF(joined);
+    Py_XDECREF(own);
     Py_XDECREF(out);
     Py_XDECREF(others);
     return NULL;
@@ -1489,6 +1663,9 @@ static PyMethodDef methods[] = {
      "probe(value, with_text) -> (frozenset[int], list[str]) | None: the probe of the "
      "ASCII forms of the decodings of value's texts, and the forms that are not ASCII; "
      "None for a value it does not walk."},
+    {"seams", seams, METH_O,
+     "seams(texts) -> (frozenset[int], list[str]) | None: probe_seams of ASCII texts, "
+     "the forms of the joined text's decodings that are not ASCII left to the caller."},
     {"token_hash", token_hash_py, METH_O,
      "token_hash(norm) -> int: a whole token's fingerprint, 64 bits of BLAKE2b."},
     {NULL, NULL, 0, NULL},
