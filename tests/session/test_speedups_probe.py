@@ -181,6 +181,41 @@ def test_decodings_refuse_what_is_not_a_str() -> None:
         _speedups.decodings("abc")  # type: ignore[call-arg]
 
 
+# -- boilerplate -----------------------------------------------------------------------
+
+#: pieces of identifiers, keys and the characters around them the expression looks at
+identifier_parts = st.sampled_from(
+    [
+        *("AWS", "SECRET", "ACCESS", "KEY", "Key", "key", "get", "Api", "Value", "Client"),
+        *("_", "__", "=", ":", "export", ".", "-", "+", "/", "@", "1", "22", "333", "x"),
+        *("Ab", "aB", "ABc", "s3", "ID2", "é", "\x00", '"', "'", "(", "=="),
+        *("Secretvalue", "aBkey", "AWS_SECRET_KEY", "getApiKey"),
+    ]
+)
+
+
+@settings(max_examples=800, deadline=None)
+@given(
+    words=st.lists(
+        st.lists(identifier_parts, min_size=1, max_size=12).map("".join)
+        | st.text(string.ascii_letters + string.digits + "_=:.-+/@", max_size=40),
+        max_size=6,
+    )
+)
+@example(words=["AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG", "getSecretValue()"])
+@example(words=["exportAWS_KEY=1", "export=value12", "_private.key-name:value"])
+@example(words=["a.getApiKey", "x/ApiClient", "ApiClient/x", "ApiClient=", "ApiClientX"])
+@example(words=["ABC_DEF12_GH3", "ABC_DEF123_GH", "Abc_Def_Ghij", "AbC_DEF_GHIJ", "+AWS_KEY_ID"])
+@example(words=["x=Abcdefghij", "x=AbcDefghij", "aBkey_KEY", "AWS_SECRET_KEY.region=eu"])
+@example(words=["/AWS_SECRET_KEY=1", "/ApiClientFoo=1", "/ApiClientFoo+1", "1+AWS_KEY_ID"])
+def test_boilerplate_is_what_the_expression_finds(words: list[str]) -> None:
+    got = _speedups.boilerplate(words)
+    if any(not word.isascii() for word in words):
+        assert got is None
+    else:
+        assert got == fingerprints._py_boilerplate(words)
+
+
 # -- whole-token hash ----------------------------------------------------------------
 
 

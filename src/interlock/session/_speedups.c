@@ -641,6 +641,10 @@ is_alnum(unsigned char c)
 }
 
 static inline int is_upper(unsigned char c) { return c >= 'A' && c <= 'Z'; }
+static inline int is_alpha_or_underscore(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+}
 static inline int is_lower(unsigned char c) { return c >= 'a' && c <= 'z'; }
 
 /* fingerprints._wordlike: the token less . - / _ is letters of one case, or the token
@@ -1633,6 +1637,220 @@ fail:
     return NULL;
 }
 
+/* -- boilerplate of the data (fingerprints._BOILERPLATE on ASCII words) ---------- */
+
+static inline int
+is_word_char(unsigned char c) /* \w of an ASCII character */
+{
+    return is_alnum(c) || c == '_';
+}
+
+/* str.istitle of ASCII: an upper-case letter only after an uncased character, a
+ * lower-case one only after a cased one, and some cased character. */
+static int
+ascii_istitle(const unsigned char *w, Py_ssize_t n)
+{
+    int previous_cased = 0, cased = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (is_upper(w[i])) {
+            if (previous_cased) {
+                return 0;
+            }
+            previous_cased = cased = 1;
+        }
+        else if (is_lower(w[i])) {
+            if (!previous_cased) {
+                return 0;
+            }
+            previous_cased = cased = 1;
+        }
+        else {
+            previous_cased = 0;
+        }
+    }
+    return cased;
+}
+
+/* Whether w[0:n] is _WORD: letters (all lower-case, all upper-case, or one upper-case
+ * then lower-case ones) and then at most two digits. */
+static int
+is_one_word(const unsigned char *w, Py_ssize_t n)
+{
+    Py_ssize_t letters = n;
+    while (letters > 0 && n - letters < 2 && w[letters - 1] >= '0' && w[letters - 1] <= '9') {
+        letters--;
+    }
+    if (letters == 0) {
+        return 0;
+    }
+    int upper = 0, lower = 0;
+    for (Py_ssize_t i = 0; i < letters; i++) {
+        if (is_upper(w[i])) {
+            upper++;
+        }
+        else if (is_lower(w[i])) {
+            lower++;
+        }
+        else {
+            return 0; /* a digit inside, or a third trailing one */
+        }
+    }
+    return upper == 0 || lower == 0 || (upper == 1 && is_upper(w[0]));
+}
+
+/* Whether a run of word characters is _WORD(?:_WORD)+ whole. */
+static int
+is_joined_words(const unsigned char *run, Py_ssize_t n)
+{
+    Py_ssize_t parts = 0, from = 0;
+    for (Py_ssize_t i = 0; i <= n; i++) {
+        if (i == n || run[i] == '_') {
+            if (!is_one_word(run + from, i - from)) {
+                return 0;
+            }
+            parts++;
+            from = i + 1;
+        }
+    }
+    return parts >= 2;
+}
+
+/* Whether a run of word characters is camel humps whole: lower-case letters then one
+ * or more humps (an upper-case letter and lower-case ones), or two or more humps. */
+static int
+is_camel(const unsigned char *run, Py_ssize_t n)
+{
+    Py_ssize_t i = 0, humps = 0;
+    while (i < n && is_lower(run[i])) {
+        i++;
+    }
+    int leading = i > 0;
+    while (i < n) {
+        if (!is_upper(run[i])) {
+            return 0;
+        }
+        Py_ssize_t from = ++i;
+        while (i < n && is_lower(run[i])) {
+            i++;
+        }
+        if (i == from) {
+            return 0;
+        }
+        humps++;
+    }
+    return humps >= (leading ? 1 : 2);
+}
+
+/* _BOILERPLATE.findall(word) of an ASCII word, the matches of at least MIN_TOKEN
+ * characters appended to out in order. The expression's matches, as its lookarounds
+ * make them: the key before '=' or ':' at the start (a letter or '_', then word
+ * characters, '.' and '-'); else each maximal run of word characters that is
+ * _WORD(_WORD)+ whole (not after \w @ - +, not before @ - + =), or camel humps whole
+ * (not after \w . @ - + /, not before @ - + / =): a match cannot end inside a run (a
+ * word character would follow it) nor start inside one. */
+static int
+boilerplate_of(const unsigned char *w, Py_ssize_t n, PyObject *out)
+{
+    Py_ssize_t i = 0;
+    if (n > 0 && (is_alpha_or_underscore(w[0]))) {
+        Py_ssize_t j = 1;
+        while (j < n && (is_word_char(w[j]) || w[j] == '.' || w[j] == '-')) {
+            j++;
+        }
+        if (j < n && (w[j] == '=' || w[j] == ':')) {
+            if (j >= MIN_TOKEN) {
+                PyObject *match = PyUnicode_DecodeASCII((const char *)w, j, NULL);
+                int failed = match == NULL || PyList_Append(out, match) < 0;
+                Py_XDECREF(match);
+                if (failed) {
+                    return -1;
+                }
+            }
+            i = j;
+        }
+    }
+    while (i < n) {
+        if (!is_word_char(w[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t from = i;
+        while (i < n && is_word_char(w[i])) {
+            i++;
+        }
+        unsigned char before = from > 0 ? w[from - 1] : ' ';
+        unsigned char after = i < n ? w[i] : ' ';
+        int found = 0;
+        if (before != '@' && before != '-' && before != '+' && after != '@' && after != '-'
+            && after != '+' && after != '=') {
+            found = is_joined_words(w + from, i - from)
+                    || (before != '.' && before != '/' && after != '/'
+                        && is_camel(w + from, i - from));
+        }
+        if (found && i - from >= MIN_TOKEN) {
+            PyObject *match = PyUnicode_DecodeASCII((const char *)w + from, i - from, NULL);
+            int failed = match == NULL || PyList_Append(out, match) < 0;
+            Py_XDECREF(match);
+            if (failed) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* boilerplate(long_words) -> list[str] | None: fingerprints._py_boilerplate of ASCII
+ * words (None when one is not: the Python path then), the matches in the order the
+ * reference finds them (so the set the caller makes of them is the same set). */
+static PyObject *
+boilerplate(PyObject *module, PyObject *words)
+{
+    if (!PyList_Check(words)) {
+        PyErr_SetString(PyExc_TypeError, "boilerplate(long_words: list[str])");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(words); i++) {
+        PyObject *word = PyList_GET_ITEM(words, i);
+        if (!PyUnicode_Check(word)) {
+            PyErr_SetString(PyExc_TypeError, "a word must be a str");
+            return NULL;
+        }
+#if PY_VERSION_HEX < 0x030C0000
+        if (PyUnicode_READY(word) < 0) {
+            return NULL;
+        }
+#endif
+        if (!PyUnicode_IS_ASCII(word)) {
+            Py_RETURN_NONE;
+        }
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    /* no Python code runs in this loop: the list cannot change under it */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(words); i++) {
+        PyObject *word = PyList_GET_ITEM(words, i);
+        const unsigned char *w = PyUnicode_1BYTE_DATA(word);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(word);
+        int alnum = n > 0, upper = 0, lower = 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            alnum &= is_alnum(w[j]);
+            upper |= is_upper(w[j]);
+            lower |= is_lower(w[j]);
+        }
+        int plain = (upper && !lower) || (lower && !upper) || ascii_istitle(w, n);
+        if (alnum && plain) {
+            continue; /* a plain word (one case, or capitalised) holds no boilerplate */
+        }
+        if (boilerplate_of(w, n, out) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"grams", (PyCFunction)(void (*)(void))grams, METH_FASTCALL,
      "grams(data, step) -> list[int]: each 16-byte window at 0, step, 2*step... without a "
@@ -1666,6 +1884,9 @@ static PyMethodDef methods[] = {
     {"seams", seams, METH_O,
      "seams(texts) -> (frozenset[int], list[str]) | None: probe_seams of ASCII texts, "
      "the forms of the joined text's decodings that are not ASCII left to the caller."},
+    {"boilerplate", boilerplate, METH_O,
+     "boilerplate(long_words) -> list[str] | None: the boilerplate the data's ASCII long "
+     "words hold (as _BOILERPLATE finds it, 8 characters or more), in order."},
     {"token_hash", token_hash_py, METH_O,
      "token_hash(norm) -> int: a whole token's fingerprint, 64 bits of BLAKE2b."},
     {NULL, NULL, 0, NULL},

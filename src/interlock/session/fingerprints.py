@@ -308,13 +308,26 @@ def _c_whole(long_words: list[str], grams: set[int] | None) -> Iterable[int]:
     return [_bytes_hash(norm) for norm in norms]
 
 
+def _py_boilerplate(long_words: list[str]) -> list[str]:
+    """The boilerplate (identifiers, keys) of at least MIN_TOKEN characters in the
+    long words of the data, in the order found."""
+    found: list[str] = []
+    for word in long_words:
+        if not (word.isalnum() and (word.islower() or word.isupper() or word.istitle())):
+            found.extend(m for m in _BOILERPLATE.findall(word) if len(m) >= MIN_TOKEN)
+    return found
+
+
+def _c_boilerplate(long_words: list[str]) -> list[str]:
+    """:func:`_py_boilerplate` in C (words not ASCII: the Python path)."""
+    found = _speedups.boilerplate(long_words)
+    return _py_boilerplate(long_words) if found is None else found
+
+
 def _cut_boilerplate(form: str, long_words: list[str]) -> str:
     """``form`` with its boilerplate (identifiers, keys) replaced by the mark that
     cuts grams."""
-    cut: set[str] = set()
-    for word in long_words:
-        if not (word.isalnum() and (word.islower() or word.isupper() or word.istitle())):
-            cut.update(m for m in _BOILERPLATE.findall(word) if len(m) >= MIN_TOKEN)
+    cut = set(_boilerplate(long_words))  # built in the order found: the same set order
     for name in sorted(cut, key=len, reverse=True):
         form = form.replace(name, _SEP)
     return form  # the same object when nothing was cut
@@ -596,6 +609,7 @@ _runs: Callable[[str, bool], list[str]] = _py_runs
 _b64_forms: Callable[[str], Iterable[str]] = _py_b64_forms
 _hex_forms: Callable[[str], Iterable[str]] = _py_hex_forms
 _decodings: Callable[[str, bool], Iterable[str]] = _py_decodings
+_boilerplate: Callable[[list[str]], list[str]] = _py_boilerplate
 _probe_texts: Callable[[str | list[str], bool], frozenset[int]] = _py_probe_texts
 
 
@@ -604,16 +618,16 @@ def _accelerate(on: bool) -> bool:
     whether the C extension is now used. Read at call time: every caller in this
     module looks these functions up when it runs."""
     global ACCELERATED, _grams, _whole, _at_least, _smallest  # noqa: PLW0603
-    global _runs, _b64_forms, _hex_forms, _decodings, _probe_texts
+    global _runs, _b64_forms, _hex_forms, _decodings, _probe_texts, _boilerplate
     ACCELERATED = on and _speedups is not None
     if ACCELERATED:
         _grams, _whole, _at_least, _smallest = _c_grams, _c_whole, _speedups.at_least, _c_smallest
         _runs, _b64_forms, _hex_forms = _speedups.runs, _speedups.b64_forms, _speedups.hex_forms
-        _decodings, _probe_texts = _speedups.decodings, _c_probe_texts
+        _decodings, _probe_texts, _boilerplate = _speedups.decodings, _c_probe_texts, _c_boilerplate
     else:
         _grams, _whole, _at_least, _smallest = _py_grams, _py_whole, _py_at_least, _py_smallest
         _runs, _b64_forms, _hex_forms = _py_runs, _py_b64_forms, _py_hex_forms
-        _decodings, _probe_texts = _py_decodings, _py_probe_texts
+        _decodings, _probe_texts, _boilerplate = _py_decodings, _py_probe_texts, _py_boilerplate
     return ACCELERATED
 
 
