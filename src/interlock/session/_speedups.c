@@ -810,19 +810,25 @@ whole_word(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyOb
     return 0;
 }
 
-/* whole_tokens(long_words, with_grams) -> (norms, grams) | None: fingerprints._py_whole
- * for ASCII words, its whole-token hashes left to the caller (the norms, as bytes, of
- * the specific tokens); None when a word is not ASCII (the Python path then). */
+/* whole_tokens(long_words, with_grams, hashed=False) -> (norms, grams) | None:
+ * fingerprints._py_whole for ASCII words: the norms, as bytes, of the specific tokens
+ * (with hashed, the set of their hashes: BLAKE2b-64 here); None when a word is not
+ * ASCII (the Python path then). */
 static PyObject *
 whole_tokens(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyList_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "whole_tokens(long_words: list[str], with_grams)");
+    if (nargs < 2 || nargs > 3 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "whole_tokens(long_words: list[str], with_grams, hashed=False)");
         return NULL;
     }
     PyObject *words = args[0];
     int with_grams = PyObject_IsTrue(args[1]);
     if (with_grams < 0) {
+        return NULL;
+    }
+    int hashed = nargs == 3 ? PyObject_IsTrue(args[2]) : 0;
+    if (hashed < 0) {
         return NULL;
     }
     Py_ssize_t longest = 0;
@@ -845,7 +851,7 @@ whole_tokens(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     unsigned char *norm = PyMem_Malloc(longest > 0 ? (size_t)longest : 1);
-    PyObject *norms = PyList_New(0);
+    PyObject *norms = hashed ? PySet_New(NULL) : PyList_New(0); /* a set: the hashes */
     PyObject *grams = with_grams ? PyList_New(0) : NULL;
     if (norm == NULL || norms == NULL || (with_grams && grams == NULL)) {
         if (norm == NULL) {
@@ -1862,8 +1868,9 @@ static PyMethodDef methods[] = {
      "hex_forms(run) -> list[str]: a hex run decoded at both nibble alignments, the "
      "decodings that read as text."},
     {"whole_tokens", (PyCFunction)(void (*)(void))whole_tokens, METH_FASTCALL,
-     "whole_tokens(long_words, with_grams) -> (norms, grams) | None: the specific whole "
-     "tokens of ASCII words (their norms, as bytes) and the grams of the long ones."},
+     "whole_tokens(long_words, with_grams, hashed=False) -> (norms, grams) | None: the "
+     "specific whole tokens of ASCII words (their norms, as bytes; with hashed, the set of "
+     "their hashes) and the grams of the long ones."},
     {"at_least", (PyCFunction)(void (*)(void))at_least, METH_FASTCALL,
      "at_least(words, size) -> list[str]: the words at least size characters long."},
     {"smallest", (PyCFunction)(void (*)(void))smallest, METH_FASTCALL,

@@ -297,15 +297,14 @@ def _py_whole(long_words: list[str], grams: set[int] | None) -> Iterable[int]:
 
 
 def _c_whole(long_words: list[str], grams: set[int] | None) -> Iterable[int]:
-    """:func:`_py_whole` in C (non-ASCII words stay on the Python path); the whole
-    tokens' hashes computed here, from the norms C found specific."""
-    found = _speedups.whole_tokens(long_words, grams is not None)
+    """:func:`_py_whole` in C (non-ASCII words stay on the Python path)."""
+    found = _speedups.whole_tokens(long_words, grams is not None, True)
     if found is None:
         return _py_whole(long_words, grams)
-    norms, token_grams = found
+    hashes, token_grams = found
     if grams is not None and token_grams:
         grams.update(token_grams)
-    return [_bytes_hash(norm) for norm in norms]
+    return hashes  # a set of ints (hashed in C)
 
 
 def _py_boilerplate(long_words: list[str]) -> list[str]:
