@@ -12,8 +12,17 @@
  * - at_least(words, size) -> _py_at_least: the words at least size characters long
  * - runs(text, hex)       -> _B64_RUN.findall(text) (or _HEX_RUN's with hex)
  * - smallest(values, k)   -> _py_smallest: sorted(values)[:k] (the sample kept past the cap)
- * - whole_tokens(words, g) -> _py_whole on ASCII words: the norms of the specific whole
- *                            tokens (the caller hashes them) and the grams of long ones
+ * - whole_tokens(words, g[, hashed]) -> _py_whole on ASCII words: the norms of the
+ *                            specific whole tokens (with hashed, their BLAKE2b-64) and
+ *                            the grams of long ones
+ * - token_hash(norm)      -> _bytes_hash: BLAKE2b with an 8-byte digest (RFC 7693)
+ * - decodings(text, plain) -> list(_py_decodings(text, plain)): URL- and JSON-unescaping,
+ *                            base64 and hex runs, up to 3 layers and 64 forms, in order
+ * - probe(value, with_text) -> _py_probe_texts of plain values (str, dict, list, tuple):
+ *                            the decodings and the probe of each ASCII form; the forms
+ *                            that are not ASCII returned for Python to probe
+ * - seams(texts)          -> probe_seams of ASCII texts (same split of the work)
+ * - boilerplate(words)    -> _py_boilerplate: _BOILERPLATE.findall over ASCII words
  *
  * Every index is checked against the buffer's length before it is read; no input is
  * trusted to be well formed (a base64 or hex run with a foreign character raises

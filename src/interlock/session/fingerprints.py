@@ -48,12 +48,15 @@ low-entropy values (under 8 characters) are never fingerprinted at all. A gram's
 fingerprint is its UTF-8 as an integer modulo 2**61 - 1; a whole token's, 64 bits of
 BLAKE2b.
 
-Speed: the hot loops (the grams of ASCII text, its specific whole tokens, finding and
-decoding base64 and hex runs) run in the optional C extension
-``interlock.session._speedups`` when it was built (a compiler at install time), else
-here in Python: :data:`ACCELERATED` says which. Both give the same fingerprints bit for
-bit (``tests/session/test_speedups.py``; ``docs/adr/0031-a-c-accelerator-for-
-fingerprints.md``); the Python functions (``_py_*``) are the reference. Setting the
+Speed: the hot loops (the grams of ASCII text, its specific whole tokens and their
+BLAKE2b, every decoding of a text, the data's boilerplate, and the whole probe of an
+argument whose forms are ASCII: :func:`probe`, :func:`probe_seams`) run in the optional
+C extension ``interlock.session._speedups`` when it was built (a compiler at install
+time), else here in Python: :data:`ACCELERATED` says which. Forms that are not ASCII
+are probed here either way (NFKC and case folding). Both give the same fingerprints bit
+for bit (``tests/session/test_speedups.py``, ``tests/session/test_speedups_probe.py``;
+``docs/adr/0031-a-c-accelerator-for-fingerprints.md``); the Python functions
+(``_py_*``) are the reference. Setting the
 environment variable ``INTERLOCK_NO_SPEEDUPS=1`` (any value but empty or ``0``) before
 this module is imported forces the Python path.
 """
