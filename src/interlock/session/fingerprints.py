@@ -528,7 +528,8 @@ def _c_probe_texts(texts: str | list[str], with_text: bool) -> frozenset[int]:
     """:func:`_py_probe_texts` in C: the decodings, and the probe of the ASCII forms
     (those that are not ASCII are probed here: NFKC and case folding)."""
     got = _speedups.probe(texts, with_text)
-    assert got is not None  # a str or a list of str is always walked
+    if got is None:  # never for a str or a list of str (C walks those)
+        return _py_probe_texts(texts, with_text)
     found, others = got
     return _probe_others(found, others) if others else found
 
