@@ -326,11 +326,16 @@ def _c_boilerplate(long_words: list[str]) -> list[str]:
     return _py_boilerplate(long_words) if found is None else found
 
 
+def _longest_first(name: str) -> tuple[int, str]:
+    return -len(name), name
+
+
 def _cut_boilerplate(form: str, long_words: list[str]) -> str:
     """``form`` with its boilerplate (identifiers, keys) replaced by the mark that
     cuts grams."""
-    cut = set(_boilerplate(long_words))  # built in the order found: the same set order
-    for name in sorted(cut, key=len, reverse=True):
+    # longest first, ties by text: the same order in every process (a set's order of
+    # equal-length names follows the hash seed, and overlapping names cut differently)
+    for name in sorted(set(_boilerplate(long_words)), key=_longest_first):
         form = form.replace(name, _SEP)
     return form  # the same object when nothing was cut
 
