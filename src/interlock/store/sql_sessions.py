@@ -461,27 +461,25 @@ class SqlHistory:
         one statement, the general one runs in a savepoint. On PostgreSQL a failure
         aborts the transaction (the append is one statement there too)."""
         store = self.store
-        row = _step_row(step)  # a bad value: ValueError, before any write
-        now = store.clock()
         if store.dialect == "postgres":  # one statement (a data-modifying CTE)
+            row = _step_row(step)  # a bad value: ValueError, before any write
+            now = store.clock()
             cur.execute(_PG_APPEND, self._pg_params(tenant, session_id, step, now, row))
-            seq, version, created, merged = _pg_result(cur.fetchone())
-        else:
-            usual = self._append_usual(cur, tenant, session_id, step, now, row)
-            if usual is not None:
-                seq, version, created, merged = usual
-            else:
-                cur.execute(_SAVEPOINT)
-                try:
-                    seq, version, created, merged = self._append_general(
-                        cur, tenant, session_id, step, now, row
-                    )
-                except BaseException:
-                    cur.execute(_ROLLBACK)  # (the connection is gone: the transaction fails)
-                    cur.execute(_RELEASE)
-                    raise
-                cur.execute(_RELEASE)
-        return _written(step, now, (seq, version, created, merged))
+            return _written(step, now, _pg_result(cur.fetchone()))
+        now = store.clock()
+        usual = self._append_usual(cur, tenant, session_id, step, now)
+        if usual is not None:
+            return usual
+        row = _step_row(step)  # a bad value: ValueError, before any write
+        cur.execute(_SAVEPOINT)
+        try:
+            session = self._append_general(cur, tenant, session_id, step, now, row)
+        except BaseException:
+            cur.execute(_ROLLBACK)  # (the connection is gone: the transaction fails)
+            cur.execute(_RELEASE)
+            raise
+        cur.execute(_RELEASE)
+        return _written(step, now, session)
 
     def step_statement(
         self, tenant: str, session_id: str, step: NewStep
@@ -521,18 +519,16 @@ class SqlHistory:
         ]
 
     def _append_usual(
-        self,
-        cur: Cursor,
-        tenant: str,
-        session_id: str,
-        step: NewStep,
-        now: int,
-        row: tuple[Any, ...],
-    ) -> tuple[int, int, int, frozenset[str]] | None:
+        self, cur: Cursor, tenant: str, session_id: str, step: NewStep, now: int
+    ) -> Written | None:
         """SQLite: the step appended by one statement (the view ``session_step_usual``,
         schema 14) after the view this history keeps of the session, when the session
         is still that one; None (nothing written) when it is not kept here, or moved on
-        since (another writer, a settle, an expiry): the general path appends then."""
+        since (another writer, a settle, an expiry): the general path appends then.
+
+        The statement's parameters and the :class:`Written` are made in one pass over
+        the step, no row tuple between (:func:`_step_row` and :func:`_written` are the
+        general path's, and the reference: ``tests/session/test_usual_step.py``)."""
         with self._views_lock:
             cached = self._views.get((tenant, session_id))
         if cached is None:
@@ -540,7 +536,13 @@ class SqlHistory:
         created, version, kept = cached
         seq = kept.next_seq
         labels = kept.labels
-        merged = (labels | step.labels) - step.clears if step.labels or step.clears else labels
+        attach = step.labels
+        clears = step.clears
+        merged = (labels | attach) - clears if attach or clears else labels
+        kind = step.kind
+        executed = True if kind == "input" else step.executed  # an input has run
+        fingerprints = step.fingerprints
+        version += 1
         try:
             cur.execute(
                 _USUAL_APPEND,
@@ -548,11 +550,18 @@ class SqlHistory:
                     tenant,
                     session_id,
                     seq,
-                    version + 1,
+                    version,
                     created,
                     now,
-                    *row,
-                    None if merged == labels else _labels_text(merged),
+                    kind,
+                    step.name,
+                    step.verdict,
+                    step.decision_id,
+                    _labels_json(attach) if attach else "[]",
+                    pack(fingerprints) if fingerprints else b"",  # a bad value: ValueError
+                    int(step.trusted),
+                    None if executed is None else int(executed),
+                    None if merged is labels or merged == labels else _labels_text(merged),
                     seq - self.max_steps,
                 ),
             )
@@ -560,7 +569,19 @@ class SqlHistory:
             if str(exc) != _UNUSUAL:
                 raise
             return None
-        return seq, version + 1, created, merged
+        appended = Step(
+            seq,
+            now / 1_000_000,
+            kind,
+            step.name,
+            step.verdict,
+            step.decision_id,
+            attach,
+            fingerprints,
+            step.trusted,
+            executed,
+        )
+        return Written(appended, version, created, merged)
 
     def _append_general(
         self,
@@ -602,29 +623,27 @@ class SqlHistory:
         """After the commit of :meth:`append_joined`: the kept view of the session moved
         on by its step when that view was the session just before it (nobody else
         wrote between), so the next :meth:`view` reads the session row and no step."""
+        step, version, created, labels = written
         key = (tenant, session_id)
-        step = written.step
+        views = self._views
         with self._views_lock:
-            cached = self._views.get(key)
-            if written.version == 1:  # the session's first step
-                view = SessionView(tenant, session_id, (step,), written.labels, step.seq + 1)
-            elif (
-                cached is not None
-                and cached[0] == written.created_us
-                and cached[1] == written.version - 1
-            ):
-                kept = cached[2].steps
+            if version == 1:  # the session's first step
+                view = SessionView(tenant, session_id, (step,), labels, step.seq + 1)
+            else:
+                cached = views.get(key)
+                if cached is None or cached[1] != version - 1 or cached[0] != created:
+                    return
+                kept = cached[2]
+                steps = kept.steps
                 oldest = step.seq + 1 - self.max_steps
                 cut = 0  # (seqs ascend: only the first few can be past the bound)
-                while cut < len(kept) and kept[cut].seq < oldest:
+                while cut < len(steps) and steps[cut].seq < oldest:
                     cut += 1
-                view = cached[2].followed_by(step, written.labels, len(kept) - cut + 1)
-            else:
-                return
-            self._views[key] = (written.created_us, written.version, view)
-            self._views.move_to_end(key)
-            while len(self._views) > _VIEWS_KEPT:
-                self._views.popitem(last=False)
+                view = kept.followed_by(step, labels, len(steps) - cut + 1)
+            views[key] = (created, version, view)
+            views.move_to_end(key)
+            while len(views) > _VIEWS_KEPT:
+                views.popitem(last=False)
 
     def _claim_seq(
         self, cur: Cursor, tenant: str, session_id: str, now: int
@@ -678,7 +697,7 @@ class SqlHistory:
         """:meth:`settle`, saying whether the session had a call step of
         ``decision_id`` (False: nothing was written)."""
         store = self.store
-        pack(fingerprints)  # a bad value: ValueError, before any write
+        packed = pack(fingerprints)  # a bad value: ValueError, before any write
         try:
             with store.transaction(write=True) as cur:
                 # the session row first, locked (the order an append takes too)
@@ -717,7 +736,7 @@ class SqlHistory:
                     (
                         int(ran),
                         _labels_text(step_labels),
-                        pack(unpack(found[2]) | fingerprints) if fingerprints else found[2],
+                        _merged_prints(found[2], fingerprints, packed),
                         version,
                         tenant,
                         session_id,
@@ -815,6 +834,17 @@ class SqlHistory:
             return self.store.expire_sessions(idle_for)
         except StoreError as exc:
             raise SessionUnavailable(f"cannot expire sessions: {describe(exc)}") from exc
+
+
+def _merged_prints(stored: bytes | None, fingerprints: frozenset[int], packed: bytes) -> Any:
+    """A settled step's packed fingerprints: those stored with ``fingerprints``
+    (``packed``: theirs, packed once) added — no unpacking when either side is empty
+    (the usual settle: a step appended without any gets its result's)."""
+    if not fingerprints:
+        return stored
+    if not stored:
+        return packed
+    return pack(unpack(stored) | fingerprints)
 
 
 def _pg_result(got: Sequence[Any]) -> tuple[int, int, int, frozenset[str]]:

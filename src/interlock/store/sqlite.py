@@ -234,9 +234,11 @@ class SQLiteStore(SqlStore):
         never waits for the write lock)."""
         if time_left(self.busy_timeout) <= 0:
             raise StoreTimeout(f"{self.path}: the deadline passed before the store was asked")
-        conn = self._connection()
+        cur: sqlite3.Cursor | None = getattr(self._local, "usual", None)
+        if cur is None:  # one cursor per thread (:meth:`usual`'s): none made per SELECT
+            cur = self._local.usual = self._connection().cursor()
         try:
-            return conn.execute(sql, params).fetchall()
+            return cur.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: {exc}") from exc
 
