@@ -1,8 +1,8 @@
 """Benchmark ``session-store``: what durable session history and fingerprints cost.
 
-Run: ``python -m bench.session_store [--quick] [--postgres URL]`` (under the machine's
-bench lock). Every figure is a median of per-call times, and each is printed beside a
-baseline measured in the same run, as a ratio:
+Run: ``python -m bench.session_store [--quick] [--postgres URL] [--floor | --split]``
+(under the machine's bench lock). Every figure is a median of per-call times, and each
+is printed beside a baseline measured in the same run, as a ratio:
 
 1. **The durable check** (SQLite file, durability ``process``): a policy with session
    rules (a label rule, a ``session: labels`` rule; the history in the store: the view
@@ -638,6 +638,68 @@ def raw_postgres(url: str) -> tuple[Callable[[], object], Callable[[], object]]:
     return view, append
 
 
+def split(calls: int, folder: Path) -> None:
+    """Where the durable session check's time goes (``--split``): the medians of the
+    store's parts of it, each timed in place (a wrapper around the method: ~0.2 µs
+    each), beside the whole check — what is SQL (the view's one ``SELECT``, the
+    step's one statement, the commit) and what is the history's Python around it."""
+    import interlock.store.sql_sessions as sql_sessions
+    import interlock.store.sqlite as sqlite_store
+    from interlock.store import sql_audit
+
+    times: dict[str, list[int]] = {}
+
+    def timed(owner: object, name: str, label: str) -> Callable[[], None]:
+        method = getattr(owner, name)
+
+        def wrapper(*args: object, **kwargs: object) -> object:
+            start = time.perf_counter_ns()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                times.setdefault(label, []).append(time.perf_counter_ns() - start)
+
+        setattr(owner, name, wrapper)
+        return lambda: setattr(owner, name, method)
+
+    history = sql_sessions.SqlHistory
+    parts = [
+        (history, "view", "view (kept, validated)"),
+        (sqlite_store.SQLiteStore, "select", "  its SELECT (SQL)"),
+        (history, "append_joined", "step appended"),
+        (history, "_append_usual", "  the usual statement (SQL + the Step)"),
+        (history, "joined", "kept view moved on"),
+        (sql_audit.AuditStore, "append_audit", "record's transaction"),
+        (sqlite_store._Begun, "__exit__", "  its COMMIT"),
+    ]
+    guard = Guard(
+        load_policy_text(SESSIONS),
+        store=f"sqlite:///{folder / 'split.db'}",
+        reap_interval=None,
+        context=Context(session_id="s-split"),
+    )
+    actions = [
+        Action.tool("read_file", {"path": "/srv/notes.txt"}),
+        Action.tool("send_email", {"to": "a@b.example", "body": "hello"}),
+    ]
+    for i in range(200):
+        guard.check(actions[i % 2])
+    undo = [timed(owner, name, label) for owner, name, label in parts]
+    try:
+        whole = []
+        for i in range(calls):
+            start = time.perf_counter_ns()
+            guard.check(actions[i % 2])
+            whole.append(time.perf_counter_ns() - start)
+    finally:
+        for restore in undo:
+            restore()
+        guard.close()
+    print(f"  the check                                {statistics.median(whole) / 1000:7.1f} µs")
+    for _, _, label in parts:
+        print(f"  {label:<40} {statistics.median(times[label]) / 1000:7.1f} µs")
+
+
 def fingerprints(calls: int) -> None:
     words = [
         "the",
@@ -682,10 +744,19 @@ def main() -> None:
         action="store_true",
         help="only the SQL alone: the step's layouts on a bare connection (7 rounds)",
     )
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="only where the durable session check's time goes (SQL and Python, in place)",
+    )
     args = parser.parse_args()
     calls = 300 if args.quick else 2000
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        if args.split:
+            print("where the durable session check's time goes (medians)")
+            split(calls * 5, folder)
+            return
         if args.floor:
             print("the SQL alone: a decision's transaction with and without a step")
             step_floor(folder, calls, rounds=7)
