@@ -36,18 +36,20 @@ Example::
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
-from typing import Final, Literal, NamedTuple, Protocol
+from typing import Final, Literal, NamedTuple, Protocol, TypeVar, cast
 
 from interlock.session.labels import check_labels
 
 #: :data:`interlock.session.fingerprints.FORMAT_MARK` (not imported: that module is
 #: the heavy one, and a history is made without it)
 _FORMAT_MARK: Final = 0x1F9E_7A11_0000_0002
+T = TypeVar("T")
 
 __all__ = [
     "EMPTY_FINGERPRINTS",
@@ -425,8 +427,33 @@ def _view_maker() -> Callable[..., SessionView]:
     return made
 
 
-_new_step: Final = _step_maker()
-_new_view: Final = _view_maker()
+#: The pure-Python makers: the reference the C ones are tested against.
+_py_new_step: Final = _step_maker()
+_py_new_view: Final = _view_maker()
+
+try:
+    from interlock.session import _history
+except ImportError:  # not built (no compiler where installed): the Python makers
+    _history = None  # type: ignore[assignment]
+
+
+def _c_maker(cls: type, names: tuple[str, ...], reference: Callable[..., T]) -> Callable[..., T]:
+    """``cls`` made in one C call (``interlock.session._history.maker``: each slot of
+    ``names`` set from its position, no ``__init__``), when the extension is built,
+    ``INTERLOCK_NO_SPEEDUPS`` is not set, and ``reference`` is the slot-by-slot maker
+    (not the plain constructor a changed class falls back to); else ``reference``."""
+    if (
+        _history is None
+        or os.environ.get("INTERLOCK_NO_SPEEDUPS", "") not in ("", "0")
+        or reference is cls
+    ):
+        return reference
+    return cast("Callable[..., T]", _history.maker(cls, names))
+
+
+#: ``Step(...)`` / ``SessionView(...)`` with every field given, in order (C when built).
+_new_step: Final = _c_maker(Step, _STEP_FIELDS, _py_new_step)
+_new_view: Final = _c_maker(SessionView, _VIEW_FIELDS, _py_new_view)
 
 
 class SessionHistory(Protocol):
