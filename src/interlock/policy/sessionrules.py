@@ -38,7 +38,7 @@ from interlock.policy.engine import facts_for
 from interlock.policy.matchers import GlobSet
 from interlock.session import current as _current
 from interlock.session.fingerprints import carries, probe, probe_seams, texts_of
-from interlock.session.history import NewStep, SessionView, Step, StepKind
+from interlock.session.history import NewStep, SessionView, Step, StepKind, slot_maker
 
 if TYPE_CHECKING:
     from interlock.core.action import Action
@@ -66,6 +66,7 @@ __all__ = [
     "error_data",
     "facts_for_check",
     "judgeable_data",
+    "new_facts",
     "new_step",
     "provenance_labels",
     "reads_session",
@@ -131,6 +132,14 @@ class SessionFacts:
             found = probes[key] = (how or probed)(value)
         return found
 
+
+#: The fields of :class:`SessionFacts`, in order.
+_FACTS_FIELDS: Final = tuple(f.name for f in fields(SessionFacts))
+#: ``SessionFacts(...)`` with every field given, in order: one C call where the
+#: extension is built (the constructor is the reference it is tested against).
+new_facts: Final[Callable[..., SessionFacts]] = slot_maker(
+    SessionFacts, _FACTS_FIELDS, SessionFacts
+)
 
 #: Why a check's facts hold no view when no rule reading sessions could concern it.
 NOT_READ: Final = "the session was not read for this call: no rule that reads sessions names it"

@@ -66,6 +66,7 @@ __all__ = [
     "Step",
     "StepKind",
     "check_labels",
+    "slot_maker",
 ]
 
 #: ``input`` is outside data recorded into the session (not a call): the user's
@@ -437,23 +438,26 @@ except ImportError:  # not built (no compiler where installed): the Python maker
     _history = None  # type: ignore[assignment]
 
 
-def _c_maker(cls: type, names: tuple[str, ...], reference: Callable[..., T]) -> Callable[..., T]:
-    """``cls`` made in one C call (``interlock.session._history.maker``: each slot of
-    ``names`` set from its position, no ``__init__``), when the extension is built,
-    ``INTERLOCK_NO_SPEEDUPS`` is not set, and ``reference`` is the slot-by-slot maker
-    (not the plain constructor a changed class falls back to); else ``reference``."""
-    if (
-        _history is None
-        or os.environ.get("INTERLOCK_NO_SPEEDUPS", "") not in ("", "0")
-        or reference is cls
+def slot_maker(cls: type, names: tuple[str, ...], reference: Callable[..., T]) -> Callable[..., T]:
+    """``cls(*values)`` (every field given, in order) made in one C call
+    (``interlock.session._history.maker``: each slot of ``names`` set from its
+    position, no ``__init__``) when the extension is built and ``INTERLOCK_NO_SPEEDUPS``
+    is not set, and ``reference`` is a Python maker that sets each slot (no
+    ``__init__`` either) or the constructor of a dataclass whose fields are ``names``
+    with no ``__post_init__`` (its ``__init__`` only sets them); else ``reference``,
+    which the tests compare it with."""
+    if _history is None or os.environ.get("INTERLOCK_NO_SPEEDUPS", "") not in ("", "0"):
+        return reference
+    if reference is cls and (
+        hasattr(cls, "__post_init__") or tuple(f.name for f in fields(cls)) != names
     ):
         return reference
     return cast("Callable[..., T]", _history.maker(cls, names))
 
 
 #: ``Step(...)`` / ``SessionView(...)`` with every field given, in order (C when built).
-_new_step: Final = _c_maker(Step, _STEP_FIELDS, _py_new_step)
-_new_view: Final = _c_maker(SessionView, _VIEW_FIELDS, _py_new_view)
+_new_step: Final = slot_maker(Step, _STEP_FIELDS, _py_new_step)
+_new_view: Final = slot_maker(SessionView, _VIEW_FIELDS, _py_new_view)
 
 
 class SessionHistory(Protocol):
@@ -624,6 +628,8 @@ class MemoryHistory:
         self._max_sessions = max_sessions
         self._max_fingerprints = max_fingerprints
         self._held = 0  # fingerprints kept by every session (their ``held``)
+        #: the last eviction stopped past a bound (the session written alone is past it)
+        self._over = False
         self._max_remnants = max_sessions * 100
         self._clock = clock
         self._lock = threading.Lock()
@@ -640,7 +646,21 @@ class MemoryHistory:
         try:
             found = self._sessions.get((tenant, session_id))
             if found is not None:
-                return found.snapshot(tenant, session_id)
+                # found.snapshot, inlined (a Python call fewer on every read)
+                view = found.view
+                if view is None:
+                    view = found.view = _new_view(
+                        tenant,
+                        session_id,
+                        tuple(found.steps),
+                        found.labels,
+                        found.next_seq,
+                        tuple(found.sources),
+                        found.index,
+                        found.lost,
+                        found.past,
+                    )
+                return view
             remnant = self._remnants.get((tenant, session_id))
         finally:
             lock.release()
@@ -673,9 +693,11 @@ class MemoryHistory:
         ``written`` (the last one: it was just moved to the end)."""
         sessions = self._sessions
         most = self._max_fingerprints
+        self._over = False
         while len(sessions) > self._max_sessions or (most is not None and self._held > most):
             key = next(iter(sessions))
             if key == written:
+                self._over = True  # still past a bound: the next write tests it again
                 return
             gone = sessions.pop(key)
             self._held -= gone.held
@@ -727,6 +749,7 @@ class MemoryHistory:
         lock.acquire()
         try:
             found = sessions.get(key)
+            grown = found is None  # a session more: the bounds are tested
             if found is None:
                 remnant = self._remnants.pop(key, None)
                 found = sessions[key] = (
@@ -760,16 +783,18 @@ class MemoryHistory:
                 self._held += held - found.held
                 found.in_steps = in_steps
                 found.held = held
+                grown = True  # the fingerprints held changed
             else:
                 # the usual call step (no data yet, within the bound): _Session.add's
                 # own case, inlined — nothing dropped, the index and the counts as they
-                # were
+                # were (neither bound can be newly passed: tested only when the last
+                # eviction left the history past one)
                 steps.append(kept)
                 found.view = None
-            # _evict only past a bound (a call fewer each)
-            most = self._max_fingerprints
-            if len(sessions) > self._max_sessions or (most is not None and self._held > most):
-                self._evict(key)
+            if grown or self._over:  # _evict only past a bound (a call fewer each)
+                most = self._max_fingerprints
+                if len(sessions) > self._max_sessions or (most is not None and self._held > most):
+                    self._evict(key)
             return kept
         finally:
             lock.release()
