@@ -215,14 +215,17 @@ class SessionRecorder:
                 spec = policy.sessions
                 if not allowed:
                     attach = clear = _NO_LABELS  # step_labels' own answer
-                elif spec is not None and (
-                    not spec.label_rules
-                    # spec.may_label, its cache's hit inlined
-                    or not (spec._named.get((kind, name)) or spec.may_label(kind, name))
-                ):
-                    attach, clear = spec.tool_labels.get(given, _NO_LABELS), _NO_LABELS
-                else:
+                elif spec is None:
                     attach, clear = step_labels(action, decision, facts, policy)
+                else:
+                    # spec.may_label, its cache's hit inlined (none without label rules)
+                    labelled = spec._named.get((kind, name)) if spec.label_rules else False
+                    if labelled is None:
+                        labelled = spec.may_label(kind, name)
+                    if labelled:
+                        attach, clear = step_labels(action, decision, facts, policy)
+                    else:
+                        attach, clear = spec.tool_labels.get(given, _NO_LABELS), _NO_LABELS
                 self.history.append_call(  # type: ignore[attr-defined]
                     tenant,
                     session_id,

@@ -439,8 +439,10 @@ def _union_of(
     makes, when the chosen values are short strings, numbers, bools or None (None
     otherwise): an argument list disjoint from the session's index carries nothing of
     it."""
-    chosen = list(args) if names is None else [n for n in names if n in args]
-    values = tuple([args[name] for name in chosen])
+    if names is None:
+        values = tuple(args.values())  # every argument, in order
+    else:
+        values = tuple([args[name] for name in names if name in args])
     kept = _UNIONS if seams else _JOINED_UNIONS
     try:
         found = kept.get(values)
@@ -606,23 +608,29 @@ class SessionTest:
 
     def test(self, facts: Facts) -> bool:
         state = CURRENT.get()
-        if state is not None and state.view is not None:  # facts_for_check's usual case
-            view = state.view
-        else:
+        view = state.view if state is not None else None
+        if view is None:  # facts_for_check's usual case is the one above
             view, state = facts_for_check(getattr(facts.context, "session_id", None), self.rule_id)
-        if self.labels and not self.labels <= view.labels:
+        labels = self.labels
+        if labels and not labels <= view.labels:
             return False
-        if self.after is not None:
+        after = self.after
+        if after is not None:
             now = state.now if state is not None else time.time()
-            if not self.after.holds(view, now, self.rule_id):
+            if not after.holds(view, now, self.rule_id):
                 return False
-        if view.lost and (self.flows_from is not None or self.provenance is not None):
+        flows = self.flows_from
+        provenance = self.provenance
+        if flows is None and provenance is None:
+            return True
+        if view.lost:
             judgeable_data(view, self.rule_id)  # raises
-        if self.flows_from is not None and not self.flows_from.holds(view, facts.args, state):
-            if dropped_steps(view):
+        if flows is not None and not flows.holds(view, facts.args, state):
+            steps = view.steps
+            if (steps[0].seq if steps else view.next_seq) > 1:  # dropped_steps, inlined
                 raise cannot_tell(view, self.rule_id, "whether the arguments carry earlier data")
             return False
-        if self.provenance is None or self.provenance.holds(view, facts.args, state):
+        if provenance is None or provenance.holds(view, facts.args, state):
             return True
         if dropped_steps(view):
             raise cannot_tell(view, self.rule_id, "where the arguments came from")
