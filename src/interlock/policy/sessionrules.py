@@ -701,6 +701,13 @@ class SessionSpec:
     _named: dict[tuple[str, str], bool] = field(
         default_factory=dict, compare=False, repr=False, hash=False
     )
+    #: whether a label rule reads the session's view (its facts are set while the
+    #: label rules are tested only then)
+    label_rules_read_sessions: bool = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        reads = any(reads_session(rule) for rule in self.label_rules)
+        object.__setattr__(self, "label_rules_read_sessions", reads)
 
     def may_label(self, kind: str, name: str) -> bool:
         """Whether a label rule may apply to a call of this kind and name (any scope)."""
@@ -720,11 +727,13 @@ class SessionSpec:
     def labels_for(self, facts: Facts) -> tuple[frozenset[str], frozenset[str]]:
         """The labels an allowed call (its facts) attaches and clears. A label rule
         that cannot be evaluated attaches its labels and clears nothing (the stricter
-        reading)."""
-        attach: set[str] = set(self.tool_labels.get(facts.name, ()))
-        clear: set[str] = set()
+        reading). (Frozen sets grown only by a rule that applies: the tool's own labels
+        as they are when none does.)"""
+        attach = frozenset(self.tool_labels.get(facts.name, _NO_LABELS))
+        clear = _NO_LABELS
+        kind, name, scope = facts.kind, facts.name, facts.scope
         for rule in self.label_rules:
-            if not rule.applies_to(facts.kind, facts.name, facts.scope):
+            if not rule.applies_to(kind, name, scope):
                 continue
             try:
                 hit = rule.test(facts)
@@ -734,7 +743,7 @@ class SessionSpec:
             if hit:
                 attach |= rule.attach
                 clear |= rule.clear
-        return frozenset(attach), frozenset(clear)
+        return attach, clear
 
 
 #: the kinds a call step keeps, an action's (any other is kept as ``tool``:
@@ -811,7 +820,9 @@ def step_labels(
     name = action.name
     if not spec.label_rules or not spec.may_label(action.kind, str(name)):
         return spec.tool_labels.get(name, _NO_LABELS), _NO_LABELS
-    token = CURRENT.set(facts)
+    # the facts are set only for label rules that read them (a ContextVar set and
+    # reset fewer for the usual ones: a path, a URL)
+    token = CURRENT.set(facts) if spec.label_rules_read_sessions else None
     try:
         evaluated = facts.evaluated
         if evaluated is not None and evaluated[0] is action and evaluated[1] is policy:
@@ -823,7 +834,8 @@ def step_labels(
         ) | spec.tool_labels.get(name, _NO_LABELS)
         return attach, _NO_LABELS
     finally:
-        CURRENT.reset(token)
+        if token is not None:
+            CURRENT.reset(token)
 
 
 def step_kind(action: Action) -> StepKind:
