@@ -516,14 +516,24 @@ class FlowTest:
         return any(selector.matches_name(kind, name) for kind, name in tuple(index.names))
 
     def holds(self, view: SessionView, args: Any, state: SessionFacts | None) -> bool:
-        if not view.sources or not self._may_match(view):
+        if not view.sources:
             return False
+        index = view.index
+        if index is not None:
+            # self._may_match, its usual case inlined (a selector of labels only)
+            selector = self.selector
+            if selector.labels and not selector.labels <= index.labels:
+                return False
+            if selector.names is not None or selector.kinds is not None:
+                if not self._may_match(view):
+                    return False
+            elif not index.names:
+                return False
         # view.may_hold, inlined: a view's sources were in its index before it was
         # handed out, so an index not legacy then has every fingerprint they hold
-        index = view.index
         prints = None if index is None or index.legacy else index.prints
         if prints is not None and type(args) is dict:
-            union = _union_of(args, self.args, seams=True)
+            union = _union_of(args, self.args, True)
             if union is not None and union.isdisjoint(prints):
                 return False  # the usual benign call: one lookup, one isdisjoint
         sources: list[frozenset[int]] | None = None
@@ -587,7 +597,7 @@ class ProvenanceTest:
                 return False  # no step carries one of those labels
             if not index.legacy and type(args) is dict:
                 # every probe disjoint from the index: provenance_labels finds none
-                union = _union_of(args, self.args, seams=False)
+                union = _union_of(args, self.args, False)
                 if union is not None and union.isdisjoint(index.prints):
                     return False
         for probed in _argument_probes(args, self.args, state):
