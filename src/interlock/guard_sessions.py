@@ -41,6 +41,7 @@ from interlock.policy.sessionrules import (
     SessionFacts,
     SessionSpec,
     error_data,
+    new_facts,
     new_step,
     reads_session,
     step_labels,
@@ -69,6 +70,8 @@ _PENDING_KEPT: Final = 10_000
 _ALLOW: Final = Verdict.ALLOW
 _NO_LABELS: Final[frozenset[str]] = frozenset()
 _READS_KEPT: Final = 4096
+#: ``SessionFacts(...)`` with every field given (in one C call where built)
+_new_facts: Final = new_facts
 
 
 def _writes_in_memory(history: SessionHistory) -> bool:
@@ -158,10 +161,24 @@ class SessionRecorder:
         — a rule that read them anyway would be unevaluable, never a miss."""
         context = action.context
         session_id = context.session_id
-        if session_id is not None and not self.reads(action.kind, action.name):
+        if session_id is None:
+            return self.facts(context)
+        kind = action.kind
+        name = action.name
+        # reads, its cache's hit inlined (a call fewer on every check): the cache
+        # holds exact strings only
+        reads = self._reads.get((kind, name)) if type(kind) is str and type(name) is str else None
+        if reads is None:
+            reads = self.reads(kind, name)
+        if not reads:
             # SessionFacts.unread, without its call
-            return SessionFacts(None, 0.0, NOT_READ, None, None, None, None, False)
-        return self.facts(context)
+            return _new_facts(None, 0.0, NOT_READ, None, None, None, None, False, None)
+        # facts, inlined
+        try:
+            view = self.history.view(context.tenant, session_id)
+        except Exception as exc:
+            return SessionFacts.unavailable(session_id, describe(exc))
+        return _new_facts(view, time.time(), None, None, None, None, None, True, None)
 
     def facts(self, context: Context) -> SessionFacts:
         """The session facts of a check in ``context``."""
@@ -172,7 +189,8 @@ class SessionRecorder:
             view = self.history.view(context.tenant, session_id)
         except Exception as exc:
             return SessionFacts.unavailable(session_id, describe(exc))
-        return SessionFacts(view, time.time())  # SessionFacts.of, without its call
+        # SessionFacts.of, without its call
+        return _new_facts(view, time.time(), None, None, None, None, None, True, None)
 
     # -- after the check -------------------------------------------------------------
 
@@ -191,22 +209,28 @@ class SessionRecorder:
         tenant = context.tenant
         try:
             if self._by_fields:  # the step's fields, no NewStep made of them
-                name = action.name
+                given = action.name
+                name = given if type(given) is str else str(given)
                 kind = action.kind
                 spec = policy.sessions
                 if not allowed:
                     attach = clear = _NO_LABELS  # step_labels' own answer
-                elif spec is not None and (
-                    not spec.label_rules or not spec.may_label(kind, str(name))
-                ):
-                    attach, clear = spec.tool_labels.get(name, _NO_LABELS), _NO_LABELS
-                else:
+                elif spec is None:
                     attach, clear = step_labels(action, decision, facts, policy)
+                else:
+                    # spec.may_label, its cache's hit inlined (none without label rules)
+                    labelled = spec._named.get((kind, name)) if spec.label_rules else False
+                    if labelled is None:
+                        labelled = spec.may_label(kind, name)
+                    if labelled:
+                        attach, clear = step_labels(action, decision, facts, policy)
+                    else:
+                        attach, clear = spec.tool_labels.get(given, _NO_LABELS), _NO_LABELS
                 self.history.append_call(  # type: ignore[attr-defined]
                     tenant,
                     session_id,
                     kind if kind in STEP_KINDS else "tool",  # step_kind, inlined
-                    str(name),
+                    name,
                     VERDICT_TEXT[verdict],
                     decision.decision_id,
                     attach,
@@ -220,7 +244,18 @@ class SessionRecorder:
                 return decision
             raise self._unrecorded(session_id, exc) from exc
         if allowed:
-            self.pending(decision, tenant, session_id)
+            # self.pending, inlined (a call fewer on every allowed session check)
+            decision_id = decision.decision_id
+            if decision_id is not None:
+                pending = self._pending
+                lock = self._lock
+                lock.acquire()
+                try:
+                    pending[decision_id] = (tenant, session_id)
+                    while len(pending) > _PENDING_KEPT:
+                        pending.popitem(last=False)
+                finally:
+                    lock.release()
         return decision
 
     def append(

@@ -38,7 +38,7 @@ from interlock.policy.engine import facts_for
 from interlock.policy.matchers import GlobSet
 from interlock.session import current as _current
 from interlock.session.fingerprints import carries, probe, probe_seams, texts_of
-from interlock.session.history import NewStep, SessionView, Step, StepKind
+from interlock.session.history import NewStep, SessionView, Step, StepKind, slot_maker
 
 if TYPE_CHECKING:
     from interlock.core.action import Action
@@ -66,6 +66,7 @@ __all__ = [
     "error_data",
     "facts_for_check",
     "judgeable_data",
+    "new_facts",
     "new_step",
     "provenance_labels",
     "reads_session",
@@ -131,6 +132,14 @@ class SessionFacts:
             found = probes[key] = (how or probed)(value)
         return found
 
+
+#: The fields of :class:`SessionFacts`, in order.
+_FACTS_FIELDS: Final = tuple(f.name for f in fields(SessionFacts))
+#: ``SessionFacts(...)`` with every field given, in order: one C call where the
+#: extension is built (the constructor is the reference it is tested against).
+new_facts: Final[Callable[..., SessionFacts]] = slot_maker(
+    SessionFacts, _FACTS_FIELDS, SessionFacts
+)
 
 #: Why a check's facts hold no view when no rule reading sessions could concern it.
 NOT_READ: Final = "the session was not read for this call: no rule that reads sessions names it"
@@ -430,8 +439,10 @@ def _union_of(
     makes, when the chosen values are short strings, numbers, bools or None (None
     otherwise): an argument list disjoint from the session's index carries nothing of
     it."""
-    chosen = list(args) if names is None else [n for n in names if n in args]
-    values = tuple([args[name] for name in chosen])
+    if names is None:
+        values = tuple(args.values())  # every argument, in order
+    else:
+        values = tuple([args[name] for name in names if name in args])
     kept = _UNIONS if seams else _JOINED_UNIONS
     try:
         found = kept.get(values)
@@ -505,14 +516,24 @@ class FlowTest:
         return any(selector.matches_name(kind, name) for kind, name in tuple(index.names))
 
     def holds(self, view: SessionView, args: Any, state: SessionFacts | None) -> bool:
-        if not view.sources or not self._may_match(view):
+        if not view.sources:
             return False
+        index = view.index
+        if index is not None:
+            # self._may_match, its usual case inlined (a selector of labels only)
+            selector = self.selector
+            if selector.labels and not selector.labels <= index.labels:
+                return False
+            if selector.names is not None or selector.kinds is not None:
+                if not self._may_match(view):
+                    return False
+            elif not index.names:
+                return False
         # view.may_hold, inlined: a view's sources were in its index before it was
         # handed out, so an index not legacy then has every fingerprint they hold
-        index = view.index
         prints = None if index is None or index.legacy else index.prints
         if prints is not None and type(args) is dict:
-            union = _union_of(args, self.args, seams=True)
+            union = _union_of(args, self.args, True)
             if union is not None and union.isdisjoint(prints):
                 return False  # the usual benign call: one lookup, one isdisjoint
         sources: list[frozenset[int]] | None = None
@@ -576,7 +597,7 @@ class ProvenanceTest:
                 return False  # no step carries one of those labels
             if not index.legacy and type(args) is dict:
                 # every probe disjoint from the index: provenance_labels finds none
-                union = _union_of(args, self.args, seams=False)
+                union = _union_of(args, self.args, False)
                 if union is not None and union.isdisjoint(index.prints):
                     return False
         for probed in _argument_probes(args, self.args, state):
@@ -597,23 +618,29 @@ class SessionTest:
 
     def test(self, facts: Facts) -> bool:
         state = CURRENT.get()
-        if state is not None and state.view is not None:  # facts_for_check's usual case
-            view = state.view
-        else:
+        view = state.view if state is not None else None
+        if view is None:  # facts_for_check's usual case is the one above
             view, state = facts_for_check(getattr(facts.context, "session_id", None), self.rule_id)
-        if self.labels and not self.labels <= view.labels:
+        labels = self.labels
+        if labels and not labels <= view.labels:
             return False
-        if self.after is not None:
+        after = self.after
+        if after is not None:
             now = state.now if state is not None else time.time()
-            if not self.after.holds(view, now, self.rule_id):
+            if not after.holds(view, now, self.rule_id):
                 return False
-        if view.lost and (self.flows_from is not None or self.provenance is not None):
+        flows = self.flows_from
+        provenance = self.provenance
+        if flows is None and provenance is None:
+            return True
+        if view.lost:
             judgeable_data(view, self.rule_id)  # raises
-        if self.flows_from is not None and not self.flows_from.holds(view, facts.args, state):
-            if dropped_steps(view):
+        if flows is not None and not flows.holds(view, facts.args, state):
+            steps = view.steps
+            if (steps[0].seq if steps else view.next_seq) > 1:  # dropped_steps, inlined
                 raise cannot_tell(view, self.rule_id, "whether the arguments carry earlier data")
             return False
-        if self.provenance is None or self.provenance.holds(view, facts.args, state):
+        if provenance is None or provenance.holds(view, facts.args, state):
             return True
         if dropped_steps(view):
             raise cannot_tell(view, self.rule_id, "where the arguments came from")
@@ -684,6 +711,13 @@ class SessionSpec:
     _named: dict[tuple[str, str], bool] = field(
         default_factory=dict, compare=False, repr=False, hash=False
     )
+    #: whether a label rule reads the session's view (its facts are set while the
+    #: label rules are tested only then)
+    label_rules_read_sessions: bool = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        reads = any(reads_session(rule) for rule in self.label_rules)
+        object.__setattr__(self, "label_rules_read_sessions", reads)
 
     def may_label(self, kind: str, name: str) -> bool:
         """Whether a label rule may apply to a call of this kind and name (any scope)."""
@@ -703,11 +737,13 @@ class SessionSpec:
     def labels_for(self, facts: Facts) -> tuple[frozenset[str], frozenset[str]]:
         """The labels an allowed call (its facts) attaches and clears. A label rule
         that cannot be evaluated attaches its labels and clears nothing (the stricter
-        reading)."""
-        attach: set[str] = set(self.tool_labels.get(facts.name, ()))
-        clear: set[str] = set()
+        reading). (Frozen sets grown only by a rule that applies: the tool's own labels
+        as they are when none does.)"""
+        attach = frozenset(self.tool_labels.get(facts.name, _NO_LABELS))
+        clear = _NO_LABELS
+        kind, name, scope = facts.kind, facts.name, facts.scope
         for rule in self.label_rules:
-            if not rule.applies_to(facts.kind, facts.name, facts.scope):
+            if not rule.applies_to(kind, name, scope):
                 continue
             try:
                 hit = rule.test(facts)
@@ -717,7 +753,7 @@ class SessionSpec:
             if hit:
                 attach |= rule.attach
                 clear |= rule.clear
-        return frozenset(attach), frozenset(clear)
+        return attach, clear
 
 
 #: the kinds a call step keeps, an action's (any other is kept as ``tool``:
@@ -794,7 +830,9 @@ def step_labels(
     name = action.name
     if not spec.label_rules or not spec.may_label(action.kind, str(name)):
         return spec.tool_labels.get(name, _NO_LABELS), _NO_LABELS
-    token = CURRENT.set(facts)
+    # the facts are set only for label rules that read them (a ContextVar set and
+    # reset fewer for the usual ones: a path, a URL)
+    token = CURRENT.set(facts) if spec.label_rules_read_sessions else None
     try:
         evaluated = facts.evaluated
         if evaluated is not None and evaluated[0] is action and evaluated[1] is policy:
@@ -806,7 +844,8 @@ def step_labels(
         ) | spec.tool_labels.get(name, _NO_LABELS)
         return attach, _NO_LABELS
     finally:
-        CURRENT.reset(token)
+        if token is not None:
+            CURRENT.reset(token)
 
 
 def step_kind(action: Action) -> StepKind:

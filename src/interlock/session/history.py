@@ -36,18 +36,20 @@ Example::
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
-from typing import Final, Literal, NamedTuple, Protocol
+from typing import Final, Literal, NamedTuple, Protocol, TypeVar, cast
 
 from interlock.session.labels import check_labels
 
 #: :data:`interlock.session.fingerprints.FORMAT_MARK` (not imported: that module is
 #: the heavy one, and a history is made without it)
 _FORMAT_MARK: Final = 0x1F9E_7A11_0000_0002
+T = TypeVar("T")
 
 __all__ = [
     "EMPTY_FINGERPRINTS",
@@ -64,6 +66,7 @@ __all__ = [
     "Step",
     "StepKind",
     "check_labels",
+    "slot_maker",
 ]
 
 #: ``input`` is outside data recorded into the session (not a call): the user's
@@ -425,8 +428,36 @@ def _view_maker() -> Callable[..., SessionView]:
     return made
 
 
-_new_step: Final = _step_maker()
-_new_view: Final = _view_maker()
+#: The pure-Python makers: the reference the C ones are tested against.
+_py_new_step: Final = _step_maker()
+_py_new_view: Final = _view_maker()
+
+try:
+    from interlock.session import _history
+except ImportError:  # not built (no compiler where installed): the Python makers
+    _history = None  # type: ignore[assignment]
+
+
+def slot_maker(cls: type, names: tuple[str, ...], reference: Callable[..., T]) -> Callable[..., T]:
+    """``cls(*values)`` (every field given, in order) made in one C call
+    (``interlock.session._history.maker``: each slot of ``names`` set from its
+    position, no ``__init__``) when the extension is built and ``INTERLOCK_NO_SPEEDUPS``
+    is not set, and ``reference`` is a Python maker that sets each slot (no
+    ``__init__`` either) or the constructor of a dataclass whose fields are ``names``
+    with no ``__post_init__`` (its ``__init__`` only sets them); else ``reference``,
+    which the tests compare it with."""
+    if _history is None or os.environ.get("INTERLOCK_NO_SPEEDUPS", "") not in ("", "0"):
+        return reference
+    if reference is cls and (
+        hasattr(cls, "__post_init__") or tuple(f.name for f in fields(cls)) != names
+    ):
+        return reference
+    return cast("Callable[..., T]", _history.maker(cls, names))
+
+
+#: ``Step(...)`` / ``SessionView(...)`` with every field given, in order (C when built).
+_new_step: Final = slot_maker(Step, _STEP_FIELDS, _py_new_step)
+_new_view: Final = slot_maker(SessionView, _VIEW_FIELDS, _py_new_view)
 
 
 class SessionHistory(Protocol):
@@ -597,6 +628,8 @@ class MemoryHistory:
         self._max_sessions = max_sessions
         self._max_fingerprints = max_fingerprints
         self._held = 0  # fingerprints kept by every session (their ``held``)
+        #: the last eviction stopped past a bound (the session written alone is past it)
+        self._over = False
         self._max_remnants = max_sessions * 100
         self._clock = clock
         self._lock = threading.Lock()
@@ -613,7 +646,21 @@ class MemoryHistory:
         try:
             found = self._sessions.get((tenant, session_id))
             if found is not None:
-                return found.snapshot(tenant, session_id)
+                # found.snapshot, inlined (a Python call fewer on every read)
+                view = found.view
+                if view is None:
+                    view = found.view = _new_view(
+                        tenant,
+                        session_id,
+                        tuple(found.steps),
+                        found.labels,
+                        found.next_seq,
+                        tuple(found.sources),
+                        found.index,
+                        found.lost,
+                        found.past,
+                    )
+                return view
             remnant = self._remnants.get((tenant, session_id))
         finally:
             lock.release()
@@ -646,9 +693,11 @@ class MemoryHistory:
         ``written`` (the last one: it was just moved to the end)."""
         sessions = self._sessions
         most = self._max_fingerprints
+        self._over = False
         while len(sessions) > self._max_sessions or (most is not None and self._held > most):
             key = next(iter(sessions))
             if key == written:
+                self._over = True  # still past a bound: the next write tests it again
                 return
             gone = sessions.pop(key)
             self._held -= gone.held
@@ -700,6 +749,7 @@ class MemoryHistory:
         lock.acquire()
         try:
             found = sessions.get(key)
+            grown = found is None  # a session more: the bounds are tested
             if found is None:
                 remnant = self._remnants.pop(key, None)
                 found = sessions[key] = (
@@ -733,16 +783,18 @@ class MemoryHistory:
                 self._held += held - found.held
                 found.in_steps = in_steps
                 found.held = held
+                grown = True  # the fingerprints held changed
             else:
                 # the usual call step (no data yet, within the bound): _Session.add's
                 # own case, inlined — nothing dropped, the index and the counts as they
-                # were
+                # were (neither bound can be newly passed: tested only when the last
+                # eviction left the history past one)
                 steps.append(kept)
                 found.view = None
-            # _evict only past a bound (a call fewer each)
-            most = self._max_fingerprints
-            if len(sessions) > self._max_sessions or (most is not None and self._held > most):
-                self._evict(key)
+            if grown or self._over:  # _evict only past a bound (a call fewer each)
+                most = self._max_fingerprints
+                if len(sessions) > self._max_sessions or (most is not None and self._held > most):
+                    self._evict(key)
             return kept
         finally:
             lock.release()
