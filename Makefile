@@ -12,9 +12,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# The optional C accelerator of session fingerprints is built by the install (ADR 0031):
-# an edit of its source installs again, so the extension in place is never stale.
-SPEEDUPS := src/interlock/session/_speedups.c
+# The optional C accelerators of session fingerprints and steps are built by the install
+# (ADR 0031, 0032):
+# an edit of a source installs again, so the extension in place is never stale.
+SPEEDUPS := src/interlock/session/_speedups.c src/interlock/session/_history.c
 
 $(VENV)/.installed-run: pyproject.toml $(SPEEDUPS) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[langchain]'
