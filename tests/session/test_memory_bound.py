@@ -17,7 +17,6 @@ from interlock.policy.sessionrules import FlowTest, StepSelector
 from interlock.session.fingerprints import FORMAT_MARK, of_data
 from interlock.session.history import (
     MAX_FINGERPRINTS,
-    OVERFLOWED_PAST,
     MemoryHistory,
     NewStep,
     SessionView,
@@ -123,11 +122,11 @@ def test_a_demoted_session_keeps_its_labels_and_its_numbering() -> None:
     _call(history, "b", "d3", _prints(150, 2))  # "a" and "plain" go
     kept = history.view("t", "a")
     assert kept.steps == () and kept.labels == {"secret"} and kept.next_seq == 2
-    # a session with no labels keeps its numbering too, and that its data is lost
-    # (and that what it ran is uncounted: its past cannot be told)
-    assert history.view("t", "plain") == SessionView(
-        "t", "plain", next_seq=2, lost=True, past=OVERFLOWED_PAST
-    )
+    # a session with no labels keeps its numbering too, that its data is lost, and what
+    # it ran, counted (its past)
+    plain = history.view("t", "plain")
+    assert plain == SessionView("t", "plain", next_seq=2, lost=True, past=plain.past)
+    assert [(c.name, c.n) for c in plain.past.counts] == [("read_file", 1)]
     step = history.append("t", "a", NewStep("tool", "ls", "allow", "d4"))
     assert step.seq == 2
     assert history.view("t", "a").labels == {"secret"}

@@ -131,16 +131,24 @@ def test_folding_past_max_past_kinds_overflows() -> None:
     assert full.folded([_step(999, 999.0, "one_more")]).overflowed
 
 
-def test_a_demoted_session_cannot_tell_its_counts() -> None:
-    """A demoted in-memory session gave up its steps uncounted: its past is overflowed
-    (as before the past was kept), and stays so when it is written again."""
+def test_a_demoted_session_keeps_its_counts() -> None:
+    """A demoted in-memory session gives up its steps with what they ran counted in its
+    past (exact, as past ``max_steps``), kept when it is written again; a session that
+    ran nothing and carries no labels leaves nothing (tests/session/test_attacks_demotion.py
+    has the attacks)."""
     history = MemoryHistory(max_steps=10, max_sessions=1)
     history.append("t", "s", NewStep("tool", "delete_file", "allow", "d-1", DESTRUCTIVE))
     history.settle("t", "s", "d-1", executed=True)
     history.append("t", "other", NewStep("tool", "read_file", "allow", "d-2"))  # demotes s
-    assert history.view("t", "s").past.overflowed
-    history.append("t", "s", NewStep("tool", "read_file", "allow", "d-3"))
-    assert history.view("t", "s").past.overflowed
+    past = history.view("t", "s").past
+    assert not past.overflowed
+    assert [(c.name, c.labels, c.n) for c in past.counts] == [("delete_file", DESTRUCTIVE, 1)]
+    history.append("t", "s", NewStep("tool", "read_file", "allow", "d-3"))  # demotes other
+    assert history.view("t", "s").past == past
+    assert history.view("t", "s").steps[0].seq == 2
+    # "other" ran nothing (d-2 never settled): kept only to count d-2 should it run
+    history.settle("t", "other", "d-2", executed=True)
+    assert [c.n for c in history.view("t", "other").past.counts] == [1]
 
 
 # -- the SQL history ------------------------------------------------------------------

@@ -514,7 +514,11 @@ class _Session:
     )
 
     def __init__(
-        self, labels: frozenset[str] = frozenset(), next_seq: int = 1, lost: bool = False
+        self,
+        labels: frozenset[str] = frozenset(),
+        next_seq: int = 1,
+        lost: bool = False,
+        past: SessionPast | None = None,
     ) -> None:
         self.steps: list[Step] = []  # the kept steps, oldest first
         self.sources: list[Step] = []  # those of them with fingerprints, oldest first
@@ -522,8 +526,10 @@ class _Session:
         self.next_seq = next_seq
         self.index = FingerprintIndex()  # over ``sources`` (and dropped ones: a filter)
         self.lost = lost
-        # a session begun again from a remnant lost its steps uncounted
-        self.past = NO_PAST if next_seq == 1 else OVERFLOWED_PAST
+        # a session begun again without its past lost its steps uncounted
+        if past is None:
+            past = NO_PAST if next_seq == 1 else OVERFLOWED_PAST
+        self.past = past
         self.touched = 0.0
         self.in_steps = 0  # fingerprints of ``steps`` (each step's set counted whole)
         self.held = 0  # what it counts toward the history's total: ``in_steps`` + index
@@ -586,6 +592,32 @@ class _Session:
         self.view = None
 
 
+class _Remnant:
+    """What a demoted session keeps: its labels, next seq, when it was last written,
+    whether data it brought in was lost, its past (the counts of every executed call it
+    gave up: whole-session counts stay exact), and its allowed calls by decision id: the
+    step of one not yet known to have run (a settle that says it ran counts it into the
+    past), None for one already counted (a settle again counts nothing)."""
+
+    __slots__ = ("calls", "labels", "lost", "next_seq", "past", "touched")
+
+    def __init__(
+        self,
+        labels: frozenset[str],
+        next_seq: int,
+        touched: float,
+        lost: bool,
+        past: SessionPast,
+        calls: dict[str, Step | None],
+    ) -> None:
+        self.labels = labels
+        self.next_seq = next_seq
+        self.touched = touched
+        self.lost = lost
+        self.past = past
+        self.calls = calls
+
+
 class MemoryHistory:
     """Session history in this process: per session, lists of its steps written in
     place, and the :class:`SessionView` of them made on the first read after a write
@@ -599,12 +631,15 @@ class MemoryHistory:
     :class:`FingerprintIndex`, kept as a running total (O(1) a write). After a write
     past either, the least recently written sessions (appended to or settled) are
     **demoted** until within both: a demoted session gives up its steps but **keeps its
-    labels** and its next seq (a few hundred bytes; one without labels leaves nothing),
-    for up to ``max_sessions * 100`` such sessions. The session just written is never
-    demoted by its own write (alone, it may exceed ``max_fingerprints``: its steps are
-    bounded by ``max_steps``). A demoted session loses what its older steps did:
-    ``after`` / ``flows_from`` / provenance no longer see its earlier calls and results
-    (as past ``max_steps``), while a ``secret`` it carries stays. Views handed out
+    labels**, its next seq and its **past** — the counts of the calls it ran, as past
+    ``max_steps`` (a few hundred bytes; one that ran nothing and carries no labels leaves
+    nothing) — for up to ``max_sessions * 100`` such sessions. The session just written
+    is never demoted by its own write (alone, it may exceed ``max_fingerprints``: its
+    steps are bounded by ``max_steps``). A demoted session loses what its older steps
+    did as a session past ``max_steps`` does: its whole-session counts (``after:``
+    without ``within``, ``session.count``) stay exact, a ``secret`` it carries stays,
+    and what only the given-up steps could tell (``flows_from``, provenance, a
+    ``within``) cannot be told — undetermined, never a miss. Views handed out
     before a demotion stay as they were (immutable). Size ``max_fingerprints`` at ~71
     bytes each (~510 a 2 KB result, counted twice: the step and the index; a session
     past ``max_steps`` up to ~3x its kept steps, its index holding dropped ones until
@@ -634,11 +669,8 @@ class MemoryHistory:
         self._clock = clock
         self._lock = threading.Lock()
         self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
-        # sessions that gave up their steps: labels, next seq, last touched, and whether
-        # data they had brought in (or a call of theirs may yet bring in) was lost
-        self._remnants: OrderedDict[tuple[str, str], tuple[frozenset[str], int, float, bool]] = (
-            OrderedDict()
-        )
+        # sessions that gave up their steps (demoted), least recently written first
+        self._remnants: OrderedDict[tuple[str, str], _Remnant] = OrderedDict()
 
     def view(self, tenant: str, session_id: str) -> SessionView:
         lock = self._lock
@@ -666,15 +698,15 @@ class MemoryHistory:
             lock.release()
         if remnant is None:
             return SessionView(tenant, session_id)
-        # its steps were given up uncounted: counts that reach them cannot be told
+        # its steps were given up, what they ran counted in its past
         return SessionView(
             tenant,
             session_id,
             (),
-            remnant[0],
-            remnant[1],
-            lost=remnant[3],
-            past=OVERFLOWED_PAST,
+            remnant.labels,
+            remnant.next_seq,
+            lost=remnant.lost,
+            past=remnant.past,
         )
 
     @property
@@ -704,9 +736,18 @@ class MemoryHistory:
             # data it brought in is lost with its steps; a call of it not yet settled may
             # still bring some (its settle then marks the remnant lost)
             lost = gone.lost or any(not (s.kind == "input" and s.trusted) for s in gone.sources)
+            calls: dict[str, Step | None] = {
+                s.decision_id: None if s.executed else s
+                for s in gone.steps
+                if s.verdict == "allow" and s.decision_id is not None and s.kind != "input"
+            }
             pending = any(s.executed is None and s.verdict == "allow" for s in gone.steps)
-            if gone.labels or lost or pending:
-                self._remnants[key] = (gone.labels, gone.next_seq, gone.touched, lost)
+            # what it ran stays counted: a whole-session cap must not start again
+            past = gone.past.folded(gone.steps)
+            if gone.labels or lost or pending or past.counts or past.overflowed:
+                self._remnants[key] = _Remnant(
+                    gone.labels, gone.next_seq, gone.touched, lost, past, calls
+                )
                 while len(self._remnants) > self._max_remnants:
                     self._remnants.popitem(last=False)
 
@@ -753,7 +794,16 @@ class MemoryHistory:
             if found is None:
                 remnant = self._remnants.pop(key, None)
                 found = sessions[key] = (
-                    _Session() if remnant is None else _Session(remnant[0], remnant[1], remnant[3])
+                    _Session()
+                    if remnant is None
+                    else _Session(
+                        remnant.labels,
+                        remnant.next_seq,
+                        remnant.lost,
+                        # a call it left unsettled is no longer known: its settle as run
+                        # makes the counts "cannot tell" (as a step dropped before it ran)
+                        remnant.past,
+                    )
                 )
             else:
                 sessions.move_to_end(key)
@@ -814,15 +864,8 @@ class MemoryHistory:
             found = self._sessions.get(key)
             if found is None:
                 remnant = self._remnants.get(key)
-                if remnant is not None and (fingerprints or labels):
-                    # a call of a demoted session brought data in: it is lost with the
-                    # steps (its labels are kept, as the session's)
-                    self._remnants[key] = (
-                        remnant[0] | labels,
-                        remnant[1],
-                        self._clock(),
-                        remnant[3] or bool(fingerprints),
-                    )
+                if remnant is not None:
+                    self._settle_remnant(remnant, decision_id, executed, fingerprints, labels)
                 return
             steps = found.steps
             for i in range(len(steps) - 1, -1, -1):
@@ -859,13 +902,52 @@ class MemoryHistory:
                 found.past = OVERFLOWED_PAST
                 found.view = None
 
+    def _settle_remnant(
+        self,
+        remnant: _Remnant,
+        decision_id: str,
+        executed: bool,
+        fingerprints: frozenset[int],
+        labels: frozenset[str],
+    ) -> None:
+        """A call of a demoted session settled: data it brought in is lost with the
+        steps (its labels are kept, as the session's); a call it ran is counted."""
+        if fingerprints or labels:
+            remnant.labels = remnant.labels | labels
+            remnant.lost = remnant.lost or bool(fingerprints)
+            remnant.touched = self._clock()
+        calls = remnant.calls
+        if not executed:
+            return
+        if decision_id in calls:
+            step = calls[decision_id]
+            if step is None:  # counted already
+                return
+            calls[decision_id] = None
+            ran = _new_step(
+                step.seq,
+                step.at,
+                step.kind,
+                step.name,
+                step.verdict,
+                step.decision_id,
+                step.labels | labels,
+                step.fingerprints,
+                step.trusted,
+                True,
+            )
+            remnant.past = remnant.past.counted(ran)
+        elif remnant.next_seq > 1:
+            # not a call it kept: one dropped before it ran, uncounted
+            remnant.past = OVERFLOWED_PAST
+
     def expire(self, idle_for: float) -> int:
         cutoff = self._clock() - idle_for
         with self._lock:
             stale = [k for k, s in self._sessions.items() if s.touched < cutoff]
             for key in stale:
                 self._held -= self._sessions.pop(key).held
-            gone = [k for k, r in self._remnants.items() if r[2] < cutoff]
+            gone = [k for k, r in self._remnants.items() if r.touched < cutoff]
             for key in gone:
                 del self._remnants[key]
             return len(stale) + len(gone)
