@@ -392,6 +392,7 @@ def serve(
             )
         config = uvicorn.Config(
             app,
+            http=_http_protocol(),
             host=host,
             port=port,
             uds=str(uds) if uds is not None else None,
@@ -413,6 +414,16 @@ def serve(
         if uds is not None and uds.is_socket() and not worker:
             uds.unlink(missing_ok=True)  # a stale socket file would look like a server
         err.print(Text("interlock: stopped; the audit log and the store are closed"))
+
+
+def _http_protocol() -> Any:
+    """uvicorn's httptools protocol writing a small response in one write
+    (:mod:`interlock.server.http_protocol`); uvicorn's own choice without httptools."""
+    try:
+        from interlock.server.http_protocol import CoalescingProtocol
+    except ImportError:  # httptools is not installed: h11
+        return "auto"
+    return CoalescingProtocol
 
 
 def _supervise(
