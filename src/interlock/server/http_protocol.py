@@ -91,4 +91,3 @@ class CoalescingProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         coalescing: Any = CoalescingTransport(transport, self.loop)
         super().connection_made(coalescing)
-
