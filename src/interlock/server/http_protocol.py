@@ -77,11 +77,24 @@ class CoalescingTransport:
         self.flush()
         self._transport.set_protocol(protocol)
 
+    # what uvicorn asks per request, forwarded without the detour through __getattr__
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def pause_reading(self) -> None:
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._transport.resume_reading()
+
     def get_write_buffer_size(self) -> int:
         held = self._held
         return self._transport.get_write_buffer_size() + (len(held) if held else 0)
 
-    def __getattr__(self, name: str) -> Any:  # is_closing, get_extra_info, pause_reading...
+    def __getattr__(self, name: str) -> Any:  # the rest of the transport's interface
         return getattr(self._transport, name)
 
 
