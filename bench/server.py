@@ -145,9 +145,13 @@ async def decided(action, **options):
 
 
 guard.acheck = decided
+try:  # the protocol `interlock serve` runs (one write per small response)
+    from interlock.server.http_protocol import CoalescingProtocol as http
+except ImportError:
+    http = "auto"
 config = uvicorn.Config(
     create_app(guard), port=int(port), log_level="warning", lifespan="off",
-    access_log=False, server_header=False,
+    access_log=False, server_header=False, http=http,
 )
 uvicorn.Server(config).run()
 """

@@ -392,6 +392,7 @@ def serve(
             )
         config = uvicorn.Config(
             app,
+            http=_http_protocol(),
             host=host,
             port=port,
             uds=str(uds) if uds is not None else None,
@@ -401,6 +402,7 @@ def serve(
             access_log=False,  # ours is structured and sampled (--access-log)
         )
         sockets = [socket.socket(fileno=worker_fd)] if worker_fd is not None else None
+        _freeze_startup_objects()
         with stop_on_sigterm():
             uvicorn.Server(config).run(sockets=sockets)
     except KeyboardInterrupt:
@@ -413,6 +415,27 @@ def serve(
         if uds is not None and uds.is_socket() and not worker:
             uds.unlink(missing_ok=True)  # a stale socket file would look like a server
         err.print(Text("interlock: stopped; the audit log and the store are closed"))
+
+
+def _freeze_startup_objects() -> None:
+    """Leave what startup made — the libraries, the app, the policy — out of the
+    collector's full passes: each walked them all, a pause of up to ≈ 90 ms under load
+    (6 in 8 s of a benchmark, ≈ 5 % of the time, and the p99); frozen, ≈ 35 ms at most
+    and a third of the total. What startup left as garbage is collected first."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
+def _http_protocol() -> Any:
+    """uvicorn's httptools protocol writing a small response in one write
+    (:mod:`interlock.server.http_protocol`); uvicorn's own choice without httptools."""
+    try:
+        from interlock.server.http_protocol import CoalescingProtocol
+    except ImportError:  # httptools is not installed: h11
+        return "auto"
+    return CoalescingProtocol
 
 
 def _supervise(

@@ -27,7 +27,6 @@ from enum import StrEnum
 from typing import Annotated, Final
 
 from fastapi import Depends, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from interlock.server.errors import ApiError
@@ -91,9 +90,7 @@ async def authenticated(
         raise _unauthorized("an API key is required: Authorization: Bearer <key>")
     state: ServerState = state_of(request)
     token = credentials.credentials
-    hit, key = state.keys.authenticate_cached(token)
-    if not hit:  # read the table off the event loop
-        key = await run_in_threadpool(state.keys.authenticate, token)
+    key = await state.keys.aauthenticate(token)  # the table is read off the event loop
     if key is None:
         raise _unauthorized("the API key is not valid (unknown, malformed or revoked)")
     return key

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Final
 
 import orjson
 from pydantic import BaseModel
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -185,9 +184,7 @@ class CheckEntry:
             raise _HandOn
         keys = self.state.keys
         try:
-            hit, key = keys.authenticate_cached(token)
-            if not hit:
-                key = await run_in_threadpool(keys.authenticate, token)
+            key = await keys.aauthenticate(token)
         except Exception:  # the store failed: the stack asks again, and answers that
             raise _HandOn from None
         if key is None or Permission.CHECK not in ROLE_PERMISSIONS[key.role]:
