@@ -6,6 +6,8 @@ count (overflowed, a ``within`` longer than the kept steps)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from interlock.errors import EvaluationError
 from interlock.policy.matchers import GlobSet
@@ -208,3 +210,46 @@ def test_replicas_appending_in_turn_count_every_dropped_step(store: SqlStore) ->
         view = history.view("t", "s")
         assert [s.seq for s in view.steps] == [8, 9, 10]
         assert [(c.name, c.n) for c in view.past.counts] == [("delete_file", 7)]
+
+
+# -- folding a demoted session's steps at once -----------------------------------------
+
+
+def _counted_in_turn(past: SessionPast, steps: list[Step]) -> SessionPast:
+    for step in steps:
+        past = past.counted(step)
+    return past
+
+
+_FOLD_STEP = st.builds(
+    lambda seq, at, name, kind, labels, executed: _step(
+        seq, at, name, kind=kind, labels=labels, executed=executed
+    ),
+    st.integers(1, 10_000),
+    st.floats(0, 1e6, allow_nan=False),
+    st.sampled_from(["read_file", "delete_file", "send_mail"]),
+    st.sampled_from(["tool", "input", "http"]),
+    st.frozensets(st.sampled_from(["secret", "destructive"]), max_size=2),
+    st.sampled_from([True, False, None]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    before=st.lists(_FOLD_STEP, max_size=12),
+    steps=st.lists(_FOLD_STEP, max_size=40),
+)
+def test_folded_is_counted_in_turn(before: list[Step], steps: list[Step]) -> None:
+    """:meth:`SessionPast.folded` (one pass, a demoted session's steps at once) is the
+    past :meth:`SessionPast.counted` gives step by step: the same counts, in the same
+    order, with the same first and last times."""
+    start = _counted_in_turn(SessionPast(), before)
+    assert start.folded(steps) == _counted_in_turn(start, steps)
+
+
+def test_folded_overflows_past_max_past_as_counted_does() -> None:
+    steps = [_step(i, float(i), f"tool_{i}") for i in range(MAX_PAST + 1)]
+    assert SessionPast().folded(steps) == _counted_in_turn(SessionPast(), steps)
+    assert SessionPast().folded(steps).overflowed
+    assert not SessionPast().folded(steps[:-1]).overflowed
+    assert OVERFLOWED_PAST.folded(steps[:1]) is OVERFLOWED_PAST

@@ -42,7 +42,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
-from typing import Final, Literal, NamedTuple, Protocol, TypeVar, cast
+from typing import Any, Final, Literal, NamedTuple, Protocol, TypeVar, cast
 
 from interlock.session.labels import check_labels
 
@@ -147,11 +147,35 @@ class SessionPast(NamedTuple):
 
     def folded(self, steps: Iterable[Step]) -> SessionPast:
         """This past with ``steps`` (leaving the history) counted: the executed call
-        steps among them; the rest leave nothing."""
-        past = self
+        steps among them; the rest leave nothing. The same as :meth:`counted` of each in
+        turn (a test compares them), in one pass: a demoted session folds all its
+        steps at once."""
+        if self.overflowed:
+            return self
+        tally: dict[tuple[str, str, frozenset[str]], list[Any]] | None = None
         for step in steps:
-            past = past.counted(step)
-        return past
+            if not step.executed or step.kind == "input":
+                continue
+            if tally is None:
+                tally = {(c[0], c[1], c[2]): [c[3], c[4], c[5]] for c in self.counts}
+            key = (step.kind, step.name, step.labels)
+            at = step.at
+            entry = tally.get(key)
+            if entry is None:
+                if len(tally) >= MAX_PAST:
+                    return OVERFLOWED_PAST
+                tally[key] = [1, at, at]
+            else:
+                entry[0] += 1
+                entry[1] = min(entry[1], at)
+                entry[2] = max(entry[2], at)
+        if tally is None:
+            return self
+        counts = tuple(
+            _new_tuple(PastCount, (key[0], key[1], key[2], entry[0], entry[1], entry[2]))
+            for key, entry in tally.items()
+        )
+        return _new_tuple(SessionPast, (counts, False))
 
     def counted(self, step: Step) -> SessionPast:
         """This past with ``step`` (leaving the history) counted, when it is an executed
@@ -595,9 +619,11 @@ class _Session:
 class _Remnant:
     """What a demoted session keeps: its labels, next seq, when it was last written,
     whether data it brought in was lost, its past (the counts of every executed call it
-    gave up: whole-session counts stay exact), and its allowed calls by decision id: the
-    step of one not yet known to have run (a settle that says it ran counts it into the
-    past), None for one already counted (a settle again counts nothing)."""
+    gave up: whole-session counts stay exact), and its allowed calls not known to have
+    run by decision id: the step (a settle that says it ran counts it into the past),
+    then None (counted: a settle again counts nothing). A call it ran before it was
+    demoted is counted already; a settle of it again is one the remnant cannot place,
+    and makes its counts "cannot tell" (the guard settles each call once)."""
 
     __slots__ = ("calls", "labels", "lost", "next_seq", "past", "touched")
 
@@ -736,12 +762,13 @@ class MemoryHistory:
             # data it brought in is lost with its steps; a call of it not yet settled may
             # still bring some (its settle then marks the remnant lost)
             lost = gone.lost or any(not (s.kind == "input" and s.trusted) for s in gone.sources)
+            # its allowed calls not known to have run (usually the last few, or none)
             calls: dict[str, Step | None] = {
-                s.decision_id: None if s.executed else s
+                s.decision_id: s
                 for s in gone.steps
-                if s.verdict == "allow" and s.decision_id is not None and s.kind != "input"
+                if s.executed is not True and s.verdict == "allow" and s.decision_id is not None
             }
-            pending = any(s.executed is None and s.verdict == "allow" for s in gone.steps)
+            pending = any(s.executed is None for s in calls.values() if s is not None)
             # what it ran stays counted: a whole-session cap must not start again
             past = gone.past.folded(gone.steps)
             if gone.labels or lost or pending or past.counts or past.overflowed:
