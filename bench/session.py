@@ -222,7 +222,7 @@ _fresh = iter(range(10**6, 10**9))  # never the same value twice in a run
 #: distinct results whose fingerprints pre-filled sessions cycle through (made once:
 #: a check's cost depends on how many steps and fingerprints it tests, not on whose)
 POOL: Final = 64
-_KINDS: Final = (
+_KINDS: Final[tuple[tuple[str, frozenset[str], int], ...]] = (
     ("fetch_url", frozenset({"untrusted"}), 2048),
     ("read_email", frozenset({"untrusted"}), 1024),
     ("read_file", frozenset({"secret"}), 256),
