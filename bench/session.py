@@ -11,7 +11,13 @@ Subjects (one run, interleaved rounds, the best round of each kept):
   executed step's fingerprints, and appends its step. Sessions are pre-filled as an
   agent task leaves them — the user's request, a fetched page, a mail, a secret read,
   file reads, each with its result's fingerprints — to :data:`TYPICAL_STEPS` steps, and
-  to the bound (:data:`FULL_STEPS`, the default ``max_steps``) for the worst case;
+  to :data:`FULL_STEPS` (the default ``max_steps``) for the worst case. The history
+  keeps :data:`CHECKS_PER_SESSION` steps more than that (:data:`BENCH_MAX_STEPS`), and
+  a subject's sessions are pre-filled and timed a batch at a time (:func:`_batch`):
+  no timed session drops a step or is demoted — a session whose data-bringing steps
+  left the history has its flows and provenance undetermined, so its checks would time
+  a "cannot tell" (and a demotion an eviction), not the rules (the bench says so as a
+  correctness problem, with each subject's verdicts in its notes: ``census``);
 * each of these with three kinds of **argument values** (:data:`ARGUMENTS`), the
   baseline with the same: ``repeated`` — eight calls whose values recur (an agent
   mails the same recipient, fetches the same URL: the argument probes come from the
@@ -48,7 +54,7 @@ from bench.harness import BenchResult, Stats, Target, summarise, time_calls
 from interlock import Action, Context, Guard, load_policy_text
 from interlock.core.events import MemorySink
 from interlock.session.fingerprints import of_data, probe
-from interlock.session.history import MemoryHistory, NewStep, SessionHistory
+from interlock.session.history import MAX_FINGERPRINTS, MemoryHistory, NewStep, SessionHistory
 
 __all__ = ["DEFAULT_CALLS", "FLOWS", "LABELS", "PER_CALL", "run"]
 
@@ -59,6 +65,13 @@ TYPICAL_STEPS: Final = 20
 FULL_STEPS: Final = 200
 #: each session takes this many timed checks (so it stays near its pre-filled size)
 CHECKS_PER_SESSION: Final = 10
+#: the in-memory subjects' ``max_steps``: a :data:`FULL_STEPS` session's timed checks
+#: drop none of its steps (one whose oldest data-bringing steps left cannot have its
+#: flows told: undetermined, not what a 200-step session's rules cost)
+BENCH_MAX_STEPS: Final = FULL_STEPS + CHECKS_PER_SESSION
+#: the share of the in-memory history's ``max_fingerprints`` one batch of pre-filled
+#: sessions may take (the rest: the timed checks' steps, and room for error)
+BATCH_SHARE: Final = 0.8
 TARGET_IN_PROCESS: Final = 2.0
 TARGET_DURABLE: Final = 1.2
 
@@ -209,7 +222,7 @@ _fresh = iter(range(10**6, 10**9))  # never the same value twice in a run
 #: distinct results whose fingerprints pre-filled sessions cycle through (made once:
 #: a check's cost depends on how many steps and fingerprints it tests, not on whose)
 POOL: Final = 64
-_KINDS: Final = (
+_KINDS: Final[tuple[tuple[str, frozenset[str], int], ...]] = (
     ("fetch_url", frozenset({"untrusted"}), 2048),
     ("read_email", frozenset({"untrusted"}), 1024),
     ("read_file", frozenset({"secret"}), 256),
@@ -258,14 +271,19 @@ def _prefill(history: SessionHistory, tenant: str, session: str, steps: int) -> 
 
 
 def _workload(
-    history: SessionHistory | None, steps: int, calls: int, tag: str, arguments: str = "repeated"
+    history: SessionHistory | None,
+    steps: int,
+    calls: int,
+    tag: str,
+    arguments: str = "repeated",
+    first: int = 0,
 ) -> list[Action]:
-    """``calls`` actions over ``calls / CHECKS_PER_SESSION`` sessions pre-filled to
-    ``steps`` steps (no history: the same actions, for the stateless check); their
-    argument values as :data:`ARGUMENTS` says."""
+    """``calls`` actions over ``calls / CHECKS_PER_SESSION`` sessions (numbered from
+    ``first``) pre-filled to ``steps`` steps (no history: the same actions, for the
+    stateless check); their argument values as :data:`ARGUMENTS` says."""
     repeated = _calls()
     actions = []
-    for s in range(max(1, calls // CHECKS_PER_SESSION)):
+    for s in range(first, first + max(1, calls // CHECKS_PER_SESSION)):
         session = f"{tag}-{s}"
         if history is not None:
             _prefill(history, "bench", session, steps)
@@ -278,6 +296,31 @@ def _workload(
     return actions
 
 
+def _held_by_one(steps: int) -> int:
+    """The fingerprints one session pre-filled to ``steps`` steps holds, as counted
+    against ``max_fingerprints`` (its steps' sets and its index)."""
+    scratch = MemoryHistory(max_steps=BENCH_MAX_STEPS, max_fingerprints=None)
+    _prefill(scratch, "bench", "sizing", steps)
+    return scratch.fingerprints_held
+
+
+def _batch(steps: int, sessions: int) -> int:
+    """How many sessions pre-filled to ``steps`` steps the in-memory history keeps whole
+    at once (within :data:`BATCH_SHARE` of ``max_fingerprints``): a subject's sessions
+    are pre-filled and timed a batch at a time, so no timed session was demoted (gave
+    up its steps: its checks would time an eviction and a "cannot tell", not its
+    rules)."""
+    if steps == 0:
+        return sessions
+    return max(1, min(sessions, int(MAX_FINGERPRINTS * BATCH_SHARE) // _held_by_one(steps)))
+
+
+#: what a subject's timed checks decided, summed over its rounds (verdict: count), how
+#: many batches a round, and how many of its timed sessions were found demoted or short
+#: of a step after their checks
+Census = dict[str, int]
+
+
 def _subject(
     label: str,
     policy_text: str,
@@ -285,41 +328,70 @@ def _subject(
     calls: int,
     store: str | None = None,
     arguments: str = "repeated",
-) -> tuple[str, Callable[[], Stats], Guard]:
+) -> tuple[str, Callable[[], Stats], Guard, Census]:
     policy = load_policy_text(policy_text, file=f"{label}.yaml")
     reads_sessions = policy.sessions is not None
     history: SessionHistory | None = None
+    sessions = max(1, calls // CHECKS_PER_SESSION)
+    batch = sessions
     if reads_sessions and store is None:
-        # each round fills sessions of its own: keep one round's (the last round's
-        # give up their steps to the next), or the rounds pile up gigabytes of steps
+        # each round fills sessions of its own, a batch at a time: keep one batch's (the
+        # earlier ones give up their steps to the next, untimed), or the rounds pile up
+        # gigabytes of steps, and the timed checks find their sessions demoted
+        batch = _batch(steps, sessions)
         history = MemoryHistory(
-            max_steps=FULL_STEPS, max_sessions=max(1, calls // CHECKS_PER_SESSION)
+            max_steps=BENCH_MAX_STEPS, max_sessions=batch, max_fingerprints=MAX_FINGERPRINTS
         )
-    guard = Guard(policy, sink=MemorySink(), store=store, sessions=history)
+    sink = MemorySink()
+    guard = Guard(policy, sink=sink, store=store, sessions=history)
     if reads_sessions and history is None:
         history = guard.sessions  # the store's, or memory when the store has none
         if history is None:  # made with the first check
             guard.check(Action(kind="tool", name="read_file", arguments={"path": "/x"}))
             history = guard.sessions
     rounds = iter(range(1_000_000))
+    census: Census = {"batches": -(-sessions // batch), "demoted": 0}
+    expected_steps = steps + CHECKS_PER_SESSION  # each kept: none dropped, none demoted
 
     def timed() -> Stats:
         tag = f"{label}-{next(rounds)}"
-        actions = _workload(history if reads_sessions else None, steps, calls, tag, arguments)
-        samples, wall = time_calls(guard.check, actions, len(actions), 0)
+        samples: list[int] = []
+        wall = 0
+        for first in range(0, sessions, batch):
+            count = min(batch, sessions - first) * CHECKS_PER_SESSION
+            actions = _workload(
+                history if reads_sessions else None, steps, count, tag, arguments, first
+            )
+            seen = len(sink.events)
+            part, part_wall = time_calls(guard.check, actions, len(actions), 0)
+            samples.extend(part)
+            wall += part_wall
+            for event in sink.events[seen:]:
+                if event.decision is not None:
+                    verdict = event.decision.verdict.value
+                    census[verdict] = census.get(verdict, 0) + 1
+            del sink.events[seen:]  # the rounds would pile them up
+            if reads_sessions and history is not None:
+                for action in actions[::CHECKS_PER_SESSION]:
+                    context = action.context
+                    view = history.view(context.tenant or "", context.session_id or "")
+                    if view.lost or len(view.steps) != expected_steps or view.past.counts:
+                        census["demoted"] += 1
         return summarise(label, samples, wall)
 
-    return label, timed, guard
+    return label, timed, guard, census
 
 
-def _best(rounds: int, subjects: Sequence[tuple[str, Callable[[], Stats], Guard]]) -> list[Stats]:
+def _best(
+    rounds: int, subjects: Sequence[tuple[str, Callable[[], Stats], Guard, Census]]
+) -> list[Stats]:
     best: dict[str, Stats] = {}
     for _ in range(rounds):
-        for label, timed, _guard in subjects:
+        for label, timed, _guard, _census in subjects:
             stats = timed()
             if label not in best or stats.p50_ns < best[label].p50_ns:
                 best[label] = stats
-    return [best[label] for label, _, _ in subjects]
+    return [best[label] for label, _, _, _ in subjects]
 
 
 def _ratio(stats: list[Stats], label: str, base: str) -> float:
@@ -352,6 +424,35 @@ def _check_the_rules_are_live(result: BenchResult) -> None:
     )
     if flows.check(leak).verdict.value != "deny":
         result.problems.append("a call carrying a secret step's data was not refused")
+
+
+def _check_the_census(
+    result: BenchResult,
+    subjects: Sequence[tuple[str, Callable[[], Stats], Guard, Census]],
+    baselines: dict[str, Census],
+) -> None:
+    """Each subject's timed checks, over its rounds: the verdicts (none undetermined; the
+    timed calls carry no session data, so under flows and provenance the baseline's
+    with the same argument values — the labels-only rule refuses outbound calls of a
+    session that read a secret), and no timed session demoted (a demoted session's checks time an
+    eviction and a "cannot tell", not the rules its label names)."""
+    for label, _, _, census in subjects:
+        arguments = label.rsplit(", ", 1)[1].split()[0]
+        baseline = baselines.get(arguments, next(iter(baselines.values())))
+        verdicts = {k: v for k, v in census.items() if k not in ("batches", "demoted")}
+        plain = {k: v for k, v in baseline.items() if k not in ("batches", "demoted")}
+        result.info[f"census {label}"] = (
+            f"{census['batches']} batch(es) a round; timed sessions demoted or short: "
+            f"{census['demoted']}; verdicts {verdicts}"
+        )
+        if census["demoted"]:
+            result.problems.append(
+                f"{label}: {census['demoted']} timed sessions were demoted or dropped steps"
+            )
+        if verdicts.get("undetermined"):
+            result.problems.append(f"{label}: {verdicts['undetermined']} checks undetermined")
+        elif verdicts != plain and not label.startswith("labels only"):  # that one refuses
+            result.problems.append(f"{label}: verdicts {verdicts}, the baseline's {plain}")
 
 
 def _fingerprint_costs(result: BenchResult, quick: bool) -> None:
@@ -442,7 +543,8 @@ def run(calls: int | None, quick: bool) -> BenchResult:
                 )
             )
     stats = _best(ROUNDS, in_process)
-    for label, _, _ in in_process[len(ARGUMENTS) :]:
+    _check_the_census(result, in_process, {a: in_process[i][3] for i, a in enumerate(ARGUMENTS)})
+    for label, _, _, _ in in_process[len(ARGUMENTS) :]:
         arguments = label.rsplit(", ", 1)[1].split()[0]
         ratio = _ratio(stats, label, f"{base}, {arguments} arguments")
         result.info[f"ratio_p50 {label}"] = round(ratio, 2)
@@ -479,7 +581,7 @@ def run(calls: int | None, quick: bool) -> BenchResult:
         try:
             durable_stats = _best(ROUNDS, durable)
         finally:
-            for _, _, guard in durable:
+            for _, _, guard, _ in durable:
                 guard.close()
     ratio = durable_stats[1].p50_ns / durable_stats[0].p50_ns
     result.info["ratio_p50 durable"] = round(ratio, 2)
@@ -487,6 +589,7 @@ def run(calls: int | None, quick: bool) -> BenchResult:
         Target("durable session rules / durable stateless (p50)", ratio, "<=", TARGET_DURABLE, "x")
     )
     result.stats.extend(durable_stats)
+    _check_the_census(result, durable[1:], {"repeated": durable[0][3]})
 
     _check_the_rules_are_live(result)
     _fingerprint_costs(result, quick)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from bench.__main__ import BENCHMARKS
+from bench.harness import BenchResult
 
 from bench import session
 
@@ -37,6 +38,47 @@ def test_the_liveness_check_reports_rules_that_refuse_nothing(
     """With the flow rules cut off, the leak is not refused: the benchmark says so."""
     labelled_only = session._HEAD + session._SESSION_PART + "rules:\n" + session._RULES
     monkeypatch.setattr(session, "FLOWS", labelled_only)
-    result = session.BenchResult("session")
+    result = BenchResult("session")
     session._check_the_rules_are_live(result)
     assert result.problems == ["a call carrying a secret step's data was not refused"]
+
+
+def _census_problems(calls: int) -> list[str]:
+    """The problems the census finds in one round of the 200-step subject (and its
+    baseline), ``calls`` checks each."""
+    subjects = [
+        session._subject("baseline, repeated arguments", session.PER_CALL, 0, calls),
+        session._subject(
+            "session rules, 200-step sessions, repeated arguments",
+            session.FLOWS,
+            session.FULL_STEPS,
+            calls,
+        ),
+    ]
+    session._best(1, subjects)
+    result = BenchResult("session")
+    session._check_the_census(result, subjects[1:], {"repeated": subjects[0][3]})
+    return result.problems
+
+
+def test_the_census_finds_no_problem_in_the_200_step_subject() -> None:
+    assert _census_problems(40) == []
+
+
+def test_the_census_reports_timed_sessions_demoted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A history too small for one batch (each session demoted by the next one's
+    pre-fill): the timed checks find their sessions demoted, and cannot tell."""
+    monkeypatch.setattr(session, "MAX_FINGERPRINTS", 50_000)
+    monkeypatch.setattr(session, "_batch", lambda steps, sessions: sessions)
+    problems = _census_problems(40)
+    assert any("timed sessions were demoted or dropped steps" in p for p in problems)
+    assert any("checks undetermined" in p for p in problems)
+
+
+def test_the_census_reports_sessions_past_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions pre-filled to the history's ``max_steps``: each timed check drops a
+    data-bringing step, and flows can no longer be told (the bench timed that before)."""
+    monkeypatch.setattr(session, "BENCH_MAX_STEPS", session.FULL_STEPS)
+    problems = _census_problems(40)
+    assert any("timed sessions were demoted or dropped steps" in p for p in problems)
+    assert any("checks undetermined" in p for p in problems)
