@@ -11,14 +11,14 @@ import os
 import string
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import quote, quote_plus
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from tests.session.speedups_paths import both, path
 
 from interlock.session import fingerprints
 
@@ -36,25 +36,6 @@ B64URL = string.ascii_letters + string.digits + "-_"
 HEX = "0123456789abcdefABCDEF"
 SECRET = "sk_live_4f9Qz2LmX8pRt6Vw1YbN3cKd"
 NON_ASCII = "Grüße, naïve café — 東京の秘密 ＡＰＩ鍵 ß İ ﬁ 🙂 "
-
-
-@contextmanager
-def path(accelerated: bool) -> Iterator[None]:
-    was = fingerprints.ACCELERATED
-    assert fingerprints._accelerate(accelerated) is accelerated
-    try:
-        yield
-    finally:
-        fingerprints._accelerate(was)
-
-
-def both(fn: Callable[..., T], *args: Any) -> tuple[T, T]:
-    """``fn(*args)`` on the pure-Python path, then on the C path."""
-    with path(False):
-        python = fn(*args)
-    with path(True):
-        c = fn(*args)
-    return python, c
 
 
 def by_definition(data: bytes, step: int) -> list[int]:

@@ -12,14 +12,13 @@ import hashlib
 import os
 import string
 from collections import UserDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TypeVar
 from urllib.parse import quote, quote_plus, unquote_plus
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from tests.session.speedups_paths import both, path
 
 from interlock.session import fingerprints
 
@@ -33,25 +32,6 @@ pytestmark = pytest.mark.skipif(_speedups is None, reason="the C accelerator is 
 T = TypeVar("T")
 SECRET = "sk_live_4f9Qz2LmX8pRt6Vw1YbN3cKd"
 ODD = "Grüße naïve café 東京の秘密 ＡＰＩ鍵 ß İ ﬁ 🙂 \u0085\u00a0\u2028\u3000\u1680\x1c\x1f\x0b\x0c"
-
-
-@contextmanager
-def path(accelerated: bool) -> Iterator[None]:
-    was = fingerprints.ACCELERATED
-    assert fingerprints._accelerate(accelerated) is accelerated
-    try:
-        yield
-    finally:
-        fingerprints._accelerate(was)
-
-
-def both(fn: Callable[..., T], *args: Any) -> tuple[T, T]:
-    """``fn(*args)`` on the pure-Python path, then on the C path."""
-    with path(False):
-        python = fn(*args)
-    with path(True):
-        c = fn(*args)
-    return python, c
 
 
 def py_decodings(text: str, plain: bool) -> list[str]:
