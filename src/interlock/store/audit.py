@@ -498,13 +498,7 @@ class AuditWriter:
         the loop serves meanwhile waits for it (measured: the loop's decision took
         about twice as long)."""
         with self._lock:
-            if self._closed:
-                raise AuditFailure("the audit writer is closed")
-            batch = self._open
-            batch.items.append(item)
-            index = len(batch.items) - 1
-            if extra is not None:
-                batch.items.append(extra)
+            batch, index = self._add(item, extra, None)
             if index != 0:  # its first record asked for its commit already
                 return batch, index
         try:  # in a context of its own: the batch is not this caller's (its deadline)
@@ -538,6 +532,20 @@ class AuditWriter:
         with self._lock:
             self._work.notify()
 
+    def _add(self, item: _Item, extra: _Item | None, join: AuditJoin | None) -> tuple[_Batch, int]:
+        """Under the lock: the record added to the open batch (``extra`` right after
+        it), and its index there; nothing is added once the writer is told to stop."""
+        if self._closed:
+            raise AuditFailure("the audit writer is closed")
+        batch = self._open
+        batch.items.append(item)
+        index = len(batch.items) - 1
+        if join is not None:
+            _add_join(batch, index, join)
+        if extra is not None:
+            batch.items.append(extra)
+        return batch, index
+
     def _enqueue(
         self,
         item: _Item,
@@ -551,16 +559,8 @@ class AuditWriter:
         when no commit is running, the batch is taken for the caller to commit (the
         third value says so) — with ``gather``, left open for others to join until the
         caller takes it whole (:meth:`_gather`)."""
-        with self._lock:  # nothing is added once the writer is told to stop
-            if self._closed:
-                raise AuditFailure("the audit writer is closed")
-            batch = self._open
-            batch.items.append(item)
-            index = len(batch.items) - 1
-            if join is not None:
-                _add_join(batch, index, join)
-            if extra is not None:
-                batch.items.append(extra)
+        with self._lock:
+            batch, index = self._add(item, extra, join)
             if lead and self._writing is None:
                 if not gather:
                     self._open = _Batch(self._lock)
@@ -578,21 +578,12 @@ class AuditWriter:
         lock parked on its batch, which the batch's settlement releases. ``extra``
         follows the record in the same batch."""
         with self._lock:
-            if self._closed:
-                raise AuditFailure("the audit writer is closed")
-            batch = self._open
-            batch.items.append(item)
-            index = len(batch.items) - 1
-            if join is not None:
-                _add_join(batch, index, join)
-            if extra is not None:
-                batch.items.append(extra)
+            batch, index = self._add(item, extra, join)
             if self._writing is None:
                 self._open = _Batch(self._lock)
                 self._writing = batch
                 return batch, index, None
-            if index == 0 and self._writing is None:  # (as in :meth:`_enqueue`)
-                self._work.notify()
+            # a commit is running: its end takes the open batch (:meth:`_led`, :meth:`_run`)
             parked = batch.park()  # the open batch is never settled: always a lock
             return batch, index, parked
 
