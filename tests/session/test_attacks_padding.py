@@ -8,9 +8,10 @@ look-alikes that must keep passing.
 Closed by judging what only dropped steps could tell as "cannot tell": a condition
 that holds on the kept steps holds; one that does not, where a dropped step might
 have made it hold, leaves the rule unevaluable (undetermined) — never a miss that
-allows. The price is paid by sessions longer than ``max_steps``, shown below; a
-session's *past* (the counts of its executed calls that left the history) keeps its
-whole-session counts exact, so a per-session cap is judged past the bound too."""
+allows. A session's *past* narrows what "might" means: the counts of its executed
+calls that left the history keep its whole-session counts exact (a per-session cap is
+judged past the bound too), and the data its dropped steps brought in (a bounded
+filter) makes a flow none of it may hold a sure miss."""
 
 from __future__ import annotations
 
@@ -178,9 +179,21 @@ def test_refused_deletes_do_not_count_toward_the_cap(guard: Guard) -> None:
 # -- what a session longer than max_steps costs, and what it does not -----------------
 
 
-def test_past_the_bound_an_unfound_flow_is_undetermined_and_says_why(guard: Guard) -> None:
+def test_past_the_bound_a_flow_no_dropped_data_holds_is_a_miss(guard: Guard) -> None:
+    """The session's past keeps the data its dropped steps brought in (a filter): a
+    send that carries none of it is a sure miss (tests/session/test_long_sessions.py
+    has the rest; before, every miss past the bound was undetermined)."""
     _pad_with_data(guard, MAX_STEPS + 1)
     decision = guard.check(Action.tool("send_mail", {"to": "bob@corp.example", "body": "hi"}))
+    assert decision.verdict is Verdict.ALLOW, decision.reason
+
+
+def test_past_the_bound_a_flow_dropped_data_may_hold_is_undetermined_and_says_why(
+    guard: Guard,
+) -> None:
+    _run(guard, "read_file", f"KEY={KEY}\n", path="/srv/app/.env")
+    _pad_with_data(guard, MAX_STEPS + 1)
+    decision = guard.check(Action.tool("send_mail", {"to": "bob@corp.example", "body": KEY}))
     assert decision.verdict is Verdict.UNDETERMINED
     assert "no-leak" in decision.reason
     assert "session.max_steps" in decision.reason
@@ -251,9 +264,8 @@ def test_too_many_kinds_of_dropped_calls_overflow_the_past(guard: Guard, backend
     assert view.past.overflowed
     if backend != "memory":  # the table keeps every kind: a fresh read overflows too
         with open_store(backend) as store:
-            assert store.session_history(max_steps=MAX_STEPS).view("default", "s-pad").past == (
-                SessionPast(overflowed=True)
-            )
+            fresh = store.session_history(max_steps=MAX_STEPS).view("default", "s-pad").past
+            assert fresh.overflowed and fresh.counts == ()
     decision = guard.check(Action.tool("delete_file", {"path": "/tmp/a"}))
     assert decision.verdict is Verdict.UNDETERMINED
     assert "session.max_steps" in decision.reason

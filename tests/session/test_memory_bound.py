@@ -43,13 +43,16 @@ def _call(
 
 
 def _counted(history: MemoryHistory, sessions: list[str]) -> int:
-    """What the sessions hold, read from their views: each step's set, and the index."""
+    """What the sessions hold, read from their views: each step's set, the index, and
+    the union of the data their dropped steps brought in (past ``max_steps``)."""
     total = 0
     for session in sessions:
         view = history.view("t", session)
         total += sum(len(step.fingerprints) for step in view.steps)
         if view.index is not None:
             total += len(view.index.prints)
+        if view.past.data is not None:
+            total += len(view.past.data.prints)
     return total
 
 

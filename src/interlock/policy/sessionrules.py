@@ -25,7 +25,7 @@ Example::
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import MISSING, dataclass, field, fields
@@ -245,6 +245,32 @@ def dropped_steps(view: SessionView) -> bool:
     in-memory session): seqs are gapless from 1, so the oldest kept one tells."""
     steps = view.steps
     return (steps[0].seq if steps else view.next_seq) > 1
+
+
+def dropped_may_carry(
+    view: SessionView,
+    probes: Iterable[frozenset[int]],
+    names: Callable[[str, str], bool] | None = None,
+    labels: frozenset[str] = frozenset(),
+) -> bool:
+    """Whether data the session's dropped steps brought in may be in a value (its
+    ``probes``): False only when the dropped data is followed (the view's past keeps
+    it, :class:`~interlock.session.history.DroppedData`) and no probe meets it — or
+    no dropped step with data is of a kind and name ``names`` accepts or carries
+    every one of ``labels`` (a step not known may be any). A caller asks only when
+    steps were dropped (:func:`dropped_steps`)."""
+    data = view.past.data
+    if data is None or data.blind:
+        return True
+    if not data.prints:
+        return False  # the dropped steps brought nothing in (NO_DATA too)
+    if not data.anonymous:
+        if labels and not labels <= data.labels:
+            return False
+        if names is not None and not any(names(kind, name) for kind, name in tuple(data.names)):
+            return False
+    prints = data.prints
+    return any(not probe.isdisjoint(prints) for probe in probes)
 
 
 def cannot_tell(view: SessionView, rule_id: str, what: str) -> EvaluationError:
@@ -550,6 +576,22 @@ class FlowTest:
                 return True
         return False
 
+    def dropped_may_carry(self, view: SessionView, args: Any, state: SessionFacts | None) -> bool:
+        """Whether data a dropped step matching the selector brought in may be in the
+        arguments (:func:`dropped_may_carry` with this test's probes)."""
+        selector = self.selector
+        if view.past.data is None or view.past.data.blind:
+            return True
+        names = None
+        if selector.names is not None or selector.kinds is not None:
+            names = selector.matches_name
+        if type(args) is dict:
+            union = _union_of(args, self.args, True)
+            if union is not None:
+                return dropped_may_carry(view, (union,), names, selector.labels)
+        probes = _argument_probes(args, self.args, state, seams=True)
+        return dropped_may_carry(view, probes, names, selector.labels)
+
 
 def provenance_labels(view: SessionView, probed: frozenset[int]) -> frozenset[str]:
     """The labels of the untrusted sources a value (its probe) came from: empty when
@@ -605,6 +647,22 @@ class ProvenanceTest:
                 return True
         return False
 
+    def dropped_may_carry(self, view: SessionView, args: Any, state: SessionFacts | None) -> bool:
+        """Whether data a dropped step with one of ``sources`` brought in may be in one
+        of ``args`` (:func:`dropped_may_carry` with this test's probes)."""
+        data = view.past.data
+        if data is None or data.blind:
+            return True
+        if not data.prints or (type(args) is not dict and not isinstance(args, Mapping)):
+            return False
+        if not data.anonymous and data.labels.isdisjoint(self.sources):
+            return False  # no dropped step carried one of those labels
+        if type(args) is dict:
+            union = _union_of(args, self.args, False)
+            if union is not None:
+                return dropped_may_carry(view, (union,))
+        return dropped_may_carry(view, _argument_probes(args, self.args, state))
+
 
 @dataclass(frozen=True, slots=True)
 class SessionTest:
@@ -637,12 +695,14 @@ class SessionTest:
             judgeable_data(view, self.rule_id)  # raises
         if flows is not None and not flows.holds(view, facts.args, state):
             steps = view.steps
-            if (steps[0].seq if steps else view.next_seq) > 1:  # dropped_steps, inlined
+            if (steps[0].seq if steps else view.next_seq) > 1 and flows.dropped_may_carry(
+                view, facts.args, state
+            ):  # dropped_steps, inlined
                 raise cannot_tell(view, self.rule_id, "whether the arguments carry earlier data")
             return False
         if provenance is None or provenance.holds(view, facts.args, state):
             return True
-        if dropped_steps(view):
+        if dropped_steps(view) and provenance.dropped_may_carry(view, facts.args, state):
             raise cannot_tell(view, self.rule_id, "where the arguments came from")
         return False
 
@@ -682,18 +742,20 @@ def cel_value(
             selector = StepSelector(names=GlobSet.of(argument))
         else:
             selector = StepSelector(labels=frozenset([argument]))
-        if FlowTest(selector).holds(view, args, state):
+        flow = FlowTest(selector)
+        if flow.holds(view, args, state):
             return True
-        if dropped:
+        if dropped and flow.dropped_may_carry(view, args, state):
             raise cannot_tell(view, rule_id, f"{function}({argument!r})")
         return False
     # provenance("arg")
     if not isinstance(args, Mapping) or argument not in args:
         return []
-    if dropped:  # the labels found may lack those of dropped sources
-        raise cannot_tell(view, rule_id, f"provenance({argument!r})")
     value = args[argument]
     value_probe = state.probe_of(("arg", argument), value) if state is not None else probed(value)
+    if dropped and dropped_may_carry(view, (value_probe,)):
+        # the labels found may lack those of dropped sources
+        raise cannot_tell(view, rule_id, f"provenance({argument!r})")
     return sorted(provenance_labels(view, value_probe))
 
 

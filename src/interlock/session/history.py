@@ -52,10 +52,15 @@ _FORMAT_MARK: Final = 0x1F9E_7A11_0000_0002
 T = TypeVar("T")
 
 __all__ = [
+    "BLIND_DATA",
     "EMPTY_FINGERPRINTS",
     "MAX_PAST",
+    "MAX_PAST_PRINTS",
+    "NO_DATA",
     "NO_PAST",
     "OVERFLOWED_PAST",
+    "UNFOLLOWED_PAST",
+    "DroppedData",
     "FingerprintIndex",
     "MemoryHistory",
     "NewStep",
@@ -88,6 +93,13 @@ MAX_FINGERPRINTS: Final = 4_000_000
 #: Kinds of executed call steps (a kind, name and labels each) a session's past counts;
 #: past it the past is overflowed: its counts cannot be told.
 MAX_PAST: Final = 256
+#: Fingerprints of the data a session's dropped steps brought in that its past keeps
+#: (each dropped step's set counted whole, in the order they left): once the count
+#: reaches this, the dropped data is no longer kept, and a flow or provenance that
+#: only it could decide cannot be told. ~7 MB in memory, 800 KB in the SQL store: the
+#: results of ~200 dropped steps of 2 KB each, or of thousands of short ones. The SQL
+#: store's schema 16 writes the same bound (in bytes, 8 a fingerprint).
+MAX_PAST_PRINTS: Final = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,16 +146,116 @@ class PastCount(NamedTuple):
     last_at: float
 
 
+class DroppedData:
+    """What the data a session's dropped steps brought in still tells: the union of
+    their fingerprints (every step with fingerprints but trusted inputs: the steps
+    ``flows_from`` and ``provenance`` look for), the (kind, name) and labels of those
+    steps, and whether it is **blind** (cannot tell: past :data:`MAX_PAST_PRINTS`, an
+    older fingerprint format, a session whose dropped steps were not followed).
+
+    A **filter**, never an answer, like :class:`FingerprintIndex`: an argument whose
+    probe is disjoint from it carries nothing the dropped steps brought in, so a flow
+    or provenance the kept steps do not find is a sure miss; a hit cannot be told
+    (the dropped step is gone) and is undetermined. It only grows (in place, under its
+    history's lock, one C call a change: readers see it before or after), and is
+    shared by the successive views of a session: an older view may see more than its
+    own past, which can only make a miss "cannot tell", never a hit a miss."""
+
+    __slots__ = ("anonymous", "blind", "counted", "labels", "names", "prints", "seqs", "upto")
+
+    def __init__(self, blind: bool = False) -> None:
+        self.prints: set[int] = set()
+        #: the seqs of the steps taken in: a step is taken in once, whether a history
+        #: folds it as it leaves or reads it back from its store
+        self.seqs: set[int] = set()
+        #: the last row of the SQL store's dropped data read into it (0: none)
+        self.upto = 0
+        self.names: set[tuple[str, str]] = set()
+        self.labels: set[str] = set()
+        #: data of a step not known (a call settled after its step was dropped): any
+        #: selector may match it
+        self.anonymous = False
+        self.blind = blind
+        #: each added set counted whole (the bound's count, the SQL store's too)
+        self.counted = 0
+
+    def add(
+        self,
+        kind: str,
+        name: str,
+        labels: frozenset[str],
+        prints: frozenset[int],
+        seq: int | None = None,
+    ) -> int:
+        """Take in a dropped step's data (``kind`` empty: a step not known, ``seq``
+        None: one without a seq, a settle's); returns how many fingerprints the union
+        grew by (negative when it went blind)."""
+        if self.blind or not prints:
+            return 0
+        if seq is not None:
+            if seq in self.seqs:
+                return 0  # taken in already
+            self.seqs.add(seq)
+        if _FORMAT_MARK not in prints:  # an older format: every argument may carry it
+            return self.go_blind()
+        self.counted += len(prints)
+        if self.counted >= MAX_PAST_PRINTS:
+            return self.go_blind()
+        before = len(self.prints)
+        self.prints |= prints
+        if kind:
+            self.names.add((kind, name))
+        else:
+            self.anonymous = True
+        if labels:
+            self.labels |= labels
+        return len(self.prints) - before
+
+    def add_step(self, step: Step) -> int:
+        """:meth:`add` of a dropped step (a trusted input, or one without data: nothing)."""
+        prints = step.fingerprints
+        if not prints or (step.kind == "input" and step.trusted):
+            return 0
+        return self.add(step.kind, step.name, step.labels, prints, step.seq)
+
+    def go_blind(self) -> int:
+        """Give up the fingerprints: from now on nothing can be told of the dropped
+        data. Returns minus how many were held."""
+        held = len(self.prints)
+        self.blind = True
+        self.prints = set()  # a new set: a reader testing the old one finishes on it
+        self.names.clear()
+        self.labels.clear()
+        self.seqs.clear()
+        return -held
+
+    def may_hold(self, probed: frozenset[int]) -> bool:
+        """False when no dropped step's data shares a fingerprint with ``probed``."""
+        return self.blind or not probed.isdisjoint(self.prints)
+
+
+#: The dropped data of a past that cannot tell it (shared: blind never changes back).
+BLIND_DATA: Final = DroppedData(blind=True)
+#: Dropped data followed, and none yet (shared, never written: a session's first drop
+#: of data takes a :class:`DroppedData` of its own, :meth:`SessionPast.following_data`).
+NO_DATA: Final = DroppedData()
+
+
 class SessionPast(NamedTuple):
     """What a session's dropped steps still tell: the counts of its executed call steps
     (what ``after:`` and ``session.count`` count), so a whole-session count stays exact
-    past ``max_steps``. ``overflowed``: the counts cannot be told (more than
-    :data:`MAX_PAST` kinds of them, a call settled as run after its step was dropped,
-    a demoted session) — a count that reaches them is undetermined, as without a past.
-    Fingerprints are not kept: flows and provenance still cannot see dropped steps."""
+    past ``max_steps``, and the data they brought in (:class:`DroppedData`), so a flow
+    or provenance the kept steps do not find is a sure miss unless the dropped data may
+    hold it. ``overflowed``: the counts cannot be told (more than :data:`MAX_PAST`
+    kinds of them, a call settled as run after its step was dropped, a demoted
+    session) — a count that reaches them is undetermined, as without a past.
+    ``data``: None when the history did not follow the dropped steps' data (a view
+    made without it): with steps dropped, flows and provenance cannot tell a miss;
+    :data:`NO_DATA` when it did and none was dropped."""
 
     counts: tuple[PastCount, ...] = ()
     overflowed: bool = False
+    data: DroppedData | None = None
 
     def folded(self, steps: Iterable[Step]) -> SessionPast:
         """This past with ``steps`` (leaving the history) counted: the executed call
@@ -152,6 +264,7 @@ class SessionPast(NamedTuple):
         steps at once."""
         if self.overflowed:
             return self
+        data = self.data
         tally: dict[tuple[str, str, frozenset[str]], list[Any]] | None = None
         for step in steps:
             if not step.executed or step.kind == "input":
@@ -163,7 +276,7 @@ class SessionPast(NamedTuple):
             entry = tally.get(key)
             if entry is None:
                 if len(tally) >= MAX_PAST:
-                    return OVERFLOWED_PAST
+                    return _new_tuple(SessionPast, ((), True, data))
                 tally[key] = [1, at, at]
             else:
                 entry[0] += 1
@@ -175,7 +288,7 @@ class SessionPast(NamedTuple):
             _new_tuple(PastCount, (key[0], key[1], key[2], entry[0], entry[1], entry[2]))
             for key, entry in tally.items()
         )
-        return _new_tuple(SessionPast, (counts, False))
+        return _new_tuple(SessionPast, (counts, False, data))
 
     def counted(self, step: Step) -> SessionPast:
         """This past with ``step`` (leaving the history) counted, when it is an executed
@@ -202,11 +315,27 @@ class SessionPast(NamedTuple):
                         last if last >= at else at,
                     ),
                 )
-                return _new_tuple(SessionPast, ((*counts[:i], grown, *counts[i + 1 :]), False))
+                return _new_tuple(
+                    SessionPast, ((*counts[:i], grown, *counts[i + 1 :]), False, self.data)
+                )
         if len(counts) >= MAX_PAST:
-            return OVERFLOWED_PAST
+            return _new_tuple(SessionPast, ((), True, self.data))
         added = _new_tuple(PastCount, (kind, name, labels, 1, at, at))
-        return _new_tuple(SessionPast, ((*counts, added), False))
+        return _new_tuple(SessionPast, ((*counts, added), False, self.data))
+
+    def uncountable(self) -> SessionPast:
+        """This past with its counts overflowed (its dropped data kept)."""
+        if self.overflowed:
+            return self
+        return _new_tuple(SessionPast, ((), True, self.data))
+
+    def following_data(self) -> SessionPast:
+        """This past with a :class:`DroppedData` of its own to take in dropped data,
+        when it had followed none yet (:data:`NO_DATA`); as it is otherwise (one of its
+        own already, blind, or not followed: None)."""
+        if self.data is not NO_DATA:
+            return self
+        return _new_tuple(SessionPast, (self.counts, self.overflowed, DroppedData()))
 
 
 #: A named tuple made from its fields without its generated ``__new__`` (a Python call
@@ -214,10 +343,13 @@ class SessionPast(NamedTuple):
 _new_tuple: Final = tuple.__new__
 
 
-#: A session with nothing dropped (or nothing executed among what was dropped).
-NO_PAST: Final = SessionPast()
-#: A past whose counts cannot be told.
-OVERFLOWED_PAST: Final = SessionPast(overflowed=True)
+#: A session with nothing dropped (or nothing executed and no data among what was
+#: dropped).
+NO_PAST: Final = SessionPast(data=NO_DATA)
+#: A view's past when it was given none: its dropped data (if any) was not followed.
+UNFOLLOWED_PAST: Final = SessionPast()
+#: A past that can tell nothing: neither its counts nor its data.
+OVERFLOWED_PAST: Final = SessionPast(overflowed=True, data=BLIND_DATA)
 
 
 class FingerprintIndex:
@@ -290,9 +422,11 @@ class SessionView:
     #: steps returned is unknown, so ``flows_from`` and ``provenance`` cannot be judged
     #: on it (undetermined, never a miss). Kept until the session expires.
     lost: bool = False
-    #: The counts of the executed call steps that left the history (past
-    #: ``max_steps``): what a whole-session count adds to the kept steps'.
-    past: SessionPast = NO_PAST
+    #: What the steps that left the history (past ``max_steps``) still tell: the
+    #: counts of the executed calls (what a whole-session count adds to the kept
+    #: steps'), and their data (:class:`DroppedData`). A view given none with steps
+    #: dropped can tell no flow or provenance miss.
+    past: SessionPast = UNFOLLOWED_PAST
 
     def __post_init__(self) -> None:
         if self.sources is None:
@@ -316,7 +450,8 @@ class SessionView:
         index = self.index
         past = self.past
         if cut > 0:
-            past = past.folded(steps[:cut])
+            leaving = steps[:cut]
+            past = _past_with(past.folded(leaving), leaving, steps[0].seq == 1)
             steps = steps[cut:]
             oldest = steps[0].seq if steps else step.seq
             sources = self.sources
@@ -353,6 +488,33 @@ class SessionView:
 
 def _sources_of(steps: tuple[Step, ...]) -> tuple[Step, ...]:
     return tuple(s for s in steps if s.fingerprints)
+
+
+def _brings_data(step: Step) -> bool:
+    """Whether ``step`` holds data a flow or provenance may look for (fingerprints,
+    and not a trusted input)."""
+    return bool(step.fingerprints) and not (step.kind == "input" and step.trusted)
+
+
+def _past_with(past: SessionPast, leaving: Iterable[Step], from_first: bool) -> SessionPast:
+    """``past`` with the data of the steps ``leaving`` taken in, when it follows
+    dropped data (``from_first``: the steps leaving begin with the session's first,
+    so nothing was dropped before them and a past given none can start following)."""
+    data = past.data
+    if data is None and not from_first:
+        return past  # dropped data not followed: it stays unknown
+    if data is NO_DATA or data is None:
+        if not any(_brings_data(old) for old in leaving):
+            return (
+                past
+                if data is NO_DATA
+                else _new_tuple(SessionPast, (past.counts, past.overflowed, NO_DATA))
+            )
+        data = DroppedData()
+        past = _new_tuple(SessionPast, (past.counts, past.overflowed, data))
+    for old in leaving:
+        data.add_step(old)
+    return past
 
 
 _STEP_FIELDS: Final = (
@@ -435,7 +597,7 @@ def _view_maker() -> Callable[..., SessionView]:
         sources: tuple[Step, ...],
         index: FingerprintIndex | None,
         lost: bool,
-        past: SessionPast = NO_PAST,
+        past: SessionPast = UNFOLLOWED_PAST,
     ) -> SessionView:
         view: SessionView = new(SessionView)
         s0(view, tenant)
@@ -555,7 +717,9 @@ class _Session:
             past = NO_PAST if next_seq == 1 else OVERFLOWED_PAST
         self.past = past
         self.touched = 0.0
-        self.in_steps = 0  # fingerprints of ``steps`` (each step's set counted whole)
+        #: fingerprints of ``steps`` (each step's set counted whole) and of the past's
+        #: dropped data (its union)
+        self.in_steps = 0
         self.held = 0  # what it counts toward the history's total: ``in_steps`` + index
         self.view: SessionView | None = None  # None: written since last read
 
@@ -577,19 +741,27 @@ class _Session:
         return view
 
     def add(self, step: Step, bound: int) -> int:
-        """Append ``step``, dropping the oldest steps past ``bound``; returns the
-        fingerprints the dropped steps held."""
+        """Append ``step``, dropping the oldest steps past ``bound``; returns how many
+        fewer fingerprints ``in_steps`` counts: those the dropped steps held, less
+        what the past's dropped data grew by (it takes in theirs)."""
         steps = self.steps
         sources = self.sources
         steps.append(step)
         dropped = 0
         while len(steps) > bound:
             old = steps.pop(0)
-            self.past = self.past.counted(old)
+            past = self.past = self.past.counted(old)
             if old.fingerprints:
                 dropped += len(old.fingerprints)
                 if sources and sources[0] is old:  # sources are oldest first
                     del sources[0]
+                if not (old.kind == "input" and old.trusted):
+                    data = past.data
+                    if data is NO_DATA:  # the session's first data dropped
+                        past = self.past = past.following_data()
+                        data = past.data
+                    if data is not None:
+                        dropped -= data.add_step(old)
         if step.fingerprints:
             sources.append(step)
         index = self.index
@@ -761,7 +933,12 @@ class MemoryHistory:
             self._held -= gone.held
             # data it brought in is lost with its steps; a call of it not yet settled may
             # still bring some (its settle then marks the remnant lost)
-            lost = gone.lost or any(not (s.kind == "input" and s.trusted) for s in gone.sources)
+            data = gone.past.data
+            lost = (
+                gone.lost
+                or any(not (s.kind == "input" and s.trusted) for s in gone.sources)
+                or (data is not NO_DATA and (data is None or data.blind or data.counted > 0))
+            )
             # its allowed calls not known to have run (usually the last few, or none)
             calls: dict[str, Step | None] = {
                 s.decision_id: s
@@ -771,6 +948,10 @@ class MemoryHistory:
             pending = any(s.executed is None for s in calls.values() if s is not None)
             # what it ran stays counted: a whole-session cap must not start again
             past = gone.past.folded(gone.steps)
+            # the data it dropped goes with the rest (lost says so); none: none
+            past = _new_tuple(
+                SessionPast, (past.counts, past.overflowed, BLIND_DATA if lost else NO_DATA)
+            )
             if gone.labels or lost or pending or past.counts or past.overflowed:
                 self._remnants[key] = _Remnant(
                     gone.labels, gone.next_seq, gone.touched, lost, past, calls
@@ -923,10 +1104,23 @@ class MemoryHistory:
                     self._recount(found, in_steps)
                     self._evict(key)
                     return
-            if executed and steps and steps[0].seq > 1 and not found.past.overflowed:
-                # the call's step may have left the history before it ran: uncounted, so
-                # the session's counts of what ran cannot be told any longer
-                found.past = OVERFLOWED_PAST
+            if not steps or steps[0].seq == 1:
+                return  # nothing dropped: an unknown decision
+            # the call's step may have left the history before it ran: uncounted, so
+            # the session's counts of what ran cannot be told any longer; what it
+            # returned is dropped data of a step not known
+            past = found.past
+            if executed and not past.overflowed:
+                past = found.past = past.uncountable()
+                found.view = None
+            if fingerprints:
+                if past.data is NO_DATA:
+                    past = found.past = past.following_data()
+                data = past.data
+                if data is not None:
+                    grown = data.add("", "", labels, fingerprints)
+                    if grown:
+                        self._recount(found, found.in_steps + grown)
                 found.view = None
 
     def _settle_remnant(
@@ -941,7 +1135,9 @@ class MemoryHistory:
         steps (its labels are kept, as the session's); a call it ran is counted."""
         if fingerprints or labels:
             remnant.labels = remnant.labels | labels
-            remnant.lost = remnant.lost or bool(fingerprints)
+            if fingerprints and not remnant.lost:
+                remnant.lost = True
+                remnant.past = remnant.past._replace(data=BLIND_DATA)
             remnant.touched = self._clock()
         calls = remnant.calls
         if not executed:
@@ -966,7 +1162,7 @@ class MemoryHistory:
             remnant.past = remnant.past.counted(ran)
         elif remnant.next_seq > 1:
             # not a call it kept: one dropped before it ran, uncounted
-            remnant.past = OVERFLOWED_PAST
+            remnant.past = remnant.past.uncountable()
 
     def expire(self, idle_for: float) -> int:
         cutoff = self._clock() - idle_for

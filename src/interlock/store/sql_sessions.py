@@ -57,9 +57,11 @@ from interlock.session.history import (
     EMPTY_FINGERPRINTS,
     EXPIRE_AFTER,
     MAX_PAST,
+    MAX_PAST_PRINTS,
     MAX_STEPS,
+    NO_DATA,
     NO_PAST,
-    OVERFLOWED_PAST,
+    DroppedData,
     NewStep,
     PastCount,
     SessionPast,
@@ -91,6 +93,18 @@ _SQLITE_FOLD: Final = (
     "AND kind <> 'input' GROUP BY tenant, session_id, kind, name, labels "
     + _PAST_UPSERT.format(least="min", greatest="max")
 )
+#: The bound on a session's dropped data (schema 16), in bytes: 8 a fingerprint.
+_PAST_DATA_BYTES: Final = 8 * MAX_PAST_PRINTS
+#: SQLite's general append: the data of the steps past the bound kept (schema 16), as
+#: the usual step's trigger does.
+_SQLITE_FOLD_DATA: Final = (
+    "INSERT INTO session_past_data (tenant, session_id, seq, kind, name, labels, "
+    "fingerprints) SELECT tenant, session_id, seq, kind, name, labels, fingerprints "
+    "FROM session_steps WHERE tenant = ? AND session_id = ? AND seq <= ? "
+    "AND length(fingerprints) > 0 AND NOT (kind = 'input' AND trusted = 1) "
+    "AND (SELECT coalesce(sum(length(d.fingerprints)), 0) FROM session_past_data d "
+    f"WHERE d.tenant = ? AND d.session_id = ?) < {_PAST_DATA_BYTES} ORDER BY seq"
+)
 #: Rows a view reads of a past at most (a kind, name and labels in the past table and
 #: among the steps below the view's window, each once, and the overflow mark): more
 #: and the past is overflowed.
@@ -118,7 +132,15 @@ _PG_STEP: Final = (
     "FROM s{n}), "
     "d{n} AS (DELETE FROM session_steps WHERE tenant = %s AND session_id = %s "
     "AND seq <= (SELECT seq FROM s{n}) - %s "
-    "RETURNING tenant, session_id, kind, name, labels, at_us, executed), "
+    "RETURNING tenant, session_id, seq, kind, name, labels, at_us, executed, fingerprints, "
+    "trusted), "
+    "q{n} AS (INSERT INTO session_past_data "
+    "(tenant, session_id, seq, kind, name, labels, fingerprints) "
+    "SELECT tenant, session_id, seq, kind, name, labels, fingerprints FROM d{n} "
+    "WHERE octet_length(fingerprints) > 0 AND NOT (kind = 'input' AND trusted = 1) "
+    "AND (SELECT coalesce(sum(octet_length(x.fingerprints)), 0) FROM session_past_data x "
+    "WHERE x.tenant = d{n}.tenant AND x.session_id = d{n}.session_id) "
+    f"< {8 * MAX_PAST_PRINTS} ORDER BY seq), "
     "p{n} AS (INSERT INTO session_past "
     "(tenant, session_id, kind, name, labels, n, first_us, last_us) "
     "SELECT tenant, session_id, kind, name, labels, count(*), min(at_us), max(at_us) "
@@ -262,7 +284,7 @@ class SessionStore(StoreBase):
                         (tenant, session_id, cutoff),
                     )
                     if cur.rowcount:
-                        for table in ("session_steps", "session_past"):
+                        for table in ("session_steps", "session_past", "session_past_data"):
                             cur.execute(
                                 self.q(f"DELETE FROM {table} WHERE tenant = ? AND session_id = ?"),
                                 (tenant, session_id),
@@ -359,7 +381,11 @@ class SqlHistory:
         next_seq = int(next_seq)
         oldest_kept = merged[0].seq if merged else next_seq
         # a session within its bound dropped nothing: no past to read
-        past = self._past(tenant, session_id, oldest_kept) if oldest_kept > 1 else NO_PAST
+        past = NO_PAST
+        if oldest_kept > 1:
+            # the dropped data read before (of this session as created): only rows since
+            data = cached[2].past.data if cached is not None else None
+            past = self._past(tenant, session_id, oldest_kept, data)
         view = SessionView(tenant, session_id, merged, _labels_of(labels), next_seq, past=past)
         with self._views_lock:
             self._views[key] = (created, version, view)
@@ -368,18 +394,53 @@ class SqlHistory:
                 self._views.popitem(last=False)
         return view
 
-    def _past(self, tenant: str, session_id: str, oldest_kept: int) -> SessionPast:
+    def _past(
+        self, tenant: str, session_id: str, oldest_kept: int, data: DroppedData | None
+    ) -> SessionPast:
         """The session's past (schema 15), and the executed call steps still stored
-        below ``oldest_kept`` (kept by a history with a larger bound), counted alike.
-        Read after the steps, by a statement of its own: a step dropped meanwhile is
-        then counted twice (a count too high asks a human), never missed."""
-        rows = self._read(self._select_past, (oldest_kept, tenant, session_id, tenant, session_id))
+        below ``oldest_kept`` (kept by a history with a larger bound), counted alike;
+        with its dropped data (schema 16): ``data`` (a kept view's) with the rows
+        added since it was read, else read whole. Read after the steps, by a statement
+        of its own: a step dropped meanwhile is then counted twice (a count too high
+        asks a human), never missed, and its data is in the kept steps or here."""
+        if data is None or data is NO_DATA:
+            data = DroppedData()
+        upto = _NO_SEQ if data.blind else data.upto
+        rows = self._read(
+            self._select_past,
+            (oldest_kept, tenant, session_id, tenant, session_id, tenant, session_id, upto),
+        )
+        dropped = [row for row in rows if row[4] == -1]
+        if dropped:
+            rows = [row for row in rows if row[4] != -1]
+            with self._views_lock:  # the kept views share it: one writer at a time
+                for kind, name, labels, row_id, _, seq, prints in dropped:
+                    if prints is None:  # the mark: dropped before schema 16
+                        data.go_blind()
+                    else:
+                        data.add(
+                            str(kind),
+                            str(name),
+                            _labels_of(labels),
+                            unpack(prints),
+                            None if seq == -1 else int(seq),
+                        )
+                    data.upto = max(data.upto, int(row_id))
+        elif not data.upto and not data.blind:
+            data = NO_DATA  # nothing dropped brought data in
+        counts = self._counts(rows)
+        if counts is None:
+            return SessionPast((), True, data)
+        return SessionPast(counts, False, data)
+
+    def _counts(self, rows: list[Any]) -> tuple[PastCount, ...] | None:
+        """The past's counts from its rows (None: overflowed)."""
         if len(rows) >= _PAST_ROWS:
-            return OVERFLOWED_PAST
+            return None
         counts: dict[tuple[str, str, str], PastCount] = {}
-        for kind, name, labels, found, first_us, last_us in rows:
+        for kind, name, labels, found, first_us, last_us, _ in rows:
             if not kind:  # the overflow mark
-                return OVERFLOWED_PAST
+                return None
             key = (str(kind), str(name), str(labels))
             n, first, last = int(found), int(first_us) / 1_000_000, int(last_us) / 1_000_000
             had = counts.get(key)
@@ -388,17 +449,24 @@ class SqlHistory:
                 first, last = min(first, had.first_at), max(last, had.last_at)
             counts[key] = PastCount(key[0], key[1], _labels_of(key[2]), n, first, last)
         if len(counts) > MAX_PAST:
-            return OVERFLOWED_PAST
-        return SessionPast(tuple(counts.values()))
+            return None
+        return tuple(counts.values())
 
     @functools.cached_property
     def _select_past(self) -> str:
+        # the counts (at most _PAST_ROWS: more is overflowed), then the dropped data's
+        # rows since the last read (first_us -1 marks them: n is the row's id, last_us
+        # its seq or -1)
+        blob = "NULL::bytea" if self.store.dialect == "postgres" else "NULL"
         return self.store.q(
-            "SELECT kind, name, labels, count(*), min(at_us), max(at_us) FROM session_steps "
+            "SELECT * FROM (SELECT kind, name, labels, count(*) AS n, min(at_us) AS first_us, "
+            f"max(at_us) AS last_us, {blob} AS prints FROM session_steps "
             "WHERE seq < ? AND tenant = ? AND session_id = ? AND executed = 1 "
             "AND kind <> 'input' GROUP BY kind, name, labels UNION ALL "
-            "SELECT kind, name, labels, n, first_us, last_us FROM session_past "
-            f"WHERE tenant = ? AND session_id = ? LIMIT {_PAST_ROWS}"
+            f"SELECT kind, name, labels, n, first_us, last_us, {blob} FROM session_past "
+            f"WHERE tenant = ? AND session_id = ? LIMIT {_PAST_ROWS}) AS c UNION ALL "
+            "SELECT kind, name, labels, id, -1, coalesce(seq, -1), fingerprints "
+            "FROM session_past_data WHERE tenant = ? AND session_id = ? AND id > ?"
         )
 
     def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
@@ -612,6 +680,10 @@ class SqlHistory:
         if seq > self.max_steps:
             cur.execute(_SQLITE_FOLD, (tenant, session_id, seq - self.max_steps))
             cur.execute(
+                _SQLITE_FOLD_DATA,
+                (tenant, session_id, seq - self.max_steps, tenant, session_id),
+            )
+            cur.execute(
                 store.q(
                     "DELETE FROM session_steps WHERE tenant = ? AND session_id = ? AND seq <= ?"
                 ),
@@ -721,8 +793,10 @@ class SqlHistory:
                     (tenant, session_id, decision_id),
                 )
                 found = cur.fetchone()
-                if found is None and executed:
-                    self._uncounted(cur, tenant, session_id, int(session[3]), version)
+                if found is None and (executed or fingerprints):
+                    self._uncounted(
+                        cur, tenant, session_id, int(session[3]), version, executed, packed
+                    )
                 if found is None or found[3] != "allow":  # a refused call never ran
                     return False
                 now = store.clock()
@@ -766,11 +840,19 @@ class SqlHistory:
         return True
 
     def _uncounted(
-        self, cur: Cursor, tenant: str, session_id: str, next_seq: int, version: int
+        self,
+        cur: Cursor,
+        tenant: str,
+        session_id: str,
+        next_seq: int,
+        version: int,
+        executed: bool,
+        packed: bytes,
     ) -> None:
-        """A call reported run whose step is not stored: when the session dropped steps,
-        it may be one of them — uncounted, so the past is marked overflowed (and the
-        session's version moved on: kept views read it again)."""
+        """A call reported run (or with a result) whose step is not stored: when the
+        session dropped steps, it may be one of them — uncounted, so the past is marked
+        overflowed, and what it returned kept as dropped data of a step not known (and
+        the session's version moved on: kept views read it again)."""
         store = self.store
         cur.execute(
             store.q("SELECT min(seq) FROM session_steps WHERE tenant = ? AND session_id = ?"),
@@ -779,15 +861,28 @@ class SqlHistory:
         oldest = cur.fetchone()[0]
         if (next_seq if oldest is None else int(oldest)) <= 1:
             return  # nothing dropped: an unknown decision
-        cur.execute(
-            store.q(
-                "INSERT INTO session_past "
-                "(tenant, session_id, kind, name, labels, n, first_us, last_us) "
-                "VALUES (?, ?, '', '', '', 0, 0, 0) "
-                "ON CONFLICT (tenant, session_id, kind, name, labels) DO NOTHING"
-            ),
-            (tenant, session_id),
-        )
+        if executed:
+            cur.execute(
+                store.q(
+                    "INSERT INTO session_past "
+                    "(tenant, session_id, kind, name, labels, n, first_us, last_us) "
+                    "VALUES (?, ?, '', '', '', 0, 0, 0) "
+                    "ON CONFLICT (tenant, session_id, kind, name, labels) DO NOTHING"
+                ),
+                (tenant, session_id),
+            )
+        if packed:
+            length = "octet_length" if store.dialect == "postgres" else "length"
+            cur.execute(
+                store.q(
+                    "INSERT INTO session_past_data "
+                    "(tenant, session_id, seq, kind, name, labels, fingerprints) "
+                    "SELECT ?, ?, NULL, '', '', '[]', ? WHERE "
+                    f"(SELECT coalesce(sum({length}(fingerprints)), 0) FROM session_past_data "
+                    f"WHERE tenant = ? AND session_id = ?) < {_PAST_DATA_BYTES}"
+                ),
+                (tenant, session_id, packed, tenant, session_id),
+            )
         cur.execute(
             store.q("UPDATE sessions SET version = ? WHERE tenant = ? AND session_id = ?"),
             (version, tenant, session_id),

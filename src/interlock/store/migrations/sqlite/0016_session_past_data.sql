@@ -1,0 +1,61 @@
+-- Interlock schema 16 (SQLite): the data a session's dropped steps brought in (issue 18,
+-- docs/session-engine.md) — so that past max_steps a flow or provenance the kept steps
+-- do not find is a sure miss unless the dropped data may hold it (before, every such
+-- miss was undetermined once a step had been dropped).
+--
+-- One row a dropped step with fingerprints (trusted inputs aside: flows and provenance
+-- do not look for them), filled in the append's transaction from the rows the bound
+-- deletes, just before it deletes them; and one a call settled with a result after its
+-- step was dropped (kind '', seq NULL: a step not known). Rows are only added, and
+-- each session's in the order of their ids (one writer at a time), so a reader reads
+-- only the rows past the last it read. Bounded per session: once its rows hold
+-- 800,000 bytes (interlock.session.history.MAX_PAST_PRINTS fingerprints of 8 bytes)
+-- none is added, and a reader that counts that many can tell nothing of the dropped
+-- data. A row whose fingerprints are NULL marks the dropped data unknown: a session
+-- that dropped steps before this schema. Forgotten with its session.
+
+CREATE TABLE session_past_data (
+    id           INTEGER PRIMARY KEY,
+    tenant       TEXT    NOT NULL,
+    session_id   TEXT    NOT NULL,
+    seq          INTEGER,
+    kind         TEXT    NOT NULL,
+    name         TEXT    NOT NULL,
+    labels       TEXT    NOT NULL,
+    fingerprints BLOB
+);
+
+CREATE INDEX session_past_data_by_session ON session_past_data (tenant, session_id, id);
+
+INSERT INTO session_past_data (tenant, session_id, seq, kind, name, labels, fingerprints)
+    SELECT s.tenant, s.session_id, NULL, '', '', '[]', NULL FROM sessions s
+    WHERE s.next_seq > 1 AND NOT EXISTS (SELECT 1 FROM session_steps t
+        WHERE t.tenant = s.tenant AND t.session_id = s.session_id AND t.seq = 1);
+
+-- The usual step's bound (schema 15's trigger) takes the dropped steps' data in too,
+-- before it deletes them.
+DROP TRIGGER session_step_usual_drop;
+
+CREATE TRIGGER session_step_usual_drop INSTEAD OF INSERT ON session_step_usual
+WHEN NEW.oldest > 0
+BEGIN
+    INSERT INTO session_past (tenant, session_id, kind, name, labels, n, first_us, last_us)
+    SELECT tenant, session_id, kind, name, labels, count(*), min(at_us), max(at_us)
+    FROM session_steps WHERE tenant = NEW.tenant AND session_id = NEW.session_id
+        AND seq <= NEW.oldest AND executed = 1 AND kind <> 'input'
+    GROUP BY tenant, session_id, kind, name, labels
+    ON CONFLICT (tenant, session_id, kind, name, labels) DO UPDATE SET
+        n = session_past.n + excluded.n,
+        first_us = min(session_past.first_us, excluded.first_us),
+        last_us = max(session_past.last_us, excluded.last_us);
+    INSERT INTO session_past_data (tenant, session_id, seq, kind, name, labels, fingerprints)
+    SELECT tenant, session_id, seq, kind, name, labels, fingerprints
+    FROM session_steps WHERE tenant = NEW.tenant AND session_id = NEW.session_id
+        AND seq <= NEW.oldest AND length(fingerprints) > 0
+        AND NOT (kind = 'input' AND trusted = 1)
+        AND (SELECT coalesce(sum(length(d.fingerprints)), 0) FROM session_past_data d
+            WHERE d.tenant = NEW.tenant AND d.session_id = NEW.session_id) < 800000
+    ORDER BY seq;
+    DELETE FROM session_steps WHERE tenant = NEW.tenant AND session_id = NEW.session_id
+        AND seq <= NEW.oldest;
+END;
