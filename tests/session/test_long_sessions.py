@@ -314,3 +314,16 @@ def test_memory_counts_the_dropped_data_against_its_bound() -> None:
     kept = sum(len(step.fingerprints) for step in view.steps)
     assert history.fingerprints_held == kept + len(view.index.prints) + len(data.prints)  # type: ignore[union-attr]
     assert MAX_PAST_PRINTS > data.counted > 0
+
+
+def test_the_sql_bound_is_the_history_bound() -> None:
+    """Schema 16 writes the bound as a literal (bytes: 8 a fingerprint) in SQLite's
+    trigger; the statements of sql_sessions take it from MAX_PAST_PRINTS."""
+    from importlib import resources
+
+    sql = (
+        resources.files("interlock.store")
+        .joinpath("migrations", "sqlite", "0016_session_past_data.sql")
+        .read_text()
+    )
+    assert f"< {8 * MAX_PAST_PRINTS}" in sql
