@@ -233,6 +233,28 @@ class DroppedData:
         """False when no dropped step's data shares a fingerprint with ``probed``."""
         return self.blind or not probed.isdisjoint(self.prints)
 
+    def __eq__(self, other: object) -> bool:
+        """The same dropped data, whoever took it in (as the views holding it compare)."""
+        if not isinstance(other, DroppedData):
+            return NotImplemented
+        return (self.blind, self.anonymous, self.counted, self.prints, self.names, self.labels) == (
+            other.blind,
+            other.anonymous,
+            other.counted,
+            other.prints,
+            other.names,
+            other.labels,
+        )
+
+    def __hash__(self) -> int:
+        """One value for all (it grows: what it holds cannot make its hash), so that
+        a view holding it hashes, as a frozen dataclass does."""
+        return 0x5E55_DA7A
+
+    def __repr__(self) -> str:
+        state = "blind" if self.blind else f"{len(self.prints)} fingerprints"
+        return f"DroppedData({state}, {len(self.names)} names, counted {self.counted})"
+
 
 #: The dropped data of a past that cannot tell it (shared: blind never changes back).
 BLIND_DATA: Final = DroppedData(blind=True)
