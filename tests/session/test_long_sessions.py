@@ -286,7 +286,7 @@ def test_sql_sessions_that_dropped_steps_before_schema_16_cannot_tell(tmp_path: 
             cur.execute("DELETE FROM session_past_data")
             cur.execute(
                 "INSERT INTO session_past_data (tenant, session_id, seq, kind, name, labels, "
-                "fingerprints) VALUES ('default', 's-old', NULL, '', '', '[]', NULL)"
+                "fingerprints, total) VALUES ('default', 's-old', NULL, '', '', '[]', NULL, 0)"
             )
     with open_store(url) as store:
         view = store.session_history(max_steps=MAX_STEPS).view("default", "s-old")
@@ -327,3 +327,34 @@ def test_the_sql_bound_is_the_history_bound() -> None:
         .read_text()
     )
     assert f"< {8 * MAX_PAST_PRINTS}" in sql
+
+
+def test_the_sql_store_stops_keeping_dropped_data_at_the_bound(tmp_path: Path) -> None:
+    """Rows stop being added once a session's hold the bound's bytes; a reader that
+    counts them gives the dropped data up (blind), and so does the kept view."""
+    from interlock.session.fingerprints import FORMAT_MARK
+
+    per_step = 2_000
+    steps = MAX_PAST_PRINTS // per_step + 5
+    with open_store(f"sqlite:///{tmp_path / 'bound.db'}") as store:
+        history = store.session_history(max_steps=2)
+        for i in range(steps):
+            history.append(
+                "t",
+                "s",
+                NewStep(kind="tool", name="read_file", verdict="allow", decision_id=f"d{i}"),
+            )
+            prints = frozenset({FORMAT_MARK, *range(i * per_step + 1, (i + 1) * per_step)})
+            history.settle("t", "s", f"d{i}", executed=True, fingerprints=prints)
+        with store.transaction(write=False) as cur:
+            cur.execute(
+                "SELECT count(*), sum(length(fingerprints)), max(total) FROM session_past_data"
+            )
+            rows, stored, total = cur.fetchone()
+        assert stored == total
+        assert 8 * MAX_PAST_PRINTS <= stored < 8 * (MAX_PAST_PRINTS + per_step)
+        assert rows == MAX_PAST_PRINTS // per_step < steps - 2  # the later drops kept nothing
+        kept = history.view("t", "s").past.data
+        fresh = store.session_history(max_steps=2).view("t", "s").past.data
+    assert kept is not None and kept.blind
+    assert fresh is not None and fresh.blind

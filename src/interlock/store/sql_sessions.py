@@ -99,11 +99,14 @@ _PAST_DATA_BYTES: Final = 8 * MAX_PAST_PRINTS
 #: the usual step's trigger does.
 _SQLITE_FOLD_DATA: Final = (
     "INSERT INTO session_past_data (tenant, session_id, seq, kind, name, labels, "
-    "fingerprints) SELECT tenant, session_id, seq, kind, name, labels, fingerprints "
-    "FROM session_steps WHERE tenant = ? AND session_id = ? AND seq <= ? "
+    "fingerprints, total) SELECT tenant, session_id, seq, kind, name, labels, fingerprints, "
+    "coalesce((SELECT d.total FROM session_past_data d WHERE d.tenant = ?1 "
+    "AND d.session_id = ?2 ORDER BY d.id DESC LIMIT 1), 0) "
+    "+ sum(length(fingerprints)) OVER (ORDER BY seq) "
+    "FROM session_steps WHERE tenant = ?1 AND session_id = ?2 AND seq <= ?3 "
     "AND length(fingerprints) > 0 AND NOT (kind = 'input' AND trusted = 1) "
-    "AND (SELECT coalesce(sum(length(d.fingerprints)), 0) FROM session_past_data d "
-    f"WHERE d.tenant = ? AND d.session_id = ?) < {_PAST_DATA_BYTES} ORDER BY seq"
+    "AND coalesce((SELECT d.total FROM session_past_data d WHERE d.tenant = ?1 "
+    f"AND d.session_id = ?2 ORDER BY d.id DESC LIMIT 1), 0) < {_PAST_DATA_BYTES} ORDER BY seq"
 )
 #: Rows a view reads of a past at most (a kind, name and labels in the past table and
 #: among the steps below the view's window, each once, and the overflow mark): more
@@ -135,11 +138,14 @@ _PG_STEP: Final = (
     "RETURNING tenant, session_id, seq, kind, name, labels, at_us, executed, fingerprints, "
     "trusted), "
     "q{n} AS (INSERT INTO session_past_data "
-    "(tenant, session_id, seq, kind, name, labels, fingerprints) "
-    "SELECT tenant, session_id, seq, kind, name, labels, fingerprints FROM d{n} "
+    "(tenant, session_id, seq, kind, name, labels, fingerprints, total) "
+    "SELECT tenant, session_id, seq, kind, name, labels, fingerprints, "
+    "coalesce((SELECT x.total FROM session_past_data x WHERE x.tenant = d{n}.tenant "
+    "AND x.session_id = d{n}.session_id ORDER BY x.id DESC LIMIT 1), 0) "
+    "+ sum(octet_length(fingerprints)) OVER (ORDER BY seq) FROM d{n} "
     "WHERE octet_length(fingerprints) > 0 AND NOT (kind = 'input' AND trusted = 1) "
-    "AND (SELECT coalesce(sum(octet_length(x.fingerprints)), 0) FROM session_past_data x "
-    "WHERE x.tenant = d{n}.tenant AND x.session_id = d{n}.session_id) "
+    "AND coalesce((SELECT x.total FROM session_past_data x WHERE x.tenant = d{n}.tenant "
+    "AND x.session_id = d{n}.session_id ORDER BY x.id DESC LIMIT 1), 0) "
     f"< {8 * MAX_PAST_PRINTS} ORDER BY seq), "
     "p{n} AS (INSERT INTO session_past "
     "(tenant, session_id, kind, name, labels, n, first_us, last_us) "
@@ -679,10 +685,7 @@ class SqlHistory:
         )
         if seq > self.max_steps:
             cur.execute(_SQLITE_FOLD, (tenant, session_id, seq - self.max_steps))
-            cur.execute(
-                _SQLITE_FOLD_DATA,
-                (tenant, session_id, seq - self.max_steps, tenant, session_id),
-            )
+            cur.execute(_SQLITE_FOLD_DATA, (tenant, session_id, seq - self.max_steps))
             cur.execute(
                 store.q(
                     "DELETE FROM session_steps WHERE tenant = ? AND session_id = ? AND seq <= ?"
@@ -876,12 +879,13 @@ class SqlHistory:
             cur.execute(
                 store.q(
                     "INSERT INTO session_past_data "
-                    "(tenant, session_id, seq, kind, name, labels, fingerprints) "
-                    "SELECT ?, ?, NULL, '', '', '[]', ? WHERE "
-                    f"(SELECT coalesce(sum({length}(fingerprints)), 0) FROM session_past_data "
-                    f"WHERE tenant = ? AND session_id = ?) < {_PAST_DATA_BYTES}"
+                    "(tenant, session_id, seq, kind, name, labels, fingerprints, total) "
+                    f"SELECT ?, ?, NULL, '', '', '[]', ?, last.total + {length}(?) FROM "
+                    "(SELECT coalesce((SELECT total FROM session_past_data WHERE tenant = ? "
+                    "AND session_id = ? ORDER BY id DESC LIMIT 1), 0) AS total) AS last "
+                    f"WHERE last.total < {_PAST_DATA_BYTES}"
                 ),
-                (tenant, session_id, packed, tenant, session_id),
+                (tenant, session_id, packed, packed, tenant, session_id),
             )
         cur.execute(
             store.q("UPDATE sessions SET version = ? WHERE tenant = ? AND session_id = ?"),

@@ -11,7 +11,8 @@
 -- only the rows past the last it read. Bounded per session: once its rows hold
 -- 800,000 bytes (interlock.session.history.MAX_PAST_PRINTS fingerprints of 8 bytes)
 -- none is added, and a reader that counts that many can tell nothing of the dropped
--- data. A row whose fingerprints are NULL marks the dropped data unknown: a session
+-- data. `total` is the bytes of the session's rows up to and including each (its
+-- newest row's: one index seek, not a sum over the rows, a drop). A row whose fingerprints are NULL marks the dropped data unknown: a session
 -- that dropped steps before this schema. Forgotten with its session.
 
 CREATE TABLE session_past_data (
@@ -22,13 +23,15 @@ CREATE TABLE session_past_data (
     kind         TEXT    NOT NULL,
     name         TEXT    NOT NULL,
     labels       TEXT    NOT NULL,
-    fingerprints BLOB
+    fingerprints BLOB,
+    total        INTEGER NOT NULL
 );
 
 CREATE INDEX session_past_data_by_session ON session_past_data (tenant, session_id, id);
 
-INSERT INTO session_past_data (tenant, session_id, seq, kind, name, labels, fingerprints)
-    SELECT s.tenant, s.session_id, NULL, '', '', '[]', NULL FROM sessions s
+INSERT INTO session_past_data
+    (tenant, session_id, seq, kind, name, labels, fingerprints, total)
+    SELECT s.tenant, s.session_id, NULL, '', '', '[]', NULL, 0 FROM sessions s
     WHERE s.next_seq > 1 AND NOT EXISTS (SELECT 1 FROM session_steps t
         WHERE t.tenant = s.tenant AND t.session_id = s.session_id AND t.seq = 1);
 
@@ -48,13 +51,17 @@ BEGIN
         n = session_past.n + excluded.n,
         first_us = min(session_past.first_us, excluded.first_us),
         last_us = max(session_past.last_us, excluded.last_us);
-    INSERT INTO session_past_data (tenant, session_id, seq, kind, name, labels, fingerprints)
-    SELECT tenant, session_id, seq, kind, name, labels, fingerprints
+    INSERT INTO session_past_data
+        (tenant, session_id, seq, kind, name, labels, fingerprints, total)
+    SELECT tenant, session_id, seq, kind, name, labels, fingerprints,
+        coalesce((SELECT d.total FROM session_past_data d WHERE d.tenant = NEW.tenant
+            AND d.session_id = NEW.session_id ORDER BY d.id DESC LIMIT 1), 0)
+        + sum(length(fingerprints)) OVER (ORDER BY seq)
     FROM session_steps WHERE tenant = NEW.tenant AND session_id = NEW.session_id
         AND seq <= NEW.oldest AND length(fingerprints) > 0
         AND NOT (kind = 'input' AND trusted = 1)
-        AND (SELECT coalesce(sum(length(d.fingerprints)), 0) FROM session_past_data d
-            WHERE d.tenant = NEW.tenant AND d.session_id = NEW.session_id) < 800000
+        AND coalesce((SELECT d.total FROM session_past_data d WHERE d.tenant = NEW.tenant
+            AND d.session_id = NEW.session_id ORDER BY d.id DESC LIMIT 1), 0) < 800000
     ORDER BY seq;
     DELETE FROM session_steps WHERE tenant = NEW.tenant AND session_id = NEW.session_id
         AND seq <= NEW.oldest;
