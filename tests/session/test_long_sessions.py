@@ -358,3 +358,31 @@ def test_the_sql_store_stops_keeping_dropped_data_at_the_bound(tmp_path: Path) -
         fresh = store.session_history(max_steps=2).view("t", "s").past.data
     assert kept is not None and kept.blind
     assert fresh is not None and fresh.blind
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'two.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+def test_two_writers_on_one_session_keep_every_dropped_step_data(sql_url: str) -> None:
+    """Two histories (replicas) taking turns on one session: neither knows the session
+    as the other left it, so each append takes the general path (on SQLite; on
+    PostgreSQL the one statement): every dropped step's data is kept, once."""
+    texts = [f"report {i}: figures for region {i} and the notes of {i}" for i in range(12)]
+    with open_store(sql_url) as store:
+        writers = [store.session_history(max_steps=3), store.session_history(max_steps=3)]
+        for i, text in enumerate(texts):
+            history = writers[i % 2]
+            step = NewStep(kind="tool", name="read_file", verdict="allow", decision_id=f"d{i}")
+            history.append("t", "s", step)
+            history.settle("t", "s", f"d{i}", executed=True, fingerprints=of_data(text))
+        view = store.session_history(max_steps=3).view("t", "s")
+    data = view.past.data
+    assert data is not None and not data.blind
+    dropped = frozenset().union(*(of_data(text) for text in texts[:-3]))
+    assert data.prints == dropped
+    assert data.counted == sum(len(of_data(text)) for text in texts[:-3])
+    assert not data.prints & (of_data(texts[-1]) - dropped)
