@@ -25,7 +25,6 @@ from interlock.session import history as history_module
 from interlock.session.fingerprints import of_data
 from interlock.session.history import (
     MAX_PAST_PRINTS,
-    NO_DATA,
     MemoryHistory,
     NewStep,
     SessionView,
@@ -236,23 +235,49 @@ def test_the_flow_from_a_kept_step_is_still_found(guard: Guard) -> None:
 # -- the past's data itself -----------------------------------------------------------
 
 
-def test_trusted_inputs_and_steps_without_data_leave_nothing(guard: Guard) -> None:
+def _user_says(guard: Guard, text: str) -> None:
     assert guard.sessions is not None
     guard.sessions.append(
         "default",
         "s-long",
         NewStep(
-            kind="input",
-            name="user",
-            verdict="input",
-            fingerprints=of_data("please mail the report to bob@corp.example"),
-            trusted=True,
+            kind="input", name="user", verdict="input", fingerprints=of_data(text), trusted=True
         ),
     )
+
+
+def test_the_users_recipient_stays_the_users_past_the_window(guard: Guard) -> None:
+    """The user named the recipient; the request left the window; a page (kept) names
+    the same address. The user's words still win: the dropped trusted input's
+    fingerprints are kept (before, the recipient read as the page's: a false alarm)."""
+    _user_says(guard, "please send the quarterly figures to finance-team@corp.example")
+    _pad(guard, 2 * MAX_STEPS)
+    _run(
+        guard,
+        "fetch_page",
+        "Contact: finance-team@corp.example for the figures.",
+        url="https://intranet.example/contacts",
+    )
+    decision = _decide(guard, "send_mail", to="finance-team@corp.example", body="figures")
+    assert decision.verdict is Verdict.ALLOW, decision.reason
+    # the look-alike the page alone names is still the page's
+    decision = _decide(guard, "send_mail", to="payouts@evil-mirror.example", body="figures")
+    assert decision.verdict is Verdict.ALLOW  # the page above never named it
+    _run(guard, "fetch_page", PAGE, url="https://news.example/b")
+    decision = _decide(guard, "send_mail", to="payouts@evil-mirror.example", body="figures")
+    assert decision.verdict is Verdict.REQUIRE_APPROVAL
+
+
+def test_steps_without_data_leave_nothing_and_trusted_inputs_only_the_users_words(
+    guard: Guard,
+) -> None:
+    """A dropped trusted input is kept for provenance's "the user's words win", not
+    as data a flow looks for."""
+    _user_says(guard, "please mail the report to bob@corp.example")
     for i in range(2 * MAX_STEPS):
         _decide(guard, "list_dir", path=f"/tmp/{i}")  # decided, never run: no data
-    past = _view(guard).past
-    assert past.data is NO_DATA
+    data = _view(guard).past.data
+    assert data is not None and data.trusted and not data.prints
 
 
 def test_a_kept_view_and_a_fresh_read_agree_on_the_dropped_data(guard: Guard, backend: str) -> None:
@@ -266,6 +291,7 @@ def test_a_kept_view_and_a_fresh_read_agree_on_the_dropped_data(guard: Guard, ba
             fresh = store.session_history(max_steps=MAX_STEPS).view("default", "s-long").past
         assert fresh.data is not None
         assert fresh.data.prints == kept.prints
+        assert fresh.data.trusted == kept.trusted
         assert fresh.data.names == kept.names
         assert fresh.data.counted == kept.counted
 
@@ -286,7 +312,8 @@ def test_sql_sessions_that_dropped_steps_before_schema_16_cannot_tell(tmp_path: 
             cur.execute("DELETE FROM session_past_data")
             cur.execute(
                 "INSERT INTO session_past_data (tenant, session_id, seq, kind, name, labels, "
-                "fingerprints, total) VALUES ('default', 's-old', NULL, '', '', '[]', NULL, 0)"
+                "trusted, fingerprints, total) "
+                "VALUES ('default', 's-old', NULL, '', '', '[]', 0, NULL, 0)"
             )
     with open_store(url) as store:
         view = store.session_history(max_steps=MAX_STEPS).view("default", "s-old")
@@ -312,7 +339,9 @@ def test_memory_counts_the_dropped_data_against_its_bound() -> None:
     data = view.past.data
     assert data is not None
     kept = sum(len(step.fingerprints) for step in view.steps)
-    assert history.fingerprints_held == kept + len(view.index.prints) + len(data.prints)  # type: ignore[union-attr]
+    index = view.index
+    assert index is not None
+    assert history.fingerprints_held == kept + len(index.prints) + len(data.prints)
     assert MAX_PAST_PRINTS > data.counted > 0
 
 

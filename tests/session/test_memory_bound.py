@@ -52,7 +52,7 @@ def _counted(history: MemoryHistory, sessions: list[str]) -> int:
         if view.index is not None:
             total += len(view.index.prints)
         if view.past.data is not None:
-            total += len(view.past.data.prints)
+            total += len(view.past.data.prints) + len(view.past.data.trusted)
     return total
 
 

@@ -602,7 +602,8 @@ def provenance_labels(view: SessionView, probed: frozenset[int]) -> frozenset[st
     must not be missing from the trusted inputs than are found in them. A page's
     ``ops@corp.example.evil.io`` holds a run of the system prompt
     (``ops@corp.example``) but is the page's; a recipient the user typed that a page
-    also names (or extends) is the user's."""
+    also names (or extends) is the user's — also once the user's request has left the
+    window (the session's past keeps the dropped trusted inputs' fingerprints)."""
     if not view.may_hold(probed):  # no step but the trusted inputs holds any of it
         return frozenset()
     trusted: set[int] = set()
@@ -615,6 +616,11 @@ def provenance_labels(view: SessionView, probed: frozenset[int]) -> frozenset[st
             trusted |= held
         else:
             sources.append((held, step.labels))
+    if not sources:
+        return frozenset()
+    data = view.past.data
+    if data is not None and data.trusted:  # the user's words that left the window
+        trusted |= probed.intersection(data.trusted)
     found: set[str] = set()
     for held, labels in sources:
         if len(held - trusted) > len(held & trusted):

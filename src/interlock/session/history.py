@@ -150,8 +150,11 @@ class DroppedData:
     """What the data a session's dropped steps brought in still tells: the union of
     their fingerprints (every step with fingerprints but trusted inputs: the steps
     ``flows_from`` and ``provenance`` look for), the (kind, name) and labels of those
-    steps, and whether it is **blind** (cannot tell: past :data:`MAX_PAST_PRINTS`, an
-    older fingerprint format, a session whose dropped steps were not followed).
+    steps, the union of the dropped **trusted inputs'** fingerprints (the user's
+    request and the system prompt: provenance's "the user's words win" still holds
+    past the window), and whether it is **blind** (cannot tell: past
+    :data:`MAX_PAST_PRINTS`, an older fingerprint format, a session whose dropped
+    steps were not followed).
 
     A **filter**, never an answer, like :class:`FingerprintIndex`: an argument whose
     probe is disjoint from it carries nothing the dropped steps brought in, so a flow
@@ -161,10 +164,21 @@ class DroppedData:
     shared by the successive views of a session: an older view may see more than its
     own past, which can only make a miss "cannot tell", never a hit a miss."""
 
-    __slots__ = ("anonymous", "blind", "counted", "labels", "names", "prints", "seqs", "upto")
+    __slots__ = (
+        "anonymous",
+        "blind",
+        "counted",
+        "labels",
+        "names",
+        "prints",
+        "seqs",
+        "trusted",
+        "upto",
+    )
 
     def __init__(self, blind: bool = False) -> None:
         self.prints: set[int] = set()
+        self.trusted: set[int] = set()  # of the dropped trusted inputs
         #: the seqs of the steps taken in: a step is taken in once, whether a history
         #: folds it as it leaves or reads it back from its store
         self.seqs: set[int] = set()
@@ -186,10 +200,11 @@ class DroppedData:
         labels: frozenset[str],
         prints: frozenset[int],
         seq: int | None = None,
+        trusted: bool = False,
     ) -> int:
         """Take in a dropped step's data (``kind`` empty: a step not known, ``seq``
-        None: one without a seq, a settle's); returns how many fingerprints the union
-        grew by (negative when it went blind)."""
+        None: one without a seq, a settle's; ``trusted``: a trusted input's); returns
+        how many fingerprints the unions grew by (negative when it went blind)."""
         if self.blind or not prints:
             return 0
         if seq is not None:
@@ -201,6 +216,10 @@ class DroppedData:
         self.counted += len(prints)
         if self.counted >= MAX_PAST_PRINTS:
             return self.go_blind()
+        if trusted:
+            before = len(self.trusted)
+            self.trusted |= prints
+            return len(self.trusted) - before
         before = len(self.prints)
         self.prints |= prints
         if kind:
@@ -212,18 +231,20 @@ class DroppedData:
         return len(self.prints) - before
 
     def add_step(self, step: Step) -> int:
-        """:meth:`add` of a dropped step (a trusted input, or one without data: nothing)."""
+        """:meth:`add` of a dropped step (one without data: nothing)."""
         prints = step.fingerprints
-        if not prints or (step.kind == "input" and step.trusted):
+        if not prints:
             return 0
-        return self.add(step.kind, step.name, step.labels, prints, step.seq)
+        trusted = step.kind == "input" and step.trusted
+        return self.add(step.kind, step.name, step.labels, prints, step.seq, trusted)
 
     def go_blind(self) -> int:
         """Give up the fingerprints: from now on nothing can be told of the dropped
         data. Returns minus how many were held."""
-        held = len(self.prints)
+        held = len(self.prints) + len(self.trusted)
         self.blind = True
         self.prints = set()  # a new set: a reader testing the old one finishes on it
+        self.trusted = set()
         self.names.clear()
         self.labels.clear()
         self.seqs.clear()
@@ -237,13 +258,17 @@ class DroppedData:
         """The same dropped data, whoever took it in (as the views holding it compare)."""
         if not isinstance(other, DroppedData):
             return NotImplemented
-        return (self.blind, self.anonymous, self.counted, self.prints, self.names, self.labels) == (
-            other.blind,
-            other.anonymous,
-            other.counted,
-            other.prints,
-            other.names,
-            other.labels,
+        return self._state() == other._state()
+
+    def _state(self) -> tuple[object, ...]:
+        return (
+            self.blind,
+            self.anonymous,
+            self.counted,
+            self.prints,
+            self.trusted,
+            self.names,
+            self.labels,
         )
 
     def __hash__(self) -> int:
@@ -513,9 +538,9 @@ def _sources_of(steps: tuple[Step, ...]) -> tuple[Step, ...]:
 
 
 def _brings_data(step: Step) -> bool:
-    """Whether ``step`` holds data a flow or provenance may look for (fingerprints,
-    and not a trusted input)."""
-    return bool(step.fingerprints) and not (step.kind == "input" and step.trusted)
+    """Whether ``step`` holds data a flow or provenance may look for or weigh (a
+    trusted input's: the user's words)."""
+    return bool(step.fingerprints)
 
 
 def _past_with(past: SessionPast, leaving: Iterable[Step], from_first: bool) -> SessionPast:
@@ -777,13 +802,12 @@ class _Session:
                 dropped += len(old.fingerprints)
                 if sources and sources[0] is old:  # sources are oldest first
                     del sources[0]
-                if not (old.kind == "input" and old.trusted):
+                data = past.data
+                if data is NO_DATA:  # the session's first data dropped
+                    past = self.past = past.following_data()
                     data = past.data
-                    if data is NO_DATA:  # the session's first data dropped
-                        past = self.past = past.following_data()
-                        data = past.data
-                    if data is not None:
-                        dropped -= data.add_step(old)
+                if data is not None:
+                    dropped -= data.add_step(old)
         if step.fingerprints:
             sources.append(step)
         index = self.index
@@ -959,7 +983,7 @@ class MemoryHistory:
             lost = (
                 gone.lost
                 or any(not (s.kind == "input" and s.trusted) for s in gone.sources)
-                or (data is not NO_DATA and (data is None or data.blind or data.counted > 0))
+                or (data is not NO_DATA and (data is None or data.blind or bool(data.prints)))
             )
             # its allowed calls not known to have run (usually the last few, or none)
             calls: dict[str, Step | None] = {

@@ -98,13 +98,14 @@ _PAST_DATA_BYTES: Final = 8 * MAX_PAST_PRINTS
 #: SQLite's general append: the data of the steps past the bound kept (schema 16), as
 #: the usual step's trigger does.
 _SQLITE_FOLD_DATA: Final = (
-    "INSERT INTO session_past_data (tenant, session_id, seq, kind, name, labels, "
-    "fingerprints, total) SELECT tenant, session_id, seq, kind, name, labels, fingerprints, "
+    "INSERT INTO session_past_data (tenant, session_id, seq, kind, name, labels, trusted, "
+    "fingerprints, total) SELECT tenant, session_id, seq, kind, name, labels, trusted, "
+    "fingerprints, "
     "coalesce((SELECT d.total FROM session_past_data d WHERE d.tenant = ?1 "
     "AND d.session_id = ?2 ORDER BY d.id DESC LIMIT 1), 0) "
     "+ sum(length(fingerprints)) OVER (ORDER BY seq) "
     "FROM session_steps WHERE tenant = ?1 AND session_id = ?2 AND seq <= ?3 "
-    "AND length(fingerprints) > 0 AND NOT (kind = 'input' AND trusted = 1) "
+    "AND length(fingerprints) > 0 "
     "AND coalesce((SELECT d.total FROM session_past_data d WHERE d.tenant = ?1 "
     f"AND d.session_id = ?2 ORDER BY d.id DESC LIMIT 1), 0) < {_PAST_DATA_BYTES} ORDER BY seq"
 )
@@ -138,12 +139,12 @@ _PG_STEP: Final = (
     "RETURNING tenant, session_id, seq, kind, name, labels, at_us, executed, fingerprints, "
     "trusted), "
     "q{n} AS (INSERT INTO session_past_data "
-    "(tenant, session_id, seq, kind, name, labels, fingerprints, total) "
-    "SELECT tenant, session_id, seq, kind, name, labels, fingerprints, "
+    "(tenant, session_id, seq, kind, name, labels, trusted, fingerprints, total) "
+    "SELECT tenant, session_id, seq, kind, name, labels, trusted, fingerprints, "
     "coalesce((SELECT x.total FROM session_past_data x WHERE x.tenant = d{n}.tenant "
     "AND x.session_id = d{n}.session_id ORDER BY x.id DESC LIMIT 1), 0) "
     "+ sum(octet_length(fingerprints)) OVER (ORDER BY seq) FROM d{n} "
-    "WHERE octet_length(fingerprints) > 0 AND NOT (kind = 'input' AND trusted = 1) "
+    "WHERE octet_length(fingerprints) > 0 "
     "AND coalesce((SELECT x.total FROM session_past_data x WHERE x.tenant = d{n}.tenant "
     "AND x.session_id = d{n}.session_id ORDER BY x.id DESC LIMIT 1), 0) "
     f"< {8 * MAX_PAST_PRINTS} ORDER BY seq), "
@@ -420,7 +421,7 @@ class SqlHistory:
         if dropped:
             rows = [row for row in rows if row[4] != -1]
             with self._views_lock:  # the kept views share it: one writer at a time
-                for kind, name, labels, row_id, _, seq, prints in dropped:
+                for kind, name, labels, row_id, _, seq, trusted, prints in dropped:
                     if prints is None:  # the mark: dropped before schema 16
                         data.go_blind()
                     else:
@@ -430,6 +431,7 @@ class SqlHistory:
                             _labels_of(labels),
                             unpack(prints),
                             None if seq == -1 else int(seq),
+                            bool(trusted),
                         )
                     data.upto = max(data.upto, int(row_id))
         elif not data.upto and not data.blind:
@@ -444,7 +446,7 @@ class SqlHistory:
         if len(rows) >= _PAST_ROWS:
             return None
         counts: dict[tuple[str, str, str], PastCount] = {}
-        for kind, name, labels, found, first_us, last_us, _ in rows:
+        for kind, name, labels, found, first_us, last_us, _, _ in rows:
             if not kind:  # the overflow mark
                 return None
             key = (str(kind), str(name), str(labels))
@@ -466,12 +468,12 @@ class SqlHistory:
         blob = "NULL::bytea" if self.store.dialect == "postgres" else "NULL"
         return self.store.q(
             "SELECT * FROM (SELECT kind, name, labels, count(*) AS n, min(at_us) AS first_us, "
-            f"max(at_us) AS last_us, {blob} AS prints FROM session_steps "
+            f"max(at_us) AS last_us, 0 AS trusted, {blob} AS prints FROM session_steps "
             "WHERE seq < ? AND tenant = ? AND session_id = ? AND executed = 1 "
             "AND kind <> 'input' GROUP BY kind, name, labels UNION ALL "
-            f"SELECT kind, name, labels, n, first_us, last_us, {blob} FROM session_past "
+            f"SELECT kind, name, labels, n, first_us, last_us, 0, {blob} FROM session_past "
             f"WHERE tenant = ? AND session_id = ? LIMIT {_PAST_ROWS}) AS c UNION ALL "
-            "SELECT kind, name, labels, id, -1, coalesce(seq, -1), fingerprints "
+            "SELECT kind, name, labels, id, -1, coalesce(seq, -1), trusted, fingerprints "
             "FROM session_past_data WHERE tenant = ? AND session_id = ? AND id > ?"
         )
 
@@ -879,8 +881,8 @@ class SqlHistory:
             cur.execute(
                 store.q(
                     "INSERT INTO session_past_data "
-                    "(tenant, session_id, seq, kind, name, labels, fingerprints, total) "
-                    f"SELECT ?, ?, NULL, '', '', '[]', ?, last.total + {length}(?) FROM "
+                    "(tenant, session_id, seq, kind, name, labels, trusted, fingerprints, total) "
+                    f"SELECT ?, ?, NULL, '', '', '[]', 0, ?, last.total + {length}(?) FROM "
                     "(SELECT coalesce((SELECT total FROM session_past_data WHERE tenant = ? "
                     "AND session_id = ? ORDER BY id DESC LIMIT 1), 0) AS total) AS last "
                     f"WHERE last.total < {_PAST_DATA_BYTES}"

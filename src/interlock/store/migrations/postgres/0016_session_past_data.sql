@@ -13,6 +13,7 @@ CREATE TABLE session_past_data (
     kind         TEXT    NOT NULL,
     name         TEXT    NOT NULL,
     labels       TEXT    NOT NULL,
+    trusted      INTEGER NOT NULL,
     fingerprints BYTEA,
     total        BIGINT NOT NULL
 );
@@ -20,7 +21,7 @@ CREATE TABLE session_past_data (
 CREATE INDEX session_past_data_by_session ON session_past_data (tenant, session_id, id);
 
 INSERT INTO session_past_data
-    (tenant, session_id, seq, kind, name, labels, fingerprints, total)
-    SELECT s.tenant, s.session_id, NULL, '', '', '[]', NULL, 0 FROM sessions s
+    (tenant, session_id, seq, kind, name, labels, trusted, fingerprints, total)
+    SELECT s.tenant, s.session_id, NULL, '', '', '[]', 0, NULL, 0 FROM sessions s
     WHERE s.next_seq > 1 AND NOT EXISTS (SELECT 1 FROM session_steps t
         WHERE t.tenant = s.tenant AND t.session_id = s.session_id AND t.seq = 1);

@@ -3,9 +3,9 @@
 -- do not find is a sure miss unless the dropped data may hold it (before, every such
 -- miss was undetermined once a step had been dropped).
 --
--- One row a dropped step with fingerprints (trusted inputs aside: flows and provenance
--- do not look for them), filled in the append's transaction from the rows the bound
--- deletes, just before it deletes them; and one a call settled with a result after its
+-- One row a dropped step with fingerprints (a trusted input's too: provenance weighs
+-- the user's words against a source's), filled in the append's transaction from the
+-- rows the bound deletes, just before it deletes them; and one a call settled with a result after its
 -- step was dropped (kind '', seq NULL: a step not known). Rows are only added, and
 -- each session's in the order of their ids (one writer at a time), so a reader reads
 -- only the rows past the last it read. Bounded per session: once its rows hold
@@ -23,6 +23,7 @@ CREATE TABLE session_past_data (
     kind         TEXT    NOT NULL,
     name         TEXT    NOT NULL,
     labels       TEXT    NOT NULL,
+    trusted      INTEGER NOT NULL,
     fingerprints BLOB,
     total        INTEGER NOT NULL
 );
@@ -30,8 +31,8 @@ CREATE TABLE session_past_data (
 CREATE INDEX session_past_data_by_session ON session_past_data (tenant, session_id, id);
 
 INSERT INTO session_past_data
-    (tenant, session_id, seq, kind, name, labels, fingerprints, total)
-    SELECT s.tenant, s.session_id, NULL, '', '', '[]', NULL, 0 FROM sessions s
+    (tenant, session_id, seq, kind, name, labels, trusted, fingerprints, total)
+    SELECT s.tenant, s.session_id, NULL, '', '', '[]', 0, NULL, 0 FROM sessions s
     WHERE s.next_seq > 1 AND NOT EXISTS (SELECT 1 FROM session_steps t
         WHERE t.tenant = s.tenant AND t.session_id = s.session_id AND t.seq = 1);
 
@@ -52,14 +53,13 @@ BEGIN
         first_us = min(session_past.first_us, excluded.first_us),
         last_us = max(session_past.last_us, excluded.last_us);
     INSERT INTO session_past_data
-        (tenant, session_id, seq, kind, name, labels, fingerprints, total)
-    SELECT tenant, session_id, seq, kind, name, labels, fingerprints,
+        (tenant, session_id, seq, kind, name, labels, trusted, fingerprints, total)
+    SELECT tenant, session_id, seq, kind, name, labels, trusted, fingerprints,
         coalesce((SELECT d.total FROM session_past_data d WHERE d.tenant = NEW.tenant
             AND d.session_id = NEW.session_id ORDER BY d.id DESC LIMIT 1), 0)
         + sum(length(fingerprints)) OVER (ORDER BY seq)
     FROM session_steps WHERE tenant = NEW.tenant AND session_id = NEW.session_id
         AND seq <= NEW.oldest AND length(fingerprints) > 0
-        AND NOT (kind = 'input' AND trusted = 1)
         AND coalesce((SELECT d.total FROM session_past_data d WHERE d.tenant = NEW.tenant
             AND d.session_id = NEW.session_id ORDER BY d.id DESC LIMIT 1), 0) < 800000
     ORDER BY seq;
