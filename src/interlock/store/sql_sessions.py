@@ -422,6 +422,8 @@ class SqlHistory:
             rows = [row for row in rows if row[4] != -1]
             with self._views_lock:  # the kept views share it: one writer at a time
                 for kind, name, labels, row_id, _, seq, trusted, prints in dropped:
+                    if row_id <= data.upto:
+                        continue  # another thread read it in meanwhile
                     if prints is None:  # the mark: dropped before schema 16
                         data.go_blind()
                     else:
