@@ -167,9 +167,14 @@ class _Batch:
                 callback()
 
 
-def _resolve(done: asyncio.Future[None]) -> None:
+def _resolve(done: asyncio.Future[bool]) -> None:
     if not done.done():  # (cancelled: its waiter gave up)
-        done.set_result(None)
+        done.set_result(True)
+
+
+def _expire(done: asyncio.Future[bool]) -> None:
+    if not done.done():  # (settled just now: the settlement wins)
+        done.set_result(False)
 
 
 def _waited(parked: threading.Lock, timeout: float) -> bool:
@@ -407,9 +412,11 @@ class AuditWriter:
         wait is over: :meth:`_late`). Its settlement wakes the loop through its
         self-pipe only when it happens on another thread: a batch led inline by another
         task of this loop (the usual case under load) resolves the wait directly, no
-        system call; and a task whose own inline commit settled it never waits."""
+        system call; and a task whose own inline commit settled it never waits. The
+        bound is one timer on the future, not ``asyncio.wait_for`` (which wraps it in a
+        second future and a callback: measured ≈ 14 against ≈ 7 µs a wait)."""
         loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
+        done: asyncio.Future[bool] = loop.create_future()
         here = threading.get_ident()
 
         def wake() -> None:
@@ -422,9 +429,13 @@ class AuditWriter:
             if batch.settled:
                 return
             batch.callbacks.append(wake)
+        waited = self._wait_bound()
+        timer = loop.call_later(max(0.0, waited), _expire, done)
         try:
-            await asyncio.wait_for(done, max(0.0, waited := self._wait_bound()))
-        except TimeoutError:
+            settled = await done  # a cancellation of this task cancels ``done``
+        finally:
+            timer.cancel()
+        if not settled:
             self._late(batch, index, late, waited)
 
     def _write(
