@@ -71,6 +71,13 @@ __all__ = ["AuditWriter"]
 log = logging.getLogger("interlock.audit")
 
 _RETRIES: Final = (0.01, 0.05, 0.2)
+#: Records of a turn (durability ``none``) at most which the writer thread commits
+#: rather than the loop: one request's (its decision, and the record that may follow
+#: it). A loop that served one request in its turn is not loaded; committed there, after
+#: the answer was sent, the commit held up the client's next request (measured: the
+#: sequential p50 at ``none`` was that at ``process``); the writer thread commits it on
+#: another core meanwhile, the GIL given up in each SQLite call.
+_LONE: Final = 2
 _NO_CHECKPOINTS: Final = (
     "no audit checkpoints are written: a cut tail or a deleted tenant cannot be "
     "detected. Set INTERLOCK_CHECKPOINTS (a file, stdout, log or an https:// URL) and "
@@ -507,7 +514,8 @@ class AuditWriter:
         have queued theirs, rather than waking the writer thread: a writer thread
         woken for every batch contends with the loop for the GIL, and every request
         the loop serves meanwhile waits for it (measured: the loop's decision took
-        about twice as long)."""
+        about twice as long) — a loaded loop's batches, that is: one request's is the
+        writer thread's all the same (:data:`_LONE`)."""
         with self._lock:
             batch, index = self._add(item, extra, None)
             if index != 0:  # its first record asked for its commit already
@@ -522,7 +530,9 @@ class AuditWriter:
     def _commit_on_loop(self, batch: _Batch) -> None:
         """The loop's callback for an open batch of records nobody waits for: commit it
         here, if no commit is running and the store can without waiting
-        (:meth:`_lead_inline`); otherwise the writer thread commits it, as before."""
+        (:meth:`_lead_inline`); otherwise — or when the batch is one request's
+        (``_LONE``: the loop is not loaded, and a commit here would hold up its next
+        request) — the writer thread commits it, as before."""
         with self._lock:
             if self._open is not batch:  # taken already (the writer thread, a flush)
                 return
@@ -530,6 +540,7 @@ class AuditWriter:
                 self._writing is not None
                 or self._handed is not None
                 or len(batch.items) > self.max_batch
+                or len(batch.items) <= _LONE
             ):
                 self._work.notify()  # the writer takes it once it is free
                 return
