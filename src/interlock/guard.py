@@ -586,12 +586,13 @@ class Guard:
         cancel: CancelToken | None,
     ) -> Decision:
         """:meth:`check` with the session's facts: read before, the step recorded after."""
-        if (
+        usual = (
             type(action) is Action
             and type(action.context) is Context
             and self.context is _DEFAULT_CONTEXT
             and not self._intents
-        ):
+        )
+        if usual:
             contextual = action  # the usual action: _contextualise would return it as is
         else:
             try:
@@ -603,9 +604,7 @@ class Guard:
             facts = reads.facts(contextual)
         else:
             facts_of = getattr(recorder, "facts_of", None)  # (a remote guard's has none)
-            facts = (
-                recorder.facts(contextual.context) if facts_of is None else facts_of(contextual)
-            )
+            facts = recorder.facts(contextual.context) if facts_of is None else facts_of(contextual)
         if facts.view is None and facts.read:  # _history_down's own test, inlined
             refusal = self._history_down(contextual, facts)
             if refusal is not None:
@@ -614,9 +613,23 @@ class Guard:
         # one context variable the session rules and this guard both read
         facts.guard = self
         facts.recorder = recorder
+        decider = self.decider
         token = _RECORDING.set(facts)
         try:
-            decision = self.check(contextual, timeout=timeout, cancel=cancel)
+            if (  # check's hot path would take it: taken here, not through check again
+                usual
+                and timeout is None
+                and cancel is None
+                and self.timeout is None
+                and not self._waits
+                and type(decider) is LocalDecider
+                and self.audit is None
+                and self.on_decision is None
+                and self.on_blocked is None
+            ):
+                decision = self._decided_here(contextual, decider.policy)
+            else:
+                decision = self.check(contextual, timeout=timeout, cancel=cancel)
         finally:
             _RECORDING.reset(token)
         if contextual is None or self.policy is None:
@@ -633,6 +646,48 @@ class Guard:
         except Exception as exc:
             self._give_back(decision)
             return self._told(_failed(exc))
+
+    def _decided_here(self, action: Action, policy: CompiledPolicy) -> Decision:
+        """:meth:`check`'s hot path, for a session check whose caller found it would
+        take it (the usual action, a local policy, nothing to wait on, no audit log and
+        no hooks): the policy's verdict, told, and its event given to the sink — as
+        ``check`` decides it, without entering ``check`` a second time."""
+        start = time.perf_counter_ns()
+        try:
+            decision = evaluate(action, policy)
+            if type(decision) is not Decision:
+                decision = _validated(decision)
+        except Exception as exc:
+            decision = _failed(exc)
+        verdict = decision.verdict
+        if verdict is not _ALLOW:
+            memo = self._shown_memo
+            # _told's own first case, inlined (as in check)
+            if not (
+                decision.shadow is None and memo[0] is self.redactor and decision.reason in memo[1]
+            ):
+                decision = self._told(decision)
+            if verdict is _UNDETERMINED and self.fail_mode == "open":
+                decision = self._failed_open(action, decision)
+        sink = self.sink
+        if sink is not None:
+            event = _new_tuple(
+                Event,
+                (
+                    "decision",
+                    time.time(),
+                    action,
+                    decision,
+                    time.perf_counter_ns() - start,
+                    None,
+                    self.redactor,
+                ),
+            )
+            try:
+                sink.emit(event)
+            except Exception:
+                log.exception("interlock: the event sink failed; the decision stands")
+        return decision
 
     def _history_down(self, action: Action | None, facts: SessionFacts) -> Decision | None:
         """When the session's history cannot be read: the undetermined decision of a
