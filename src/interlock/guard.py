@@ -131,6 +131,103 @@ class _Unset(Enum):
 _AS_DECIDED: Final = _Unset.UNSET
 
 
+#: What a check reads of its session (_SessionReads): nothing, its labels, its view.
+_READS_NOTHING: Final = 0
+_READS_LABELS: Final = 1
+_READS_VIEW: Final = 2
+_READS_KEPT: Final = 4096
+
+
+class _SessionReads:
+    """What the rules that read sessions read of a call's session, by the call's kind
+    and name, for a guard whose history is a ``MemoryHistory``: nothing (no such rule
+    names the call: its view is not read, its step is recorded all the same), its
+    labels alone (every such rule reads labels only: ``MemoryHistory.labels_view``, no
+    snapshot of the steps), or its view. A filter, like ``SessionRecorder.reads``: it
+    never says less than a rule may read (whatever the call's scope, tenant or agent).
+    A rule that reads more than it was given is unevaluable, never a miss (the facts
+    of a call not read, or a labels view, fail closed)."""
+
+    __slots__ = ("_found", "_new_facts", "_not_read", "_readers", "history", "recorder")
+
+    def __init__(
+        self,
+        recorder: SessionRecorder,
+        readers: tuple[tuple[frozenset[str] | None, Any, int], ...],
+    ) -> None:
+        from interlock.policy.sessionrules import NOT_READ, new_facts
+
+        self.recorder = recorder
+        self.history: Any = recorder.history
+        self._readers = readers
+        self._found: dict[tuple[str, str], int] = {}
+        # (the session engine's: not imported with the guard)
+        self._new_facts = new_facts
+        self._not_read = NOT_READ
+
+    @classmethod
+    def of(cls, recorder: SessionRecorder, policy: CompiledPolicy) -> _SessionReads | None:
+        """The reads of ``policy``'s rules and label rules; None unless the recorder's
+        history is exactly a ``MemoryHistory`` (another may fail or be read otherwise:
+        the recorder's own ``facts_of`` reads it)."""
+        from interlock.policy.sessionrules import reads_labels_only, reads_session
+        from interlock.session.history import MemoryHistory
+
+        spec = policy.sessions
+        if spec is None or type(recorder.history) is not MemoryHistory:
+            return None
+        readers = tuple(
+            (rule.kinds, rule.names, _READS_LABELS if reads_labels_only(rule) else _READS_VIEW)
+            for rule in (*policy.rules, *spec.label_rules)
+            if reads_session(rule)
+        )
+        return cls(recorder, readers)
+
+    def needs(self, kind: object, name: object) -> int:
+        """What a call of this kind and name reads of its session (any scope)."""
+        if type(kind) is not str or type(name) is not str:
+            return _READS_VIEW
+        key = (kind, name)
+        found = self._found.get(key)
+        if found is None:
+            found = max(
+                (
+                    reads
+                    for kinds, names, reads in self._readers
+                    if (kinds is None or kind in kinds) and (names is None or names.matches(name))
+                ),
+                default=_READS_NOTHING,
+            )
+            if len(self._found) >= _READS_KEPT:
+                self._found.clear()
+            self._found[key] = found
+        return found
+
+    def facts(self, action: Action) -> SessionFacts:
+        """The session facts of a check of ``action``, read as :meth:`needs` says."""
+        context = action.context
+        session_id = context.session_id
+        if session_id is None:
+            return self.recorder.facts(context)
+        kind = action.kind
+        name = action.name
+        needs = self._found.get((kind, name)) if type(kind) is str and type(name) is str else None
+        if needs is None:
+            needs = self.needs(kind, name)
+        if needs == _READS_NOTHING:  # SessionFacts.unread, without its call
+            return self._new_facts(None, 0.0, self._not_read, None, None, None, None, False, None)
+        try:
+            if needs == _READS_LABELS:
+                view = self.history.labels_view(context.tenant, session_id)
+            else:
+                view = self.history.view(context.tenant, session_id)
+        except Exception as exc:
+            from interlock.policy.sessionrules import SessionFacts
+
+            return SessionFacts.unavailable(session_id, describe(exc))
+        return self._new_facts(view, time.time(), None, None, None, None, None, True, None)
+
+
 class Guard:
     """The decision point.
 
@@ -358,7 +455,8 @@ class Guard:
         """The session recorder of a policy that reads or labels sessions; None for
         any other (a guard that pays nothing for sessions)."""
         spec = policy.sessions if policy is not None else None
-        if spec is None:
+        self._session_reads: _SessionReads | None = None
+        if spec is None or policy is None:
             return None
         from interlock.guard_sessions import SessionRecorder
 
@@ -372,7 +470,9 @@ class Guard:
 
                 history = MemoryHistory(max_steps=spec.max_steps)
             self._session_history = history
-        return SessionRecorder(spec, history, policy)
+        recorder = SessionRecorder(spec, history, policy)
+        self._session_reads = _SessionReads.of(recorder, policy)
+        return recorder
 
     @property
     def sessions(self) -> SessionHistory | None:
@@ -486,20 +586,25 @@ class Guard:
         cancel: CancelToken | None,
     ) -> Decision:
         """:meth:`check` with the session's facts: read before, the step recorded after."""
-        if (
+        usual = (
             type(action) is Action
             and type(action.context) is Context
             and self.context is _DEFAULT_CONTEXT
             and not self._intents
-        ):
+        )
+        if usual:
             contextual = action  # the usual action: _contextualise would return it as is
         else:
             try:
                 contextual = self._contextualise(action)
             except Exception as exc:  # refused as the check refuses it
                 return self._finish(action, _failed(exc), time.perf_counter_ns())
-        facts_of = getattr(recorder, "facts_of", None)  # (a remote guard's has none)
-        facts = recorder.facts(contextual.context) if facts_of is None else facts_of(contextual)
+        reads = self._session_reads
+        if reads is not None and reads.recorder is recorder:  # an in-memory history
+            facts = reads.facts(contextual)
+        else:
+            facts_of = getattr(recorder, "facts_of", None)  # (a remote guard's has none)
+            facts = recorder.facts(contextual.context) if facts_of is None else facts_of(contextual)
         if facts.view is None and facts.read:  # _history_down's own test, inlined
             refusal = self._history_down(contextual, facts)
             if refusal is not None:
@@ -508,9 +613,23 @@ class Guard:
         # one context variable the session rules and this guard both read
         facts.guard = self
         facts.recorder = recorder
+        decider = self.decider
         token = _RECORDING.set(facts)
         try:
-            decision = self.check(contextual, timeout=timeout, cancel=cancel)
+            if (  # check's hot path would take it: taken here, not through check again
+                usual
+                and timeout is None
+                and cancel is None
+                and self.timeout is None
+                and not self._waits
+                and type(decider) is LocalDecider
+                and self.audit is None
+                and self.on_decision is None
+                and self.on_blocked is None
+            ):
+                decision = self._decided_here(contextual, decider.policy)
+            else:
+                decision = self.check(contextual, timeout=timeout, cancel=cancel)
         finally:
             _RECORDING.reset(token)
         if contextual is None or self.policy is None:
@@ -527,6 +646,48 @@ class Guard:
         except Exception as exc:
             self._give_back(decision)
             return self._told(_failed(exc))
+
+    def _decided_here(self, action: Action, policy: CompiledPolicy) -> Decision:
+        """:meth:`check`'s hot path, for a session check whose caller found it would
+        take it (the usual action, a local policy, nothing to wait on, no audit log and
+        no hooks): the policy's verdict, told, and its event given to the sink — as
+        ``check`` decides it, without entering ``check`` a second time."""
+        start = time.perf_counter_ns()
+        try:
+            decision = evaluate(action, policy)
+            if type(decision) is not Decision:
+                decision = _validated(decision)
+        except Exception as exc:
+            decision = _failed(exc)
+        verdict = decision.verdict
+        if verdict is not _ALLOW:
+            memo = self._shown_memo
+            # _told's own first case, inlined (as in check)
+            if not (
+                decision.shadow is None and memo[0] is self.redactor and decision.reason in memo[1]
+            ):
+                decision = self._told(decision)
+            if verdict is _UNDETERMINED and self.fail_mode == "open":
+                decision = self._failed_open(action, decision)
+        sink = self.sink
+        if sink is not None:
+            event = _new_tuple(
+                Event,
+                (
+                    "decision",
+                    time.time(),
+                    action,
+                    decision,
+                    time.perf_counter_ns() - start,
+                    None,
+                    self.redactor,
+                ),
+            )
+            try:
+                sink.emit(event)
+            except Exception:
+                log.exception("interlock: the event sink failed; the decision stands")
+        return decision
 
     def _history_down(self, action: Action | None, facts: SessionFacts) -> Decision | None:
         """When the session's history cannot be read: the undetermined decision of a

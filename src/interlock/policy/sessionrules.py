@@ -151,6 +151,19 @@ def reads_session(rule: CompiledRule) -> bool:
     return rule.session is not None or bool(getattr(rule.when, "session", ()))
 
 
+def reads_labels_only(rule: CompiledRule) -> bool:
+    """Whether all ``rule`` reads of the session's view is its labels: a ``session:``
+    with ``labels`` alone, and a ``when:`` whose only session function is
+    ``session.labels`` (such a rule can be judged on
+    :meth:`~interlock.session.history.MemoryHistory.labels_view`)."""
+    test = rule.session
+    if test is not None and (
+        test.after is not None or test.flows_from is not None or test.provenance is not None
+    ):
+        return False
+    return all(function in SESSION_FIELDS for _, function, _ in getattr(rule.when, "session", ()))
+
+
 #: Probes of short argument texts already seen, by value (an agent sends the same
 #: recipient, URL, path or command again and again): bounded (1024 texts of at most
 #: 256 characters: a few MiB at worst), emptied whole when full.

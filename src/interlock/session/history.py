@@ -953,6 +953,37 @@ class MemoryHistory:
             past=remnant.past,
         )
 
+    def labels_view(self, tenant: str, session_id: str) -> SessionView:
+        """The session's labels, as :meth:`view` has them, in a view that holds nothing
+        else — for a check whose every rule reads labels only, without the snapshot of
+        the steps :meth:`view` makes after each write. It fails closed for any other
+        reader: no steps, no sources, its data ``lost`` and its past uncountable, so a
+        flow, provenance, ``after`` or count read from it cannot be told (undetermined,
+        never a miss). The full view when one is kept (read since the last write); an
+        unknown session's empty view, which is exact.
+
+        Example::
+
+            history.labels_view("acme", "s-1").labels  # frozenset({'secret'})
+        """
+        lock = self._lock
+        lock.acquire()
+        try:
+            found = self._sessions.get((tenant, session_id))
+            if found is not None:
+                kept = found.view
+                if kept is not None:
+                    return kept
+                labels, next_seq = found.labels, found.next_seq
+            else:
+                remnant = self._remnants.get((tenant, session_id))
+                if remnant is None:
+                    return SessionView(tenant, session_id)
+                labels, next_seq = remnant.labels, remnant.next_seq
+        finally:
+            lock.release()
+        return _new_view(tenant, session_id, (), labels, next_seq, (), None, True, OVERFLOWED_PAST)
+
     @property
     def fingerprints_held(self) -> int:
         """The fingerprints kept now, as counted against ``max_fingerprints``."""
