@@ -537,12 +537,6 @@ def _sources_of(steps: tuple[Step, ...]) -> tuple[Step, ...]:
     return tuple(s for s in steps if s.fingerprints)
 
 
-def _brings_data(step: Step) -> bool:
-    """Whether ``step`` holds data a flow or provenance may look for or weigh (a
-    trusted input's: the user's words)."""
-    return bool(step.fingerprints)
-
-
 def _past_with(past: SessionPast, leaving: Iterable[Step], from_first: bool) -> SessionPast:
     """``past`` with the data of the steps ``leaving`` taken in, when it follows
     dropped data (``from_first``: the steps leaving begin with the session's first,
@@ -551,7 +545,7 @@ def _past_with(past: SessionPast, leaving: Iterable[Step], from_first: bool) -> 
     if data is None and not from_first:
         return past  # dropped data not followed: it stays unknown
     if data is NO_DATA or data is None:
-        if not any(_brings_data(old) for old in leaving):
+        if not any(old.fingerprints for old in leaving):  # no data left with them
             return (
                 past
                 if data is NO_DATA
