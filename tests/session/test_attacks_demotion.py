@@ -155,3 +155,73 @@ def test_a_run_the_demoted_session_cannot_place_leaves_its_counts_unknown() -> N
     assert history.view("default", "s-mine").past.overflowed
     verdict = mine.check(Action.tool("delete_file", {"path": "/tmp/c"})).verdict
     assert verdict is Verdict.UNDETERMINED
+
+
+# -- past the remnants' bound: a session forgotten before it expired -------------------
+#
+# The history keeps up to ``max_sessions × 100`` demoted sessions (100 here). Opening
+# more sessions than that, each running one call, used to forget the oldest whole: it
+# came back as a new session, its caps counting from zero and its labels gone.
+
+
+def _flood(history: MemoryHistory, sessions: int) -> None:
+    """``sessions`` other sessions each run a call (each leaves a remnant: its count)."""
+    policy = load_policy_text(POLICY)
+    for i in range(sessions):
+        _run(
+            Guard(policy, context=Context(session_id=f"s-flood-{i}"), sessions=history), "list_dir"
+        )
+
+
+def test_a_session_forgotten_past_the_remnants_bound_does_not_start_its_cap_again() -> None:
+    history = MemoryHistory(max_sessions=1)
+    mine, _ = _guards(history)
+    _run(mine, "delete_file", path="/tmp/a")
+    _run(mine, "delete_file", path="/tmp/b")
+    _flood(history, 101)
+    assert history.sessions_forgotten >= 1
+    decision = mine.check(Action.tool("delete_file", {"path": "/tmp/c"}))
+    assert decision.verdict is Verdict.UNDETERMINED
+    assert "forgotten" in decision.reason
+    # a step appended after it was forgotten does not make it new again
+    _run(mine, "list_dir", path="/tmp")
+    assert mine.check(Action.tool("delete_file", {"path": "/tmp/c"})).verdict is (
+        Verdict.UNDETERMINED
+    )
+
+
+def test_a_forgotten_session_keeps_refusing_after_it_is_demoted_again() -> None:
+    history = MemoryHistory(max_sessions=1)
+    mine, other = _guards(history)
+    for i in range(3):
+        _run(mine, "send_mail", to=f"x{i}@example.com")
+    _flood(history, 101)
+    _run(mine, "list_dir", path="/tmp")  # back as a session of its own
+    _demote(other)  # and demoted again
+    assert mine.check(Action.tool("send_mail", {"to": "y@example.com"})).verdict is (
+        Verdict.UNDETERMINED
+    )
+
+
+def test_benign_sessions_within_the_remnants_bound_are_not_forgotten() -> None:
+    history = MemoryHistory(max_sessions=1)
+    mine, _ = _guards(history)
+    _run(mine, "delete_file", path="/tmp/a")
+    _flood(history, 99)  # 99 remnants and mine: within the 100 kept
+    assert history.sessions_forgotten == 0
+    assert mine.check(Action.tool("delete_file", {"path": "/tmp/c"})).verdict is Verdict.ALLOW
+
+
+def test_benign_new_sessions_after_many_forgotten_ones_run_untouched() -> None:
+    """The filter of forgotten sessions says "not forgotten" of sessions never seen
+    (false positives ≈ 2e-8 at this size): 2,000 new sessions after 399 forgotten."""
+    history = MemoryHistory(max_sessions=1)
+    _flood(history, 500)
+    assert history.sessions_forgotten == 399  # 500 less the one kept and 100 remnants
+    policy = load_policy_text(POLICY)
+    refused = 0
+    for i in range(2_000):
+        guard = Guard(policy, context=Context(session_id=f"s-new-{i}"), sessions=history)
+        verdict = guard.check(Action.tool("delete_file", {"path": "/tmp/a"})).verdict
+        refused += verdict is not Verdict.ALLOW
+    assert refused == 0

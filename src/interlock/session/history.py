@@ -44,6 +44,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, NamedTuple, Protocol, TypeVar, cast
 
+from interlock.errors import SessionUnavailable
+from interlock.session.forgotten import ForgottenSessions
 from interlock.session.labels import check_labels
 
 #: :data:`interlock.session.fingerprints.FORMAT_MARK` (not imported: that module is
@@ -727,6 +729,7 @@ class _Session:
     readers get :attr:`view`, an immutable snapshot made from them when first read."""
 
     __slots__ = (
+        "forgotten",
         "held",
         "in_steps",
         "index",
@@ -763,6 +766,9 @@ class _Session:
         self.in_steps = 0
         self.held = 0  # what it counts toward the history's total: ``in_steps`` + index
         self.view: SessionView | None = None  # None: written since last read
+        #: the history forgot this session before it expired (ForgottenSessions): what
+        #: it did cannot be told, so it is never read
+        self.forgotten = False
 
     def snapshot(self, tenant: str, session_id: str) -> SessionView:
         """The view of the steps as they stand (made once a write)."""
@@ -871,7 +877,10 @@ class MemoryHistory:
     **demoted** until within both: a demoted session gives up its steps but **keeps its
     labels**, its next seq and its **past** — the counts of the calls it ran, as past
     ``max_steps`` (a few hundred bytes; one that ran nothing and carries no labels leaves
-    nothing) — for up to ``max_sessions * 100`` such sessions. The session just written
+    nothing) — for up to ``max_sessions * 100`` such sessions; past that the least
+    recently written is forgotten and **refused** from then on (every read of it raises
+    ``SessionUnavailable``: :mod:`interlock.session.forgotten`), never begun again
+    clean. The session just written
     is never demoted by its own write (alone, it may exceed ``max_fingerprints``: its
     steps are bounded by ``max_steps``). A demoted session loses what its older steps
     did as a session past ``max_steps`` does: its whole-session counts (``after:``
@@ -909,6 +918,8 @@ class MemoryHistory:
         self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
         # sessions that gave up their steps (demoted), least recently written first
         self._remnants: OrderedDict[tuple[str, str], _Remnant] = OrderedDict()
+        # sessions forgotten past ``_max_remnants`` before they expired (made on the first)
+        self._forgotten: ForgottenSessions | None = None
 
     def view(self, tenant: str, session_id: str) -> SessionView:
         lock = self._lock
@@ -916,6 +927,8 @@ class MemoryHistory:
         try:
             found = self._sessions.get((tenant, session_id))
             if found is not None:
+                if found.forgotten:
+                    raise self._unreadable(tenant, session_id)
                 # found.snapshot, inlined (a Python call fewer on every read)
                 view = found.view
                 if view is None:
@@ -932,6 +945,9 @@ class MemoryHistory:
                     )
                 return view
             remnant = self._remnants.get((tenant, session_id))
+            forgotten = self._forgotten
+            if forgotten is not None and (tenant, session_id) in forgotten:
+                raise self._unreadable(tenant, session_id)
         finally:
             lock.release()
         if remnant is None:
@@ -965,11 +981,16 @@ class MemoryHistory:
         try:
             found = self._sessions.get((tenant, session_id))
             if found is not None:
+                if found.forgotten:
+                    raise self._unreadable(tenant, session_id)
                 kept = found.view
                 if kept is not None:
                     return kept
                 labels, next_seq = found.labels, found.next_seq
             else:
+                forgotten = self._forgotten
+                if forgotten is not None and (tenant, session_id) in forgotten:
+                    raise self._unreadable(tenant, session_id)
                 remnant = self._remnants.get((tenant, session_id))
                 if remnant is None:
                     return SessionView(tenant, session_id)
@@ -982,6 +1003,28 @@ class MemoryHistory:
     def fingerprints_held(self) -> int:
         """The fingerprints kept now, as counted against ``max_fingerprints``."""
         return self._held
+
+    @property
+    def sessions_forgotten(self) -> int:
+        """Sessions forgotten before they expired (past ``max_sessions × 100`` demoted
+        ones): each is refused from then on (:mod:`interlock.session.forgotten`)."""
+        forgotten = self._forgotten
+        return 0 if forgotten is None else forgotten.count
+
+    def _unreadable(self, tenant: str, session_id: str) -> SessionUnavailable:
+        return SessionUnavailable(
+            f"session {session_id!r} of tenant {tenant!r} was forgotten by the in-memory "
+            f"history before it expired (more than {self._max_remnants} demoted sessions: "
+            "max_sessions x 100), so what it did cannot be told; raise max_sessions or "
+            "keep sessions in the SQL store"
+        )
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        """``key``'s remnant is given up before it expired: never read it again."""
+        forgotten = self._forgotten
+        if forgotten is None:
+            forgotten = self._forgotten = ForgottenSessions()
+        forgotten.add(key)
 
     def _recount(self, found: _Session, in_steps: int) -> None:
         held = in_steps + len(found.index.prints)
@@ -1028,7 +1071,7 @@ class MemoryHistory:
                     gone.labels, gone.next_seq, gone.touched, lost, past, calls
                 )
                 while len(self._remnants) > self._max_remnants:
-                    self._remnants.popitem(last=False)
+                    self._forget(self._remnants.popitem(last=False)[0])
 
     def append(self, tenant: str, session_id: str, step: NewStep) -> Step:
         return self.append_call(
@@ -1084,6 +1127,9 @@ class MemoryHistory:
                         remnant.past,
                     )
                 )
+                forgotten = self._forgotten
+                if forgotten is not None and key in forgotten:
+                    found.forgotten = True
             else:
                 sessions.move_to_end(key)
             seq = found.next_seq
