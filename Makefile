@@ -42,7 +42,7 @@ typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
 unit: $(VENV)/.installed-dev node-servers
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=30
 
 ## test-crewai: the CrewAI adapter's tests, in an environment of their own (crewai needs mcp<2)
 .venv-crewai/.installed: pyproject.toml $(SPEEDUPS)
