@@ -304,20 +304,51 @@ class SessionRecorder:
 
     # -- when the body has run -------------------------------------------------------
 
-    def settle(self, decision: Decision, *, executed: bool, result: object = None) -> None:
+    def settle(
+        self,
+        decision: Decision,
+        *,
+        executed: bool,
+        result: object = None,
+        claimed: Sequence[tuple[str, tuple[str, str]]] = (),
+    ) -> None:
         """Mark the step of ``decision`` executed (with its result's fingerprints) or
         not (``result``: the error it raised, see :func:`error_data`). A step that is
-        not a session step is ignored."""
+        not a session step is ignored. ``claimed``: what :meth:`claim` took for it
+        when the call was allowed."""
+        self._settle(decision, executed, result, claimed)
+
+    def claim(self, decision: Decision) -> list[tuple[str, tuple[str, str]]]:
+        """:meth:`_claim`, for an adapter that settles later by itself (pass the result
+        to :meth:`settle` as ``claimed``)."""
+        return self._claim(decision)
+
+    def _claim(self, decision: Decision) -> list[tuple[str, tuple[str, str]]]:
+        """Take the steps ``decision``'s outcome settles (its own and its batch's) out
+        of the pending table: (step id, (tenant, session id)) each. The table is
+        bounded — the oldest forgotten past ``_PENDING_KEPT`` — so a wrapper claims its
+        steps when it is made: a body that runs for minutes while thousands of other
+        calls are checked still settles its own step (its result's data recorded)."""
         decision_id = decision.decision_id
         if decision_id is None:
-            return
+            return []
         with self._lock:
             ids = (decision_id, *self._batches.pop(decision_id, ()))
-            keys = [(i, self._pending.pop(i, None)) for i in ids]
+            pending = self._pending
+            keys = [(i, pending.pop(i, None)) for i in ids]
+        return [(i, key) for i, key in keys if key is not None]
+
+    def _settle(
+        self,
+        decision: Decision,
+        executed: bool,
+        result: object,
+        claimed: Sequence[tuple[str, tuple[str, str]]],
+    ) -> None:
+        """Settle the steps ``claimed`` before and those pending now."""
+        keys = [*claimed, *self._claim(decision)]
         fingerprints: frozenset[int] | None = None
         for step_id, key in keys:
-            if key is None:
-                continue
             if fingerprints is None:
                 fingerprints = of_data(result if executed else error_data(result))
             try:
@@ -348,13 +379,15 @@ class SessionRecorder:
     def settling(self, decision: Decision, body: Callable[..., T]) -> Callable[..., T]:
         """``body``, settling the step of ``decision`` with what it returns or raises."""
 
+        claimed = self._claim(decision)  # now: the pending table forgets the oldest
+
         def settled(*args: Any, **kwargs: Any) -> T:
             try:
                 result = body(*args, **kwargs)
             except BaseException as exc:
-                self.settle(decision, executed=False, result=exc)
+                self._settle(decision, False, exc, claimed)
                 raise
-            self.settle(decision, executed=True, result=result)
+            self._settle(decision, True, result, claimed)
             return result
 
         return settled
@@ -368,31 +401,41 @@ class SessionRecorder:
 
         # fingerprints and SQL: off the event loop, unless the history is in memory
         settle = self.asettle_here if self.in_memory else self.asettle_off
+        claimed = self._claim(decision)  # now: the pending table forgets the oldest
 
         async def settled(*args: Any, **kwargs: Any) -> T:
             try:
                 result = await body(*args, **kwargs)
             except asyncio.CancelledError as exc:
-                self.settle(decision, executed=False, result=exc)  # no await while cancelled
+                self._settle(decision, False, exc, claimed)  # no await while cancelled
                 raise
             except BaseException as exc:
-                await settle(decision, False, exc)
+                await settle(decision, False, exc, claimed)
                 raise
-            await settle(decision, True, result)
+            await settle(decision, True, result, claimed)
             return result
 
         return settled
 
-    async def asettle_here(self, decision: Decision, executed: bool, result: object) -> None:
-        self.settle(decision, executed=executed, result=result)
+    async def asettle_here(
+        self,
+        decision: Decision,
+        executed: bool,
+        result: object,
+        claimed: Sequence[tuple[str, tuple[str, str]]] = (),
+    ) -> None:
+        self._settle(decision, executed, result, claimed)
 
-    async def asettle_off(self, decision: Decision, executed: bool, result: object) -> None:
+    async def asettle_off(
+        self,
+        decision: Decision,
+        executed: bool,
+        result: object,
+        claimed: Sequence[tuple[str, tuple[str, str]]] = (),
+    ) -> None:
         import asyncio
 
-        await asyncio.to_thread(self._settle_off, decision, executed, result)
-
-    def _settle_off(self, decision: Decision, executed: bool, result: object) -> None:
-        self.settle(decision, executed=executed, result=result)
+        await asyncio.to_thread(self._settle, decision, executed, result, claimed)
 
     # -- outside data ----------------------------------------------------------------
 

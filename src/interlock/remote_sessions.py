@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from interlock.core.action import Action, Context
@@ -79,7 +79,19 @@ class RemoteSessions:
             earlier = self._batches.pop(decision.decision_id or "", ())
         return [d for d in (decision, *earlier) if self.decider.awaits_outcome(d)]
 
-    def settle(self, decision: Decision, *, executed: bool, result: object = None) -> None:
+    def claim(self, decision: Decision) -> tuple[()]:
+        """Nothing to claim: the server keeps its own steps (the guard's in-process
+        recorder claims its pending steps here)."""
+        return ()
+
+    def settle(
+        self,
+        decision: Decision,
+        *,
+        executed: bool,
+        result: object = None,
+        claimed: Sequence[tuple[str, tuple[str, str]]] = (),
+    ) -> None:
         """Report the outcome of ``decision`` when it is a call of a session."""
         reported = self._reported(decision)
         if not reported:

@@ -51,7 +51,7 @@ import json
 import logging
 import math
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -284,6 +284,9 @@ class _Held:
     owner: object
     invocation_id: str
     settle: Decision | LLMCall
+    #: the session steps the decision's outcome settles, claimed when it was allowed
+    #: (the guard's table of pending steps forgets the oldest: a slow tool keeps its own)
+    claimed: Sequence[tuple[str, tuple[str, str]]] = ()
 
 
 class _Gate:
@@ -348,7 +351,11 @@ class _Gate:
             return None
         if not decision.allowed:
             return self._refuse(decision, tool, args, call_id)
-        self._tools[id(tool_context)] = _Held(tool_context, tool_context.invocation_id, decision)
+        sessions = self.guard._sessions
+        claimed = sessions.claim(decision) if sessions is not None else ()
+        self._tools[id(tool_context)] = _Held(
+            tool_context, tool_context.invocation_id, decision, claimed
+        )
         _ALLOWED.set((id(self.guard), call_key(tool.name, args), tool_context))
         return None
 
@@ -410,7 +417,9 @@ class _Gate:
         sessions = self.guard._sessions
         if sessions is not None:  # the history may be SQL: off the event loop
             await asyncio.to_thread(
-                functools.partial(sessions.settle, decision, executed=spent, result=result)
+                functools.partial(
+                    sessions.settle, decision, executed=spent, result=result, claimed=held.claimed
+                )
             )
         if decision.reservation is None:
             return
