@@ -281,6 +281,13 @@ class RemoteDecider:
         with self._pending_lock:
             return decision.decision_id in self._pending
 
+    def take_pending(self, decision: Decision) -> tuple[str, str] | None:
+        """The session and decision id of ``decision`` when it awaits its outcome
+        report, taken from the pending table (the newest 10,000 are kept: a caller
+        that reports later takes it when the call is allowed, then reports with
+        :meth:`settle_step`). None when it awaits none or was taken already."""
+        return self._reported(decision)
+
     def _reported(self, decision: Decision) -> tuple[str, str] | None:
         """The session and decision id of ``decision`` when it awaits its outcome
         report (no longer, once asked: each outcome is reported once)."""

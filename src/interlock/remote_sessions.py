@@ -73,16 +73,15 @@ class RemoteSessions:
                 while len(self._batches) > 10_000:
                     self._batches.popitem(last=False)
 
-    def _reported(self, decision: Decision) -> list[Decision]:
-        """``decision`` and the earlier decisions of its batch awaiting an outcome."""
+    def claim(self, decision: Decision) -> list[tuple[str, str]]:
+        """Take the outcome reports ``decision`` owes (its own and its batch's) from
+        the decider's pending table: (session id, decision id) each. The table keeps
+        the newest 10,000, so a wrapper claims them when it is made: a tool that runs
+        while thousands of other calls are checked still reports its own outcome."""
         with self._lock:
             earlier = self._batches.pop(decision.decision_id or "", ())
-        return [d for d in (decision, *earlier) if self.decider.awaits_outcome(d)]
-
-    def claim(self, decision: Decision) -> tuple[()]:
-        """Nothing to claim: the server keeps its own steps (the guard's in-process
-        recorder claims its pending steps here)."""
-        return ()
+        taken = (self.decider.take_pending(d) for d in (decision, *earlier))
+        return [each for each in taken if each is not None]
 
     def settle(
         self,
@@ -90,52 +89,63 @@ class RemoteSessions:
         *,
         executed: bool,
         result: object = None,
-        claimed: Sequence[tuple[str, tuple[str, str]]] = (),
+        claimed: Sequence[tuple[str, str]] = (),
     ) -> None:
-        """Report the outcome of ``decision`` when it is a call of a session."""
-        reported = self._reported(decision)
+        """Report the outcome of ``decision`` when it is a call of a session
+        (``claimed``: what :meth:`claim` took for it when it was allowed)."""
+        reported = [*claimed, *self.claim(decision)]
         if not reported:
             return
         fingerprints = of_data(result if executed else error_data(result))
-        for each in reported:
+        for session_id, decision_id in reported:
             try:
-                self.decider.report_outcome(each, executed=executed, fingerprints=fingerprints)
+                self.decider.settle_step(
+                    session_id, decision_id, executed=executed, fingerprints=fingerprints
+                )
             except Exception as exc:
                 log.error(
                     "interlock: the outcome of %s could not be reported: %s",
-                    each.decision_id,
+                    decision_id,
                     describe(exc),
                 )
 
-    async def asettle(self, decision: Decision, *, executed: bool, result: object = None) -> None:
+    async def asettle(
+        self,
+        decision: Decision,
+        *,
+        executed: bool,
+        result: object = None,
+        claimed: Sequence[tuple[str, str]] = (),
+    ) -> None:
         """The async twin of :meth:`settle` (the fingerprints are computed on a worker
         thread: ~0.5 ms per KiB of result would hold the event loop)."""
-        reported = self._reported(decision)
+        reported = [*claimed, *self.claim(decision)]
         if not reported:
             return
         fingerprints = await asyncio.to_thread(of_data, result if executed else error_data(result))
-        for each in reported:
+        for session_id, decision_id in reported:
             try:
-                await self.decider.areport_outcome(
-                    each, executed=executed, fingerprints=fingerprints
+                await self.decider.asettle_step(
+                    session_id, decision_id, executed=executed, fingerprints=fingerprints
                 )
             except Exception as exc:
                 log.error(
                     "interlock: the outcome of %s could not be reported: %s",
-                    each.decision_id,
+                    decision_id,
                     describe(exc),
                 )
 
     def settling(self, decision: Decision, body: Callable[..., T]) -> Callable[..., T]:
         """``body``, reporting what it returns or that it raised."""
+        claimed = self.claim(decision)  # now: the decider's pending table forgets the oldest
 
         def settled(*args: Any, **kwargs: Any) -> T:
             try:
                 result = body(*args, **kwargs)
             except BaseException as exc:
-                self.settle(decision, executed=False, result=exc)
+                self.settle(decision, executed=False, result=exc, claimed=claimed)
                 raise
-            self.settle(decision, executed=True, result=result)
+            self.settle(decision, executed=True, result=result, claimed=claimed)
             return result
 
         return settled
@@ -144,14 +154,15 @@ class RemoteSessions:
         self, decision: Decision, body: Callable[..., Awaitable[T]]
     ) -> Callable[..., Awaitable[T]]:
         """The async twin of :meth:`settling`."""
+        claimed = self.claim(decision)
 
         async def settled(*args: Any, **kwargs: Any) -> T:
             try:
                 result = await body(*args, **kwargs)
             except BaseException as exc:
-                await self.asettle(decision, executed=False, result=exc)
+                await self.asettle(decision, executed=False, result=exc, claimed=claimed)
                 raise
-            await self.asettle(decision, executed=True, result=result)
+            await self.asettle(decision, executed=True, result=result, claimed=claimed)
             return result
 
         return settled

@@ -106,3 +106,27 @@ def test_a_remote_mapped_call_reports_for_every_action(server: Server) -> None:
         run_settled(guard, decision, lambda: f"OPENAI_API_KEY={KEY}\n")
         assert _mail(guard, KEY) is Verdict.DENY
         assert _mail(guard, "config loaded") is Verdict.ALLOW
+
+
+def test_a_slow_remote_read_still_reports_its_secret(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The remote decider keeps the newest ``_PENDING_KEPT`` outcomes it waits for (10,000;
+    5 here): a read whose body runs while more calls are checked must still report."""
+    import interlock.remote
+
+    monkeypatch.setattr(interlock.remote, "_PENDING_KEPT", 5)
+    with server.guard() as guard:
+
+        @guard.protect
+        def read_file(path: str) -> str:
+            for i in range(8):  # the agent's other sessions, busy meanwhile
+                other = Action.tool(
+                    "list_dir", {"path": "/tmp"}, context=Context(session_id=f"o{i}")
+                )
+                assert guard.check(other).allowed
+            return f"OPENAI_API_KEY={KEY}\n"
+
+        read_file("/srv/app/.env")
+        assert _mail(guard, f"the key is {KEY}") is Verdict.DENY
+        assert _mail(guard, "the read went fine") is Verdict.ALLOW
