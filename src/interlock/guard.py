@@ -82,8 +82,11 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_TIMEOUT", "Guard", "Mapper", "raise_for"]
 
 #: Allowed decisions whose caller (tenant, agent) a guard remembers for their outcome
-#: records (Guard.outcome_owner), at most.
+#: records (Guard.outcome_owner), at most; those whose body has started are held apart
+#: until it ends (up to _RUNNING_KEPT: a body that never ends must not hold memory).
 _OWNERS_KEPT: Final = 4096
+_RUNNING_KEPT: Final = 1_000_000
+_STARTS: Final = frozenset({"tool_invoke", "llm_input"})
 #: Refusal reasons remembered redacted, per guard (see Guard._shown).
 _SHOWN_MAX_CHARS = 1024
 _SHOWN_MAX_ENTRIES = 1024
@@ -311,6 +314,9 @@ class Guard:
         #: whose call each recent allowed decision was, where not the guard's own
         #: (outcome_owner): a gateway's outcome records belong to the caller's tenant
         self._owners: dict[str, tuple[str, str | None]] = {}
+        #: those of them whose body started, until its end is recorded: a body that runs
+        #: while thousands of other calls are decided still finds its owner
+        self._running_owners: dict[str, tuple[str, str | None]] = {}
         self._owners_lock = threading.Lock()
         if store is not None:
             self._open_store(store, policy, durability, reap_interval)
@@ -2045,21 +2051,43 @@ class Guard:
     def _remember_owner(self, decision_id: str, context: Context) -> None:
         """Keep whose call ``decision_id`` allowed when it is not the guard's own
         tenant and agent (a gateway deciding for many): its outcome records go to that
-        tenant's chain. Bounded: the oldest are forgotten (their outcomes long written)."""
+        tenant's chain. Bounded: the oldest are forgotten (their outcomes long written);
+        a call whose start record its decision's commit carried is held until its end."""
         owner = (context.tenant, context.agent)
         if owner == (self.context.tenant, self.context.agent):
             return
+        starting = STARTING.get()
         with self._owners_lock:
+            if starting is not None and starting.decision_id == decision_id:
+                self._hold_owner(decision_id, owner)  # its body starts now
+                return
             owners = self._owners
             owners[decision_id] = owner
             if len(owners) > _OWNERS_KEPT:
                 del owners[next(iter(owners))]
 
-    def outcome_owner(self, decision_id: str) -> tuple[str, str | None]:
+    def outcome_owner(self, decision_id: str, phase: str = "") -> tuple[str, str | None]:
         """The tenant and agent whose chain the outcome records of ``decision_id`` go to:
-        those of the call it allowed (the guard's own unless the call named others)."""
-        owner = self._owners.get(decision_id)
+        those of the call it allowed (the guard's own unless the call named others).
+        ``phase``: the record's kind — a start (``tool_invoke``, ``llm_input``) holds
+        the owner apart until the end record (any other kind) takes it back."""
+        with self._owners_lock:
+            if phase in _STARTS:
+                owner = self._owners.get(decision_id)
+                if owner is not None:
+                    self._hold_owner(decision_id, owner)
+            else:
+                owner = self._running_owners.pop(decision_id, None)
+                if owner is None:
+                    owner = self._owners.get(decision_id)
         return owner if owner is not None else (self.context.tenant, self.context.agent)
+
+    def _hold_owner(self, decision_id: str, owner: tuple[str, str | None]) -> None:
+        """Keep ``owner`` of a body that started until its end (under the lock)."""
+        running = self._running_owners
+        running[decision_id] = owner
+        if len(running) > _RUNNING_KEPT:
+            del running[next(iter(running))]
 
     def _tenant(self, action: Action | None) -> str:
         return action.context.tenant if action is not None else self.context.tenant

@@ -105,3 +105,39 @@ def test_a_protected_tool_run_for_a_tenant_is_told_in_that_tenants_chain(
     assert [k for k, _ in kinds(store, "globex")] == ["decision", "tool_invoke", "tool_result"]
     assert {agent for _, agent in kinds(store, "globex")} == {"globex-bot"}
     assert kinds(store, GATEWAY.tenant) == []
+
+
+def test_a_long_body_finds_its_tenant_after_many_other_decisions(
+    guard: Guard, store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard remembers the newest ``_OWNERS_KEPT`` callers (4,096; 3 here): a body
+    that runs while more calls are decided used to have its end record written to the
+    gateway's own chain — another tenant's data where the gateway's export shows it."""
+    import interlock.guard
+
+    monkeypatch.setattr(interlock.guard, "_OWNERS_KEPT", 3)
+
+    def busy() -> None:
+        for i in range(6):
+            assert guard.check(Action.tool("search", {"q": f"o{i}"}, context=GLOBEX)).allowed
+
+    @guard.protect(mapper=lambda q: Action.tool("search", {"q": q}, context=ACME))
+    def search(q: str) -> str:
+        busy()
+        return f"results for {q}"
+
+    @guard.protect(mapper=lambda q: Action.tool("search", {"q": q}, context=ACME))
+    async def asearch(q: str) -> str:
+        busy()
+        return f"results for {q}"
+
+    assert search("a") == "results for a"
+    assert asyncio.run(asearch("b")) == "results for b"
+    with guard.llm_call("test-model", estimate=Usage(10, 10), context=ACME) as call:
+        busy()
+        call.record({"input_tokens": 5, "output_tokens": 1})
+    assert guard.audit is not None and guard.audit.flush()
+    acme = [k for k, _ in kinds(store, "acme")]
+    assert acme.count("tool_result") == 2 and acme.count("llm_output") == 1, acme
+    assert {agent for kind, agent in kinds(store, "acme") if kind != "budget"} == {"acme-bot"}
+    assert kinds(store, GATEWAY.tenant) == []

@@ -86,9 +86,10 @@ class Observed(Protocol):
     @property
     def context(self) -> Context: ...
 
-    def outcome_owner(self, decision_id: str) -> tuple[str, str | None]:
+    def outcome_owner(self, decision_id: str, phase: str = "") -> tuple[str, str | None]:
         """The tenant and agent of the call ``decision_id`` allowed: the chain its
-        outcome records belong to (a guard serving many tenants decides for each)."""
+        outcome records belong to (a guard serving many tenants decides for each);
+        ``phase``, the record's kind (a start holds the owner until its end)."""
         ...
 
 
@@ -213,7 +214,7 @@ def record_phase(
     audit = guard.audit
     if audit is None:
         return
-    tenant, agent = guard.outcome_owner(phase.decision_id)
+    tenant, agent = guard.outcome_owner(phase.decision_id, phase.kind)
     record: dict[str, Any] = {
         "decision_id": phase.decision_id,
         "agent": agent,
