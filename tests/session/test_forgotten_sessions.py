@@ -68,3 +68,14 @@ def test_sessions_expired_on_purpose_are_not_refused() -> None:
     assert history.expire(50) == 2
     assert history.sessions_forgotten == 0
     assert history.view("t", "old").labels == frozenset()
+
+
+def test_forgetting_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    history = MemoryHistory(max_sessions=1)
+    with caplog.at_level("WARNING", logger="interlock"):
+        for i in range(105):
+            history.append("t", f"s{i}", _step("x", frozenset({"seen"})))
+    assert history.sessions_forgotten == 4
+    told = [r.getMessage() for r in caplog.records if "forgotten" in r.getMessage()]
+    assert len(told) == 3  # the 1st, 2nd and 4th
+    assert "raise max_sessions" in told[0]

@@ -36,6 +36,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -1025,6 +1026,15 @@ class MemoryHistory:
         if forgotten is None:
             forgotten = self._forgotten = ForgottenSessions()
         forgotten.add(key)
+        count = forgotten.count
+        if count & (count - 1) == 0:  # the first, then at each power of two
+            logging.getLogger("interlock").warning(
+                "interlock: the in-memory session history has forgotten %d session(s) "
+                "before they expired (more than %d demoted sessions): each is refused from "
+                "now on; raise max_sessions or keep sessions in the SQL store",
+                count,
+                self._max_remnants,
+            )
 
     def _recount(self, found: _Session, in_steps: int) -> None:
         held = in_steps + len(found.index.prints)
