@@ -346,7 +346,9 @@ class SessionRecorder:
         claimed: Sequence[tuple[str, tuple[str, str]]],
     ) -> None:
         """Settle the steps ``claimed`` before and those pending now."""
-        keys = [*claimed, *self._claim(decision)]
+        # what the wrapper claimed, else what is pending now (a step is pending before
+        # its check returns: a wrapper that claimed something has claimed it all)
+        keys = claimed or self._claim(decision)
         fingerprints: frozenset[int] | None = None
         for step_id, key in keys:
             if fingerprints is None:

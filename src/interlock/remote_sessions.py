@@ -93,7 +93,7 @@ class RemoteSessions:
     ) -> None:
         """Report the outcome of ``decision`` when it is a call of a session
         (``claimed``: what :meth:`claim` took for it when it was allowed)."""
-        reported = [*claimed, *self.claim(decision)]
+        reported = claimed or self.claim(decision)
         if not reported:
             return
         fingerprints = of_data(result if executed else error_data(result))
@@ -119,7 +119,7 @@ class RemoteSessions:
     ) -> None:
         """The async twin of :meth:`settle` (the fingerprints are computed on a worker
         thread: ~0.5 ms per KiB of result would hold the event loop)."""
-        reported = [*claimed, *self.claim(decision)]
+        reported = claimed or self.claim(decision)
         if not reported:
             return
         fingerprints = await asyncio.to_thread(of_data, result if executed else error_data(result))
