@@ -734,7 +734,6 @@ class _Session:
         "in_steps",
         "index",
         "labels",
-        "labels_only",
         "lost",
         "next_seq",
         "past",
@@ -770,10 +769,6 @@ class _Session:
         #: the history forgot this session before it expired (ForgottenSessions): what
         #: it did cannot be told, so it is never read
         self.forgotten = False
-        #: the labels view last made (:meth:`MemoryHistory.labels_view`): current while
-        #: its ``labels`` is this session's ``labels`` object (a frozenset: the same
-        #: object, the same labels), so no write has to forget it
-        self.labels_only: SessionView | None = None
 
     def snapshot(self, tenant: str, session_id: str) -> SessionView:
         """The view of the steps as they stand (made once a write)."""
@@ -975,10 +970,7 @@ class MemoryHistory:
         reader: no steps, no sources, its data ``lost`` and its past uncountable, so a
         flow, provenance, ``after`` or count read from it cannot be told (undetermined,
         never a miss). The full view when one is kept (read since the last write); an
-        unknown session's empty view, which is exact. A labels view is made once per
-        change of the session's labels, and handed out until the next change (its
-        ``next_seq`` is the session's when it was made: > 1, as the view's own claim
-        of an overflowed past needs).
+        unknown session's empty view, which is exact.
 
         Example::
 
@@ -994,14 +986,7 @@ class MemoryHistory:
                 kept = found.view
                 if kept is not None:
                     return kept
-                labels = found.labels
-                kept = found.labels_only
-                if kept is not None and kept.labels is labels:
-                    return kept
-                kept = found.labels_only = _new_view(
-                    tenant, session_id, (), labels, found.next_seq, (), None, True, OVERFLOWED_PAST
-                )
-                return kept
+                labels, next_seq = found.labels, found.next_seq
             else:
                 forgotten = self._forgotten
                 if forgotten is not None and (tenant, session_id) in forgotten:

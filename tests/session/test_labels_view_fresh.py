@@ -1,7 +1,7 @@
-"""A session's labels view is made once per change of its labels and handed out until
-the next change (``MemoryHistory.labels_view``): a label a step attached (or cleared),
-settled or kept through a demotion is seen by the very next read — and a label attached
-by one check denies the next, in one thread or two interleaved."""
+"""A session's labels view is as new as its labels (``MemoryHistory.labels_view``): a
+label a step attached (or cleared), settled or kept through a demotion is seen by the
+very next read — and a label attached by one check denies the next, in one thread or
+two interleaved. (A labels view kept between reads must keep these.)"""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ def _call(name: str) -> NewStep:
     return NewStep("tool", name, "allow", f"d-{name}")
 
 
-def test_the_labels_view_is_kept_until_the_labels_change() -> None:
+def test_the_labels_view_follows_every_change_of_the_labels() -> None:
     history = MemoryHistory()
     history.append("acme", "s-1", _call("read_file"))
     first = history.labels_view("acme", "s-1")
-    history.append("acme", "s-1", _call("write_file"))  # no label: the same view
-    assert history.labels_view("acme", "s-1") is first
+    history.append("acme", "s-1", _call("write_file"))  # no label: the same labels
+    assert history.labels_view("acme", "s-1").labels == first.labels == frozenset()
     history.append("acme", "s-1", NewStep("tool", "vault_get", "allow", "d-2", labels=SECRET))
     attached = history.labels_view("acme", "s-1")
     assert attached.labels == SECRET and first.labels == frozenset()
@@ -34,14 +34,14 @@ def test_the_labels_view_is_kept_until_the_labels_change() -> None:
     assert history.labels_view("acme", "s-1").labels == frozenset()
 
 
-def test_a_kept_labels_view_still_fails_closed() -> None:
+def test_a_labels_view_read_again_still_fails_closed() -> None:
     history = MemoryHistory()
     history.append("acme", "s-1", _call("read_file"))
     history.labels_view("acme", "s-1")
     history.append("acme", "s-1", _call("write_file"))
-    kept = history.labels_view("acme", "s-1")
-    assert kept.steps == () and kept.sources == () and kept.lost
-    assert kept.past.overflowed and kept.next_seq > 1
+    again = history.labels_view("acme", "s-1")
+    assert again.steps == () and again.sources == () and again.lost
+    assert again.past.overflowed and again.next_seq > 1
 
 
 def test_a_label_a_settle_attaches_is_seen_by_the_next_read() -> None:
@@ -71,7 +71,7 @@ def _action(name: str) -> Action:
 def test_a_secret_attached_by_one_check_denies_the_next() -> None:
     guard = Guard(load_policy_text(LABELS), sessions=MemoryHistory())
     assert guard._session_reads is not None  # the labels view is what it reads
-    for _ in range(2):  # the session begun, then its labels view made and kept
+    for _ in range(2):  # the session begun, then its labels read
         assert guard.check(_action("http_post")).verdict is Verdict.ALLOW
     assert guard.check(_action("vault_get")).verdict is Verdict.ALLOW  # attaches secret
     denied = guard.check(_action("http_post"))
@@ -88,7 +88,7 @@ def _interleaved() -> list[Verdict]:
 
     def reader() -> None:
         guard.check(_action("http_post"))  # the session begun
-        verdicts.append(guard.check(_action("http_post")).verdict)  # its view kept
+        verdicts.append(guard.check(_action("http_post")).verdict)  # its labels read
         turn[0].set()
         turn[1].wait(5)
         verdicts.append(guard.check(_action("http_post")).verdict)
@@ -109,8 +109,8 @@ def _interleaved() -> list[Verdict]:
 
 
 def test_a_secret_attached_in_another_thread_denies_the_next_check() -> None:
-    """Two threads on one session, in turns: each of the reader's checks reads (and
-    keeps) the labels view; the writer's vault read between two of them attaches
+    """Two threads on one session, in turns: each of the reader's checks reads the
+    labels view; the writer's vault read between two of them attaches
     ``secret``; the reader's next check must see it."""
     for _ in range(20):
         assert _interleaved() == [Verdict.ALLOW, Verdict.ALLOW, Verdict.DENY]
