@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from interlock.store import chain
@@ -59,6 +59,9 @@ def test_the_c_path_is_taken_where_it_is_built() -> None:
 
 @settings(max_examples=1000, deadline=None)
 @given(FIELDS)
+@example(("", "", 0, -1, "", None, None, None, "", None))
+@example(("a", "b", -(2**63), 2**63 - 1, "c", "", "", "", "", ""))
+@example(("\ud800", "Grüße", 10, -10, "k", "\udfff", None, "x", "🙂", "kid"))
 def test_the_c_material_is_the_python_reference_byte_for_byte(fields: tuple[Any, ...]) -> None:
     reference = Calls()
     got = _chain.material_or(reference)(*fields)  # type: ignore[union-attr]
