@@ -8,6 +8,9 @@ where it is built, it is the path taken."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -143,6 +146,24 @@ def on_path(accelerated: bool) -> Iterator[None]:
         redaction._accelerate(was)
 
 
+def _accelerated_in_a_new_process(**env: str) -> str:
+    environ = {k: v for k, v in os.environ.items() if k != "INTERLOCK_NO_SPEEDUPS"}
+    code = "from interlock.core import redaction as r; print(r.ACCELERATED)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=environ | env, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_the_c_path_is_taken_by_default_and_the_env_switch_turns_it_off() -> None:
+    assert _accelerated_in_a_new_process() == "True"
+    assert _accelerated_in_a_new_process(INTERLOCK_NO_SPEEDUPS="0") == "True"
+    assert _accelerated_in_a_new_process(INTERLOCK_NO_SPEEDUPS="1") == "False"
+
+
+@pytest.mark.skipif(
+    os.environ.get("INTERLOCK_NO_SPEEDUPS", "") not in ("", "0"), reason="INTERLOCK_NO_SPEEDUPS"
+)
 def test_the_c_path_is_taken_where_it_is_built() -> None:
     assert redaction.ACCELERATED
     assert redaction._plain_c is _redaction.plain  # type: ignore[union-attr]

@@ -6,6 +6,9 @@ extension is not built."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -52,6 +55,26 @@ class Calls:
         return chain.link_material(*fields)
 
 
+def _accelerated_in_a_new_process(**env: str) -> str:
+    environ = {k: v for k, v in os.environ.items() if k != "INTERLOCK_NO_SPEEDUPS"}
+    code = (
+        "from interlock.store import chain as c; print(c.fast_link_material is not c.link_material)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=environ | env, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_the_c_path_is_taken_by_default_and_the_env_switch_turns_it_off() -> None:
+    assert _accelerated_in_a_new_process() == "True"
+    assert _accelerated_in_a_new_process(INTERLOCK_NO_SPEEDUPS="0") == "True"
+    assert _accelerated_in_a_new_process(INTERLOCK_NO_SPEEDUPS="1") == "False"
+
+
+@pytest.mark.skipif(
+    os.environ.get("INTERLOCK_NO_SPEEDUPS", "") not in ("", "0"), reason="INTERLOCK_NO_SPEEDUPS"
+)
 def test_the_c_path_is_taken_where_it_is_built() -> None:
     assert chain.fast_link_material is not chain.link_material
     assert type(chain.fast_link_material).__name__ == "builtin_function_or_method"

@@ -33,6 +33,7 @@ from __future__ import annotations
 __all__ = ["MARKER_RE", "REDACTED", "Redactor", "redact", "redact_value"]
 
 import functools
+import os
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -621,6 +622,7 @@ except ImportError:  # not built (no compiler where installed): the Python refer
 
 #: Whether redact_value's fast path runs in C (``_redaction.c``; ``Redactor._plain``
 #: is its reference, which it follows exactly — tests/core/test_redaction_accelerated.py).
+#: ``INTERLOCK_NO_SPEEDUPS=1`` at import takes the Python path.
 ACCELERATED: bool = False
 _plain_c: Callable[..., object] | None = None
 
@@ -634,7 +636,7 @@ def _accelerate(on: bool) -> bool:
     return ACCELERATED
 
 
-_accelerate(True)
+_accelerate(os.environ.get("INTERLOCK_NO_SPEEDUPS", "") in ("", "0"))
 
 _DEFAULT: Final = Redactor()
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -146,11 +147,16 @@ except ImportError:  # not built (no compiler where installed): the Python refer
     _chain = None  # type: ignore[assignment]
 
 #: :func:`link_material`, written in C where the extension is built (``_chain.c``: the
-#: same bytes, tested; what it does not write itself it hands to link_material). The
-#: commit's path links each record with it.
+#: same bytes, tested; what it does not write itself it hands to link_material) and
+#: ``INTERLOCK_NO_SPEEDUPS`` is not set at import. The commit's path links each record
+#: with it.
 fast_link_material: Callable[
     [str, str, int, int, str, str | None, str | None, str | None, str, str | None], bytes
-] = link_material if _chain is None else _chain.material_or(link_material)
+] = (
+    link_material
+    if _chain is None or os.environ.get("INTERLOCK_NO_SPEEDUPS", "") not in ("", "0")
+    else _chain.material_or(link_material)
+)
 
 
 def link_hash(
