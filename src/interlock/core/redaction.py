@@ -33,8 +33,9 @@ from __future__ import annotations
 __all__ = ["MARKER_RE", "REDACTED", "Redactor", "redact", "redact_value"]
 
 import functools
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from interlock.core.redaction_rules import (
@@ -333,7 +334,21 @@ class Redactor:
         """
         if max_depth >= _FAST_DEPTH:
             try:  # the usual record: plain dicts, lists and scalars, small and shallow
-                return self._plain(value, 0, [_FAST_NODES])
+                fast = _plain_c
+                if fast is None:
+                    return self._plain(value, 0, [_FAST_NODES])
+                out = fast(
+                    value,
+                    self._clean,
+                    self.redact,
+                    _is_secret_key,
+                    REDACTED,
+                    _FAST_DEPTH,
+                    _FAST_NODES,
+                    _CLEAN_MAX_CHARS,
+                )
+                if out is not NotImplemented:
+                    return out
             except _NotPlain:
                 pass
             except Exception:
@@ -599,6 +614,29 @@ def _replace_extra(match: re.Match[str]) -> str:
         return match.group(0)
     return text[match.start() : start] + marker(_POLICY_KIND) + text[end : match.end()]
 
+
+try:
+    from interlock.core import _redaction
+except ImportError:  # not built (no compiler where installed): the Python reference
+    _redaction = None  # type: ignore[assignment]
+
+#: Whether redact_value's fast path runs in C (``_redaction.c``; ``Redactor._plain``
+#: is its reference, which it follows exactly — tests/core/test_redaction_accelerated.py).
+#: ``INTERLOCK_NO_SPEEDUPS=1`` at import takes the Python path.
+ACCELERATED: bool = False
+_plain_c: Callable[..., object] | None = None
+
+
+def _accelerate(on: bool) -> bool:
+    """Take the fast path in C (if the extension imports) or in Python; whether C is
+    now used. Read at call time by :meth:`Redactor.redact_value`."""
+    global ACCELERATED, _plain_c  # noqa: PLW0603
+    ACCELERATED = on and _redaction is not None
+    _plain_c = _redaction.plain if ACCELERATED else None
+    return ACCELERATED
+
+
+_accelerate(os.environ.get("INTERLOCK_NO_SPEEDUPS", "") in ("", "0"))
 
 _DEFAULT: Final = Redactor()
 

@@ -12,7 +12,7 @@ from hashlib import sha256
 from typing import TYPE_CHECKING, Any, Final
 
 from interlock.errors import AuditKeyError, StoreError
-from interlock.store.chain import GENESIS, encode_body, link_material, verify_chain
+from interlock.store.chain import GENESIS, encode_body, fast_link_material, verify_chain
 from interlock.store.records import AuditRow, ChainBreak, ChainHead, VerifyReport
 from interlock.store.sql_base import AuditEntry, Cursor, StoreBase
 
@@ -520,7 +520,7 @@ class _Linker:
         for tenant, ts_us, kind, decision_id, agent, decision, body in entries:
             seq += 1
             digest = digest_of(
-                link_material(
+                fast_link_material(
                     prev, tenant, seq, ts_us, kind, decision_id, agent, decision, body, key_id
                 )
             )
