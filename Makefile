@@ -15,7 +15,8 @@ $(BIN)/python:
 # The optional C accelerators of session fingerprints and steps are built by the install
 # (ADR 0031, 0032):
 # an edit of a source installs again, so the extension in place is never stale.
-SPEEDUPS := src/interlock/session/_speedups.c src/interlock/session/_history.c
+SPEEDUPS := src/interlock/session/_speedups.c src/interlock/session/_history.c \
+	src/interlock/core/_redaction.c src/interlock/store/_chain.c
 
 $(VENV)/.installed-run: pyproject.toml $(SPEEDUPS) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[langchain]'
