@@ -474,7 +474,7 @@ class Guard:
             else:
                 from interlock.session.history import MemoryHistory
 
-                history = MemoryHistory(max_steps=spec.max_steps)
+                history = MemoryHistory(max_steps=spec.max_steps, expire_after=spec.expire_after)
             self._session_history = history
         recorder = SessionRecorder(spec, history, policy)
         self._session_reads = _SessionReads.of(recorder, policy)

@@ -901,12 +901,17 @@ class MemoryHistory:
         max_steps: int = MAX_STEPS,
         max_sessions: int = 1_000,
         max_fingerprints: int | None = MAX_FINGERPRINTS,
+        expire_after: float | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if max_steps < 1 or max_sessions < 1:
             raise ValueError("max_steps and max_sessions must be at least 1")
         if max_fingerprints is not None and max_fingerprints < 0:
             raise ValueError("max_fingerprints must be at least 0 (or None)")
+        if expire_after is not None and not 0 < expire_after < float("inf"):
+            raise ValueError(
+                f"expire_after must be a positive number of seconds (or None), not {expire_after!r}"
+            )
         self._max_steps = max_steps
         self._max_sessions = max_sessions
         self._max_fingerprints = max_fingerprints
@@ -915,6 +920,10 @@ class MemoryHistory:
         self._over = False
         self._max_remnants = max_sessions * 100
         self._clock = clock
+        #: sessions idle this long are forgotten (as :meth:`expire` does) by the first
+        #: append at or after ``_sweep_at``; every ``expire_after / 16`` seconds at most
+        self._expire_after = expire_after
+        self._sweep_at = float("inf") if expire_after is None else clock() + expire_after / 16
         self._lock = threading.Lock()
         self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
         # sessions that gave up their steps (demoted), least recently written first
@@ -1121,6 +1130,8 @@ class MemoryHistory:
         lock = self._lock
         lock.acquire()
         try:
+            if now >= self._sweep_at:
+                self._sweep(now)
             found = sessions.get(key)
             grown = found is None  # a session more: the bounds are tested
             if found is None:
@@ -1294,10 +1305,20 @@ class MemoryHistory:
     def expire(self, idle_for: float) -> int:
         cutoff = self._clock() - idle_for
         with self._lock:
-            stale = [k for k, s in self._sessions.items() if s.touched < cutoff]
-            for key in stale:
-                self._held -= self._sessions.pop(key).held
-            gone = [k for k, r in self._remnants.items() if r.touched < cutoff]
-            for key in gone:
-                del self._remnants[key]
-            return len(stale) + len(gone)
+            return self._expire_idle(cutoff)
+
+    def _sweep(self, now: float) -> None:
+        """Forget the sessions idle for ``expire_after`` (under the lock)."""
+        after = cast(float, self._expire_after)
+        self._sweep_at = now + after / 16
+        self._expire_idle(now - after)
+
+    def _expire_idle(self, cutoff: float) -> int:
+        """Forget sessions and remnants last written before ``cutoff`` (under the lock)."""
+        stale = [k for k, s in self._sessions.items() if s.touched < cutoff]
+        for key in stale:
+            self._held -= self._sessions.pop(key).held
+        gone = [k for k, r in self._remnants.items() if r.touched < cutoff]
+        for key in gone:
+            del self._remnants[key]
+        return len(stale) + len(gone)
