@@ -10,7 +10,15 @@ import os
 import pytest
 
 
-@pytest.mark.parametrize("module", ["interlock.session._speedups", "interlock.session._history"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "interlock.session._speedups",
+        "interlock.session._history",
+        "interlock.core._redaction",
+        "interlock.store._chain",
+    ],
+)
 def test_the_accelerator_is_built_in_ci(module: str) -> None:
     if not os.environ.get("INTERLOCK_CI"):
         pytest.skip("only CI requires the accelerators (INTERLOCK_CI=1)")
