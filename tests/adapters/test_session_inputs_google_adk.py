@@ -108,3 +108,68 @@ def test_a_guard_without_sessions_records_nothing() -> None:
     _run(guard, _agent("alice@corp.example", ran), "plugin", "mail alice")
     assert ran == ["fetch_url", "send_email:alice@corp.example"]
     assert guard.sessions is None
+
+
+SECRET_POLICY = """\
+version: 1
+default: allow
+labels:
+  - id: secrets-read
+    attach: [secret]
+    name: read_file
+    params:
+      path: {glob: ["**/.env"]}
+rules:
+  - id: no-leak
+    decision: deny
+    reason: data a secret read returned may not leave
+    name: send_email
+    session:
+      flows_from: {labels: [secret]}
+"""
+KEY = "sk-live-9f8e7d6c5b4a39281706f5e4d3c2b1a0"
+
+
+@pytest.mark.parametrize("way", ["plugin", "callbacks"])
+@pytest.mark.parametrize(("body", "sent"), [(KEY, False), ("the report is ready", True)])
+def test_a_slow_tool_still_settles_its_step(
+    way: str, body: str, sent: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard keeps the newest ``_PENDING_KEPT`` steps waiting for their outcome
+    (10,000; 5 here): a tool that runs while more calls are checked must still settle
+    its own step when ADK reports it — its secret recorded, its leak refused."""
+    import interlock.guard_sessions
+    from interlock import Action, Context
+    from interlock.policy import load_policy_text
+    from interlock.session.history import MemoryHistory
+
+    monkeypatch.setattr(interlock.guard_sessions, "_PENDING_KEPT", 5)
+    guard = Guard(
+        load_policy_text(SECRET_POLICY),
+        context=Context(session_id="adk-slow"),
+        sessions=MemoryHistory(),
+    )
+    ran: list[str] = []
+
+    def read_file(path: str) -> str:
+        """Read a file."""
+        for i in range(8):  # other sessions' calls, checked while this one runs
+            other = Action.tool("list_dir", {"path": "/tmp"}, context=Context(session_id=f"o{i}"))
+            assert guard.check(other).allowed
+        ran.append("read_file")
+        return f"OPENAI_API_KEY={KEY}\n"
+
+    def send_email(to: str, body: str) -> str:
+        """Send a mail."""
+        ran.append("send_email")
+        return "sent"
+
+    model = fake(
+        calls(("read_file", {"path": "/srv/app/.env"})),
+        calls(("send_email", {"to": "ops@corp.example", "body": body})),
+        answer("done"),
+    )
+    agent = LlmAgent(name="files", model=model, instruction=SYSTEM, tools=[read_file, send_email])
+    _run(guard, agent, way, "tidy up the config")
+    assert "read_file" in ran
+    assert ("send_email" in ran) is sent

@@ -112,3 +112,20 @@ def test_benign_a_slow_read_of_other_text_lets_mail_go(body: Any) -> None:
     read_file(path="/app/.env")
     decision = guard.check(Action.tool("send_mail", {"to": "x@example.com", "body": body}))
     assert decision.verdict is Verdict.ALLOW
+
+
+def test_a_slow_body_through_the_adapters_path_still_records_its_secret() -> None:
+    """Every framework adapter runs an allowed body through ``run_settled``."""
+    from interlock.adapters.base import run_settled
+
+    guard = _guard()
+    decision = guard.check(Action.tool("read_file", {"path": "/app/.env"}))
+    assert decision.allowed
+
+    def body() -> str:
+        _busy(guard)
+        return f"AWS_SECRET_ACCESS_KEY={KEY}\n"
+
+    run_settled(guard, decision, body)
+    decision = guard.check(Action.tool("send_mail", {"to": "x@example.com", "body": KEY}))
+    assert decision.verdict is Verdict.DENY
