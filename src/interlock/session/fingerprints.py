@@ -340,8 +340,34 @@ def _cut_boilerplate(form: str, long_words: list[str]) -> str:
     return form  # the same object when nothing was cut
 
 
+_NONE: Final[frozenset[int]] = frozenset()
+
+
 def of_data(value: object, *, limit: int = MAX_FINGERPRINTS) -> frozenset[int]:
     """The fingerprints kept of a result (or an input): see the module docstring."""
+    if _too_short(value):
+        return _NONE
+    return _of_data(value, limit)
+
+
+def _too_short(value: object) -> bool:
+    """Whether every text of ``value`` is ASCII and shorter than MIN_TOKEN (a tool's
+    "ok", "done", ``{"ok": True}``): such a text has no word long enough to keep whole,
+    is too short to decode (GRAM) and normalises to fewer than GRAM characters, so
+    :func:`_of_data` keeps nothing of it (held equal by a property test)."""
+    if type(value) is str:
+        return len(value) < MIN_TOKEN and value.isascii()
+    if value is None or type(value) is bool:
+        return True  # "True" / "False" (None has no text)
+    if type(value) is dict and len(value) <= 8:
+        return all(
+            type(k) is str and len(k) < MIN_TOKEN and k.isascii() and _too_short(v)
+            for k, v in value.items()
+        )
+    return False
+
+
+def _of_data(value: object, limit: int) -> frozenset[int]:
     limit -= 1  # room for FORMAT_MARK
     whole: set[int] = set()  # whole tokens, then every gram of long tokens
     token_grams: set[int] = set()  # every gram of the long tokens of ordinary words
