@@ -2361,48 +2361,31 @@ def _signature_mapper(
                 arguments[param_name] = value
         return arguments
 
-    plain = _plain_binder(signature, bound_arguments)
-    if plain is None:
+    bind = _binder(signature, bound_arguments)
 
-        def to_action(*args: Any, **kwargs: Any) -> Action:
-            return Action(
-                kind=kind,
-                name=tool_name,
-                arguments=bound_arguments(*args, **kwargs),
-                scope=scope,
-                description=doc,
-            )
-
-    else:
-        binder = plain
-
-        def to_action(*args: Any, **kwargs: Any) -> Action:
-            return Action(
-                kind=kind,
-                name=tool_name,
-                arguments=binder(args, kwargs),
-                scope=scope,
-                description=doc,
-            )
+    def to_action(*args: Any, **kwargs: Any) -> Action:
+        return Action(
+            kind=kind, name=tool_name, arguments=bind(args, kwargs), scope=scope, description=doc
+        )
 
     return to_action
 
 
-def _plain_binder(
+def _binder(
     signature: inspect.Signature, reference: Callable[..., dict[str, Any]]
-) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]] | None:
-    """For a signature of named parameters only (no ``*args`` / ``**kwargs``, none
-    positional-only), a binder of a call's arguments in the signature's order without
-    ``inspect``'s machinery (≈ 5 µs a call); any call it cannot place at once — a
-    missing, unknown or doubled argument, too many positional ones — goes to
-    ``reference``, which raises the same error as before. None for any other
-    signature. Held equal to the reference by a property test
-    (tests/guard/test_protect_binding.py)."""
+) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
+    """A binder of a call's arguments, ``(args, kwargs) -> arguments``. For a signature
+    of named parameters only (no ``*args`` / ``**kwargs``, none positional-only) it
+    places them in the signature's order without ``inspect``'s machinery (≈ 5 µs a
+    call); any call it cannot place at once — a missing, unknown or doubled argument,
+    too many positional ones — goes to ``reference``, which raises the same error as
+    before. Any other signature is bound by ``reference`` alone. Held equal to the
+    reference by a property test (tests/guard/test_protect_binding.py)."""
     positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
     keyword = inspect.Parameter.KEYWORD_ONLY
     params = tuple(signature.parameters.values())
     if not all(p.kind is positional or p.kind is keyword for p in params):
-        return None
+        return lambda args, kwargs: reference(*args, **kwargs)
     names = tuple(p.name for p in params)
     by_position = sum(1 for p in params if p.kind is positional)
     empty = inspect.Parameter.empty
