@@ -319,16 +319,13 @@ class SessionRecorder:
         self._settle(decision, executed, result, claimed)
 
     def claim(self, decision: Decision) -> list[tuple[str, tuple[str, str]]]:
-        """:meth:`_claim`, for an adapter that settles later by itself (pass the result
-        to :meth:`settle` as ``claimed``)."""
-        return self._claim(decision)
-
-    def _claim(self, decision: Decision) -> list[tuple[str, tuple[str, str]]]:
         """Take the steps ``decision``'s outcome settles (its own and its batch's) out
         of the pending table: (step id, (tenant, session id)) each. The table is
         bounded — the oldest forgotten past ``_PENDING_KEPT`` — so a wrapper claims its
         steps when it is made: a body that runs for minutes while thousands of other
-        calls are checked still settles its own step (its result's data recorded)."""
+        calls are checked still settles its own step (its result's data recorded). An
+        adapter that settles later by itself passes the result to :meth:`settle` as
+        ``claimed``."""
         decision_id = decision.decision_id
         if decision_id is None:
             return []
@@ -348,7 +345,7 @@ class SessionRecorder:
         """Settle the steps ``claimed`` before and those pending now."""
         # what the wrapper claimed, else what is pending now (a step is pending before
         # its check returns: a wrapper that claimed something has claimed it all)
-        keys = claimed or self._claim(decision)
+        keys = claimed or self.claim(decision)
         fingerprints: frozenset[int] | None = None
         for step_id, key in keys:
             if fingerprints is None:
@@ -381,7 +378,7 @@ class SessionRecorder:
     def settling(self, decision: Decision, body: Callable[..., T]) -> Callable[..., T]:
         """``body``, settling the step of ``decision`` with what it returns or raises."""
 
-        claimed = self._claim(decision)  # now: the pending table forgets the oldest
+        claimed = self.claim(decision)  # now: the pending table forgets the oldest
 
         def settled(*args: Any, **kwargs: Any) -> T:
             try:
@@ -403,7 +400,7 @@ class SessionRecorder:
 
         # fingerprints and SQL: off the event loop, unless the history is in memory
         settle = self.asettle_here if self.in_memory else self.asettle_off
-        claimed = self._claim(decision)  # now: the pending table forgets the oldest
+        claimed = self.claim(decision)  # now: the pending table forgets the oldest
 
         async def settled(*args: Any, **kwargs: Any) -> T:
             try:

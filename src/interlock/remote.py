@@ -286,11 +286,6 @@ class RemoteDecider:
         report, taken from the pending table (the newest 10,000 are kept: a caller
         that reports later takes it when the call is allowed, then reports with
         :meth:`settle_step`). None when it awaits none or was taken already."""
-        return self._reported(decision)
-
-    def _reported(self, decision: Decision) -> tuple[str, str] | None:
-        """The session and decision id of ``decision`` when it awaits its outcome
-        report (no longer, once asked: each outcome is reported once)."""
         with self._pending_lock:
             session_id = self._pending.pop(decision.decision_id, None)
         if session_id is None or decision.decision_id is None:
@@ -310,7 +305,7 @@ class RemoteDecider:
         :func:`~interlock.session.fingerprints.of_data`, computed here: the result
         never leaves this process). False when the call was not a session's (nothing
         is sent) or the server kept nothing; raises RemoteError when it cannot tell."""
-        reported = self._reported(decision)
+        reported = self.take_pending(decision)
         if reported is None:
             return False
         return self.settle_step(
@@ -356,7 +351,7 @@ class RemoteDecider:
         labels: tuple[str, ...] = (),
     ) -> bool:
         """The async twin of :meth:`report_outcome`."""
-        reported = self._reported(decision)
+        reported = self.take_pending(decision)
         if reported is None:
             return False
         return await self.asettle_step(

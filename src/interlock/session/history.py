@@ -955,8 +955,7 @@ class MemoryHistory:
                     )
                 return view
             remnant = self._remnants.get((tenant, session_id))
-            forgotten = self._forgotten
-            if forgotten is not None and (tenant, session_id) in forgotten:
+            if self._was_forgotten((tenant, session_id)):
                 raise self._unreadable(tenant, session_id)
         finally:
             lock.release()
@@ -998,8 +997,7 @@ class MemoryHistory:
                     return kept
                 labels, next_seq = found.labels, found.next_seq
             else:
-                forgotten = self._forgotten
-                if forgotten is not None and (tenant, session_id) in forgotten:
+                if self._was_forgotten((tenant, session_id)):
                     raise self._unreadable(tenant, session_id)
                 remnant = self._remnants.get((tenant, session_id))
                 if remnant is None:
@@ -1028,6 +1026,11 @@ class MemoryHistory:
             "max_sessions x 100), so what it did cannot be told; raise max_sessions or "
             "keep sessions in the SQL store"
         )
+
+    def _was_forgotten(self, key: tuple[str, str]) -> bool:
+        """Whether ``key`` was forgotten before it expired (none yet: never)."""
+        forgotten = self._forgotten
+        return forgotten is not None and key in forgotten
 
     def _forget(self, key: tuple[str, str]) -> None:
         """``key``'s remnant is given up before it expired: never read it again."""
@@ -1148,9 +1151,7 @@ class MemoryHistory:
                         remnant.past,
                     )
                 )
-                forgotten = self._forgotten
-                if forgotten is not None and key in forgotten:
-                    found.forgotten = True
+                found.forgotten = self._was_forgotten(key)
             else:
                 sessions.move_to_end(key)
             seq = found.next_seq
