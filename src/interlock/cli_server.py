@@ -313,6 +313,7 @@ def serve(
         raise fail(
             f"the server needs its extra ({exc.name} is missing): pip install 'interlock[server]'"
         ) from None
+    from interlock.accelerators import describe_accelerators
     from interlock.guard import Guard
     from interlock.policy.loader import load_policy
 
@@ -378,8 +379,9 @@ def serve(
             where = f"unix:{uds}" if uds is not None else f"http://{host}:{port}"
             store_url = guard.store.url
             err.print(Text(f"interlock: serving {where}/v1 — policy {path}, store {store_url}"))
-        for line in guard.audit.integrity_report() if not worker_index else ():
-            err.print(  # keyed? checkpointed? said at startup
+        report = [*guard.audit.integrity_report(), describe_accelerators()]
+        for line in report if not worker_index else ():
+            err.print(  # keyed? checkpointed? accelerated? said at startup
                 Text(f"interlock: {line}"), style="yellow" if line.startswith("WARNING:") else None
             )
         if webhook_url is not None:

@@ -688,6 +688,8 @@ def slot_maker(cls: type, names: tuple[str, ...], reference: Callable[..., T]) -
 #: ``Step(...)`` / ``SessionView(...)`` with every field given, in order (C when built).
 _new_step: Final = slot_maker(Step, _STEP_FIELDS, _py_new_step)
 _new_view: Final = slot_maker(SessionView, _VIEW_FIELDS, _py_new_view)
+#: Whether a step's records are made in C (see :func:`slot_maker`).
+ACCELERATED: Final = _new_step is not _py_new_step
 
 
 class SessionHistory(Protocol):
