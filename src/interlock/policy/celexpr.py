@@ -259,6 +259,10 @@ def _compile_flat(cel: ModuleType, source: str, flat: str) -> Any:
 
 
 _SESSION_PREFIX: Final = f"{_PREFIX}s"
+#: Text every session identifier contains (``session``, and each of
+#: ``sessionrules.SESSION_FUNCTIONS``; a test holds them together): an expression
+#: without any of them has nothing for :func:`session_rewrite` to rewrite.
+SESSION_WORDS: Final = ("session", "flows_from", "provenance")
 
 
 def session_rewrite(source: str) -> tuple[str, tuple[tuple[str, str, str], ...]]:
@@ -267,6 +271,8 @@ def session_rewrite(source: str) -> tuple[str, tuple[tuple[str, str, str], ...]]
     ``flows_from_label("label")``, ``provenance("arg")``) replaced by a flat variable,
     and those variables. Raises ValueError for a session function called with anything
     but one string literal, or ``session`` used any other way."""
+    if not any(word in source for word in SESSION_WORDS):  # no session identifier can be in
+        return source, ()  # it: the session rules (and history, fingerprints) stay unloaded
     from interlock.policy.sessionrules import SESSION_FIELDS, SESSION_FUNCTIONS, SESSION_METHODS
 
     tokens = tokenize(source)

@@ -45,14 +45,6 @@ from interlock.policy.matchers import (
     RegexSet,
     compile_re2,
 )
-from interlock.policy.sessionrules import (
-    AfterTest,
-    FlowTest,
-    ProvenanceTest,
-    SessionSpec,
-    SessionTest,
-    StepSelector,
-)
 from interlock.policy.shellmatch import CommandMatcher, ShellMatcher
 from interlock.policy.specs import (
     DEFAULT_OVERAGE,
@@ -85,6 +77,7 @@ if TYPE_CHECKING:
 
     from interlock.policy.cache import PolicyCache
     from interlock.policy.schema import PolicyModel
+    from interlock.policy.sessionrules import SessionSpec, SessionTest, StepSelector
     from interlock.policy.source import SourceDocument
 
 __all__ = ["CEL_VARIABLES", "compile_policy", "load_policy", "load_policy_text"]
@@ -388,6 +381,8 @@ class _Compiler:
         expire_after = self.duration(settings.expire_after, ("session", "expire_after"))
         if not (reads or label_rules or tool_labels):
             return None
+        from interlock.policy.sessionrules import SessionSpec  # only a policy with sessions
+
         return SessionSpec(
             max_steps=settings.max_steps,
             expire_after=expire_after,
@@ -665,6 +660,9 @@ class _Compiler:
         condition = rule.session
         if condition is None:
             return None
+        # only a rule with session conditions loads them (and the history, fingerprints)
+        from interlock.policy.sessionrules import AfterTest, FlowTest, ProvenanceTest, SessionTest
+
         after = None
         if condition.after is not None:
             spec = condition.after
@@ -765,6 +763,8 @@ class _Compiler:
 def _step_selector(
     names: str | list[str] | None, kinds: str | list[str] | None, labels: list[str] | None
 ) -> StepSelector:
+    from interlock.policy.sessionrules import StepSelector
+
     return StepSelector(
         GlobSet.of(names) if names is not None else None, _kinds(kinds), frozenset(labels or ())
     )
