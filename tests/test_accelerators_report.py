@@ -8,9 +8,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import time
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +106,44 @@ def test_import_interlock_imports_none_of_them() -> None:
     code = f"import sys, interlock; print(sorted(m for m in sys.modules if m in {MODULES!r}))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def _llm_proxy_startup(tmp_path: Path, **env: str) -> str:
+    """What `interlock llm-proxy` says on stderr up to its "llm-proxy on" line (its
+    warnings come before it)."""
+    (tmp_path / "interlock.yaml").write_text("version: 1\ndefault: allow\nrules: []\n")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("INTERLOCK_")}
+    exe = Path(sys.executable).parent / "interlock"
+    argv = [str(exe), "llm-proxy", "--policy", "interlock.yaml", "--port", str(port)]
+    argv += ["-d", f"sqlite:///{tmp_path / 'i.db'}", "--openai-upstream", "http://127.0.0.1:9/v1"]
+    proc = subprocess.Popen(
+        argv, cwd=tmp_path, env=environ | env, stderr=subprocess.PIPE, text=True
+    )
+    said: list[str] = []
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            said.append(line)
+            if "llm-proxy on http" in line:  # said last, once the warnings are
+                break
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    return "".join(said)
+
+
+@built
+@pytest.mark.slow
+def test_a_gateway_warns_only_when_an_accelerator_runs_in_python(tmp_path: Path) -> None:
+    quiet = _llm_proxy_startup(tmp_path)
+    assert "llm-proxy on http" in quiet
+    assert "accelerators" not in quiet
+    warned = _llm_proxy_startup(tmp_path, INTERLOCK_NO_SPEEDUPS="1")
+    assert "interlock: WARNING: accelerators: 4 of 4 in Python" in warned

@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["Accelerator", "accelerators", "describe_accelerators"]
+__all__ = ["Accelerator", "accelerators", "accelerators_warning", "describe_accelerators"]
 
 _NOT_BUILT: Final = "not built (no C compiler when Interlock was installed)"
 _SWITCHED_OFF: Final = "INTERLOCK_NO_SPEEDUPS is set"
@@ -107,3 +107,10 @@ def describe_accelerators() -> str:
         f"WARNING: accelerators: {len(missing)} of {len(found)} in Python ({parts}) — the "
         f"same verdicts, slower checks{': ' if remedies else ''}{'; '.join(remedies)}"
     )
+
+
+def accelerators_warning() -> str | None:
+    """:func:`describe_accelerators`'s line when it is a warning, else None (for the
+    gateways' start-up, which say nothing when all four run in C)."""
+    line = describe_accelerators()
+    return line if line.startswith("WARNING:") else None

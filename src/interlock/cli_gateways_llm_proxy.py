@@ -160,6 +160,7 @@ def llm_proxy(
             f"the LLM proxy needs its extra ({exc.name} is missing): "
             "pip install 'interlock[llm-proxy]'"
         ) from None
+    from interlock.accelerators import accelerators_warning
     from interlock.cli_server import stop_on_sigterm
 
     if allow_unjudged_streamed_tools:
@@ -210,6 +211,8 @@ def llm_proxy(
                     style="yellow",
                 )
         app = create_app(judge, config)
+        if (unaccelerated := accelerators_warning()) is not None:
+            err.print(Text(f"interlock: {unaccelerated}"), style="yellow")
         err.print(Text(f"interlock: llm-proxy on http://{host}:{port}/v1 — {what}"))
         # httptools and uvloop (the extra's) are uvicorn's own picks when installed; no
         # access log (a line per call costs more than the proxy's own parsing) and no

@@ -122,6 +122,7 @@ def serve_http(
             f"the HTTP gateway needs its extra ({exc.name} is missing): "
             "pip install 'interlock[mcp]'"
         ) from None
+    from interlock.accelerators import accelerators_warning
     from interlock.cli_server import stop_on_sigterm
 
     if "INTERLOCK_API_KEY" in os.environ and server is not None:
@@ -153,6 +154,8 @@ def serve_http(
     gateway = HttpGateway(deciders, relays, options)
     where = f"http://{settings.host}:{settings.port}{options.path}"
     decided = f"the server {server}" if server else f"policy {policy_path(policy)}"
+    if (unaccelerated := accelerators_warning()) is not None:
+        err.print(Text(f"interlock: {unaccelerated}"), style="yellow")
     err.print(Text(f"interlock: mcp-gateway on {where} — {decided}"))
     uvicorn_server = uvicorn.Server(
         uvicorn.Config(
