@@ -19,6 +19,7 @@ way. Error texts name the original ``args.amount``, not the flat variable.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
@@ -259,10 +260,16 @@ def _compile_flat(cel: ModuleType, source: str, flat: str) -> Any:
 
 
 _SESSION_PREFIX: Final = f"{_PREFIX}s"
-#: Text every session identifier contains (``session``, and each of
-#: ``sessionrules.SESSION_FUNCTIONS``; a test holds them together): an expression
-#: without any of them has nothing for :func:`session_rewrite` to rewrite.
-SESSION_WORDS: Final = ("session", "flows_from", "provenance")
+#: The identifiers :func:`session_rewrite` rewrites: ``session`` and
+#: ``sessionrules.SESSION_FUNCTIONS`` (a test holds them equal).
+SESSION_WORDS: Final = frozenset({"session", "flows_from", "flows_from_label", "provenance"})
+#: Any of them standing alone (not part of a longer ASCII name such as
+#: ``context.session_id``): an expression where none does has nothing to rewrite. A
+#: superset of the tokenizer's identifiers (a character outside ``[A-Za-z0-9_]`` next
+#: to one still counts it), so a session function is never missed.
+_SESSION_WORD: Final = re.compile(
+    r"(?<![A-Za-z0-9_])(?:" + "|".join(sorted(SESSION_WORDS)) + r")(?![A-Za-z0-9_])"
+)
 
 
 def session_rewrite(source: str) -> tuple[str, tuple[tuple[str, str, str], ...]]:
@@ -271,8 +278,8 @@ def session_rewrite(source: str) -> tuple[str, tuple[tuple[str, str, str], ...]]
     ``flows_from_label("label")``, ``provenance("arg")``) replaced by a flat variable,
     and those variables. Raises ValueError for a session function called with anything
     but one string literal, or ``session`` used any other way."""
-    if not any(word in source for word in SESSION_WORDS):  # no session identifier can be in
-        return source, ()  # it: the session rules (and history, fingerprints) stay unloaded
+    if _SESSION_WORD.search(source) is None:  # nothing to rewrite: the session rules (and
+        return source, ()  # the history and fingerprints they read) stay unloaded
     from interlock.policy.sessionrules import SESSION_FIELDS, SESSION_FUNCTIONS, SESSION_METHODS
 
     tokens = tokenize(source)
