@@ -665,10 +665,17 @@ class Guard:
                 decision = _validated(decision)
         except Exception as exc:
             decision = _failed(exc)
+        return self._finished_plainly(action, decision, start)
+
+    def _finished_plainly(self, action: Action, decision: Decision, start: int) -> Decision:
+        """:meth:`_finish` for the usual action in a guard with no audit log and no
+        hooks (``check``'s hot path and :meth:`_decided_here`): the decision told, and
+        its event given to the sink."""
         verdict = decision.verdict
         if verdict is not _ALLOW:
             memo = self._shown_memo
-            # _told's own first case, inlined (as in check)
+            # _told's own first case, inlined: a reason with nothing to redact, seen
+            # before, is told as it is
             if not (
                 decision.shadow is None and memo[0] is self.redactor and decision.reason in memo[1]
             ):
@@ -884,40 +891,7 @@ class Guard:
                 and self.on_blocked is None
             ):
                 return self._finish(action, decision, start)
-            # _finish for the usual action in a guard with no audit log and no hooks,
-            # inlined: the decision told, and its event given to the sink
-            verdict = decision.verdict
-            if verdict is not _ALLOW:
-                memo = self._shown_memo
-                # _told's own first case, inlined: a reason with nothing to redact,
-                # seen before, is told as it is
-                if not (
-                    decision.shadow is None
-                    and memo[0] is self.redactor
-                    and decision.reason in memo[1]
-                ):
-                    decision = self._told(decision)
-                if verdict is _UNDETERMINED and self.fail_mode == "open":
-                    decision = self._failed_open(action, decision)
-            sink = self.sink
-            if sink is not None:
-                event = _new_tuple(
-                    Event,
-                    (
-                        "decision",
-                        time.time(),
-                        action,
-                        decision,
-                        time.perf_counter_ns() - start,
-                        None,
-                        self.redactor,
-                    ),
-                )
-                try:
-                    sink.emit(event)
-                except Exception:
-                    log.exception("interlock: the event sink failed; the decision stands")
-            return decision
+            return self._finished_plainly(action, decision, start)
         deadline = time.monotonic() + timeout if timeout is not None else None
         if cancel is not None and cancel.cancelled:
             with deadline_scope(deadline):
