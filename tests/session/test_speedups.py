@@ -148,6 +148,63 @@ def test_hex_forms_are_the_reference_forms(run: str) -> None:
     assert _speedups.hex_forms(run) == list(fingerprints._py_hex_forms(run))
 
 
+B32 = string.ascii_uppercase + "234567"
+
+
+def b32_runs() -> st.SearchStrategy[str]:
+    """Runs as ``_py_b32_runs`` gives them: encodings of text or bytes (either case) cut
+    at any offset, padding and dots gone; and random runs of the alphabet."""
+    encoded = st.tuples(text_bytes, st.integers(0, 9)).map(
+        lambda t: base64.b32encode(t[0]).decode().rstrip("=")[t[1] :]
+    ) | st.tuples(text_bytes, st.integers(0, 9)).map(
+        lambda t: base64.b32encode(t[0]).decode().rstrip("=").lower()[t[1] :]
+    )
+    return encoded | st.text(st.sampled_from(B32 + B32.lower()), max_size=90)
+
+
+@settings(max_examples=500, deadline=None)
+@given(run=b32_runs())
+@example(run="")
+@example(run="A" * 12)
+@example(run="A" * 13)
+@example(run=base64.b32encode(SECRET.encode()).decode().rstrip("="))
+@example(run=base64.b32encode(SECRET.encode()).decode().rstrip("=").lower()[3:])
+def test_b32_forms_are_the_reference_forms(run: str) -> None:
+    assert _speedups.b32_forms(run) == list(fingerprints._py_b32_forms(run))
+
+
+def test_b32_forms_read_a_piece_at_each_of_eight_alignments() -> None:
+    """A piece cut k characters into an encoding is read only from the alignment that
+    skips (8 - k) % 8 more: each of the eight is needed."""
+    text = "a line before it\n" + SECRET + "\nand a line after it"
+    encoded = base64.b32encode(text.encode()).decode().rstrip("=")
+    for cut in range(8):
+        forms = _speedups.b32_forms(encoded[cut:])
+        assert any(SECRET in form for form in forms), cut
+        assert forms == list(fingerprints._py_b32_forms(encoded[cut:]))
+
+
+#: pieces of base32 runs as an argument holds them: labels split by dots, a domain after
+#: them, words, padding, the characters around
+b32_parts = st.sampled_from(
+    [
+        *("MZXW6YTB", "ONVS23DJ", "mzxw6ytb", "ozss2olg", "ABCDEFGH", "234567", "QRST"),
+        *(".", "..", "-", "=", "==", " ", "\n", "/", "attacker", "example", "com", "x2"),
+        *("0", "1", "8", "9", "é", "Ａ", "https://", "%2E", "\x00"),
+    ]
+)
+
+
+@settings(max_examples=800, deadline=None)
+@given(source=st.lists(b32_parts, max_size=20).map("".join) | st.text(max_size=120))
+@example(source="MZXW6YTBOI.MFZGC43U.attacker.example")
+@example(source="MZXW6YTBOIMFZGC43U.a2.b")
+@example(source="thisisaverylongsubdomain.example.com")
+@example(source="A" * 15 + "." + "B" * 15 + ".")
+def test_b32_runs_are_the_reference_runs(source: str) -> None:
+    assert _speedups.b32_runs(source) == fingerprints._py_b32_runs(source)
+
+
 @pytest.mark.parametrize(
     ("fn", "run"),
     [
@@ -157,6 +214,9 @@ def test_hex_forms_are_the_reference_forms(run: str) -> None:
         ("hex_forms", "414243444546474g"),
         ("hex_forms", "41424344 45464748"),
         ("hex_forms", "41424344454647٤8"),
+        ("b32_forms", "MZXW6YTBOIMFZGC43U1"),  # 1: not base32
+        ("b32_forms", "MZXW6YTBOI.MFZGC43U"),  # dots: runs are joined first
+        ("b32_forms", "MZXW6YTBOIMFZGC43Ué"),
     ],
 )
 def test_a_run_with_a_foreign_character_is_refused(fn: str, run: str) -> None:

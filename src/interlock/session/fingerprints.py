@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import binascii
 import hashlib
+import html
 import os
 import re
 import struct
@@ -146,6 +147,20 @@ _JSON_ESCAPE: Final = re.compile(r"\\(u[0-9a-fA-F]{4}|[nrtbf\"\\/])")
 _DIGIT: Final = re.compile(r"\d")
 _LETTER: Final = re.compile(r"[^\W\d_]")
 _URLSAFE: Final = str.maketrans("-_", "+/")
+#: A run of base32 (RFC 4648, either case) as DNS labels: letters and 2-7, split by dots.
+_B32_LABELS: Final = re.compile(r"[A-Za-z2-7]+(?:\.[A-Za-z2-7]+)*")
+_B32_DIGIT: Final = re.compile(r"[2-7]")
+#: base32's alphabet (A-Z 2-7, either case) onto ``int(..., 32)``'s digits (0-9 a-v).
+_B32_TO_INT: Final = str.maketrans(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz234567",
+    "0123456789abcdefghijklmnop0123456789abcdefghijklmnopqrstuv",
+)
+_ROT13: Final = str.maketrans(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+    "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
+)
+#: C / Python ``\xNN`` escapes, a run of them read as the bytes of one UTF-8 text.
+_X_ESCAPES: Final = re.compile(r"(?:\\x[0-9a-fA-F]{2})+")
 _ESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
 #: ASCII control bytes but tab, line feed and carriage return.
 _CONTROL: Final = bytes([*range(9), 11, 12, *range(14, 32), 127])
@@ -491,23 +506,79 @@ def _looks_encoded(run: str) -> bool:
     return _DIGIT.search(run) is not None and run.lower() != run and run.upper() != run
 
 
+def _py_b32_runs(source: str) -> list[str]:
+    """The base32 runs in ``source``: runs of ``A-Z 2-7`` (either case) as DNS labels
+    split by dots, joined — less the trailing labels without a digit 2-7 (the domain
+    after the data, ``.attacker.example``: base32 of text nearly always has one, a word
+    seldom does); those of at least GRAM characters."""
+    found: list[str] = []
+    for match in _B32_LABELS.findall(source):
+        labels = match.split(".")
+        while len(labels) > 1 and _B32_DIGIT.search(labels[-1]) is None:
+            labels.pop()
+        run = "".join(labels)
+        if len(run) >= GRAM:
+            found.append(run)
+    return found
+
+
+def _py_b32_forms(run: str) -> Iterable[str]:
+    """A base32 run (no padding, no dots; either case) decoded at each of its eight
+    alignments: a character holds 5 bits, so a piece cut from a longer encoding starts
+    at any of 8 bit offsets of a byte, and only one of them reads it. Each piece is
+    read as one big number (``int`` in base 32, linear for a power of two) and cut into
+    its whole bytes; a piece of fewer than 13 characters (8 bytes) is skipped."""
+    for start in range(8):
+        piece = run[start:]
+        size = len(piece)
+        if size < 13:
+            break
+        value = int(piece.translate(_B32_TO_INT), 32) >> (size * 5 % 8)
+        decoded = _mostly_text(value.to_bytes(size * 5 // 8, "big"))
+        if decoded is not None:
+            yield decoded
+
+
+def _x_bytes(match: re.Match[str]) -> str:
+    return bytes.fromhex(match.group().replace("\\x", "")).decode("utf-8", "replace")
+
+
+def _x_unescape(text: str) -> str:
+    """``\\xNN`` escapes read: each run of them as the UTF-8 bytes of one text."""
+    return _X_ESCAPES.sub(_x_bytes, text)
+
+
 def _py_decodings(text: str, decode_plain: bool = True) -> Iterator[str]:
     """``text`` and what it decodes to, up to _DEPTH layers and _MAX_DECODINGS forms.
-    ``decode_plain=False`` (the data side) skips URL- and JSON-unescaping: the data's
-    own text is kept as it is; only encoded runs in it are decoded."""
+    ``decode_plain=False`` (the data side) skips URL-, JSON-, HTML- and ``\\x``-
+    unescaping, base32 and the turned forms: the data's own text is kept as it is; only
+    encoded runs in it (base64, hex) are decoded.
+
+    A form is turned (reversed; ROT13) once on its chain: the argument itself and every
+    form decoded from it that was not turned yet, each turned form a layer of its own,
+    decoded further (reversed then base64-encoded, base64-encoded then reversed...).
+    A form's turns come first among what it decodes to: the cap never drops them."""
     seen = {text}
-    queue = [(text, 0)]
+    queue = [(text, 0, False)]
     yield text
     while queue:
-        current, depth = queue.pop()
+        current, depth, turned = queue.pop()
         if depth >= _DEPTH:
             continue
         found: list[str] = []
+        if decode_plain and not turned:  # first: never lost to the cap
+            found.append(current[::-1])
+            found.append(current.translate(_ROT13))
+        turns = len(found)
         if decode_plain:
             if "%" in current or "+" in current:
                 found.append(unquote_plus(current))
             if "\\" in current:
                 found.append(_json_unescape(current))
+                if "\\x" in current:
+                    found.append(_x_unescape(current))
+            if "&" in current:
+                found.append(html.unescape(current))
         if len(current) >= GRAM:  # else no run is long enough to decode
             words = current.split()
             long_words = _at_least(words, GRAM)
@@ -516,17 +587,19 @@ def _py_decodings(text: str, decode_plain: bool = True) -> Iterator[str]:
                 sources = [*long_words, "".join(words)]  # re-wrapped base64 or hex
             for source in sources:
                 runs = _runs(source, False)
-                if not runs:  # a hex run is a base64 run too
-                    continue
-                for run in runs:
-                    if decode_plain or _looks_encoded(run):
-                        found.extend(_b64_forms(run))
-                for run in _runs(source, True):
-                    found.extend(_hex_forms(run))
-        for form in found:
+                if runs:  # a hex run is a base64 run too
+                    for run in runs:
+                        if decode_plain or _looks_encoded(run):
+                            found.extend(_b64_forms(run))
+                    for run in _runs(source, True):
+                        found.extend(_hex_forms(run))
+                if decode_plain:
+                    for run in _b32_runs(source):
+                        found.extend(_b32_forms(run))
+        for at, form in enumerate(found):
             if form not in seen and len(seen) < _MAX_DECODINGS:
                 seen.add(form)
-                queue.append((form, depth + 1))
+                queue.append((form, depth + 1, turned or at < turns))
                 yield form
 
 
@@ -642,6 +715,8 @@ _smallest: Callable[[Iterable[int], int], list[int]] = _py_smallest
 _runs: Callable[[str, bool], list[str]] = _py_runs
 _b64_forms: Callable[[str], Iterable[str]] = _py_b64_forms
 _hex_forms: Callable[[str], Iterable[str]] = _py_hex_forms
+_b32_runs: Callable[[str], list[str]] = _py_b32_runs
+_b32_forms: Callable[[str], Iterable[str]] = _py_b32_forms
 _decodings: Callable[[str, bool], Iterable[str]] = _py_decodings
 _boilerplate: Callable[[list[str]], list[str]] = _py_boilerplate
 _probe_texts: Callable[[str | list[str], bool], frozenset[int]] = _py_probe_texts
@@ -653,14 +728,17 @@ def _accelerate(on: bool) -> bool:
     module looks these functions up when it runs."""
     global ACCELERATED, _grams, _whole, _at_least, _smallest  # noqa: PLW0603
     global _runs, _b64_forms, _hex_forms, _decodings, _probe_texts, _boilerplate
+    global _b32_runs, _b32_forms
     ACCELERATED = on and _speedups is not None
     if ACCELERATED:
         _grams, _whole, _at_least, _smallest = _c_grams, _c_whole, _speedups.at_least, _c_smallest
         _runs, _b64_forms, _hex_forms = _speedups.runs, _speedups.b64_forms, _speedups.hex_forms
+        _b32_runs, _b32_forms = _speedups.b32_runs, _speedups.b32_forms
         _decodings, _probe_texts, _boilerplate = _speedups.decodings, _c_probe_texts, _c_boilerplate
     else:
         _grams, _whole, _at_least, _smallest = _py_grams, _py_whole, _py_at_least, _py_smallest
         _runs, _b64_forms, _hex_forms = _py_runs, _py_b64_forms, _py_hex_forms
+        _b32_runs, _b32_forms = _py_b32_runs, _py_b32_forms
         _decodings, _probe_texts, _boilerplate = _py_decodings, _py_probe_texts, _py_boilerplate
     return ACCELERATED
 
