@@ -131,7 +131,6 @@ ENCODINGS: dict[str, Callable[[str], str]] = {
     "base32 of base64": lambda s: _b32(_b64(s)),
     "base64 of base32": lambda s: _b64(_b32(s)),
     "reversed then base64": lambda s: _b64(s[::-1]),
-    "base64 then reversed": lambda s: _b64(s)[::-1],
     "reversed then base32 in dns labels": lambda s: _dns(s[::-1]),
     "rot13 then url-encoded": lambda s: "https://evil.example/?q=" + quote(_rot13(s), safe=""),
     "rot13 in json": lambda s: json.dumps({"note": _rot13(s)}),
@@ -156,6 +155,16 @@ ROWS = [
 def test_a_reencoded_secret_is_found(secret: str, encoding: str) -> None:
     argument = ENCODINGS[encoding](SECRETS[secret])
     assert carries(probe({"body": argument}), of_data(DATA[secret])), argument
+
+
+def test_an_encoding_turned_after_is_not_claimed() -> None:
+    """A turned form is probed, not decoded (the cost of decoding it would be that of
+    the argument's own decodings again): base64 then reversed, or then ROT13, is a
+    documented limit."""
+    data = of_data(DATA["api key"])
+    assert not carries(probe(_b64(API_KEY)[::-1]), data)
+    assert not carries(probe(_rot13(_b64(API_KEY))), data)
+    assert carries(probe(_b64(API_KEY[::-1])), data)  # the other order is read
 
 
 # -- through a guard with a flows_from rule ---------------------------------------------

@@ -487,7 +487,8 @@ b32_labels(const unsigned char *src, Py_ssize_t size, Py_ssize_t i, Py_ssize_t *
 }
 
 /* The base32 runs of src (ASCII characters, anything else as a byte in no run) as
- * _py_b32_runs finds them: each appended to out as a str (runs != NULL) or decoded into
+ * _py_b32_runs finds them (the labels kept joined; at least GRAM characters, of one
+ * case): each appended to out as a str, or with decode decoded into
  * it (b32_forms_into). 0, or -1 on error. */
 static int
 b32_runs_into(const unsigned char *src, Py_ssize_t size, PyObject *out, int decode)
@@ -512,7 +513,12 @@ b32_runs_into(const unsigned char *src, Py_ssize_t size, PyObject *out, int deco
             }
         }
         i = end;
-        if (n < GRAM) {
+        int upper = 0, lower = 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            upper |= run[j] >= 'A' && run[j] <= 'Z';
+            lower |= run[j] >= 'a' && run[j] <= 'z';
+        }
+        if (n < GRAM || upper == lower) { /* one case (digits alone: none) */
             continue;
         }
         int failed;
@@ -1430,6 +1436,36 @@ has_x_escape(PyObject *text)
     return 0;
 }
 
+/* Whether text holds what fingerprints._HTML_ENTITY finds: '&' then '#', or then an
+ * ASCII letter, ASCII letters and digits and ';'. */
+static int
+has_html_entity(PyObject *text)
+{
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    for (Py_ssize_t i = 0; i + 1 < size; i++) {
+        if (PyUnicode_READ(kind, data, i) != '&') {
+            continue;
+        }
+        Py_UCS4 c = PyUnicode_READ(kind, data, i + 1);
+        if (c == '#') {
+            return 1;
+        }
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
+            continue;
+        }
+        Py_ssize_t j = i + 2;
+        while (j < size && (c = PyUnicode_READ(kind, data, j)) < 128 && is_alnum((unsigned char)c)) {
+            j++;
+        }
+        if (j < size && c == ';') {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* html.unescape(text), the standard library's own (its entity table and the quirks of
  * its numeric references are the reference: the same function on both paths). */
 static PyObject *
@@ -1502,7 +1538,6 @@ decodings_of(PyObject *text, int decode_plain)
 #endif
     Py_ssize_t stack[MAX_DECODINGS]; /* forms' indices: every form is pushed once */
     int depth[MAX_DECODINGS];
-    int turned[MAX_DECODINGS]; /* reversed or ROT13 on its chain: not turned again */
     Py_ssize_t pending = 0;
     Py_ssize_t room = 0; /* the longest form's length (the scratch buffers' size) */
     Py_UCS4 *buffer = NULL;
@@ -1515,13 +1550,11 @@ decodings_of(PyObject *text, int decode_plain)
         goto fail;
     }
     stack[pending] = 0;
-    turned[pending] = 0;
     depth[pending++] = 0;
     while (pending > 0) {
         pending--;
         PyObject *current = PyList_GET_ITEM(forms, stack[pending]);
         int level = depth[pending];
-        int was_turned = turned[pending];
         if (level >= DEPTH) {
             continue;
         }
@@ -1541,8 +1574,8 @@ decodings_of(PyObject *text, int decode_plain)
         if (found == NULL) {
             goto fail;
         }
-        Py_ssize_t turns = 0; /* the first turns forms of found are turned ones */
-        if (decode_plain && !was_turned) {
+        Py_ssize_t turns = 0; /* the first turns forms of found are turned: leaves */
+        if (decode_plain && size >= MIN_TOKEN) {
             if (append_form(found, turned_form(current, buffer, 0)) < 0
                 || append_form(found, turned_form(current, buffer, 1)) < 0) {
                 goto fail;
@@ -1563,7 +1596,7 @@ decodings_of(PyObject *text, int decode_plain)
                     goto fail;
                 }
             }
-            if (has_char(current, '&') && append_form(found, html_unescape(current)) < 0) {
+            if (has_html_entity(current) && append_form(found, html_unescape(current)) < 0) {
                 goto fail;
             }
         }
@@ -1585,9 +1618,10 @@ decodings_of(PyObject *text, int decode_plain)
             if (PySet_Add(seen, form) < 0 || PyList_Append(forms, form) < 0) {
                 goto fail;
             }
-            stack[pending] = PyList_GET_SIZE(forms) - 1;
-            turned[pending] = was_turned || i < turns;
-            depth[pending++] = level + 1;
+            if (i >= turns) { /* a turned form is probed, not decoded */
+                stack[pending] = PyList_GET_SIZE(forms) - 1;
+                depth[pending++] = level + 1;
+            }
         }
         Py_CLEAR(found);
     }

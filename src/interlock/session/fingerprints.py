@@ -159,6 +159,9 @@ _ROT13: Final = str.maketrans(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
     "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
 )
+#: What HTML-unescaping is tried on: a numeric reference or a named one with its ``;``
+#: (a ``&`` of a URL's query alone is not worth ``html.unescape``'s time).
+_HTML_ENTITY: Final = re.compile(r"&(?:#|[A-Za-z][A-Za-z0-9]*;)")
 #: C / Python ``\xNN`` escapes, a run of them read as the bytes of one UTF-8 text.
 _X_ESCAPES: Final = re.compile(r"(?:\\x[0-9a-fA-F]{2})+")
 _ESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
@@ -510,14 +513,16 @@ def _py_b32_runs(source: str) -> list[str]:
     """The base32 runs in ``source``: runs of ``A-Z 2-7`` (either case) as DNS labels
     split by dots, joined — less the trailing labels without a digit 2-7 (the domain
     after the data, ``.attacker.example``: base32 of text nearly always has one, a word
-    seldom does); those of at least GRAM characters."""
+    seldom does); those of at least GRAM characters and of one case (an encoder writes
+    one; DNS names are lower-cased whole): prose joined (capitals among small letters)
+    and mixed-case tokens (base64, random ids) are not worth eight decodings each."""
     found: list[str] = []
     for match in _B32_LABELS.findall(source):
         labels = match.split(".")
         while len(labels) > 1 and _B32_DIGIT.search(labels[-1]) is None:
             labels.pop()
         run = "".join(labels)
-        if len(run) >= GRAM:
+        if len(run) >= GRAM and (run.isupper() or run.islower()):
             found.append(run)
     return found
 
@@ -554,19 +559,21 @@ def _py_decodings(text: str, decode_plain: bool = True) -> Iterator[str]:
     unescaping, base32 and the turned forms: the data's own text is kept as it is; only
     encoded runs in it (base64, hex) are decoded.
 
-    A form is turned (reversed; ROT13) once on its chain: the argument itself and every
-    form decoded from it that was not turned yet, each turned form a layer of its own,
-    decoded further (reversed then base64-encoded, base64-encoded then reversed...).
-    A form's turns come first among what it decodes to: the cap never drops them."""
+    Every form of at least MIN_TOKEN characters but the deepest is also turned —
+    reversed, and ROT13 — first among what it decodes to (the cap never drops them).
+    A turned form is probed, not decoded: a secret turned then encoded is found (the
+    encoding decoded, then turned back), one encoded then turned is not (decoding
+    every turned form would cost as much again as decoding the argument, twice)."""
     seen = {text}
-    queue = [(text, 0, False)]
+    queue = [(text, 0)]
     yield text
     while queue:
-        current, depth, turned = queue.pop()
+        current, depth = queue.pop()
         if depth >= _DEPTH:
             continue
         found: list[str] = []
-        if decode_plain and not turned:  # first: never lost to the cap
+        # a text under MIN_TOKEN turned could give no fingerprint (no token, no gram)
+        if decode_plain and len(current) >= MIN_TOKEN:
             found.append(current[::-1])
             found.append(current.translate(_ROT13))
         turns = len(found)
@@ -577,7 +584,7 @@ def _py_decodings(text: str, decode_plain: bool = True) -> Iterator[str]:
                 found.append(_json_unescape(current))
                 if "\\x" in current:
                     found.append(_x_unescape(current))
-            if "&" in current:
+            if "&" in current and _HTML_ENTITY.search(current) is not None:
                 found.append(html.unescape(current))
         if len(current) >= GRAM:  # else no run is long enough to decode
             words = current.split()
@@ -599,7 +606,8 @@ def _py_decodings(text: str, decode_plain: bool = True) -> Iterator[str]:
         for at, form in enumerate(found):
             if form not in seen and len(seen) < _MAX_DECODINGS:
                 seen.add(form)
-                queue.append((form, depth + 1, turned or at < turns))
+                if at >= turns:  # a turned form is a leaf
+                    queue.append((form, depth + 1))
                 yield form
 
 
