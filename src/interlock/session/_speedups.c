@@ -1761,8 +1761,37 @@ done(PyObject *out, PyObject *others)
     return pair;
 }
 
-/* The probe of every ASCII form of text's decodings (from the second form on, without
- * with_text) added to out; the other forms appended to others. 0, or -1 on error. */
+static inline unsigned char
+rot13_byte(unsigned char c)
+{
+    if (c >= 'a' && c <= 'z') return (unsigned char)('a' + (c - 'a' + 13) % 26);
+    if (c >= 'A' && c <= 'Z') return (unsigned char)('A' + (c - 'A' + 13) % 26);
+    return c;
+}
+
+/* Whether form is text reversed or text's ROT13 (one of its own turned forms). */
+static int
+turned_of(PyObject *form, PyObject *text)
+{
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_GET_LENGTH(form) != size) {
+        return 0;
+    }
+    int fkind = PyUnicode_KIND(form), tkind = PyUnicode_KIND(text);
+    const void *fdata = PyUnicode_DATA(form), *tdata = PyUnicode_DATA(text);
+    int reversed = 1, rot13 = 1;
+    for (Py_ssize_t i = 0; i < size && (reversed || rot13); i++) {
+        Py_UCS4 f = PyUnicode_READ(fkind, fdata, i);
+        Py_UCS4 t = PyUnicode_READ(tkind, tdata, i);
+        reversed &= f == PyUnicode_READ(tkind, tdata, size - 1 - i);
+        rot13 &= f == (t < 128 ? rot13_byte((unsigned char)t) : t);
+    }
+    return reversed || rot13;
+}
+
+/* The probe of every ASCII form of text's decodings (without with_text, but text and
+ * its own turned forms: probe_seams takes what of those spans a seam) added to out;
+ * the other forms appended to others. 0, or -1 on error. */
 static int
 probe_decodings(PyObject *text, int with_text, PyObject *out, PyObject *others)
 {
@@ -1774,6 +1803,9 @@ probe_decodings(PyObject *text, int with_text, PyObject *out, PyObject *others)
     Py_ssize_t room = 0;
     for (Py_ssize_t i = with_text ? 0 : 1; i < PyList_GET_SIZE(forms); i++) {
         PyObject *form = PyList_GET_ITEM(forms, i);
+        if (!with_text && turned_of(form, text)) {
+            continue;
+        }
         if (!PyUnicode_IS_ASCII(form)) {
             if (PyList_Append(others, form) < 0) {
                 goto fail;
@@ -1884,8 +1916,9 @@ seams(PyObject *module, PyObject *arg)
     unsigned char *chars = PyMem_Malloc(total > 0 ? (size_t)total : 1);
     unsigned char *norm = PyMem_Malloc(total > 0 ? (size_t)total : 1);
     unsigned char *start = PyMem_Calloc(total > 0 ? (size_t)total : 1, 1);
+    unsigned char *turn = PyMem_Malloc(total > 0 ? (size_t)total : 1);
     Py_ssize_t *ends = PyMem_Malloc((count > 0 ? (size_t)count : 1) * sizeof(Py_ssize_t));
-    if (chars == NULL || norm == NULL || start == NULL || ends == NULL) {
+    if (chars == NULL || norm == NULL || start == NULL || turn == NULL || ends == NULL) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -1955,7 +1988,24 @@ seams(PyObject *module, PyObject *arg)
         if (known < 0) {
             goto fail;
         }
-        if (!known && whole_word(chars + from, i - from, norm, out, NULL) < 0) {
+        if (known) {
+            continue;
+        }
+        /* the word, reversed and ROT13: words of the joined text's turned forms */
+        Py_ssize_t n = i - from;
+        if (whole_word(chars + from, n, norm, out, NULL) < 0) {
+            goto fail;
+        }
+        for (Py_ssize_t j = 0; j < n; j++) {
+            turn[n - 1 - j] = chars[from + j];
+        }
+        if (whole_word(turn, n, norm, out, NULL) < 0) {
+            goto fail;
+        }
+        for (Py_ssize_t j = 0; j < n; j++) {
+            turn[j] = rot13_byte(chars[from + j]);
+        }
+        if (whole_word(turn, n, norm, out, NULL) < 0) {
             goto fail;
         }
     }
@@ -1973,11 +2023,25 @@ seams(PyObject *module, PyObject *arg)
         }
     }
     for (Py_ssize_t s = 0; s + GRAM <= size; s++) {
-        if (start[s] && add_hash(out, gram_hash(norm + s)) < 0) {
+        if (!start[s]) {
+            continue;
+        }
+        if (add_hash(out, gram_hash(norm + s)) < 0) {
             goto fail;
+        }
+        if (total >= MIN_TOKEN) { /* the turned joined text's gram across the seam */
+            unsigned char reversed[GRAM], rot13[GRAM];
+            for (int j = 0; j < GRAM; j++) {
+                reversed[GRAM - 1 - j] = norm[s + j];
+                rot13[j] = rot13_byte(norm[s + j]);
+            }
+            if (add_hash(out, gram_hash(reversed)) < 0 || add_hash(out, gram_hash(rot13)) < 0) {
+                goto fail;
+            }
         }
     }
     PyMem_Free(chars);
+    PyMem_Free(turn);
     PyMem_Free(norm);
     PyMem_Free(start);
     PyMem_Free(ends);
@@ -1987,6 +2051,7 @@ seams(PyObject *module, PyObject *arg)
     return done(out, others);
 fail:
     PyMem_Free(chars);
+    PyMem_Free(turn);
     PyMem_Free(norm);
     PyMem_Free(start);
     PyMem_Free(ends);

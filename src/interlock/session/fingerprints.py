@@ -22,11 +22,26 @@ What is found (``tests/session/test_fingerprints*.py`` holds the table):
   lines and ``_``-joined or camel-case identifiers (``AWS_SECRET_ACCESS_KEY``), so a
   script naming the same variables as a ``.env`` file read earlier is no flow.
 - **Encodings** (on both sides: an argument is decoded when probed, and encoded runs
-  in the data are decoded when it is kept): URL-encoding (nested, ``+`` for space),
-  JSON string escapes (``\\n``, ``\\u0041``), base64 (standard and URL-safe, with or
+  in the data are decoded when it is kept): base64 (standard and URL-safe, with or
   without padding, re-wrapped, and cut at any offset: each run is decoded at its four
   alignments, so a piece cut from a longer encoding is read too), hex (either
-  nibble alignment), up to three layers deep (base64 inside URL-encoding...).
+  nibble alignment). On the argument's side only (the data's own text is kept as it
+  is: a secret in a result is plain, and three more forms of every result would
+  triple what a session keeps): URL-encoding (nested, ``+`` for space), JSON string
+  escapes (``\\n``, ``\\u0041``), HTML entities (``&#65;``, ``&#x41;``, ``&amp;``:
+  ``html.unescape``, tried when the text holds ``&#`` or ``&name;``), ``\\xNN``
+  escapes (a run of them read as UTF-8), and base32 (RFC 4648, either case, with or
+  without padding; its DNS labels joined — ``<label>.<label>.attacker.example``, the
+  trailing labels without a digit 2-7 taken for the domain and dropped — and runs of
+  one case only; each run decoded at its eight alignments, as a character holds 5
+  bits and only one start in 8 begins a byte). All up to three layers deep (base64
+  inside URL-encoding, base32 of base64...).
+- **Turned text** (the argument's side): each form of the argument (itself and what
+  it decodes to, the deepest layer aside) is also probed reversed and ROT13 — what a
+  prompt injection asks a model for. A turned form is not decoded further: a secret
+  reversed then base64-encoded is found, one base64-encoded then reversed is not;
+  neither is a form turned twice (reversed and ROT13), another Caesar shift, base32's
+  hex alphabet, base85 or a cipher of the model's own.
 
 Bounds: at most :data:`MAX_FINGERPRINTS` (4096, 32 KiB packed) per result, with
 :data:`FORMAT_MARK`; below it about 0.25 per normalised character of prose and 1 per
@@ -53,12 +68,14 @@ BLAKE2b, every decoding of a text, the data's boilerplate, and the whole probe o
 argument whose forms are ASCII: :func:`probe`, :func:`probe_seams`) run in the optional
 C extension ``interlock.session._speedups`` when it was built (a compiler at install
 time), else here in Python: :data:`ACCELERATED` says which. Forms that are not ASCII
-are probed here either way (NFKC and case folding). Both give the same fingerprints bit
-for bit (``tests/session/test_speedups.py``, ``tests/session/test_speedups_probe.py``;
+are probed here either way (NFKC and case folding), and HTML entities are read by
+``html.unescape`` on both paths (C calls it: its entity table is the reference).
+Both give the same fingerprints bit for bit (``tests/session/test_speedups.py``,
+``tests/session/test_speedups_probe.py``;
 ``docs/adr/0031-a-c-accelerator-for-fingerprints.md``); the Python functions
-(``_py_*``) are the reference. Setting the
-environment variable ``INTERLOCK_NO_SPEEDUPS=1`` (any value but empty or ``0``) before
-this module is imported forces the Python path.
+(``_py_*``) are the reference. Setting the environment variable
+``INTERLOCK_NO_SPEEDUPS=1`` (any value but empty or ``0``) before this module is
+imported forces the Python path.
 """
 
 from __future__ import annotations
@@ -159,6 +176,9 @@ _ROT13: Final = str.maketrans(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
     "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
 )
+_ROT13_BYTES: Final = bytes.maketrans(
+    b"abcdefghijklmnopqrstuvwxyz", b"nopqrstuvwxyzabcdefghijklm"
+)  # on normalised (lower-case) text
 #: What HTML-unescaping is tried on: a numeric reference or a named one with its ``;``
 #: (a ``&`` of a URL's query alone is not worth ``html.unescape``'s time).
 _HTML_ENTITY: Final = re.compile(r"&(?:#|[A-Za-z][A-Za-z0-9]*;)")
@@ -624,15 +644,15 @@ def _probe_form(form: str, out: set[int]) -> None:
 
 
 def _py_probe_texts(texts: str | list[str], with_text: bool) -> frozenset[int]:
-    """The probe of every form of the texts' decodings (but the texts themselves,
-    without ``with_text``)."""
+    """The probe of every form of the texts' decodings (but the texts themselves and
+    their own turned forms, without ``with_text``: :func:`probe_seams` takes only what
+    of those spans a seam)."""
     out: set[int] = set()
     for text in (texts,) if isinstance(texts, str) else texts:
-        forms = iter(_decodings(text, True))
-        if not with_text:
-            next(forms)
-        for form in forms:
-            _probe_form(form, out)
+        skip = () if with_text else (text, text[::-1], text.translate(_ROT13))
+        for form in _decodings(text, True):
+            if form not in skip:
+                _probe_form(form, out)
     return frozenset(out)
 
 
@@ -679,15 +699,17 @@ def probe_seams(texts: Sequence[str]) -> frozenset[int]:
             found, others = got
             return _probe_others(found, others) if others else found
     joined = "".join(texts)
-    # the joined text's decodings but itself: only what spans a seam, below
-    out = set(_probe_texts(joined, False))
     if not joined.isascii():  # normalising may join characters across a seam
-        _probe_form(joined, out)
-        return frozenset(out)
+        return _probe_texts(joined, True)
+    # the joined text's decodings but itself and its turned forms: only what of those
+    # spans a seam, below (the rest is in the texts' own probes)
+    out = set(_probe_texts(joined, False))
     own: set[str] = set()
     for text in texts:
         own.update(text.split())
-    out.update(_whole([word for word in _long_words(joined) if word not in own], None))
+    across = [word for word in _long_words(joined) if word not in own]
+    for words in (across, [w[::-1] for w in across], [w.translate(_ROT13) for w in across]):
+        out.update(_whole(words, None))
     norms = [text.lower().encode().translate(None, _ASCII_DROP) for text in texts]
     data = b"".join(norms)
     last = len(data) - GRAM  # the last start of a gram
@@ -696,7 +718,11 @@ def probe_seams(texts: Sequence[str]) -> frozenset[int]:
     for norm in norms[:-1]:
         at += len(norm)  # a gram starting in (at - GRAM, at) spans this seam
         starts.update(range(max(0, at - GRAM + 1), min(at - 1, last) + 1))
-    out.update(_hash([data[i : i + GRAM] for i in sorted(starts)]))
+    grams = [data[i : i + GRAM] for i in sorted(starts)]
+    out.update(_hash(grams))
+    if len(joined) >= MIN_TOKEN:  # the turned joined text's grams across a seam
+        out.update(_hash([gram[::-1] for gram in grams]))
+        out.update(_hash([gram.translate(_ROT13_BYTES) for gram in grams]))
     return frozenset(out)
 
 
