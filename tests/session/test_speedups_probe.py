@@ -385,6 +385,9 @@ def test_the_c_probe_does_not_leak() -> None:
         "\\u00e9\\ud800 %C3%A9 " + SECRET.encode().hex(),
         ["a" * 40, ("b" * 40, {"c": "é" * 30})],
         {"n": 5},
+        # base32 as DNS labels, HTML entities, \xNN escapes, turned forms
+        "https://onvs23djozss2olghbstozbwmm2wendbgm4teobr.g4ydmzrvmu2gim3dgjrd.a.example/x",
+        "&#115;&#107;&amp;&copy; \\x73\\x6b\\xc3\\xa9 " + SECRET[::-1],
     ]
 
     def run(times: int) -> None:
