@@ -324,6 +324,43 @@ def test_whole_tokens_are_the_reference_tokens(words: list[str]) -> None:
     assert whole(fingerprints._c_whole, words) == whole(fingerprints._py_whole, words)
 
 
+@settings(max_examples=800, deadline=None)
+@given(
+    words=st.lists(
+        ascii_words | st.text(string.printable, max_size=40) | st.sampled_from(["é", "Ａ"]),
+        max_size=8,
+    ),
+    spaces=st.sampled_from([" ", "\n", "\t", "\x1c", "  "]),
+)
+@example(words=["https://x.example/a?key=ABCdef123456789", "moc.elpmaxe@nhoj"], spaces=" ")
+@example(words=["ESREVER_YEK_4f9Qz2LmX8pRt6Vw"], spaces=" ")
+@example(words=["key=abcXyzQabcXyzQ", "https://docs.example.org/PathNoDigits"], spaces=" ")
+@example(words=["The", "committee", "thoroughly", "discussed", "EVERYTHING"], spaces=" ")
+@example(words=["ＡＰＩ鍵sk_live_4f9Qz2LmX8", "naïve"], spaces=" ")
+def test_turned_tokens_are_the_reference_turned_tokens(words: list[str], spaces: str) -> None:
+    """Token-only turning: C turns the same tokens (the specific whole tokens and
+    pieces ``_py_whole`` keeps), in the same order, as the Python reference."""
+    text = spaces.join(words)
+    got = _speedups.turned_tokens(text)
+    if not text.isascii():
+        assert got is None  # left to the Python path, which decodings_of calls
+        return
+    assert got == fingerprints._py_turned_tokens(text)
+
+
+def test_turned_tokens_are_the_specific_tokens_only() -> None:
+    """Only what could be a secret on its own is turned: not words, not prose."""
+    prose = "The committee thoroughly discussed the reading room opening hours"
+    assert fingerprints._py_turned_tokens(prose) == []
+    assert _speedups.turned_tokens(prose) == []
+    key = "sk_live_4f9Qz2LmX8pRt6Vw1YbN3cKd"
+    turned = [key[::-1], key.translate(fingerprints._ROT13)]
+    assert _speedups.turned_tokens(f"{prose} {key}") == turned
+    assert fingerprints._py_turned_tokens(f"{prose} {key}") == turned
+    with pytest.raises(TypeError):
+        _speedups.turned_tokens(b"bytes-word-1234")  # type: ignore[arg-type]
+
+
 def test_whole_tokens_leave_non_ascii_words_to_python() -> None:
     assert _speedups.whole_tokens(["straße_key_1234567", "plainascii99"], False) is None
     words = ["ＡＰＩ鍵sk_live_4f9Qz2LmX8", "token_value_1234567890"]

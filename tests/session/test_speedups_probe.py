@@ -358,7 +358,7 @@ def test_probe_of_plain_values_finds_a_secret_c_walks_them() -> None:
     assert _speedups.probe(Text(SECRET), True) == _speedups.probe(SECRET, True)
     text = "é" * 20 + SECRET
     found, others = _speedups.probe({"k": [text, None, SECRET]}, True) or ((), ())
-    # the non-ASCII forms (the text, reversed, ROT13) are left to Python
+    # the non-ASCII forms (the text, its one token reversed and ROT13) are left to Python
     assert others == [text, text[::-1], text.translate(fingerprints._ROT13)]
     assert found
 

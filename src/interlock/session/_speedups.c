@@ -18,8 +18,9 @@
  *                            specific whole tokens (with hashed, their BLAKE2b-64) and
  *                            the grams of long ones
  * - token_hash(norm)      -> _bytes_hash: BLAKE2b with an 8-byte digest (RFC 7693)
- * - decodings(text, plain) -> list(_py_decodings(text, plain)): the text reversed and
- *                            ROT13, URL-, JSON-, \x- and HTML-unescaping (the last by
+ * - turned_tokens(text)   -> _py_turned_tokens: each specific whole token reversed, ROT13
+ * - decodings(text, plain) -> list(_py_decodings(text, plain)): the turned tokens,
+ *                            URL-, JSON-, \x- and HTML-unescaping (the last by
  *                            html.unescape itself), base64, hex and base32 runs, up to 3
  *                            layers and 64 forms, in order
  * - probe(value, with_text) -> _py_probe_texts of plain values (str, dict, list, tuple):
@@ -912,6 +913,21 @@ ascii_norm(const unsigned char *raw, Py_ssize_t size, unsigned char *norm)
     return n;
 }
 
+/* fingerprints._specific of an ASCII token (raw, size) and its norm (n >= 8 bytes):
+ * letters and digits, an @, or (not a piece) 12+ characters that do not read as words. */
+static int
+specific(const unsigned char *raw, Py_ssize_t size, int piece, const unsigned char *norm,
+         Py_ssize_t n)
+{
+    int at = 0, digit = 0, letter = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        at |= norm[i] == '@';
+        digit |= norm[i] >= '0' && norm[i] <= '9';
+        letter |= is_lower(norm[i]);
+    }
+    return at || (digit && letter) || (!piece && n >= 12 && !wordlike(raw, size));
+}
+
 /* One token (fingerprints._whole's loop body): its norm appended to norms when it is
  * specific (norms a list; a set: its BLAKE2b-64 added there instead, for the probe); with grams (a list) and not a piece, every gram of a long token that does
  * not read as words appended there. 0, or -1 on error. */
@@ -921,13 +937,7 @@ whole_token(const unsigned char *raw, Py_ssize_t size, int piece, unsigned char 
 {
     Py_ssize_t n = ascii_norm(raw, size, norm);
     if (n >= 8) {
-        int at = 0, digit = 0, letter = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            at |= norm[i] == '@';
-            digit |= norm[i] >= '0' && norm[i] <= '9';
-            letter |= is_lower(norm[i]);
-        }
-        if (at || (digit && letter) || (!piece && n >= 12 && !wordlike(raw, size))) {
+        if (specific(raw, size, piece, norm, n)) {
             if (PyAnySet_Check(norms)) { /* the probe's set: the token's hash itself */
                 if (add_hash(norms, token_hash(norm, (size_t)n)) < 0) {
                     return -1;
@@ -962,11 +972,28 @@ grams:
     return 0;
 }
 
-/* One long word: its tokens (cut at _SPLIT runs) and their pieces (cut at _SUBSPLIT
- * runs), as fingerprints._tokens yields them. 0, or -1 on error. */
+/* What is done with one token: whole_token, turn_token. */
+typedef int (*token_fn)(const unsigned char *raw, Py_ssize_t size, int piece,
+                        unsigned char *norm, PyObject *norms, PyObject *grams);
+
+static int
+each_token(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyObject *norms,
+           PyObject *grams, token_fn on_token);
+
+/* One long word: whole_token of each of its tokens and pieces. 0, or -1 on error. */
 static int
 whole_word(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyObject *norms,
            PyObject *grams)
+{
+    return each_token(word, size, norm, norms, grams, whole_token);
+}
+
+/* on_token(token, piece, norm, norms, grams) for each token of a long word (cut at
+ * _SPLIT runs) and each of its pieces (cut at _SUBSPLIT runs; grams NULL), as
+ * fingerprints._tokens yields them. 0, or -1 on error. */
+static int
+each_token(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyObject *norms,
+           PyObject *grams, token_fn on_token)
 {
     Py_ssize_t start = 0;
     while (start < size) {
@@ -977,7 +1004,7 @@ whole_word(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyOb
         const unsigned char *raw = word + start;
         Py_ssize_t length = end - start;
         if (length >= 8) {
-            if (whole_token(raw, length, 0, norm, norms, grams) < 0) {
+            if (on_token(raw, length, 0, norm, norms, grams) < 0) {
                 return -1;
             }
             int cut = 0;
@@ -990,7 +1017,7 @@ whole_word(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyOb
                 while (to < length && !is_subsplit(raw[to])) {
                     to++;
                 }
-                if (to - from >= 8 && whole_token(raw + from, to - from, 1, norm, norms, NULL) < 0) {
+                if (to - from >= 8 && on_token(raw + from, to - from, 1, norm, norms, NULL) < 0) {
                     return -1;
                 }
                 while (to < length && is_subsplit(raw[to])) {
@@ -1489,28 +1516,6 @@ html_unescape(PyObject *text)
     return form;
 }
 
-/* text reversed (text[::-1], by code point), or with rot13 its ASCII letters turned 13
- * places (str.translate(fingerprints._ROT13)). buffer: room for len(text) characters. */
-static PyObject *
-turned_form(PyObject *text, Py_UCS4 *buffer, int rot13)
-{
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
-    for (Py_ssize_t i = 0; i < size; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (!rot13) {
-            buffer[size - 1 - i] = c;
-        } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-            Py_UCS4 base = c >= 'a' ? 'a' : 'A';
-            buffer[i] = base + (c - base + 13) % 26;
-        } else {
-            buffer[i] = c;
-        }
-    }
-    return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buffer, size);
-}
-
 /* Append form (a new reference, stolen; NULL: an error already set) to found. */
 static int
 append_form(PyObject *found, PyObject *form)
@@ -1524,6 +1529,120 @@ static int
 has_char(PyObject *text, Py_UCS4 c)
 {
     return PyUnicode_FindChar(text, c, 0, PyUnicode_GET_LENGTH(text), 1) >= 0;
+}
+
+static inline unsigned char
+rot13_byte(unsigned char c)
+{
+    if (c >= 'a' && c <= 'z') return (unsigned char)('a' + (c - 'a' + 13) % 26);
+    if (c >= 'A' && c <= 'Z') return (unsigned char)('A' + (c - 'A' + 13) % 26);
+    return c;
+}
+
+/* One token (fingerprints._py_turned_tokens' loop body): when it is specific, itself
+ * reversed then ROT13 appended to found. unused: NULL. 0, or -1 on error. */
+static int
+turn_token(const unsigned char *raw, Py_ssize_t size, int piece, unsigned char *norm,
+           PyObject *found, PyObject *unused)
+{
+    (void)unused;
+    Py_ssize_t n = ascii_norm(raw, size, norm);
+    if (n < MIN_TOKEN || !specific(raw, size, piece, norm, n)) {
+        return 0;
+    }
+    for (int rot13 = 0; rot13 < 2; rot13++) {
+        PyObject *form = PyUnicode_New(size, 127);
+        if (form == NULL) {
+            return -1;
+        }
+        Py_UCS1 *out = PyUnicode_1BYTE_DATA(form);
+        for (Py_ssize_t i = 0; i < size; i++) {
+            if (rot13) {
+                out[i] = rot13_byte(raw[i]);
+            } else {
+                out[size - 1 - i] = raw[i];
+            }
+        }
+        if (append_form(found, form) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* fingerprints._py_turned_tokens(text) appended to found: in C for an ASCII text
+ * (norm: room for its length), else by the Python reference. 0, or -1 on error. */
+static int
+turned_tokens_of(PyObject *text, unsigned char *norm, PyObject *found)
+{
+    if (!PyUnicode_IS_ASCII(text)) {
+        PyObject *module = PyImport_ImportModule("interlock.session.fingerprints");
+        if (module == NULL) {
+            return -1;
+        }
+        PyObject *turned = PyObject_CallMethod(module, "_py_turned_tokens", "O", text);
+        Py_DECREF(module);
+        if (turned == NULL) {
+            return -1;
+        }
+        int failed = !PyList_Check(turned) || PyList_SetSlice(found, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, turned) < 0;
+        if (failed && !PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "_py_turned_tokens did not return a list");
+        }
+        Py_DECREF(turned);
+        return failed ? -1 : 0;
+    }
+    const unsigned char *chars = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t i = 0;
+    while (i < size) {
+        while (i < size && is_ascii_space(chars[i])) {
+            i++;
+        }
+        Py_ssize_t start = i;
+        while (i < size && !is_ascii_space(chars[i])) {
+            i++;
+        }
+        if (i - start >= MIN_TOKEN
+            && each_token(chars + start, i - start, norm, found, NULL, turn_token) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* turned_tokens(text) -> list[str] | None: fingerprints._py_turned_tokens of an ASCII
+ * text (None when it is not ASCII: the Python path then). */
+static PyObject *
+turned_tokens(PyObject *module, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "turned_tokens(text: str)");
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {
+        return NULL;
+    }
+#endif
+    if (!PyUnicode_IS_ASCII(text)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    unsigned char *norm = PyMem_Malloc(size > 0 ? (size_t)size : 1);
+    PyObject *found = PyList_New(0);
+    if (norm == NULL || found == NULL) {
+        PyMem_Free(norm);
+        Py_XDECREF(found);
+        return norm == NULL ? PyErr_NoMemory() : NULL;
+    }
+    int failed = turned_tokens_of(text, norm, found);
+    PyMem_Free(norm);
+    if (failed) {
+        Py_DECREF(found);
+        return NULL;
+    }
+    return found;
 }
 
 /* fingerprints._py_decodings(text, decode_plain=...) as a list: text and what it
@@ -1574,14 +1693,11 @@ decodings_of(PyObject *text, int decode_plain)
         if (found == NULL) {
             goto fail;
         }
-        Py_ssize_t turns = 0; /* the first turns forms of found are turned: leaves */
-        if (decode_plain && size >= MIN_TOKEN) {
-            if (append_form(found, turned_form(current, buffer, 0)) < 0
-                || append_form(found, turned_form(current, buffer, 1)) < 0) {
-                goto fail;
-            }
-            turns = 2;
+        /* the first turns forms of found are turned tokens: leaves */
+        if (decode_plain && turned_tokens_of(current, scratch, found) < 0) {
+            goto fail;
         }
+        Py_ssize_t turns = PyList_GET_SIZE(found);
         if (decode_plain) {
             if ((has_char(current, '%') || has_char(current, '+'))
                 && append_form(found, unquote_plus(current, buffer, scratch)) < 0) {
@@ -1761,36 +1877,8 @@ done(PyObject *out, PyObject *others)
     return pair;
 }
 
-static inline unsigned char
-rot13_byte(unsigned char c)
-{
-    if (c >= 'a' && c <= 'z') return (unsigned char)('a' + (c - 'a' + 13) % 26);
-    if (c >= 'A' && c <= 'Z') return (unsigned char)('A' + (c - 'A' + 13) % 26);
-    return c;
-}
-
-/* Whether form is text reversed or text's ROT13 (one of its own turned forms). */
-static int
-turned_of(PyObject *form, PyObject *text)
-{
-    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
-    if (PyUnicode_GET_LENGTH(form) != size) {
-        return 0;
-    }
-    int fkind = PyUnicode_KIND(form), tkind = PyUnicode_KIND(text);
-    const void *fdata = PyUnicode_DATA(form), *tdata = PyUnicode_DATA(text);
-    int reversed = 1, rot13 = 1;
-    for (Py_ssize_t i = 0; i < size && (reversed || rot13); i++) {
-        Py_UCS4 f = PyUnicode_READ(fkind, fdata, i);
-        Py_UCS4 t = PyUnicode_READ(tkind, tdata, i);
-        reversed &= f == PyUnicode_READ(tkind, tdata, size - 1 - i);
-        rot13 &= f == (t < 128 ? rot13_byte((unsigned char)t) : t);
-    }
-    return reversed || rot13;
-}
-
-/* The probe of every ASCII form of text's decodings (without with_text, but text and
- * its own turned forms: probe_seams takes what of those spans a seam) added to out;
+/* The probe of every ASCII form of text's decodings (without with_text, but text:
+ * probe_seams takes what of it spans a seam) added to out;
  * the other forms appended to others. 0, or -1 on error. */
 static int
 probe_decodings(PyObject *text, int with_text, PyObject *out, PyObject *others)
@@ -1803,9 +1891,6 @@ probe_decodings(PyObject *text, int with_text, PyObject *out, PyObject *others)
     Py_ssize_t room = 0;
     for (Py_ssize_t i = with_text ? 0 : 1; i < PyList_GET_SIZE(forms); i++) {
         PyObject *form = PyList_GET_ITEM(forms, i);
-        if (!with_text && turned_of(form, text)) {
-            continue;
-        }
         if (!PyUnicode_IS_ASCII(form)) {
             if (PyList_Append(others, form) < 0) {
                 goto fail;
@@ -1916,9 +2001,8 @@ seams(PyObject *module, PyObject *arg)
     unsigned char *chars = PyMem_Malloc(total > 0 ? (size_t)total : 1);
     unsigned char *norm = PyMem_Malloc(total > 0 ? (size_t)total : 1);
     unsigned char *start = PyMem_Calloc(total > 0 ? (size_t)total : 1, 1);
-    unsigned char *turn = PyMem_Malloc(total > 0 ? (size_t)total : 1);
     Py_ssize_t *ends = PyMem_Malloc((count > 0 ? (size_t)count : 1) * sizeof(Py_ssize_t));
-    if (chars == NULL || norm == NULL || start == NULL || turn == NULL || ends == NULL) {
+    if (chars == NULL || norm == NULL || start == NULL || ends == NULL) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -1988,24 +2072,7 @@ seams(PyObject *module, PyObject *arg)
         if (known < 0) {
             goto fail;
         }
-        if (known) {
-            continue;
-        }
-        /* the word, reversed and ROT13: words of the joined text's turned forms */
-        Py_ssize_t n = i - from;
-        if (whole_word(chars + from, n, norm, out, NULL) < 0) {
-            goto fail;
-        }
-        for (Py_ssize_t j = 0; j < n; j++) {
-            turn[n - 1 - j] = chars[from + j];
-        }
-        if (whole_word(turn, n, norm, out, NULL) < 0) {
-            goto fail;
-        }
-        for (Py_ssize_t j = 0; j < n; j++) {
-            turn[j] = rot13_byte(chars[from + j]);
-        }
-        if (whole_word(turn, n, norm, out, NULL) < 0) {
+        if (!known && whole_word(chars + from, i - from, norm, out, NULL) < 0) {
             goto fail;
         }
     }
@@ -2023,25 +2090,11 @@ seams(PyObject *module, PyObject *arg)
         }
     }
     for (Py_ssize_t s = 0; s + GRAM <= size; s++) {
-        if (!start[s]) {
-            continue;
-        }
-        if (add_hash(out, gram_hash(norm + s)) < 0) {
+        if (start[s] && add_hash(out, gram_hash(norm + s)) < 0) {
             goto fail;
-        }
-        if (total >= MIN_TOKEN) { /* the turned joined text's gram across the seam */
-            unsigned char reversed[GRAM], rot13[GRAM];
-            for (int j = 0; j < GRAM; j++) {
-                reversed[GRAM - 1 - j] = norm[s + j];
-                rot13[j] = rot13_byte(norm[s + j]);
-            }
-            if (add_hash(out, gram_hash(reversed)) < 0 || add_hash(out, gram_hash(rot13)) < 0) {
-                goto fail;
-            }
         }
     }
     PyMem_Free(chars);
-    PyMem_Free(turn);
     PyMem_Free(norm);
     PyMem_Free(start);
     PyMem_Free(ends);
@@ -2051,7 +2104,6 @@ seams(PyObject *module, PyObject *arg)
     return done(out, others);
 fail:
     PyMem_Free(chars);
-    PyMem_Free(turn);
     PyMem_Free(norm);
     PyMem_Free(start);
     PyMem_Free(ends);
@@ -2305,6 +2357,9 @@ static PyMethodDef methods[] = {
     {"b32_runs", b32_runs, METH_O,
      "b32_runs(source) -> list[str]: the base32 runs in source (DNS labels joined, the "
      "trailing labels without a digit 2-7 dropped), as _py_b32_runs finds them."},
+    {"turned_tokens", turned_tokens, METH_O,
+     "turned_tokens(text) -> list[str] | None: each specific whole token of an ASCII "
+     "text reversed, then ROT13, as _py_turned_tokens turns them (None: not ASCII)."},
     {"mostly_text", mostly_text, METH_O,
      "mostly_text(raw) -> str | None: the text of a decoding if it reads as text."},
     {"decodings", (PyCFunction)(void (*)(void))decodings, METH_FASTCALL,

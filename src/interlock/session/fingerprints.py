@@ -176,9 +176,6 @@ _ROT13: Final = str.maketrans(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
     "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
 )
-_ROT13_BYTES: Final = bytes.maketrans(
-    b"abcdefghijklmnopqrstuvwxyz", b"nopqrstuvwxyzabcdefghijklm"
-)  # on normalised (lower-case) text
 #: What HTML-unescaping is tried on: a numeric reference or a named one with its ``;``
 #: (a ``&`` of a URL's query alone is not worth ``html.unescape``'s time).
 _HTML_ENTITY: Final = re.compile(r"&(?:#|[A-Za-z][A-Za-z0-9]*;)")
@@ -573,17 +570,38 @@ def _x_unescape(text: str) -> str:
     return _X_ESCAPES.sub(_x_bytes, text)
 
 
+def _py_turned_tokens(text: str) -> list[str]:
+    """Each specific whole token of ``text`` (what :func:`_py_whole` fingerprints on
+    its own: a secret's shape) reversed, then ROT13 — the text's turned forms. Only
+    tokens: a turned paragraph of prose would triple every probe (and every session
+    check against it), a turned key, password or address costs two short forms."""
+    turned: list[str] = []
+    for raw, piece in _tokens(_long_words(text)):
+        norm = _norm(raw)
+        if len(norm) >= MIN_TOKEN and _specific(raw, norm, piece):
+            turned.append(raw[::-1])
+            turned.append(raw.translate(_ROT13))
+    return turned
+
+
+def _c_turned_tokens(text: str) -> list[str]:
+    """:func:`_py_turned_tokens` in C (a text not ASCII: the Python path)."""
+    got = _speedups.turned_tokens(text)
+    return _py_turned_tokens(text) if got is None else got
+
+
 def _py_decodings(text: str, decode_plain: bool = True) -> Iterator[str]:
     """``text`` and what it decodes to, up to _DEPTH layers and _MAX_DECODINGS forms.
     ``decode_plain=False`` (the data side) skips URL-, JSON-, HTML- and ``\\x``-
     unescaping, base32 and the turned forms: the data's own text is kept as it is; only
     encoded runs in it (base64, hex) are decoded.
 
-    Every form of at least MIN_TOKEN characters but the deepest is also turned —
-    reversed, and ROT13 — first among what it decodes to (the cap never drops them).
-    A turned form is probed, not decoded: a secret turned then encoded is found (the
-    encoding decoded, then turned back), one encoded then turned is not (decoding
-    every turned form would cost as much again as decoding the argument, twice)."""
+    The specific whole tokens of every form but the deepest are also turned —
+    reversed, and ROT13 (:func:`_py_turned_tokens`) — first among what it decodes to
+    (the cap never drops them). A turned token is probed, not decoded: a secret turned
+    then encoded is found (the encoding decoded, then its token turned back), one
+    encoded then turned is not (decoding every turned form would cost as much again as
+    decoding the argument, twice)."""
     seen = {text}
     queue = [(text, 0)]
     yield text
@@ -591,11 +609,7 @@ def _py_decodings(text: str, decode_plain: bool = True) -> Iterator[str]:
         current, depth = queue.pop()
         if depth >= _DEPTH:
             continue
-        found: list[str] = []
-        # a text under MIN_TOKEN turned could give no fingerprint (no token, no gram)
-        if decode_plain and len(current) >= MIN_TOKEN:
-            found.append(current[::-1])
-            found.append(current.translate(_ROT13))
+        found = _turned_tokens(current) if decode_plain else []
         turns = len(found)
         if decode_plain:
             if "%" in current or "+" in current:
@@ -644,15 +658,15 @@ def _probe_form(form: str, out: set[int]) -> None:
 
 
 def _py_probe_texts(texts: str | list[str], with_text: bool) -> frozenset[int]:
-    """The probe of every form of the texts' decodings (but the texts themselves and
-    their own turned forms, without ``with_text``: :func:`probe_seams` takes only what
-    of those spans a seam)."""
+    """The probe of every form of the texts' decodings (but the texts themselves,
+    without ``with_text``: :func:`probe_seams` takes only what of those spans a seam)."""
     out: set[int] = set()
     for text in (texts,) if isinstance(texts, str) else texts:
-        skip = () if with_text else (text, text[::-1], text.translate(_ROT13))
-        for form in _decodings(text, True):
-            if form not in skip:
-                _probe_form(form, out)
+        forms = iter(_decodings(text, True))
+        if not with_text:
+            next(forms)  # the text itself
+        for form in forms:
+            _probe_form(form, out)
     return frozenset(out)
 
 
@@ -701,15 +715,14 @@ def probe_seams(texts: Sequence[str]) -> frozenset[int]:
     joined = "".join(texts)
     if not joined.isascii():  # normalising may join characters across a seam
         return _probe_texts(joined, True)
-    # the joined text's decodings but itself and its turned forms: only what of those
-    # spans a seam, below (the rest is in the texts' own probes)
+    # the joined text's decodings but itself (its turned tokens among them, whole):
+    # of itself only what spans a seam, below (the rest is in the texts' own probes)
     out = set(_probe_texts(joined, False))
     own: set[str] = set()
     for text in texts:
         own.update(text.split())
     across = [word for word in _long_words(joined) if word not in own]
-    for words in (across, [w[::-1] for w in across], [w.translate(_ROT13) for w in across]):
-        out.update(_whole(words, None))
+    out.update(_whole(across, None))
     norms = [text.lower().encode().translate(None, _ASCII_DROP) for text in texts]
     data = b"".join(norms)
     last = len(data) - GRAM  # the last start of a gram
@@ -720,9 +733,6 @@ def probe_seams(texts: Sequence[str]) -> frozenset[int]:
         starts.update(range(max(0, at - GRAM + 1), min(at - 1, last) + 1))
     grams = [data[i : i + GRAM] for i in sorted(starts)]
     out.update(_hash(grams))
-    if len(joined) >= MIN_TOKEN:  # the turned joined text's grams across a seam
-        out.update(_hash([gram[::-1] for gram in grams]))
-        out.update(_hash([gram.translate(_ROT13_BYTES) for gram in grams]))
     return frozenset(out)
 
 
@@ -751,6 +761,7 @@ _b64_forms: Callable[[str], Iterable[str]] = _py_b64_forms
 _hex_forms: Callable[[str], Iterable[str]] = _py_hex_forms
 _b32_runs: Callable[[str], list[str]] = _py_b32_runs
 _b32_forms: Callable[[str], Iterable[str]] = _py_b32_forms
+_turned_tokens: Callable[[str], list[str]] = _py_turned_tokens
 _decodings: Callable[[str, bool], Iterable[str]] = _py_decodings
 _boilerplate: Callable[[list[str]], list[str]] = _py_boilerplate
 _probe_texts: Callable[[str | list[str], bool], frozenset[int]] = _py_probe_texts
@@ -762,17 +773,19 @@ def _accelerate(on: bool) -> bool:
     module looks these functions up when it runs."""
     global ACCELERATED, _grams, _whole, _at_least, _smallest  # noqa: PLW0603
     global _runs, _b64_forms, _hex_forms, _decodings, _probe_texts, _boilerplate
-    global _b32_runs, _b32_forms
+    global _b32_runs, _b32_forms, _turned_tokens  # noqa: PLW0603
     ACCELERATED = on and _speedups is not None
     if ACCELERATED:
         _grams, _whole, _at_least, _smallest = _c_grams, _c_whole, _speedups.at_least, _c_smallest
         _runs, _b64_forms, _hex_forms = _speedups.runs, _speedups.b64_forms, _speedups.hex_forms
         _b32_runs, _b32_forms = _speedups.b32_runs, _speedups.b32_forms
+        _turned_tokens = _c_turned_tokens
         _decodings, _probe_texts, _boilerplate = _speedups.decodings, _c_probe_texts, _c_boilerplate
     else:
         _grams, _whole, _at_least, _smallest = _py_grams, _py_whole, _py_at_least, _py_smallest
         _runs, _b64_forms, _hex_forms = _py_runs, _py_b64_forms, _py_hex_forms
         _b32_runs, _b32_forms = _py_b32_runs, _py_b32_forms
+        _turned_tokens = _py_turned_tokens
         _decodings, _probe_texts, _boilerplate = _py_decodings, _py_probe_texts, _py_boilerplate
     return ACCELERATED
 
