@@ -1539,15 +1539,19 @@ rot13_byte(unsigned char c)
     return c;
 }
 
-/* One token (fingerprints._py_turned_tokens' loop body): when it is specific, itself
- * reversed then ROT13 appended to found. unused: NULL. 0, or -1 on error. */
+/* One token (fingerprints._py_turned_tokens' loop body): when it is specific (and not
+ * a piece), itself reversed then ROT13 appended to found. unused: NULL. 0, or -1 on
+ * error. */
 static int
 turn_token(const unsigned char *raw, Py_ssize_t size, int piece, unsigned char *norm,
            PyObject *found, PyObject *unused)
 {
     (void)unused;
+    if (piece) {
+        return 0;
+    }
     Py_ssize_t n = ascii_norm(raw, size, norm);
-    if (n < MIN_TOKEN || !specific(raw, size, piece, norm, n)) {
+    if (n < MIN_TOKEN || !specific(raw, size, 0, norm, n)) {
         return 0;
     }
     for (int rot13 = 0; rot13 < 2; rot13++) {

@@ -574,11 +574,16 @@ def _py_turned_tokens(text: str) -> list[str]:
     """Each specific whole token of ``text`` (what :func:`_py_whole` fingerprints on
     its own: a secret's shape) reversed, then ROT13 — the text's turned forms. Only
     tokens: a turned paragraph of prose would triple every probe (and every session
-    check against it), a turned key, password or address costs two short forms."""
+    check against it), a turned key, password or address costs two short forms. Not
+    the pieces of a token (a value after ``KEY=``): a specific piece makes its token
+    specific, and the turned token's probe holds the turned piece's (its pieces, and
+    its grams, are the turned token's)."""
     turned: list[str] = []
     for raw, piece in _tokens(_long_words(text)):
+        if piece:
+            continue
         norm = _norm(raw)
-        if len(norm) >= MIN_TOKEN and _specific(raw, norm, piece):
+        if len(norm) >= MIN_TOKEN and _specific(raw, norm, False):
             turned.append(raw[::-1])
             turned.append(raw.translate(_ROT13))
     return turned
