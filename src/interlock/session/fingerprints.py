@@ -36,12 +36,17 @@ What is found (``tests/session/test_fingerprints*.py`` holds the table):
   one case only; each run decoded at its eight alignments, as a character holds 5
   bits and only one start in 8 begins a byte). All up to three layers deep (base64
   inside URL-encoding, base32 of base64...).
-- **Turned text** (the argument's side): each form of the argument (itself and what
-  it decodes to, the deepest layer aside) is also probed reversed and ROT13 — what a
-  prompt injection asks a model for. A turned form is not decoded further: a secret
-  reversed then base64-encoded is found, one base64-encoded then reversed is not;
-  neither is a form turned twice (reversed and ROT13), another Caesar shift, base32's
-  hex alphabet, base85 or a cipher of the model's own.
+- **Turned tokens** (the argument's side): the specific whole tokens (as above: what
+  could be a secret on its own — a key, a password, an address, a compact IBAN) of
+  each form of the argument (itself and what it decodes to, the deepest layer aside)
+  are also probed reversed and ROT13 — what a prompt injection asks a model for; an
+  argument that is one such token is turned whole. A turned token is not decoded
+  further: a secret reversed then base64-encoded is found, one base64-encoded then
+  reversed is not. **Turned prose is not found**: a paragraph (or an IBAN written in
+  groups of four, whose words are too short to be tokens) reversed or ROT13 — turning
+  every form whole tripled every probe and slowed every session check by a fifth or
+  more. Neither is a form turned twice (reversed and ROT13), another Caesar shift,
+  base32's hex alphabet, base85 or a cipher of the model's own.
 
 Bounds: at most :data:`MAX_FINGERPRINTS` (4096, 32 KiB packed) per result, with
 :data:`FORMAT_MARK`; below it about 0.25 per normalised character of prose and 1 per
