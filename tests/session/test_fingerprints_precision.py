@@ -56,7 +56,9 @@ BENIGN = {
     + "aws s3 cp build/ s3://my-bucket/ --recursive\n",
     "env example": "".join(f"{k}=your-{k.lower().replace('_', '-')}-here\n" for k in NAMES),
     "env example, empty": "".join(f"{k}=\n" for k in NAMES),
-    "env with other values": "".join(f"{k}={''.join(reversed(v))}\n" for k, v in VALUES.items()),
+    "env with other values": "".join(
+        f"{k}={''.join(_RNG.sample(v, len(v)))}\n" for k, v in VALUES.items()
+    ),
     "readme": "## Configuration\n\nCopy `.env.example` to `.env` and set "
     + ", ".join(f"`{k}`" for k in NAMES)
     + ". The AWS_SECRET_ACCESS_KEY comes from the IAM console; never commit it.",

@@ -148,6 +148,63 @@ def test_hex_forms_are_the_reference_forms(run: str) -> None:
     assert _speedups.hex_forms(run) == list(fingerprints._py_hex_forms(run))
 
 
+B32 = string.ascii_uppercase + "234567"
+
+
+def b32_runs() -> st.SearchStrategy[str]:
+    """Runs as ``_py_b32_runs`` gives them: encodings of text or bytes (either case) cut
+    at any offset, padding and dots gone; and random runs of the alphabet."""
+    encoded = st.tuples(text_bytes, st.integers(0, 9)).map(
+        lambda t: base64.b32encode(t[0]).decode().rstrip("=")[t[1] :]
+    ) | st.tuples(text_bytes, st.integers(0, 9)).map(
+        lambda t: base64.b32encode(t[0]).decode().rstrip("=").lower()[t[1] :]
+    )
+    return encoded | st.text(st.sampled_from(B32 + B32.lower()), max_size=90)
+
+
+@settings(max_examples=500, deadline=None)
+@given(run=b32_runs())
+@example(run="")
+@example(run="A" * 12)
+@example(run="A" * 13)
+@example(run=base64.b32encode(SECRET.encode()).decode().rstrip("="))
+@example(run=base64.b32encode(SECRET.encode()).decode().rstrip("=").lower()[3:])
+def test_b32_forms_are_the_reference_forms(run: str) -> None:
+    assert _speedups.b32_forms(run) == list(fingerprints._py_b32_forms(run))
+
+
+def test_b32_forms_read_a_piece_at_each_of_eight_alignments() -> None:
+    """A piece cut k characters into an encoding is read only from the alignment that
+    skips (8 - k) % 8 more: each of the eight is needed."""
+    text = "a line before it\n" + SECRET + "\nand a line after it"
+    encoded = base64.b32encode(text.encode()).decode().rstrip("=")
+    for cut in range(8):
+        forms = _speedups.b32_forms(encoded[cut:])
+        assert any(SECRET in form for form in forms), cut
+        assert forms == list(fingerprints._py_b32_forms(encoded[cut:]))
+
+
+#: pieces of base32 runs as an argument holds them: labels split by dots, a domain after
+#: them, words, padding, the characters around
+b32_parts = st.sampled_from(
+    [
+        *("MZXW6YTB", "ONVS23DJ", "mzxw6ytb", "ozss2olg", "ABCDEFGH", "234567", "QRST"),
+        *(".", "..", "-", "=", "==", " ", "\n", "/", "attacker", "example", "com", "x2"),
+        *("0", "1", "8", "9", "é", "Ａ", "https://", "%2E", "\x00"),
+    ]
+)
+
+
+@settings(max_examples=800, deadline=None)
+@given(source=st.lists(b32_parts, max_size=20).map("".join) | st.text(max_size=120))
+@example(source="MZXW6YTBOI.MFZGC43U.attacker.example")
+@example(source="MZXW6YTBOIMFZGC43U.a2.b")
+@example(source="thisisaverylongsubdomain.example.com")
+@example(source="A" * 15 + "." + "B" * 15 + ".")
+def test_b32_runs_are_the_reference_runs(source: str) -> None:
+    assert _speedups.b32_runs(source) == fingerprints._py_b32_runs(source)
+
+
 @pytest.mark.parametrize(
     ("fn", "run"),
     [
@@ -157,6 +214,9 @@ def test_hex_forms_are_the_reference_forms(run: str) -> None:
         ("hex_forms", "414243444546474g"),
         ("hex_forms", "41424344 45464748"),
         ("hex_forms", "41424344454647٤8"),
+        ("b32_forms", "MZXW6YTBOIMFZGC43U1"),  # 1: not base32
+        ("b32_forms", "MZXW6YTBOI.MFZGC43U"),  # dots: runs are joined first
+        ("b32_forms", "MZXW6YTBOIMFZGC43Ué"),
     ],
 )
 def test_a_run_with_a_foreign_character_is_refused(fn: str, run: str) -> None:
@@ -262,6 +322,43 @@ def whole(fn: Callable[[list[str], set[int] | None], Any], words: list[str]) -> 
 def test_whole_tokens_are_the_reference_tokens(words: list[str]) -> None:
     words = [word for word in words if len(word) >= fingerprints.MIN_TOKEN]
     assert whole(fingerprints._c_whole, words) == whole(fingerprints._py_whole, words)
+
+
+@settings(max_examples=800, deadline=None)
+@given(
+    words=st.lists(
+        ascii_words | st.text(string.printable, max_size=40) | st.sampled_from(["é", "Ａ"]),
+        max_size=8,
+    ),
+    spaces=st.sampled_from([" ", "\n", "\t", "\x1c", "  "]),
+)
+@example(words=["https://x.example/a?key=ABCdef123456789", "moc.elpmaxe@nhoj"], spaces=" ")
+@example(words=["ESREVER_YEK_4f9Qz2LmX8pRt6Vw"], spaces=" ")
+@example(words=["key=abcXyzQabcXyzQ", "https://docs.example.org/PathNoDigits"], spaces=" ")
+@example(words=["The", "committee", "thoroughly", "discussed", "EVERYTHING"], spaces=" ")
+@example(words=["ＡＰＩ鍵sk_live_4f9Qz2LmX8", "naïve"], spaces=" ")
+def test_turned_tokens_are_the_reference_turned_tokens(words: list[str], spaces: str) -> None:
+    """Token-only turning: C turns the same tokens (the specific whole tokens and
+    pieces ``_py_whole`` keeps), in the same order, as the Python reference."""
+    text = spaces.join(words)
+    got = _speedups.turned_tokens(text)
+    if not text.isascii():
+        assert got is None  # left to the Python path, which decodings_of calls
+        return
+    assert got == fingerprints._py_turned_tokens(text)
+
+
+def test_turned_tokens_are_the_specific_tokens_only() -> None:
+    """Only what could be a secret on its own is turned: not words, not prose."""
+    prose = "The committee thoroughly discussed the reading room opening hours"
+    assert fingerprints._py_turned_tokens(prose) == []
+    assert _speedups.turned_tokens(prose) == []
+    key = "sk_live_4f9Qz2LmX8pRt6Vw1YbN3cKd"
+    turned = [key[::-1], key.translate(fingerprints._ROT13)]
+    assert _speedups.turned_tokens(f"{prose} {key}") == turned
+    assert fingerprints._py_turned_tokens(f"{prose} {key}") == turned
+    with pytest.raises(TypeError):
+        _speedups.turned_tokens(b"bytes-word-1234")  # type: ignore[arg-type]
 
 
 def test_whole_tokens_leave_non_ascii_words_to_python() -> None:

@@ -8,6 +8,7 @@ value ``texts_of`` walks (docs/adr/0031-a-c-accelerator-for-fingerprints.md)."""
 from __future__ import annotations
 
 import base64
+import codecs
 import hashlib
 import os
 import string
@@ -58,7 +59,20 @@ def _encode(value: str, how: int) -> str:
         return "".join(f"\\u{ord(c):04x}" if ord(c) < 0x10000 else c for c in value)
     if how == 6:  # re-wrapped
         return "\n".join(value[i : i + 20] for i in range(0, len(value), 20))
-    return value[len(value) // 3 :]  # cut at an offset
+    if how == 7:
+        return value[len(value) // 3 :]  # cut at an offset
+    if how == 8:  # base32 as DNS labels under a domain, lower-case, unpadded
+        encoded = base64.b32encode(raw).decode().rstrip("=").lower()
+        return ".".join(encoded[i : i + 63] for i in range(0, len(encoded), 63)) + ".a.example"
+    if how == 9:
+        return base64.b32encode(raw).decode()[len(raw) % 8 :]  # cut at an alignment
+    if how == 10:
+        return value[::-1]
+    if how == 11:
+        return codecs.encode(value, "rot13")
+    if how == 12:  # HTML entities, decimal and hex
+        return "".join(f"&#{ord(c)};" if i % 2 else f"&#x{ord(c):X}" for i, c in enumerate(value))
+    return "".join(f"\\x{b:02x}" for b in raw)  # \xNN escapes
 
 
 def encoded() -> st.SearchStrategy[str]:
@@ -66,7 +80,7 @@ def encoded() -> st.SearchStrategy[str]:
     inner = st.text(string.ascii_letters + string.digits, min_size=8, max_size=60) | st.text(
         ODD + string.printable, max_size=40
     )
-    return st.tuples(inner, st.lists(st.integers(0, 7), max_size=4)).map(
+    return st.tuples(inner, st.lists(st.integers(0, 13), max_size=4)).map(
         lambda t: _apply(t[0], t[1])
     )
 
@@ -86,6 +100,9 @@ special = st.lists(
             *('\\"', "\\/", "\\x", "\\t\\r\\b\\f", "=", "==", "===", " ", "\n", "\t"),
             *("QUJDREVGR0hJSktMTU5P", "0123456789abcdef", "c2tfbGl2ZV80Zjl", "-_", "é"),
             *("Ａ", "\u0085", "\u3000", "\x00", "\x1c", SECRET, "🙂", "\udcff"),
+            *("&", "&#65;", "&#x42", "&#xD800;", "&#0;", "&#1114112;", "&#128;", "&amp;", "&amp"),
+            *("&notit;", "&copy=", "&nbsp;", "&#", "\\x41", "\\xc3\\xa9", "\\xe2\\x82", "\\xZZ"),
+            *("\\x4", "\\\\x41", "MZXW6YTBOI", "ONVS23DJOZSS2", "mzxw6ytb", ".", "a2.", "7"),
         ]
     ),
     max_size=30,
@@ -143,7 +160,9 @@ def test_decodings_stop_at_the_cap_in_the_same_order() -> None:
     assert got == py_decodings(text, True)
     layered = _apply(SECRET, [0, 0, 0, 0, 0])  # five layers: three are read
     assert _speedups.decodings(layered, True) == py_decodings(layered, True)
-    assert len(_speedups.decodings(layered, True)) == 4
+    chain = [_apply(SECRET, [0] * layers) for layers in (5, 4, 3, 2, 1)]
+    got = _speedups.decodings(layered, True)  # with the turned forms of each layer
+    assert [form for form in got if form in chain] == chain[:4]  # three layers read
 
 
 @settings(max_examples=300, deadline=None)
@@ -337,8 +356,10 @@ def test_probe_of_plain_values_finds_a_secret_c_walks_them() -> None:
     assert _speedups.probe({1: "x"}, True) is None
     assert _speedups.probe({Text("k"): "x"}, True) is None  # texts_of: str(key)
     assert _speedups.probe(Text(SECRET), True) == _speedups.probe(SECRET, True)
-    found, others = _speedups.probe({"k": ["é" * 20 + SECRET, None, SECRET]}, True) or ((), ())
-    assert others == ["é" * 20 + SECRET]  # the non-ASCII form is left to Python
+    text = "é" * 20 + SECRET
+    found, others = _speedups.probe({"k": [text, None, SECRET]}, True) or ((), ())
+    # the non-ASCII forms (the text, its one token reversed and ROT13) are left to Python
+    assert others == [text, text[::-1], text.translate(fingerprints._ROT13)]
     assert found
 
 
@@ -364,6 +385,9 @@ def test_the_c_probe_does_not_leak() -> None:
         "\\u00e9\\ud800 %C3%A9 " + SECRET.encode().hex(),
         ["a" * 40, ("b" * 40, {"c": "é" * 30})],
         {"n": 5},
+        # base32 as DNS labels, HTML entities, \xNN escapes, turned forms
+        "https://onvs23djozss2olghbstozbwmm2wendbgm4teobr.g4ydmzrvmu2gim3dgjrd.a.example/x",
+        "&#115;&#107;&amp;&copy; \\x73\\x6b\\xc3\\xa9 " + SECRET[::-1],
     ]
 
     def run(times: int) -> None:

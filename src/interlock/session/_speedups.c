@@ -8,6 +8,8 @@
  * - grams(data, step)     -> _py_grams on bytes: the gram hashes at 0, step, 2*step...
  * - b64_forms(run)        -> _py_b64_forms: a base64 run decoded at its four alignments
  * - hex_forms(run)        -> _py_hex_forms: a hex run decoded at both nibble alignments
+ * - b32_forms(run)        -> _py_b32_forms: a base32 run decoded at its eight alignments
+ * - b32_runs(source)      -> _py_b32_runs: the base32 runs of a source (DNS labels joined)
  * - mostly_text(raw)      -> _mostly_text: the text of a decoding, or None if noise
  * - at_least(words, size) -> _py_at_least: the words at least size characters long
  * - runs(text, hex)       -> _B64_RUN.findall(text) (or _HEX_RUN's with hex)
@@ -16,8 +18,11 @@
  *                            specific whole tokens (with hashed, their BLAKE2b-64) and
  *                            the grams of long ones
  * - token_hash(norm)      -> _bytes_hash: BLAKE2b with an 8-byte digest (RFC 7693)
- * - decodings(text, plain) -> list(_py_decodings(text, plain)): URL- and JSON-unescaping,
- *                            base64 and hex runs, up to 3 layers and 64 forms, in order
+ * - turned_tokens(text)   -> _py_turned_tokens: each specific whole token reversed, ROT13
+ * - decodings(text, plain) -> list(_py_decodings(text, plain)): the turned tokens,
+ *                            URL-, JSON-, \x- and HTML-unescaping (the last by
+ *                            html.unescape itself), base64, hex and base32 runs, up to 3
+ *                            layers and 64 forms, in order
  * - probe(value, with_text) -> _py_probe_texts of plain values (str, dict, list, tuple):
  *                            the decodings and the probe of each ASCII form; the forms
  *                            that are not ASCII returned for Python to probe
@@ -382,6 +387,193 @@ hex_forms(PyObject *module, PyObject *run)
     return out;
 }
 
+/* -- base32 (RFC 4648: A-Z 2-7, either case) -------------------------------------- */
+
+/* A base32 character's 5 bits, either case; -1 for any other. */
+static int
+b32_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a';
+    if (c >= '2' && c <= '7') return c - '2' + 26;
+    return -1;
+}
+
+/* _py_b32_forms on the ASCII characters of a run (no dots, no padding): the run read
+ * from each of its first eight characters on (8 bit offsets of a byte), each piece's
+ * whole bytes (5 bits a character, the last partial byte dropped); a piece of fewer
+ * than 13 characters ends the loop. The decodings that read as text appended to out.
+ * 0, or -1 with an exception set (ValueError: a foreign character). */
+static int
+b32_forms_into(const unsigned char *chars, Py_ssize_t size, PyObject *out)
+{
+    for (Py_ssize_t i = 0; i < size; i++) {
+        if (b32_value(chars[i]) < 0) {
+            PyErr_SetString(PyExc_ValueError, "not a base32 run");
+            return -1;
+        }
+    }
+    unsigned char *raw = PyMem_Malloc(size / 8 * 5 + 5);
+    if (raw == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t start = 0; start < 8 && size - start >= 13; start++) {
+        Py_ssize_t n = 0;
+        uint32_t acc = 0;
+        int bits = 0;
+        for (Py_ssize_t i = start; i < size; i++) {
+            acc = (acc << 5 | (uint32_t)b32_value(chars[i])) & 0x1FFF; /* < 13 bits live */
+            bits += 5;
+            if (bits >= 8) {
+                bits -= 8;
+                raw[n++] = (unsigned char)(acc >> bits);
+            }
+        }
+        if (append_text(out, raw, n) < 0) {
+            PyMem_Free(raw);
+            return -1;
+        }
+    }
+    PyMem_Free(raw);
+    return 0;
+}
+
+static PyObject *
+b32_forms(PyObject *module, PyObject *run)
+{
+    Py_ssize_t size;
+    const unsigned char *chars = ascii_chars(run, &size);
+    if (chars == NULL) {
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL || b32_forms_into(chars, size, out) < 0) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* The end of the base32 labels from src[i] on (fingerprints._B32_LABELS: runs of base32
+ * characters joined by single dots) and, in *keep, where the run kept ends: after the
+ * last label with a digit 2-7, else after the first label (_py_b32_runs drops the
+ * trailing labels without one). src[i] is a base32 character. */
+static Py_ssize_t
+b32_labels(const unsigned char *src, Py_ssize_t size, Py_ssize_t i, Py_ssize_t *keep)
+{
+    Py_ssize_t first = -1;
+    *keep = -1;
+    for (;;) {
+        int digit = 0;
+        while (i < size && b32_value(src[i]) >= 0) {
+            digit |= src[i] >= '2' && src[i] <= '7';
+            i++;
+        }
+        if (first < 0) {
+            first = i;
+        }
+        if (digit) {
+            *keep = i;
+        }
+        if (i + 1 < size && src[i] == '.' && b32_value(src[i + 1]) >= 0) {
+            i++;
+            continue;
+        }
+        if (*keep < 0) {
+            *keep = first;
+        }
+        return i;
+    }
+}
+
+/* The base32 runs of src (ASCII characters, anything else as a byte in no run) as
+ * _py_b32_runs finds them (the labels kept joined; at least GRAM characters, of one
+ * case): each appended to out as a str, or with decode decoded into
+ * it (b32_forms_into). 0, or -1 on error. */
+static int
+b32_runs_into(const unsigned char *src, Py_ssize_t size, PyObject *out, int decode)
+{
+    unsigned char *run = PyMem_Malloc(size > 0 ? (size_t)size : 1);
+    if (run == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t i = 0;
+    while (i < size) {
+        if (b32_value(src[i]) < 0) {
+            i++;
+            continue;
+        }
+        Py_ssize_t keep;
+        Py_ssize_t end = b32_labels(src, size, i, &keep);
+        Py_ssize_t n = 0;
+        for (Py_ssize_t j = i; j < keep; j++) {
+            if (src[j] != '.') {
+                run[n++] = src[j];
+            }
+        }
+        i = end;
+        int upper = 0, lower = 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            upper |= run[j] >= 'A' && run[j] <= 'Z';
+            lower |= run[j] >= 'a' && run[j] <= 'z';
+        }
+        if (n < GRAM || upper == lower) { /* one case (digits alone: none) */
+            continue;
+        }
+        int failed;
+        if (decode) {
+            failed = b32_forms_into(run, n, out) < 0;
+        } else {
+            PyObject *text = PyUnicode_DecodeASCII((const char *)run, n, "strict");
+            failed = text == NULL || PyList_Append(out, text) < 0;
+            Py_XDECREF(text);
+        }
+        if (failed) {
+            PyMem_Free(run);
+            return -1;
+        }
+    }
+    PyMem_Free(run);
+    return 0;
+}
+
+/* b32_runs(source) -> list[str]: _py_b32_runs (a character that is not ASCII is in no
+ * run). */
+static PyObject *
+b32_runs(PyObject *module, PyObject *source)
+{
+    if (!PyUnicode_Check(source)) {
+        PyErr_SetString(PyExc_TypeError, "b32_runs(source: str)");
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(source) < 0) {
+        return NULL;
+    }
+#endif
+    int kind = PyUnicode_KIND(source);
+    const void *data = PyUnicode_DATA(source);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(source);
+    unsigned char *src = PyMem_Malloc(size > 0 ? (size_t)size : 1);
+    PyObject *out = PyList_New(0);
+    if (src == NULL || out == NULL) {
+        PyMem_Free(src);
+        Py_XDECREF(out);
+        return src == NULL ? PyErr_NoMemory() : NULL;
+    }
+    for (Py_ssize_t i = 0; i < size; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        src[i] = c < 128 ? (unsigned char)c : 0xFF;
+    }
+    if (b32_runs_into(src, size, out, 0) < 0) {
+        Py_CLEAR(out);
+    }
+    PyMem_Free(src);
+    return out;
+}
+
 /* at_least(words, size) -> list[str]: the words at least size characters long, in
  * order ([w for w in words if len(w) >= size]; words: a list of str). */
 static PyObject *
@@ -721,6 +913,21 @@ ascii_norm(const unsigned char *raw, Py_ssize_t size, unsigned char *norm)
     return n;
 }
 
+/* fingerprints._specific of an ASCII token (raw, size) and its norm (n >= 8 bytes):
+ * letters and digits, an @, or (not a piece) 12+ characters that do not read as words. */
+static int
+specific(const unsigned char *raw, Py_ssize_t size, int piece, const unsigned char *norm,
+         Py_ssize_t n)
+{
+    int at = 0, digit = 0, letter = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        at |= norm[i] == '@';
+        digit |= norm[i] >= '0' && norm[i] <= '9';
+        letter |= is_lower(norm[i]);
+    }
+    return at || (digit && letter) || (!piece && n >= 12 && !wordlike(raw, size));
+}
+
 /* One token (fingerprints._whole's loop body): its norm appended to norms when it is
  * specific (norms a list; a set: its BLAKE2b-64 added there instead, for the probe); with grams (a list) and not a piece, every gram of a long token that does
  * not read as words appended there. 0, or -1 on error. */
@@ -730,13 +937,7 @@ whole_token(const unsigned char *raw, Py_ssize_t size, int piece, unsigned char 
 {
     Py_ssize_t n = ascii_norm(raw, size, norm);
     if (n >= 8) {
-        int at = 0, digit = 0, letter = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            at |= norm[i] == '@';
-            digit |= norm[i] >= '0' && norm[i] <= '9';
-            letter |= is_lower(norm[i]);
-        }
-        if (at || (digit && letter) || (!piece && n >= 12 && !wordlike(raw, size))) {
+        if (specific(raw, size, piece, norm, n)) {
             if (PyAnySet_Check(norms)) { /* the probe's set: the token's hash itself */
                 if (add_hash(norms, token_hash(norm, (size_t)n)) < 0) {
                     return -1;
@@ -771,11 +972,28 @@ grams:
     return 0;
 }
 
-/* One long word: its tokens (cut at _SPLIT runs) and their pieces (cut at _SUBSPLIT
- * runs), as fingerprints._tokens yields them. 0, or -1 on error. */
+/* What is done with one token: whole_token, turn_token. */
+typedef int (*token_fn)(const unsigned char *raw, Py_ssize_t size, int piece,
+                        unsigned char *norm, PyObject *norms, PyObject *grams);
+
+static int
+each_token(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyObject *norms,
+           PyObject *grams, token_fn on_token);
+
+/* One long word: whole_token of each of its tokens and pieces. 0, or -1 on error. */
 static int
 whole_word(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyObject *norms,
            PyObject *grams)
+{
+    return each_token(word, size, norm, norms, grams, whole_token);
+}
+
+/* on_token(token, piece, norm, norms, grams) for each token of a long word (cut at
+ * _SPLIT runs) and each of its pieces (cut at _SUBSPLIT runs; grams NULL), as
+ * fingerprints._tokens yields them. 0, or -1 on error. */
+static int
+each_token(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyObject *norms,
+           PyObject *grams, token_fn on_token)
 {
     Py_ssize_t start = 0;
     while (start < size) {
@@ -786,7 +1004,7 @@ whole_word(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyOb
         const unsigned char *raw = word + start;
         Py_ssize_t length = end - start;
         if (length >= 8) {
-            if (whole_token(raw, length, 0, norm, norms, grams) < 0) {
+            if (on_token(raw, length, 0, norm, norms, grams) < 0) {
                 return -1;
             }
             int cut = 0;
@@ -799,7 +1017,7 @@ whole_word(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyOb
                 while (to < length && !is_subsplit(raw[to])) {
                     to++;
                 }
-                if (to - from >= 8 && whole_token(raw + from, to - from, 1, norm, norms, NULL) < 0) {
+                if (to - from >= 8 && on_token(raw + from, to - from, 1, norm, norms, NULL) < 0) {
                     return -1;
                 }
                 while (to < length && is_subsplit(raw[to])) {
@@ -991,8 +1209,9 @@ looks_encoded(const unsigned char *run, Py_ssize_t size)
 
 /* The base64 runs of src (its characters as bytes, any non-ASCII one as 0xFF: in no
  * run) decoded into found (each, with decode_plain or when it looks encoded); then, if
- * there was a base64 run, its hex runs (a hex run is a base64 run too): the loop body
- * of fingerprints._py_decodings for one source. 0, or -1 on error. */
+ * there was a base64 run, its hex runs (a hex run is a base64 run too); then, with
+ * decode_plain, its base32 runs: the loop body of fingerprints._py_decodings for one
+ * source. 0, or -1 on error. */
 static int
 decode_source(const unsigned char *src, Py_ssize_t size, int decode_plain, PyObject *found)
 {
@@ -1033,7 +1252,7 @@ decode_source(const unsigned char *src, Py_ssize_t size, int decode_plain, PyObj
         }
         i = end;
     }
-    return 0;
+    return decode_plain ? b32_runs_into(src, size, found, 1) : 0;
 }
 
 static inline unsigned char
@@ -1184,10 +1403,250 @@ json_unescape(PyObject *text, Py_UCS4 *buffer)
     return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buffer, n);
 }
 
+/* fingerprints._x_unescape: each run of \xNN escapes (two hex digits each) read as
+ * bytes and decoded as UTF-8 ("replace"); any other character kept. buffer: room for
+ * len(text) characters; scratch: for len(text) bytes. */
+static PyObject *
+x_unescape(PyObject *text, Py_UCS4 *buffer, unsigned char *scratch)
+{
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t n = 0;
+    Py_ssize_t i = 0;
+    while (i < size) {
+        Py_ssize_t bytes = 0;
+        while (i + 3 < size && PyUnicode_READ(kind, data, i) == '\\'
+               && PyUnicode_READ(kind, data, i + 1) == 'x') {
+            Py_UCS4 hi = PyUnicode_READ(kind, data, i + 2);
+            Py_UCS4 lo = PyUnicode_READ(kind, data, i + 3);
+            if (hi >= 128 || lo >= 128 || hex_value((unsigned char)hi) < 0
+                || hex_value((unsigned char)lo) < 0) {
+                break;
+            }
+            scratch[bytes++] = (unsigned char)(hex_value((unsigned char)hi) << 4
+                                               | hex_value((unsigned char)lo));
+            i += 4;
+        }
+        if (bytes == 0) {
+            buffer[n++] = PyUnicode_READ(kind, data, i);
+            i++;
+            continue;
+        }
+        PyObject *decoded = PyUnicode_DecodeUTF8((const char *)scratch, bytes, "replace");
+        if (decoded == NULL) {
+            return NULL;
+        }
+        int dkind = PyUnicode_KIND(decoded);
+        const void *ddata = PyUnicode_DATA(decoded);
+        Py_ssize_t length = PyUnicode_GET_LENGTH(decoded);
+        for (Py_ssize_t j = 0; j < length; j++) { /* never more characters than bytes */
+            buffer[n++] = PyUnicode_READ(dkind, ddata, j);
+        }
+        Py_DECREF(decoded);
+    }
+    return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buffer, n);
+}
+
+/* Whether text holds a backslash followed by an 'x' ("\\x" in text). */
+static int
+has_x_escape(PyObject *text)
+{
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    for (Py_ssize_t i = 0; i + 1 < size; i++) {
+        if (PyUnicode_READ(kind, data, i) == '\\' && PyUnicode_READ(kind, data, i + 1) == 'x') {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Whether text holds what fingerprints._HTML_ENTITY finds: '&' then '#', or then an
+ * ASCII letter, ASCII letters and digits and ';'. */
+static int
+has_html_entity(PyObject *text)
+{
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    for (Py_ssize_t i = 0; i + 1 < size; i++) {
+        if (PyUnicode_READ(kind, data, i) != '&') {
+            continue;
+        }
+        Py_UCS4 c = PyUnicode_READ(kind, data, i + 1);
+        if (c == '#') {
+            return 1;
+        }
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
+            continue;
+        }
+        Py_ssize_t j = i + 2;
+        while (j < size && (c = PyUnicode_READ(kind, data, j)) < 128 && is_alnum((unsigned char)c)) {
+            j++;
+        }
+        if (j < size && c == ';') {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* html.unescape(text), the standard library's own (its entity table and the quirks of
+ * its numeric references are the reference: the same function on both paths). */
+static PyObject *
+html_unescape(PyObject *text)
+{
+    PyObject *html = PyImport_ImportModule("html");
+    if (html == NULL) {
+        return NULL;
+    }
+    PyObject *form = PyObject_CallMethod(html, "unescape", "O", text);
+    Py_DECREF(html);
+    if (form != NULL && !PyUnicode_Check(form)) {
+        PyErr_SetString(PyExc_TypeError, "html.unescape did not return a str");
+        Py_CLEAR(form);
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (form != NULL && PyUnicode_READY(form) < 0) {
+        Py_CLEAR(form);
+    }
+#endif
+    return form;
+}
+
+/* Append form (a new reference, stolen; NULL: an error already set) to found. */
+static int
+append_form(PyObject *found, PyObject *form)
+{
+    int failed = form == NULL || PyList_Append(found, form) < 0;
+    Py_XDECREF(form);
+    return failed ? -1 : 0;
+}
+
 static int
 has_char(PyObject *text, Py_UCS4 c)
 {
     return PyUnicode_FindChar(text, c, 0, PyUnicode_GET_LENGTH(text), 1) >= 0;
+}
+
+static inline unsigned char
+rot13_byte(unsigned char c)
+{
+    if (c >= 'a' && c <= 'z') return (unsigned char)('a' + (c - 'a' + 13) % 26);
+    if (c >= 'A' && c <= 'Z') return (unsigned char)('A' + (c - 'A' + 13) % 26);
+    return c;
+}
+
+/* One token (fingerprints._py_turned_tokens' loop body): when it is specific (and not
+ * a piece), itself reversed then ROT13 appended to found. unused: NULL. 0, or -1 on
+ * error. */
+static int
+turn_token(const unsigned char *raw, Py_ssize_t size, int piece, unsigned char *norm,
+           PyObject *found, PyObject *unused)
+{
+    (void)unused;
+    if (piece) {
+        return 0;
+    }
+    Py_ssize_t n = ascii_norm(raw, size, norm);
+    if (n < MIN_TOKEN || !specific(raw, size, 0, norm, n)) {
+        return 0;
+    }
+    for (int rot13 = 0; rot13 < 2; rot13++) {
+        PyObject *form = PyUnicode_New(size, 127);
+        if (form == NULL) {
+            return -1;
+        }
+        Py_UCS1 *out = PyUnicode_1BYTE_DATA(form);
+        for (Py_ssize_t i = 0; i < size; i++) {
+            if (rot13) {
+                out[i] = rot13_byte(raw[i]);
+            } else {
+                out[size - 1 - i] = raw[i];
+            }
+        }
+        if (append_form(found, form) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* fingerprints._py_turned_tokens(text) appended to found: in C for an ASCII text
+ * (norm: room for its length), else by the Python reference. 0, or -1 on error. */
+static int
+turned_tokens_of(PyObject *text, unsigned char *norm, PyObject *found)
+{
+    if (!PyUnicode_IS_ASCII(text)) {
+        PyObject *module = PyImport_ImportModule("interlock.session.fingerprints");
+        if (module == NULL) {
+            return -1;
+        }
+        PyObject *turned = PyObject_CallMethod(module, "_py_turned_tokens", "O", text);
+        Py_DECREF(module);
+        if (turned == NULL) {
+            return -1;
+        }
+        int failed = !PyList_Check(turned) || PyList_SetSlice(found, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, turned) < 0;
+        if (failed && !PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "_py_turned_tokens did not return a list");
+        }
+        Py_DECREF(turned);
+        return failed ? -1 : 0;
+    }
+    const unsigned char *chars = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t i = 0;
+    while (i < size) {
+        while (i < size && is_ascii_space(chars[i])) {
+            i++;
+        }
+        Py_ssize_t start = i;
+        while (i < size && !is_ascii_space(chars[i])) {
+            i++;
+        }
+        if (i - start >= MIN_TOKEN
+            && each_token(chars + start, i - start, norm, found, NULL, turn_token) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* turned_tokens(text) -> list[str] | None: fingerprints._py_turned_tokens of an ASCII
+ * text (None when it is not ASCII: the Python path then). */
+static PyObject *
+turned_tokens(PyObject *module, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "turned_tokens(text: str)");
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {
+        return NULL;
+    }
+#endif
+    if (!PyUnicode_IS_ASCII(text)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    unsigned char *norm = PyMem_Malloc(size > 0 ? (size_t)size : 1);
+    PyObject *found = PyList_New(0);
+    if (norm == NULL || found == NULL) {
+        PyMem_Free(norm);
+        Py_XDECREF(found);
+        return norm == NULL ? PyErr_NoMemory() : NULL;
+    }
+    int failed = turned_tokens_of(text, norm, found);
+    PyMem_Free(norm);
+    if (failed) {
+        Py_DECREF(found);
+        return NULL;
+    }
+    return found;
 }
 
 /* fingerprints._py_decodings(text, decode_plain=...) as a list: text and what it
@@ -1238,22 +1697,27 @@ decodings_of(PyObject *text, int decode_plain)
         if (found == NULL) {
             goto fail;
         }
+        /* the first turns forms of found are turned tokens: leaves */
+        if (decode_plain && turned_tokens_of(current, scratch, found) < 0) {
+            goto fail;
+        }
+        Py_ssize_t turns = PyList_GET_SIZE(found);
         if (decode_plain) {
-            if (has_char(current, '%') || has_char(current, '+')) {
-                PyObject *form = unquote_plus(current, buffer, scratch);
-                if (form == NULL || PyList_Append(found, form) < 0) {
-                    Py_XDECREF(form);
-                    goto fail;
-                }
-                Py_DECREF(form);
+            if ((has_char(current, '%') || has_char(current, '+'))
+                && append_form(found, unquote_plus(current, buffer, scratch)) < 0) {
+                goto fail;
             }
             if (has_char(current, '\\')) {
-                PyObject *form = json_unescape(current, buffer);
-                if (form == NULL || PyList_Append(found, form) < 0) {
-                    Py_XDECREF(form);
+                if (append_form(found, json_unescape(current, buffer)) < 0) {
                     goto fail;
                 }
-                Py_DECREF(form);
+                if (has_x_escape(current)
+                    && append_form(found, x_unescape(current, buffer, scratch)) < 0) {
+                    goto fail;
+                }
+            }
+            if (has_html_entity(current) && append_form(found, html_unescape(current)) < 0) {
+                goto fail;
             }
         }
         if (size >= GRAM && decode_runs(current, decode_plain, scratch, found) < 0) {
@@ -1274,8 +1738,10 @@ decodings_of(PyObject *text, int decode_plain)
             if (PySet_Add(seen, form) < 0 || PyList_Append(forms, form) < 0) {
                 goto fail;
             }
-            stack[pending] = PyList_GET_SIZE(forms) - 1;
-            depth[pending++] = level + 1;
+            if (i >= turns) { /* a turned form is probed, not decoded */
+                stack[pending] = PyList_GET_SIZE(forms) - 1;
+                depth[pending++] = level + 1;
+            }
         }
         Py_CLEAR(found);
     }
@@ -1415,8 +1881,9 @@ done(PyObject *out, PyObject *others)
     return pair;
 }
 
-/* The probe of every ASCII form of text's decodings (from the second form on, without
- * with_text) added to out; the other forms appended to others. 0, or -1 on error. */
+/* The probe of every ASCII form of text's decodings (without with_text, but text:
+ * probe_seams takes what of it spans a seam) added to out;
+ * the other forms appended to others. 0, or -1 on error. */
 static int
 probe_decodings(PyObject *text, int with_text, PyObject *out, PyObject *others)
 {
@@ -1888,6 +2355,15 @@ static PyMethodDef methods[] = {
     {"runs", (PyCFunction)(void (*)(void))runs, METH_FASTCALL,
      "runs(text, hex) -> list[str]: the base64 runs in text as _B64_RUN.findall finds "
      "them, or with hex the hex runs as _HEX_RUN.findall does."},
+    {"b32_forms", b32_forms, METH_O,
+     "b32_forms(run) -> list[str]: a base32 run decoded at its eight alignments, the "
+     "decodings that read as text."},
+    {"b32_runs", b32_runs, METH_O,
+     "b32_runs(source) -> list[str]: the base32 runs in source (DNS labels joined, the "
+     "trailing labels without a digit 2-7 dropped), as _py_b32_runs finds them."},
+    {"turned_tokens", turned_tokens, METH_O,
+     "turned_tokens(text) -> list[str] | None: each specific whole token of an ASCII "
+     "text reversed, then ROT13, as _py_turned_tokens turns them (None: not ASCII)."},
     {"mostly_text", mostly_text, METH_O,
      "mostly_text(raw) -> str | None: the text of a decoding if it reads as text."},
     {"decodings", (PyCFunction)(void (*)(void))decodings, METH_FASTCALL,

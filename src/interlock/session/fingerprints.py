@@ -22,11 +22,31 @@ What is found (``tests/session/test_fingerprints*.py`` holds the table):
   lines and ``_``-joined or camel-case identifiers (``AWS_SECRET_ACCESS_KEY``), so a
   script naming the same variables as a ``.env`` file read earlier is no flow.
 - **Encodings** (on both sides: an argument is decoded when probed, and encoded runs
-  in the data are decoded when it is kept): URL-encoding (nested, ``+`` for space),
-  JSON string escapes (``\\n``, ``\\u0041``), base64 (standard and URL-safe, with or
+  in the data are decoded when it is kept): base64 (standard and URL-safe, with or
   without padding, re-wrapped, and cut at any offset: each run is decoded at its four
   alignments, so a piece cut from a longer encoding is read too), hex (either
-  nibble alignment), up to three layers deep (base64 inside URL-encoding...).
+  nibble alignment). On the argument's side only (the data's own text is kept as it
+  is: a secret in a result is plain, and three more forms of every result would
+  triple what a session keeps): URL-encoding (nested, ``+`` for space), JSON string
+  escapes (``\\n``, ``\\u0041``), HTML entities (``&#65;``, ``&#x41;``, ``&amp;``:
+  ``html.unescape``, tried when the text holds ``&#`` or ``&name;``), ``\\xNN``
+  escapes (a run of them read as UTF-8), and base32 (RFC 4648, either case, with or
+  without padding; its DNS labels joined — ``<label>.<label>.attacker.example``, the
+  trailing labels without a digit 2-7 taken for the domain and dropped — and runs of
+  one case only; each run decoded at its eight alignments, as a character holds 5
+  bits and only one start in 8 begins a byte). All up to three layers deep (base64
+  inside URL-encoding, base32 of base64...).
+- **Turned tokens** (the argument's side): the specific whole tokens (as above: what
+  could be a secret on its own — a key, a password, an address, a compact IBAN) of
+  each form of the argument (itself and what it decodes to, the deepest layer aside)
+  are also probed reversed and ROT13 — what a prompt injection asks a model for; an
+  argument that is one such token is turned whole. A turned token is not decoded
+  further: a secret reversed then base64-encoded is found, one base64-encoded then
+  reversed is not. **Turned prose is not found**: a paragraph (or an IBAN written in
+  groups of four, whose words are too short to be tokens) reversed or ROT13 — turning
+  every form whole tripled every probe and slowed every session check by a fifth or
+  more. Neither is a form turned twice (reversed and ROT13), another Caesar shift,
+  base32's hex alphabet, base85 or a cipher of the model's own.
 
 Bounds: at most :data:`MAX_FINGERPRINTS` (4096, 32 KiB packed) per result, with
 :data:`FORMAT_MARK`; below it about 0.25 per normalised character of prose and 1 per
@@ -53,18 +73,21 @@ BLAKE2b, every decoding of a text, the data's boilerplate, and the whole probe o
 argument whose forms are ASCII: :func:`probe`, :func:`probe_seams`) run in the optional
 C extension ``interlock.session._speedups`` when it was built (a compiler at install
 time), else here in Python: :data:`ACCELERATED` says which. Forms that are not ASCII
-are probed here either way (NFKC and case folding). Both give the same fingerprints bit
-for bit (``tests/session/test_speedups.py``, ``tests/session/test_speedups_probe.py``;
+are probed here either way (NFKC and case folding), and HTML entities are read by
+``html.unescape`` on both paths (C calls it: its entity table is the reference).
+Both give the same fingerprints bit for bit (``tests/session/test_speedups.py``,
+``tests/session/test_speedups_probe.py``;
 ``docs/adr/0031-a-c-accelerator-for-fingerprints.md``); the Python functions
-(``_py_*``) are the reference. Setting the
-environment variable ``INTERLOCK_NO_SPEEDUPS=1`` (any value but empty or ``0``) before
-this module is imported forces the Python path.
+(``_py_*``) are the reference. Setting the environment variable
+``INTERLOCK_NO_SPEEDUPS=1`` (any value but empty or ``0``) before this module is
+imported forces the Python path.
 """
 
 from __future__ import annotations
 
 import binascii
 import hashlib
+import html
 import os
 import re
 import struct
@@ -146,6 +169,23 @@ _JSON_ESCAPE: Final = re.compile(r"\\(u[0-9a-fA-F]{4}|[nrtbf\"\\/])")
 _DIGIT: Final = re.compile(r"\d")
 _LETTER: Final = re.compile(r"[^\W\d_]")
 _URLSAFE: Final = str.maketrans("-_", "+/")
+#: A run of base32 (RFC 4648, either case) as DNS labels: letters and 2-7, split by dots.
+_B32_LABELS: Final = re.compile(r"[A-Za-z2-7]+(?:\.[A-Za-z2-7]+)*")
+_B32_DIGIT: Final = re.compile(r"[2-7]")
+#: base32's alphabet (A-Z 2-7, either case) onto ``int(..., 32)``'s digits (0-9 a-v).
+_B32_TO_INT: Final = str.maketrans(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz234567",
+    "0123456789abcdefghijklmnop0123456789abcdefghijklmnopqrstuv",
+)
+_ROT13: Final = str.maketrans(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+    "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
+)
+#: What HTML-unescaping is tried on: a numeric reference or a named one with its ``;``
+#: (a ``&`` of a URL's query alone is not worth ``html.unescape``'s time).
+_HTML_ENTITY: Final = re.compile(r"&(?:#|[A-Za-z][A-Za-z0-9]*;)")
+#: C / Python ``\xNN`` escapes, a run of them read as the bytes of one UTF-8 text.
+_X_ESCAPES: Final = re.compile(r"(?:\\x[0-9a-fA-F]{2})+")
 _ESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
 #: ASCII control bytes but tab, line feed and carriage return.
 _CONTROL: Final = bytes([*range(9), 11, 12, *range(14, 32), 127])
@@ -491,10 +531,87 @@ def _looks_encoded(run: str) -> bool:
     return _DIGIT.search(run) is not None and run.lower() != run and run.upper() != run
 
 
+def _py_b32_runs(source: str) -> list[str]:
+    """The base32 runs in ``source``: runs of ``A-Z 2-7`` (either case) as DNS labels
+    split by dots, joined — less the trailing labels without a digit 2-7 (the domain
+    after the data, ``.attacker.example``: base32 of text nearly always has one, a word
+    seldom does); those of at least GRAM characters and of one case (an encoder writes
+    one; DNS names are lower-cased whole): prose joined (capitals among small letters)
+    and mixed-case tokens (base64, random ids) are not worth eight decodings each."""
+    found: list[str] = []
+    for match in _B32_LABELS.findall(source):
+        labels = match.split(".")
+        while len(labels) > 1 and _B32_DIGIT.search(labels[-1]) is None:
+            labels.pop()
+        run = "".join(labels)
+        if len(run) >= GRAM and (run.isupper() or run.islower()):
+            found.append(run)
+    return found
+
+
+def _py_b32_forms(run: str) -> Iterable[str]:
+    """A base32 run (no padding, no dots; either case) decoded at each of its eight
+    alignments: a character holds 5 bits, so a piece cut from a longer encoding starts
+    at any of 8 bit offsets of a byte, and only one of them reads it. Each piece is
+    read as one big number (``int`` in base 32, linear for a power of two) and cut into
+    its whole bytes; a piece of fewer than 13 characters (8 bytes) is skipped."""
+    for start in range(8):
+        piece = run[start:]
+        size = len(piece)
+        if size < 13:
+            break
+        value = int(piece.translate(_B32_TO_INT), 32) >> (size * 5 % 8)
+        decoded = _mostly_text(value.to_bytes(size * 5 // 8, "big"))
+        if decoded is not None:
+            yield decoded
+
+
+def _x_bytes(match: re.Match[str]) -> str:
+    return bytes.fromhex(match.group().replace("\\x", "")).decode("utf-8", "replace")
+
+
+def _x_unescape(text: str) -> str:
+    """``\\xNN`` escapes read: each run of them as the UTF-8 bytes of one text."""
+    return _X_ESCAPES.sub(_x_bytes, text)
+
+
+def _py_turned_tokens(text: str) -> list[str]:
+    """Each specific whole token of ``text`` (what :func:`_py_whole` fingerprints on
+    its own: a secret's shape) reversed, then ROT13 — the text's turned forms. Only
+    tokens: a turned paragraph of prose would triple every probe (and every session
+    check against it), a turned key, password or address costs two short forms. Not
+    the pieces of a token (a value after ``KEY=``): a specific piece makes its token
+    specific, and the turned token's probe holds the turned piece's (its pieces, and
+    its grams, are the turned token's)."""
+    turned: list[str] = []
+    for raw, piece in _tokens(_long_words(text)):
+        if piece:
+            continue
+        norm = _norm(raw)
+        if len(norm) >= MIN_TOKEN and _specific(raw, norm, False):
+            turned.append(raw[::-1])
+            turned.append(raw.translate(_ROT13))
+    return turned
+
+
+def _c_turned_tokens(text: str) -> list[str]:
+    """:func:`_py_turned_tokens` in C (a text not ASCII: the Python path)."""
+    got = _speedups.turned_tokens(text)
+    return _py_turned_tokens(text) if got is None else got
+
+
 def _py_decodings(text: str, decode_plain: bool = True) -> Iterator[str]:
     """``text`` and what it decodes to, up to _DEPTH layers and _MAX_DECODINGS forms.
-    ``decode_plain=False`` (the data side) skips URL- and JSON-unescaping: the data's
-    own text is kept as it is; only encoded runs in it are decoded."""
+    ``decode_plain=False`` (the data side) skips URL-, JSON-, HTML- and ``\\x``-
+    unescaping, base32 and the turned forms: the data's own text is kept as it is; only
+    encoded runs in it (base64, hex) are decoded.
+
+    The specific whole tokens of every form but the deepest are also turned —
+    reversed, and ROT13 (:func:`_py_turned_tokens`) — first among what it decodes to
+    (the cap never drops them). A turned token is probed, not decoded: a secret turned
+    then encoded is found (the encoding decoded, then its token turned back), one
+    encoded then turned is not (decoding every turned form would cost as much again as
+    decoding the argument, twice)."""
     seen = {text}
     queue = [(text, 0)]
     yield text
@@ -502,12 +619,17 @@ def _py_decodings(text: str, decode_plain: bool = True) -> Iterator[str]:
         current, depth = queue.pop()
         if depth >= _DEPTH:
             continue
-        found: list[str] = []
+        found = _turned_tokens(current) if decode_plain else []
+        turns = len(found)
         if decode_plain:
             if "%" in current or "+" in current:
                 found.append(unquote_plus(current))
             if "\\" in current:
                 found.append(_json_unescape(current))
+                if "\\x" in current:
+                    found.append(_x_unescape(current))
+            if "&" in current and _HTML_ENTITY.search(current) is not None:
+                found.append(html.unescape(current))
         if len(current) >= GRAM:  # else no run is long enough to decode
             words = current.split()
             long_words = _at_least(words, GRAM)
@@ -516,17 +638,20 @@ def _py_decodings(text: str, decode_plain: bool = True) -> Iterator[str]:
                 sources = [*long_words, "".join(words)]  # re-wrapped base64 or hex
             for source in sources:
                 runs = _runs(source, False)
-                if not runs:  # a hex run is a base64 run too
-                    continue
-                for run in runs:
-                    if decode_plain or _looks_encoded(run):
-                        found.extend(_b64_forms(run))
-                for run in _runs(source, True):
-                    found.extend(_hex_forms(run))
-        for form in found:
+                if runs:  # a hex run is a base64 run too
+                    for run in runs:
+                        if decode_plain or _looks_encoded(run):
+                            found.extend(_b64_forms(run))
+                    for run in _runs(source, True):
+                        found.extend(_hex_forms(run))
+                if decode_plain:
+                    for run in _b32_runs(source):
+                        found.extend(_b32_forms(run))
+        for at, form in enumerate(found):
             if form not in seen and len(seen) < _MAX_DECODINGS:
                 seen.add(form)
-                queue.append((form, depth + 1))
+                if at >= turns:  # a turned form is a leaf
+                    queue.append((form, depth + 1))
                 yield form
 
 
@@ -544,12 +669,12 @@ def _probe_form(form: str, out: set[int]) -> None:
 
 def _py_probe_texts(texts: str | list[str], with_text: bool) -> frozenset[int]:
     """The probe of every form of the texts' decodings (but the texts themselves,
-    without ``with_text``)."""
+    without ``with_text``: :func:`probe_seams` takes only what of those spans a seam)."""
     out: set[int] = set()
     for text in (texts,) if isinstance(texts, str) else texts:
         forms = iter(_decodings(text, True))
         if not with_text:
-            next(forms)
+            next(forms)  # the text itself
         for form in forms:
             _probe_form(form, out)
     return frozenset(out)
@@ -598,15 +723,16 @@ def probe_seams(texts: Sequence[str]) -> frozenset[int]:
             found, others = got
             return _probe_others(found, others) if others else found
     joined = "".join(texts)
-    # the joined text's decodings but itself: only what spans a seam, below
-    out = set(_probe_texts(joined, False))
     if not joined.isascii():  # normalising may join characters across a seam
-        _probe_form(joined, out)
-        return frozenset(out)
+        return _probe_texts(joined, True)
+    # the joined text's decodings but itself (its turned tokens among them, whole):
+    # of itself only what spans a seam, below (the rest is in the texts' own probes)
+    out = set(_probe_texts(joined, False))
     own: set[str] = set()
     for text in texts:
         own.update(text.split())
-    out.update(_whole([word for word in _long_words(joined) if word not in own], None))
+    across = [word for word in _long_words(joined) if word not in own]
+    out.update(_whole(across, None))
     norms = [text.lower().encode().translate(None, _ASCII_DROP) for text in texts]
     data = b"".join(norms)
     last = len(data) - GRAM  # the last start of a gram
@@ -615,7 +741,8 @@ def probe_seams(texts: Sequence[str]) -> frozenset[int]:
     for norm in norms[:-1]:
         at += len(norm)  # a gram starting in (at - GRAM, at) spans this seam
         starts.update(range(max(0, at - GRAM + 1), min(at - 1, last) + 1))
-    out.update(_hash([data[i : i + GRAM] for i in sorted(starts)]))
+    grams = [data[i : i + GRAM] for i in sorted(starts)]
+    out.update(_hash(grams))
     return frozenset(out)
 
 
@@ -642,6 +769,9 @@ _smallest: Callable[[Iterable[int], int], list[int]] = _py_smallest
 _runs: Callable[[str, bool], list[str]] = _py_runs
 _b64_forms: Callable[[str], Iterable[str]] = _py_b64_forms
 _hex_forms: Callable[[str], Iterable[str]] = _py_hex_forms
+_b32_runs: Callable[[str], list[str]] = _py_b32_runs
+_b32_forms: Callable[[str], Iterable[str]] = _py_b32_forms
+_turned_tokens: Callable[[str], list[str]] = _py_turned_tokens
 _decodings: Callable[[str, bool], Iterable[str]] = _py_decodings
 _boilerplate: Callable[[list[str]], list[str]] = _py_boilerplate
 _probe_texts: Callable[[str | list[str], bool], frozenset[int]] = _py_probe_texts
@@ -653,14 +783,19 @@ def _accelerate(on: bool) -> bool:
     module looks these functions up when it runs."""
     global ACCELERATED, _grams, _whole, _at_least, _smallest  # noqa: PLW0603
     global _runs, _b64_forms, _hex_forms, _decodings, _probe_texts, _boilerplate
+    global _b32_runs, _b32_forms, _turned_tokens  # noqa: PLW0603
     ACCELERATED = on and _speedups is not None
     if ACCELERATED:
         _grams, _whole, _at_least, _smallest = _c_grams, _c_whole, _speedups.at_least, _c_smallest
         _runs, _b64_forms, _hex_forms = _speedups.runs, _speedups.b64_forms, _speedups.hex_forms
+        _b32_runs, _b32_forms = _speedups.b32_runs, _speedups.b32_forms
+        _turned_tokens = _c_turned_tokens
         _decodings, _probe_texts, _boilerplate = _speedups.decodings, _c_probe_texts, _c_boilerplate
     else:
         _grams, _whole, _at_least, _smallest = _py_grams, _py_whole, _py_at_least, _py_smallest
         _runs, _b64_forms, _hex_forms = _py_runs, _py_b64_forms, _py_hex_forms
+        _b32_runs, _b32_forms = _py_b32_runs, _py_b32_forms
+        _turned_tokens = _py_turned_tokens
         _decodings, _probe_texts, _boilerplate = _py_decodings, _py_probe_texts, _py_boilerplate
     return ACCELERATED
 
