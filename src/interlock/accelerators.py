@@ -26,7 +26,13 @@ import os
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["Accelerator", "accelerators", "accelerators_warning", "describe_accelerators"]
+__all__ = [
+    "Accelerator",
+    "accelerators",
+    "accelerators_warning",
+    "describe_accelerators",
+    "switched_off",
+]
 
 _NOT_BUILT: Final = "not built (no C compiler when Interlock was installed)"
 _SWITCHED_OFF: Final = "INTERLOCK_NO_SPEEDUPS is set"
@@ -35,6 +41,12 @@ _REMEDIES: Final = {
     _NOT_BUILT: "reinstall Interlock where a C compiler is available (docs/performance.md)",
     _SWITCHED_OFF: "unset INTERLOCK_NO_SPEEDUPS",
 }
+
+
+def switched_off() -> bool:
+    """Whether ``INTERLOCK_NO_SPEEDUPS`` asks for the Python reference: set to anything
+    but empty or ``0`` (each module reads it once, when it is imported)."""
+    return os.environ.get("INTERLOCK_NO_SPEEDUPS", "") not in ("", "0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,27 +67,39 @@ def accelerators() -> tuple[Accelerator, ...]:
     from interlock.session import fingerprints, history
     from interlock.store import chain
 
-    switched_off = os.environ.get("INTERLOCK_NO_SPEEDUPS", "") not in ("", "0")
-    used = {
-        "interlock.session._speedups": fingerprints.ACCELERATED,
-        "interlock.session._history": history.ACCELERATED,
-        "interlock.core._redaction": redaction.ACCELERATED,
-        "interlock.store._chain": chain.fast_link_material is not chain.link_material,
-    }
-    what = (
-        ("fingerprints", "interlock.session._speedups", "session data-flow fingerprints"),
-        ("session records", "interlock.session._history", "a session step's records"),
-        ("redaction", "interlock.core._redaction", "every audit record's redaction"),
-        ("chain links", "interlock.store._chain", "every audit record's chain link"),
-    )
+    switch = switched_off()
     found: list[Accelerator] = []
-    for name, module, speeds_up in what:
-        in_use = used[module]
+    for name, module, speeds_up, in_use in (
+        (
+            "fingerprints",
+            "interlock.session._speedups",
+            "session data-flow fingerprints",
+            fingerprints.ACCELERATED,
+        ),
+        (
+            "session records",
+            "interlock.session._history",
+            "a session step's records",
+            history.ACCELERATED,
+        ),
+        (
+            "redaction",
+            "interlock.core._redaction",
+            "every audit record's redaction",
+            redaction.ACCELERATED,
+        ),
+        (
+            "chain links",
+            "interlock.store._chain",
+            "every audit record's chain link",
+            chain.ACCELERATED,
+        ),
+    ):
         why_not = None
         if not in_use:
             if not _importable(module):
                 why_not = _NOT_BUILT
-            elif switched_off:
+            elif switch:
                 why_not = _SWITCHED_OFF
             else:
                 why_not = "switched off in this process"

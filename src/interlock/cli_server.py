@@ -379,8 +379,8 @@ def serve(
             where = f"unix:{uds}" if uds is not None else f"http://{host}:{port}"
             store_url = guard.store.url
             err.print(Text(f"interlock: serving {where}/v1 — policy {path}, store {store_url}"))
-        report = [*guard.audit.integrity_report(), describe_accelerators()]
-        for line in report if not worker_index else ():
+        report = () if worker_index else (*guard.audit.integrity_report(), describe_accelerators())
+        for line in report:
             err.print(  # keyed? checkpointed? accelerated? said at startup
                 Text(f"interlock: {line}"), style="yellow" if line.startswith("WARNING:") else None
             )

@@ -33,11 +33,11 @@ from __future__ import annotations
 __all__ = ["MARKER_RE", "REDACTED", "Redactor", "redact", "redact_value"]
 
 import functools
-import os
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from interlock.accelerators import switched_off
 from interlock.core.redaction_rules import (
     RULES,
     combined_for,
@@ -636,7 +636,7 @@ def _accelerate(on: bool) -> bool:
     return ACCELERATED
 
 
-_accelerate(os.environ.get("INTERLOCK_NO_SPEEDUPS", "") in ("", "0"))
+_accelerate(not switched_off())
 
 _DEFAULT: Final = Redactor()
 

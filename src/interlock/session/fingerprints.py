@@ -88,7 +88,6 @@ from __future__ import annotations
 import binascii
 import hashlib
 import html
-import os
 import re
 import struct
 import sys
@@ -98,6 +97,8 @@ from itertools import chain, filterfalse, repeat
 from operator import itemgetter, methodcaller, mod
 from typing import Final
 from urllib.parse import unquote_plus
+
+from interlock.accelerators import switched_off
 
 __all__ = [
     "ACCELERATED",
@@ -800,4 +801,4 @@ def _accelerate(on: bool) -> bool:
     return ACCELERATED
 
 
-_accelerate(os.environ.get("INTERLOCK_NO_SPEEDUPS", "") in ("", "0"))
+_accelerate(not switched_off())

@@ -37,7 +37,6 @@ Example::
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -45,6 +44,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, NamedTuple, Protocol, TypeVar, cast
 
+from interlock.accelerators import switched_off
 from interlock.errors import SessionUnavailable
 from interlock.session.forgotten import ForgottenSessions
 from interlock.session.labels import check_labels
@@ -676,7 +676,7 @@ def slot_maker(cls: type, names: tuple[str, ...], reference: Callable[..., T]) -
     ``__init__`` either) or the constructor of a dataclass whose fields are ``names``
     with no ``__post_init__`` (its ``__init__`` only sets them); else ``reference``,
     which the tests compare it with."""
-    if _history is None or os.environ.get("INTERLOCK_NO_SPEEDUPS", "") not in ("", "0"):
+    if _history is None or switched_off():
         return reference
     if reference is cls and (
         hasattr(cls, "__post_init__") or tuple(f.name for f in fields(cls)) != names

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -46,6 +45,7 @@ from orjson import (
 )
 from orjson import dumps as _dumps
 
+from interlock.accelerators import switched_off
 from interlock.store.audit_keys import AuditKeyring
 from interlock.store.records import AuditRow, ChainBreak
 
@@ -152,11 +152,9 @@ except ImportError:  # not built (no compiler where installed): the Python refer
 #: with it.
 fast_link_material: Callable[
     [str, str, int, int, str, str | None, str | None, str | None, str, str | None], bytes
-] = (
-    link_material
-    if _chain is None or os.environ.get("INTERLOCK_NO_SPEEDUPS", "") not in ("", "0")
-    else _chain.material_or(link_material)
-)
+] = link_material if _chain is None or switched_off() else _chain.material_or(link_material)
+#: Whether records are linked with the C extension's material.
+ACCELERATED: Final = fast_link_material is not link_material
 
 
 def link_hash(
