@@ -315,8 +315,10 @@ fail:
     return -1;
 }
 
+/* The decodings forms_into(run's ASCII characters) appends, as a new list: what
+ * b64_forms, hex_forms and b32_forms return. */
 static PyObject *
-b64_forms(PyObject *module, PyObject *run)
+forms_of(PyObject *run, int (*forms_into)(const unsigned char *, Py_ssize_t, PyObject *))
 {
     Py_ssize_t size;
     const unsigned char *chars = ascii_chars(run, &size);
@@ -324,11 +326,17 @@ b64_forms(PyObject *module, PyObject *run)
         return NULL;
     }
     PyObject *out = PyList_New(0);
-    if (out == NULL || b64_forms_into(chars, size, out) < 0) {
+    if (out == NULL || forms_into(chars, size, out) < 0) {
         Py_XDECREF(out);
         return NULL;
     }
     return out;
+}
+
+static PyObject *
+b64_forms(PyObject *module, PyObject *run)
+{
+    return forms_of(run, b64_forms_into);
 }
 
 static int
@@ -374,17 +382,7 @@ hex_forms_into(const unsigned char *chars, Py_ssize_t size, PyObject *out)
 static PyObject *
 hex_forms(PyObject *module, PyObject *run)
 {
-    Py_ssize_t size;
-    const unsigned char *chars = ascii_chars(run, &size);
-    if (chars == NULL) {
-        return NULL;
-    }
-    PyObject *out = PyList_New(0);
-    if (out == NULL || hex_forms_into(chars, size, out) < 0) {
-        Py_XDECREF(out);
-        return NULL;
-    }
-    return out;
+    return forms_of(run, hex_forms_into);
 }
 
 /* -- base32 (RFC 4648: A-Z 2-7, either case) -------------------------------------- */
@@ -442,17 +440,7 @@ b32_forms_into(const unsigned char *chars, Py_ssize_t size, PyObject *out)
 static PyObject *
 b32_forms(PyObject *module, PyObject *run)
 {
-    Py_ssize_t size;
-    const unsigned char *chars = ascii_chars(run, &size);
-    if (chars == NULL) {
-        return NULL;
-    }
-    PyObject *out = PyList_New(0);
-    if (out == NULL || b32_forms_into(chars, size, out) < 0) {
-        Py_XDECREF(out);
-        return NULL;
-    }
-    return out;
+    return forms_of(run, b32_forms_into);
 }
 
 /* The end of the base32 labels from src[i] on (fingerprints._B32_LABELS: runs of base32
@@ -539,6 +527,13 @@ b32_runs_into(const unsigned char *src, Py_ssize_t size, PyObject *out, int deco
     return 0;
 }
 
+/* A character as a byte of the runs' scans: itself when ASCII, else 0xFF (in no run). */
+static inline unsigned char
+projected(Py_UCS4 c)
+{
+    return c < 128 ? (unsigned char)c : 0xFF;
+}
+
 /* b32_runs(source) -> list[str]: _py_b32_runs (a character that is not ASCII is in no
  * run). */
 static PyObject *
@@ -564,8 +559,7 @@ b32_runs(PyObject *module, PyObject *source)
         return src == NULL ? PyErr_NoMemory() : NULL;
     }
     for (Py_ssize_t i = 0; i < size; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        src[i] = c < 128 ? (unsigned char)c : 0xFF;
+        src[i] = projected(PyUnicode_READ(kind, data, i));
     }
     if (b32_runs_into(src, size, out, 0) < 0) {
         Py_CLEAR(out);
@@ -1253,12 +1247,6 @@ decode_source(const unsigned char *src, Py_ssize_t size, int decode_plain, PyObj
         i = end;
     }
     return decode_plain ? b32_runs_into(src, size, found, 1) : 0;
-}
-
-static inline unsigned char
-projected(Py_UCS4 c)
-{
-    return c < 128 ? (unsigned char)c : 0xFF;
 }
 
 /* The runs of text's words of at least GRAM characters, then (with more than one word,
