@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import os
 import sys
 from importlib import import_module
 from types import ModuleType
 
-__all__ = ["load_extension"]
+__all__ = ["load_extension", "switched_off"]
 
 
 def load_extension(package: str, extension: str) -> ModuleType:
@@ -44,3 +45,11 @@ def load_extension(package: str, extension: str) -> ModuleType:
         del sys.modules[name]
         raise
     return module
+
+
+def switched_off() -> bool:
+    """Whether ``INTERLOCK_NO_SPEEDUPS`` asks for the Python reference instead of
+    Interlock's own optional C accelerators: set to anything but empty or ``0`` (each
+    accelerated module reads it once, when it is imported; see
+    :mod:`interlock.accelerators`)."""
+    return os.environ.get("INTERLOCK_NO_SPEEDUPS", "") not in ("", "0")

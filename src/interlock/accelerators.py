@@ -22,16 +22,16 @@ the four modules if need be (``import interlock`` imports none of them).
 from __future__ import annotations
 
 import importlib
-import os
 from dataclasses import dataclass
 from typing import Final
+
+from interlock._extension import switched_off
 
 __all__ = [
     "Accelerator",
     "accelerators",
     "accelerators_warning",
     "describe_accelerators",
-    "switched_off",
 ]
 
 _NOT_BUILT: Final = "not built (no C compiler when Interlock was installed)"
@@ -41,12 +41,6 @@ _REMEDIES: Final = {
     _NOT_BUILT: "reinstall Interlock where a C compiler is available (docs/performance.md)",
     _SWITCHED_OFF: "unset INTERLOCK_NO_SPEEDUPS",
 }
-
-
-def switched_off() -> bool:
-    """Whether ``INTERLOCK_NO_SPEEDUPS`` asks for the Python reference: set to anything
-    but empty or ``0`` (each module reads it once, when it is imported)."""
-    return os.environ.get("INTERLOCK_NO_SPEEDUPS", "") not in ("", "0")
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from interlock.accelerators import switched_off
+from interlock._extension import switched_off
 from interlock.core.redaction_rules import (
     RULES,
     combined_for,

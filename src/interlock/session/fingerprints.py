@@ -98,7 +98,7 @@ from operator import itemgetter, methodcaller, mod
 from typing import Final
 from urllib.parse import unquote_plus
 
-from interlock.accelerators import switched_off
+from interlock._extension import switched_off
 
 __all__ = [
     "ACCELERATED",

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, NamedTuple, Protocol, TypeVar, cast
 
-from interlock.accelerators import switched_off
+from interlock._extension import switched_off
 from interlock.errors import SessionUnavailable
 from interlock.session.forgotten import ForgottenSessions
 from interlock.session.labels import check_labels

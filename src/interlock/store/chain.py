@@ -45,7 +45,7 @@ from orjson import (
 )
 from orjson import dumps as _dumps
 
-from interlock.accelerators import switched_off
+from interlock._extension import switched_off
 from interlock.store.audit_keys import AuditKeyring
 from interlock.store.records import AuditRow, ChainBreak
 
