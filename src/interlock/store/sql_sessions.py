@@ -56,12 +56,14 @@ from interlock.errors import SessionUnavailable, StoreError, describe
 from interlock.session.history import (
     EMPTY_FINGERPRINTS,
     EXPIRE_AFTER,
+    MAX_FINGERPRINTS,
     MAX_PAST,
     MAX_PAST_PRINTS,
     MAX_STEPS,
     NO_DATA,
     NO_PAST,
     DroppedData,
+    FingerprintIndex,
     NewStep,
     PastCount,
     SessionPast,
@@ -177,6 +179,12 @@ _RELEASE: Final = "RELEASE SAVEPOINT interlock_step"
 _NO_SEQ: Final = 2**63 - 1
 #: Views kept per history, to read only what changed since (least recently used out).
 _VIEWS_KEPT: Final = 1024
+#: And the fingerprints they hold, all together, counted as the in-memory history
+#: counts its own (each step's set whole, plus the view's index: ~71 bytes each, so
+#: ~285 MB): 1,024 sessions of 200 steps with 2 KB results would hold ~100 million
+#: (~7 GB). Past it the least recently used views go first (a view read again is
+#: read whole from the store: slower, never wrong).
+_FINGERPRINTS_KEPT: Final = MAX_FINGERPRINTS
 
 
 class Written(NamedTuple):
@@ -250,10 +258,20 @@ class SessionStore(StoreBase):
     session_expiry: float | None = None
 
     def session_history(
-        self, max_steps: int = MAX_STEPS, expire_after: float = EXPIRE_AFTER
+        self,
+        max_steps: int = MAX_STEPS,
+        expire_after: float = EXPIRE_AFTER,
+        *,
+        max_fingerprints_kept: int = _FINGERPRINTS_KEPT,
     ) -> SqlHistory:
         """A :class:`SqlHistory` over this store keeping ``max_steps`` steps per session;
-        the store's reaper forgets sessions idle for ``expire_after`` seconds."""
+        the store's reaper forgets sessions idle for ``expire_after`` seconds. The
+        views it keeps in process (to read only what changed since) hold at most
+        ``max_fingerprints_kept`` fingerprints together (~71 bytes each)."""
+        if max_fingerprints_kept < 0:
+            raise ValueError(
+                f"max_fingerprints_kept must be 0 or more, not {max_fingerprints_kept!r}"
+            )
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, not {max_steps!r}")
         if not 0 < expire_after < float("inf"):
@@ -262,7 +280,9 @@ class SessionStore(StoreBase):
             )
         if self.session_expiry is None or expire_after > self.session_expiry:
             self.session_expiry = expire_after
-        return SqlHistory(self, max_steps=max_steps)
+        return SqlHistory(
+            self, max_steps=max_steps, max_fingerprints_kept=max_fingerprints_kept
+        )
 
     def expire_sessions(self, idle_for: float, *, now_us: int | None = None) -> int:
         """Forget sessions (and their steps) idle for longer than ``idle_for`` seconds,
@@ -328,13 +348,24 @@ class SqlHistory:
     """A :class:`~interlock.session.history.SessionHistory` in a SQL store (see the
     module docstring). Made by :meth:`SessionStore.session_history`."""
 
-    def __init__(self, store: SessionStore, *, max_steps: int = MAX_STEPS) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        max_steps: int = MAX_STEPS,
+        max_fingerprints_kept: int = _FINGERPRINTS_KEPT,
+    ) -> None:
         self.store = store
         self.max_steps = max_steps
-        #: (tenant, session) -> (created_us, version, view): the last view read here;
-        #: a read asks only for the steps written since its version
-        self._views: OrderedDict[tuple[str, str], tuple[int, int, SessionView]] = OrderedDict()
+        #: (tenant, session) -> (created_us, version, view, held): the last view read
+        #: here, and the fingerprints it holds (each step's set and its index, counted
+        #: toward :data:`_FINGERPRINTS_KEPT`); a read asks only for the steps written
+        #: since its version
+        self._views: OrderedDict[tuple[str, str], tuple[int, int, SessionView, int]] = OrderedDict()
         self._views_lock = threading.Lock()
+        #: the fingerprints the kept views hold, all together
+        self._held = 0
+        self.max_fingerprints_kept = max_fingerprints_kept
 
     def __repr__(self) -> str:
         return f"SqlHistory({self.store.url!r}, max_steps={self.max_steps})"
@@ -357,7 +388,9 @@ class SqlHistory:
         rows = self._read(self._select, (since, self.max_steps, since, tenant, session_id))
         if not rows:
             with self._views_lock:
-                self._views.pop(key, None)
+                gone = self._views.pop(key, None)
+                if gone is not None:
+                    self._held -= gone[3]
             return SessionView(tenant, session_id)
         labels, next_seq, created, version = rows[0][:4]
         created, version = int(created), int(version)
@@ -393,13 +426,48 @@ class SqlHistory:
             # the dropped data read before (of this session as created): only rows since
             data = cached[2].past.data if cached is not None else None
             past = self._past(tenant, session_id, oldest_kept, data)
-        view = SessionView(tenant, session_id, merged, _labels_of(labels), next_seq, past=past)
+        sources = tuple([step for step in merged if step.fingerprints])
+        index = cached[2].index if cached is not None else None
+        if index is not None and index.added <= 2 * self.max_steps + 16:
+            # the kept view's index holds its sources: with the fresh ones, it holds
+            # every source of this view (more, maybe: a filter, never an answer)
+            for step in fresh:
+                index.add(step)
+        else:  # none kept, or mostly of dropped steps: made afresh
+            index = FingerprintIndex(sources)
+        view = SessionView(
+            tenant, session_id, merged, _labels_of(labels), next_seq, sources, index, past=past
+        )
+        held = sum([len(step.fingerprints) for step in sources]) + len(index.prints)
+        data = past.data
+        if data is not None and not data.blind:
+            held += len(data.prints) + len(data.trusted)
         with self._views_lock:
-            self._views[key] = (created, version, view)
-            self._views.move_to_end(key)
-            while len(self._views) > _VIEWS_KEPT:
-                self._views.popitem(last=False)
+            self._keep(key, (created, version, view, held))
         return view
+
+    @property
+    def kept(self) -> tuple[int, int]:
+        """How many views of sessions this history keeps, and the fingerprints they hold
+        (counted as ``max_fingerprints_kept`` bounds them: an upper bound)."""
+        with self._views_lock:
+            return len(self._views), self._held
+
+    def _keep(self, key: tuple[str, str], entry: tuple[int, int, SessionView, int]) -> None:
+        """Keep ``entry`` as the session's view (under ``_views_lock``), the least
+        recently used views out past :data:`_VIEWS_KEPT` views or
+        ``max_fingerprints_kept`` fingerprints (never the one just kept)."""
+        views = self._views
+        old = views.get(key)
+        if old is not None:
+            self._held -= old[3]
+        views[key] = entry
+        views.move_to_end(key)
+        self._held += entry[3]
+        while len(views) > _VIEWS_KEPT or (
+            self._held > self.max_fingerprints_kept and len(views) > 1
+        ):
+            self._held -= views.popitem(last=False)[1][3]
 
     def _past(
         self, tenant: str, session_id: str, oldest_kept: int, data: DroppedData | None
@@ -611,7 +679,7 @@ class SqlHistory:
             cached = self._views.get((tenant, session_id))
         if cached is None:
             return None
-        created, version, kept = cached
+        created, version, kept, _ = cached
         seq = kept.next_seq
         labels = kept.labels
         attach = step.labels
@@ -705,9 +773,19 @@ class SqlHistory:
         step, version, created, labels = written
         key = (tenant, session_id)
         views = self._views
+        held = 2 * len(step.fingerprints)  # its set, and its index's share
         with self._views_lock:
             if version == 1:  # the session's first step
-                view = SessionView(tenant, session_id, (step,), labels, step.seq + 1)
+                sources = (step,) if step.fingerprints else ()
+                view = SessionView(
+                    tenant,
+                    session_id,
+                    (step,),
+                    labels,
+                    step.seq + 1,
+                    sources,
+                    FingerprintIndex(sources),
+                )
             else:
                 cached = views.get(key)
                 if cached is None or cached[1] != version - 1 or cached[0] != created:
@@ -718,11 +796,10 @@ class SqlHistory:
                 cut = 0  # (seqs ascend: only the first few can be past the bound)
                 while cut < len(steps) and steps[cut].seq < oldest:
                     cut += 1
+                # (the steps it drops stay counted: a count too high, until read again)
                 view = kept.followed_by(step, labels, len(steps) - cut + 1)
-            views[key] = (created, version, view)
-            views.move_to_end(key)
-            while len(views) > _VIEWS_KEPT:
-                views.popitem(last=False)
+                held += cached[3]
+            self._keep(key, (created, version, view, held))
 
     def _claim_seq(
         self, cur: Cursor, tenant: str, session_id: str, now: int
@@ -918,19 +995,25 @@ class SqlHistory:
                 return
             kept = cached[2]
             steps = kept.steps
+            index = kept.index
+            held = cached[3]
             at_index = next((i for i in range(len(steps) - 1, -1, -1) if steps[i].seq == seq), None)
             if at_index is not None:
                 old = steps[at_index]
                 kept_fingerprints = old.fingerprints
                 if fingerprints:
                     kept_fingerprints = kept_fingerprints | fingerprints
+                    held += len(kept_fingerprints) - len(old.fingerprints) + len(fingerprints)
                 new = dataclasses.replace(
                     old, executed=ran, labels=step_labels, fingerprints=kept_fingerprints
                 )
                 steps = (*steps[:at_index], new, *steps[at_index + 1 :])
-            view = SessionView(tenant, session_id, steps, labels, kept.next_seq, past=kept.past)
-            self._views[key] = (created, version, view)
-            self._views.move_to_end(key)
+                if index is not None:
+                    index.add(new)  # before a view that holds it is handed out
+            view = SessionView(
+                tenant, session_id, steps, labels, kept.next_seq, index=index, past=kept.past
+            )
+            self._keep(key, (created, version, view, held))
 
     def expire(self, idle_for: float) -> int:
         try:
