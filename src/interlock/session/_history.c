@@ -671,10 +671,11 @@ holds_all_of_set(PrintSet *self, PyObject *other)
     return 1;
 }
 
+/* Whether every value of `other` is held. */
 static int
 holds_all_of_printset(PrintSet *self, PrintSet *other)
 {
-    if (self->has_zero != other->has_zero) {
+    if (other->has_zero && !self->has_zero) {
         return 0;
     }
     for (Py_ssize_t i = 0; i < other->capacity; i++) {

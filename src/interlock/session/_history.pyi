@@ -2,6 +2,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, final
 
 def maker(cls: type, names: tuple[str, ...], /) -> Callable[..., Any]: ...
+
 @final
 class PrintSet:
     """An exact set of fingerprints (ints), packed as uint64 (see _history.c)."""

@@ -696,6 +696,7 @@ def _view_maker() -> Callable[..., SessionView]:
 _py_new_step: Final = _step_maker()
 _py_new_view: Final = _view_maker()
 
+
 def slot_maker(cls: type, names: tuple[str, ...], reference: Callable[..., T]) -> Callable[..., T]:
     """``cls(*values)`` (every field given, in order) made in one C call
     (``interlock.session._history.maker``: each slot of ``names`` set from its
