@@ -216,20 +216,72 @@ mix(uint64_t x)
 #define IS_PRINTSET(o) (Py_TYPE(o) == &PrintSetType)
 
 /* An int as a fingerprint: 1 with *value set; 0 an int outside [0, 2**64); -1 not an
- * int. Never leaves an error set. */
+ * int. Never leaves an error set. On CPython 3.11 (30-bit digits) the digits are read
+ * here: PyLong_AsUnsignedLongLong reads an int of 2 digits or more through
+ * _PyLong_AsByteArray, and even the lighter calls cost more than the lookup itself. */
 static inline int
 as_print(PyObject *item, uint64_t *value)
 {
     if (!PyLong_Check(item)) {
         return -1;
     }
-    unsigned long long x = PyLong_AsUnsignedLongLong(item);
-    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Clear(); /* OverflowError: negative or too wide */
+#if PY_VERSION_HEX < 0x030C0000 && PyLong_SHIFT == 30
+    const digit *d = ((PyLongObject *)item)->ob_digit;
+    switch (Py_SIZE(item)) { /* the number of digits, negative for a negative int */
+    case 0:
+        *value = 0;
+        return 1;
+    case 1:
+        *value = d[0];
+        return 1;
+    case 2:
+        *value = (uint64_t)d[0] | (uint64_t)d[1] << 30;
+        return 1;
+    case 3: /* 60 bits in the first two: 4 more at most */
+        if (d[2] >> 4) {
+            return 0;
+        }
+        *value = (uint64_t)d[0] | (uint64_t)d[1] << 30 | (uint64_t)d[2] << 60;
+        return 1;
+    default: /* negative, or wider than 90 bits */
         return 0;
     }
-    *value = (uint64_t)x;
+#else
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(item, &overflow);
+    if (overflow == 0) {
+        if (x == -1 && PyErr_Occurred()) {
+            PyErr_Clear(); /* not reached for an int; never leave it set */
+            return 0;
+        }
+        *value = (uint64_t)x;
+        return x >= 0;
+    }
+    if (overflow < 0 || _PyLong_NumBits(item) > 64) {
+        return 0;
+    }
+    *value = (uint64_t)PyLong_AsUnsignedLongLongMask(item); /* [2**63, 2**64) */
     return 1;
+#endif
+}
+
+/* The next item of a set's table from *pos (borrowed), NULL past the last:
+ * _PySet_NextEntry inlined (a call an item cost as much as the lookup). */
+static inline PyObject *
+set_next(PyObject *set, Py_ssize_t *pos)
+{
+    PySetObject *so = (PySetObject *)set;
+    setentry *table = so->table;
+    Py_ssize_t mask = so->mask;
+    for (Py_ssize_t i = *pos; i <= mask; i++) {
+        PyObject *key = table[i].key;
+        if (key != NULL && key != _PySet_Dummy) {
+            *pos = i + 1;
+            return key;
+        }
+    }
+    *pos = mask + 1;
+    return NULL;
 }
 
 static inline Py_ssize_t
@@ -368,9 +420,8 @@ update_from_set(PrintSet *self, PyObject *other)
 {
     Py_ssize_t pos = 0;
     PyObject *item;
-    Py_hash_t hash;
     int wide = 0;
-    while (_PySet_NextEntry(other, &pos, &item, &hash)) {
+    while ((item = set_next(other, &pos)) != NULL) {
         int kind = check_item(item);
         if (kind < 0) {
             return -1;
@@ -381,7 +432,7 @@ update_from_set(PrintSet *self, PyObject *other)
         return -1;
     }
     pos = 0;
-    while (_PySet_NextEntry(other, &pos, &item, &hash)) {
+    while ((item = set_next(other, &pos)) != NULL) {
         if (add_item(self, item) < 0) {
             return -1;
         }
@@ -513,9 +564,8 @@ printsets_meet(PrintSet *a, PrintSet *b)
     if (a->wide != NULL && b->wide != NULL && PySet_GET_SIZE(a->wide) &&
         PySet_GET_SIZE(b->wide)) {
         PyObject *item;
-        Py_hash_t hash;
         Py_ssize_t pos = 0;
-        while (_PySet_NextEntry(a->wide, &pos, &item, &hash)) {
+        while ((item = set_next(a->wide, &pos)) != NULL) {
             if (wide_has(b, item)) {
                 return 1;
             }
@@ -583,8 +633,7 @@ set_meets(PrintSet *self, PyObject *other)
     uint64_t values[BATCH];
     Py_ssize_t n = 0, pos = 0;
     PyObject *item;
-    Py_hash_t hash;
-    while (_PySet_NextEntry(other, &pos, &item, &hash)) {
+    while ((item = set_next(other, &pos)) != NULL) {
         int found = look_at(self, item, values, &n);
         if (found == 1 || (n == BATCH && batch_meets(self, values, n))) {
             return 1;
@@ -662,8 +711,7 @@ holds_all_of_set(PrintSet *self, PyObject *other)
 {
     Py_ssize_t pos = 0;
     PyObject *item;
-    Py_hash_t hash;
-    while (_PySet_NextEntry(other, &pos, &item, &hash)) {
+    while ((item = set_next(other, &pos)) != NULL) {
         if (!printset_contains(self, item)) {
             return 0;
         }
@@ -972,8 +1020,7 @@ printsetiter_next(PrintSetIter *it)
         }
     }
     PyObject *item;
-    Py_hash_t hash;
-    if (set->wide != NULL && _PySet_NextEntry(set->wide, &it->wide_pos, &item, &hash)) {
+    if (set->wide != NULL && (item = set_next(set->wide, &it->wide_pos)) != NULL) {
         Py_INCREF(item);
         return item;
     }
