@@ -42,7 +42,6 @@ value = st.one_of(fingerprint, fingerprint, fingerprint, wide)
 values = st.lists(value, max_size=40)
 
 
-@needs_c
 class PrintSetModel(RuleBasedStateMachine):
     """A PrintSet and a set, changed alike, must hold the same ints."""
 
@@ -133,7 +132,7 @@ class PrintSetModel(RuleBasedStateMachine):
         assert bool(self.packed) == bool(self.model)
 
 
-TestPrintSetModel = PrintSetModel.TestCase
+TestPrintSetModel = needs_c(PrintSetModel.TestCase)
 TestPrintSetModel.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
 
 
