@@ -414,4 +414,4 @@ def test_two_writers_on_one_session_keep_every_dropped_step_data(sql_url: str) -
     dropped = frozenset().union(*(of_data(text) for text in texts[:-3]))
     assert data.prints == dropped
     assert data.counted == sum(len(of_data(text)) for text in texts[:-3])
-    assert not data.prints & (of_data(texts[-1]) - dropped)
+    assert data.prints.isdisjoint(of_data(texts[-1]) - dropped)

@@ -283,7 +283,7 @@ def dropped_may_carry(
         if names is not None and not any(names(kind, name) for kind, name in tuple(data.names)):
             return False
     prints = data.prints
-    return any(not probe.isdisjoint(prints) for probe in probes)
+    return any(not prints.isdisjoint(probe) for probe in probes)
 
 
 def cannot_tell(view: SessionView, rule_id: str, what: str) -> EvaluationError:
@@ -573,11 +573,11 @@ class FlowTest:
         prints = None if index is None or index.legacy else index.prints
         if prints is not None and type(args) is dict:
             union = _union_of(args, self.args, True)
-            if union is not None and union.isdisjoint(prints):
+            if union is not None and prints.isdisjoint(union):
                 return False  # the usual benign call: one lookup, one isdisjoint
         sources: list[frozenset[int]] | None = None
         for probed in _argument_probes(args, self.args, state, seams=True):
-            if prints is not None and probed.isdisjoint(prints):
+            if prints is not None and prints.isdisjoint(probed):
                 continue  # one isdisjoint against the whole session
             if sources is None:
                 sources = [  # a failed call's fingerprints are of the error it raised
@@ -633,7 +633,7 @@ def provenance_labels(view: SessionView, probed: frozenset[int]) -> frozenset[st
         return frozenset()
     data = view.past.data
     if data is not None and data.trusted:  # the user's words that left the window
-        trusted |= probed.intersection(data.trusted)
+        trusted.update(filter(data.trusted.__contains__, probed))
     found: set[str] = set()
     for held, labels in sources:
         if len(held - trusted) > len(held & trusted):
@@ -659,7 +659,7 @@ class ProvenanceTest:
             if not index.legacy and type(args) is dict:
                 # every probe disjoint from the index: provenance_labels finds none
                 union = _union_of(args, self.args, False)
-                if union is not None and union.isdisjoint(index.prints):
+                if union is not None and index.prints.isdisjoint(union):
                     return False
         for probed in _argument_probes(args, self.args, state):
             if provenance_labels(view, probed) & self.sources:

@@ -1,5 +1,7 @@
-/* interlock.session._history: one C call to make an instance of a slotted class
- * (a frozen ``slots=True`` dataclass: Step, SessionView) with every field given.
+/* interlock.session._history: two small types the in-memory session history leans on.
+ *
+ * 1. ``maker(cls, names)``: one C call to make an instance of a slotted class (a frozen
+ * ``slots=True`` dataclass: Step, SessionView) with every field given.
  *
  * ``maker(cls, names)`` returns a callable ``make(*values)`` that allocates ``cls``
  * (its ``tp_alloc``, as ``object.__new__`` does) and stores each value in the slot of
@@ -9,10 +11,16 @@
  * (``T_OBJECT_EX``) of ``cls`` itself, else ``maker`` raises TypeError; a call with
  * another number of values raises TypeError. The object is the same, field for field
  * (tests/session/test_history_speedups.py compares both paths).
+ *
+ * 2. ``PrintSet``: a session's fingerprint index (the union of the fingerprints of every
+ * step that brought data in) as an exact set of uint64 packed in one open-addressing
+ * table — see the comment above its code, further down.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <stdint.h>
+#include <string.h>
 
 typedef struct {
     PyObject_HEAD
@@ -136,6 +144,911 @@ maker(PyObject *module, PyObject *args)
     return (PyObject *)self;
 }
 
+/* ---- PrintSet --------------------------------------------------------------------
+ *
+ * Why: the benign call's session test is one ``isdisjoint`` of its arguments' probe
+ * (~50 fingerprints) against the session's index (thousands). As a ``set[int]`` the
+ * index costs ~50 bytes a fingerprint (a 16-byte entry, the table at most 3/5 full, and
+ * the int objects it keeps alive), and a lookup that hits reads an entry, then the int
+ * it points to: in a session the cache has not seen lately (a server rotates over
+ * many), a cache miss or two a lookup, one after the other. Packed, a fingerprint costs
+ * one 8-byte slot (11 to 21 bytes at the loads kept), a lookup reads one cache line, and
+ * the lookups of a probe are prefetched together, so their misses overlap.
+ *
+ * How: an open-addressing table of uint64 with linear probing; 0 marks an empty slot
+ * (the value 0 itself is a flag beside the table). A slot is found from the value mixed
+ * with a key drawn once a process: fingerprints are unkeyed hashes a result's author
+ * can choose, and without the key they cannot aim many at one run of slots. The table
+ * doubles (a rehash) before it is more than 3/4 full. Memory from PyMem_* (tracemalloc
+ * counts it).
+ *
+ * Exact, not a filter: ``x in s`` is ``x in set(s)`` for every int x. Fingerprints are
+ * in [0, 2**64); an int outside (Interlock makes none, but a caller may hand any int to
+ * a history) is kept in a plain set beside the table ("wide"), so no int is refused or
+ * changed. Adding anything but an int is a TypeError and adds nothing; looked up, it is
+ * not in the set (where ``set`` would raise for an unhashable one).
+ *
+ * Threads: no method releases the GIL, nor runs Python code once it has begun to change
+ * the set (an iterable that is not a set is read whole first), so a reader in another
+ * thread sees the set before or after a change, as with ``set``.
+ */
+
+typedef struct {
+    PyObject_HEAD
+    uint64_t *slots;     /* capacity slots, 0 = empty; NULL while capacity is 0 */
+    Py_ssize_t capacity; /* 0, or a power of two >= MIN_CAPACITY */
+    Py_ssize_t used;     /* values in slots */
+    int has_zero;        /* holds the value 0 (never in slots) */
+    PyObject *wide;      /* a set of the ints outside [0, 2**64) held, or NULL */
+    size_t version;      /* changed by every change: iterators tell they are stale */
+} PrintSet;
+
+typedef struct {
+    PyObject_HEAD
+    PrintSet *set;
+    size_t version;
+    Py_ssize_t pos; /* -1: the zero; 0..capacity-1: slots; then wide, from wide_pos */
+    Py_ssize_t wide_pos;
+} PrintSetIter;
+
+static PyTypeObject PrintSetType;
+static PyTypeObject PrintSetIterType;
+
+#define MIN_CAPACITY 8
+#define BATCH 32 /* lookups prefetched together */
+
+static uint64_t print_key; /* drawn at import (os.urandom) */
+
+/* The slot of a value: the keyed value times an odd constant, its high half folded
+ * into the low bits the mask keeps (one multiply: the lookup's own cost is a few
+ * instructions, and the mix was a third of them). */
+static inline uint64_t
+mix(uint64_t x)
+{
+    x = (x ^ print_key) * 0x9E3779B97F4A7C15ULL;
+    return x ^ (x >> 32);
+}
+
+#define IS_SET(o) (PyAnySet_Check(o))
+#define IS_PRINTSET(o) (Py_TYPE(o) == &PrintSetType)
+
+/* An int as a fingerprint: 1 with *value set; 0 an int outside [0, 2**64); -1 not an
+ * int. Never leaves an error set. On CPython 3.11 (30-bit digits) the digits are read
+ * here: PyLong_AsUnsignedLongLong reads an int of 2 digits or more through
+ * _PyLong_AsByteArray, and even the lighter calls cost more than the lookup itself. */
+static inline int
+as_print(PyObject *item, uint64_t *value)
+{
+    if (!PyLong_Check(item)) {
+        return -1;
+    }
+#if PY_VERSION_HEX < 0x030C0000 && PyLong_SHIFT == 30
+    const digit *d = ((PyLongObject *)item)->ob_digit;
+    switch (Py_SIZE(item)) { /* the number of digits, negative for a negative int */
+    case 0:
+        *value = 0;
+        return 1;
+    case 1:
+        *value = d[0];
+        return 1;
+    case 2:
+        *value = (uint64_t)d[0] | (uint64_t)d[1] << 30;
+        return 1;
+    case 3: /* 60 bits in the first two: 4 more at most */
+        if (d[2] >> 4) {
+            return 0;
+        }
+        *value = (uint64_t)d[0] | (uint64_t)d[1] << 30 | (uint64_t)d[2] << 60;
+        return 1;
+    default: /* negative, or wider than 90 bits */
+        return 0;
+    }
+#else
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(item, &overflow);
+    if (overflow == 0) {
+        if (x == -1 && PyErr_Occurred()) {
+            PyErr_Clear(); /* not reached for an int; never leave it set */
+            return 0;
+        }
+        *value = (uint64_t)x;
+        return x >= 0;
+    }
+    if (overflow < 0 || _PyLong_NumBits(item) > 64) {
+        return 0;
+    }
+    *value = (uint64_t)PyLong_AsUnsignedLongLongMask(item); /* [2**63, 2**64) */
+    return 1;
+#endif
+}
+
+/* The next item of a set's table from *pos (borrowed), NULL past the last:
+ * _PySet_NextEntry inlined (a call an item cost as much as the lookup). */
+static inline PyObject *
+set_next(PyObject *set, Py_ssize_t *pos)
+{
+    PySetObject *so = (PySetObject *)set;
+    setentry *table = so->table;
+    Py_ssize_t mask = so->mask;
+    for (Py_ssize_t i = *pos; i <= mask; i++) {
+        PyObject *key = table[i].key;
+        if (key != NULL && key != _PySet_Dummy) {
+            *pos = i + 1;
+            return key;
+        }
+    }
+    *pos = mask + 1;
+    return NULL;
+}
+
+static inline Py_ssize_t
+printset_len(PrintSet *self)
+{
+    return self->used + self->has_zero + (self->wide ? PySet_GET_SIZE(self->wide) : 0);
+}
+
+static inline int
+table_has(PrintSet *self, uint64_t value)
+{
+    if (value == 0) {
+        return self->has_zero;
+    }
+    if (self->used == 0) {
+        return 0;
+    }
+    size_t mask = (size_t)self->capacity - 1;
+    size_t i = (size_t)mix(value) & mask;
+    for (;;) { /* the table is never full: an empty slot ends the run */
+        uint64_t at = self->slots[i];
+        if (at == value) {
+            return 1;
+        }
+        if (at == 0) {
+            return 0;
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/* Put a nonzero value in a table with room; 1 if it was not there. */
+static inline int
+slots_put(uint64_t *slots, size_t mask, uint64_t value)
+{
+    size_t i = (size_t)mix(value) & mask;
+    for (;;) {
+        uint64_t at = slots[i];
+        if (at == value) {
+            return 0;
+        }
+        if (at == 0) {
+            slots[i] = value;
+            return 1;
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/* Make room for `more` values: the table at most 3/4 full after them. */
+static int
+table_reserve(PrintSet *self, Py_ssize_t more)
+{
+    Py_ssize_t need = self->used + more;
+    if (need * 4 <= self->capacity * 3) {
+        return 0;
+    }
+    Py_ssize_t capacity = self->capacity ? self->capacity : MIN_CAPACITY;
+    while (need * 4 > capacity * 3) {
+        if (capacity > PY_SSIZE_T_MAX / 16) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        capacity *= 2;
+    }
+    uint64_t *slots = PyMem_Calloc((size_t)capacity, sizeof(uint64_t));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t mask = (size_t)capacity - 1;
+    for (Py_ssize_t i = 0; i < self->capacity; i++) {
+        if (self->slots[i]) {
+            slots_put(slots, mask, self->slots[i]);
+        }
+    }
+    PyMem_Free(self->slots);
+    self->slots = slots;
+    self->capacity = capacity;
+    return 0;
+}
+
+/* Add one fingerprint (room made as needed). */
+static int
+table_add(PrintSet *self, uint64_t value)
+{
+    if (value == 0) {
+        self->has_zero = 1;
+        return 0;
+    }
+    if (table_reserve(self, 1) < 0) {
+        return -1;
+    }
+    self->used += slots_put(self->slots, (size_t)self->capacity - 1, value);
+    return 0;
+}
+
+/* Add one item (an int: check_item said so; anything else is passed over). */
+static inline int
+add_item(PrintSet *self, PyObject *item)
+{
+    uint64_t value;
+    int kind = as_print(item, &value);
+    if (kind == 1) {
+        return table_add(self, value);
+    }
+    return kind == 0 ? PySet_Add(self->wide, item) : 0;
+}
+
+/* Whether an item may be added: 1 an int in the range, 0 a wide int, -1 TypeError. */
+static inline int
+check_item(PyObject *item)
+{
+    uint64_t value;
+    int kind = as_print(item, &value);
+    if (kind < 0) {
+        PyErr_Format(PyExc_TypeError, "a fingerprint is an int, not %.100s",
+                     Py_TYPE(item)->tp_name);
+    }
+    return kind;
+}
+
+/* The wide set made before any change, when an item needs it. */
+static inline int
+ensure_wide(PrintSet *self)
+{
+    if (self->wide == NULL && (self->wide = PySet_New(NULL)) == NULL) {
+        return -1;
+    }
+    return 0;
+}
+
+/* update from a set or frozenset: its table walked twice (check, then add), borrowed. */
+static int
+update_from_set(PrintSet *self, PyObject *other)
+{
+    Py_ssize_t pos = 0;
+    PyObject *item;
+    int wide = 0;
+    while ((item = set_next(other, &pos)) != NULL) {
+        int kind = check_item(item);
+        if (kind < 0) {
+            return -1;
+        }
+        wide |= kind == 0;
+    }
+    if (wide && ensure_wide(self) < 0) {
+        return -1;
+    }
+    pos = 0;
+    while ((item = set_next(other, &pos)) != NULL) {
+        if (add_item(self, item) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* update from any other iterable: read whole first (it may run Python code). */
+static int
+update_from_iterable(PrintSet *self, PyObject *iterable)
+{
+    PyObject *seq = PySequence_Fast(iterable, "update() takes an iterable of ints");
+    if (seq == NULL) {
+        return -1;
+    }
+    PyObject *const *items = PySequence_Fast_ITEMS(seq);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int wide = 0, done = 0;
+    for (Py_ssize_t i = 0; i < n && done == 0; i++) {
+        int kind = check_item(items[i]);
+        done = kind < 0 ? -1 : 0;
+        wide |= kind == 0;
+    }
+    if (done == 0 && wide) {
+        done = ensure_wide(self);
+    }
+    for (Py_ssize_t i = 0; i < n && done == 0; i++) {
+        done = add_item(self, items[i]);
+    }
+    Py_DECREF(seq);
+    return done;
+}
+
+static int
+update_from_printset(PrintSet *self, PrintSet *other)
+{
+    if (other == self) {
+        return 0;
+    }
+    if (other->wide && PySet_GET_SIZE(other->wide)) {
+        if (ensure_wide(self) < 0 || _PySet_Update(self->wide, other->wide) < 0) {
+            return -1;
+        }
+    }
+    self->has_zero |= other->has_zero;
+    for (Py_ssize_t i = 0; i < other->capacity; i++) {
+        if (other->slots[i] && table_add(self, other->slots[i]) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* update(iterable): all of it or none of it (but for memory running out). */
+static int
+printset_update_one(PrintSet *self, PyObject *iterable)
+{
+    self->version++;
+    if (IS_PRINTSET(iterable)) {
+        return update_from_printset(self, (PrintSet *)iterable);
+    }
+    if (IS_SET(iterable)) {
+        return update_from_set(self, iterable);
+    }
+    return update_from_iterable(self, iterable);
+}
+
+/* ---- lookups */
+
+/* Whether one of n fingerprints is in the table: their slots prefetched together, then
+ * probed (a probe's misses overlap instead of following one another). */
+static int
+batch_meets(PrintSet *self, const uint64_t *values, Py_ssize_t n)
+{
+    size_t at[BATCH];
+    if (self->used == 0) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (values[i] == 0 && self->has_zero) {
+                return 1;
+            }
+        }
+        return 0;
+    }
+    size_t mask = (size_t)self->capacity - 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        at[i] = (size_t)mix(values[i]) & mask;
+        __builtin_prefetch(&self->slots[at[i]]);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t value = values[i];
+        if (value == 0) {
+            if (self->has_zero) {
+                return 1;
+            }
+            continue;
+        }
+        for (size_t j = at[i];; j = (j + 1) & mask) {
+            uint64_t there = self->slots[j];
+            if (there == value) {
+                return 1;
+            }
+            if (there == 0) {
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Whether a wide int is held (never raises: it is an int, hashable). */
+static inline int
+wide_has(PrintSet *self, PyObject *item)
+{
+    return self->wide != NULL && PySet_Contains(self->wide, item) == 1;
+}
+
+/* Whether the two share a fingerprint: the smaller's slots looked up in the larger. */
+static int
+printsets_meet(PrintSet *a, PrintSet *b)
+{
+    if (printset_len(a) > printset_len(b)) {
+        PrintSet *t = a;
+        a = b;
+        b = t;
+    }
+    if (a->has_zero && b->has_zero) {
+        return 1;
+    }
+    if (a->wide != NULL && b->wide != NULL && PySet_GET_SIZE(a->wide) &&
+        PySet_GET_SIZE(b->wide)) {
+        PyObject *item;
+        Py_ssize_t pos = 0;
+        while ((item = set_next(a->wide, &pos)) != NULL) {
+            if (wide_has(b, item)) {
+                return 1;
+            }
+        }
+    }
+    uint64_t values[BATCH];
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < a->capacity; i++) {
+        if (a->slots[i]) {
+            values[n++] = a->slots[i];
+            if (n == BATCH) {
+                if (batch_meets(b, values, n)) {
+                    return 1;
+                }
+                n = 0;
+            }
+        }
+    }
+    return batch_meets(b, values, n);
+}
+
+/* Whether an item (of any type) is in the set, for a lookup: a value batched for later,
+ * or told now (wide ints; anything else is not in it). 1: met; 0: not; 2: batched. */
+static inline int
+look_at(PrintSet *self, PyObject *item, uint64_t *values, Py_ssize_t *n)
+{
+    uint64_t value;
+    int kind = as_print(item, &value);
+    if (kind == 1) {
+        values[(*n)++] = value;
+        return 2;
+    }
+    return kind == 0 && wide_has(self, item);
+}
+
+/* Whether one of the set's values is in `other` (a set): the values made ints. */
+static int
+values_in_set(PrintSet *self, PyObject *other)
+{
+    Py_ssize_t count = printset_len(self);
+    PyObject *items = PySequence_List((PyObject *)self); /* self's iterator: no change */
+    if (items == NULL) {
+        return -1;
+    }
+    int found = 0;
+    for (Py_ssize_t i = 0; i < count && found == 0; i++) {
+        found = PySet_Contains(other, PyList_GET_ITEM(items, i));
+    }
+    Py_DECREF(items);
+    return found;
+}
+
+/* A set (or frozenset) argument: its table walked, borrowed; no Python code runs. A
+ * large one against a small PrintSet: the PrintSet's values looked up in it. */
+static int
+set_meets(PrintSet *self, PyObject *other)
+{
+    Py_ssize_t size = PySet_GET_SIZE(other);
+    if (size == 0 || printset_len(self) == 0) {
+        return 0;
+    }
+    if (size > 8 * printset_len(self)) {
+        return values_in_set(self, other);
+    }
+    uint64_t values[BATCH];
+    Py_ssize_t n = 0, pos = 0;
+    PyObject *item;
+    while ((item = set_next(other, &pos)) != NULL) {
+        int found = look_at(self, item, values, &n);
+        if (found == 1 || (n == BATCH && batch_meets(self, values, n))) {
+            return 1;
+        }
+        if (n == BATCH) {
+            n = 0;
+        }
+    }
+    return batch_meets(self, values, n);
+}
+
+/* Any other iterable: read in batches (its iterator may run Python code, even change
+ * this set: each batch is looked up in the table as it stands then). */
+static int
+iterable_meets(PrintSet *self, PyObject *iterable)
+{
+    PyObject *it = PyObject_GetIter(iterable);
+    if (it == NULL) {
+        return -1;
+    }
+    uint64_t values[BATCH];
+    Py_ssize_t n = 0;
+    int found = 0;
+    PyObject *item;
+    while (found == 0 && (item = PyIter_Next(it)) != NULL) {
+        found = look_at(self, item, values, &n);
+        Py_DECREF(item);
+        if (found == 2) {
+            found = n == BATCH ? batch_meets(self, values, n) : 0;
+            n = n == BATCH ? 0 : n;
+        }
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    return found ? 1 : batch_meets(self, values, n);
+}
+
+static PyObject *
+printset_isdisjoint(PrintSet *self, PyObject *other)
+{
+    int meets;
+    if (IS_PRINTSET(other)) {
+        meets = printsets_meet(self, (PrintSet *)other);
+    }
+    else if (IS_SET(other)) {
+        meets = set_meets(self, other);
+    }
+    else {
+        meets = iterable_meets(self, other);
+    }
+    if (meets < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(!meets);
+}
+
+static int
+printset_contains(PrintSet *self, PyObject *item)
+{
+    uint64_t value;
+    int kind = as_print(item, &value);
+    if (kind == 1) {
+        return table_has(self, value);
+    }
+    return kind == 0 && wide_has(self, item);
+}
+
+/* ---- equality: the same ints (a set or frozenset of them compares equal) */
+
+/* Whether every item of a set is held (the sizes equal: then the same set). */
+static int
+holds_all_of_set(PrintSet *self, PyObject *other)
+{
+    Py_ssize_t pos = 0;
+    PyObject *item;
+    while ((item = set_next(other, &pos)) != NULL) {
+        if (!printset_contains(self, item)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Whether every value of `other` is held. */
+static int
+holds_all_of_printset(PrintSet *self, PrintSet *other)
+{
+    if (other->has_zero && !self->has_zero) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < other->capacity; i++) {
+        if (other->slots[i] && !table_has(self, other->slots[i])) {
+            return 0;
+        }
+    }
+    return other->wide == NULL || PySet_GET_SIZE(other->wide) == 0 ||
+           holds_all_of_set(self, other->wide);
+}
+
+/* Whether every value of the set is in `other` (a set, or a PrintSet). */
+static int
+all_held_by(PrintSet *self, PyObject *other)
+{
+    if (IS_PRINTSET(other)) {
+        return holds_all_of_printset((PrintSet *)other, self);
+    }
+    PyObject *items = PySequence_List((PyObject *)self);
+    if (items == NULL) {
+        return -1;
+    }
+    int held = 1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items) && held == 1; i++) {
+        held = PySet_Contains(other, PyList_GET_ITEM(items, i));
+    }
+    Py_DECREF(items);
+    return held;
+}
+
+/* ==, != and the subset orders, as between sets: against a set, a frozenset or a
+ * PrintSet (anything else: NotImplemented). */
+static PyObject *
+printset_richcompare(PrintSet *self, PyObject *other, int op)
+{
+    if (!(IS_PRINTSET(other) || IS_SET(other))) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    Py_ssize_t mine = printset_len(self);
+    Py_ssize_t theirs = IS_SET(other) ? PySet_GET_SIZE(other) : printset_len((PrintSet *)other);
+    int within; /* self <= other (op LE, LT) or self >= other (the rest) */
+    if (op == Py_LE || op == Py_LT) {
+        within = mine <= theirs && (op == Py_LE || mine < theirs) ? all_held_by(self, other) : 0;
+    }
+    else if (mine < theirs || (op == Py_GT && mine == theirs) ||
+             ((op == Py_EQ || op == Py_NE) && mine != theirs)) {
+        within = 0;
+    }
+    else {
+        within = IS_SET(other) ? holds_all_of_set(self, other)
+                               : holds_all_of_printset(self, (PrintSet *)other);
+    }
+    if (within < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(op == Py_NE ? !within : within);
+}
+
+/* ---- changes */
+
+static PyObject *
+printset_update(PrintSet *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        if (printset_update_one(self, args[i]) < 0) {
+            return NULL;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+printset_ior(PyObject *self, PyObject *other)
+{
+    if (!IS_PRINTSET(self) || !(IS_PRINTSET(other) || IS_SET(other))) {
+        Py_RETURN_NOTIMPLEMENTED; /* as set's |=: a set on the right only */
+    }
+    if (printset_update_one((PrintSet *)self, other) < 0) {
+        return NULL;
+    }
+    Py_INCREF(self);
+    return self;
+}
+
+static PyObject *
+printset_add(PrintSet *self, PyObject *item)
+{
+    int kind = check_item(item);
+    if (kind < 0 || (kind == 0 && ensure_wide(self) < 0)) {
+        return NULL;
+    }
+    self->version++;
+    if (add_item(self, item) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+printset_clear(PrintSet *self, PyObject *unused)
+{
+    self->version++;
+    PyMem_Free(self->slots);
+    self->slots = NULL;
+    self->capacity = 0;
+    self->used = 0;
+    self->has_zero = 0;
+    Py_CLEAR(self->wide); /* a set of ints: freeing it runs no Python code */
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+printset_copy(PrintSet *self, PyObject *unused)
+{
+    PrintSet *copy = PyObject_New(PrintSet, &PrintSetType);
+    if (copy == NULL) {
+        return NULL;
+    }
+    copy->slots = NULL;
+    copy->capacity = 0;
+    copy->used = 0;
+    copy->has_zero = self->has_zero;
+    copy->wide = NULL;
+    copy->version = 0;
+    if (self->capacity) {
+        copy->slots = PyMem_Malloc((size_t)self->capacity * sizeof(uint64_t));
+        if (copy->slots == NULL) {
+            Py_DECREF(copy);
+            return PyErr_NoMemory();
+        }
+        memcpy(copy->slots, self->slots, (size_t)self->capacity * sizeof(uint64_t));
+        copy->capacity = self->capacity;
+        copy->used = self->used;
+    }
+    if (self->wide != NULL && (copy->wide = PySet_New(self->wide)) == NULL) {
+        Py_DECREF(copy);
+        return NULL;
+    }
+    return (PyObject *)copy;
+}
+
+/* ---- the type */
+
+static PyObject *
+printset_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *iterable = NULL;
+    if (!_PyArg_NoKeywords("PrintSet", kwds) ||
+        !PyArg_UnpackTuple(args, "PrintSet", 0, 1, &iterable)) {
+        return NULL;
+    }
+    PrintSet *self = (PrintSet *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->slots = NULL;
+    self->capacity = 0;
+    self->used = 0;
+    self->has_zero = 0;
+    self->wide = NULL;
+    self->version = 0;
+    if (iterable != NULL && printset_update_one(self, iterable) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void
+printset_dealloc(PrintSet *self)
+{
+    PyMem_Free(self->slots);
+    Py_XDECREF(self->wide);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Py_ssize_t
+printset_length(PrintSet *self)
+{
+    return printset_len(self);
+}
+
+static PyObject *
+printset_iter(PrintSet *self)
+{
+    PrintSetIter *it = PyObject_New(PrintSetIter, &PrintSetIterType);
+    if (it == NULL) {
+        return NULL;
+    }
+    Py_INCREF(self);
+    it->set = self;
+    it->version = self->version;
+    it->pos = -1;
+    it->wide_pos = 0;
+    return (PyObject *)it;
+}
+
+static PyObject *
+printset_reduce(PrintSet *self, PyObject *unused)
+{
+    PyObject *items = PySequence_List((PyObject *)self);
+    if (items == NULL) {
+        return NULL;
+    }
+    return Py_BuildValue("(O(N))", Py_TYPE(self), items);
+}
+
+static PyObject *
+printset_sizeof(PrintSet *self, PyObject *unused)
+{
+    return PyLong_FromSsize_t((Py_ssize_t)sizeof(PrintSet) +
+                              self->capacity * (Py_ssize_t)sizeof(uint64_t));
+}
+
+static PyObject *
+printset_repr(PrintSet *self)
+{
+    PyObject *items = PySequence_List((PyObject *)self);
+    if (items == NULL || PyList_Sort(items) < 0) {
+        Py_XDECREF(items);
+        return NULL;
+    }
+    PyObject *text = PyUnicode_FromFormat("PrintSet(%R)", items);
+    Py_DECREF(items);
+    return text;
+}
+
+static PyMethodDef printset_methods[] = {
+    {"add", (PyCFunction)printset_add, METH_O, "add(fingerprint): as set.add (an int)"},
+    {"update", (PyCFunction)(void (*)(void))printset_update, METH_FASTCALL,
+     "update(*iterables): as set.update (ints; all of an iterable or none of it)"},
+    {"isdisjoint", (PyCFunction)printset_isdisjoint, METH_O,
+     "isdisjoint(iterable): as set.isdisjoint (its items looked up here)"},
+    {"clear", (PyCFunction)printset_clear, METH_NOARGS, "clear(): as set.clear"},
+    {"copy", (PyCFunction)printset_copy, METH_NOARGS, "copy(): a PrintSet of the same ints"},
+    {"__reduce__", (PyCFunction)printset_reduce, METH_NOARGS, NULL},
+    {"__sizeof__", (PyCFunction)printset_sizeof, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods printset_as_sequence = {
+    .sq_length = (lenfunc)printset_length,
+    .sq_contains = (objobjproc)printset_contains,
+};
+
+static PyNumberMethods printset_as_number = {
+    .nb_inplace_or = printset_ior,
+};
+
+static PyTypeObject PrintSetType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "interlock.session._history.PrintSet",
+    .tp_basicsize = sizeof(PrintSet),
+    .tp_dealloc = (destructor)printset_dealloc,
+    .tp_repr = (reprfunc)printset_repr,
+    .tp_as_number = &printset_as_number,
+    .tp_as_sequence = &printset_as_sequence,
+    .tp_hash = PyObject_HashNotImplemented,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "PrintSet([iterable]): an exact set of fingerprints (ints), packed as uint64",
+    .tp_richcompare = (richcmpfunc)printset_richcompare,
+    .tp_iter = (getiterfunc)printset_iter,
+    .tp_methods = printset_methods,
+    .tp_new = printset_new,
+};
+
+/* ---- its iterator: the zero, the slots, the wide ints; a change under it raises */
+
+static void
+printsetiter_dealloc(PrintSetIter *it)
+{
+    Py_DECREF(it->set);
+    PyObject_Free(it);
+}
+
+static PyObject *
+printsetiter_next(PrintSetIter *it)
+{
+    PrintSet *set = it->set;
+    if (it->version != set->version) {
+        PyErr_SetString(PyExc_RuntimeError, "PrintSet changed during iteration");
+        return NULL;
+    }
+    if (it->pos < 0) {
+        it->pos = 0;
+        if (set->has_zero) {
+            return PyLong_FromLong(0);
+        }
+    }
+    while (it->pos < set->capacity) {
+        uint64_t value = set->slots[it->pos++];
+        if (value) {
+            return PyLong_FromUnsignedLongLong(value);
+        }
+    }
+    PyObject *item;
+    if (set->wide != NULL && (item = set_next(set->wide, &it->wide_pos)) != NULL) {
+        Py_INCREF(item);
+        return item;
+    }
+    return NULL;
+}
+
+static PyTypeObject PrintSetIterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "interlock.session._history.PrintSetIterator",
+    .tp_basicsize = sizeof(PrintSetIter),
+    .tp_dealloc = (destructor)printsetiter_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)printsetiter_next,
+};
+
+/* The process's key: 8 bytes of os.urandom. */
+static int
+draw_key(void)
+{
+    PyObject *os = PyImport_ImportModule("os");
+    PyObject *bytes = os ? PyObject_CallMethod(os, "urandom", "i", 8) : NULL;
+    Py_XDECREF(os);
+    if (bytes == NULL) {
+        return -1;
+    }
+    memcpy(&print_key, PyBytes_AS_STRING(bytes), sizeof(print_key));
+    Py_DECREF(bytes);
+    return 0;
+}
+
 static PyMethodDef methods[] = {
     {"maker", maker, METH_VARARGS,
      "maker(cls, names) -> make(*values): instances of the slotted class cls, each slot "
@@ -144,14 +1057,25 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_history", "One C call to make a slotted step or view.", -1, methods,
+    PyModuleDef_HEAD_INIT, "_history", "One C call to make a slotted step or view; a packed set of fingerprints.", -1, methods,
 };
 
 PyMODINIT_FUNC
 PyInit__history(void)
 {
-    if (PyType_Ready(&MakerType) < 0) {
+    if (PyType_Ready(&MakerType) < 0 || PyType_Ready(&PrintSetType) < 0 ||
+        PyType_Ready(&PrintSetIterType) < 0 || draw_key() < 0) {
         return NULL;
     }
-    return PyModule_Create(&module);
+    PyObject *made = PyModule_Create(&module);
+    if (made == NULL) {
+        return NULL;
+    }
+    Py_INCREF(&PrintSetType);
+    if (PyModule_AddObject(made, "PrintSet", (PyObject *)&PrintSetType) < 0) {
+        Py_DECREF(&PrintSetType);
+        Py_DECREF(made);
+        return NULL;
+    }
+    return made;
 }

@@ -40,7 +40,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, NamedTuple, Protocol, TypeVar, cast
 
@@ -54,6 +54,37 @@ from interlock.session.labels import check_labels
 _FORMAT_MARK: Final = 0x1F9E_7A11_0000_0002
 T = TypeVar("T")
 
+try:
+    from interlock.session import _history
+except ImportError:  # not built (no compiler where installed): the Python makers, sets
+    _history = None  # type: ignore[assignment]
+
+
+class Prints(Protocol):
+    """A set of fingerprints as an index keeps it: a ``set[int]``, or the C extension's
+    packed ``PrintSet`` (the same semantics, 8 bytes a slot; ``_history.c``). Test an
+    argument's probe with ``prints.isdisjoint(probe)``, never ``probe.isdisjoint(prints)``:
+    a frozenset reads an argument that is not a set whole (the session's every print)."""
+
+    def __contains__(self, value: object, /) -> bool: ...
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[int]: ...
+    def isdisjoint(self, other: Iterable[Any], /) -> bool: ...
+    def update(self, *others: Iterable[int]) -> None: ...
+
+
+def _py_prints() -> Prints:
+    return set()
+
+
+#: A new, empty :class:`Prints`: a ``PrintSet`` when the extension is built and
+#: ``INTERLOCK_NO_SPEEDUPS`` is not set, else a ``set`` (the reference, tested against).
+new_prints: Final[Callable[[], Prints]] = (
+    _py_prints if _history is None or switched_off() else _history.PrintSet
+)
+#: Whether the indexes' fingerprints are packed (``PrintSet``).
+PACKED_PRINTS: Final = new_prints is not _py_prints
+
 __all__ = [
     "BLIND_DATA",
     "EMPTY_FINGERPRINTS",
@@ -62,18 +93,21 @@ __all__ = [
     "NO_DATA",
     "NO_PAST",
     "OVERFLOWED_PAST",
+    "PACKED_PRINTS",
     "UNFOLLOWED_PAST",
     "DroppedData",
     "FingerprintIndex",
     "MemoryHistory",
     "NewStep",
     "PastCount",
+    "Prints",
     "SessionHistory",
     "SessionPast",
     "SessionView",
     "Step",
     "StepKind",
     "check_labels",
+    "new_prints",
     "slot_maker",
 ]
 
@@ -180,8 +214,8 @@ class DroppedData:
     )
 
     def __init__(self, blind: bool = False) -> None:
-        self.prints: set[int] = set()
-        self.trusted: set[int] = set()  # of the dropped trusted inputs
+        self.prints = new_prints()
+        self.trusted = new_prints()  # of the dropped trusted inputs
         #: the seqs of the steps taken in: a step is taken in once, whether a history
         #: folds it as it leaves or reads it back from its store
         self.seqs: set[int] = set()
@@ -221,10 +255,10 @@ class DroppedData:
             return self.go_blind()
         if trusted:
             before = len(self.trusted)
-            self.trusted |= prints
+            self.trusted.update(prints)
             return len(self.trusted) - before
         before = len(self.prints)
-        self.prints |= prints
+        self.prints.update(prints)
         if kind:
             self.names.add((kind, name))
         else:
@@ -246,8 +280,8 @@ class DroppedData:
         data. Returns minus how many were held."""
         held = len(self.prints) + len(self.trusted)
         self.blind = True
-        self.prints = set()  # a new set: a reader testing the old one finishes on it
-        self.trusted = set()
+        self.prints = new_prints()  # a new set: a reader testing the old one finishes on it
+        self.trusted = new_prints()
         self.names.clear()
         self.labels.clear()
         self.seqs.clear()
@@ -255,7 +289,7 @@ class DroppedData:
 
     def may_hold(self, probed: frozenset[int]) -> bool:
         """False when no dropped step's data shares a fingerprint with ``probed``."""
-        return self.blind or not probed.isdisjoint(self.prints)
+        return self.blind or not self.prints.isdisjoint(probed)
 
     def __eq__(self, other: object) -> bool:
         """The same dropped data, whoever took it in (as the views holding it compare)."""
@@ -419,7 +453,7 @@ class FingerprintIndex:
     __slots__ = ("added", "labels", "legacy", "names", "prints")
 
     def __init__(self, steps: tuple[Step, ...] = ()) -> None:
-        self.prints: set[int] = set()
+        self.prints = new_prints()
         self.labels: set[str] = set()
         self.names: set[tuple[str, str]] = set()
         self.legacy = False
@@ -433,7 +467,7 @@ class FingerprintIndex:
         if not prints or (step.kind == "input" and step.trusted):
             return
         self.added += 1
-        self.prints |= prints
+        self.prints.update(prints)
         if step.labels:
             self.labels |= step.labels
         self.names.add((step.kind, step.name))
@@ -443,7 +477,7 @@ class FingerprintIndex:
     def may_hold(self, probed: frozenset[int]) -> bool:
         """False when no step in it shares a fingerprint with ``probed`` (nor is of an
         older format, which every argument is taken to carry)."""
-        return self.legacy or not probed.isdisjoint(self.prints)
+        return self.legacy or not self.prints.isdisjoint(probed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -661,11 +695,6 @@ def _view_maker() -> Callable[..., SessionView]:
 #: The pure-Python makers: the reference the C ones are tested against.
 _py_new_step: Final = _step_maker()
 _py_new_view: Final = _view_maker()
-
-try:
-    from interlock.session import _history
-except ImportError:  # not built (no compiler where installed): the Python makers
-    _history = None  # type: ignore[assignment]
 
 
 def slot_maker(cls: type, names: tuple[str, ...], reference: Callable[..., T]) -> Callable[..., T]:
