@@ -1,7 +1,10 @@
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, final
+from typing import Any, TypeVar, final
+
+_T = TypeVar("_T")
 
 def maker(cls: type, names: tuple[str, ...], /) -> Callable[..., Any]: ...
+def untracked(prints: _T, /) -> _T: ...
 
 @final
 class PrintSet:

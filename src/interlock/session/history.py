@@ -85,6 +85,19 @@ new_prints: Final[Callable[[], Prints]] = (
 #: Whether the indexes' fingerprints are packed (``PrintSet``).
 PACKED_PRINTS: Final = new_prints is not _py_prints
 
+
+def _py_untracked(prints: frozenset[int]) -> frozenset[int]:
+    return prints
+
+
+#: ``untracked(prints)``: the same frozenset, out of the garbage collector's lists when
+#: it holds only ints (C: ``_history.untracked``; as it is without the extension). A
+#: step's fingerprints can be in no reference cycle, yet every full collection walked
+#: each of them (~100 ms a million held): a history passes what it keeps through this.
+untracked: Final[Callable[[frozenset[int]], frozenset[int]]] = (
+    _py_untracked if _history is None or switched_off() else _history.untracked
+)
+
 __all__ = [
     "BLIND_DATA",
     "EMPTY_FINGERPRINTS",
@@ -109,6 +122,7 @@ __all__ = [
     "check_labels",
     "new_prints",
     "slot_maker",
+    "untracked",
 ]
 
 #: ``input`` is outside data recorded into the session (not a call): the user's
@@ -1195,7 +1209,7 @@ class MemoryHistory:
                 verdict,
                 decision_id,
                 labels,
-                fingerprints,
+                untracked(fingerprints) if fingerprints else fingerprints,
                 trusted,
                 True if kind == "input" else executed,
             )
@@ -1261,7 +1275,11 @@ class MemoryHistory:
                         old.labels | labels,
                         # no copy when the step had none (the usual case): a result's
                         # set is kept as it came
-                        old.fingerprints | fingerprints if old.fingerprints else fingerprints,
+                        untracked(old.fingerprints | fingerprints)
+                        if old.fingerprints
+                        else untracked(fingerprints)
+                        if fingerprints
+                        else fingerprints,
                         old.trusted,
                         executed or old.executed is True,  # ran stays ran
                     )

@@ -70,6 +70,7 @@ from interlock.session.history import (
     SessionView,
     Step,
     StepKind,
+    untracked,
 )
 from interlock.session.packing import pack, unpack
 from interlock.store.sql_base import Cursor, StoreBase
@@ -280,9 +281,7 @@ class SessionStore(StoreBase):
             )
         if self.session_expiry is None or expire_after > self.session_expiry:
             self.session_expiry = expire_after
-        return SqlHistory(
-            self, max_steps=max_steps, max_fingerprints_kept=max_fingerprints_kept
-        )
+        return SqlHistory(self, max_steps=max_steps, max_fingerprints_kept=max_fingerprints_kept)
 
     def expire_sessions(self, idle_for: float, *, now_us: int | None = None) -> int:
         """Forget sessions (and their steps) idle for longer than ``idle_for`` seconds,
@@ -723,7 +722,7 @@ class SqlHistory:
             step.verdict,
             step.decision_id,
             attach,
-            fingerprints,
+            untracked(fingerprints) if fingerprints else EMPTY_FINGERPRINTS,
             step.trusted,
             executed,
         )
@@ -1002,7 +1001,7 @@ class SqlHistory:
                 old = steps[at_index]
                 kept_fingerprints = old.fingerprints
                 if fingerprints:
-                    kept_fingerprints = kept_fingerprints | fingerprints
+                    kept_fingerprints = untracked(kept_fingerprints | fingerprints)
                     held += len(kept_fingerprints) - len(old.fingerprints) + len(fingerprints)
                 new = dataclasses.replace(
                     old, executed=ran, labels=step_labels, fingerprints=kept_fingerprints
@@ -1053,7 +1052,7 @@ def _written(
         step.verdict,
         step.decision_id,
         step.labels,
-        step.fingerprints,
+        untracked(step.fingerprints) if step.fingerprints else EMPTY_FINGERPRINTS,
         step.trusted,
         executed,
     )
@@ -1070,7 +1069,7 @@ def _step(row: Any) -> Step:
         str(row[4]),
         row[5],
         _labels_of(row[6]),
-        unpack(row[7]),
+        untracked(unpack(row[7])) if row[7] else EMPTY_FINGERPRINTS,
         bool(row[8]),
         None if row[9] is None else bool(row[9]),
     )
