@@ -181,9 +181,9 @@ _NO_SEQ: Final = 2**63 - 1
 #: Views kept per history, to read only what changed since (least recently used out).
 _VIEWS_KEPT: Final = 1024
 #: And the fingerprints they hold, all together, counted as the in-memory history
-#: counts its own (each step's set whole, plus the view's index: ~71 bytes each, so
-#: ~285 MB): 1,024 sessions of 200 steps with 2 KB results would hold ~100 million
-#: (~7 GB). Past it the least recently used views go first (a view read again is
+#: counts its own (each step's set whole, plus the view's index: ~50 bytes each, so
+#: ~200 MB): 1,024 sessions of 200 steps with 2 KB results would count ~200 million
+#: (~9 GB). Past it the least recently used views go first (a view read again is
 #: read whole from the store: slower, never wrong).
 _FINGERPRINTS_KEPT: Final = MAX_FINGERPRINTS
 
@@ -268,7 +268,7 @@ class SessionStore(StoreBase):
         """A :class:`SqlHistory` over this store keeping ``max_steps`` steps per session;
         the store's reaper forgets sessions idle for ``expire_after`` seconds. The
         views it keeps in process (to read only what changed since) hold at most
-        ``max_fingerprints_kept`` fingerprints together (~71 bytes each)."""
+        ``max_fingerprints_kept`` fingerprints together (~50 bytes each)."""
         if max_fingerprints_kept < 0:
             raise ValueError(
                 f"max_fingerprints_kept must be 0 or more, not {max_fingerprints_kept!r}"
