@@ -49,14 +49,22 @@ mod61(uint64_t x)
     return x >= PRIME ? x - PRIME : x;
 }
 
+/* The 8 bytes at p as a big-endian integer: one load and a byte swap where the
+ * compiler has one (a gram is hashed at every position of every form). */
 static inline uint64_t
 load_be64(const unsigned char *p)
 {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return __builtin_bswap64(x);
+#else
     uint64_t x = 0;
     for (int i = 0; i < 8; i++) {
         x = (x << 8) | p[i];
     }
     return x;
+#endif
 }
 
 /* int.from_bytes(p[0:16], "big") % (2**61 - 1): hi * 2**64 + lo, and 2**64 is 8
@@ -133,6 +141,32 @@ is_control(unsigned char c)
     return (c < 32 && c != '\t' && c != '\n' && c != '\r') || c == 127;
 }
 
+/* What raw[i] adds to the count text_of's first pass keeps: 1 for a control byte, or a
+ * byte sure to decode to a U+FFFD of its own — C0, C1 and F5-FF (never in UTF-8), and a
+ * continuation byte 80-BF first or after an ASCII byte or one of those (no sequence is
+ * open there). Only raw[i] and raw[i - 1] are read: a decoder counts as it writes. */
+static inline int
+noise_at(const unsigned char *raw, Py_ssize_t i)
+{
+    unsigned char c = raw[i];
+    if (c < 0x80) {
+        return is_control(c);
+    }
+    int never = c == 0xC0 || c == 0xC1 || c >= 0xF5;
+    int stray = c <= 0xBF
+                && (i == 0 || raw[i - 1] < 0x80 || raw[i - 1] == 0xC0 || raw[i - 1] == 0xC1
+                    || raw[i - 1] >= 0xF5);
+    return never | stray;
+}
+
+/* The bound of text_of's first pass for a decoding of size bytes: once the count of
+ * noise_at passes it, the bytes are noise whatever the rest holds. */
+static inline double
+noise_limit(Py_ssize_t size)
+{
+    return 0.15 * (double)size;
+}
+
 /* fingerprints._mostly_text: a new reference to the text, Py_None (new reference) if
  * the bytes read as noise, NULL on error. */
 static PyObject *
@@ -150,20 +184,14 @@ text_of(const unsigned char *raw, Py_ssize_t size)
      * The decoding has at most size characters, so once sure passes 15% of size the
      * bytes are noise whatever the rest holds: most decodings of a run that was not
      * encoded end here, early and without the decoding's cost. */
-    double limit = 0.15 * (double)size;
-    Py_ssize_t sure = 0;
+    double limit = noise_limit(size);
+    Py_ssize_t sure = 0; /* bad + sure: the count of noise_at */
     for (Py_ssize_t i = 0; i < size; i++) {
         unsigned char c = raw[i];
-        int control = is_control(c);
-        bad += control;
+        int noise = noise_at(raw, i);
+        bad += c < 0x80 && noise; /* a control byte (noise_at of ASCII) */
+        sure += c >= 0x80 && noise;
         ascii &= c < 128;
-        if (c >= 0x80) {
-            int never = c == 0xC0 || c == 0xC1 || c >= 0xF5;
-            int stray = c <= 0xBF
-                        && (i == 0 || raw[i - 1] < 0x80 || raw[i - 1] == 0xC0
-                            || raw[i - 1] == 0xC1 || raw[i - 1] >= 0xF5);
-            sure += never | stray;
-        }
         if ((double)(bad + sure) > limit) {
             Py_RETURN_NONE;
         }
@@ -285,12 +313,20 @@ b64_forms_into(const unsigned char *chars, Py_ssize_t size, PyObject *out)
         const unsigned char *in = bits + start;
         Py_ssize_t n = 0;
         Py_ssize_t whole = length - rest;
-        for (Py_ssize_t i = 0; i < whole; i += 4) {
+        /* counted as decoded: a decoding that is noise (most, of a run not encoded)
+         * is dropped as soon as text_of would drop it, not decoded to its end */
+        double limit = noise_limit(whole / 4 * 3 + (rest >= 2 ? rest - 1 : 0));
+        Py_ssize_t noise = 0;
+        for (Py_ssize_t i = 0; i < whole && (double)noise <= limit; i += 4) {
             uint32_t group = ((uint32_t)in[i] << 18) | ((uint32_t)in[i + 1] << 12)
                              | ((uint32_t)in[i + 2] << 6) | in[i + 3];
             raw[n++] = (unsigned char)(group >> 16);
             raw[n++] = (unsigned char)(group >> 8);
             raw[n++] = (unsigned char)group;
+            noise += noise_at(raw, n - 3) + noise_at(raw, n - 2) + noise_at(raw, n - 1);
+        }
+        if ((double)noise > limit) {
+            continue;
         }
         if (rest >= 2) { /* 2 characters hold 1 byte, 3 hold 2 */
             uint32_t group = ((uint32_t)in[whole] << 18) | ((uint32_t)in[whole + 1] << 12);
@@ -367,8 +403,14 @@ hex_forms_into(const unsigned char *chars, Py_ssize_t size, PyObject *out)
     }
     for (Py_ssize_t start = 0; start < 2; start++) {
         Py_ssize_t n = 0;
-        for (Py_ssize_t i = start; i + 1 < size; i += 2) {
+        double limit = noise_limit((size - start) / 2); /* dropped early: see b64 */
+        Py_ssize_t noise = 0;
+        for (Py_ssize_t i = start; i + 1 < size && (double)noise <= limit; i += 2) {
             raw[n++] = (unsigned char)(hex_value(chars[i]) << 4 | hex_value(chars[i + 1]));
+            noise += noise_at(raw, n - 1);
+        }
+        if ((double)noise > limit) {
+            continue;
         }
         if (append_text(out, raw, n) < 0) {
             PyMem_Free(raw);
@@ -420,13 +462,19 @@ b32_forms_into(const unsigned char *chars, Py_ssize_t size, PyObject *out)
         Py_ssize_t n = 0;
         uint32_t acc = 0;
         int bits = 0;
-        for (Py_ssize_t i = start; i < size; i++) {
+        double limit = noise_limit((size - start) * 5 / 8); /* dropped early: see b64 */
+        Py_ssize_t noise = 0;
+        for (Py_ssize_t i = start; i < size && (double)noise <= limit; i++) {
             acc = (acc << 5 | (uint32_t)b32_value(chars[i])) & 0x1FFF; /* < 13 bits live */
             bits += 5;
             if (bits >= 8) {
                 bits -= 8;
                 raw[n++] = (unsigned char)(acc >> bits);
+                noise += noise_at(raw, n - 1);
             }
+        }
+        if ((double)noise > limit) {
+            continue;
         }
         if (append_text(out, raw, n) < 0) {
             PyMem_Free(raw);
@@ -721,16 +769,35 @@ rotr64(uint64_t x, int n)
         b = rotr64(b ^ c, 63);          \
     } while (0)
 
+/* One round with its message schedule: r a constant, so every sigma index folds into a
+ * fixed word of m (the loop over 12 rounds with a looked-up schedule cost about twice
+ * the instructions, and a probe hashes every specific token of every form). */
+#define BLAKE2B_ROUND(r)                                                                 \
+    do {                                                                                 \
+        BLAKE2B_G(v[0], v[4], v[8], v[12], m[blake2b_sigma[r][0]], m[blake2b_sigma[r][1]]);    \
+        BLAKE2B_G(v[1], v[5], v[9], v[13], m[blake2b_sigma[r][2]], m[blake2b_sigma[r][3]]);    \
+        BLAKE2B_G(v[2], v[6], v[10], v[14], m[blake2b_sigma[r][4]], m[blake2b_sigma[r][5]]);   \
+        BLAKE2B_G(v[3], v[7], v[11], v[15], m[blake2b_sigma[r][6]], m[blake2b_sigma[r][7]]);   \
+        BLAKE2B_G(v[0], v[5], v[10], v[15], m[blake2b_sigma[r][8]], m[blake2b_sigma[r][9]]);   \
+        BLAKE2B_G(v[1], v[6], v[11], v[12], m[blake2b_sigma[r][10]], m[blake2b_sigma[r][11]]); \
+        BLAKE2B_G(v[2], v[7], v[8], v[13], m[blake2b_sigma[r][12]], m[blake2b_sigma[r][13]]);  \
+        BLAKE2B_G(v[3], v[4], v[9], v[14], m[blake2b_sigma[r][14]], m[blake2b_sigma[r][15]]);  \
+    } while (0)
+
 static void
 blake2b_compress(uint64_t h[8], const unsigned char block[128], uint64_t counter, int last)
 {
     uint64_t m[16], v[16];
     for (int i = 0; i < 16; i++) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(&m[i], block + 8 * i, 8); /* little-endian words: a plain load */
+#else
         uint64_t word = 0;
         for (int b = 7; b >= 0; b--) {
             word = (word << 8) | block[8 * i + b]; /* little-endian */
         }
         m[i] = word;
+#endif
     }
     for (int i = 0; i < 8; i++) {
         v[i] = h[i];
@@ -740,17 +807,18 @@ blake2b_compress(uint64_t h[8], const unsigned char block[128], uint64_t counter
     if (last) {
         v[14] = ~v[14];
     }
-    for (int r = 0; r < 12; r++) {
-        const unsigned char *s = blake2b_sigma[r];
-        BLAKE2B_G(v[0], v[4], v[8], v[12], m[s[0]], m[s[1]]);
-        BLAKE2B_G(v[1], v[5], v[9], v[13], m[s[2]], m[s[3]]);
-        BLAKE2B_G(v[2], v[6], v[10], v[14], m[s[4]], m[s[5]]);
-        BLAKE2B_G(v[3], v[7], v[11], v[15], m[s[6]], m[s[7]]);
-        BLAKE2B_G(v[0], v[5], v[10], v[15], m[s[8]], m[s[9]]);
-        BLAKE2B_G(v[1], v[6], v[11], v[12], m[s[10]], m[s[11]]);
-        BLAKE2B_G(v[2], v[7], v[8], v[13], m[s[12]], m[s[13]]);
-        BLAKE2B_G(v[3], v[4], v[9], v[14], m[s[14]], m[s[15]]);
-    }
+    BLAKE2B_ROUND(0);
+    BLAKE2B_ROUND(1);
+    BLAKE2B_ROUND(2);
+    BLAKE2B_ROUND(3);
+    BLAKE2B_ROUND(4);
+    BLAKE2B_ROUND(5);
+    BLAKE2B_ROUND(6);
+    BLAKE2B_ROUND(7);
+    BLAKE2B_ROUND(8);
+    BLAKE2B_ROUND(9);
+    BLAKE2B_ROUND(10);
+    BLAKE2B_ROUND(11);
     for (int i = 0; i < 8; i++) {
         h[i] ^= v[i] ^ v[i + 8];
     }
