@@ -995,8 +995,9 @@ specific(const unsigned char *raw, Py_ssize_t size, int piece, const unsigned ch
  * not read as words appended there. 0, or -1 on error. */
 static int
 whole_token(const unsigned char *raw, Py_ssize_t size, int piece, unsigned char *norm,
-            PyObject *norms, PyObject *grams)
+            void *sink, PyObject *grams)
 {
+    PyObject *norms = sink;
     Py_ssize_t n = ascii_norm(raw, size, norm);
     if (n >= 8) {
         if (specific(raw, size, piece, norm, n)) {
@@ -1034,13 +1035,161 @@ grams:
     return 0;
 }
 
-/* What is done with one token: whole_token, turn_token. */
+/* What is done with one token: whole_token, probe_token, turn_token (sink: what each
+ * adds to). */
 typedef int (*token_fn)(const unsigned char *raw, Py_ssize_t size, int piece,
-                        unsigned char *norm, PyObject *norms, PyObject *grams);
+                        unsigned char *norm, void *sink, PyObject *grams);
 
 static int
-each_token(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyObject *norms,
+each_token(const unsigned char *word, Py_ssize_t size, unsigned char *norm, void *sink,
            PyObject *grams, token_fn on_token);
+
+/* -- the probe's fingerprints, gathered in C before any int object is made ---------- */
+
+/* A set of 64-bit fingerprints in the order first added: the probe adds every gram and
+ * token hash of every form here (many are the same: a form and its URL-decoding share
+ * most grams), and makes one int object and one set entry per distinct value at the
+ * end (fpset_freeze), in that same order: the frozenset is built exactly as adding each
+ * value to it directly would build it. */
+#define FPSET_SMALL 128 /* values held in the struct itself: most probes fit */
+
+typedef struct {
+    uint64_t *values; /* the distinct values, in the order first added */
+    Py_ssize_t count;
+    int32_t *slots;  /* open addressing: index + 1 into values, 0 for an empty slot */
+    Py_ssize_t mask; /* slots - 1 (a power of two, at least twice count) */
+    uint64_t small_values[FPSET_SMALL];
+    int32_t small_slots[2 * FPSET_SMALL];
+} fpset;
+
+static void
+fpset_init(fpset *set)
+{
+    set->values = set->small_values;
+    set->slots = set->small_slots;
+    set->count = 0;
+    set->mask = 2 * FPSET_SMALL - 1;
+    memset(set->small_slots, 0, sizeof set->small_slots);
+}
+
+static void
+fpset_free(fpset *set)
+{
+    if (set->values != set->small_values) {
+        PyMem_Free(set->values);
+    }
+    if (set->slots != set->small_slots) {
+        PyMem_Free(set->slots);
+    }
+    fpset_init(set);
+}
+
+static inline Py_ssize_t
+fpset_slot(const fpset *set, uint64_t value)
+{
+    /* the values are hashes already; the multiply spreads a gram's low bits */
+    return (Py_ssize_t)((value * 0x9E3779B97F4A7C15ULL) >> 32) & set->mask;
+}
+
+/* Room for twice as many values (values and slots): 0, or -1 with MemoryError. */
+static int
+fpset_grow(fpset *set)
+{
+    Py_ssize_t size = (set->mask + 1) * 2;
+    if (size / 2 > INT32_MAX) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    uint64_t *values = PyMem_Malloc((size_t)(size / 2) * sizeof(uint64_t));
+    int32_t *slots = PyMem_Calloc((size_t)size, sizeof(int32_t));
+    if (values == NULL || slots == NULL) {
+        PyMem_Free(values);
+        PyMem_Free(slots);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(values, set->values, (size_t)set->count * sizeof(uint64_t));
+    if (set->values != set->small_values) {
+        PyMem_Free(set->values);
+    }
+    if (set->slots != set->small_slots) {
+        PyMem_Free(set->slots);
+    }
+    set->values = values;
+    set->slots = slots;
+    set->mask = size - 1;
+    for (Py_ssize_t i = 0; i < set->count; i++) {
+        Py_ssize_t at = fpset_slot(set, values[i]);
+        while (slots[at] != 0) {
+            at = (at + 1) & set->mask;
+        }
+        slots[at] = (int32_t)(i + 1);
+    }
+    return 0;
+}
+
+/* Add a value (nothing if it is there): 0, or -1 on error. Inlined: it runs for every
+ * gram of every form. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int
+fpset_add(fpset *set, uint64_t value)
+{
+    if (set->count * 2 >= set->mask + 1 && fpset_grow(set) < 0) {
+        return -1;
+    }
+    Py_ssize_t at = fpset_slot(set, value);
+    while (set->slots[at] != 0) {
+        if (set->values[set->slots[at] - 1] == value) {
+            return 0;
+        }
+        at = (at + 1) & set->mask;
+    }
+    set->values[set->count++] = value;
+    set->slots[at] = (int32_t)set->count;
+    return 0;
+}
+
+/* The values as a new frozenset (added in order, as the probe used to add them one by
+ * one); NULL on error. */
+static PyObject *new_out(void);
+
+static PyObject *
+fpset_freeze(const fpset *set)
+{
+    PyObject *out = new_out();
+    for (Py_ssize_t i = 0; out != NULL && i < set->count; i++) {
+        if (add_hash(out, set->values[i]) < 0) {
+            Py_CLEAR(out);
+        }
+    }
+    if (out != NULL && !PyFrozenSet_CheckExact(out)) {
+        Py_SETREF(out, PyFrozenSet_New(out));
+    }
+    return out;
+}
+
+/* One token of the probe (whole_token without grams, into an fpset): the BLAKE2b-64 of
+ * its norm when it is specific. 0, or -1 on error. */
+static int
+probe_token(const unsigned char *raw, Py_ssize_t size, int piece, unsigned char *norm,
+            void *sink, PyObject *grams)
+{
+    (void)grams;
+    Py_ssize_t n = ascii_norm(raw, size, norm);
+    if (n >= 8 && specific(raw, size, piece, norm, n)) {
+        return fpset_add(sink, token_hash(norm, (size_t)n));
+    }
+    return 0;
+}
+
+/* One long word of the probe: probe_token of each of its tokens and pieces. */
+static int
+probe_word(const unsigned char *word, Py_ssize_t size, unsigned char *norm, fpset *set)
+{
+    return each_token(word, size, norm, set, NULL, probe_token);
+}
 
 /* One long word: whole_token of each of its tokens and pieces. 0, or -1 on error. */
 static int
@@ -1054,7 +1203,7 @@ whole_word(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyOb
  * _SPLIT runs) and each of its pieces (cut at _SUBSPLIT runs; grams NULL), as
  * fingerprints._tokens yields them. 0, or -1 on error. */
 static int
-each_token(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyObject *norms,
+each_token(const unsigned char *word, Py_ssize_t size, unsigned char *norm, void *sink,
            PyObject *grams, token_fn on_token)
 {
     Py_ssize_t start = 0;
@@ -1066,7 +1215,7 @@ each_token(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyOb
         const unsigned char *raw = word + start;
         Py_ssize_t length = end - start;
         if (length >= 8) {
-            if (on_token(raw, length, 0, norm, norms, grams) < 0) {
+            if (on_token(raw, length, 0, norm, sink, grams) < 0) {
                 return -1;
             }
             int cut = 0;
@@ -1079,7 +1228,7 @@ each_token(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyOb
                 while (to < length && !is_subsplit(raw[to])) {
                     to++;
                 }
-                if (to - from >= 8 && on_token(raw + from, to - from, 1, norm, norms, NULL) < 0) {
+                if (to - from >= 8 && on_token(raw + from, to - from, 1, norm, sink, NULL) < 0) {
                     return -1;
                 }
                 while (to < length && is_subsplit(raw[to])) {
@@ -1600,8 +1749,9 @@ rot13_byte(unsigned char c)
  * error. */
 static int
 turn_token(const unsigned char *raw, Py_ssize_t size, int piece, unsigned char *norm,
-           PyObject *found, PyObject *unused)
+           void *sink, PyObject *unused)
 {
+    PyObject *found = sink;
     (void)unused;
     if (piece) {
         return 0;
@@ -1832,7 +1982,7 @@ decodings(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
  * long words and every gram of its norm, added to out. norm: room for size bytes. */
 static int
 probe_ascii_form(const unsigned char *chars, Py_ssize_t size, unsigned char *norm,
-                 PyObject *out)
+                 fpset *out)
 {
     Py_ssize_t i = 0;
     while (i < size) {
@@ -1843,13 +1993,13 @@ probe_ascii_form(const unsigned char *chars, Py_ssize_t size, unsigned char *nor
         while (i < size && !is_ascii_space(chars[i])) {
             i++;
         }
-        if (i - start >= MIN_TOKEN && whole_word(chars + start, i - start, norm, out, NULL) < 0) {
+        if (i - start >= MIN_TOKEN && probe_word(chars + start, i - start, norm, out) < 0) {
             return -1;
         }
     }
     Py_ssize_t n = ascii_norm(chars, size, norm); /* no 0 byte: grams at every position */
     for (Py_ssize_t j = 0; j + GRAM <= n; j++) {
-        if (add_hash(out, gram_hash(norm + j)) < 0) {
+        if (fpset_add(out, gram_hash(norm + j)) < 0) {
             return -1;
         }
     }
@@ -1924,13 +2074,13 @@ new_out(void)
     return out;
 }
 
-/* (out as a frozenset, others), both references stolen; NULL on error. */
+/* (the fingerprints as a frozenset, others): others' reference stolen, the fpset
+ * freed; NULL on error. */
 static PyObject *
-done(PyObject *out, PyObject *others)
+done(fpset *set, PyObject *others)
 {
-    if (!PyFrozenSet_CheckExact(out)) {
-        Py_SETREF(out, PyFrozenSet_New(out));
-    }
+    PyObject *out = fpset_freeze(set);
+    fpset_free(set);
     PyObject *pair = out == NULL ? NULL : PyTuple_Pack(2, out, others);
     Py_XDECREF(out);
     Py_DECREF(others);
@@ -1941,7 +2091,7 @@ done(PyObject *out, PyObject *others)
  * probe_seams takes what of it spans a seam) added to out;
  * the other forms appended to others. 0, or -1 on error. */
 static int
-probe_decodings(PyObject *text, int with_text, PyObject *out, PyObject *others)
+probe_decodings(PyObject *text, int with_text, fpset *out, PyObject *others)
 {
     PyObject *forms = decodings_of(text, 1);
     if (forms == NULL) {
@@ -2003,21 +2153,22 @@ probe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_RETURN_NONE;
     }
-    PyObject *out = new_out();
+    fpset out;
+    fpset_init(&out);
     PyObject *others = PyList_New(0);
-    if (out == NULL || others == NULL) {
+    if (others == NULL) {
         goto fail;
     }
     for (Py_ssize_t t = 0; t < PyList_GET_SIZE(texts); t++) { /* the list is ours */
-        if (probe_decodings(PyList_GET_ITEM(texts, t), with_text, out, others) < 0) {
+        if (probe_decodings(PyList_GET_ITEM(texts, t), with_text, &out, others) < 0) {
             goto fail;
         }
     }
     Py_DECREF(texts);
-    return done(out, others);
+    return done(&out, others);
 fail:
     Py_DECREF(texts);
-    Py_XDECREF(out);
+    fpset_free(&out);
     Py_XDECREF(others);
     return NULL;
 }
@@ -2057,7 +2208,9 @@ seams(PyObject *module, PyObject *arg)
         }
         total += PyUnicode_GET_LENGTH(text);
     }
-    PyObject *out = NULL, *others = NULL, *joined = NULL, *own = NULL;
+    PyObject *others = NULL, *joined = NULL, *own = NULL;
+    fpset out;
+    fpset_init(&out);
     unsigned char *chars = PyMem_Malloc(total > 0 ? (size_t)total : 1);
     unsigned char *norm = PyMem_Malloc(total > 0 ? (size_t)total : 1);
     unsigned char *start = PyMem_Calloc(total > 0 ? (size_t)total : 1, 1);
@@ -2074,10 +2227,8 @@ seams(PyObject *module, PyObject *arg)
         ends[t] = at;
     }
     joined = PyUnicode_DecodeASCII((const char *)chars, total, "strict");
-    out = new_out();
     others = PyList_New(0);
-    if (joined == NULL || out == NULL || others == NULL
-        || probe_decodings(joined, 0, out, others) < 0) {
+    if (joined == NULL || others == NULL || probe_decodings(joined, 0, &out, others) < 0) {
         goto fail;
     }
     /* the long words of the joined text that are no text's word */
@@ -2132,7 +2283,7 @@ seams(PyObject *module, PyObject *arg)
         if (known < 0) {
             goto fail;
         }
-        if (!known && whole_word(chars + from, i - from, norm, out, NULL) < 0) {
+        if (!known && probe_word(chars + from, i - from, norm, &out) < 0) {
             goto fail;
         }
     }
@@ -2150,7 +2301,7 @@ seams(PyObject *module, PyObject *arg)
         }
     }
     for (Py_ssize_t s = 0; s + GRAM <= size; s++) {
-        if (start[s] && add_hash(out, gram_hash(norm + s)) < 0) {
+        if (start[s] && fpset_add(&out, gram_hash(norm + s)) < 0) {
             goto fail;
         }
     }
@@ -2161,7 +2312,7 @@ seams(PyObject *module, PyObject *arg)
     Py_DECREF(texts);
     Py_DECREF(joined);
     Py_XDECREF(own);
-    return done(out, others);
+    return done(&out, others);
 fail:
     PyMem_Free(chars);
     PyMem_Free(norm);
@@ -2170,7 +2321,7 @@ fail:
     Py_DECREF(texts);
     Py_XDECREF(joined);
     Py_XDECREF(own);
-    Py_XDECREF(out);
+    fpset_free(&out);
     Py_XDECREF(others);
     return NULL;
 }
