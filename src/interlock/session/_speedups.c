@@ -263,16 +263,71 @@ ascii_chars(PyObject *run, Py_ssize_t *size)
     return (const unsigned char *)PyUnicode_1BYTE_DATA(run);
 }
 
+/* Character values as tables (generated from the functions they replaced: a probe
+ * reads every character of every form through them, and the branches cost more). */
+/* A base64 character's 6 bits, standard and URL-safe; -1 for any other. */
+static const signed char B64_VALUE[256] = {
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 62, -1, 62, -1, 63,
+    52, 53, 54, 55, 56, 57, 58, 59, 60, 61, -1, -1, -1, -1, -1, -1,
+    -1,  0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14,
+    15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, -1, -1, -1, -1, 63,
+    -1, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40,
+    41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+};
+/* A hex digit's value, either case; -1 for any other. */
+static const signed char HEX_VALUE[256] = {
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+     0,  1,  2,  3,  4,  5,  6,  7,  8,  9, -1, -1, -1, -1, -1, -1,
+    -1, 10, 11, 12, 13, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, 10, 11, 12, 13, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+};
+/* A base32 character's 5 bits, either case; -1 for any other. */
+static const signed char B32_VALUE[256] = {
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, 26, 27, 28, 29, 30, 31, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1,  0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14,
+    15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, -1, -1, -1, -1, -1,
+    -1,  0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14,
+    15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+};
+
 /* A base64 character's 6 bits, standard and URL-safe alphabets; -1 for any other. */
-static int
+static inline int
 b64_value(unsigned char c)
 {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+' || c == '-') return 62;
-    if (c == '/' || c == '_') return 63;
-    return -1;
+    return B64_VALUE[c];
 }
 
 /* _py_b64_forms on the ASCII characters of a run: its decodings that read as text
@@ -375,13 +430,10 @@ b64_forms(PyObject *module, PyObject *run)
     return forms_of(run, b64_forms_into);
 }
 
-static int
+static inline int
 hex_value(unsigned char c)
 {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
+    return HEX_VALUE[c];
 }
 
 /* _py_hex_forms on the ASCII characters of a run: the run read as hex from its first
@@ -430,13 +482,10 @@ hex_forms(PyObject *module, PyObject *run)
 /* -- base32 (RFC 4648: A-Z 2-7, either case) -------------------------------------- */
 
 /* A base32 character's 5 bits, either case; -1 for any other. */
-static int
+static inline int
 b32_value(unsigned char c)
 {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a';
-    if (c >= '2' && c <= '7') return c - '2' + 26;
-    return -1;
+    return B32_VALUE[c];
 }
 
 /* _py_b32_forms on the ASCII characters of a run (no dots, no padding): the run read
@@ -1401,7 +1450,7 @@ is_ascii_space(unsigned char c)
 static inline int
 is_b64_char(unsigned char c)
 {
-    return is_alnum(c) || c == '+' || c == '/' || c == '_' || c == '-';
+    return B64_VALUE[c] >= 0;
 }
 
 /* fingerprints._looks_encoded of an ASCII run: a digit, an upper- and a lower-case
@@ -1470,8 +1519,16 @@ decode_source(const unsigned char *src, Py_ssize_t size, int decode_plain, PyObj
  * and decode_plain or more than one long word) of its words joined: re-wrapped base64
  * or hex. scratch: room for len(text) bytes. */
 static int
+decode_runs_ascii(const unsigned char *chars, Py_ssize_t size, int decode_plain,
+                  unsigned char *scratch, PyObject *found);
+
+static int
 decode_runs(PyObject *text, int decode_plain, unsigned char *scratch, PyObject *found)
 {
+    if (PyUnicode_IS_ASCII(text)) {
+        return decode_runs_ascii(PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text),
+                                 decode_plain, scratch, found);
+    }
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t size = PyUnicode_GET_LENGTH(text);
@@ -1505,6 +1562,47 @@ decode_runs(PyObject *text, int decode_plain, unsigned char *scratch, PyObject *
             Py_UCS4 c = PyUnicode_READ(kind, data, i);
             if (!Py_UNICODE_ISSPACE(c)) {
                 scratch[n++] = projected(c);
+            }
+        }
+        if (decode_source(scratch, n, decode_plain, found) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* decode_runs of an ASCII text, read as bytes (no character to project; a word is the
+ * source itself, and the joined words are copied once). */
+static int
+decode_runs_ascii(const unsigned char *chars, Py_ssize_t size, int decode_plain,
+                  unsigned char *scratch, PyObject *found)
+{
+    Py_ssize_t words = 0, long_words = 0;
+    Py_ssize_t i = 0;
+    while (i < size) {
+        while (i < size && is_ascii_space(chars[i])) {
+            i++;
+        }
+        if (i >= size) {
+            break;
+        }
+        Py_ssize_t start = i;
+        while (i < size && !is_ascii_space(chars[i])) {
+            i++;
+        }
+        words++;
+        if (i - start >= GRAM) {
+            long_words++;
+            if (decode_source(chars + start, i - start, decode_plain, found) < 0) {
+                return -1;
+            }
+        }
+    }
+    if (words > 1 && (decode_plain || long_words > 1)) {
+        Py_ssize_t n = 0;
+        for (i = 0; i < size; i++) {
+            if (!is_ascii_space(chars[i])) {
+                scratch[n++] = chars[i];
             }
         }
         if (decode_source(scratch, n, decode_plain, found) < 0) {
