@@ -32,10 +32,30 @@ pytestmark = pytest.mark.skipif(_speedups is None, reason="the C accelerator is 
 
 SEED = 18
 CASES = 2500
-WORDS = (
-    "the revenue grew twelve percent quarter customers region costs flat team expects "
-    "growth launch product hiring demand invoice account transfer password token"
-).split()
+WORDS = [
+    "the",
+    "revenue",
+    "grew",
+    "twelve",
+    "percent",
+    "quarter",
+    "customers",
+    "region",
+    "costs",
+    "flat",
+    "team",
+    "expects",
+    "growth",
+    "launch",
+    "product",
+    "hiring",
+    "demand",
+    "invoice",
+    "account",
+    "transfer",
+    "password",
+    "token",
+]
 ALPHABETS = (
     string.ascii_letters + string.digits,
     string.ascii_lowercase,
@@ -201,6 +221,42 @@ def test_mostly_text_is_the_reference_around_the_bound() -> None:
     for _ in range(CASES * 4):
         raw = _noisy_bytes(rng)
         assert _speedups.mostly_text(raw) == fingerprints._mostly_text(raw), raw
+
+
+def _at_the_bound() -> Iterator[bytes]:
+    """Decodings of every length up to 64 bytes with as many noise bytes as the 15%
+    bound allows, one more and one fewer (control bytes, stray continuation bytes, bytes
+    never in UTF-8), placed first, last or spread: where a decoder that drops noise
+    early must drop exactly what the reference drops."""
+    for size in range(1, 65):
+        allowed = int(0.15 * size)
+        for count in {max(0, allowed - 1), allowed, allowed + 1}:
+            for noise in (b"\x01", b"\x80", b"\xff", b"\xc3"):
+                text = bytearray(b"secret value " * 5)[:size]
+                for spots in (range(count), range(size - count, size), range(0, size, 7)):
+                    raw = bytearray(text)
+                    for at in list(spots)[:count]:
+                        raw[at : at + 1] = noise
+                    yield bytes(raw[:size])
+
+
+def test_decoders_drop_noise_exactly_at_the_bound() -> None:
+    assert _speedups is not None
+    for raw in _at_the_bound():
+        assert _speedups.mostly_text(raw) == fingerprints._mostly_text(raw), raw
+        for pad in (b"", b"x", b"xy", b"xyz"):  # each alignment of the decoding
+            b64 = base64.b64encode(pad + raw).decode()
+            b32 = base64.b32encode(pad + raw).decode().rstrip("=")
+            hexed = (pad + raw).hex()
+            for run, c, python in (
+                (b64, _speedups.b64_forms, fingerprints._py_b64_forms),
+                (b64.rstrip("=").translate(str.maketrans("+/", "-_")), _speedups.b64_forms,
+                 fingerprints._py_b64_forms),
+                ("A" + hexed, _speedups.hex_forms, fingerprints._py_hex_forms),
+                (b32, _speedups.b32_forms, fingerprints._py_b32_forms),
+                (b32.lower()[3:], _speedups.b32_forms, fingerprints._py_b32_forms),
+            ):  # fmt: skip
+                assert c(run) == list(python(run)), (run, raw)
 
 
 def test_seams_are_the_reference_on_the_corpus() -> None:
