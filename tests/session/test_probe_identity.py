@@ -270,3 +270,13 @@ def test_seams_are_the_reference_on_the_corpus() -> None:
             texts = [whole[a:b] for a, b in zip([0, *cuts], [*cuts, len(whole)], strict=True)]
         python, c = _both(lambda texts=texts: fingerprints.probe_seams(texts))
         assert python == c, texts
+
+
+def test_of_data_is_the_reference_on_the_corpus() -> None:
+    """The gram hash, BLAKE2b and the base64 and hex decoders are shared with
+    :func:`of_data`: stored fingerprints must stay valid."""
+    values = list(corpus(CASES // 2, SEED + 6))
+    for at in range(0, len(values), 3):
+        data = "\n".join(values[at : at + 3])
+        python, c = _both(lambda data=data: fingerprints.of_data(data))
+        assert python == c, data
