@@ -49,14 +49,22 @@ mod61(uint64_t x)
     return x >= PRIME ? x - PRIME : x;
 }
 
+/* The 8 bytes at p as a big-endian integer: one load and a byte swap where the
+ * compiler has one (a gram is hashed at every position of every form). */
 static inline uint64_t
 load_be64(const unsigned char *p)
 {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return __builtin_bswap64(x);
+#else
     uint64_t x = 0;
     for (int i = 0; i < 8; i++) {
         x = (x << 8) | p[i];
     }
     return x;
+#endif
 }
 
 /* int.from_bytes(p[0:16], "big") % (2**61 - 1): hi * 2**64 + lo, and 2**64 is 8
@@ -133,6 +141,32 @@ is_control(unsigned char c)
     return (c < 32 && c != '\t' && c != '\n' && c != '\r') || c == 127;
 }
 
+/* What raw[i] adds to the count text_of's first pass keeps: 1 for a control byte, or a
+ * byte sure to decode to a U+FFFD of its own — C0, C1 and F5-FF (never in UTF-8), and a
+ * continuation byte 80-BF first or after an ASCII byte or one of those (no sequence is
+ * open there). Only raw[i] and raw[i - 1] are read: a decoder counts as it writes. */
+static inline int
+noise_at(const unsigned char *raw, Py_ssize_t i)
+{
+    unsigned char c = raw[i];
+    if (c < 0x80) {
+        return is_control(c);
+    }
+    int never = c == 0xC0 || c == 0xC1 || c >= 0xF5;
+    int stray = c <= 0xBF
+                && (i == 0 || raw[i - 1] < 0x80 || raw[i - 1] == 0xC0 || raw[i - 1] == 0xC1
+                    || raw[i - 1] >= 0xF5);
+    return never | stray;
+}
+
+/* The bound of text_of's first pass for a decoding of size bytes: once the count of
+ * noise_at passes it, the bytes are noise whatever the rest holds. */
+static inline double
+noise_limit(Py_ssize_t size)
+{
+    return 0.15 * (double)size;
+}
+
 /* fingerprints._mostly_text: a new reference to the text, Py_None (new reference) if
  * the bytes read as noise, NULL on error. */
 static PyObject *
@@ -150,20 +184,14 @@ text_of(const unsigned char *raw, Py_ssize_t size)
      * The decoding has at most size characters, so once sure passes 15% of size the
      * bytes are noise whatever the rest holds: most decodings of a run that was not
      * encoded end here, early and without the decoding's cost. */
-    double limit = 0.15 * (double)size;
-    Py_ssize_t sure = 0;
+    double limit = noise_limit(size);
+    Py_ssize_t sure = 0; /* bad + sure: the count of noise_at */
     for (Py_ssize_t i = 0; i < size; i++) {
         unsigned char c = raw[i];
-        int control = is_control(c);
-        bad += control;
+        int noise = noise_at(raw, i);
+        bad += c < 0x80 && noise; /* a control byte (noise_at of ASCII) */
+        sure += c >= 0x80 && noise;
         ascii &= c < 128;
-        if (c >= 0x80) {
-            int never = c == 0xC0 || c == 0xC1 || c >= 0xF5;
-            int stray = c <= 0xBF
-                        && (i == 0 || raw[i - 1] < 0x80 || raw[i - 1] == 0xC0
-                            || raw[i - 1] == 0xC1 || raw[i - 1] >= 0xF5);
-            sure += never | stray;
-        }
         if ((double)(bad + sure) > limit) {
             Py_RETURN_NONE;
         }
@@ -235,16 +263,71 @@ ascii_chars(PyObject *run, Py_ssize_t *size)
     return (const unsigned char *)PyUnicode_1BYTE_DATA(run);
 }
 
+/* Character values as tables (generated from the functions they replaced: a probe
+ * reads every character of every form through them, and the branches cost more). */
+/* A base64 character's 6 bits, standard and URL-safe; -1 for any other. */
+static const signed char B64_VALUE[256] = {
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 62, -1, 62, -1, 63,
+    52, 53, 54, 55, 56, 57, 58, 59, 60, 61, -1, -1, -1, -1, -1, -1,
+    -1,  0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14,
+    15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, -1, -1, -1, -1, 63,
+    -1, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40,
+    41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+};
+/* A hex digit's value, either case; -1 for any other. */
+static const signed char HEX_VALUE[256] = {
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+     0,  1,  2,  3,  4,  5,  6,  7,  8,  9, -1, -1, -1, -1, -1, -1,
+    -1, 10, 11, 12, 13, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, 10, 11, 12, 13, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+};
+/* A base32 character's 5 bits, either case; -1 for any other. */
+static const signed char B32_VALUE[256] = {
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, 26, 27, 28, 29, 30, 31, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1,  0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14,
+    15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, -1, -1, -1, -1, -1,
+    -1,  0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14,
+    15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+};
+
 /* A base64 character's 6 bits, standard and URL-safe alphabets; -1 for any other. */
-static int
+static inline int
 b64_value(unsigned char c)
 {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+' || c == '-') return 62;
-    if (c == '/' || c == '_') return 63;
-    return -1;
+    return B64_VALUE[c];
 }
 
 /* _py_b64_forms on the ASCII characters of a run: its decodings that read as text
@@ -285,12 +368,20 @@ b64_forms_into(const unsigned char *chars, Py_ssize_t size, PyObject *out)
         const unsigned char *in = bits + start;
         Py_ssize_t n = 0;
         Py_ssize_t whole = length - rest;
-        for (Py_ssize_t i = 0; i < whole; i += 4) {
+        /* counted as decoded: a decoding that is noise (most, of a run not encoded)
+         * is dropped as soon as text_of would drop it, not decoded to its end */
+        double limit = noise_limit(whole / 4 * 3 + (rest >= 2 ? rest - 1 : 0));
+        Py_ssize_t noise = 0;
+        for (Py_ssize_t i = 0; i < whole && (double)noise <= limit; i += 4) {
             uint32_t group = ((uint32_t)in[i] << 18) | ((uint32_t)in[i + 1] << 12)
                              | ((uint32_t)in[i + 2] << 6) | in[i + 3];
             raw[n++] = (unsigned char)(group >> 16);
             raw[n++] = (unsigned char)(group >> 8);
             raw[n++] = (unsigned char)group;
+            noise += noise_at(raw, n - 3) + noise_at(raw, n - 2) + noise_at(raw, n - 1);
+        }
+        if ((double)noise > limit) {
+            continue;
         }
         if (rest >= 2) { /* 2 characters hold 1 byte, 3 hold 2 */
             uint32_t group = ((uint32_t)in[whole] << 18) | ((uint32_t)in[whole + 1] << 12);
@@ -339,13 +430,10 @@ b64_forms(PyObject *module, PyObject *run)
     return forms_of(run, b64_forms_into);
 }
 
-static int
+static inline int
 hex_value(unsigned char c)
 {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
+    return HEX_VALUE[c];
 }
 
 /* _py_hex_forms on the ASCII characters of a run: the run read as hex from its first
@@ -367,8 +455,14 @@ hex_forms_into(const unsigned char *chars, Py_ssize_t size, PyObject *out)
     }
     for (Py_ssize_t start = 0; start < 2; start++) {
         Py_ssize_t n = 0;
-        for (Py_ssize_t i = start; i + 1 < size; i += 2) {
+        double limit = noise_limit((size - start) / 2); /* dropped early: see b64 */
+        Py_ssize_t noise = 0;
+        for (Py_ssize_t i = start; i + 1 < size && (double)noise <= limit; i += 2) {
             raw[n++] = (unsigned char)(hex_value(chars[i]) << 4 | hex_value(chars[i + 1]));
+            noise += noise_at(raw, n - 1);
+        }
+        if ((double)noise > limit) {
+            continue;
         }
         if (append_text(out, raw, n) < 0) {
             PyMem_Free(raw);
@@ -388,13 +482,10 @@ hex_forms(PyObject *module, PyObject *run)
 /* -- base32 (RFC 4648: A-Z 2-7, either case) -------------------------------------- */
 
 /* A base32 character's 5 bits, either case; -1 for any other. */
-static int
+static inline int
 b32_value(unsigned char c)
 {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a';
-    if (c >= '2' && c <= '7') return c - '2' + 26;
-    return -1;
+    return B32_VALUE[c];
 }
 
 /* _py_b32_forms on the ASCII characters of a run (no dots, no padding): the run read
@@ -420,13 +511,19 @@ b32_forms_into(const unsigned char *chars, Py_ssize_t size, PyObject *out)
         Py_ssize_t n = 0;
         uint32_t acc = 0;
         int bits = 0;
-        for (Py_ssize_t i = start; i < size; i++) {
+        double limit = noise_limit((size - start) * 5 / 8); /* dropped early: see b64 */
+        Py_ssize_t noise = 0;
+        for (Py_ssize_t i = start; i < size && (double)noise <= limit; i++) {
             acc = (acc << 5 | (uint32_t)b32_value(chars[i])) & 0x1FFF; /* < 13 bits live */
             bits += 5;
             if (bits >= 8) {
                 bits -= 8;
                 raw[n++] = (unsigned char)(acc >> bits);
+                noise += noise_at(raw, n - 1);
             }
+        }
+        if ((double)noise > limit) {
+            continue;
         }
         if (append_text(out, raw, n) < 0) {
             PyMem_Free(raw);
@@ -721,16 +818,35 @@ rotr64(uint64_t x, int n)
         b = rotr64(b ^ c, 63);          \
     } while (0)
 
+/* One round with its message schedule: r a constant, so every sigma index folds into a
+ * fixed word of m (the loop over 12 rounds with a looked-up schedule cost about twice
+ * the instructions, and a probe hashes every specific token of every form). */
+#define BLAKE2B_ROUND(r)                                                                 \
+    do {                                                                                 \
+        BLAKE2B_G(v[0], v[4], v[8], v[12], m[blake2b_sigma[r][0]], m[blake2b_sigma[r][1]]);    \
+        BLAKE2B_G(v[1], v[5], v[9], v[13], m[blake2b_sigma[r][2]], m[blake2b_sigma[r][3]]);    \
+        BLAKE2B_G(v[2], v[6], v[10], v[14], m[blake2b_sigma[r][4]], m[blake2b_sigma[r][5]]);   \
+        BLAKE2B_G(v[3], v[7], v[11], v[15], m[blake2b_sigma[r][6]], m[blake2b_sigma[r][7]]);   \
+        BLAKE2B_G(v[0], v[5], v[10], v[15], m[blake2b_sigma[r][8]], m[blake2b_sigma[r][9]]);   \
+        BLAKE2B_G(v[1], v[6], v[11], v[12], m[blake2b_sigma[r][10]], m[blake2b_sigma[r][11]]); \
+        BLAKE2B_G(v[2], v[7], v[8], v[13], m[blake2b_sigma[r][12]], m[blake2b_sigma[r][13]]);  \
+        BLAKE2B_G(v[3], v[4], v[9], v[14], m[blake2b_sigma[r][14]], m[blake2b_sigma[r][15]]);  \
+    } while (0)
+
 static void
 blake2b_compress(uint64_t h[8], const unsigned char block[128], uint64_t counter, int last)
 {
     uint64_t m[16], v[16];
     for (int i = 0; i < 16; i++) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(&m[i], block + 8 * i, 8); /* little-endian words: a plain load */
+#else
         uint64_t word = 0;
         for (int b = 7; b >= 0; b--) {
             word = (word << 8) | block[8 * i + b]; /* little-endian */
         }
         m[i] = word;
+#endif
     }
     for (int i = 0; i < 8; i++) {
         v[i] = h[i];
@@ -740,17 +856,18 @@ blake2b_compress(uint64_t h[8], const unsigned char block[128], uint64_t counter
     if (last) {
         v[14] = ~v[14];
     }
-    for (int r = 0; r < 12; r++) {
-        const unsigned char *s = blake2b_sigma[r];
-        BLAKE2B_G(v[0], v[4], v[8], v[12], m[s[0]], m[s[1]]);
-        BLAKE2B_G(v[1], v[5], v[9], v[13], m[s[2]], m[s[3]]);
-        BLAKE2B_G(v[2], v[6], v[10], v[14], m[s[4]], m[s[5]]);
-        BLAKE2B_G(v[3], v[7], v[11], v[15], m[s[6]], m[s[7]]);
-        BLAKE2B_G(v[0], v[5], v[10], v[15], m[s[8]], m[s[9]]);
-        BLAKE2B_G(v[1], v[6], v[11], v[12], m[s[10]], m[s[11]]);
-        BLAKE2B_G(v[2], v[7], v[8], v[13], m[s[12]], m[s[13]]);
-        BLAKE2B_G(v[3], v[4], v[9], v[14], m[s[14]], m[s[15]]);
-    }
+    BLAKE2B_ROUND(0);
+    BLAKE2B_ROUND(1);
+    BLAKE2B_ROUND(2);
+    BLAKE2B_ROUND(3);
+    BLAKE2B_ROUND(4);
+    BLAKE2B_ROUND(5);
+    BLAKE2B_ROUND(6);
+    BLAKE2B_ROUND(7);
+    BLAKE2B_ROUND(8);
+    BLAKE2B_ROUND(9);
+    BLAKE2B_ROUND(10);
+    BLAKE2B_ROUND(11);
     for (int i = 0; i < 8; i++) {
         h[i] ^= v[i] ^ v[i + 8];
     }
@@ -927,8 +1044,9 @@ specific(const unsigned char *raw, Py_ssize_t size, int piece, const unsigned ch
  * not read as words appended there. 0, or -1 on error. */
 static int
 whole_token(const unsigned char *raw, Py_ssize_t size, int piece, unsigned char *norm,
-            PyObject *norms, PyObject *grams)
+            void *sink, PyObject *grams)
 {
+    PyObject *norms = sink;
     Py_ssize_t n = ascii_norm(raw, size, norm);
     if (n >= 8) {
         if (specific(raw, size, piece, norm, n)) {
@@ -966,13 +1084,161 @@ grams:
     return 0;
 }
 
-/* What is done with one token: whole_token, turn_token. */
+/* What is done with one token: whole_token, probe_token, turn_token (sink: what each
+ * adds to). */
 typedef int (*token_fn)(const unsigned char *raw, Py_ssize_t size, int piece,
-                        unsigned char *norm, PyObject *norms, PyObject *grams);
+                        unsigned char *norm, void *sink, PyObject *grams);
 
 static int
-each_token(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyObject *norms,
+each_token(const unsigned char *word, Py_ssize_t size, unsigned char *norm, void *sink,
            PyObject *grams, token_fn on_token);
+
+/* -- the probe's fingerprints, gathered in C before any int object is made ---------- */
+
+/* A set of 64-bit fingerprints in the order first added: the probe adds every gram and
+ * token hash of every form here (many are the same: a form and its URL-decoding share
+ * most grams), and makes one int object and one set entry per distinct value at the
+ * end (fpset_freeze), in that same order: the frozenset is built exactly as adding each
+ * value to it directly would build it. */
+#define FPSET_SMALL 128 /* values held in the struct itself: most probes fit */
+
+typedef struct {
+    uint64_t *values; /* the distinct values, in the order first added */
+    Py_ssize_t count;
+    int32_t *slots;  /* open addressing: index + 1 into values, 0 for an empty slot */
+    Py_ssize_t mask; /* slots - 1 (a power of two, at least twice count) */
+    uint64_t small_values[FPSET_SMALL];
+    int32_t small_slots[2 * FPSET_SMALL];
+} fpset;
+
+static void
+fpset_init(fpset *set)
+{
+    set->values = set->small_values;
+    set->slots = set->small_slots;
+    set->count = 0;
+    set->mask = 2 * FPSET_SMALL - 1;
+    memset(set->small_slots, 0, sizeof set->small_slots);
+}
+
+static void
+fpset_free(fpset *set)
+{
+    if (set->values != set->small_values) {
+        PyMem_Free(set->values);
+    }
+    if (set->slots != set->small_slots) {
+        PyMem_Free(set->slots);
+    }
+    fpset_init(set);
+}
+
+static inline Py_ssize_t
+fpset_slot(const fpset *set, uint64_t value)
+{
+    /* the values are hashes already; the multiply spreads a gram's low bits */
+    return (Py_ssize_t)((value * 0x9E3779B97F4A7C15ULL) >> 32) & set->mask;
+}
+
+/* Room for twice as many values (values and slots): 0, or -1 with MemoryError. */
+static int
+fpset_grow(fpset *set)
+{
+    Py_ssize_t size = (set->mask + 1) * 2;
+    if (size / 2 > INT32_MAX) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    uint64_t *values = PyMem_Malloc((size_t)(size / 2) * sizeof(uint64_t));
+    int32_t *slots = PyMem_Calloc((size_t)size, sizeof(int32_t));
+    if (values == NULL || slots == NULL) {
+        PyMem_Free(values);
+        PyMem_Free(slots);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(values, set->values, (size_t)set->count * sizeof(uint64_t));
+    if (set->values != set->small_values) {
+        PyMem_Free(set->values);
+    }
+    if (set->slots != set->small_slots) {
+        PyMem_Free(set->slots);
+    }
+    set->values = values;
+    set->slots = slots;
+    set->mask = size - 1;
+    for (Py_ssize_t i = 0; i < set->count; i++) {
+        Py_ssize_t at = fpset_slot(set, values[i]);
+        while (slots[at] != 0) {
+            at = (at + 1) & set->mask;
+        }
+        slots[at] = (int32_t)(i + 1);
+    }
+    return 0;
+}
+
+/* Add a value (nothing if it is there): 0, or -1 on error. Inlined: it runs for every
+ * gram of every form. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int
+fpset_add(fpset *set, uint64_t value)
+{
+    if (set->count * 2 >= set->mask + 1 && fpset_grow(set) < 0) {
+        return -1;
+    }
+    Py_ssize_t at = fpset_slot(set, value);
+    while (set->slots[at] != 0) {
+        if (set->values[set->slots[at] - 1] == value) {
+            return 0;
+        }
+        at = (at + 1) & set->mask;
+    }
+    set->values[set->count++] = value;
+    set->slots[at] = (int32_t)set->count;
+    return 0;
+}
+
+/* The values as a new frozenset (added in order, as the probe used to add them one by
+ * one); NULL on error. */
+static PyObject *new_out(void);
+
+static PyObject *
+fpset_freeze(const fpset *set)
+{
+    PyObject *out = new_out();
+    for (Py_ssize_t i = 0; out != NULL && i < set->count; i++) {
+        if (add_hash(out, set->values[i]) < 0) {
+            Py_CLEAR(out);
+        }
+    }
+    if (out != NULL && !PyFrozenSet_CheckExact(out)) {
+        Py_SETREF(out, PyFrozenSet_New(out));
+    }
+    return out;
+}
+
+/* One token of the probe (whole_token without grams, into an fpset): the BLAKE2b-64 of
+ * its norm when it is specific. 0, or -1 on error. */
+static int
+probe_token(const unsigned char *raw, Py_ssize_t size, int piece, unsigned char *norm,
+            void *sink, PyObject *grams)
+{
+    (void)grams;
+    Py_ssize_t n = ascii_norm(raw, size, norm);
+    if (n >= 8 && specific(raw, size, piece, norm, n)) {
+        return fpset_add(sink, token_hash(norm, (size_t)n));
+    }
+    return 0;
+}
+
+/* One long word of the probe: probe_token of each of its tokens and pieces. */
+static int
+probe_word(const unsigned char *word, Py_ssize_t size, unsigned char *norm, fpset *set)
+{
+    return each_token(word, size, norm, set, NULL, probe_token);
+}
 
 /* One long word: whole_token of each of its tokens and pieces. 0, or -1 on error. */
 static int
@@ -986,7 +1252,7 @@ whole_word(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyOb
  * _SPLIT runs) and each of its pieces (cut at _SUBSPLIT runs; grams NULL), as
  * fingerprints._tokens yields them. 0, or -1 on error. */
 static int
-each_token(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyObject *norms,
+each_token(const unsigned char *word, Py_ssize_t size, unsigned char *norm, void *sink,
            PyObject *grams, token_fn on_token)
 {
     Py_ssize_t start = 0;
@@ -998,7 +1264,7 @@ each_token(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyOb
         const unsigned char *raw = word + start;
         Py_ssize_t length = end - start;
         if (length >= 8) {
-            if (on_token(raw, length, 0, norm, norms, grams) < 0) {
+            if (on_token(raw, length, 0, norm, sink, grams) < 0) {
                 return -1;
             }
             int cut = 0;
@@ -1011,7 +1277,7 @@ each_token(const unsigned char *word, Py_ssize_t size, unsigned char *norm, PyOb
                 while (to < length && !is_subsplit(raw[to])) {
                     to++;
                 }
-                if (to - from >= 8 && on_token(raw + from, to - from, 1, norm, norms, NULL) < 0) {
+                if (to - from >= 8 && on_token(raw + from, to - from, 1, norm, sink, NULL) < 0) {
                     return -1;
                 }
                 while (to < length && is_subsplit(raw[to])) {
@@ -1184,7 +1450,7 @@ is_ascii_space(unsigned char c)
 static inline int
 is_b64_char(unsigned char c)
 {
-    return is_alnum(c) || c == '+' || c == '/' || c == '_' || c == '-';
+    return B64_VALUE[c] >= 0;
 }
 
 /* fingerprints._looks_encoded of an ASCII run: a digit, an upper- and a lower-case
@@ -1253,8 +1519,16 @@ decode_source(const unsigned char *src, Py_ssize_t size, int decode_plain, PyObj
  * and decode_plain or more than one long word) of its words joined: re-wrapped base64
  * or hex. scratch: room for len(text) bytes. */
 static int
+decode_runs_ascii(const unsigned char *chars, Py_ssize_t size, int decode_plain,
+                  unsigned char *scratch, PyObject *found);
+
+static int
 decode_runs(PyObject *text, int decode_plain, unsigned char *scratch, PyObject *found)
 {
+    if (PyUnicode_IS_ASCII(text)) {
+        return decode_runs_ascii(PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text),
+                                 decode_plain, scratch, found);
+    }
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t size = PyUnicode_GET_LENGTH(text);
@@ -1288,6 +1562,47 @@ decode_runs(PyObject *text, int decode_plain, unsigned char *scratch, PyObject *
             Py_UCS4 c = PyUnicode_READ(kind, data, i);
             if (!Py_UNICODE_ISSPACE(c)) {
                 scratch[n++] = projected(c);
+            }
+        }
+        if (decode_source(scratch, n, decode_plain, found) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* decode_runs of an ASCII text, read as bytes (no character to project; a word is the
+ * source itself, and the joined words are copied once). */
+static int
+decode_runs_ascii(const unsigned char *chars, Py_ssize_t size, int decode_plain,
+                  unsigned char *scratch, PyObject *found)
+{
+    Py_ssize_t words = 0, long_words = 0;
+    Py_ssize_t i = 0;
+    while (i < size) {
+        while (i < size && is_ascii_space(chars[i])) {
+            i++;
+        }
+        if (i >= size) {
+            break;
+        }
+        Py_ssize_t start = i;
+        while (i < size && !is_ascii_space(chars[i])) {
+            i++;
+        }
+        words++;
+        if (i - start >= GRAM) {
+            long_words++;
+            if (decode_source(chars + start, i - start, decode_plain, found) < 0) {
+                return -1;
+            }
+        }
+    }
+    if (words > 1 && (decode_plain || long_words > 1)) {
+        Py_ssize_t n = 0;
+        for (i = 0; i < size; i++) {
+            if (!is_ascii_space(chars[i])) {
+                scratch[n++] = chars[i];
             }
         }
         if (decode_source(scratch, n, decode_plain, found) < 0) {
@@ -1532,8 +1847,9 @@ rot13_byte(unsigned char c)
  * error. */
 static int
 turn_token(const unsigned char *raw, Py_ssize_t size, int piece, unsigned char *norm,
-           PyObject *found, PyObject *unused)
+           void *sink, PyObject *unused)
 {
+    PyObject *found = sink;
     (void)unused;
     if (piece) {
         return 0;
@@ -1764,7 +2080,7 @@ decodings(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
  * long words and every gram of its norm, added to out. norm: room for size bytes. */
 static int
 probe_ascii_form(const unsigned char *chars, Py_ssize_t size, unsigned char *norm,
-                 PyObject *out)
+                 fpset *out)
 {
     Py_ssize_t i = 0;
     while (i < size) {
@@ -1775,13 +2091,13 @@ probe_ascii_form(const unsigned char *chars, Py_ssize_t size, unsigned char *nor
         while (i < size && !is_ascii_space(chars[i])) {
             i++;
         }
-        if (i - start >= MIN_TOKEN && whole_word(chars + start, i - start, norm, out, NULL) < 0) {
+        if (i - start >= MIN_TOKEN && probe_word(chars + start, i - start, norm, out) < 0) {
             return -1;
         }
     }
     Py_ssize_t n = ascii_norm(chars, size, norm); /* no 0 byte: grams at every position */
     for (Py_ssize_t j = 0; j + GRAM <= n; j++) {
-        if (add_hash(out, gram_hash(norm + j)) < 0) {
+        if (fpset_add(out, gram_hash(norm + j)) < 0) {
             return -1;
         }
     }
@@ -1856,13 +2172,13 @@ new_out(void)
     return out;
 }
 
-/* (out as a frozenset, others), both references stolen; NULL on error. */
+/* (the fingerprints as a frozenset, others): others' reference stolen, the fpset
+ * freed; NULL on error. */
 static PyObject *
-done(PyObject *out, PyObject *others)
+done(fpset *set, PyObject *others)
 {
-    if (!PyFrozenSet_CheckExact(out)) {
-        Py_SETREF(out, PyFrozenSet_New(out));
-    }
+    PyObject *out = fpset_freeze(set);
+    fpset_free(set);
     PyObject *pair = out == NULL ? NULL : PyTuple_Pack(2, out, others);
     Py_XDECREF(out);
     Py_DECREF(others);
@@ -1873,7 +2189,7 @@ done(PyObject *out, PyObject *others)
  * probe_seams takes what of it spans a seam) added to out;
  * the other forms appended to others. 0, or -1 on error. */
 static int
-probe_decodings(PyObject *text, int with_text, PyObject *out, PyObject *others)
+probe_decodings(PyObject *text, int with_text, fpset *out, PyObject *others)
 {
     PyObject *forms = decodings_of(text, 1);
     if (forms == NULL) {
@@ -1935,21 +2251,22 @@ probe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_RETURN_NONE;
     }
-    PyObject *out = new_out();
+    fpset out;
+    fpset_init(&out);
     PyObject *others = PyList_New(0);
-    if (out == NULL || others == NULL) {
+    if (others == NULL) {
         goto fail;
     }
     for (Py_ssize_t t = 0; t < PyList_GET_SIZE(texts); t++) { /* the list is ours */
-        if (probe_decodings(PyList_GET_ITEM(texts, t), with_text, out, others) < 0) {
+        if (probe_decodings(PyList_GET_ITEM(texts, t), with_text, &out, others) < 0) {
             goto fail;
         }
     }
     Py_DECREF(texts);
-    return done(out, others);
+    return done(&out, others);
 fail:
     Py_DECREF(texts);
-    Py_XDECREF(out);
+    fpset_free(&out);
     Py_XDECREF(others);
     return NULL;
 }
@@ -1989,7 +2306,9 @@ seams(PyObject *module, PyObject *arg)
         }
         total += PyUnicode_GET_LENGTH(text);
     }
-    PyObject *out = NULL, *others = NULL, *joined = NULL, *own = NULL;
+    PyObject *others = NULL, *joined = NULL, *own = NULL;
+    fpset out;
+    fpset_init(&out);
     unsigned char *chars = PyMem_Malloc(total > 0 ? (size_t)total : 1);
     unsigned char *norm = PyMem_Malloc(total > 0 ? (size_t)total : 1);
     unsigned char *start = PyMem_Calloc(total > 0 ? (size_t)total : 1, 1);
@@ -2006,10 +2325,8 @@ seams(PyObject *module, PyObject *arg)
         ends[t] = at;
     }
     joined = PyUnicode_DecodeASCII((const char *)chars, total, "strict");
-    out = new_out();
     others = PyList_New(0);
-    if (joined == NULL || out == NULL || others == NULL
-        || probe_decodings(joined, 0, out, others) < 0) {
+    if (joined == NULL || others == NULL || probe_decodings(joined, 0, &out, others) < 0) {
         goto fail;
     }
     /* the long words of the joined text that are no text's word */
@@ -2064,7 +2381,7 @@ seams(PyObject *module, PyObject *arg)
         if (known < 0) {
             goto fail;
         }
-        if (!known && whole_word(chars + from, i - from, norm, out, NULL) < 0) {
+        if (!known && probe_word(chars + from, i - from, norm, &out) < 0) {
             goto fail;
         }
     }
@@ -2082,7 +2399,7 @@ seams(PyObject *module, PyObject *arg)
         }
     }
     for (Py_ssize_t s = 0; s + GRAM <= size; s++) {
-        if (start[s] && add_hash(out, gram_hash(norm + s)) < 0) {
+        if (start[s] && fpset_add(&out, gram_hash(norm + s)) < 0) {
             goto fail;
         }
     }
@@ -2093,7 +2410,7 @@ seams(PyObject *module, PyObject *arg)
     Py_DECREF(texts);
     Py_DECREF(joined);
     Py_XDECREF(own);
-    return done(out, others);
+    return done(&out, others);
 fail:
     PyMem_Free(chars);
     PyMem_Free(norm);
@@ -2102,7 +2419,7 @@ fail:
     Py_DECREF(texts);
     Py_XDECREF(joined);
     Py_XDECREF(own);
-    Py_XDECREF(out);
+    fpset_free(&out);
     Py_XDECREF(others);
     return NULL;
 }
