@@ -29,6 +29,9 @@ def test_the_session_benchmark_runs_every_subject_and_finds_no_problem() -> None
     assert {t.op for t in result.targets} == {"<="} and len(result.targets) == 3
     assert result.info["history_kb_per_session prose (200 steps, 2 KB results)"] > 0
     assert result.info["of_data_us_per_kb token-rich 1KB"] > 0
+    pause = result.info["full_gc_ms (5 sessions of 200 steps, 2 KB prose): held / none"]
+    held, none = (float(part.split()[0]) for part in pause.split(" / "))
+    assert held > 0 and none > 0 and "fingerprints" in pause
     assert "session" in BENCHMARKS
 
 
