@@ -96,6 +96,19 @@ def test_the_steps_a_history_keeps_hold_untracked_fingerprints(
     assert read.sources and not any(gc.is_tracked(s.fingerprints) for s in read.sources)
 
 
+@needs_c
+def test_the_argument_probes_kept_for_repeated_values_are_untracked() -> None:
+    """The caches of argument probes (up to 1,024 values each) hold fingerprints too."""
+    from interlock.policy import sessionrules
+
+    args = {"to": "carol.untracked@corp.example", "body": "see the ledger QX7K2M9PLW4R8TZC"}
+    assert not gc.is_tracked(sessionrules.probed(args["to"]))
+    assert not gc.is_tracked(sessionrules.seamed((args["to"], args["body"])))
+    for seams in (True, False):
+        union = sessionrules._union_of(args, None, seams)
+        assert union is not None and not gc.is_tracked(union)
+
+
 def test_without_the_extension_nothing_changes() -> None:
     """``INTERLOCK_NO_SPEEDUPS``: ``untracked`` returns its argument, still tracked."""
     code = (

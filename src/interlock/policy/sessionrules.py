@@ -38,7 +38,14 @@ from interlock.policy.engine import facts_for
 from interlock.policy.matchers import GlobSet
 from interlock.session import current as _current
 from interlock.session.fingerprints import carries, probe, probe_seams, texts_of
-from interlock.session.history import NewStep, SessionView, Step, StepKind, slot_maker
+from interlock.session.history import (
+    NewStep,
+    SessionView,
+    Step,
+    StepKind,
+    slot_maker,
+    untracked,
+)
 
 if TYPE_CHECKING:
     from interlock.core.action import Action
@@ -187,7 +194,7 @@ def probed(value: Any) -> frozenset[int]:
         found = probe(value)
         if len(_PROBED) >= _PROBED_KEPT:
             _PROBED.clear()
-        _PROBED[value] = found
+        _PROBED[value] = untracked(found)  # kept: out of the collector's walk
     return found
 
 
@@ -203,7 +210,7 @@ def seamed(texts: tuple[str, ...]) -> frozenset[int]:
         found = probe_seams(texts)
         if len(_SEAMED) >= _PROBED_KEPT:
             _SEAMED.clear()
-        _SEAMED[texts] = found
+        _SEAMED[texts] = untracked(found)
     return found
 
 
@@ -508,7 +515,7 @@ def _union_of(
     found = frozenset().union(*probes)
     if len(kept) >= _PROBED_KEPT:
         kept.clear()
-    kept[key] = found
+    kept[key] = untracked(found)
     return found
 
 
