@@ -187,3 +187,4 @@ def test_a_flow_is_refused_after_the_sessions_kept_view_went(store: SqlStore) ->
         context=context,
     )
     assert guard.check(benign).verdict.value == "allow"
+    guard.close()  # its reaper stops before the store closes
