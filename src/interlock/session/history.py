@@ -935,11 +935,11 @@ class MemoryHistory:
     and what only the given-up steps could tell (``flows_from``, provenance, a
     ``within``) cannot be told — undetermined, never a miss. Views handed out
     before a demotion stay as they were (immutable). Size ``max_fingerprints`` at ~50
-    bytes each (~71 without the C extension; ~510 a 2 KB result, counted twice: the step and the index; a session
-    past ``max_steps`` up to ~3x its kept steps, its index holding dropped ones until
-    rebuilt). The bound is shared by every session and tenant: others' results can
-    demote a quiet session. A fleet with many or long sessions keeps them in the SQL
-    store."""
+    bytes each (~71 without the C extension; ~510 a 2 KB result, counted twice: the
+    step and the index; a session past ``max_steps`` up to ~3x its kept steps, its
+    index holding dropped ones until rebuilt). The bound is shared by every session
+    and tenant: others' results can demote a quiet session. A fleet with many or long
+    sessions keeps them in the SQL store."""
 
     def __init__(
         self,
