@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from interlock.session.fingerprints import of_data
 from interlock.session.packing import pack_text
@@ -274,3 +275,46 @@ async def test_the_endpoints_are_in_the_openapi_document(api: Api) -> None:
     for path in ("/v1/sessions/outcome", "/v1/sessions/input"):
         assert "post" in paths[path]
         assert {"200", "401", "403", "422", "503"} <= set(paths[path]["post"]["responses"])
+
+
+async def _kept(api: Api) -> dict[str, float]:
+    text = (await api.client.get("/metrics")).text
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("interlock_session_")
+    }
+
+
+async def test_metrics_report_what_the_session_history_keeps(api: Api) -> None:
+    """``/metrics`` reads the SQL history's kept views and their fingerprints at scrape
+    time: a session's view appears with its check, its result's fingerprints with the
+    reported outcome."""
+    read = await _check(api, "agent", "s-metrics", "read_file", path="/app/.env")
+    before = await _kept(api)
+    assert before["interlock_session_views_kept"] >= 1
+    data = of_data(SECRET_FILE)
+    answer = await _outcome(
+        api,
+        "agent",
+        session_id="s-metrics",
+        decision_id=read["decision_id"],
+        executed=True,
+        fingerprints=pack_text(data),
+    )
+    assert answer.status_code == 200
+    await _check(api, "agent", "s-metrics", "send_email", to="x@corp.example", body="hi")
+    after = await _kept(api)
+    grown = (
+        after["interlock_session_fingerprints_kept"] - before["interlock_session_fingerprints_kept"]
+    )
+    assert grown >= len(data)  # the step's set (and the index's share)
+
+
+async def test_metrics_say_nothing_of_sessions_when_no_policy_reads_them(
+    store_url: str, tmp_path: Path
+) -> None:
+    async for api in _open(store_url, tmp_path, PLAIN_POLICY):
+        await api.check("agent", name="read_file", arguments={"path": "/x"})
+        assert await _kept(api) == {}

@@ -97,7 +97,7 @@ def create_app(
         raise ValueError(
             f"max_json_depth must be between 1 and {MAX_JSON_DEPTH_LIMIT}, not {max_json_depth!r}"
         )
-    metrics = Metrics(store)
+    metrics = Metrics(store, guard)
     app = FastAPI(
         title="Interlock",
         version=__version__,

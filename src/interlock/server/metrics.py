@@ -7,6 +7,8 @@ global one: many apps may live in one process, as in tests).
 | ``interlock_check_duration_seconds`` | histogram | — |
 | ``interlock_approvals_pending`` | gauge (read from the store when scraped) | — |
 | ``interlock_http_requests_total`` | counter | ``method``, ``route``, ``status`` |
+| ``interlock_session_views_kept`` | gauge (this process's, read when scraped) | — |
+| ``interlock_session_fingerprints_kept`` | gauge (this process's, read when scraped) | — |
 
 ``route`` is the route's template (``/v1/approvals/{approval_id}``), never the path
 itself: ids do not become label values; on a path no route matches (``unmatched``) a
@@ -20,6 +22,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -29,7 +32,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from interlock.core.decision import Verdict
 from interlock.server.workers import WORKER_HEADER
+from interlock.session.history import MemoryHistory
 from interlock.store.sql import SqlStore
+from interlock.store.sql_sessions import SqlHistory
+
+if TYPE_CHECKING:
+    from interlock.guard import Guard
 
 __all__ = ["AccessLog", "HttpMetricsMiddleware", "Metrics", "count_pending_approvals"]
 
@@ -46,7 +54,7 @@ _MAX_BOUND = 1024
 class Metrics:
     """The app's collectors and its registry."""
 
-    def __init__(self, store: SqlStore) -> None:
+    def __init__(self, store: SqlStore, guard: Guard | None = None) -> None:
         self.registry = CollectorRegistry()
         self.decisions = Counter(
             "interlock_decisions",
@@ -69,6 +77,8 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(_PendingApprovals(store))
+        if guard is not None:
+            self.registry.register(_SessionsKept(guard))
         self._requests: dict[tuple[str, str, int], Counter] = {}
 
     def count_request(self, method: str, route: str, status: int) -> None:
@@ -117,6 +127,40 @@ class _PendingApprovals(Collector):
             return
         yield GaugeMetricFamily(
             "interlock_approvals_pending", "Approval requests waiting for a human.", pending
+        )
+
+
+class _SessionsKept(Collector):
+    """What this process's session history keeps in memory, read at scrape time: the
+    SQL history's kept views and their fingerprints (bounded by
+    ``max_fingerprints_kept``), or the in-memory history's fingerprints (bounded by
+    ``max_fingerprints``). Nothing while no policy reads sessions. Per process: with
+    ``--workers`` each worker reports its own."""
+
+    def __init__(self, guard: Guard) -> None:
+        self.guard = guard
+
+    def describe(self) -> list[Metric]:
+        return []  # not known up front: no policy may read sessions yet
+
+    def collect(self) -> Iterator[Metric]:
+        history = self.guard.sessions
+        if isinstance(history, SqlHistory):
+            views, prints = history.kept
+        elif isinstance(history, MemoryHistory):
+            views, prints = None, history.fingerprints_held
+        else:
+            return
+        if views is not None:
+            yield GaugeMetricFamily(
+                "interlock_session_views_kept",
+                "Views of sessions this process keeps to read only what changed since.",
+                views,
+            )
+        yield GaugeMetricFamily(
+            "interlock_session_fingerprints_kept",
+            "Fingerprints of tool results this process keeps in memory for session rules.",
+            prints,
         )
 
 
