@@ -1276,11 +1276,9 @@ class MemoryHistory:
                         old.labels | labels,
                         # no copy when the step had none (the usual case): a result's
                         # set is kept as it came
-                        untracked(old.fingerprints | fingerprints)
-                        if old.fingerprints
-                        else untracked(fingerprints)
-                        if fingerprints
-                        else fingerprints,
+                        untracked(
+                            old.fingerprints | fingerprints if old.fingerprints else fingerprints
+                        ),
                         old.trusted,
                         executed or old.executed is True,  # ran stays ran
                     )

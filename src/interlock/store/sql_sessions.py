@@ -425,19 +425,18 @@ class SqlHistory:
             # the dropped data read before (of this session as created): only rows since
             data = cached[2].past.data if cached is not None else None
             past = self._past(tenant, session_id, oldest_kept, data)
-        sources = tuple([step for step in merged if step.fingerprints])
         index = cached[2].index if cached is not None else None
         if index is not None and index.added <= 2 * self.max_steps + 16:
             # the kept view's index holds its sources: with the fresh ones, it holds
             # every source of this view (more, maybe: a filter, never an answer)
             for step in fresh:
                 index.add(step)
-        else:  # none kept, or mostly of dropped steps: made afresh
-            index = FingerprintIndex(sources)
+        else:  # none kept, or mostly of dropped steps: made afresh (it takes only sources)
+            index = FingerprintIndex(merged)
         view = SessionView(
-            tenant, session_id, merged, _labels_of(labels), next_seq, sources, index, past=past
+            tenant, session_id, merged, _labels_of(labels), next_seq, index=index, past=past
         )
-        held = sum([len(step.fingerprints) for step in sources]) + len(index.prints)
+        held = sum([len(step.fingerprints) for step in view.sources]) + len(index.prints)
         data = past.data
         if data is not None and not data.blind:
             held += len(data.prints) + len(data.trusted)
@@ -775,15 +774,13 @@ class SqlHistory:
         held = 2 * len(step.fingerprints)  # its set, and its index's share
         with self._views_lock:
             if version == 1:  # the session's first step
-                sources = (step,) if step.fingerprints else ()
                 view = SessionView(
                     tenant,
                     session_id,
                     (step,),
                     labels,
                     step.seq + 1,
-                    sources,
-                    FingerprintIndex(sources),
+                    index=FingerprintIndex((step,)),
                 )
             else:
                 cached = views.get(key)
