@@ -493,20 +493,11 @@ def _memory_per_session(result: BenchResult) -> None:
     for kind, tokens in (("prose", 0.0), ("token-rich", 0.1)):
         history = MemoryHistory(max_steps=FULL_STEPS)
         texts = [_text(rng, 2048, tokens) for _ in range(FULL_STEPS)]
-        counts: list[int] = []
         sessions = 5
         gc.collect()
         tracemalloc.start()
         before = tracemalloc.take_snapshot()
-        for s in range(sessions):
-            for n in range(FULL_STEPS):
-                decision_id = f"d-{s}-{n}"
-                history.append(
-                    "bench", f"m-{s}", NewStep("tool", "fetch_url", "allow", decision_id)
-                )
-                prints = of_data(texts[n])
-                counts.append(len(prints))
-                history.settle("bench", f"m-{s}", decision_id, executed=True, fingerprints=prints)
+        counts = _fill(history, texts, sessions)
         gc.collect()
         after = tracemalloc.take_snapshot()
         tracemalloc.stop()
@@ -537,17 +528,24 @@ def gc_pause() -> str:
     rng = random.Random(11)
     texts = [_text(rng, 2048) for _ in range(FULL_STEPS)]
     history = MemoryHistory(max_steps=FULL_STEPS)
-    held = 0
-    for s in range(5):
-        for n in range(FULL_STEPS):
-            decision_id = f"d-{s}-{n}"
-            history.append("bench", f"m-{s}", NewStep("tool", "fetch_url", "allow", decision_id))
-            prints = of_data(texts[n])
-            held += len(prints)
-            history.settle("bench", f"m-{s}", decision_id, executed=True, fingerprints=prints)
+    held = sum(_fill(history, texts, 5))
     with_history = _full_gc_ms()
     del history
     return f"{with_history:.1f} / {_full_gc_ms():.1f} ({held:,} fingerprints)"
+
+
+def _fill(history: MemoryHistory, texts: list[str], sessions: int) -> list[int]:
+    """``sessions`` sessions of one executed step a text, each step's fingerprints made
+    from its text here (as a guard makes them); how many each step got."""
+    counts: list[int] = []
+    for s in range(sessions):
+        for n, text in enumerate(texts):
+            decision_id = f"d-{s}-{n}"
+            history.append("bench", f"m-{s}", NewStep("tool", "fetch_url", "allow", decision_id))
+            prints = of_data(text)
+            counts.append(len(prints))
+            history.settle("bench", f"m-{s}", decision_id, executed=True, fingerprints=prints)
+    return counts
 
 
 def _full_gc_ms() -> float:
