@@ -37,7 +37,7 @@ from interlock.errors import EvaluationError
 from interlock.policy.engine import facts_for
 from interlock.policy.matchers import GlobSet
 from interlock.session import current as _current
-from interlock.session.fingerprints import carries, probe, probe_seams, texts_of
+from interlock.session.fingerprints import carries, packed_probe, packed_seams, texts_of
 from interlock.session.history import (
     NewStep,
     SessionView,
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from interlock.core.action import Action
     from interlock.policy.compiled import CompiledPolicy, CompiledRule
     from interlock.policy.extract import Facts
+    from interlock.session.fingerprints import Probe
 
 __all__ = [
     "CURRENT",
@@ -103,7 +104,7 @@ class SessionFacts:
     now: float
     problem: str | None = None
     #: made by the first probe (a check no flow or provenance test reads makes none)
-    _probes: dict[Any, frozenset[int]] | None = None
+    _probes: dict[Any, Probe] | None = None
     guard: object = None
     recorder: Any = None
     join: Any = None
@@ -128,9 +129,7 @@ class SessionFacts:
         """The facts of a check that no rule reading sessions can concern: no view."""
         return cls(None, 0.0, NOT_READ, read=False)
 
-    def probe_of(
-        self, key: Any, value: Any, how: Callable[[Any], frozenset[int]] | None = None
-    ) -> frozenset[int]:
+    def probe_of(self, key: Any, value: Any, how: Callable[[Any], Probe] | None = None) -> Probe:
         probes = self._probes
         if probes is None:
             probes = self._probes = {}
@@ -173,41 +172,44 @@ def reads_labels_only(rule: CompiledRule) -> bool:
 
 #: Probes of short argument texts already seen, by value (an agent sends the same
 #: recipient, URL, path or command again and again): bounded (1024 texts of at most
-#: 256 characters: a few MiB at worst), emptied whole when full.
-_PROBED: dict[str, frozenset[int]] = {}
+#: 256 characters: a few MiB at worst), emptied whole when full. Packed where the
+#: extensions are built (:func:`~interlock.session.fingerprints.packed_probe`): a value
+#: seen once costs its probe's making and freeing, and as ints that was much of a
+#: new value's check.
+_PROBED: dict[str, Probe] = {}
 _PROBED_KEPT: Final = 1024
 _PROBED_LONGEST: Final = 256  # characters: a longer text is probed each time
 
 
-def probed(value: Any) -> frozenset[int]:
-    """``probe(value)``, from the cache for a string seen before — or a number or a
-    bool, whose probe is its text's (``texts_of`` gives ``str(value)``)."""
+def probed(value: Any) -> Probe:
+    """``packed_probe(value)``, from the cache for a string seen before — or a number
+    or a bool, whose probe is its text's (``texts_of`` gives ``str(value)``)."""
     kind = type(value)
     if kind is not str:
         if kind is not int and kind is not float and kind is not bool:
-            return probe(value)
+            return packed_probe(value)
         value = str(value)
     if len(value) > _PROBED_LONGEST:
-        return probe(value)
+        return packed_probe(value)
     found = _PROBED.get(value)
     if found is None:
-        found = probe(value)
+        found = packed_probe(value)
         if len(_PROBED) >= _PROBED_KEPT:
             _PROBED.clear()
         _PROBED[value] = untracked(found)  # kept: out of the collector's walk
     return found
 
 
-_SEAMED: dict[tuple[str, ...], frozenset[int]] = {}
+_SEAMED: dict[tuple[str, ...], Probe] = {}
 
 
-def seamed(texts: tuple[str, ...]) -> frozenset[int]:
-    """``probe_seams(texts)``, from a cache like :func:`probed`'s for short texts."""
+def seamed(texts: tuple[str, ...]) -> Probe:
+    """``packed_seams(texts)``, from a cache like :func:`probed`'s for short texts."""
     if sum(map(len, texts)) > _PROBED_LONGEST:
-        return probe_seams(texts)
+        return packed_seams(texts)
     found = _SEAMED.get(texts)
     if found is None:
-        found = probe_seams(texts)
+        found = packed_seams(texts)
         if len(_SEAMED) >= _PROBED_KEPT:
             _SEAMED.clear()
         _SEAMED[texts] = untracked(found)
@@ -269,7 +271,7 @@ def dropped_steps(view: SessionView) -> bool:
 
 def dropped_may_carry(
     view: SessionView,
-    probes: Iterable[frozenset[int]],
+    probes: Iterable[Probe],
     names: Callable[[str, str], bool] | None = None,
     labels: frozenset[str] = frozenset(),
 ) -> bool:
@@ -418,7 +420,7 @@ class AfterTest:
 
 def _argument_probes(
     args: Any, names: tuple[str, ...] | None, state: SessionFacts | None, seams: bool = False
-) -> list[frozenset[int]]:
+) -> list[Probe]:
     """The probes of the named top-level arguments (all, when ``names`` is None), and
     of their texts joined in order (a value split across two arguments). With
     ``seams`` (a test of whether any probe meets the data), the joined texts' probe is
@@ -433,7 +435,7 @@ def _argument_probes(
         return [probe_of(("*", None), args) if probe_of is not None else probed(args)]
     chosen = list(args) if names is None else [n for n in names if n in args]
     values = [args[name] for name in chosen]
-    out: list[frozenset[int]] = []
+    out: list[Probe] = []
     seen = _PROBED.get
     for name, value in zip(chosen, values, strict=True):
         found = seen(value) if type(value) is str else None
@@ -473,14 +475,12 @@ def _argument_probes(
 
 #: The union of every probe :func:`_argument_probes` makes of short texts, by the
 #: texts (in order), with ``seams`` and without: bounded as :data:`_PROBED`.
-_UNIONS: dict[Any, frozenset[int]] = {}
+_UNIONS: dict[Any, Probe] = {}
 _SCALARS: Final = object()  # the marker of the keys of :func:`_scalar_texts`' unions
-_JOINED_UNIONS: dict[Any, frozenset[int]] = {}
+_JOINED_UNIONS: dict[Any, Probe] = {}
 
 
-def _union_of(
-    args: dict[str, Any], names: tuple[str, ...] | None, seams: bool
-) -> frozenset[int] | None:
+def _union_of(args: dict[str, Any], names: tuple[str, ...] | None, seams: bool) -> Probe | None:
     """Every fingerprint of the probes ``_argument_probes(args, names, ..., seams)``
     makes, when the chosen values are short strings, numbers, bools or None (None
     otherwise): an argument list disjoint from the session's index carries nothing of
@@ -512,11 +512,25 @@ def _union_of(
     probes = [probed(text) for text in texts]
     if len(values) > 1:
         probes.append(seamed(texts) if seams else probed("".join(texts)))
-    found = frozenset().union(*probes)
+    found = _union(probes)
     if len(kept) >= _PROBED_KEPT:
         kept.clear()
     kept[key] = untracked(found)
     return found
+
+
+def _union(probes: list[Probe]) -> Probe:
+    """The union of probes, of their kind: packed (``PrintSet.update`` reads a packed
+    one without making its ints), or a frozenset (none given: empty). The one given
+    alone is returned as it is — a probe is never changed."""
+    if len(probes) < 2:
+        return probes[0] if probes else frozenset()
+    first = probes[0]
+    if isinstance(first, frozenset):
+        return first.union(*probes[1:])
+    out = first.copy()
+    out.update(*probes[1:])
+    return out
 
 
 def _scalar_texts(values: tuple[Any, ...]) -> tuple[str, ...] | None:
@@ -613,7 +627,7 @@ class FlowTest:
         return dropped_may_carry(view, probes, names, selector.labels)
 
 
-def provenance_labels(view: SessionView, probed: frozenset[int]) -> frozenset[str]:
+def provenance_labels(view: SessionView, probed: Probe) -> frozenset[str]:
     """The labels of the untrusted sources a value (its probe) came from: empty when
     nothing holds it, or when the trusted inputs hold it (the user's own words win).
 
@@ -626,6 +640,8 @@ def provenance_labels(view: SessionView, probed: frozenset[int]) -> frozenset[st
     window (the session's past keeps the dropped trusted inputs' fingerprints)."""
     if not view.may_hold(probed):  # no step but the trusted inputs holds any of it
         return frozenset()
+    if type(probed) is not frozenset:  # packed: its ints made here, where it was found
+        probed = frozenset(probed)
     trusted: set[int] = set()
     sources: list[tuple[frozenset[int], frozenset[str]]] = []
     for step in view.sources:  # the steps with fingerprints

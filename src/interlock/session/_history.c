@@ -1077,10 +1077,54 @@ untracked(PyObject *module, PyObject *prints)
     return prints;
 }
 
+/* packed(raw) -> PrintSet: the fingerprints packed in raw — bytes of native-order
+ * uint64 values, as _speedups hands an argument's probe over (no int object made for
+ * any of them: a probe of a value seen once is made, tested and freed, and its ints
+ * were most of that). Values may repeat (they are added as a set adds them). */
+static PyObject *
+packed(PyObject *module, PyObject *raw)
+{
+    if (!PyBytes_CheckExact(raw) || PyBytes_GET_SIZE(raw) % sizeof(uint64_t)) {
+        PyErr_SetString(PyExc_TypeError, "packed(raw): raw is bytes of uint64 values");
+        return NULL;
+    }
+    Py_ssize_t n = PyBytes_GET_SIZE(raw) / (Py_ssize_t)sizeof(uint64_t);
+    PrintSet *self = PyObject_New(PrintSet, &PrintSetType);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->slots = NULL;
+    self->capacity = 0;
+    self->used = 0;
+    self->has_zero = 0;
+    self->wide = NULL;
+    self->version = 0;
+    if (n && table_reserve(self, n) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    const char *at = PyBytes_AS_STRING(raw);
+    size_t mask = (size_t)self->capacity - 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t value;
+        memcpy(&value, at + i * (Py_ssize_t)sizeof(uint64_t), sizeof(value));
+        if (value == 0) {
+            self->has_zero = 1;
+        }
+        else {
+            self->used += slots_put(self->slots, mask, value);
+        }
+    }
+    return (PyObject *)self;
+}
+
 static PyMethodDef methods[] = {
     {"untracked", untracked, METH_O,
      "untracked(prints) -> prints: a frozenset of ints out of the collector's lists "
      "(anything else as it is)"},
+    {"packed", packed, METH_O,
+     "packed(raw) -> PrintSet: the fingerprints packed in raw (bytes of native-order "
+     "uint64 values, as _speedups gives a probe)"},
     {"maker", maker, METH_VARARGS,
      "maker(cls, names) -> make(*values): instances of the slotted class cls, each slot "
      "of names set to the value in its position"},

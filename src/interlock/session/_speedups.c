@@ -2172,12 +2172,15 @@ new_out(void)
     return out;
 }
 
-/* (the fingerprints as a frozenset, others): others' reference stolen, the fpset
- * freed; NULL on error. */
+/* (the fingerprints as a frozenset — or, packed, as bytes of native-order uint64
+ * values, for _history.packed: no int object made —, others): others' reference
+ * stolen, the fpset freed; NULL on error. */
 static PyObject *
-done(fpset *set, PyObject *others)
+done(fpset *set, PyObject *others, int packed)
 {
-    PyObject *out = fpset_freeze(set);
+    PyObject *out = packed ? PyBytes_FromStringAndSize((const char *)set->values,
+                                                       set->count * (Py_ssize_t)sizeof(uint64_t))
+                           : fpset_freeze(set);
     fpset_free(set);
     PyObject *pair = out == NULL ? NULL : PyTuple_Pack(2, out, others);
     Py_XDECREF(out);
@@ -2231,12 +2234,13 @@ fail:
 static PyObject *
 probe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "probe(value, with_text: bool)");
+    if (nargs != 2 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "probe(value, with_text: bool, packed: bool = False)");
         return NULL;
     }
     int with_text = PyObject_IsTrue(args[1]);
-    if (with_text < 0) {
+    int packed = nargs == 3 ? PyObject_IsTrue(args[2]) : 0;
+    if (with_text < 0 || packed < 0) {
         return NULL;
     }
     PyObject *texts = PyList_New(0);
@@ -2263,7 +2267,7 @@ probe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     Py_DECREF(texts);
-    return done(&out, others);
+    return done(&out, others, packed);
 fail:
     Py_DECREF(texts);
     fpset_free(&out);
@@ -2279,9 +2283,17 @@ fail:
  * word across a seam is compared with every text's words); the grams of the joined
  * norms that start within GRAM - 1 characters before a seam and cross it. */
 static PyObject *
-seams(PyObject *module, PyObject *arg)
+seams(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *texts = PySequence_Tuple(arg);
+    if (nargs != 1 && nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "seams(texts, packed: bool = False)");
+        return NULL;
+    }
+    int packed = nargs == 2 ? PyObject_IsTrue(args[1]) : 0;
+    if (packed < 0) {
+        return NULL;
+    }
+    PyObject *texts = PySequence_Tuple(args[0]);
     if (texts == NULL) {
         return NULL;
     }
@@ -2410,7 +2422,7 @@ seams(PyObject *module, PyObject *arg)
     Py_DECREF(texts);
     Py_DECREF(joined);
     Py_XDECREF(own);
-    return done(&out, others);
+    return done(&out, others, packed);
 fail:
     PyMem_Free(chars);
     PyMem_Free(norm);
@@ -2675,12 +2687,14 @@ static PyMethodDef methods[] = {
      "decodings(text, decode_plain) -> list[str]: text and what it decodes to, as "
      "fingerprints._py_decodings yields them."},
     {"probe", (PyCFunction)(void (*)(void))probe, METH_FASTCALL,
-     "probe(value, with_text) -> (frozenset[int], list[str]) | None: the probe of the "
-     "ASCII forms of the decodings of value's texts, and the forms that are not ASCII; "
-     "None for a value it does not walk."},
-    {"seams", seams, METH_O,
-     "seams(texts) -> (frozenset[int], list[str]) | None: probe_seams of ASCII texts, "
-     "the forms of the joined text's decodings that are not ASCII left to the caller."},
+     "probe(value, with_text, packed=False) -> (frozenset[int], list[str]) | None: the "
+     "probe of the ASCII forms of the decodings of value's texts, and the forms that are "
+     "not ASCII; None for a value it does not walk. Packed: the probe as bytes of "
+     "native-order uint64 values (for _history.packed) instead of a frozenset."},
+    {"seams", (PyCFunction)(void (*)(void))seams, METH_FASTCALL,
+     "seams(texts, packed=False) -> (frozenset[int], list[str]) | None: probe_seams of "
+     "ASCII texts, the forms of the joined text's decodings that are not ASCII left to "
+     "the caller (packed: as probe's)."},
     {"boilerplate", boilerplate, METH_O,
      "boilerplate(long_words) -> list[str] | None: the boilerplate the data's ASCII long "
      "words hold (as _BOILERPLATE finds it, 8 characters or more), in order."},

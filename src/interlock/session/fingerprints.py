@@ -95,10 +95,16 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, filterfalse, repeat
 from operator import itemgetter, methodcaller, mod
-from typing import Final
+from typing import TYPE_CHECKING, Final, TypeAlias
 from urllib.parse import unquote_plus
 
 from interlock._extension import switched_off
+
+if TYPE_CHECKING:
+    from interlock.session._history import PrintSet
+
+#: An argument's probe: a frozenset, or the extension's packed set (:func:`packed_probe`).
+Probe: TypeAlias = "frozenset[int] | PrintSet"
 
 __all__ = [
     "ACCELERATED",
@@ -106,8 +112,11 @@ __all__ = [
     "GRAM",
     "MAX_FINGERPRINTS",
     "WINDOW",
+    "Probe",
     "carries",
     "of_data",
+    "packed_probe",
+    "packed_seams",
     "probe",
     "probe_seams",
     "texts_of",
@@ -711,6 +720,42 @@ def probe(value: object) -> frozenset[int]:
     return _probe_texts(value if isinstance(value, str) else list(texts_of(value)), True)
 
 
+def packed_probe(value: object) -> Probe:
+    """:func:`probe`, packed where the extensions are built: a ``PrintSet`` of the same
+    fingerprints with no int object made (a probe of a value seen once is made, tested
+    against a session's index and freed, and its ints were much of that). Read it as a
+    set of ints — ``isdisjoint``, ``in``, iteration, ``len``, ``==`` — never with
+    ``&``, ``|`` or ``-`` (``frozenset(p)`` first). A frozenset without the extensions."""
+    if ACCELERATED and _packed is not None:
+        got = _speedups.probe(value, True, True)
+        if got is not None:
+            raw, others = got
+            found = _packed(raw)
+            for form in others:
+                found.update(_probe_form_set(form))
+            return found
+    return probe(value)
+
+
+def packed_seams(texts: Sequence[str]) -> Probe:
+    """:func:`probe_seams`, packed as :func:`packed_probe` is."""
+    if ACCELERATED and _packed is not None:
+        got = _speedups.seams(texts, True)
+        if got is not None:
+            raw, others = got
+            found = _packed(raw)
+            for form in others:
+                found.update(_probe_form_set(form))
+            return found
+    return probe_seams(texts)
+
+
+def _probe_form_set(form: str) -> set[int]:
+    out: set[int] = set()
+    _probe_form(form, out)
+    return out
+
+
 def probe_seams(texts: Sequence[str]) -> frozenset[int]:
     """What ``probe("".join(texts))`` holds that the probes of the texts one by one
     lack, or more: the grams and whole tokens across a seam between two texts, and
@@ -747,7 +792,7 @@ def probe_seams(texts: Sequence[str]) -> frozenset[int]:
     return frozenset(out)
 
 
-def carries(probed: frozenset[int], data: frozenset[int]) -> bool:
+def carries(probed: Probe, data: frozenset[int]) -> bool:
     """Whether an argument (its :func:`probe`) carries some of ``data`` (its
     :func:`of_data`). Data of an older format (no :data:`FORMAT_MARK`) is taken to
     be carried: its grams would not match, and a miss would allow."""
@@ -760,6 +805,14 @@ try:
     from interlock.session import _speedups
 except ImportError:  # not built (no compiler where installed): the Python reference
     _speedups = None  # type: ignore[assignment]
+
+try:  # the packed set of the history's extension, made from _speedups' packed probes
+    from interlock.session._history import packed as _packed_raw
+except ImportError:  # not built: probes are frozensets
+    _packed_raw = None  # type: ignore[assignment]
+
+#: ``_history.packed`` when both extensions are built and not switched off
+_packed: Callable[[bytes], PrintSet] | None = None if switched_off() else _packed_raw
 
 #: Whether the C extension computes the hot loops (see the module docstring).
 ACCELERATED: bool = False

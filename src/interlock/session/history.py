@@ -86,15 +86,20 @@ new_prints: Final[Callable[[], Prints]] = (
 PACKED_PRINTS: Final = new_prints is not _py_prints
 
 
-def _py_untracked(prints: frozenset[int]) -> frozenset[int]:
+def _py_untracked(prints: T) -> T:
     return prints
 
 
+class _Untrack(Protocol):
+    def __call__(self, prints: T, /) -> T: ...
+
+
 #: ``untracked(prints)``: the same frozenset, out of the garbage collector's lists when
-#: it holds only ints (C: ``_history.untracked``; as it is without the extension). A
-#: step's fingerprints can be in no reference cycle, yet every full collection walked
-#: each of them (~100 ms a million held): a history passes what it keeps through this.
-untracked: Final[Callable[[frozenset[int]], frozenset[int]]] = (
+#: it holds only ints (C: ``_history.untracked``; as it is without the extension; any
+#: other object as it is). A step's fingerprints can be in no reference cycle, yet
+#: every full collection walked each of them (~100 ms a million held): a history
+#: passes what it keeps through this.
+untracked: Final[_Untrack] = (
     _py_untracked if _history is None or switched_off() else _history.untracked
 )
 
@@ -302,7 +307,7 @@ class DroppedData:
         self.seqs.clear()
         return -held
 
-    def may_hold(self, probed: frozenset[int]) -> bool:
+    def may_hold(self, probed: Iterable[int]) -> bool:
         """False when no dropped step's data shares a fingerprint with ``probed``."""
         return self.blind or not self.prints.isdisjoint(probed)
 
@@ -489,7 +494,7 @@ class FingerprintIndex:
         if _FORMAT_MARK not in prints:
             self.legacy = True
 
-    def may_hold(self, probed: frozenset[int]) -> bool:
+    def may_hold(self, probed: Iterable[int]) -> bool:
         """False when no step in it shares a fingerprint with ``probed`` (nor is of an
         older format, which every argument is taken to carry)."""
         return self.legacy or not self.prints.isdisjoint(probed)
@@ -531,7 +536,7 @@ class SessionView:
         if self.sources is None:
             object.__setattr__(self, "sources", _sources_of(self.steps))
 
-    def may_hold(self, probed: frozenset[int]) -> bool:
+    def may_hold(self, probed: Iterable[int]) -> bool:
         """Whether a step of this view but a trusted input may share a fingerprint with
         ``probed`` (an argument's probe): False is sure, True is to be checked step by
         step (``sources``)."""
