@@ -216,6 +216,23 @@ static PyTypeObject FrozenPrintsIterType;
 
 #define IS_FROZEN(o) (Py_TYPE(o) == &FrozenPrintsType)
 
+/* Whether a value is among n sorted ones: a binary search. */
+static inline int
+sorted_has(const uint64_t *v, Py_ssize_t n, uint64_t value)
+{
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < value) {
+            lo = mid + 1;
+        }
+        else {
+            hi = mid;
+        }
+    }
+    return lo < n && v[lo] == value;
+}
+
 #define MIN_CAPACITY 8
 #define BATCH 32 /* lookups prefetched together */
 
@@ -704,6 +721,36 @@ iterable_meets(PrintSet *self, PyObject *iterable)
     return found ? 1 : batch_meets(self, values, n);
 }
 
+/* Whether a FrozenPrints and a PrintSet share a fingerprint: the smaller side looked
+ * up in the other — a small PrintSet's slots searched for in the sorted array, else the
+ * array's values looked up in the table in batches (no int made either way; the
+ * PrintSet's wide ints are never in a FrozenPrints). */
+static int
+frozen_meets_printset(const FrozenPrints *frozen, PrintSet *set)
+{
+    if (frozen->size == 0 || printset_len(set) == 0) {
+        return 0;
+    }
+    if (set->capacity < frozen->size) {
+        if (set->has_zero && frozen->values[0] == 0) {
+            return 1;
+        }
+        for (Py_ssize_t i = 0; i < set->capacity; i++) {
+            if (set->slots[i] && sorted_has(frozen->values, frozen->size, set->slots[i])) {
+                return 1;
+            }
+        }
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < frozen->size; i += BATCH) {
+        Py_ssize_t n = frozen->size - i < BATCH ? frozen->size - i : BATCH;
+        if (batch_meets(set, frozen->values + i, n)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *
 printset_isdisjoint(PrintSet *self, PyObject *other)
 {
@@ -711,13 +758,8 @@ printset_isdisjoint(PrintSet *self, PyObject *other)
     if (IS_PRINTSET(other)) {
         meets = printsets_meet(self, (PrintSet *)other);
     }
-    else if (IS_FROZEN(other)) { /* its values looked up in batches: no int made */
-        FrozenPrints *frozen = (FrozenPrints *)other;
-        meets = 0;
-        for (Py_ssize_t i = 0; i < frozen->size && !meets; i += BATCH) {
-            Py_ssize_t n = frozen->size - i < BATCH ? frozen->size - i : BATCH;
-            meets = batch_meets(self, frozen->values + i, n);
-        }
+    else if (IS_FROZEN(other)) {
+        meets = frozen_meets_printset((FrozenPrints *)other, self);
     }
     else if (IS_SET(other)) {
         meets = set_meets(self, other);
@@ -1154,18 +1196,7 @@ frozen_adopt(PyTypeObject *type, uint64_t *values, Py_ssize_t n)
 static inline int
 frozen_has(const FrozenPrints *self, uint64_t value)
 {
-    Py_ssize_t lo = 0, hi = self->size;
-    const uint64_t *v = self->values;
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (v[mid] < value) {
-            lo = mid + 1;
-        }
-        else {
-            hi = mid;
-        }
-    }
-    return lo < self->size && v[lo] == value;
+    return sorted_has(self->values, self->size, value);
 }
 
 /* An item as a value of a FrozenPrints: 0, or -1 with TypeError / ValueError set. */
@@ -1442,11 +1473,7 @@ frozen_isdisjoint(FrozenPrints *self, PyObject *other)
         meets = frozen_common(self, other) != 0;
     }
     else if (IS_PRINTSET(other)) {
-        PrintSet *ps = (PrintSet *)other;
-        for (Py_ssize_t i = 0; i < self->size && !meets; i += BATCH) {
-            Py_ssize_t n = self->size - i < BATCH ? self->size - i : BATCH;
-            meets = batch_meets(ps, self->values + i, n);
-        }
+        meets = frozen_meets_printset(self, (PrintSet *)other);
     }
     else if (IS_SET(other)) {
         if (self->size == 0 || PySet_GET_SIZE(other) == 0) {
@@ -1766,6 +1793,42 @@ untracked(PyObject *module, PyObject *prints)
     return prints;
 }
 
+/* The shared empty frozenset that frozen() gives for an empty set (history.py's
+ * EMPTY_FINGERPRINTS). */
+static PyObject *empty_prints;
+
+/* frozen(prints) -> prints: a step's fingerprints as a history keeps them. A set or
+ * frozenset (exactly those types) whose every item is an exact int in [0, 2**64) is
+ * made a FrozenPrints (empty: the shared empty frozenset); anything else is as
+ * untracked() gives it (a frozenset of ints out of the collector's lists), so a value
+ * it cannot pack is kept as it came, never refused nor changed. */
+static PyObject *
+frozen(PyObject *module, PyObject *prints)
+{
+    if (IS_FROZEN(prints) || !PyAnySet_CheckExact(prints)) {
+        Py_INCREF(prints);
+        return prints;
+    }
+    Py_ssize_t n = PySet_GET_SIZE(prints);
+    if (n == 0) {
+        Py_INCREF(empty_prints);
+        return empty_prints;
+    }
+    uint64_t *values = PyMem_Malloc((size_t)n * sizeof(uint64_t));
+    if (values == NULL) {
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *item;
+    while ((item = set_next(prints, &pos)) != NULL) {
+        if (i == n || !PyLong_CheckExact(item) || as_print(item, &values[i++]) != 1) {
+            PyMem_Free(values);
+            return untracked(module, prints);
+        }
+    }
+    return frozen_adopt(&FrozenPrintsType, values, sort_unique(values, i));
+}
+
 /* packed(raw) -> PrintSet: the fingerprints packed in raw — bytes of native-order
  * uint64 values, as _speedups hands an argument's probe over (no int object made for
  * any of them: a probe of a value seen once is made, tested and freed, and its ints
@@ -1814,6 +1877,9 @@ static PyMethodDef methods[] = {
     {"packed", packed, METH_O,
      "packed(raw) -> PrintSet: the fingerprints packed in raw (bytes of native-order "
      "uint64 values, as _speedups gives a probe)"},
+    {"frozen", frozen, METH_O,
+     "frozen(prints) -> prints: a set or frozenset of ints in [0, 2**64) as a "
+     "FrozenPrints (empty: EMPTY_PRINTS); anything else as untracked() gives it"},
     {"frozen_from_bytes", frozen_from_bytes, METH_O,
      "frozen_from_bytes(raw) -> FrozenPrints: the fingerprints in raw (bytes of "
      "native-order uint64 values, any order, repeats allowed)"},
@@ -1842,6 +1908,16 @@ PyInit__history(void)
     Py_INCREF(&PrintSetType);
     if (PyModule_AddObject(made, "PrintSet", (PyObject *)&PrintSetType) < 0) {
         Py_DECREF(&PrintSetType);
+        Py_DECREF(made);
+        return NULL;
+    }
+    if (empty_prints == NULL && (empty_prints = PyFrozenSet_New(NULL)) == NULL) {
+        Py_DECREF(made);
+        return NULL;
+    }
+    Py_INCREF(empty_prints);
+    if (PyModule_AddObject(made, "EMPTY_PRINTS", empty_prints) < 0) {
+        Py_DECREF(empty_prints);
         Py_DECREF(made);
         return NULL;
     }

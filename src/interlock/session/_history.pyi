@@ -28,6 +28,9 @@ class PrintSet:
     def __gt__(self, other: PrintSet | frozenset[int] | set[int], /) -> bool: ...
     __hash__: None  # type: ignore[assignment]
 
+EMPTY_PRINTS: frozenset[int]
+
+def frozen(prints: _T, /) -> _T | FrozenPrints: ...
 def frozen_from_bytes(raw: bytes, /) -> FrozenPrints: ...
 
 @final
