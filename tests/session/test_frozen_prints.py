@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import operator
 import pickle
+import random
 import sys
 from typing import Any
 
@@ -214,3 +215,20 @@ def test_immutable_and_not_collected() -> None:
     assert type(fp) is frozenset and fp == {1, 2, 3, 4}
     assert kept == {1, 2, 3}
     assert FrozenPrints(kept) is kept  # immutable: no copy made
+
+
+@pytest.mark.parametrize("top", [None, 0, 0xAB, 0xFF])
+@pytest.mark.parametrize("count", [31, 33, 400, 4096])
+def test_large_inputs_sorted_as_sorted_does(top: int | None, count: int) -> None:
+    """Hashes spread over the bytes (the usual input) and values that all share a top
+    byte (a bucket too large for the insertion sort), with repeats."""
+    rng = random.Random(count * 1000 + (top or 0))
+    values = [rng.getrandbits(64) for _ in range(count)]
+    if top is not None:
+        values = [(v >> 8) | (top << 56) for v in values]
+    values += values[: count // 4]  # repeats
+    rng.shuffle(values)
+    fp = frozen_from_bytes(b"".join(v.to_bytes(8, sys.byteorder) for v in values))
+    assert list(fp) == sorted(set(values))
+    assert list(FrozenPrints(set(values))) == sorted(set(values))
+    assert list(FrozenPrints(values)) == sorted(set(values))
