@@ -1164,8 +1164,8 @@ insertion_sort(uint64_t *values, Py_ssize_t n)
  * spread over the 64 bits: one counting pass on the top byte puts them in 256 buckets
  * of a few values each, each then insertion-sorted (a bucket of more than FEW — values
  * chosen to share a top byte — goes to qsort, so no input costs more than n log n).
- * The library's qsort alone (a call through a function pointer a comparison) cost
- * ~60 us of a 1 KB result's ~1,000, more than the rest of a settle. Returns -1
+ * With the library's qsort (a call through a function pointer a comparison) frozen()
+ * of a 400-value set took 11.4 us; so, 6.3 us (the sort itself ~2 us). Returns -1
  * (MemoryError set) if the scratch array cannot be had. */
 static int
 sort_values(uint64_t *values, Py_ssize_t n)
