@@ -43,6 +43,7 @@ from interlock.session.history import (
     SessionView,
     Step,
     StepKind,
+    StepPrints,
     slot_maker,
     untracked,
 )
@@ -596,7 +597,7 @@ class FlowTest:
             union = _union_of(args, self.args, True)
             if union is not None and prints.isdisjoint(union):
                 return False  # the usual benign call: one lookup, one isdisjoint
-        sources: list[frozenset[int]] | None = None
+        sources: list[StepPrints] | None = None
         for probed in _argument_probes(args, self.args, state, seams=True):
             if prints is not None and prints.isdisjoint(probed):
                 continue  # one isdisjoint against the whole session
@@ -645,9 +646,12 @@ def provenance_labels(view: SessionView, probed: Probe) -> frozenset[str]:
     trusted: set[int] = set()
     sources: list[tuple[frozenset[int], frozenset[str]]] = []
     for step in view.sources:  # the steps with fingerprints
-        if probed.isdisjoint(step.fingerprints):
+        prints = step.fingerprints
+        # the step's isdisjoint: a packed one (FrozenPrints) looks the smaller side up,
+        # where the probe's would make an int of each of its values
+        if prints.isdisjoint(probed):
             continue
-        held = probed & step.fingerprints
+        held = probed & prints  # a frozenset (FrozenPrints gives one too)
         if step.kind == "input" and step.trusted:
             trusted |= held
         else:

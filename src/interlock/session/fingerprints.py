@@ -101,7 +101,7 @@ from urllib.parse import unquote_plus
 from interlock._extension import switched_off
 
 if TYPE_CHECKING:
-    from interlock.session._history import PrintSet
+    from interlock.session._history import FrozenPrints, PrintSet
 
 #: An argument's probe: a frozenset, or the extension's packed set (:func:`packed_probe`).
 Probe: TypeAlias = "frozenset[int] | PrintSet"
@@ -792,13 +792,18 @@ def probe_seams(texts: Sequence[str]) -> frozenset[int]:
     return frozenset(out)
 
 
-def carries(probed: Probe, data: frozenset[int]) -> bool:
+def carries(probed: Probe, data: frozenset[int] | FrozenPrints) -> bool:
     """Whether an argument (its :func:`probe`) carries some of ``data`` (its
-    :func:`of_data`). Data of an older format (no :data:`FORMAT_MARK`) is taken to
-    be carried: its grams would not match, and a miss would allow."""
+    :func:`of_data`, or a history's packed ``FrozenPrints`` of it). Data of an older
+    format (no :data:`FORMAT_MARK`) is taken to be carried: its grams would not match,
+    and a miss would allow."""
     if data and FORMAT_MARK not in data:
         return True
-    return not probed.isdisjoint(data)
+    if type(data) is frozenset:
+        return not probed.isdisjoint(data)
+    # packed: it looks the smaller side up in the other (a frozenset probe's
+    # isdisjoint would make an int of each of the data's values)
+    return not data.isdisjoint(probed)
 
 
 try:

@@ -42,12 +42,25 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
-from typing import Any, Final, Literal, NamedTuple, Protocol, TypeVar, cast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Final,
+    Literal,
+    NamedTuple,
+    Protocol,
+    TypeAlias,
+    TypeVar,
+    cast,
+)
 
 from interlock._extension import switched_off
 from interlock.errors import SessionUnavailable
 from interlock.session.forgotten import ForgottenSessions
 from interlock.session.labels import check_labels
+
+if TYPE_CHECKING:
+    from interlock.session._history import FrozenPrints
 
 #: :data:`interlock.session.fingerprints.FORMAT_MARK` (not imported: that module is
 #: the heavy one, and a history is made without it)
@@ -103,6 +116,32 @@ untracked: Final[_Untrack] = (
     _py_untracked if _history is None or switched_off() else _history.untracked
 )
 
+#: A step's fingerprints as a history keeps them: the frozenset it was given, or the
+#: C extension's packed ``FrozenPrints`` of the same ints (a sorted uint64 array, 8
+#: bytes a fingerprint where a frozenset of ints costs ~72): equal to the frozenset,
+#: hashed as it, and the same answers to ``in``, ``len``, iteration, ``isdisjoint``,
+#: ``&``, ``|``, ``-`` (which give frozensets) and the subset orders.
+StepPrints: TypeAlias = "frozenset[int] | FrozenPrints"
+
+
+class _Freeze(Protocol):
+    def __call__(self, prints: StepPrints, /) -> StepPrints: ...
+
+
+def _py_frozen(prints: StepPrints) -> StepPrints:
+    return prints
+
+
+#: ``frozen_prints(prints)``: a step's fingerprints as a history keeps them — a set or
+#: frozenset of exact ints in [0, 2**64) packed in a ``FrozenPrints`` (empty: the
+#: shared :data:`EMPTY_FINGERPRINTS`), anything else as :data:`untracked` gives it
+#: (C: ``_history.frozen``). As it is without the extension or with
+#: ``INTERLOCK_NO_SPEEDUPS`` set. A history passes every step's fingerprints it takes in
+#: through this (what it keeps is the bulk of its memory).
+frozen_prints: Final[_Freeze] = (
+    _py_frozen if _history is None or switched_off() else _history.frozen
+)
+
 __all__ = [
     "BLIND_DATA",
     "EMPTY_FINGERPRINTS",
@@ -124,7 +163,9 @@ __all__ = [
     "SessionView",
     "Step",
     "StepKind",
+    "StepPrints",
     "check_labels",
+    "frozen_prints",
     "new_prints",
     "slot_maker",
     "untracked",
@@ -133,7 +174,11 @@ __all__ = [
 #: ``input`` is outside data recorded into the session (not a call): the user's
 #: request, a system prompt (``trusted``), or an inbound message (not trusted).
 StepKind = Literal["tool", "llm", "mcp", "browser", "effect", "input"]
-EMPTY_FINGERPRINTS: Final[frozenset[int]] = frozenset()
+#: The empty fingerprints every step without data shares (the C extension's own, which
+#: :data:`frozen_prints` gives for an empty set).
+EMPTY_FINGERPRINTS: Final[frozenset[int]] = (
+    frozenset() if _history is None else _history.EMPTY_PRINTS
+)
 
 #: Defaults: steps kept per session, and how long an idle session is kept (seconds).
 MAX_STEPS: Final = 200
@@ -185,7 +230,7 @@ class Step:
     verdict: str
     decision_id: str | None
     labels: frozenset[str]
-    fingerprints: frozenset[int]
+    fingerprints: StepPrints  # packed (FrozenPrints) as a history keeps them
     trusted: bool
     executed: bool | None  # None: no outcome yet (or lost); True: ran; False: raised
 
@@ -255,7 +300,7 @@ class DroppedData:
         kind: str,
         name: str,
         labels: frozenset[str],
-        prints: frozenset[int],
+        prints: StepPrints,
         seq: int | None = None,
         trusted: bool = False,
     ) -> int:
@@ -1215,7 +1260,7 @@ class MemoryHistory:
                 verdict,
                 decision_id,
                 labels,
-                untracked(fingerprints) if fingerprints else fingerprints,
+                frozen_prints(fingerprints) if fingerprints else fingerprints,
                 trusted,
                 True if kind == "input" else executed,
             )
@@ -1281,7 +1326,7 @@ class MemoryHistory:
                         old.labels | labels,
                         # no copy when the step had none (the usual case): a result's
                         # set is kept as it came
-                        untracked(
+                        frozen_prints(
                             old.fingerprints | fingerprints if old.fingerprints else fingerprints
                         ),
                         old.trusted,

@@ -14,19 +14,36 @@ import base64
 import binascii
 import sys
 from array import array
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Final
+
+from interlock._extension import switched_off
+
+if TYPE_CHECKING:
+    from interlock.session._history import FrozenPrints
+
+try:
+    from interlock.session._history import FrozenPrints as _FrozenPrints
+    from interlock.session._history import frozen_from_bytes as _from_bytes
+except ImportError:  # not built: fingerprints are frozensets
+    _FrozenPrints = None  # type: ignore[assignment,misc]
+    _from_bytes = None  # type: ignore[assignment]
 
 __all__ = ["pack", "pack_text", "unpack", "unpack_text"]
 
 _U64: Final = 1 << 64
 _SWAP: Final = sys.byteorder != "little"
+#: ``_history.frozen_from_bytes`` when the extension is built and not switched off
+_frozen_from_bytes: Callable[[bytes], FrozenPrints] | None = None if switched_off() else _from_bytes
 
 
 def pack(fingerprints: Iterable[int]) -> bytes:
     """Fingerprints as stored: sorted little-endian uint64. A value that is not a
     64-bit unsigned integer is a ValueError naming it (never silently changed: it
-    would no longer match what an argument's probe computes)."""
+    would no longer match what an argument's probe computes). A history's packed
+    ``FrozenPrints`` gives its bytes as they are (sorted, in range by construction)."""
+    if _FrozenPrints is not None and type(fingerprints) is _FrozenPrints:
+        return fingerprints.to_bytes()
     values = sorted(fingerprints)
     if values and (values[0] < 0 or values[-1] >= _U64):
         bad = values[0] if values[0] < 0 else values[-1]
@@ -50,6 +67,23 @@ def unpack(data: bytes | memoryview | None) -> frozenset[int]:
     if _SWAP:  # pragma: no cover - big-endian hosts
         values.byteswap()
     return frozenset(values)
+
+
+def unpack_prints(data: bytes | memoryview) -> frozenset[int] | FrozenPrints:
+    """:func:`unpack` as a history keeps a step's fingerprints: a ``FrozenPrints`` read
+    straight from the bytes (no int made) when the extension is built and not switched
+    off, else the frozenset. Internal: the SQL store's reads of its own rows."""
+    if _frozen_from_bytes is None or not data:
+        return unpack(data)
+    raw = bytes(data)
+    if len(raw) % 8:
+        raise ValueError(f"packed fingerprints are 8 bytes each, not {len(raw)} bytes in all")
+    if _SWAP:  # pragma: no cover - big-endian hosts: native order for the extension
+        values = array("Q")
+        values.frombytes(raw)
+        values.byteswap()
+        raw = values.tobytes()
+    return _frozen_from_bytes(raw)
 
 
 def pack_text(fingerprints: Iterable[int]) -> str:

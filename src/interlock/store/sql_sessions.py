@@ -70,9 +70,9 @@ from interlock.session.history import (
     SessionView,
     Step,
     StepKind,
-    untracked,
+    frozen_prints,
 )
-from interlock.session.packing import pack, unpack
+from interlock.session.packing import pack, unpack, unpack_prints
 from interlock.store.sql_base import Cursor, StoreBase
 
 __all__ = ["PG_STEP_RESULT", "SessionStore", "SessionSummary", "SqlHistory", "Written"]
@@ -721,7 +721,7 @@ class SqlHistory:
             step.verdict,
             step.decision_id,
             attach,
-            untracked(fingerprints) if fingerprints else EMPTY_FINGERPRINTS,
+            frozen_prints(fingerprints) if fingerprints else EMPTY_FINGERPRINTS,
             step.trusted,
             executed,
         )
@@ -998,7 +998,7 @@ class SqlHistory:
                 old = steps[at_index]
                 kept_fingerprints = old.fingerprints
                 if fingerprints:
-                    kept_fingerprints = untracked(kept_fingerprints | fingerprints)
+                    kept_fingerprints = frozen_prints(kept_fingerprints | fingerprints)
                     held += len(kept_fingerprints) - len(old.fingerprints) + len(fingerprints)
                 new = dataclasses.replace(
                     old, executed=ran, labels=step_labels, fingerprints=kept_fingerprints
@@ -1049,7 +1049,7 @@ def _written(
         step.verdict,
         step.decision_id,
         step.labels,
-        untracked(step.fingerprints) if step.fingerprints else EMPTY_FINGERPRINTS,
+        frozen_prints(step.fingerprints) if step.fingerprints else EMPTY_FINGERPRINTS,
         step.trusted,
         executed,
     )
@@ -1066,7 +1066,7 @@ def _step(row: Any) -> Step:
         str(row[4]),
         row[5],
         _labels_of(row[6]),
-        untracked(unpack(row[7])) if row[7] else EMPTY_FINGERPRINTS,
+        unpack_prints(row[7]) if row[7] else EMPTY_FINGERPRINTS,  # packed: FrozenPrints
         bool(row[8]),
         None if row[9] is None else bool(row[9]),
     )
