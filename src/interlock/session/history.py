@@ -187,10 +187,11 @@ EXPIRE_AFTER: Final = 24 * 3600.0
 #: together: each step's set counted whole, plus each session's index. Measured with
 #: tracemalloc (CPython 3.11, sessions of 200 steps with 2 KB results: ~510
 #: fingerprints a result, each held once in its step's set and once in its session's
-#: index): ~43-52 bytes a counted fingerprint with the C extension (a 64-bit int of
-#: 36 bytes and a set slot, then 8-byte slots in the packed index), ~71 without (the
-#: index a set), so 4,000,000 is ~200 MB (~285 MB): ~20 such sessions at ~7-13 MB
-#: each, or ~200 sessions of 20 such steps.
+#: index): ~11-13 bytes a counted fingerprint with the C extension (8 bytes in the
+#: step's packed ``FrozenPrints``, then 8-byte slots in the packed index: ADR 0041),
+#: ~71 without (a frozenset of 36-byte ints, the index a set), so 4,000,000 is ~50 MB
+#: (~285 MB without): ~20 such sessions at ~1.8-3.1 MB each (~7-13 MB without), or
+#: ~200 sessions of 20 such steps.
 MAX_FINGERPRINTS: Final = 4_000_000
 #: Kinds of executed call steps (a kind, name and labels each) a session's past counts;
 #: past it the past is overflowed: its counts cannot be told.
@@ -984,7 +985,7 @@ class MemoryHistory:
     without ``within``, ``session.count``) stay exact, a ``secret`` it carries stays,
     and what only the given-up steps could tell (``flows_from``, provenance, a
     ``within``) cannot be told — undetermined, never a miss. Views handed out
-    before a demotion stay as they were (immutable). Size ``max_fingerprints`` at ~50
+    before a demotion stay as they were (immutable). Size ``max_fingerprints`` at ~12
     bytes each (~71 without the C extension; ~510 a 2 KB result, counted twice: the
     step and the index; a session past ``max_steps`` up to ~3x its kept steps, its
     index holding dropped ones until rebuilt). The bound is shared by every session
