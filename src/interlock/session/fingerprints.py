@@ -729,11 +729,7 @@ def packed_probe(value: object) -> Probe:
     if ACCELERATED and _packed is not None:
         got = _speedups.probe(value, True, True)
         if got is not None:
-            raw, others = got
-            found = _packed(raw)
-            for form in others:
-                found.update(_probe_form_set(form))
-            return found
+            return _unpacked(_packed, *got)
     return probe(value)
 
 
@@ -742,18 +738,19 @@ def packed_seams(texts: Sequence[str]) -> Probe:
     if ACCELERATED and _packed is not None:
         got = _speedups.seams(texts, True)
         if got is not None:
-            raw, others = got
-            found = _packed(raw)
-            for form in others:
-                found.update(_probe_form_set(form))
-            return found
+            return _unpacked(_packed, *got)
     return probe_seams(texts)
 
 
-def _probe_form_set(form: str) -> set[int]:
-    out: set[int] = set()
-    _probe_form(form, out)
-    return out
+def _unpacked(packed: Callable[[bytes], PrintSet], raw: bytes, others: list[str]) -> PrintSet:
+    """The ``PrintSet`` of C's packed fingerprints and the probe of the forms (not ASCII)
+    it left to Python."""
+    found = packed(raw)
+    for form in others:
+        out: set[int] = set()
+        _probe_form(form, out)
+        found.update(out)
+    return found
 
 
 def probe_seams(texts: Sequence[str]) -> frozenset[int]:
