@@ -968,9 +968,10 @@ class MemoryHistory:
     once makes one view a check, and a write with no read between makes none.
 
     Two bounds on what keeps its steps: at most ``max_sessions`` sessions, and at most
-    ``max_fingerprints`` fingerprints across all sessions (:data:`MAX_FINGERPRINTS`, ~285
-    MB; ``None``: no such bound) — each step's set counted whole, plus each session's
-    :class:`FingerprintIndex`, kept as a running total (O(1) a write). After a write
+    ``max_fingerprints`` fingerprints across all sessions (:data:`MAX_FINGERPRINTS`, ~50
+    MB with the C extension, ~285 without; ``None``: no such bound) — each step's set
+    counted whole, plus each session's :class:`FingerprintIndex`, kept as a running
+    total (O(1) a write). After a write
     past either, the least recently written sessions (appended to or settled) are
     **demoted** until within both: a demoted session gives up its steps but **keeps its
     labels**, its next seq and its **past** — the counts of the calls it ran, as past
