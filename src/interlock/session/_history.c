@@ -903,6 +903,22 @@ printset_add(PrintSet *self, PyObject *item)
     Py_RETURN_NONE;
 }
 
+/* A new, empty PrintSet (its table made by the first value added); NULL on failure. */
+static PrintSet *
+printset_empty(void)
+{
+    PrintSet *self = PyObject_New(PrintSet, &PrintSetType);
+    if (self != NULL) {
+        self->slots = NULL;
+        self->capacity = 0;
+        self->used = 0;
+        self->has_zero = 0;
+        self->wide = NULL;
+        self->version = 0;
+    }
+    return self;
+}
+
 static PyObject *
 printset_clear(PrintSet *self, PyObject *unused)
 {
@@ -919,16 +935,11 @@ printset_clear(PrintSet *self, PyObject *unused)
 static PyObject *
 printset_copy(PrintSet *self, PyObject *unused)
 {
-    PrintSet *copy = PyObject_New(PrintSet, &PrintSetType);
+    PrintSet *copy = printset_empty();
     if (copy == NULL) {
         return NULL;
     }
-    copy->slots = NULL;
-    copy->capacity = 0;
-    copy->used = 0;
     copy->has_zero = self->has_zero;
-    copy->wide = NULL;
-    copy->version = 0;
     if (self->capacity) {
         copy->slots = PyMem_Malloc((size_t)self->capacity * sizeof(uint64_t));
         if (copy->slots == NULL) {
@@ -956,16 +967,10 @@ printset_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         !PyArg_UnpackTuple(args, "PrintSet", 0, 1, &iterable)) {
         return NULL;
     }
-    PrintSet *self = (PrintSet *)type->tp_alloc(type, 0);
+    PrintSet *self = printset_empty(); /* (the type is final: type is PrintSetType) */
     if (self == NULL) {
         return NULL;
     }
-    self->slots = NULL;
-    self->capacity = 0;
-    self->used = 0;
-    self->has_zero = 0;
-    self->wide = NULL;
-    self->version = 0;
     if (iterable != NULL && printset_update_one(self, iterable) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -1002,10 +1007,11 @@ printset_iter(PrintSet *self)
     return (PyObject *)it;
 }
 
+/* __reduce__ of both packed types: their type called with the list of their ints. */
 static PyObject *
-printset_reduce(PrintSet *self, PyObject *unused)
+reduce_as_list(PyObject *self, PyObject *unused)
 {
-    PyObject *items = PySequence_List((PyObject *)self);
+    PyObject *items = PySequence_List(self);
     if (items == NULL) {
         return NULL;
     }
@@ -1040,7 +1046,7 @@ static PyMethodDef printset_methods[] = {
      "isdisjoint(iterable): as set.isdisjoint (its items looked up here)"},
     {"clear", (PyCFunction)printset_clear, METH_NOARGS, "clear(): as set.clear"},
     {"copy", (PyCFunction)printset_copy, METH_NOARGS, "copy(): a PrintSet of the same ints"},
-    {"__reduce__", (PyCFunction)printset_reduce, METH_NOARGS, NULL},
+    {"__reduce__", reduce_as_list, METH_NOARGS, NULL},
     {"__sizeof__", (PyCFunction)printset_sizeof, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
@@ -1724,16 +1730,6 @@ frozen_to_bytes(FrozenPrints *self, PyObject *unused)
 }
 
 static PyObject *
-frozen_reduce(FrozenPrints *self, PyObject *unused)
-{
-    PyObject *items = PySequence_List((PyObject *)self);
-    if (items == NULL) {
-        return NULL;
-    }
-    return Py_BuildValue("(O(N))", Py_TYPE(self), items);
-}
-
-static PyObject *
 frozen_sizeof(FrozenPrints *self, PyObject *unused)
 {
     return PyLong_FromSsize_t((Py_ssize_t)sizeof(FrozenPrints) +
@@ -1757,7 +1753,7 @@ static PyMethodDef frozen_methods[] = {
      "isdisjoint(iterable): as frozenset.isdisjoint"},
     {"to_bytes", (PyCFunction)frozen_to_bytes, METH_NOARGS,
      "to_bytes() -> bytes: the values as sorted little-endian uint64 (packing.pack's form)"},
-    {"__reduce__", (PyCFunction)frozen_reduce, METH_NOARGS, NULL},
+    {"__reduce__", reduce_as_list, METH_NOARGS, NULL},
     {"__sizeof__", (PyCFunction)frozen_sizeof, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
@@ -1908,16 +1904,10 @@ packed(PyObject *module, PyObject *raw)
         return NULL;
     }
     Py_ssize_t n = PyBytes_GET_SIZE(raw) / (Py_ssize_t)sizeof(uint64_t);
-    PrintSet *self = PyObject_New(PrintSet, &PrintSetType);
+    PrintSet *self = printset_empty();
     if (self == NULL) {
         return NULL;
     }
-    self->slots = NULL;
-    self->capacity = 0;
-    self->used = 0;
-    self->has_zero = 0;
-    self->wide = NULL;
-    self->version = 0;
     if (n && table_reserve(self, n) < 0) {
         Py_DECREF(self);
         return NULL;

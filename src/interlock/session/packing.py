@@ -59,13 +59,8 @@ def unpack(data: bytes | memoryview | None) -> frozenset[int]:
     a multiple of 8 is a ValueError."""
     if not data:
         return frozenset()
-    raw = bytes(data)
-    if len(raw) % 8:
-        raise ValueError(f"packed fingerprints are 8 bytes each, not {len(raw)} bytes in all")
     values = array("Q")
-    values.frombytes(raw)
-    if _SWAP:  # pragma: no cover - big-endian hosts
-        values.byteswap()
+    values.frombytes(_native(data))
     return frozenset(values)
 
 
@@ -75,15 +70,21 @@ def unpack_prints(data: bytes | memoryview) -> frozenset[int] | FrozenPrints:
     off, else the frozenset. Internal: the SQL store's reads of its own rows."""
     if _frozen_from_bytes is None or not data:
         return unpack(data)
+    return _frozen_from_bytes(_native(data))
+
+
+def _native(data: bytes | memoryview) -> bytes:
+    """Stored fingerprints' bytes as native-order uint64s (the same bytes on a
+    little-endian host); a length that is not a multiple of 8 is a ValueError."""
     raw = bytes(data)
     if len(raw) % 8:
         raise ValueError(f"packed fingerprints are 8 bytes each, not {len(raw)} bytes in all")
-    if _SWAP:  # pragma: no cover - big-endian hosts: native order for the extension
+    if _SWAP:  # pragma: no cover - big-endian hosts
         values = array("Q")
         values.frombytes(raw)
         values.byteswap()
         raw = values.tobytes()
-    return _frozen_from_bytes(raw)
+    return raw
 
 
 def pack_text(fingerprints: Iterable[int]) -> str:
