@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 NODE_SERVERS := tests/gateways/mcp/npm
 NODE_SERVERS_STAMP := $(NODE_SERVERS)/node_modules/.installed
 
-.PHONY: demo test lint typecheck unit test-crewai test-browser-use test-typescript node-servers bench clean
+.PHONY: demo test lint typecheck unit test-sanitized test-crewai test-browser-use test-typescript node-servers bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,8 @@ demo: $(VENV)/.installed-run
 
 ## test: create the environment, install dev tools, lint, type-check and run every test
 ## (CrewAI's and browser-use's adapter tests in environments of their own: they cannot
-## share one with the other frameworks)
-test: $(VENV)/.installed-dev lint typecheck unit test-crewai test-browser-use test-typescript
+## share one with the other frameworks; the C accelerators' tests again under sanitizers)
+test: $(VENV)/.installed-dev lint typecheck unit test-sanitized test-crewai test-browser-use test-typescript
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests bench
@@ -44,6 +44,11 @@ typecheck: $(VENV)/.installed-dev
 
 unit: $(VENV)/.installed-dev node-servers
 	$(BIN)/pytest --durations=30
+
+## test-sanitized: the C accelerators built under AddressSanitizer and UndefinedBehaviorSanitizer
+## (in build/sanitized) and the tests of their paths run against them (tests/run_sanitized.sh)
+test-sanitized: $(VENV)/.installed-dev
+	PYTHON=$(BIN)/python tests/run_sanitized.sh
 
 ## test-crewai: the CrewAI adapter's tests, in an environment of their own (crewai needs mcp<2)
 .venv-crewai/.installed: pyproject.toml $(SPEEDUPS)
@@ -91,4 +96,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .venv-crewai .venv-browser-use .pytest_cache .mypy_cache .ruff_cache $(NODE_SERVERS)/node_modules
+	rm -rf $(VENV) .venv-crewai .venv-browser-use build/sanitized .pytest_cache .mypy_cache .ruff_cache $(NODE_SERVERS)/node_modules

@@ -202,14 +202,17 @@ _CONTROL: Final = bytes([*range(9), 11, 12, *range(14, 32), 127])
 
 
 def texts_of(value: object) -> Iterator[str]:
-    """Every string leaf of a JSON-like value (keys too); anything else by ``str``."""
+    """Every string leaf of a JSON-like value (keys too); anything else by ``str``. A
+    str subclass is read as the text it holds (its own methods are not asked, as the C
+    walk does not ask them: a subclass whose ``lower`` or ``__str__`` said something
+    else must not change what is fingerprinted)."""
     if isinstance(value, str):
-        yield value
+        yield value if type(value) is str else str.__str__(value)
     elif isinstance(value, (bytes, bytearray, memoryview)):
         yield bytes(value).decode("utf-8", "replace")
     elif isinstance(value, Mapping):
         for k, v in value.items():
-            yield str(k)
+            yield k if type(k) is str else str.__str__(k) if isinstance(k, str) else str(k)
             yield from texts_of(v)
     elif isinstance(value, (list, tuple, set, frozenset)):
         for item in value:
@@ -717,7 +720,7 @@ def probe(value: object) -> frozenset[int]:
         if got is not None:
             found, others = got
             return _probe_others(found, others) if others else found
-    return _probe_texts(value if isinstance(value, str) else list(texts_of(value)), True)
+    return _probe_texts(value if type(value) is str else list(texts_of(value)), True)
 
 
 def packed_probe(value: object) -> Probe:
