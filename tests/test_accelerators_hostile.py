@@ -136,6 +136,18 @@ def test_print_set_refuses_what_is_not_an_int_and_keeps_its_contents(value: obje
     assert value not in prints
 
 
+@needs_history
+def test_only_ints_are_members_of_the_packed_sets() -> None:
+    """A fingerprint is an int: a number of another type equal to one is not found
+    (a frozenset would find ``1.0``), as ``StepPrints`` says."""
+    for prints in (_history.PrintSet([1, 2**64 - 1]), _history.frozen(frozenset([1, 2**64 - 1]))):
+        assert 1 in prints
+        assert True in prints  # a bool is an int
+        assert 1.0 not in prints
+        assert "1" not in prints
+        assert float(2**64 - 1) not in prints
+
+
 # -- packed and stored bytes ----------------------------------------------------------
 
 RAW_CASES: list[tuple[str, bytes]] = [

@@ -119,8 +119,10 @@ untracked: Final[_Untrack] = (
 #: A step's fingerprints as a history keeps them: the frozenset it was given, or the
 #: C extension's packed ``FrozenPrints`` of the same ints (a sorted uint64 array, 8
 #: bytes a fingerprint where a frozenset of ints costs ~72): equal to the frozenset,
-#: hashed as it, and the same answers to ``in``, ``len``, iteration, ``isdisjoint``,
-#: ``&``, ``|``, ``-`` (which give frozensets) and the subset orders.
+#: hashed as it, and the same answers to ``in`` (of an int: a fingerprint is one; a
+#: float or other number equal to one of its ints is not found, where a frozenset
+#: would find it), ``len``, iteration, ``isdisjoint``, ``&``, ``|``, ``-`` (which give
+#: frozensets) and the subset orders.
 StepPrints: TypeAlias = "frozenset[int] | FrozenPrints"
 
 
