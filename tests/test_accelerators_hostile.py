@@ -264,17 +264,19 @@ PROBE_CASES: list[tuple[str, Callable[[], object]]] = [
 
 
 @pytest.mark.parametrize(("name", "make"), PROBE_CASES, ids=[c[0] for c in PROBE_CASES])
-def test_an_argument_probe_ends_as_the_reference_ends(
+def test_an_argument_probe_and_a_result_fingerprints_end_as_the_reference_ends(
     name: str, make: Callable[[], object]
 ) -> None:
-    def probed(value: object) -> object:
-        try:
-            return fingerprints.probe(value)
-        except Exception as exc:
-            return type(exc)
+    for fingerprint in (fingerprints.probe, fingerprints.of_data):
 
-    python, c = both(probed, make())
-    assert c == python
+        def ended(value: object) -> object:
+            try:
+                return fingerprint(value)  # noqa: B023 - called at once, in this iteration
+            except Exception as exc:
+                return type(exc)
+
+        python, c = both(ended, make())
+        assert c == python, fingerprint.__name__
 
 
 def test_a_secret_split_by_a_lone_surrogate_is_still_found() -> None:
