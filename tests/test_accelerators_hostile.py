@@ -181,26 +181,48 @@ def test_ragged_or_foreign_bytes_are_refused(raw: Any) -> None:
 
 
 @needs_history
-def test_frozen_prints_operands_that_change_a_print_set_while_read() -> None:
+def test_no_python_runs_while_c_reads_a_set_operand() -> None:
+    """The window a use-after-free needs is Python code run in the middle of a C loop:
+    a set operand (a subclass too) is read from its table as CPython's own set
+    operations read it — its ``__iter__`` is never called — and a value that is not an
+    int is refused before anything is read (no ``__index__`` asked). Where C must call
+    back, into an iterable, the cases above change the set under it."""
     stored = _history.frozen(frozenset(range(100)))
-    target = _history.PrintSet(range(50))
+    prints = _history.PrintSet(range(50))
+    called: list[str] = []
 
     class Meddling(set[int]):
         def __iter__(self) -> Iterator[int]:
-            target.clear()
-            target.update(range(10**5))
+            called.append("__iter__")
+            prints.clear()
             return super().__iter__()
 
+    class Index:
+        def __index__(self) -> int:
+            called.append("__index__")
+            prints.clear()
+            return 7
+
     other = Meddling(range(40, 160))
+    # the reference's operand is a plain set: CPython's own frozenset.isdisjoint
+    # iterates a set subclass, so it would meddle
+    plain = set(range(40, 160))
     reference = frozenset(range(100))
-    assert stored & other == reference & other
-    assert stored | other == reference | other
-    assert stored - other == reference - other
-    assert other - stored == other - reference
-    assert stored.isdisjoint(other) == reference.isdisjoint(other)
-    assert target.isdisjoint(_growing(target)) is True
-    target.update(stored)
-    assert all(v in target for v in stored)
+    assert stored & other == reference & plain
+    assert stored | other == reference | plain
+    assert stored - other == reference - plain
+    assert other - stored == plain - reference
+    assert stored.isdisjoint(other) is reference.isdisjoint(plain) is False
+    assert (stored <= other, stored >= other) == (reference <= plain, reference >= plain)
+    prints.update(other)
+    assert prints.isdisjoint(other) is False
+    for refused in (lambda: prints.add(Index()), lambda: prints.update([Index()])):  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            refused()
+    assert Index() not in prints
+    assert Index() not in stored
+    assert called == []
+    assert sorted(prints) == sorted(set(range(50)) | set(range(40, 160)))
 
 
 # -- an argument's probe ---------------------------------------------------------------
