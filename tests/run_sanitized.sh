@@ -3,7 +3,8 @@
 # its chain link) built under AddressSanitizer and UndefinedBehaviorSanitizer, and the
 # tests of their paths run against those builds: a read past a buffer, a use of a freed
 # object or undefined arithmetic aborts the run with a report, where the normal build
-# could pass silently. `make test-sanitized` runs it; `make test` (and so CI) includes it.
+# could pass silently. `make test-sanitized` runs it; `make test` (and so CI) includes it
+# (docs/adr/0042-the-accelerators-under-sanitizers.md).
 #
 # A copy of src/ in build/sanitized holds the sanitized extensions, so the editable
 # install's own builds stay as they are. Needs gcc (or $CC) with its sanitizer runtimes
