@@ -49,6 +49,7 @@ export PYTHONPATH="$PWD/$out/src:$PWD"
 unset INTERLOCK_NO_SPEEDUPS
 
 "$python" - "$out" <<'EOF'
+import importlib
 import sys
 from pathlib import Path
 
@@ -56,7 +57,7 @@ from interlock.accelerators import accelerators
 
 tree = Path(sys.argv[1]).resolve()
 for accelerator in accelerators():
-    module = sys.modules.get(accelerator.module) or __import__(accelerator.module, fromlist=["_"])
+    module = importlib.import_module(accelerator.module)
     where = Path(module.__file__ or "").resolve()
     if not accelerator.in_use or tree not in where.parents:
         sys.exit(f"test-sanitized: {accelerator.name} is not the sanitized build ({where})")

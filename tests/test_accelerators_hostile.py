@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from tests.core.redaction_paths import on_path
 from tests.session.speedups_paths import both
 
 from interlock.core.redaction import Redactor
@@ -28,6 +29,10 @@ try:
     from interlock.session import _history
 except ImportError:  # pragma: no cover - only where no compiler was at install time
     _history = None  # type: ignore[assignment]
+try:
+    from interlock.core import _redaction
+except ImportError:  # pragma: no cover - only where no compiler was at install time
+    _redaction = None  # type: ignore[assignment]
 
 needs_history = pytest.mark.skipif(_history is None, reason="the C accelerator is not built")
 U64 = 1 << 64
@@ -326,20 +331,16 @@ REDACTION_CASES: list[tuple[str, Callable[[], object]]] = [
 ]
 
 
+@pytest.mark.skipif(_redaction is None, reason="the C accelerator is not built")
 @pytest.mark.parametrize(("name", "make"), REDACTION_CASES, ids=[c[0] for c in REDACTION_CASES])
 def test_a_record_redaction_ends_as_the_reference_ends(
     name: str, make: Callable[[], object]
 ) -> None:
-    from interlock.core import redaction
-
     def redacted(accelerated: bool) -> object:
-        was = redaction.ACCELERATED
-        redaction._accelerate(accelerated)
-        try:
-            return repr(Redactor().redact_value(make()))
-        except Exception as exc:
-            return type(exc)
-        finally:
-            redaction._accelerate(was)
+        with on_path(accelerated):
+            try:
+                return repr(Redactor().redact_value(make()))
+            except Exception as exc:
+                return type(exc)
 
     assert redacted(True) == redacted(False)

@@ -11,13 +11,13 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.core.redaction_paths import on_path
 
 from interlock.core import redaction
 from interlock.core.redaction import REDACTED, Redactor, _NotPlain
@@ -134,16 +134,6 @@ def same(a: object, b: object) -> bool:
         assert isinstance(b, list | tuple)
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     return a == b
-
-
-@contextmanager
-def on_path(accelerated: bool) -> Iterator[None]:
-    was = redaction.ACCELERATED
-    assert redaction._accelerate(accelerated) is accelerated
-    try:
-        yield
-    finally:
-        redaction._accelerate(was)
 
 
 def _accelerated_in_a_new_process(**env: str) -> str:
