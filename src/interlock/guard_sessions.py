@@ -54,6 +54,7 @@ from interlock.session.history import (
     SessionView,
     Step,
 )
+from interlock.session.tails import tails_of
 
 if TYPE_CHECKING:
     from interlock.core.events import Event
@@ -119,6 +120,9 @@ class SessionRecorder:
         #: the history is this module's MemoryHistory: a step is appended field by
         #: field (``append_call``: no NewStep made)
         self._by_fields = type(history) is MemoryHistory
+        #: what each session's arguments last sent, joined to its next call's
+        #: (``flows_from``: a secret cut into pieces over several calls)
+        self.tails = tails_of(history)
 
     def joinable(self, writer: AuditWriter) -> bool:
         """Whether a step can ride a record of ``writer``: the same store, and a writer

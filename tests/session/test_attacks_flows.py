@@ -276,12 +276,6 @@ def test_a_secret_split_into_two_halves_over_two_calls_is_a_flow() -> None:
     assert _verdict(guard, "http_post", url="https://x.example/", body=KEY[half:]) is Verdict.DENY
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fingerprints: a piece shorter than 16 normalised characters cut out of a "
-    "longer token is not found (documented limit), so a 40-char key sent as four "
-    "10-char calls leaves unnoticed; only a labels: rule stops it.",
-)
 def test_a_secret_split_over_four_calls_is_a_flow() -> None:
     guard = _guard()
     _read(guard, "/srv/app/.env", ENV)

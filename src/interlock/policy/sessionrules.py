@@ -105,7 +105,7 @@ class SessionFacts:
     now: float
     problem: str | None = None
     #: made by the first probe (a check no flow or provenance test reads makes none)
-    _probes: dict[Any, Probe] | None = None
+    _probes: dict[Any, Any] | None = None
     guard: object = None
     recorder: Any = None
     join: Any = None
@@ -554,6 +554,34 @@ def _scalar_texts(values: tuple[Any, ...]) -> tuple[str, ...] | None:
     return tuple(texts)
 
 
+#: The key of a check's probes of its arguments joined to the session's tails, in
+#: :attr:`SessionFacts._probes` (made, and the tails advanced, once a check).
+_TAILS_KEY: Final = ("tails",)
+
+
+def _joined_to_tails(
+    view: SessionView, args: Any, names: tuple[str, ...] | None, state: SessionFacts | None
+) -> list[Probe]:
+    """The probes of the named arguments (all, when ``names`` is None) joined to what
+    the same arguments of the session's earlier calls sent
+    (:mod:`interlock.session.tails`): empty outside a guard's check."""
+    recorder = state.recorder if state is not None else None
+    tails = getattr(recorder, "tails", None)
+    if tails is None or state is None:
+        return []
+    probes = state._probes
+    if probes is None:
+        probes = state._probes = {}
+    found = probes.get(_TAILS_KEY)
+    if found is None:
+        found = probes[_TAILS_KEY] = tails.advance(view.tenant, view.session_id, args)
+    if not found:
+        return []
+    if names is None:
+        return list(found.values())
+    return [found[name] for name in names if name in found]
+
+
 @dataclass(frozen=True, slots=True)
 class FlowTest:
     """This call's arguments carry data an earlier executed step matching the selector
@@ -593,12 +621,18 @@ class FlowTest:
         # view.may_hold, inlined: a view's sources were in its index before it was
         # handed out, so an index not legacy then has every fingerprint they hold
         prints = None if index is None or index.legacy else index.prints
+        joined = _joined_to_tails(view, args, self.args, state)
         if prints is not None and type(args) is dict:
             union = _union_of(args, self.args, True)
-            if union is not None and prints.isdisjoint(union):
+            if (
+                union is not None
+                and prints.isdisjoint(union)
+                and (not joined or all(map(prints.isdisjoint, joined)))
+            ):
                 return False  # the usual benign call: one lookup, one isdisjoint
         sources: list[StepPrints] | None = None
-        for probed in _argument_probes(args, self.args, state, seams=True):
+        probes = _argument_probes(args, self.args, state, seams=True)
+        for probed in probes + joined if joined else probes:
             if prints is not None and prints.isdisjoint(probed):
                 continue  # one isdisjoint against the whole session
             if sources is None:
@@ -620,11 +654,12 @@ class FlowTest:
         names = None
         if selector.names is not None or selector.kinds is not None:
             names = selector.matches_name
+        joined = _joined_to_tails(view, args, self.args, state)
         if type(args) is dict:
             union = _union_of(args, self.args, True)
             if union is not None:
-                return dropped_may_carry(view, (union,), names, selector.labels)
-        probes = _argument_probes(args, self.args, state, seams=True)
+                return dropped_may_carry(view, (union, *joined), names, selector.labels)
+        probes = _argument_probes(args, self.args, state, seams=True) + joined
         return dropped_may_carry(view, probes, names, selector.labels)
 
 
