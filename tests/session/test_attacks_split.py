@@ -102,9 +102,7 @@ ATTACKS: dict[str, list[Call]] = {
         for i, p in enumerate(_cut(KEY, 10))
     ],
     "short-password-halves": _posts(_cut(PASSWORD, 6), lambda p: {"body": p}),
-    "number-argument": [
-        ("http_post", {"body": "x", "n": int(p)}) for p in _cut(CARD, 5)
-    ],
+    "number-argument": [("http_post", {"body": "x", "n": int(p)}) for p in _cut(CARD, 5)],
 }
 
 #: id -> why the pieces still leave
