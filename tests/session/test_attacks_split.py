@@ -255,7 +255,6 @@ def test_a_url_argument_keeps_a_tail_for_each_part() -> None:
     tails = ArgumentTails()
     tails.advance("t", "s", {"u": "https://ab.c.x.example/p/q%2Dr?d=1&e=f%20g#frag"})
     assert tails.tails("t", "s") == {
-        "u": "https://ab.c.x.example/p/q%2Dr?d=1&e=f%20g#frag",
         "u?d": "1",
         "u?e": "g",  # the value's last run
         "u?e^": "f",  # and its first
@@ -287,4 +286,21 @@ def test_the_tails_are_tenant_scoped() -> None:
     tails = ArgumentTails()
     tails.advance("t1", "s", {"b": "abc"})
     assert tails.tails("t2", "s") == {}
-    assert tails.advance("t2", "s", {"b": "def"}) == {}
+    assert tails.advance("t2", "s", {"b": "def"}) == ()
+
+
+def test_what_spans_a_seam_is_probed_and_what_the_tail_holds_alone_is_not() -> None:
+    from interlock.session.fingerprints import of_data, probe, probe_across
+
+    data = of_data(f"TOKEN={KEY}\nNOTE=q1w2e3r4t5y6\n")
+    across = probe_across("note: q1w2e3r4t5y6 then " + KEY[:9], KEY[9:18] + " more")
+    assert not across.isdisjoint(data)  # the grams across the seam are the key's
+    # the tail's own token is in the data, and in the tail's own probe — not here
+    assert not probe("q1w2e3r4t5y6").isdisjoint(data)
+    assert probe_across("note: q1w2e3r4t5y6", " ok").isdisjoint(data)
+    assert probe_across("q1w2e3r4t5y6", "ok").isdisjoint(data)
+    assert probe_across("", KEY) == frozenset() == probe_across(KEY, "")
+    # a short token cut in two is found whole
+    assert not probe_across(PASSWORD[:6], PASSWORD[6:]).isdisjoint(
+        of_data(f"DB_PASSWORD={PASSWORD}\n")
+    )

@@ -334,6 +334,29 @@ def test_probe_seams_across_cut_words_is_the_same_on_both_paths(parts: list[str]
     assert fingerprints.probe_seams(tuple(parts)) == c
 
 
+@settings(max_examples=300, deadline=None)
+@given(parts=seam_pieces | st.lists(texts(), max_size=3))
+@example(parts=[SECRET[:10], SECRET[10:20]])
+@example(parts=["key=" + SECRET[:12], SECRET[12:] + " rest"])
+@example(parts=["QUJDREVG", "R0hJSktM"])
+def test_probe_seams_without_decoding_is_the_same_on_both_paths(parts: list[str]) -> None:
+    python, c = both(fingerprints.probe_seams, parts, False)
+    assert python == c
+    # nothing decoded: a subset of the seams with decodings
+    assert c <= fingerprints.probe_seams(tuple(parts))
+
+
+@settings(max_examples=300, deadline=None)
+@given(tail=seam_pieces.map("".join) | texts(), head=seam_pieces.map("".join) | texts())
+@example(tail=SECRET[:10], head=SECRET[10:20])
+@example(tail="x=" + SECRET[:6], head=SECRET[6:14] + "&y=1")
+@example(tail=base64.b64encode(SECRET.encode()).decode()[:20], head="QUJDREVG")
+@example(tail="é" + SECRET[:8], head=SECRET[8:16])
+def test_probe_across_is_the_same_on_both_paths(tail: str, head: str) -> None:
+    python, c = both(fingerprints.probe_across, tail, head)
+    assert python == c
+
+
 def test_probe_of_huge_and_empty_values_is_the_same() -> None:
     line = f"row 17 key={SECRET} {base64.b64encode(SECRET.encode()).decode()} %41%42 é\n"
     for value in ("", [], {}, None, line * 3000, [line] * 500, "x" * 100_000):

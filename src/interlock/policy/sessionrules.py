@@ -578,8 +578,8 @@ def _joined_to_tails(
     if not found:
         return []
     if names is None:
-        return list(found.values())
-    return [found[name] for name in names if name in found]
+        return [joined for _, joined in found]
+    return [joined for name, joined in found if name in names]
 
 
 @dataclass(frozen=True, slots=True)

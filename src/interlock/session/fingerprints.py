@@ -118,6 +118,7 @@ __all__ = [
     "packed_probe",
     "packed_seams",
     "probe",
+    "probe_across",
     "probe_seams",
     "texts_of",
 ]
@@ -756,24 +757,29 @@ def _unpacked(packed: Callable[[bytes], PrintSet], raw: bytes, others: list[str]
     return found
 
 
-def probe_seams(texts: Sequence[str]) -> frozenset[int]:
+def probe_seams(texts: Sequence[str], decode: bool = True) -> frozenset[int]:
     """What ``probe("".join(texts))`` holds that the probes of the texts one by one
     lack, or more: the grams and whole tokens across a seam between two texts, and
-    every fingerprint of the joined text's decodings. Together with
+    every fingerprint of the joined text's decodings (none without ``decode``; a
+    text not ASCII is then probed whole, itself only). Together with
     ``probe(text)`` for each text it holds all of the joined text's probe — for a test
     that asks whether *any* probe meets the data (``flows_from``), not one that
     weighs how much of a probe is held (``provenance``)."""
     if ACCELERATED:
-        got = _speedups.seams(texts)
+        got = _speedups.seams(texts, False, decode)
         if got is not None:
             found, others = got
             return _probe_others(found, others) if others else found
     joined = "".join(texts)
     if not joined.isascii():  # normalising may join characters across a seam
+        if not decode:
+            plain: set[int] = set()
+            _probe_form(joined, plain)
+            return frozenset(plain)
         return _probe_texts(joined, True)
     # the joined text's decodings but itself (its turned tokens among them, whole):
     # of itself only what spans a seam, below (the rest is in the texts' own probes)
-    out = set(_probe_texts(joined, False))
+    out = set(_probe_texts(joined, False)) if decode else set()
     own: set[str] = set()
     for text in texts:
         own.update(text.split())
@@ -790,6 +796,54 @@ def probe_seams(texts: Sequence[str]) -> frozenset[int]:
     grams = [data[i : i + GRAM] for i in sorted(starts)]
     out.update(_hash(grams))
     return frozenset(out)
+
+
+#: A run across a seam of these characters only may be an encoding cut in two — when
+#: it also looks like base64 (both cases and a digit), hex (a fifth of it letters
+#: a-f) or base32 (one case, a digit 2-7): its decodings are probed
+#: (:func:`probe_across`). A run of joined ids (``Q1001Q1002``) is not decoded.
+_ENCODED_ACROSS: Final = re.compile(r"[A-Za-z0-9+/=_-]{16,}")
+_HEX_ACROSS: Final = re.compile(r"[0-9a-fA-F]+")
+_HEX_LETTERS: Final = re.compile(r"[a-fA-F]")
+_B32_ACROSS: Final = re.compile(r"(?=.*[2-7])(?:[A-Z2-7]+|[a-z2-7]+)=*")
+#: Where a token ends (:func:`_tokens`: whitespace and quoting).
+_RUN_EDGE: Final = re.compile(r"[\s\"'`<>()\[\]{},;|\\\x00]+")
+
+
+def probe_across(tail: str, head: str) -> frozenset[int]:
+    """What spans the seam between ``tail`` (how an earlier value ended) and ``head``
+    (how a later one starts), as if they were one text — and nothing the tail holds on
+    its own: the grams across the seam and the specific whole tokens of the word
+    across it (:func:`probe_seams` without decodings), less the tail's own tokens;
+    and, when the run across the seam may be an encoding cut in two (base64, hex,
+    base32: :data:`_ENCODED_ACROSS`), the probe of that run's decodings less the
+    tail's. For pieces of data sent over several calls (:mod:`interlock.session.tails`):
+    the tail was judged with its own call, and the data may hold it since (a value
+    sent, then read back) without the next value being a flow."""
+    if not (tail and head):
+        return frozenset()
+    found = probe_seams((tail, head), False)
+    if not (tail.isascii() and head.isascii()):  # probed whole: less all of the tail
+        found = found - probe(tail)
+    elif found and not tail[-1].isspace():
+        own = _whole(tail.rsplit(None, 1)[-1:], None)  # the word the seam cuts
+        if own:
+            found = found.difference(own)
+    left = _RUN_EDGE.split(tail)[-1]
+    right = _RUN_EDGE.split(head, 1)[0]
+    if len(left) + len(right) >= GRAM and _encoded_across(left + right):
+        found = found.union(probe_seams((left, right)) - probe(left))
+    return found
+
+
+def _encoded_across(run: str) -> bool:
+    """Whether a run across a seam may be an encoding cut in two (:data:`_ENCODED_ACROSS`)."""
+    if _ENCODED_ACROSS.fullmatch(run) is None:
+        return False
+    if _looks_encoded(run) or _B32_ACROSS.fullmatch(run):
+        return True
+    # hex: a fifth of it letters a-f at least (an IBAN or an id of digits is not)
+    return _HEX_ACROSS.fullmatch(run) is not None and 5 * len(_HEX_LETTERS.findall(run)) >= len(run)
 
 
 def carries(probed: Probe, data: frozenset[int] | FrozenPrints) -> bool:
