@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import random
+import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ from interlock.policy import load_policy_text
 from interlock.session import tails as tails_module
 from interlock.session.history import MemoryHistory
 from interlock.session.tails import TAIL, ArgumentTails, tails_of
+from interlock.store import open_store
 
 KEY = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
 PASSWORD = "Tr0ub4dor&3x"
@@ -304,3 +307,47 @@ def test_what_spans_a_seam_is_probed_and_what_the_tail_holds_alone_is_not() -> N
     assert not probe_across(PASSWORD[:6], PASSWORD[6:]).isdisjoint(
         of_data(f"DB_PASSWORD={PASSWORD}\n")
     )
+
+
+# -- with the history in a store ----------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'split.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+def test_pieces_are_joined_with_the_history_in_a_store(store_url: str) -> None:
+    store = open_store(store_url)
+    with (
+        store,
+        Guard(load_policy_text(POLICY), context=Context(session_id="st"), store=store) as guard,
+    ):
+        _read(guard)
+        verdicts = _verdicts(guard, ATTACKS["body-10"])
+        assert verdicts[0] is Verdict.ALLOW and Verdict.DENY in verdicts[1:], verdicts
+
+
+def test_no_tail_is_written_to_the_session_tables(tmp_path: Path) -> None:
+    """A tail is argument text: the session tables keep none of it (the audit keeps the
+    arguments, under the policy's redaction)."""
+    path = tmp_path / "split.db"
+    store = open_store(f"sqlite:///{path}")
+    with (
+        store,
+        Guard(load_policy_text(POLICY), context=Context(session_id="st"), store=store) as guard,
+    ):
+        _read(guard)
+        _verdicts(guard, _posts(["q9Zk4TmW2x"], lambda p: {"body": p}))
+        recorder = guard._sessions
+        assert recorder is not None
+        assert recorder.tails.tails("default", "st") == {"body": "q9Zk4TmW2x"}
+    with sqlite3.connect(path) as db:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        session_tables = [t for t in tables if "session" in t]
+        assert session_tables
+        for table in session_tables:
+            for row in db.execute(f'SELECT * FROM "{table}"'):
+                assert "q9Zk4TmW2x" not in repr(row), table
