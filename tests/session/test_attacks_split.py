@@ -105,15 +105,13 @@ ATTACKS: dict[str, list[Call]] = {
         for i, p in enumerate(_cut(KEY, 10))
     ],
     "short-password-halves": _posts(_cut(PASSWORD, 6), lambda p: {"body": p}),
+    "reversed-order": _posts(list(reversed(_cut(KEY, 10))), lambda p: {"body": p}),
+    "reversed-order-4": _posts(list(reversed(_cut(KEY, 4))), lambda p: {"body": p}),
     "number-argument": [("http_post", {"body": "x", "n": int(p)}) for p in _cut(CARD, 5)],
 }
 
 #: id -> why the pieces still leave
 HOLES: dict[str, tuple[list[Call], str]] = {
-    "reversed-order": (
-        _posts(list(reversed(_cut(KEY, 10))), lambda p: {"body": p}),
-        "a tail is joined to the value after it: pieces sent last to first are not joined",
-    ),
     "alternating-arguments": (
         [("http_post", {"a" if i % 2 else "b": p}) for i, p in enumerate(_cut(KEY, 10))],
         "each argument name keeps its own tail: pieces sent in turn in two arguments are "
@@ -231,7 +229,7 @@ def test_a_call_no_flow_test_reads_does_not_advance_the_tails() -> None:
     guard.check(Action.tool("log", {"body": KEY[:10]}))  # no rule reads log's flows
     assert tails_of(history).tails("default", "s") == {}
     guard.check(Action.tool("http_post", {"body": KEY[:10]}))
-    assert tails_of(history).tails("default", "s") == {"body": KEY[:10]}
+    assert tails_of(history).tails("default", "s") == {"body": KEY[:10], "body<": KEY[:10]}
 
 
 # -- the tails themselves -------------------------------------------------------------
@@ -241,17 +239,19 @@ def test_the_tail_grows_while_each_value_is_one_run_and_restarts_after_whitespac
     tails = ArgumentTails()
     tails.advance("t", "s", {"b": "abc"})
     tails.advance("t", "s", {"b": "def"})
-    assert tails.tails("t", "s") == {"b": "abcdef"}
+    # the tail grows to the right, the head (for pieces sent last to first) to the left
+    assert tails.tails("t", "s") == {"b": "abcdef", "b<": "defabc"}
     tails.advance("t", "s", {"b": "x" * 100})
-    assert tails.tails("t", "s") == {"b": "x" * TAIL}
+    assert tails.tails("t", "s") == {"b": "x" * TAIL, "b<": "x" * TAIL}
     tails.advance("t", "s", {"b": "part 2: ghi"})
-    assert tails.tails("t", "s") == {"b": "ghi", "b^": "part"}  # and its first run
+    # its last run, and its first run (kept twice: as the first run and as the head)
+    assert tails.tails("t", "s") == {"b": "ghi", "b^": "part", "b<": "part"}
     tails.advance("t", "s", {"b": "ends with a space "})
-    assert tails.tails("t", "s") == {"b": "", "b^": "ends"}
+    assert tails.tails("t", "s") == {"b": "", "b^": "ends", "b<": "ends"}
     tails.advance("t", "s", {"b": "  \n"})
-    assert tails.tails("t", "s") == {"b": ""}
+    assert tails.tails("t", "s") == {"b": "", "b<": ""}
     tails.advance("t", "s", {"b": "one-run"})
-    assert tails.tails("t", "s") == {"b": "one-run"}
+    assert tails.tails("t", "s") == {"b": "one-run", "b<": "one-run"}
 
 
 def test_a_url_argument_keeps_a_tail_for_each_part() -> None:
@@ -264,15 +264,16 @@ def test_a_url_argument_keeps_a_tail_for_each_part() -> None:
         "u/": "q-r",
         "u#": "frag",
         "u@": "ab",
+        **{"u?d<": "1", "u?e<": "f", "u/<": "q-r", "u#<": "frag", "u@<": "ab"},  # heads
     }
     # a text that is not a URL after all is a plain stream
     tails.advance("t", "s2", {"u": "http://[::1"})
-    assert tails.tails("t", "s2") == {"u": "http://[::1"}
+    assert tails.tails("t", "s2") == {"u": "http://[::1", "u<": "http://[::1"}
 
 
 def test_tails_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tails_module, "MAX_SESSIONS", 3)
-    monkeypatch.setattr(tails_module, "MAX_NAMES", 2)
+    monkeypatch.setattr(tails_module, "MAX_NAMES", 4)  # entries: a tail and a head each
     tails = ArgumentTails()
     for session in "abcd":
         tails.advance("t", session, {"x": session})
@@ -280,9 +281,9 @@ def test_tails_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert tails.tails("t", "a") == {}  # the least recently advanced left first
     tails.advance("t", "b", {"x": "b"})  # b is now the most recent
     tails.advance("t", "e", {"x": "e"})
-    assert tails.tails("t", "c") == {} and tails.tails("t", "b") == {"x": "bb"}
+    assert tails.tails("t", "c") == {} and tails.tails("t", "b") == {"x": "bb", "x<": "bb"}
     tails.advance("t", "f", {"x": "1", "y": "2", "z": "3"})
-    assert tails.tails("t", "f") == {"x": "1", "y": "2"}
+    assert tails.tails("t", "f") == {"x": "1", "x<": "1", "y": "2", "y<": "2"}
 
 
 def test_the_tails_are_tenant_scoped() -> None:
@@ -343,7 +344,7 @@ def test_no_tail_is_written_to_the_session_tables(tmp_path: Path) -> None:
         _verdicts(guard, _posts(["q9Zk4TmW2x"], lambda p: {"body": p}))
         recorder = guard._sessions
         assert recorder is not None
-        assert recorder.tails.tails("default", "st") == {"body": "q9Zk4TmW2x"}
+        assert recorder.tails.tails("default", "st")["body"] == "q9Zk4TmW2x"
     with sqlite3.connect(path) as db:
         tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         session_tables = [t for t in tables if "session" in t]

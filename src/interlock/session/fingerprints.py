@@ -811,29 +811,46 @@ _RUN_EDGE: Final = re.compile(r"[\s\"'`<>()\[\]{},;|\\\x00]+")
 
 
 def probe_across(tail: str, head: str) -> frozenset[int]:
-    """What spans the seam between ``tail`` (how an earlier value ended) and ``head``
-    (how a later one starts), as if they were one text — and nothing the tail holds on
-    its own: the grams across the seam and the specific whole tokens of the word
-    across it (:func:`probe_seams` without decodings), less the tail's own tokens;
-    and, when the run across the seam may be an encoding cut in two (base64, hex,
-    base32: :data:`_ENCODED_ACROSS`), the probe of that run's decodings less the
-    tail's. For pieces of data sent over several calls (:mod:`interlock.session.tails`):
-    the tail was judged with its own call, and the data may hold it since (a value
-    sent, then read back) without the next value being a flow."""
+    """What spans the seam between ``tail`` and ``head``, as if they were one text —
+    and nothing either holds on its own: the grams across the seam; the whole token
+    across it (the run without whitespace or quoting that ends ``tail`` joined to the
+    one that starts ``head``, and its piece between ``= & ? # : /`` across the seam)
+    when it is a specific token shorter than a gram (a longer one's grams across the
+    seam are those the data kept of it); and, when the run across the seam may be an
+    encoding cut in two (base64, hex, base32: :data:`_ENCODED_ACROSS`), the probe of
+    that run's decodings less either half's. For pieces of data sent over several
+    calls (:mod:`interlock.session.tails`), where one side is an earlier call's value:
+    it was judged with its own call, and the data may hold it since (a value sent,
+    then read back) without the next value being a flow."""
     if not (tail and head):
         return frozenset()
-    found = probe_seams((tail, head), False)
-    if not (tail.isascii() and head.isascii()):  # probed whole: less all of the tail
-        found = found - probe(tail)
-    elif found and not tail[-1].isspace():
-        own = _whole(tail.rsplit(None, 1)[-1:], None)  # the word the seam cuts
-        if own:
-            found = found.difference(own)
+    if not (tail.isascii() and head.isascii()):  # normalising may join across the seam
+        return probe_seams((tail, head), False) - probe(tail) - probe(head)
+    near = tail.lower().encode().translate(None, _ASCII_DROP)[1 - GRAM :]
+    far = head.lower().encode().translate(None, _ASCII_DROP)[: GRAM - 1]
+    # every gram of at most 2 * (GRAM - 1) bytes spans the middle
+    out = set(_grams(near + far, 1)) if near and far else set()
     left = _RUN_EDGE.split(tail)[-1]
     right = _RUN_EDGE.split(head, 1)[0]
-    if len(left) + len(right) >= GRAM and _encoded_across(left + right):
-        found = found.union(probe_seams((left, right)) - probe(left))
-    return found
+    if left and right:
+        across = left + right
+        if len(across) >= MIN_TOKEN:
+            _add_short_token(across, False, out)
+            left_piece = _SUBSPLIT.split(left)[-1]
+            right_piece = _SUBSPLIT.split(right, 1)[0]
+            if left_piece and right_piece and len(left_piece) + len(right_piece) < len(across):
+                _add_short_token(left_piece + right_piece, True, out)
+            if len(across) >= GRAM and _encoded_across(across):
+                out.update(probe_seams((left, right)) - probe(left) - probe(right))
+    return frozenset(out)
+
+
+def _add_short_token(raw: str, piece: bool, out: set[int]) -> None:
+    """Add the hash of ``raw`` as :func:`of_data` keeps a whole token, when it keeps it
+    and it is shorter than a gram (8 to 15 normalised characters)."""
+    norm = _norm(raw)
+    if MIN_TOKEN <= len(norm) < GRAM and _specific(raw, norm, piece):
+        out.add(_token_hash(norm))
 
 
 def _encoded_across(run: str) -> bool:

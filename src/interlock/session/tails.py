@@ -5,16 +5,22 @@ A ``flows_from`` test finds data an earlier step returned when a call's argument
 a run of 16 normalised characters (a gram) or a whole specific token with it
 (:mod:`interlock.session.fingerprints`). A 40-character key sent ten characters a call
 shares neither with the key in any one call. So, for each session, the process keeps
-the **tail** of what each top-level argument (by name) last sent — at most
-:data:`TAIL` characters of its trailing run without whitespace, grown across calls
-while each call's value is one such run (``"wJalrXUtnF"``, then ``"EMI-K7MDEN"``: the
-tail is ``"wJalrXUtnFEMI-K7MDEN"``). The next call's value of that argument is probed
-joined to it (its first :data:`TAIL` characters, and its first and last runs):
-:func:`~interlock.session.fingerprints.probe_across` — the grams and the whole token
-across the seam, and the decodings of a run across it that may be an encoding (a
-base64 encoding cut into pieces); never what the tail holds alone (judged with its own
-call: the data may hold it since, as when a value sent is read back, and that is no
-new flow).
+what each top-level argument (by name: a *stream*) last sent:
+
+- its **tail** — at most :data:`TAIL` characters of its trailing run without
+  whitespace, grown across calls while each call's value is one such run
+  (``"wJalrXUtnF"``, then ``"EMI-K7MDEN"``: the tail is ``"wJalrXUtnFEMI-K7MDEN"``);
+- its **head** — how its values start, grown to the left the same way (pieces sent
+  last to first);
+- the **first run** of its last value when that was not one run (``"<piece> (part 1)"``).
+
+The next call's value of that argument is probed joined to them — the tail to the
+value's start and to its last run, the value's end to the head, the first run to the
+value's first run: :func:`~interlock.session.fingerprints.probe_across`, the grams and
+the whole token across the seam, and the decodings of a run across it that may be an
+encoding (a base64 encoding cut into pieces); never what either side holds alone (the
+earlier value was judged with its own call: the data may hold it since, as when a value
+sent is read back, and that is no new flow).
 
 Kept in this process's memory only, never in a store: a tail is the argument's own
 text, and a session's store keeps no argument text (the audit record keeps it, under
@@ -22,13 +28,12 @@ its redaction). So the pieces of one session judged in one process are joined; p
 spread over the replicas of a shared server (or the worker processes of
 ``interlock serve --workers``), each judging some, are not. Bounded: the tails of at
 most :data:`MAX_SESSIONS` sessions (the least recently advanced leave first) and
-:data:`MAX_NAMES` argument names a session.
+:data:`MAX_NAMES` entries a session (a tail, a head and a first run a stream).
 
 An argument that is an ``http(s)`` URL is read as a server reads it
-(``urllib.parse``), and each part a piece may ride keeps a tail of its own (the URL
-as a whole keeps none): each query
-parameter's value (``?t=<piece>``, decoded), the last path segment, the fragment and
-the first label of the host (``<piece>.collector.example``).
+(``urllib.parse``), and each part a piece may ride is a stream of its own (the URL as
+a whole is none): each query parameter's value (``?t=<piece>``, decoded), the last path
+segment, the fragment and the first label of the host (``<piece>.collector.example``).
 
 Only a call a ``flows_from`` test reads advances its session's tails (once a check,
 whatever number of tests read it), and only its string and number arguments; pieces
@@ -49,7 +54,7 @@ from interlock.session.history import untracked
 if TYPE_CHECKING:
     from interlock.session.fingerprints import Probe
 
-__all__ = ["MAX_NAMES", "MAX_SESSIONS", "TAIL", "ArgumentTails", "Joined", "Tails", "tails_of"]
+__all__ = ["MAX_NAMES", "MAX_SESSIONS", "TAIL", "ArgumentTails", "Joined", "tails_of"]
 
 #: Characters of an argument's tail kept, and of the next value joined to it: enough
 #: for 15 normalised characters either side of the seam (a gram across it) when a
@@ -57,21 +62,20 @@ __all__ = ["MAX_NAMES", "MAX_SESSIONS", "TAIL", "ArgumentTails", "Joined", "Tail
 TAIL: Final = 48
 #: Sessions whose tails are kept in one process.
 MAX_SESSIONS: Final = 10_000
-#: Argument names whose tails are kept a session.
-MAX_NAMES: Final = 32
+#: Entries (a stream's tail, head or first run) kept a session: 21 streams or more
+#: (an argument is one, a URL argument one a part).
+MAX_NAMES: Final = 64
 #: The seams of short texts already probed, by (tail, head): an agent sends the same
 #: value again and again (bounded as the probes of values seen before).
 _SEAMS_KEPT: Final = 1024
 
-#: A session's tails: (stream, tail) pairs — a tuple, so that the same tails and the
-#: same arguments again find what they joined (:meth:`ArgumentTails.advance`).
-Tails = tuple[tuple[str, str], ...]
 #: What a call's values joined to the tails: (argument name, probe) pairs.
 Joined = tuple[tuple[str, "Probe"], ...]
-_NO_TAILS: Final[Tails] = ()
+#: A stream's tail, first run and head after a value, and the probes it joined.
+_Stepped = tuple[str, "str | None", str, tuple["Probe", ...]]
 
-#: The longest text a call's arguments may hold for what it joined to be kept by its
-#: values (a memo of long values would hold them).
+#: The longest value whose step is kept by its text (a memo of long values would
+#: hold them).
 _MEMO_LONGEST: Final = 256
 
 #: Query parameters of one URL given a stream each.
@@ -133,10 +137,10 @@ class ArgumentTails:
     __slots__ = ("_lock", "_memo", "_seams", "_sessions")
 
     def __init__(self) -> None:
-        self._sessions: dict[tuple[str, str], Tails] = {}
+        self._sessions: dict[tuple[str, str], dict[str, str]] = {}
         self._seams: dict[tuple[str, str], Probe] = {}
-        #: (tails, argument items) -> (the tails after, what they join)
-        self._memo: dict[Any, tuple[Tails, Joined]] = {}
+        #: (tail, first run, head, text) -> (the tails after, what the text joined)
+        self._memo: dict[tuple[str | None, str | None, str | None, str], _Stepped] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -144,68 +148,110 @@ class ArgumentTails:
 
     def tails(self, tenant: str, session_id: str) -> dict[str, str]:
         """The session's tails, by stream (for tests and tools)."""
-        return dict(self._sessions.get((tenant, session_id), _NO_TAILS))
+        return dict(self._sessions.get((tenant, session_id), {}))
 
     def advance(self, tenant: str, session_id: str, args: Any) -> Joined:
         """The probes of ``args``' values joined to the session's tails, each with its
         argument's name (``"*"`` for arguments that are one value), and the tails
         advanced past them. Call it once a check."""
-        items = tuple(args.items()) if type(args) is dict else (("*", args),)
+        items = args.items() if type(args) is dict else (("*", args),)
         key = (tenant, session_id)
+        joined: list[tuple[str, Probe]] = []
         with self._lock:
             sessions = self._sessions
-            tails = sessions.pop(key, _NO_TAILS)  # put back last: the most recent
-            memo_key: Any = None
-            found = None
-            if all(type(value) is not str or len(value) <= _MEMO_LONGEST for _, value in items):
-                try:
-                    memo_key = (tails, items)
-                    found = self._memo.get(memo_key)
-                except TypeError:  # an unhashable argument value (a list, a dict)
-                    memo_key = None
-            if found is None:
-                found = self._advanced(tails, items)
-                if memo_key is not None:
-                    if len(self._memo) >= _SEAMS_KEPT:
-                        self._memo.clear()
-                    self._memo[memo_key] = found
-            tails, joined = found
+            tails = sessions.pop(key, None)  # put back last: the most recent
+            if tails is None:
+                tails = {}
+            for name, value in items:
+                kind = type(value)
+                if kind is str:
+                    text = value
+                elif kind is int or kind is float:
+                    text = str(value)
+                else:
+                    continue
+                if not text or type(name) is not str:
+                    continue
+                parts = (
+                    _url_parts(name, text)
+                    if text[:4].lower() == "http" and "://" in text[4:8]
+                    else None
+                )
+                if parts is None:
+                    self._step(tails, name, name, text, joined)
+                else:  # its parts, not the whole: "...?d=<piece>https://..." joins nothing
+                    for part, piece in parts:
+                        self._step(tails, name, part, piece, joined)
             if tails:
                 sessions[key] = tails
                 while len(sessions) > MAX_SESSIONS:
                     del sessions[next(iter(sessions))]
-        return joined
+        return tuple(joined)
 
-    def _advanced(self, old: Tails, items: tuple[tuple[Any, Any], ...]) -> tuple[Tails, Joined]:
-        """The tails after ``items`` and what they join: a function of its inputs (the
-        same tails and values again — an agent's usual call — are one lookup)."""
-        tails = dict(old)
-        joined: list[tuple[str, str, str]] = []
-        for name, value in items:
-            kind = type(value)
-            if kind is str:
-                text = value
-            elif kind is int or kind is float:
-                text = str(value)
-            else:
-                continue
-            if not text or type(name) is not str:
-                continue
-            parts = (
-                _url_parts(name, text)
-                if text[:4].lower() == "http" and "://" in text[4:8]
-                else None
-            )
-            if parts is None:
-                _step(tails, name, name, text, joined)
-            else:  # its parts, not the whole: "...?d=<piece>https://..." joins nothing
-                for part, piece in parts:
-                    _step(tails, name, part, piece, joined)
+    def _step(
+        self,
+        tails: dict[str, str],
+        name: str,
+        stream: str,
+        text: str,
+        joined: list[tuple[str, Probe]],
+    ) -> None:
+        """Join ``text`` to the tails of ``stream`` (into ``joined``, under the
+        argument's ``name``) and advance them past it: a function of the two tails and
+        the text, so the same again (an agent's usual call) is one lookup."""
+        first_stream = stream + "^"
+        head_stream = stream + "<"
+        tail = tails.get(stream)
+        first = tails.get(first_stream)
+        head = tails.get(head_stream)
+        if tail is None and len(tails) >= MAX_NAMES:
+            return
+        key = (tail, first, head, text)
+        short = len(text) <= _MEMO_LONGEST
+        found = self._memo.get(key) if short else None
+        if found is None:
+            found = self._stepped(tail, first, head, text)
+            if short:
+                if len(self._memo) >= _SEAMS_KEPT:
+                    self._memo.clear()
+                self._memo[key] = found
+        new_tail, new_first, new_head, probes = found
+        tails[stream] = new_tail
+        if new_first is not None:
+            tails[first_stream] = new_first
+        elif first is not None:
+            del tails[first_stream]
+        tails[head_stream] = new_head
+        for probe in probes:
+            joined.append((name, probe))
+
+    def _stepped(
+        self, tail: str | None, first: str | None, head: str | None, text: str
+    ) -> _Stepped:
+        """The tails after ``text`` and the probes of what it joined. The stream's tail
+        grows while each value is one run, else restarts at the value's last run; its
+        head (how its values start) grows to the left the same way, so pieces sent
+        last to first join too; the first run of a value that is not one run is kept
+        ("<piece> (part 2)" after "<piece> (part 1)")."""
         seam = self._seam
-        return (
-            tuple(tails.items()),
-            tuple([(name, seam(tail, head)) for name, tail, head in joined]),
-        )
+        probes: list[Probe] = []
+        last = _last_run(text)
+        runs = text[:TAIL].split(None, 1)
+        one_run = last is None and len(runs) == 1 and len(runs[0]) == len(text[:TAIL])
+        if tail:
+            probes.append(seam(tail, text[:TAIL]))
+            if last:  # "part 2: <piece>" after "part 1: <piece>"
+                probes.append(seam(tail, last))
+        if head:  # the earlier piece came after this one
+            probes.append(seam(text[-TAIL:] if last is None else last, head))
+        new_tail = ((tail or "") + text[-TAIL:])[-TAIL:] if last is None else last
+        new_head = (text + (head or ""))[:TAIL] if one_run else (runs[0] if runs else "")
+        new_first = None
+        if last is not None and runs:
+            if first:
+                probes.append(seam(first, runs[0]))
+            new_first = runs[0]
+        return new_tail, new_first, new_head, tuple(probe for probe in probes if probe)
 
     def _seam(self, tail: str, head: str) -> Probe:
         key = (tail, head)
@@ -216,34 +262,6 @@ class ArgumentTails:
                 self._seams.clear()
             self._seams[key] = found
         return found
-
-
-def _step(
-    tails: dict[str, str], name: str, stream: str, text: str, joined: list[tuple[str, str, str]]
-) -> None:
-    """Join ``text`` to the tails of ``stream`` (in ``joined``, under the argument's
-    ``name``) and advance them past it: the stream's tail, and the first run of its last
-    value when that value was not one run ("<piece> (part 2)" after "<piece> (part 1)")."""
-    tail = tails.get(stream)
-    last = _last_run(text)
-    if tail:
-        joined.append((name, tail, text[:TAIL]))
-        if last:  # "part 2: <piece>" after "part 1: <piece>"
-            joined.append((name, tail, last))
-    elif len(tails) >= MAX_NAMES:
-        return
-    # the tail grows while each value is one run, else restarts at the value's last run
-    tails[stream] = ((tail or "") + text[-TAIL:])[-TAIL:] if last is None else last
-    first_stream = stream + "^"
-    if last is None:
-        tails.pop(first_stream, None)
-        return
-    runs = text[:TAIL].split(None, 1)
-    first = tails.pop(first_stream, None)
-    if runs:
-        if first:
-            joined.append((name, first, runs[0]))
-        tails[first_stream] = runs[0]
 
 
 _BY_HISTORY: weakref.WeakKeyDictionary[object, ArgumentTails] = weakref.WeakKeyDictionary()
