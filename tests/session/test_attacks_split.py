@@ -273,7 +273,7 @@ def test_a_url_argument_keeps_a_tail_for_each_part() -> None:
 
 def test_tails_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tails_module, "MAX_SESSIONS", 3)
-    monkeypatch.setattr(tails_module, "MAX_NAMES", 4)  # entries: a tail and a head each
+    monkeypatch.setattr(tails_module, "MAX_NAMES", 2)
     tails = ArgumentTails()
     for session in "abcd":
         tails.advance("t", session, {"x": session})

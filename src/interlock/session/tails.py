@@ -28,7 +28,7 @@ its redaction). So the pieces of one session judged in one process are joined; p
 spread over the replicas of a shared server (or the worker processes of
 ``interlock serve --workers``), each judging some, are not. Bounded: the tails of at
 most :data:`MAX_SESSIONS` sessions (the least recently advanced leave first) and
-:data:`MAX_NAMES` entries a session (a tail, a head and a first run a stream).
+:data:`MAX_NAMES` streams a session.
 
 An argument that is an ``http(s)`` URL is read as a server reads it
 (``urllib.parse``), and each part a piece may ride is a stream of its own (the URL as
@@ -62,17 +62,20 @@ __all__ = ["MAX_NAMES", "MAX_SESSIONS", "TAIL", "ArgumentTails", "Joined", "tail
 TAIL: Final = 48
 #: Sessions whose tails are kept in one process.
 MAX_SESSIONS: Final = 10_000
-#: Entries (a stream's tail, head or first run) kept a session: 21 streams or more
-#: (an argument is one, a URL argument one a part).
-MAX_NAMES: Final = 64
+#: Streams kept a session (an argument is one, a URL argument one a part).
+MAX_NAMES: Final = 32
 #: The seams of short texts already probed, by (tail, head): an agent sends the same
 #: value again and again (bounded as the probes of values seen before).
 _SEAMS_KEPT: Final = 1024
 
 #: What a call's values joined to the tails: (argument name, probe) pairs.
 Joined = tuple[tuple[str, "Probe"], ...]
-#: A stream's tail, first run and head after a value, and the probes it joined.
-_Stepped = tuple[str, "str | None", str, tuple["Probe", ...]]
+#: A stream's state: its tail, the first run of its last value (None when that was one
+#: run) and its head.
+_State = tuple[str, "str | None", str]
+_NEW: Final[_State] = ("", None, "")
+#: A stream's state after a value, and the seams the value made.
+_Stepped = tuple[_State, tuple[tuple[str, str], ...]]
 
 #: The longest value whose step is kept by its text (a memo of long values would
 #: hold them).
@@ -137,18 +140,25 @@ class ArgumentTails:
     __slots__ = ("_lock", "_memo", "_seams", "_sessions")
 
     def __init__(self) -> None:
-        self._sessions: dict[tuple[str, str], dict[str, str]] = {}
+        self._sessions: dict[tuple[str, str], dict[str, _State]] = {}
         self._seams: dict[tuple[str, str], Probe] = {}
-        #: (tail, first run, head, text) -> (the tails after, what the text joined)
-        self._memo: dict[tuple[str | None, str | None, str | None, str], _Stepped] = {}
+        #: (a stream's state, a value) -> (the state after, the seams the value made)
+        self._memo: dict[tuple[_State, str], _Stepped] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._sessions)
 
     def tails(self, tenant: str, session_id: str) -> dict[str, str]:
-        """The session's tails, by stream (for tests and tools)."""
-        return dict(self._sessions.get((tenant, session_id), {}))
+        """The session's streams (for tests and tools): each stream's tail under its
+        name, its head under ``name<`` and its first run, when kept, under ``name^``."""
+        out: dict[str, str] = {}
+        for stream, (tail, first, head) in self._sessions.get((tenant, session_id), {}).items():
+            out[stream] = tail
+            if first is not None:
+                out[stream + "^"] = first
+            out[stream + "<"] = head
+        return out
 
     def advance(self, tenant: str, session_id: str, args: Any) -> Joined:
         """The probes of ``args``' values joined to the session's tails, each with its
@@ -156,7 +166,7 @@ class ArgumentTails:
         advanced past them. Call it once a check."""
         items = args.items() if type(args) is dict else (("*", args),)
         key = (tenant, session_id)
-        joined: list[tuple[str, Probe]] = []
+        joined: list[tuple[str, str, str]] = []
         with self._lock:
             sessions = self._sessions
             tails = sessions.pop(key, None)  # put back last: the most recent
@@ -186,72 +196,71 @@ class ArgumentTails:
                 sessions[key] = tails
                 while len(sessions) > MAX_SESSIONS:
                     del sessions[next(iter(sessions))]
-        return tuple(joined)
+        if not joined:
+            return ()
+        seam = self._seam  # probed out of the lock: other sessions' checks go on
+        return tuple(
+            [(name, found) for name, left, right in joined if (found := seam(left, right))]
+        )
 
     def _step(
         self,
-        tails: dict[str, str],
+        tails: dict[str, _State],
         name: str,
         stream: str,
         text: str,
-        joined: list[tuple[str, Probe]],
+        joined: list[tuple[str, str, str]],
     ) -> None:
         """Join ``text`` to the tails of ``stream`` (into ``joined``, under the
-        argument's ``name``) and advance them past it: a function of the two tails and
-        the text, so the same again (an agent's usual call) is one lookup."""
-        first_stream = stream + "^"
-        head_stream = stream + "<"
-        tail = tails.get(stream)
-        first = tails.get(first_stream)
-        head = tails.get(head_stream)
-        if tail is None and len(tails) >= MAX_NAMES:
+        argument's ``name``) and advance them past it: a function of the stream's state
+        and the text, so the same again (an agent's usual call) is one lookup."""
+        state = tails.get(stream, _NEW)
+        if state is _NEW and len(tails) >= MAX_NAMES:
             return
-        key = (tail, first, head, text)
-        short = len(text) <= _MEMO_LONGEST
-        found = self._memo.get(key) if short else None
-        if found is None:
-            found = self._stepped(tail, first, head, text)
-            if short:
-                if len(self._memo) >= _SEAMS_KEPT:
-                    self._memo.clear()
-                self._memo[key] = found
-        new_tail, new_first, new_head, probes = found
-        tails[stream] = new_tail
-        if new_first is not None:
-            tails[first_stream] = new_first
-        elif first is not None:
-            del tails[first_stream]
-        tails[head_stream] = new_head
-        for probe in probes:
-            joined.append((name, probe))
+        if len(text) > _MEMO_LONGEST:
+            found = self._stepped(state, text)
+        else:
+            key = (state, text)
+            kept = self._memo.get(key)
+            found = kept if kept is not None else self._memo_put(key, self._stepped(state, text))
+        tails[stream] = found[0]
+        for left, right in found[1]:
+            joined.append((name, left, right))
 
-    def _stepped(
-        self, tail: str | None, first: str | None, head: str | None, text: str
-    ) -> _Stepped:
-        """The tails after ``text`` and the probes of what it joined. The stream's tail
-        grows while each value is one run, else restarts at the value's last run; its
-        head (how its values start) grows to the left the same way, so pieces sent
+    def _memo_put(self, key: tuple[_State, str], found: _Stepped) -> _Stepped:
+        memo = self._memo
+        if len(memo) >= _SEAMS_KEPT:
+            memo.clear()
+        memo[key] = found
+        return found
+
+    @staticmethod
+    def _stepped(state: _State, text: str) -> _Stepped:
+        """The stream's state after ``text`` and the seams it makes with it (each a
+        pair of texts for :func:`~interlock.session.fingerprints.probe_across`). The
+        tail grows while each value is one run, else restarts at the value's last run;
+        the head (how the values start) grows to the left the same way, so pieces sent
         last to first join too; the first run of a value that is not one run is kept
         ("<piece> (part 2)" after "<piece> (part 1)")."""
-        seam = self._seam
-        probes: list[Probe] = []
+        tail, first, head = state
+        seams: list[tuple[str, str]] = []
         last = _last_run(text)
         runs = text[:TAIL].split(None, 1)
         one_run = last is None and len(runs) == 1 and len(runs[0]) == len(text[:TAIL])
         if tail:
-            probes.append(seam(tail, text[:TAIL]))
+            seams.append((tail, text[:TAIL]))
             if last:  # "part 2: <piece>" after "part 1: <piece>"
-                probes.append(seam(tail, last))
+                seams.append((tail, last))
         if head:  # the earlier piece came after this one
-            probes.append(seam(text[-TAIL:] if last is None else last, head))
-        new_tail = ((tail or "") + text[-TAIL:])[-TAIL:] if last is None else last
-        new_head = (text + (head or ""))[:TAIL] if one_run else (runs[0] if runs else "")
+            seams.append((text[-TAIL:] if last is None else last, head))
+        new_tail = (tail + text[-TAIL:])[-TAIL:] if last is None else last
+        new_head = (text + head)[:TAIL] if one_run else (runs[0] if runs else "")
         new_first = None
         if last is not None and runs:
             if first:
-                probes.append(seam(first, runs[0]))
+                seams.append((first, runs[0]))
             new_first = runs[0]
-        return new_tail, new_first, new_head, tuple(probe for probe in probes if probe)
+        return (new_tail, new_first, new_head), tuple(seams)
 
     def _seam(self, tail: str, head: str) -> Probe:
         key = (tail, head)
