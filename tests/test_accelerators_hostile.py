@@ -306,6 +306,44 @@ def test_an_argument_probe_and_a_result_fingerprints_end_as_the_reference_ends(
         assert c == python, fingerprint.__name__
 
 
+#: two values a seam joins (tail, head): what probe_across reads in C
+ACROSS_CASES: list[tuple[str, Callable[[], tuple[str, str]]]] = [
+    ("empty either side", lambda: ("", "wJalrXUtnFEMI")),
+    ("a 2 MB tail and a 2 MB head", lambda: ("QUJD" * 500_000, "RUZH" * 500_000)),
+    ("runs of separators only", lambda: ("\x00" * 40, "|(){}" * 10)),
+    ("a run across 2 MB", lambda: ("x" * 2_000_000, "y" * 2_000_000)),
+    ("lone surrogates", lambda: ("wJalrX\ud800", "\udfffUtnFEMI")),
+    ("str subclasses whose methods raise", lambda: (Raising("wJalrXUtnF"), Raising("EMIK7MDEN"))),
+    ("controls at the seam", lambda: ("key=\x1c\x1dwJalr", "XUtn\x1e\x1fFEMI")),
+    ("one character each", lambda: ("a", "1")),
+    ("padding and base32 at the seam", lambda: ("MFRGGZDFMZTW", "Q2LKNNWG2===")),
+]
+
+
+@pytest.mark.parametrize(("name", "make"), ACROSS_CASES, ids=[c[0] for c in ACROSS_CASES])
+def test_a_seam_between_two_values_ends_as_the_reference_ends(
+    name: str, make: Callable[[], tuple[str, str]]
+) -> None:
+    def ended(pair: tuple[str, str]) -> object:
+        try:
+            return fingerprints.probe_across(*pair)
+        except Exception as exc:
+            return type(exc)
+
+    python, c = both(ended, make())
+    assert c == python
+
+
+def test_a_seam_refuses_what_is_not_text() -> None:
+    from interlock.session import _speedups
+
+    if _speedups is None:
+        pytest.skip("the C accelerator is not built")
+    for args in ((b"ab", "cd"), ("ab", None), ("ab",), ("ab", "cd", "ef")):
+        with pytest.raises(TypeError):
+            _speedups.across(*args)
+
+
 def test_a_secret_split_by_a_lone_surrogate_is_still_found() -> None:
     secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
     data = fingerprints.of_data(f"aws_secret_access_key = {secret}")

@@ -2443,6 +2443,173 @@ fail:
     return NULL;
 }
 
+/* -- what spans a seam between two values (fingerprints.probe_across) ------------- */
+
+/* fingerprints._RUN_EDGE: where a run without whitespace or quoting ends. */
+static inline int
+is_run_edge(unsigned char c)
+{
+    return is_ascii_space(c) || is_split(c);
+}
+
+/* fingerprints._add_short_token: the BLAKE2b-64 of the norm of (raw, size) added to out
+ * when it is 8 to 15 characters and specific; norm has room for size bytes. 0, or -1. */
+static int
+short_token(const unsigned char *raw, Py_ssize_t size, int piece, unsigned char *norm,
+            fpset *out)
+{
+    Py_ssize_t n = ascii_norm(raw, size, norm);
+    if (n >= 8 && n < GRAM && specific(raw, size, piece, norm, n)) {
+        return fpset_add(out, token_hash(norm, (size_t)n));
+    }
+    return 0;
+}
+
+/* fingerprints._encoded_across of an ASCII run: only [A-Za-z0-9+/=_-], and base64-like
+ * (a digit, an upper- and a lower-case letter), base32-like (one case of [A-Z2-7] with
+ * a digit 2-7, then '=' padding) or hex (a fifth of it letters a-f at least). */
+static int
+encoded_across(const unsigned char *run, Py_ssize_t size)
+{
+    int digit = 0, upper = 0, lower = 0, b32_digit = 0, hex = 1, b32_upper = 1,
+        b32_lower = 1;
+    Py_ssize_t hex_letters = 0, body = size;
+    while (body > 0 && run[body - 1] == '=') {
+        body--;
+    }
+    for (Py_ssize_t i = 0; i < size; i++) {
+        unsigned char c = run[i];
+        if (!(is_alnum(c) || c == '+' || c == '/' || c == '=' || c == '_' || c == '-')) {
+            return 0;
+        }
+        int is_digit = c >= '0' && c <= '9';
+        digit |= is_digit;
+        upper |= is_upper(c);
+        lower |= is_lower(c);
+        int hex_letter = (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+        hex &= is_digit || hex_letter;
+        hex_letters += hex_letter;
+        if (i < body) {
+            int b32_number = c >= '2' && c <= '7';
+            b32_digit |= b32_number;
+            b32_upper &= is_upper(c) || b32_number;
+            b32_lower &= is_lower(c) || b32_number;
+        }
+    }
+    if (digit && upper && lower) {
+        return 1;
+    }
+    if (body > 0 && b32_digit && (b32_upper || b32_lower)) {
+        return 1;
+    }
+    return hex && 5 * hex_letters >= size;
+}
+
+/* across(tail, head) -> (frozenset[int], bool) | None: fingerprints.probe_across of
+ * two ASCII texts but for the decodings: the grams across the seam (the last GRAM - 1
+ * normalised characters of tail joined to the first GRAM - 1 of head), the short
+ * whole token of the run across it and of its piece across it; and whether that run
+ * may be an encoding cut in two (the caller then probes its decodings). None when a
+ * text is not ASCII. */
+static PyObject *
+across(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "across(tail: str, head: str)");
+        return NULL;
+    }
+    PyObject *tail_text = args[0], *head_text = args[1];
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(tail_text) < 0 || PyUnicode_READY(head_text) < 0) {
+        return NULL;
+    }
+#endif
+    if (!PyUnicode_IS_ASCII(tail_text) || !PyUnicode_IS_ASCII(head_text)) {
+        Py_RETURN_NONE;
+    }
+    const unsigned char *tail = PyUnicode_1BYTE_DATA(tail_text);
+    const unsigned char *head = PyUnicode_1BYTE_DATA(head_text);
+    Py_ssize_t tail_size = PyUnicode_GET_LENGTH(tail_text);
+    Py_ssize_t head_size = PyUnicode_GET_LENGTH(head_text);
+    fpset out;
+    fpset_init(&out);
+    int encoded = 0;
+    size_t room = (size_t)(tail_size + head_size) + 1;
+    unsigned char *norm = PyMem_Malloc(room);
+    unsigned char *joined = PyMem_Malloc(room);
+    if (norm == NULL || joined == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    if (tail_size > 0 && head_size > 0) {
+        /* the grams across the seam: every gram of at most 2 * (GRAM - 1) bytes spans it */
+        Py_ssize_t near = ascii_norm(tail, tail_size, norm);
+        Py_ssize_t from = near > GRAM - 1 ? near - (GRAM - 1) : 0;
+        near -= from;
+        memmove(norm, norm + from, (size_t)near);
+        Py_ssize_t far = ascii_norm(head, head_size, norm + near);
+        if (far > GRAM - 1) {
+            far = GRAM - 1;
+        }
+        if (near > 0 && far > 0) {
+            for (Py_ssize_t s = 0; s + GRAM <= near + far; s++) {
+                if (fpset_add(&out, gram_hash(norm + s)) < 0) {
+                    goto fail;
+                }
+            }
+        }
+        /* the run across the seam, and its piece across it */
+        Py_ssize_t left = tail_size;
+        while (left > 0 && !is_run_edge(tail[left - 1])) {
+            left--;
+        }
+        Py_ssize_t right = 0;
+        while (right < head_size && !is_run_edge(head[right])) {
+            right++;
+        }
+        Py_ssize_t left_size = tail_size - left;
+        if (left_size > 0 && right > 0) {
+            memcpy(joined, tail + left, (size_t)left_size);
+            memcpy(joined + left_size, head, (size_t)right);
+            Py_ssize_t size = left_size + right;
+            if (size >= 8) {
+                if (short_token(joined, size, 0, norm, &out) < 0) {
+                    goto fail;
+                }
+                Py_ssize_t piece_from = left_size;
+                while (piece_from > 0 && !is_subsplit(joined[piece_from - 1])) {
+                    piece_from--;
+                }
+                Py_ssize_t piece_to = left_size;
+                while (piece_to < size && !is_subsplit(joined[piece_to])) {
+                    piece_to++;
+                }
+                if (piece_from < left_size && piece_to > left_size
+                    && piece_to - piece_from < size
+                    && short_token(joined + piece_from, piece_to - piece_from, 1, norm, &out)
+                           < 0) {
+                    goto fail;
+                }
+                encoded = size >= GRAM && encoded_across(joined, size);
+            }
+        }
+    }
+    PyMem_Free(norm);
+    PyMem_Free(joined);
+    PyObject *found = fpset_freeze(&out);
+    fpset_free(&out);
+    if (found == NULL) {
+        return NULL;
+    }
+    PyObject *pair = Py_BuildValue("(NO)", found, encoded ? Py_True : Py_False);
+    return pair;
+fail:
+    PyMem_Free(norm);
+    PyMem_Free(joined);
+    fpset_free(&out);
+    return NULL;
+}
+
 /* -- boilerplate of the data (fingerprints._BOILERPLATE on ASCII words) ---------- */
 
 static inline int
@@ -2699,9 +2866,13 @@ static PyMethodDef methods[] = {
      "not ASCII; None for a value it does not walk. Packed: the probe as bytes of "
      "native-order uint64 values (for _history.packed) instead of a frozenset."},
     {"seams", (PyCFunction)(void (*)(void))seams, METH_FASTCALL,
-     "seams(texts, packed=False) -> (frozenset[int], list[str]) | None: probe_seams of "
-     "ASCII texts, the forms of the joined text's decodings that are not ASCII left to "
-     "the caller (packed: as probe's)."},
+     "seams(texts, packed=False, decode=True) -> (frozenset[int], list[str]) | None: "
+     "probe_seams of ASCII texts, the forms of the joined text's decodings that are not "
+     "ASCII left to the caller (packed: as probe's; without decode, no decodings)."},
+    {"across", (PyCFunction)(void (*)(void))across, METH_FASTCALL,
+     "across(tail, head) -> (frozenset[int], bool) | None: probe_across of two ASCII "
+     "texts but for the decodings, and whether the run across the seam may be an "
+     "encoding; None when a text is not ASCII."},
     {"boilerplate", boilerplate, METH_O,
      "boilerplate(long_words) -> list[str] | None: the boilerplate the data's ASCII long "
      "words hold (as _BOILERPLATE finds it, 8 characters or more), in order."},

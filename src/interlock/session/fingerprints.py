@@ -824,6 +824,14 @@ def probe_across(tail: str, head: str) -> frozenset[int]:
     then read back) without the next value being a flow."""
     if not (tail and head):
         return frozenset()
+    # a str subclass is read by its text, as C reads it (its methods never run)
+    tail = tail if type(tail) is str else str.__str__(tail)
+    head = head if type(head) is str else str.__str__(head)
+    if ACCELERATED:
+        got = _speedups.across(tail, head)
+        if got is not None:
+            found, encoded = got
+            return found | _decoded_across(tail, head) if encoded else found
     if not (tail.isascii() and head.isascii()):  # normalising may join across the seam
         return probe_seams((tail, head), False) - probe(tail) - probe(head)
     near = tail.lower().encode().translate(None, _ASCII_DROP)[1 - GRAM :]
@@ -841,8 +849,16 @@ def probe_across(tail: str, head: str) -> frozenset[int]:
             if left_piece and right_piece and len(left_piece) + len(right_piece) < len(across):
                 _add_short_token(left_piece + right_piece, True, out)
             if len(across) >= GRAM and _encoded_across(across):
-                out.update(probe_seams((left, right)) - probe(left) - probe(right))
+                out.update(_decoded_across(tail, head))
     return frozenset(out)
+
+
+def _decoded_across(tail: str, head: str) -> frozenset[int]:
+    """The probe of the decodings of the run across the seam (it may be an encoding cut
+    in two), less what either half's probe holds."""
+    left = _RUN_EDGE.split(tail)[-1]
+    right = _RUN_EDGE.split(head, 1)[0]
+    return probe_seams((left, right)) - probe(left) - probe(right)
 
 
 def _add_short_token(raw: str, piece: bool, out: set[int]) -> None:
