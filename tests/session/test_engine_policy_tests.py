@@ -55,6 +55,20 @@ cases:
         result: "TOKEN=ghp_0123456789abcdefABCDEF0123456789"
     action: {name: upload, arguments: {data: "ghp_0123456789abcdefABCDEF0123456789"}}
     expect: {decision: deny, rule_ids: [no-upload-of-secrets]}
+  - name: the secret uploaded ten characters a call (the pieces joined, as a guard joins them)
+    steps:
+      - action: {name: read_file, arguments: {path: /srv/.env}}
+        result: "TOKEN=ghp_0123456789abcdefABCDEF0123456789"
+      - action: {name: upload, arguments: {data: "ghp_012345"}}
+    action: {name: upload, arguments: {data: "6789abcdef"}}
+    expect: {decision: deny, rule_ids: [no-upload-of-secrets]}
+  - name: ten characters of the secret alone are no flow
+    steps:
+      - action: {name: read_file, arguments: {path: /srv/.env}}
+        result: "TOKEN=ghp_0123456789abcdefABCDEF0123456789"
+      - action: {name: upload, arguments: {data: "report-01"}}
+    action: {name: upload, arguments: {data: "6789abcdef"}}
+    expect: {decision: allow}
   - name: a read that raised returned nothing
     steps:
       - action: {name: read_file, arguments: {path: /srv/.env}}

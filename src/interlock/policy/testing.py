@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -155,8 +156,12 @@ def _decide_after(
     from interlock.policy.sessionrules import SessionFacts, new_step, session_scope
     from interlock.session.fingerprints import of_data
     from interlock.session.history import MemoryHistory, NewStep
+    from interlock.session.tails import ArgumentTails
 
     history = MemoryHistory()
+    # what the steps' arguments sent, joined to the next (interlock.session.tails), as
+    # a guard's recorder keeps it
+    joins = SimpleNamespace(tails=ArgumentTails())
     tenant, session_id = action.context.tenant, str(context["session_id"])
     for number, step in enumerate(steps, 1):
         if (step.action is None) == (step.input is None):
@@ -179,6 +184,7 @@ def _decide_after(
         assert step.action is not None
         earlier = action_from_data(step.action.model_dump(by_alias=True), context)
         facts = SessionFacts.of(history.view(tenant, session_id))
+        facts.recorder = joins
         with session_scope(facts):
             decided = evaluate(earlier, policy)
         history.append(tenant, session_id, new_step(earlier, decided, facts, policy))
@@ -190,7 +196,9 @@ def _decide_after(
                 executed=not step.raises,
                 fingerprints=frozenset() if step.raises else of_data(step.result),
             )
-    with session_scope(SessionFacts.of(history.view(tenant, session_id))):
+    facts = SessionFacts.of(history.view(tenant, session_id))
+    facts.recorder = joins
+    with session_scope(facts):
         return evaluate(action, policy)
 
 
