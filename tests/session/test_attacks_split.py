@@ -352,3 +352,40 @@ def test_no_tail_is_written_to_the_session_tables(tmp_path: Path) -> None:
         for table in session_tables:
             for row in db.execute(f'SELECT * FROM "{table}"'):
                 assert "q9Zk4TmW2x" not in repr(row), table
+
+
+def test_false_positive_rate_of_the_joins_on_ordinary_arguments() -> None:
+    """The corpus of ordinary arguments (shell commands, URLs, paths, mails, messages)
+    sent one after another in one session, each joined to the one before, against ~76
+    texts they did not come from: what the joins alone add to the fingerprints' own
+    false positives. The bound is the fingerprints' (1 pair in 100, 5% of the calls);
+    the measured figure is printed."""
+    from interlock.session.fingerprints import carries, of_data
+
+    from .fp_corpus import benign_arguments, unrelated_results
+
+    arguments = benign_arguments()
+    texts = unrelated_results()
+    kept = [of_data(text) for text in texts]
+    tails = ArgumentTails()
+    joined_calls = flagged_pairs = 0
+    flagged: list[Any] = []
+    for argument in arguments:
+        args = argument if isinstance(argument, dict) else {"text": argument}
+        joined = [probe for _, probe in tails.advance("t", "fp", args)]
+        if not joined:
+            continue
+        joined_calls += 1
+        hits = sum(any(carries(probe, data) for probe in joined) for data in kept)
+        flagged_pairs += hits
+        if hits:
+            flagged.append(argument)
+    pairs = joined_calls * len(kept)
+    print(
+        f"\njoins: {joined_calls} of {len(arguments)} calls joined to the one before; "
+        f"false positives {flagged_pairs}/{pairs} pairs = {flagged_pairs / pairs:.3%}; "
+        f"calls flagged {len(flagged)}: {flagged}"
+    )
+    assert joined_calls >= 50
+    assert flagged_pairs / pairs <= 0.01
+    assert len(flagged) / joined_calls <= 0.05
