@@ -122,7 +122,7 @@ class SessionRecorder:
         self._by_fields = type(history) is MemoryHistory
         #: what each session's arguments last sent, joined to its next call's
         #: (``flows_from``: a secret cut into pieces over several calls)
-        self.tails = tails_of(history)
+        self.tails = tails_of(history) if spec.join_calls else None
 
     def joinable(self, writer: AuditWriter) -> bool:
         """Whether a step can ride a record of ``writer``: the same store, and a writer

@@ -389,3 +389,23 @@ def test_false_positive_rate_of_the_joins_on_ordinary_arguments() -> None:
     assert joined_calls >= 50
     assert flagged_pairs / pairs <= 0.01
     assert len(flagged) / joined_calls <= 0.05
+
+
+def test_join_calls_false_turns_the_joins_off() -> None:
+    off = POLICY.replace("default: allow\n", "default: allow\nsession: {join_calls: false}\n")
+    guard = Guard(load_policy_text(off), context=Context(session_id="s"), sessions=MemoryHistory())
+    _read(guard)
+    assert Verdict.DENY not in _verdicts(guard, ATTACKS["body-10"])
+    # the same calls, with the default
+    guard = _guard()
+    _read(guard)
+    assert Verdict.DENY in _verdicts(guard, ATTACKS["body-10"])
+
+
+@pytest.mark.parametrize("value", ['"yes"', 0, "null", "[true]"])
+def test_join_calls_must_be_a_bool(value: object) -> None:
+    from interlock.errors import PolicyError
+
+    text = POLICY.replace("default: allow\n", f"default: allow\nsession: {{join_calls: {value}}}\n")
+    with pytest.raises(PolicyError, match="join_calls"):
+        load_policy_text(text)

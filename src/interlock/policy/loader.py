@@ -386,6 +386,7 @@ class _Compiler:
         return SessionSpec(
             max_steps=settings.max_steps,
             expire_after=expire_after,
+            join_calls=settings.join_calls,
             label_rules=tuple(label_rules),
             tool_labels=tool_labels,
         )

@@ -395,6 +395,13 @@ class SessionSettings(_Strict):
         200, strict=True, ge=1, le=100_000, description="Steps kept per session."
     )
     expire_after: Duration = Field("24h", description="Idle sessions are forgotten after this.")
+    join_calls: bool = Field(
+        True,
+        strict=True,
+        description="flows_from joins each argument to what the same argument of the "
+        "session's earlier calls sent (a secret cut into pieces over several calls); "
+        "false turns that off.",
+    )
 
 
 # The selectors of a budget or rate limit: which allowed actions it counts.

@@ -847,6 +847,9 @@ class SessionSpec:
 
     max_steps: int = 200
     expire_after: float = 24 * 3600.0
+    #: flows_from joins an argument to the same argument's earlier values
+    #: (:mod:`interlock.session.tails`)
+    join_calls: bool = True
     label_rules: tuple[CompiledRule, ...] = ()
     tool_labels: Mapping[str, frozenset[str]] = field(default_factory=dict)
     #: (kind, name) -> whether a label rule may apply to such a call (cached: a call no

@@ -161,7 +161,8 @@ def _decide_after(
     history = MemoryHistory()
     # what the steps' arguments sent, joined to the next (interlock.session.tails), as
     # a guard's recorder keeps it
-    joins = SimpleNamespace(tails=ArgumentTails())
+    spec = policy.sessions
+    joins = SimpleNamespace(tails=ArgumentTails() if spec is None or spec.join_calls else None)
     tenant, session_id = action.context.tenant, str(context["session_id"])
     for number, step in enumerate(steps, 1):
         if (step.action is None) == (step.input is None):

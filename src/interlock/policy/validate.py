@@ -216,6 +216,12 @@ def _flag(value: Any) -> bool | None:
     return value
 
 
+def _strict_flag(value: Any) -> bool:
+    if type(value) is not bool:
+        _unsure()
+    return value
+
+
 def _int(value: Any, low: int, high: int | None = None) -> int:
     if type(value) is not int or value < low or (high is not None and value > high):
         _unsure()
@@ -523,6 +529,7 @@ def _session_settings(data: Mapping[str, Any]) -> SessionData:
     return SessionData(
         max_steps=_int(settings.get("max_steps", 200), 1, 100_000),
         expire_after=_duration(settings.get("expire_after", _ABSENT), "24h"),
+        join_calls=_strict_flag(settings.get("join_calls", True)),
     )
 
 

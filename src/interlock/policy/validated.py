@@ -145,6 +145,7 @@ class SessionConditionData(NamedTuple):
 class SessionData(NamedTuple):
     max_steps: int
     expire_after: str | int | float
+    join_calls: bool = True
 
 
 class RuleData(NamedTuple):
@@ -450,6 +451,8 @@ def from_model(model: PolicyModel) -> PolicyData:
         ),
         audit=AuditData(model.audit.durability),
         tools={name: _tool(tool) for name, tool in model.tools.items()},
-        session=SessionData(model.session.max_steps, model.session.expire_after),
+        session=SessionData(
+            model.session.max_steps, model.session.expire_after, model.session.join_calls
+        ),
         labels=[_label_rule(rule) for rule in model.labels],
     )
