@@ -85,6 +85,9 @@ _MEMO_LONGEST: Final = 256
 _MAX_QUERY: Final = 8
 
 _PARTS: dict[tuple[str, str], tuple[tuple[str, str], ...] | None] = {}
+_UNREAD: Final = object()
+#: The longest URL whose parts are kept by its text.
+_URL_KEPT_LONGEST: Final = 2048
 
 
 def _url_parts(name: str, url: str) -> tuple[tuple[str, str], ...] | None:
@@ -94,8 +97,9 @@ def _url_parts(name: str, url: str) -> tuple[tuple[str, str], ...] | None:
     host of three or more (``name@``: ``<piece>.collector.example``); None when it
     cannot be read as a URL after all (an unclosed IPv6 bracket...). Cached."""
     key = (name, url)
-    if key in _PARTS:
-        return _PARTS[key]
+    found = _PARTS.get(key, _UNREAD)  # one lookup: another thread may empty the cache
+    if found is not _UNREAD:
+        return found  # type: ignore[return-value]
     parts: list[tuple[str, str]] = []
     out: tuple[tuple[str, str], ...] | None
     try:
@@ -115,9 +119,10 @@ def _url_parts(name: str, url: str) -> tuple[tuple[str, str], ...] | None:
         if len(labels) >= 3 and labels[0]:
             parts.append((f"{name}@", labels[0]))
         out = tuple(parts)
-    if len(_PARTS) >= _SEAMS_KEPT:
-        _PARTS.clear()
-    _PARTS[(name, url)] = out
+    if len(url) <= _URL_KEPT_LONGEST:
+        if len(_PARTS) >= _SEAMS_KEPT:
+            _PARTS.clear()
+        _PARTS[key] = out
     return out
 
 
