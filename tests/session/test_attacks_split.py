@@ -409,3 +409,37 @@ def test_join_calls_must_be_a_bool(value: object) -> None:
     text = POLICY.replace("default: allow\n", f"default: allow\nsession: {{join_calls: {value}}}\n")
     with pytest.raises(PolicyError, match="join_calls"):
         load_policy_text(text)
+
+
+def test_tails_under_threads_stay_bounded_and_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checks of many sessions in several threads: no error, the bound kept, and a
+    session advanced by one thread alone ends as it would have alone."""
+    import threading
+
+    monkeypatch.setattr(tails_module, "MAX_SESSIONS", 50)
+    tails = ArgumentTails()
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for i in range(400):
+                session = f"s{rng.randrange(120)}"
+                tails.advance(
+                    "t", session, {"body": _other_key(i)[:10], "url": f"https://x.example/?d={i}"}
+                )
+        except BaseException as exc:  # pragma: no cover - the assertion says what
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(tails) <= 50
+    alone = ArgumentTails()
+    for value in ("abc", "def", "ghi"):
+        tails.advance("t", "mine", {"b": value})
+        alone.advance("t", "mine", {"b": value})
+    assert tails.tails("t", "mine") == alone.tails("t", "mine")
