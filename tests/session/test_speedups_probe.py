@@ -335,18 +335,6 @@ def test_probe_seams_across_cut_words_is_the_same_on_both_paths(parts: list[str]
 
 
 @settings(max_examples=300, deadline=None)
-@given(parts=seam_pieces | st.lists(texts(), max_size=3))
-@example(parts=[SECRET[:10], SECRET[10:20]])
-@example(parts=["key=" + SECRET[:12], SECRET[12:] + " rest"])
-@example(parts=["QUJDREVG", "R0hJSktM"])
-def test_probe_seams_without_decoding_is_the_same_on_both_paths(parts: list[str]) -> None:
-    python, c = both(fingerprints.probe_seams, parts, False)
-    assert python == c
-    # nothing decoded: a subset of the seams with decodings
-    assert c <= fingerprints.probe_seams(tuple(parts))
-
-
-@settings(max_examples=300, deadline=None)
 @given(tail=seam_pieces.map("".join) | texts(), head=seam_pieces.map("".join) | texts())
 @example(tail=SECRET[:10], head=SECRET[10:20])
 @example(tail="x=" + SECRET[:6], head=SECRET[6:14] + "&y=1")

@@ -2275,28 +2275,22 @@ fail:
     return NULL;
 }
 
-/* seams(texts, packed=False, decode=True) -> (frozenset[int], list[str]) | None:
- * fingerprints._py_probe_seams of ASCII texts (None when a text is not ASCII: the
- * Python path then) but for the non-ASCII forms of the joined text's decodings,
- * returned for the caller to probe: the probe of the joined text's decodings but
- * itself (none without decode); the whole tokens of its long
+/* seams(texts) -> (frozenset[int], list[str]) | None: fingerprints._py_probe_seams
+ * of ASCII texts (None when a text is not ASCII: the Python path then) but for the
+ * non-ASCII forms of the joined text's decodings, returned for the caller to probe:
+ * the probe of the joined text's decodings but itself; the whole tokens of its long
  * words that are no word of any text (a word inside one text is one of its words; a
  * word across a seam is compared with every text's words); the grams of the joined
  * norms that start within GRAM - 1 characters before a seam and cross it. */
 static PyObject *
 seams(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 1 || nargs > 3) {
-        PyErr_SetString(PyExc_TypeError,
-                        "seams(texts, packed: bool = False, decode: bool = True)");
+    if (nargs != 1 && nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "seams(texts, packed: bool = False)");
         return NULL;
     }
-    int packed = nargs >= 2 ? PyObject_IsTrue(args[1]) : 0;
+    int packed = nargs == 2 ? PyObject_IsTrue(args[1]) : 0;
     if (packed < 0) {
-        return NULL;
-    }
-    int decode = nargs == 3 ? PyObject_IsTrue(args[2]) : 1;
-    if (decode < 0) {
         return NULL;
     }
     PyObject *texts = PySequence_Tuple(args[0]);
@@ -2344,8 +2338,7 @@ seams(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     joined = PyUnicode_DecodeASCII((const char *)chars, total, "strict");
     others = PyList_New(0);
-    if (joined == NULL || others == NULL
-        || (decode && probe_decodings(joined, 0, &out, others) < 0)) {
+    if (joined == NULL || others == NULL || probe_decodings(joined, 0, &out, others) < 0) {
         goto fail;
     }
     /* the long words of the joined text that are no text's word */
@@ -2866,9 +2859,9 @@ static PyMethodDef methods[] = {
      "not ASCII; None for a value it does not walk. Packed: the probe as bytes of "
      "native-order uint64 values (for _history.packed) instead of a frozenset."},
     {"seams", (PyCFunction)(void (*)(void))seams, METH_FASTCALL,
-     "seams(texts, packed=False, decode=True) -> (frozenset[int], list[str]) | None: "
-     "probe_seams of ASCII texts, the forms of the joined text's decodings that are not "
-     "ASCII left to the caller (packed: as probe's; without decode, no decodings)."},
+     "seams(texts, packed=False) -> (frozenset[int], list[str]) | None: probe_seams of "
+     "ASCII texts, the forms of the joined text's decodings that are not ASCII left to "
+     "the caller (packed: as probe's)."},
     {"across", (PyCFunction)(void (*)(void))across, METH_FASTCALL,
      "across(tail, head) -> (frozenset[int], bool) | None: probe_across of two ASCII "
      "texts but for the decodings, and whether the run across the seam may be an "

@@ -757,29 +757,24 @@ def _unpacked(packed: Callable[[bytes], PrintSet], raw: bytes, others: list[str]
     return found
 
 
-def probe_seams(texts: Sequence[str], decode: bool = True) -> frozenset[int]:
+def probe_seams(texts: Sequence[str]) -> frozenset[int]:
     """What ``probe("".join(texts))`` holds that the probes of the texts one by one
     lack, or more: the grams and whole tokens across a seam between two texts, and
-    every fingerprint of the joined text's decodings (none without ``decode``; a
-    text not ASCII is then probed whole, itself only). Together with
+    every fingerprint of the joined text's decodings. Together with
     ``probe(text)`` for each text it holds all of the joined text's probe — for a test
     that asks whether *any* probe meets the data (``flows_from``), not one that
     weighs how much of a probe is held (``provenance``)."""
     if ACCELERATED:
-        got = _speedups.seams(texts, False, decode)
+        got = _speedups.seams(texts)
         if got is not None:
             found, others = got
             return _probe_others(found, others) if others else found
     joined = "".join(texts)
     if not joined.isascii():  # normalising may join characters across a seam
-        if not decode:
-            plain: set[int] = set()
-            _probe_form(joined, plain)
-            return frozenset(plain)
         return _probe_texts(joined, True)
     # the joined text's decodings but itself (its turned tokens among them, whole):
     # of itself only what spans a seam, below (the rest is in the texts' own probes)
-    out = set(_probe_texts(joined, False)) if decode else set()
+    out = set(_probe_texts(joined, False))
     own: set[str] = set()
     for text in texts:
         own.update(text.split())
@@ -831,15 +826,16 @@ def probe_across(tail: str, head: str) -> frozenset[int]:
         got = _speedups.across(tail, head)
         if got is not None:
             found, encoded = got
-            return found | _decoded_across(tail, head) if encoded else found
+            return found | _decoded_across(*_runs_at(tail, head)) if encoded else found
     if not (tail.isascii() and head.isascii()):  # normalising may join across the seam
-        return probe_seams((tail, head), False) - probe(tail) - probe(head)
+        joined: set[int] = set()
+        _probe_form(tail + head, joined)  # the joined text itself, no decodings
+        return frozenset(joined) - probe(tail) - probe(head)
     near = tail.lower().encode().translate(None, _ASCII_DROP)[1 - GRAM :]
     far = head.lower().encode().translate(None, _ASCII_DROP)[: GRAM - 1]
     # every gram of at most 2 * (GRAM - 1) bytes spans the middle
     out = set(_grams(near + far, 1)) if near and far else set()
-    left = _RUN_EDGE.split(tail)[-1]
-    right = _RUN_EDGE.split(head, 1)[0]
+    left, right = _runs_at(tail, head)
     if left and right:
         across = left + right
         if len(across) >= MIN_TOKEN:
@@ -849,15 +845,19 @@ def probe_across(tail: str, head: str) -> frozenset[int]:
             if left_piece and right_piece and len(left_piece) + len(right_piece) < len(across):
                 _add_short_token(left_piece + right_piece, True, out)
             if len(across) >= GRAM and _encoded_across(across):
-                out.update(_decoded_across(tail, head))
+                out.update(_decoded_across(left, right))
     return frozenset(out)
 
 
-def _decoded_across(tail: str, head: str) -> frozenset[int]:
-    """The probe of the decodings of the run across the seam (it may be an encoding cut
-    in two), less what either half's probe holds."""
-    left = _RUN_EDGE.split(tail)[-1]
-    right = _RUN_EDGE.split(head, 1)[0]
+def _runs_at(tail: str, head: str) -> tuple[str, str]:
+    """The run without whitespace or quoting that ends ``tail``, and the one that
+    starts ``head``: the two halves of the run across their seam."""
+    return _RUN_EDGE.split(tail)[-1], _RUN_EDGE.split(head, 1)[0]
+
+
+def _decoded_across(left: str, right: str) -> frozenset[int]:
+    """The probe of the decodings of the run ``left + right`` across a seam (it may be
+    an encoding cut in two), less what either half's probe holds."""
     return probe_seams((left, right)) - probe(left) - probe(right)
 
 
