@@ -64,9 +64,11 @@ TAIL: Final = 48
 MAX_SESSIONS: Final = 10_000
 #: Streams kept a session (an argument is one, a URL argument one a part).
 MAX_NAMES: Final = 32
-#: The seams of short texts already probed, by (tail, head): an agent sends the same
-#: value again and again (bounded as the probes of values seen before).
-_SEAMS_KEPT: Final = 1024
+#: Entries of each cache here (the seams probed, by their two texts; a stream's steps,
+#: by state and value; a URL's parts, by its text), each emptied whole when full: an
+#: agent sends the same values again and again (bounded as the probes of values seen
+#: before).
+_KEPT: Final = 1024
 
 #: What a call's values joined to the tails: (argument name, probe) pairs.
 Joined = tuple[tuple[str, "Probe"], ...]
@@ -120,7 +122,7 @@ def _url_parts(name: str, url: str) -> tuple[tuple[str, str], ...] | None:
             parts.append((f"{name}@", labels[0]))
         out = tuple(parts)
     if len(url) <= _URL_KEPT_LONGEST:
-        if len(_PARTS) >= _SEAMS_KEPT:
+        if len(_PARTS) >= _KEPT:
             _PARTS.clear()
         _PARTS[key] = out
     return out
@@ -234,7 +236,7 @@ class ArgumentTails:
 
     def _memo_put(self, key: tuple[_State, str], found: _Stepped) -> _Stepped:
         memo = self._memo
-        if len(memo) >= _SEAMS_KEPT:
+        if len(memo) >= _KEPT:
             memo.clear()
         memo[key] = found
         return found
@@ -272,7 +274,7 @@ class ArgumentTails:
         found = self._seams.get(key)
         if found is None:
             found = untracked(probe_across(tail, head))  # out of the collector's walk
-            if len(self._seams) >= _SEAMS_KEPT:
+            if len(self._seams) >= _KEPT:
                 self._seams.clear()
             self._seams[key] = found
         return found
