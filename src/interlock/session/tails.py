@@ -35,14 +35,23 @@ An argument that is an ``http(s)`` URL is read as a server reads it
 a whole is none): each query parameter's value (``?t=<piece>``, decoded), the last path
 segment, the fragment and the first label of the host (``<piece>.collector.example``).
 
+Pieces sent in turn in different arguments (``{"a": <piece 1>}``, ``{"b": <piece 2>}``)
+or query parameters are joined by one more stream, :data:`ACROSS`: every *piece* — a
+value of one run of at most :data:`TAIL` characters that is not its stream's last
+value sent again (an unchanged recipient is no piece) — in the order the calls sent
+them. While the pieces all come from one stream it is that stream's state, and makes no
+seams of its own.
+
 Only a call a ``flows_from`` test reads advances its session's tails (once a check,
 whatever number of tests read it), and only its string and number arguments; pieces
-sent in different arguments (or query parameters), in calls no such test reads, or
-interleaved with another value in the same argument are not joined.
+sent in calls no such test reads, or with another changing value between them (in the
+same argument, or, for :data:`ACROSS`, a piece-like value of any argument: a counter
+sent beside each piece) are not joined.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Final
@@ -54,8 +63,17 @@ from interlock.session.history import untracked
 if TYPE_CHECKING:
     from interlock.session.fingerprints import Probe
 
-__all__ = ["MAX_NAMES", "MAX_SESSIONS", "TAIL", "ArgumentTails", "Joined", "tails_of"]
+__all__ = ["ACROSS", "MAX_NAMES", "MAX_SESSIONS", "TAIL", "ArgumentTails", "Joined", "tails_of"]
 
+#: The stream of the pieces every argument sent, in the order they came: a piece (a
+#: value of one run, at most :data:`TAIL` characters, that is not its stream's last
+#: value again) of one argument joins the piece another argument sent before it.
+ACROSS: Final = "\x00across"
+#: A value of lowercase letters and the punctuation of names, paths and addresses alone
+#: (``views.py``, ``carol@corp.example``) is no piece for :data:`ACROSS`: a piece of a
+#: specific token has a digit, a capital or another sign (what makes it specific), and
+#: an agent's ordinary short values, changing all the time, would be joined for nothing.
+_PLAIN: Final = re.compile(r"[a-z.@/_:-]*").fullmatch
 #: Characters of an argument's tail kept, and of the next value joined to it: enough
 #: for 15 normalised characters either side of the seam (a gram across it) when a
 #: third of the text is punctuation, and for a short token whole.
@@ -179,6 +197,7 @@ class ArgumentTails:
             tails = sessions.pop(key, None)  # put back last: the most recent
             if tails is None:
                 tails = {}
+            pieces: list[tuple[str, str, _State, _State]] = []  # for ACROSS
             for name, value in items:
                 kind = type(value)
                 if kind is str:
@@ -195,10 +214,12 @@ class ArgumentTails:
                     else None
                 )
                 if parts is None:
-                    self._step(tails, name, name, text, joined)
+                    self._step(tails, name, name, text, joined, pieces)
                 else:  # its parts, not the whole: "...?d=<piece>https://..." joins nothing
-                    for part, piece in parts:
-                        self._step(tails, name, part, piece, joined)
+                    for part, value_of_part in parts:
+                        self._step(tails, name, part, value_of_part, joined, pieces)
+            for piece in pieces:
+                self._across(tails, piece, joined)
             if tails:
                 sessions[key] = tails
                 while len(sessions) > MAX_SESSIONS:
@@ -217,22 +238,56 @@ class ArgumentTails:
         stream: str,
         text: str,
         joined: list[tuple[str, str, str]],
+        pieces: list[tuple[str, str, _State, _State]] | None = None,
     ) -> None:
         """Join ``text`` to the tails of ``stream`` (into ``joined``, under the
         argument's ``name``) and advance them past it: a function of the stream's state
-        and the text, so the same again (an agent's usual call) is one lookup."""
+        and the text, so the same again (an agent's usual call) is one lookup. A piece
+        (one run of at most :data:`TAIL` characters) that is not the stream's last value
+        again goes into ``pieces``, for :data:`ACROSS`."""
         state = tails.get(stream, _NEW)
         if state is _NEW and len(tails) >= MAX_NAMES:
             return
+        after = tails[stream] = self._next(state, text, name, joined)
+        if (
+            pieces is not None
+            and len(text) <= TAIL
+            and not state[0].endswith(text)  # its value before, sent again: no piece
+            and _last_run(text) is None
+            and not _PLAIN(text)
+        ):
+            pieces.append((name, text, state, after))
+
+    def _next(
+        self, state: _State, text: str, name: str, joined: list[tuple[str, str, str]]
+    ) -> _State:
+        """The state after ``text``, its seams put into ``joined`` under ``name``."""
         if len(text) > _MEMO_LONGEST:
             found = self._stepped(state, text)
         else:
             key = (state, text)
             kept = self._memo.get(key)
             found = kept if kept is not None else self._memo_put(key, self._stepped(state, text))
-        tails[stream] = found[0]
         for left, right in found[1]:
             joined.append((name, left, right))
+        return found[0]
+
+    def _across(
+        self,
+        tails: dict[str, _State],
+        piece: tuple[str, str, _State, _State],
+        joined: list[tuple[str, str, str]],
+    ) -> None:
+        """Advance :data:`ACROSS` past a piece (the argument's name, the piece, its
+        stream's state before it and after). While the pieces all come from one stream,
+        ACROSS is in that stream's state, and its seams would be the stream's own: it
+        takes the stream's state after and joins nothing more."""
+        name, text, before, after = piece
+        state = tails.get(ACROSS, _NEW)
+        if state == before:
+            tails[ACROSS] = after
+        elif state is not _NEW or len(tails) <= MAX_NAMES:
+            tails[ACROSS] = self._next(state, text, name, joined)
 
     def _memo_put(self, key: tuple[_State, str], found: _Stepped) -> _Stepped:
         memo = self._memo
