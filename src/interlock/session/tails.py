@@ -38,15 +38,17 @@ segment, the fragment and the first label of the host (``<piece>.collector.examp
 Pieces sent in turn in different arguments (``{"a": <piece 1>}``, ``{"b": <piece 2>}``)
 or query parameters are joined by one more stream, :data:`ACROSS`: every *piece* — a
 value of one run of at most :data:`TAIL` characters that is not its stream's last
-value sent again (an unchanged recipient is no piece) — in the order the calls sent
-them. While the pieces all come from one stream it is that stream's state, and makes no
-seams of its own.
+value sent again (an unchanged recipient is no piece) and has a digit, a capital or a
+sign (lowercase names, paths and addresses are none: :data:`_PLAIN`) — in the order
+the calls sent them. While the pieces all come from one stream it is that stream's
+state, and makes no seams of its own.
 
 Only a call a ``flows_from`` test reads advances its session's tails (once a check,
 whatever number of tests read it), and only its string and number arguments; pieces
 sent in calls no such test reads, or with another changing value between them (in the
 same argument, or, for :data:`ACROSS`, a piece-like value of any argument: a counter
-sent beside each piece) are not joined.
+sent beside each piece), and lowercase words sent in turn in two arguments, are not
+joined.
 """
 
 from __future__ import annotations
