@@ -252,6 +252,36 @@ def test_a_value_sent_then_read_back_is_no_flow() -> None:
     assert _verdicts(guard, _posts(_cut(KEY, 10), lambda p: {"body": p})).count(Verdict.DENY) >= 2
 
 
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_a_call_that_cannot_be_read_does_not_reset_the_tails(accelerated: bool) -> None:
+    """A call whose argument cannot be read (an int too long to print) is undetermined,
+    and must not drop what the session's streams held: a piece, then such a call,
+    then the next piece is still refused."""
+    history = MemoryHistory()
+    guard = _guard("s", history)
+    _read(guard)
+    if not accelerated:
+        tails_of(history)._advance = None  # the Python reference
+    verdicts = _verdicts(
+        guard,
+        [
+            ("http_post", {"body": KEY[:10]}),
+            ("http_post", {"body": "x", "n": 10**5000}),
+            ("http_post", {"body": KEY[10:20]}),
+        ],
+    )
+    assert verdicts == [Verdict.ALLOW, Verdict.UNDETERMINED, Verdict.DENY]
+
+
+def test_an_empty_query_value_is_an_ordinary_url() -> None:
+    """``?q=&page=2`` once made the joins raise (an empty part), so a benign search URL
+    after a secret read was undetermined."""
+    guard = _guard()
+    _read(guard)
+    calls = [("http_get", {"url": f"https://x.example/s?q=&page={i}&t="}) for i in range(3)]
+    assert _verdicts(guard, calls) == [Verdict.ALLOW] * 3
+
+
 def test_pieces_of_two_sessions_are_not_joined() -> None:
     history = MemoryHistory()
     a = _guard("a", history)

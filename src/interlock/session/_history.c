@@ -1927,6 +1927,500 @@ packed(PyObject *module, PyObject *raw)
     return (PyObject *)self;
 }
 
+/* -- a session's argument tails (interlock.session.tails) --------------------------- */
+
+/* The Python reference is interlock/session/tails.py (ArgumentTails._stepped, _step,
+ * _across, _last_run, _PLAIN): these give the same states and the same seams, value for
+ * value (tests/session/test_tails_speedups.py). TAILS_KEPT is tails.TAIL. */
+#define TAILS_KEPT 48
+
+static int
+tails_is_space(Py_UCS4 c)
+{
+    return Py_UNICODE_ISSPACE(c);
+}
+
+/* The index just past the last whitespace of text[start:end], or -1 when it has none. */
+static Py_ssize_t
+tails_after_last_space(int kind, const void *data, Py_ssize_t start, Py_ssize_t end)
+{
+    for (Py_ssize_t i = end - 1; i >= start; i--) {
+        if (tails_is_space(PyUnicode_READ(kind, data, i))) {
+            return i + 1;
+        }
+    }
+    return -1;
+}
+
+/* _last_run: the run text ends with, within its last TAILS_KEPT characters ("" when it
+ * ends with whitespace), or NULL with no error set when those are one run. */
+static PyObject *
+tails_last_run(PyObject *text, int *one)
+{
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t start = size > TAILS_KEPT ? size - TAILS_KEPT : 0;
+    Py_ssize_t after = tails_after_last_space(PyUnicode_KIND(text), PyUnicode_DATA(text),
+                                              start, size);
+    if (after < 0) {
+        *one = 1;
+        return NULL;
+    }
+    *one = 0;
+    return PyUnicode_Substring(text, after, size);
+}
+
+/* The first run of text[:TAILS_KEPT] (NULL with *none set when it is all whitespace) and
+ * whether that run is the whole of text[:TAILS_KEPT]. */
+static PyObject *
+tails_first_run(PyObject *text, int *none, int *whole)
+{
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t end = size < TAILS_KEPT ? size : TAILS_KEPT;
+    Py_ssize_t i = 0;
+    while (i < end && tails_is_space(PyUnicode_READ(kind, data, i))) {
+        i++;
+    }
+    if (i == end) {
+        *none = 1;
+        *whole = 0;
+        return NULL;
+    }
+    Py_ssize_t j = i;
+    while (j < end && !tails_is_space(PyUnicode_READ(kind, data, j))) {
+        j++;
+    }
+    *none = 0;
+    *whole = i == 0 && j == end;
+    return PyUnicode_Substring(text, i, j);
+}
+
+/* (a + b)[-TAILS_KEPT:] */
+static PyObject *
+tails_joined_end(PyObject *a, PyObject *b)
+{
+    Py_ssize_t bn = PyUnicode_GET_LENGTH(b);
+    if (bn >= TAILS_KEPT) {
+        return PyUnicode_Substring(b, bn - TAILS_KEPT, bn);
+    }
+    Py_ssize_t an = PyUnicode_GET_LENGTH(a);
+    Py_ssize_t keep = TAILS_KEPT - bn;
+    PyObject *left = PyUnicode_Substring(a, an > keep ? an - keep : 0, an);
+    if (left == NULL) {
+        return NULL;
+    }
+    PyObject *out = PyUnicode_Concat(left, b);
+    Py_DECREF(left);
+    return out;
+}
+
+/* (a + b)[:TAILS_KEPT] */
+static PyObject *
+tails_joined_start(PyObject *a, PyObject *b)
+{
+    Py_ssize_t an = PyUnicode_GET_LENGTH(a);
+    if (an >= TAILS_KEPT) {
+        return PyUnicode_Substring(a, 0, TAILS_KEPT);
+    }
+    PyObject *right = PyUnicode_Substring(b, 0, TAILS_KEPT - an);
+    if (right == NULL) {
+        return NULL;
+    }
+    PyObject *out = PyUnicode_Concat(a, right);
+    Py_DECREF(right);
+    return out;
+}
+
+/* Append (name, left, right) to joined. Steals neither. */
+static int
+tails_seam(PyObject *joined, PyObject *name, PyObject *left, PyObject *right)
+{
+    PyObject *seam = PyTuple_Pack(3, name, left, right);
+    if (seam == NULL) {
+        return -1;
+    }
+    int failed = PyList_Append(joined, seam);
+    Py_DECREF(seam);
+    return failed;
+}
+
+/* ArgumentTails._stepped: the state after text (a new reference), its seams appended to
+ * joined under name. state is a (tail, first | None, head) tuple of exact strs. */
+static PyObject *
+tails_stepped(PyObject *state, PyObject *text, PyObject *name, PyObject *joined)
+{
+    PyObject *tail = PyTuple_GET_ITEM(state, 0);
+    PyObject *first = PyTuple_GET_ITEM(state, 1);
+    PyObject *head = PyTuple_GET_ITEM(state, 2);
+    PyObject *last = NULL, *run = NULL, *start = NULL, *end = NULL, *out = NULL;
+    PyObject *new_tail = NULL, *new_head = NULL;
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    int last_none, runs_none, run_whole;
+
+    last = tails_last_run(text, &last_none);
+    if (last == NULL && !last_none) {
+        return NULL;
+    }
+    run = tails_first_run(text, &runs_none, &run_whole);
+    if (run == NULL && !runs_none) {
+        goto done;
+    }
+    start = PyUnicode_Substring(text, 0, TAILS_KEPT);
+    end = PyUnicode_Substring(text, size > TAILS_KEPT ? size - TAILS_KEPT : 0, size);
+    if (start == NULL || end == NULL) {
+        goto done;
+    }
+    if (PyUnicode_GET_LENGTH(tail)) {
+        if (tails_seam(joined, name, tail, start) < 0) {
+            goto done;
+        }
+        if (last != NULL && PyUnicode_GET_LENGTH(last) &&
+            tails_seam(joined, name, tail, last) < 0) {
+            goto done;
+        }
+    }
+    if (PyUnicode_GET_LENGTH(head) &&
+        tails_seam(joined, name, last == NULL ? end : last, head) < 0) {
+        goto done;
+    }
+    if (last == NULL) {
+        new_tail = tails_joined_end(tail, end);
+    }
+    else {
+        new_tail = Py_NewRef(last);
+    }
+    if (new_tail == NULL) {
+        goto done;
+    }
+    if (last == NULL && run_whole) { /* one run: the head grows to the left */
+        new_head = tails_joined_start(text, head);
+    }
+    else {
+        new_head = run != NULL ? Py_NewRef(run) : PyUnicode_New(0, 0);
+    }
+    if (new_head == NULL) {
+        goto done;
+    }
+    PyObject *new_first = Py_None;
+    if (last != NULL && run != NULL) {
+        if (first != Py_None && PyUnicode_GET_LENGTH(first) &&
+            tails_seam(joined, name, first, run) < 0) {
+            goto done;
+        }
+        new_first = run;
+    }
+    out = PyTuple_Pack(3, new_tail, new_first, new_head);
+done:
+    Py_XDECREF(last);
+    Py_XDECREF(run);
+    Py_XDECREF(start);
+    Py_XDECREF(end);
+    Py_XDECREF(new_tail);
+    Py_XDECREF(new_head);
+    return out;
+}
+
+/* tails._PLAIN: only [a-z.@/_:-] */
+static int
+tails_plain(PyObject *text)
+{
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    for (Py_ssize_t i = 0; i < size; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (!((c >= 'a' && c <= 'z') || c == '.' || c == '@' || c == '/' || c == '_' ||
+              c == ':' || c == '-')) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A piece for ACROSS: (name, state before, state after), kept while a call is read. */
+typedef struct {
+    PyObject *name;
+    PyObject *text;
+    PyObject *before;
+    PyObject *after;
+} tails_piece;
+
+typedef struct {
+    tails_piece *items;
+    Py_ssize_t size;
+    Py_ssize_t room;
+} tails_pieces;
+
+static void
+tails_pieces_clear(tails_pieces *pieces)
+{
+    for (Py_ssize_t i = 0; i < pieces->size; i++) {
+        Py_DECREF(pieces->items[i].name);
+        Py_DECREF(pieces->items[i].text);
+        Py_DECREF(pieces->items[i].before);
+        Py_DECREF(pieces->items[i].after);
+    }
+    PyMem_Free(pieces->items);
+    pieces->items = NULL;
+    pieces->size = pieces->room = 0;
+}
+
+static int
+tails_pieces_add(tails_pieces *pieces, PyObject *name, PyObject *text, PyObject *before,
+                 PyObject *after)
+{
+    if (pieces->size == pieces->room) {
+        Py_ssize_t room = pieces->room ? pieces->room * 2 : 8;
+        tails_piece *grown = PyMem_Realloc(pieces->items, (size_t)room * sizeof(tails_piece));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        pieces->items = grown;
+        pieces->room = room;
+    }
+    tails_piece *piece = &pieces->items[pieces->size++];
+    piece->name = Py_NewRef(name);
+    piece->text = Py_NewRef(text);
+    piece->before = Py_NewRef(before);
+    piece->after = Py_NewRef(after);
+    return 0;
+}
+
+/* ArgumentTails._step: 0, or -1 with an error set. */
+static int
+tails_step(PyObject *tails, PyObject *name, PyObject *stream, PyObject *text,
+           PyObject *joined, tails_pieces *pieces, PyObject *empty, Py_ssize_t max_names)
+{
+    if (PyUnicode_GET_LENGTH(text) == 0) {
+        return 0;
+    }
+    PyObject *state = PyDict_GetItemWithError(tails, stream); /* borrowed */
+    if (state == NULL) {
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        if (PyDict_GET_SIZE(tails) >= max_names) {
+            return 0;
+        }
+        state = empty;
+    }
+    if (!PyTuple_CheckExact(state) || PyTuple_GET_SIZE(state) != 3 ||
+        !PyUnicode_CheckExact(PyTuple_GET_ITEM(state, 0)) ||
+        !PyUnicode_CheckExact(PyTuple_GET_ITEM(state, 2)) ||
+        (PyTuple_GET_ITEM(state, 1) != Py_None &&
+         !PyUnicode_CheckExact(PyTuple_GET_ITEM(state, 1)))) {
+        PyErr_SetString(PyExc_TypeError, "a stream's state is (str, str | None, str)");
+        return -1;
+    }
+    Py_INCREF(state); /* the dict's may be replaced below */
+    PyObject *after = tails_stepped(state, text, name, joined);
+    if (after == NULL || PyDict_SetItem(tails, stream, after) < 0) {
+        Py_XDECREF(after);
+        Py_DECREF(state);
+        return -1;
+    }
+    int failed = 0;
+    if (PyUnicode_GET_LENGTH(text) <= TAILS_KEPT) {
+        PyObject *tail = PyTuple_GET_ITEM(state, 0);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+        int again = n <= PyUnicode_GET_LENGTH(tail) &&
+                    PyUnicode_Tailmatch(tail, text, 0, PY_SSIZE_T_MAX, 1) == 1;
+        if (!again &&
+            tails_after_last_space(PyUnicode_KIND(text), PyUnicode_DATA(text), 0, n) < 0 &&
+            !tails_plain(text)) {
+            failed = tails_pieces_add(pieces, name, text, state, after);
+        }
+    }
+    Py_DECREF(after);
+    Py_DECREF(state);
+    return failed;
+}
+
+/* ArgumentTails._across */
+static int
+tails_across(PyObject *tails, tails_piece *piece, PyObject *joined, PyObject *across,
+             PyObject *empty, Py_ssize_t max_names)
+{
+    PyObject *state = PyDict_GetItemWithError(tails, across); /* borrowed */
+    int missing = state == NULL;
+    if (missing) {
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        state = empty;
+    }
+    Py_INCREF(state);
+    int same = PyObject_RichCompareBool(state, piece->before, Py_EQ);
+    int failed = same < 0;
+    if (same == 1) {
+        failed = PyDict_SetItem(tails, across, piece->after) < 0;
+    }
+    else if (same == 0 && (!missing || PyDict_GET_SIZE(tails) <= max_names)) {
+        PyObject *after = tails_stepped(state, piece->text, piece->name, joined);
+        failed = after == NULL || PyDict_SetItem(tails, across, after) < 0;
+        Py_XDECREF(after);
+    }
+    Py_DECREF(state);
+    return failed ? -1 : 0;
+}
+
+/* advance_tails(tails, args, url_parts, max_names, across) -> list[(name, left, right)]:
+ * the loop of ArgumentTails.advance (the caller holds its lock and keeps the session
+ * order): each string and number argument stepped, an http(s) URL by the parts
+ * url_parts(name, text) gives (None: as a plain value), then ACROSS past the pieces. */
+static PyObject *
+advance_tails(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyDict_CheckExact(args[0]) || !PyUnicode_CheckExact(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "advance_tails(tails: dict, args, url_parts, max_names: int, "
+                        "across: str)");
+        return NULL;
+    }
+    PyObject *tails = args[0], *values = args[1], *url_parts = args[2], *across = args[4];
+    Py_ssize_t max_names = PyLong_AsSsize_t(args[3]);
+    if (max_names == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *joined = PyList_New(0);
+    PyObject *star = NULL, *empty = NULL, *empty_text = NULL, *items = NULL;
+    tails_pieces pieces = {NULL, 0, 0};
+    if (joined == NULL) {
+        return NULL;
+    }
+    empty_text = PyUnicode_New(0, 0);
+    if (empty_text == NULL) {
+        goto failed;
+    }
+    empty = PyTuple_Pack(3, empty_text, Py_None, empty_text);
+    if (empty == NULL) {
+        goto failed;
+    }
+    if (PyDict_CheckExact(values)) {
+        items = PyDict_Items(values); /* a copy: url_parts runs Python */
+    }
+    else {
+        star = PyUnicode_FromString("*");
+        items = star == NULL ? NULL : Py_BuildValue("[(OO)]", star, values);
+    }
+    if (items == NULL) {
+        goto failed;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        PyObject *name = PyTuple_GET_ITEM(item, 0), *value = PyTuple_GET_ITEM(item, 1);
+        PyObject *text;
+        if (PyUnicode_CheckExact(value)) {
+            text = Py_NewRef(value);
+        }
+        else if (PyLong_CheckExact(value) || PyFloat_CheckExact(value)) {
+            text = PyObject_Str(value);
+            if (text == NULL) {
+                goto failed;
+            }
+        }
+        else {
+            continue;
+        }
+        Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+        if (size == 0 || !PyUnicode_CheckExact(name)) {
+            Py_DECREF(text);
+            continue;
+        }
+        int url = 0;
+        if (size >= 4) {
+            int kind = PyUnicode_KIND(text);
+            const void *data = PyUnicode_DATA(text);
+            static const char http[] = "http";
+            url = 1;
+            for (int k = 0; k < 4; k++) {
+                Py_UCS4 c = PyUnicode_READ(kind, data, k);
+                if (c >= 'A' && c <= 'Z') {
+                    c += 'a' - 'A';
+                }
+                if (c != (Py_UCS4)http[k]) {
+                    url = 0;
+                    break;
+                }
+            }
+            if (url) { /* "://" in text[4:8] */
+                url = 0;
+                Py_ssize_t stop = size < 8 ? size : 8;
+                for (Py_ssize_t k = 4; k + 3 <= stop; k++) {
+                    if (PyUnicode_READ(kind, data, k) == ':' &&
+                        PyUnicode_READ(kind, data, k + 1) == '/' &&
+                        PyUnicode_READ(kind, data, k + 2) == '/') {
+                        url = 1;
+                        break;
+                    }
+                }
+            }
+        }
+        PyObject *parts = NULL;
+        if (url) {
+            parts = PyObject_CallFunctionObjArgs(url_parts, name, text, NULL);
+            if (parts == NULL) {
+                Py_DECREF(text);
+                goto failed;
+            }
+            if (parts == Py_None) {
+                Py_CLEAR(parts);
+            }
+            else if (!PyTuple_CheckExact(parts)) {
+                Py_DECREF(parts);
+                Py_DECREF(text);
+                PyErr_SetString(PyExc_TypeError, "url_parts gives a tuple or None");
+                goto failed;
+            }
+        }
+        int bad = 0;
+        if (parts == NULL) {
+            bad = tails_step(tails, name, name, text, joined, &pieces, empty, max_names);
+        }
+        else {
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(parts) && !bad; k++) {
+                PyObject *part = PyTuple_GET_ITEM(parts, k);
+                if (!PyTuple_CheckExact(part) || PyTuple_GET_SIZE(part) != 2 ||
+                    !PyUnicode_CheckExact(PyTuple_GET_ITEM(part, 0)) ||
+                    !PyUnicode_CheckExact(PyTuple_GET_ITEM(part, 1))) {
+                    PyErr_SetString(PyExc_TypeError, "a URL's part is (str, str)");
+                    bad = 1;
+                    break;
+                }
+                bad = tails_step(tails, name, PyTuple_GET_ITEM(part, 0),
+                                 PyTuple_GET_ITEM(part, 1), joined, &pieces, empty,
+                                 max_names) < 0;
+            }
+            Py_DECREF(parts);
+        }
+        Py_DECREF(text);
+        if (bad) {
+            goto failed;
+        }
+    }
+    for (Py_ssize_t i = 0; i < pieces.size; i++) {
+        if (tails_across(tails, &pieces.items[i], joined, across, empty, max_names) < 0) {
+            goto failed;
+        }
+    }
+    tails_pieces_clear(&pieces);
+    Py_DECREF(items);
+    Py_XDECREF(star);
+    Py_DECREF(empty);
+    Py_DECREF(empty_text);
+    return joined;
+failed:
+    tails_pieces_clear(&pieces);
+    Py_XDECREF(items);
+    Py_XDECREF(star);
+    Py_XDECREF(empty);
+    Py_XDECREF(empty_text);
+    Py_DECREF(joined);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"untracked", untracked, METH_O,
      "untracked(prints) -> prints: a frozenset of ints out of the collector's lists "
@@ -1940,6 +2434,10 @@ static PyMethodDef methods[] = {
     {"frozen_from_bytes", frozen_from_bytes, METH_O,
      "frozen_from_bytes(raw) -> FrozenPrints: the fingerprints in raw (bytes of "
      "native-order uint64 values, any order, repeats allowed)"},
+    {"advance_tails", (PyCFunction)(void (*)(void))advance_tails, METH_FASTCALL,
+     "advance_tails(tails, args, url_parts, max_names, across) -> list[(name, left, "
+     "right)]: the loop of interlock.session.tails.ArgumentTails.advance (its Python is "
+     "the reference)"},
     {"maker", maker, METH_VARARGS,
      "maker(cls, names) -> make(*values): instances of the slotted class cls, each slot "
      "of names set to the value in its position"},
@@ -1963,6 +2461,10 @@ PyInit__history(void)
         return NULL;
     }
     Py_INCREF(&PrintSetType);
+    if (PyModule_AddIntConstant(made, "TAILS_KEPT", TAILS_KEPT) < 0) {
+        Py_DECREF(made);
+        return NULL;
+    }
     if (PyModule_AddObject(made, "PrintSet", (PyObject *)&PrintSetType) < 0) {
         Py_DECREF(&PrintSetType);
         Py_DECREF(made);

@@ -4,6 +4,16 @@ from typing import Any, TypeVar, final
 _T = TypeVar("_T")
 
 def maker(cls: type, names: tuple[str, ...], /) -> Callable[..., Any]: ...
+def advance_tails(
+    tails: dict[str, tuple[str, str | None, str]],
+    args: object,
+    url_parts: Callable[[str, str], tuple[tuple[str, str], ...] | None],
+    max_names: int,
+    across: str,
+    /,
+) -> list[tuple[str, str, str]]: ...
+
+TAILS_KEPT: int
 def untracked(prints: _T, /) -> _T: ...
 def packed(raw: bytes, /) -> PrintSet: ...
 

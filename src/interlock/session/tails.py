@@ -59,13 +59,23 @@ import weakref
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from interlock._extension import switched_off
 from interlock.session.fingerprints import probe_across
 from interlock.session.history import untracked
 
 if TYPE_CHECKING:
     from interlock.session.fingerprints import Probe
 
-__all__ = ["ACROSS", "MAX_NAMES", "MAX_SESSIONS", "TAIL", "ArgumentTails", "Joined", "tails_of"]
+__all__ = [
+    "ACCELERATED",
+    "ACROSS",
+    "MAX_NAMES",
+    "MAX_SESSIONS",
+    "TAIL",
+    "ArgumentTails",
+    "Joined",
+    "tails_of",
+]
 
 #: The stream of the pieces every argument sent, in the order they came: a piece (a
 #: value of one run, at most :data:`TAIL` characters, that is not its stream's last
@@ -131,7 +141,8 @@ def _url_parts(name: str, url: str) -> tuple[tuple[str, str], ...] | None:
         out = None
     else:
         for query, value in parse_qsl(split.query, keep_blank_values=True)[:_MAX_QUERY]:
-            parts.append((f"{name}?{query[:TAIL]}", value))
+            if value:  # "?q=&page=2": an empty value sends nothing
+                parts.append((f"{name}?{query[:TAIL]}", value))
         segment = split.path.rsplit("/", 1)[-1]
         if segment:
             parts.append((f"{name}/", unquote(segment)))
@@ -161,17 +172,32 @@ def _last_run(text: str) -> str | None:
     return parts[-1]
 
 
+try:
+    from interlock.session._history import TAILS_KEPT, advance_tails
+except ImportError:  # not built: the Python below
+    advance_tails = None  # type: ignore[assignment]
+else:
+    if switched_off() or TAILS_KEPT != TAIL:
+        advance_tails = None  # type: ignore[assignment]
+
+#: Whether :meth:`ArgumentTails.advance` runs its loop in C (``_history.advance_tails``)
+#: by default.
+ACCELERATED: Final = advance_tails is not None
+
+
 class ArgumentTails:
-    """The tails of the arguments of the sessions one history judges in this process."""
+    """The tails of the arguments of the sessions one history judges in this process.
+    ``accelerated=False`` runs the Python reference even where the C loop is built."""
 
-    __slots__ = ("_lock", "_memo", "_seams", "_sessions")
+    __slots__ = ("_advance", "_lock", "_memo", "_seams", "_sessions")
 
-    def __init__(self) -> None:
+    def __init__(self, *, accelerated: bool = True) -> None:
         self._sessions: dict[tuple[str, str], dict[str, _State]] = {}
         self._seams: dict[tuple[str, str], Probe] = {}
         #: (a stream's state, a value) -> (the state after, the seams the value made)
         self._memo: dict[tuple[_State, str], _Stepped] = {}
         self._lock = threading.Lock()
+        self._advance = advance_tails if accelerated else None
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -190,48 +216,61 @@ class ArgumentTails:
     def advance(self, tenant: str, session_id: str, args: Any) -> Joined:
         """The probes of ``args``' values joined to the session's tails, each with its
         argument's name (``"*"`` for arguments that are one value), and the tails
-        advanced past them. Call it once a check."""
-        items = args.items() if type(args) is dict else (("*", args),)
+        advanced past them. Call it once a check. What it raises (an int too long to
+        print) leaves the session's tails kept, advanced past the values before it."""
         key = (tenant, session_id)
-        joined: list[tuple[str, str, str]] = []
         with self._lock:
             sessions = self._sessions
             tails = sessions.pop(key, None)  # put back last: the most recent
             if tails is None:
                 tails = {}
-            pieces: list[tuple[str, str, _State, _State]] = []  # for ACROSS
-            for name, value in items:
-                kind = type(value)
-                if kind is str:
-                    text = value
-                elif kind is int or kind is float:
-                    text = str(value)
+            try:
+                if self._advance is not None:
+                    joined = self._advance(tails, args, _url_parts, MAX_NAMES, ACROSS)
                 else:
-                    continue
-                if not text or type(name) is not str:
-                    continue
-                parts = (
-                    _url_parts(name, text)
-                    if text[:4].lower() == "http" and "://" in text[4:8]
-                    else None
-                )
-                if parts is None:
-                    self._step(tails, name, name, text, joined, pieces)
-                else:  # its parts, not the whole: "...?d=<piece>https://..." joins nothing
-                    for part, value_of_part in parts:
-                        self._step(tails, name, part, value_of_part, joined, pieces)
-            for piece in pieces:
-                self._across(tails, piece, joined)
-            if tails:
-                sessions[key] = tails
-                while len(sessions) > MAX_SESSIONS:
-                    del sessions[next(iter(sessions))]
+                    joined = self._advanced(tails, args)
+            finally:
+                if tails:
+                    sessions[key] = tails
+                    while len(sessions) > MAX_SESSIONS:
+                        del sessions[next(iter(sessions))]
         if not joined:
             return ()
         seam = self._seam  # probed out of the lock: other sessions' checks go on
         return tuple(
             [(name, found) for name, left, right in joined if (found := seam(left, right))]
         )
+
+    def _advanced(self, tails: dict[str, _State], args: Any) -> list[tuple[str, str, str]]:
+        """The Python reference of the C loop (``_history.advance_tails``): each string
+        and number argument stepped (an ``http(s)`` URL by its parts), then
+        :data:`ACROSS` past the pieces; the seams made, as (name, left, right)."""
+        items = args.items() if type(args) is dict else (("*", args),)
+        joined: list[tuple[str, str, str]] = []
+        pieces: list[tuple[str, str, _State, _State]] = []  # for ACROSS
+        for name, value in items:
+            kind = type(value)
+            if kind is str:
+                text = value
+            elif kind is int or kind is float:
+                text = str(value)
+            else:
+                continue
+            if not text or type(name) is not str:
+                continue
+            parts = (
+                _url_parts(name, text)
+                if text[:4].lower() == "http" and "://" in text[4:8]
+                else None
+            )
+            if parts is None:
+                self._step(tails, name, name, text, joined, pieces)
+            else:  # its parts, not the whole: "...?d=<piece>https://..." joins nothing
+                for part, value_of_part in parts:
+                    self._step(tails, name, part, value_of_part, joined, pieces)
+        for piece in pieces:
+            self._across(tails, piece, joined)
+        return joined
 
     def _step(
         self,
@@ -248,7 +287,7 @@ class ArgumentTails:
         (one run of at most :data:`TAIL` characters) that is not the stream's last value
         again goes into ``pieces``, for :data:`ACROSS`."""
         state = tails.get(stream, _NEW)
-        if state is _NEW and len(tails) >= MAX_NAMES:
+        if not text or (state is _NEW and len(tails) >= MAX_NAMES):
             return
         after = tails[stream] = self._next(state, text, name, joined)
         if (

@@ -1,0 +1,169 @@
+"""The loop of ``ArgumentTails.advance`` in C (``_history.advance_tails``) is the
+Python reference value for value: the same seams in the same order and the same
+streams' states after every call, on random sessions of random arguments (unicode
+whitespace, URLs, numbers, values that are not text), on hostile ones, and under the
+bounds (``MAX_NAMES``); and it refuses what it was not made for with a ``TypeError``."""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from interlock.session import tails as tails_module
+from interlock.session.tails import ACCELERATED, ACROSS, TAIL, ArgumentTails
+
+pytestmark = pytest.mark.skipif(not ACCELERATED, reason="the C loop is not built")
+
+#: characters the streams tell apart: runs, every kind of whitespace str.split knows,
+#: what _PLAIN lets through, URL syntax, and text that is not ASCII
+ALPHABET = (
+    string.ascii_letters
+    + string.digits
+    + " \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u1680\u2003\u2028\u3000"
+    + ".@/_:-+=%&?#"
+    + "İéß東😀\ud800"
+)
+TEXT = st.text(alphabet=ALPHABET, max_size=120)
+URL = st.builds(
+    lambda scheme, sep, rest, tail: scheme + sep + rest + tail,
+    st.sampled_from(["http", "HTTP", "https", "hTtPs", "ftp", "İttp", "htt"]),
+    st.sampled_from(["://", ":/", "//", ":///"]),
+    st.text(alphabet=ALPHABET, max_size=30),
+    st.sampled_from(["", "?a=1&b=x%20y", "?q=&page=2", "#frag", "/p/q%2Dr", "?a=%20"]),
+)
+#: short values of few characters: pieces, plain names, whitespace, repeats
+PIECE = st.text(alphabet="abzAQ19.@/_:- \u3000", min_size=1, max_size=12)
+#: values longer than a tail: a run that fills it, with or without whitespace before,
+#: between and after (where the first and last TAIL characters are read apart)
+LONG = st.builds(
+    lambda lead, run, middle, end: lead + run + middle + run + end,
+    st.sampled_from(["", " ", "\u3000"]),
+    st.text(alphabet="aB1-", min_size=TAIL - 8, max_size=TAIL + 8),
+    st.sampled_from(["", " ", "x"]),
+    st.sampled_from(["", " ", "Z"]),
+)
+VALUE = st.one_of(
+    PIECE,
+    PIECE,
+    LONG,
+    TEXT,
+    URL,
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True),
+    st.booleans(),
+    st.none(),
+    st.lists(st.integers(), max_size=2),
+    st.sampled_from(["", "ok", "Ack1", "wJalrXUtnF", "EMI-K7MDEN", "views.py", "x" * (TAIL + 1)]),
+)
+NAME = st.one_of(st.sampled_from(["a", "b", "body", "url", "to", "*", ACROSS]), st.integers(0, 2))
+ARGS = st.one_of(st.dictionaries(NAME, VALUE, max_size=5), VALUE)
+CALLS = st.lists(st.tuples(st.sampled_from(["s", "t"]), ARGS), min_size=1, max_size=14)
+
+
+def _both(calls: list[tuple[str, Any]]) -> None:
+    c = ArgumentTails()
+    python = ArgumentTails(accelerated=False)
+    for session, args in calls:
+        outcomes = []
+        for tails in (c, python):
+            try:
+                outcomes.append(tails.advance("T", session, args))
+            except Exception as exc:  # the same error on both paths
+                outcomes.append(type(exc))
+        assert outcomes[0] == outcomes[1], args
+        assert c._sessions == python._sessions, args
+
+
+@settings(max_examples=400, deadline=None)
+@given(CALLS)
+def test_random_sessions_end_as_the_reference_ends(calls: list[tuple[str, Any]]) -> None:
+    _both(calls)
+
+
+@settings(max_examples=100, deadline=None)
+@given(CALLS, st.integers(min_value=0, max_value=3))
+def test_the_bound_on_streams_is_the_reference_bound(
+    calls: list[tuple[str, Any]], bound: int
+) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tails_module, "MAX_NAMES", bound)
+        _both(calls)
+
+
+KEY = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
+
+
+class Text(str):
+    """A str subclass whose methods raise: neither path reads it (not exact str)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("read")
+
+    def lower(self) -> str:  # type: ignore[override]
+        raise RuntimeError("read")
+
+
+CASES: dict[str, list[Any]] = {
+    "a key in pieces, in turn in two arguments": [
+        {"ab"[i % 2]: KEY[i * 10 : i * 10 + 10]} for i in range(4)
+    ],
+    "an empty query value": [{"u": "https://x.example/s?q=&page=2"}, {"u": "https://x/?q="}],
+    "unicode whitespace between runs": [{"b": "part\u20031: wJalr"}, {"b": "XUtn\u3000(2)"}],
+    "a value of whitespace only": [{"b": " \u2028 "}, {"b": "wJalr"}],
+    "a 2 MB value": [{"b": "Q" * 2_000_000}, {"b": "R" * 2_000_000 + " end"}],
+    "an int too long to print": [{"n": 10**5000}],
+    "lone surrogates": [{"b": "wJalr\ud800"}, {"b": "\udfffXUtn"}],
+    "str subclasses as values and names": [{"b": Text("wJalrXUtnF")}, {Text("k"): "EMI-K7"}],
+    "not a dict": ["wJalrXUtnF", 12345, [KEY], None],
+    "a URL with many queries": [
+        {"u": "https://x.example/?" + "&".join(f"k{i}=V{i}" for i in range(20))}
+    ],
+    "ACROSS as an argument's name": [{ACROSS: "Ab1"}, {"b": "Cd2"}, {ACROSS: "Ef3"}],
+    "the same value again": [{"to": "A1@x.example", "b": "Q1"}] * 4,
+    "a float and a bool": [{"f": 1.5e300, "t": True}, {"f": float("nan")}],
+}
+
+
+@pytest.mark.parametrize("row", sorted(CASES))
+def test_hostile_and_odd_sessions_end_as_the_reference_ends(row: str) -> None:
+    _both([("s", args) for args in CASES[row]])
+
+
+def test_the_c_loop_refuses_what_it_was_not_made_for() -> None:
+    from interlock.session._history import advance_tails
+
+    def parts(name: str, text: str) -> Any:
+        return (("n/", "x"),)
+
+    for call in (
+        lambda: advance_tails([], {}, parts, 4, ACROSS),  # tails not a dict
+        lambda: advance_tails({}, {}, parts, 4),  # too few
+        lambda: advance_tails({}, {}, parts, 4, b"across"),  # across not text
+        lambda: advance_tails({}, {}, parts, "4", ACROSS),  # the bound not an int
+        lambda: advance_tails({"b": ("x", 1, "y")}, {"b": "v"}, parts, 4, ACROSS),
+        lambda: advance_tails({"b": ["x", None, "y"]}, {"b": "v"}, parts, 4, ACROSS),
+        lambda: advance_tails({}, {"u": "https://x/"}, lambda n, t: [("a", "b")], 4, ACROSS),
+        lambda: advance_tails({}, {"u": "https://x/"}, lambda n, t: (("a", 1),), 4, ACROSS),
+    ):
+        with pytest.raises(TypeError):
+            call()
+    # what url_parts raises comes through, and nothing is left half-made
+    tails: dict[str, Any] = {}
+
+    def raising(name: str, text: str) -> Any:
+        raise ValueError("a URL")
+
+    with pytest.raises(ValueError, match="a URL"):
+        advance_tails(tails, {"a": "Ab1", "u": "https://x/"}, raising, 4, ACROSS)
+    assert list(tails) == ["a"]  # stepped before the URL; ACROSS comes after the call
+    assert advance_tails(tails, {"u": "https://x/"}, parts, 4, ACROSS) == []
+
+
+def test_the_loop_in_c_is_the_default() -> None:
+    tails = ArgumentTails()
+    assert tails._advance is not None
+    assert ArgumentTails(accelerated=False)._advance is None
