@@ -7,7 +7,8 @@ computes the same values without it, only slower (docs/performance.md):
 - ``fingerprints`` (``interlock.session._speedups``): a tool result's fingerprints and
   an argument's probe, for session rules' data flows (ADR 0031);
 - ``session records`` (``interlock.session._history``): a session step's records made
-  in one call (ADR 0032);
+  in one call (ADR 0032), and the loop that joins a call's arguments to what the
+  session's earlier calls sent (``interlock.session.tails``, ADR 0043);
 - ``redaction`` (``interlock.core._redaction``): the audit record's redaction walk
   (ADR 0036);
 - ``chain links`` (``interlock.store._chain``): the bytes an audit chain link hashes
@@ -73,7 +74,7 @@ def accelerators() -> tuple[Accelerator, ...]:
         (
             "session records",
             "interlock.session._history",
-            "a session step's records",
+            "a session step's records and argument tails",
             history.ACCELERATED,
         ),
         (
