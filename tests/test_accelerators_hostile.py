@@ -14,6 +14,7 @@ a read past a buffer or of a freed object aborts the run instead of passing sile
 
 from __future__ import annotations
 
+import base64
 import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -306,6 +307,16 @@ def test_an_argument_probe_and_a_result_fingerprints_end_as_the_reference_ends(
         assert c == python, fingerprint.__name__
 
 
+_B64_KEY = base64.b64encode(b"aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCY").decode()
+_B64_KEYS = base64.b64encode(b"key=wJalrXUtnFEMI/K7MDENG/bPxRfiCY00007 " * 3750).decode()
+_B64_ACCENTED = base64.b64encode("Grüße aus München, café crème".encode()).decode()
+_HEX_KEY = b"wJalrXUtnFEMI/K7MDENG".hex()
+
+
+def _cut(text: str, at: int, kind: type[str] = str) -> tuple[str, str]:
+    return kind(text[:at]), kind(text[at:])
+
+
 #: two values a seam joins (tail, head): what probe_across reads in C
 ACROSS_CASES: list[tuple[str, Callable[[], tuple[str, str]]]] = [
     ("empty either side", lambda: ("", "wJalrXUtnFEMI")),
@@ -317,6 +328,12 @@ ACROSS_CASES: list[tuple[str, Callable[[], tuple[str, str]]]] = [
     ("controls at the seam", lambda: ("key=\x1c\x1dwJalr", "XUtn\x1e\x1fFEMI")),
     ("one character each", lambda: ("a", "1")),
     ("padding and base32 at the seam", lambda: ("MFRGGZDFMZTW", "Q2LKNNWG2===")),
+    # the run across the seam decoded in C (decoded_across), or left to Python
+    ("a 200 KB base64 run cut in two", lambda: _cut(_B64_KEYS, 100_001)),
+    ("str subclasses holding a cut base64 key", lambda: _cut(_B64_KEY, 21, Raising)),
+    ("a cut base64 key, then a lone surrogate", lambda: _cut(_B64_KEY + "\udfff", 30)),
+    ("base64 of text that is not ASCII, cut", lambda: _cut(_B64_ACCENTED, 17)),
+    ("a cut hex key in a str subclass", lambda: _cut(_HEX_KEY, 9, Raising)),
 ]
 
 

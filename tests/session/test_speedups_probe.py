@@ -345,6 +345,88 @@ def test_probe_across_is_the_same_on_both_paths(tail: str, head: str) -> None:
     assert python == c
 
 
+def _cut(encoded: str, at: int, before: str, after: str) -> tuple[str, str]:
+    at = min(at, len(encoded))
+    return before + encoded[:at], encoded[at:] + after
+
+
+#: an encoding (base64 either alphabet, hex, base32 either case, URL-encoding; nested
+#: up to twice) cut in two, with text before and after: the run across the seam is
+#: decoded (C's decoded_across, or Python's when a decoding is not ASCII)
+cut_encodings = st.builds(
+    _cut,
+    st.tuples(
+        st.text(string.ascii_letters + string.digits, min_size=8, max_size=60)
+        | st.sampled_from([SECRET, "Grüße aus München, café", "東京の秘密 " + SECRET]),
+        st.lists(st.sampled_from([0, 1, 2, 3, 8, 9, 11]), min_size=1, max_size=2),
+    ).map(lambda t: _apply(t[0], t[1])),
+    st.integers(0, 200),
+    st.sampled_from(["", "x=", "see ", "key=abc&tok=", "é ", "\\n"]),
+    st.sampled_from(["", " more", "&y=1", "==", "\\u00e9", " é"]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(pair=cut_encodings)
+def test_probe_across_a_cut_encoding_is_the_same_on_both_paths(pair: tuple[str, str]) -> None:
+    python, c = both(fingerprints.probe_across, *pair)
+    assert python == c
+
+
+KEY_B64 = base64.b64encode(f"aws_secret_access_key = {SECRET}".encode()).decode()
+KEY_HEX = SECRET.encode().hex()
+KEY_B32 = base64.b32encode(SECRET.encode()).decode()
+ACCENTED_B64 = base64.b64encode("Grüße aus München, café crème brûlée".encode()).decode()
+
+
+@pytest.mark.parametrize(
+    ("tail", "head"),
+    [
+        *((KEY_B64[:at], KEY_B64[at:]) for at in (1, 7, 8, 9, 10, 11, 16, 30, len(KEY_B64) - 1)),
+        ("token=" + KEY_B64[:21], KEY_B64[21:] + "&next=2"),
+        (KEY_B64[:20].replace("+", "-").replace("/", "_"), KEY_B64[20:].rstrip("=")),
+        *((KEY_HEX[:at], KEY_HEX[at:]) for at in (1, 5, 15, 16, 17, 40)),
+        (KEY_HEX.upper()[:24], KEY_HEX.upper()[24:]),
+        ("deadbeef" * 2, "cafebabe" * 2),  # hex of letters only: no whole token
+        *((KEY_B32[:at], KEY_B32[at:]) for at in (3, 13, 20, 33)),
+        (KEY_B32.lower()[:25], KEY_B32.lower()[25:].rstrip("=")),
+        ("q=" + quote(KEY_B64, safe="")[:30], quote(KEY_B64, safe="")[30:]),
+        (quote_plus("see " + SECRET)[:12], quote_plus("see " + SECRET)[12:]),
+        (ACCENTED_B64[:17], ACCENTED_B64[17:]),  # decodes to text that is not ASCII
+        ("é " + KEY_B64[:20], KEY_B64[20:]),
+        (KEY_B64[:20], KEY_B64[20:] + " é"),
+        ("", KEY_B64),
+        (KEY_B64, ""),
+        ("", ""),
+        ("Q1001Q1002Q1003", "Q1004Q1005Q1006"),  # joined ids: not decoded
+        ("order-1234", "order-5678"),
+        ("the report for", " march was sent"),
+        (KEY_B64 * 300, KEY_B64 * 300),  # a very long run across the seam
+        ("x " * 5000 + KEY_HEX[:30], KEY_HEX[30:] + " y" * 5000),
+        (SECRET[:10] + "\\x", "41" + SECRET[10:]),
+    ],
+)
+def test_probe_across_of_each_encoding_cut_is_the_same_on_both_paths(tail: str, head: str) -> None:
+    python, c = both(fingerprints.probe_across, tail, head)
+    assert python == c
+
+
+def test_c_probes_the_decodings_across_a_seam_python_those_not_ascii() -> None:
+    """``_speedups.across`` probes the decodings of the run across a seam itself, and
+    hands Python what it found when some of them are not ASCII (Python probes those:
+    NFKC and case folding) — the same fingerprints either way."""
+    found, rest = _speedups.across(KEY_B64[:20], KEY_B64[20:])
+    assert rest is None
+    assert found == fingerprints.probe_across(KEY_B64[:20], KEY_B64[20:])
+    assert found - _speedups.across(KEY_B64[:20], " " + KEY_B64[20:])[0]  # decodings kept
+    tail, head = ACCENTED_B64[:17], ACCENTED_B64[17:]
+    found, rest = _speedups.across(tail, head)
+    _, seam_others, _, own_others = rest
+    assert seam_others or own_others
+    with path(False):
+        assert found | fingerprints._decoded_rest(*rest) == fingerprints.probe_across(tail, head)
+
+
 def test_probe_of_huge_and_empty_values_is_the_same() -> None:
     line = f"row 17 key={SECRET} {base64.b64encode(SECRET.encode()).decode()} %41%42 é\n"
     for value in ("", [], {}, None, line * 3000, [line] * 500, "x" * 100_000):

@@ -1200,6 +1200,20 @@ fpset_add(fpset *set, uint64_t value)
     return 0;
 }
 
+/* Whether the set holds value. */
+static inline int
+fpset_contains(const fpset *set, uint64_t value)
+{
+    Py_ssize_t at = fpset_slot(set, value);
+    while (set->slots[at] != 0) {
+        if (set->values[set->slots[at] - 1] == value) {
+            return 1;
+        }
+        at = (at + 1) & set->mask;
+    }
+    return 0;
+}
+
 /* The values as a new frozenset (added in order, as the probe used to add them one by
  * one); NULL on error. */
 static PyObject *new_out(void);
@@ -2275,6 +2289,8 @@ fail:
     return NULL;
 }
 
+static int seams_into(PyObject *texts, fpset *out, PyObject *others);
+
 /* seams(texts) -> (frozenset[int], list[str]) | None: fingerprints._py_probe_seams
  * of ASCII texts (None when a text is not ASCII: the Python path then) but for the
  * non-ASCII forms of the joined text's decodings, returned for the caller to probe:
@@ -2297,30 +2313,47 @@ seams(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (texts == NULL) {
         return NULL;
     }
+    fpset out;
+    fpset_init(&out);
+    PyObject *others = PyList_New(0);
+    int got = others == NULL ? -1 : seams_into(texts, &out, others);
+    Py_DECREF(texts);
+    if (got <= 0) {
+        fpset_free(&out);
+        Py_XDECREF(others);
+        if (got < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    return done(&out, others, packed);
+}
+
+/* The body of seams() for a tuple of texts: the fingerprints added to out, the forms
+ * that are not ASCII appended to others. 1, 0 when a text is not ASCII (nothing
+ * added), or -1 on error (TypeError when a text is not a str). */
+static int
+seams_into(PyObject *texts, fpset *out, PyObject *others)
+{
     Py_ssize_t count = PyTuple_GET_SIZE(texts);
     Py_ssize_t total = 0;
     for (Py_ssize_t t = 0; t < count; t++) {
         PyObject *text = PyTuple_GET_ITEM(texts, t);
         if (!PyUnicode_Check(text)) {
-            Py_DECREF(texts);
             PyErr_SetString(PyExc_TypeError, "seams(texts): a text must be a str");
-            return NULL;
+            return -1;
         }
 #if PY_VERSION_HEX < 0x030C0000
         if (PyUnicode_READY(text) < 0) {
-            Py_DECREF(texts);
-            return NULL;
+            return -1;
         }
 #endif
         if (!PyUnicode_IS_ASCII(text)) {
-            Py_DECREF(texts);
-            Py_RETURN_NONE;
+            return 0;
         }
         total += PyUnicode_GET_LENGTH(text);
     }
-    PyObject *others = NULL, *joined = NULL, *own = NULL;
-    fpset out;
-    fpset_init(&out);
+    PyObject *joined = NULL, *own = NULL;
     unsigned char *chars = PyMem_Malloc(total > 0 ? (size_t)total : 1);
     unsigned char *norm = PyMem_Malloc(total > 0 ? (size_t)total : 1);
     unsigned char *start = PyMem_Calloc(total > 0 ? (size_t)total : 1, 1);
@@ -2337,8 +2370,7 @@ seams(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         ends[t] = at;
     }
     joined = PyUnicode_DecodeASCII((const char *)chars, total, "strict");
-    others = PyList_New(0);
-    if (joined == NULL || others == NULL || probe_decodings(joined, 0, &out, others) < 0) {
+    if (joined == NULL || probe_decodings(joined, 0, out, others) < 0) {
         goto fail;
     }
     /* the long words of the joined text that are no text's word */
@@ -2393,7 +2425,7 @@ seams(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (known < 0) {
             goto fail;
         }
-        if (!known && probe_word(chars + from, i - from, norm, &out) < 0) {
+        if (!known && probe_word(chars + from, i - from, norm, out) < 0) {
             goto fail;
         }
     }
@@ -2411,7 +2443,7 @@ seams(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     for (Py_ssize_t s = 0; s + GRAM <= size; s++) {
-        if (start[s] && fpset_add(&out, gram_hash(norm + s)) < 0) {
+        if (start[s] && fpset_add(out, gram_hash(norm + s)) < 0) {
             goto fail;
         }
     }
@@ -2419,21 +2451,17 @@ seams(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyMem_Free(norm);
     PyMem_Free(start);
     PyMem_Free(ends);
-    Py_DECREF(texts);
     Py_DECREF(joined);
     Py_XDECREF(own);
-    return done(&out, others, packed);
+    return 1;
 fail:
     PyMem_Free(chars);
     PyMem_Free(norm);
     PyMem_Free(start);
     PyMem_Free(ends);
-    Py_DECREF(texts);
     Py_XDECREF(joined);
     Py_XDECREF(own);
-    fpset_free(&out);
-    Py_XDECREF(others);
-    return NULL;
+    return -1;
 }
 
 /* -- what spans a seam between two values (fingerprints.probe_across) ------------- */
@@ -2498,12 +2526,82 @@ encoded_across(const unsigned char *run, Py_ssize_t size)
     return hex && 5 * hex_letters >= size;
 }
 
-/* across(tail, head) -> (frozenset[int], bool) | None: fingerprints.probe_across of
- * two ASCII texts but for the decodings: the grams across the seam (the last GRAM - 1
- * normalised characters of tail joined to the first GRAM - 1 of head), the short
- * whole token of the run across it and of its piece across it; and whether that run
- * may be an encoding cut in two (the caller then probes its decodings). None when a
- * text is not ASCII. */
+/* fingerprints._decoded_across(left, right) of two ASCII runs: probe_seams((left,
+ * right)) less probe(left) and probe(right), each an fpset (no int object made but for
+ * what is kept), added to out. When a decoding of one of the three is not ASCII (Python
+ * probes such forms: NFKC and case folding), nothing is added and *rest is set to what
+ * the caller finishes with (fingerprints._decoded_rest): (the seam's fingerprints, its
+ * forms not ASCII, either half's, theirs). 0, or -1 on error. */
+static int
+decoded_across(const unsigned char *left, Py_ssize_t left_size, const unsigned char *right,
+               Py_ssize_t right_size, fpset *out, PyObject **rest)
+{
+    int got = -1;
+    fpset seam, own;
+    fpset_init(&seam);
+    fpset_init(&own);
+    PyObject *seam_others = PyList_New(0);
+    PyObject *own_others = PyList_New(0);
+    PyObject *halves = PyTuple_New(2);
+    if (seam_others == NULL || own_others == NULL || halves == NULL) {
+        goto end;
+    }
+    PyObject *half = PyUnicode_DecodeASCII((const char *)left, left_size, NULL);
+    if (half == NULL) {
+        goto end;
+    }
+    PyTuple_SET_ITEM(halves, 0, half); /* stolen */
+    half = PyUnicode_DecodeASCII((const char *)right, right_size, NULL);
+    if (half == NULL) {
+        goto end;
+    }
+    PyTuple_SET_ITEM(halves, 1, half);
+    int seamed = seams_into(halves, &seam, seam_others);
+    if (seamed <= 0) {
+        if (seamed == 0) { /* never: both halves are ASCII */
+            PyErr_SetString(PyExc_SystemError, "across: a half is not ASCII");
+        }
+        goto end;
+    }
+    /* either half's probe, into one set: only membership is asked of it */
+    if (probe_decodings(PyTuple_GET_ITEM(halves, 0), 1, &own, own_others) < 0
+        || probe_decodings(PyTuple_GET_ITEM(halves, 1), 1, &own, own_others) < 0) {
+        goto end;
+    }
+    if (PyList_GET_SIZE(seam_others) > 0 || PyList_GET_SIZE(own_others) > 0) {
+        PyObject *seam_found = fpset_freeze(&seam);
+        PyObject *own_found = seam_found == NULL ? NULL : fpset_freeze(&own);
+        if (own_found != NULL) {
+            *rest = PyTuple_Pack(4, seam_found, seam_others, own_found, own_others);
+        }
+        Py_XDECREF(seam_found);
+        Py_XDECREF(own_found);
+        got = *rest == NULL ? -1 : 0;
+        goto end;
+    }
+    for (Py_ssize_t i = 0; i < seam.count; i++) {
+        uint64_t value = seam.values[i];
+        if (!fpset_contains(&own, value) && fpset_add(out, value) < 0) {
+            goto end;
+        }
+    }
+    got = 0;
+end:
+    fpset_free(&seam);
+    fpset_free(&own);
+    Py_XDECREF(seam_others);
+    Py_XDECREF(own_others);
+    Py_XDECREF(halves);
+    return got;
+}
+
+/* across(tail, head) -> (frozenset[int], tuple | None) | None: fingerprints.probe_across
+ * of two ASCII texts: the grams across the seam (the last GRAM - 1 normalised
+ * characters of tail joined to the first GRAM - 1 of head), the short whole token of
+ * the run across it and of its piece across it, and — when that run may be an encoding
+ * cut in two — the probe of its decodings less either half's (decoded_across); with
+ * what the caller finishes those decodings from when one of them is not ASCII (else
+ * None). None when a text is not ASCII. */
 static PyObject *
 across(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -2526,7 +2624,7 @@ across(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t head_size = PyUnicode_GET_LENGTH(head_text);
     fpset out;
     fpset_init(&out);
-    int encoded = 0;
+    PyObject *rest = NULL; /* the decodings across the seam, left to Python */
     size_t room = (size_t)(tail_size + head_size) + 1;
     unsigned char *norm = PyMem_Malloc(room);
     unsigned char *joined = PyMem_Malloc(room);
@@ -2583,7 +2681,11 @@ across(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                            < 0) {
                     goto fail;
                 }
-                encoded = size >= GRAM && encoded_across(joined, size);
+                if (size >= GRAM && encoded_across(joined, size)) {
+                    if (decoded_across(tail + left, left_size, head, right, &out, &rest) < 0) {
+                        goto fail;
+                    }
+                }
             }
         }
     }
@@ -2592,14 +2694,15 @@ across(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *found = fpset_freeze(&out);
     fpset_free(&out);
     if (found == NULL) {
+        Py_XDECREF(rest);
         return NULL;
     }
-    PyObject *pair = Py_BuildValue("(NO)", found, encoded ? Py_True : Py_False);
-    return pair;
+    return Py_BuildValue("(NN)", found, rest == NULL ? Py_NewRef(Py_None) : rest);
 fail:
     PyMem_Free(norm);
     PyMem_Free(joined);
     fpset_free(&out);
+    Py_XDECREF(rest);
     return NULL;
 }
 

@@ -70,13 +70,13 @@ BLAKE2b.
 
 Speed: the hot loops (the grams of ASCII text, its specific whole tokens and their
 BLAKE2b, every decoding of a text, the data's boilerplate, and the whole probe of an
-argument whose forms are ASCII: :func:`probe`, :func:`probe_seams`) run in the optional
-C extension ``interlock.session._speedups`` when it was built (a compiler at install
-time), else here in Python: :data:`ACCELERATED` says which. Forms that are not ASCII
-are probed here either way (NFKC and case folding), and HTML entities are read by
-``html.unescape`` on both paths (C calls it: its entity table is the reference).
-Both give the same fingerprints bit for bit (``tests/session/test_speedups.py``,
-``tests/session/test_speedups_probe.py``;
+argument whose forms are ASCII: :func:`probe`, :func:`probe_seams`, :func:`probe_across`
+with its decodings) run in the optional C extension ``interlock.session._speedups``
+when it was built (a compiler at install time), else here in Python: :data:`ACCELERATED`
+says which. Forms that are not ASCII are probed here either way (NFKC and case
+folding), and HTML entities are read by ``html.unescape`` on both paths (C calls it:
+its entity table is the reference). Both give the same fingerprints bit for bit
+(``tests/session/test_speedups.py``, ``tests/session/test_speedups_probe.py``;
 ``docs/adr/0031-a-c-accelerator-for-fingerprints.md``); the Python functions
 (``_py_*``) are the reference. Setting the environment variable
 ``INTERLOCK_NO_SPEEDUPS=1`` (any value but empty or ``0``) before this module is
@@ -822,11 +822,11 @@ def probe_across(tail: str, head: str) -> frozenset[int]:
     # a str subclass is read by its text, as C reads it (its methods never run)
     tail = tail if type(tail) is str else str.__str__(tail)
     head = head if type(head) is str else str.__str__(head)
-    if ACCELERATED:
+    if ACCELERATED:  # C probes the decodings too, all but those not ASCII
         got = _speedups.across(tail, head)
         if got is not None:
-            found, encoded = got
-            return found | _decoded_across(*_runs_at(tail, head)) if encoded else found
+            found, rest = got
+            return found if rest is None else found | _decoded_rest(*rest)
     if not (tail.isascii() and head.isascii()):  # normalising may join across the seam
         joined: set[int] = set()
         _probe_form(tail + head, joined)  # the joined text itself, no decodings
@@ -859,6 +859,15 @@ def _decoded_across(left: str, right: str) -> frozenset[int]:
     """The probe of the decodings of the run ``left + right`` across a seam (it may be
     an encoding cut in two), less what either half's probe holds."""
     return probe_seams((left, right)) - probe(left) - probe(right)
+
+
+def _decoded_rest(
+    seam: frozenset[int], seam_others: list[str], own: frozenset[int], own_others: list[str]
+) -> frozenset[int]:
+    """:func:`_decoded_across` from what C found when some decodings are not ASCII: the
+    probe of the seam's (``probe_seams``) and of either half's (``probe``), each with
+    its forms not ASCII probed here."""
+    return _probe_others(seam, seam_others) - _probe_others(own, own_others)
 
 
 def _add_short_token(raw: str, piece: bool, out: set[int]) -> None:
