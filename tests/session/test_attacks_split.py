@@ -114,6 +114,13 @@ ATTACKS: dict[str, list[Call]] = {
     "interleaved-plain-noise": [
         ("http_post", {"body": v}) for p in _cut(KEY, 10) for v in (p, "ok")
     ],
+    "json-body": _posts(_cut(KEY, 10), lambda p: {"json": {"data": p, "v": 2}}),
+    "list-item": _posts(_cut(KEY, 10), lambda p: {"items": ["note", p]}),
+    "deep-json": _posts(_cut(KEY, 8), lambda p: {"json": {"a": [{"b": {"c": p}}]}}),
+    "json-in-turn-in-two-fields": _posts(
+        _cut(KEY, 10), lambda p: {"json": {("x" if p[0] < "a" else "y"): p}}
+    ),
+    "one-call-a-list-of-pieces": [("http_post", {"items": _cut(KEY, 10)})],
     "lowercase-passphrase": _posts(_cut(PASSPHRASE, 7), lambda p: {"body": p}),
     "number-argument": [("http_post", {"body": "x", "n": int(p)}) for p in _cut(CARD, 5)],
     "alternating-arguments": [
@@ -204,6 +211,10 @@ BENIGN: dict[str, list[Call]] = {
     "another-key-base64-pieces": _posts(
         _cut(base64.b64encode(_other_key(2).encode()).decode(), 8), lambda p: {"body": p}
     ),
+    "order-ids-in-a-json-list": [
+        ("http_post", {"json": {"orders": [f"ORD-{7000 + i + j}" for j in range(5)]}})
+        for i in range(0, 30, 5)
+    ],
     "order-ids-in-turn": [
         ("http_post", {"a" if i % 2 else "b": f"ORD-{7000 + i}"}) for i in range(12)
     ],

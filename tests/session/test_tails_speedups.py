@@ -59,8 +59,20 @@ VALUE = st.one_of(
     st.lists(st.integers(), max_size=2),
     st.sampled_from(["", "ok", "Ack1", "wJalrXUtnF", "EMI-K7MDEN", "views.py", "x" * (TAIL + 1)]),
 )
+#: values in dicts and lists (a JSON body), nested past MAX_DEPTH too
+NESTED = st.recursive(
+    VALUE,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(
+            st.one_of(st.sampled_from(["d", "k", "x" * 60]), st.integers(0, 1)), inner, max_size=3
+        ),
+    ),
+    max_leaves=12,
+)
 NAME = st.one_of(st.sampled_from(["a", "b", "body", "url", "to", "*", ACROSS]), st.integers(0, 2))
-ARGS = st.one_of(st.dictionaries(NAME, VALUE, max_size=5), VALUE)
+ARGS = st.one_of(st.dictionaries(NAME, NESTED, max_size=5), NESTED)
 CALLS = st.lists(st.tuples(st.sampled_from(["s", "t"]), ARGS), min_size=1, max_size=14)
 
 
@@ -91,6 +103,8 @@ def test_the_bound_on_streams_is_the_reference_bound(
 ) -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tails_module, "MAX_NAMES", bound)
+        patch.setattr(tails_module, "MAX_DEPTH", bound)
+        patch.setattr(tails_module, "MAX_VALUES", bound * 2)
         _both(calls)
 
 
@@ -105,6 +119,25 @@ class Text(str):
 
     def lower(self) -> str:  # type: ignore[override]
         raise RuntimeError("read")
+
+
+def _loop() -> list[Any]:
+    loop: list[Any] = ["Ab1"]
+    loop.append(loop)
+    return loop
+
+
+def _cycle() -> dict[str, Any]:
+    cycle: dict[str, Any] = {"a": "Ab1"}
+    cycle["self"] = cycle
+    return cycle
+
+
+def _deep(depth: int) -> list[Any]:
+    deep: list[Any] = ["Zz9"]
+    for _ in range(depth):
+        deep = [deep]
+    return deep
 
 
 CASES: dict[str, list[Any]] = {
@@ -125,6 +158,12 @@ CASES: dict[str, list[Any]] = {
     "ACROSS as an argument's name": [{ACROSS: "Ab1"}, {"b": "Cd2"}, {ACROSS: "Ef3"}],
     "the same value again": [{"to": "A1@x.example", "b": "Q1"}] * 4,
     "a float and a bool": [{"f": 1.5e300, "t": True}, {"f": float("nan")}],
+    "a JSON body": [{"json": {"d": KEY[:10], "n": 1}}, {"json": {"d": KEY[10:20], "n": 2}}],
+    "a list of pieces": [{"items": [KEY[:10], KEY[10:20]]}, ["Ab1", ("Cd2", {"e": "Fg3"})]],
+    "a list that holds itself": [{"l": _loop()}],
+    "a dict that holds itself": [{"d": _cycle()}],
+    "a million items": [{"l": ["Ab1"] * 1_000_000}],
+    "a 100,000-deep list": [{"l": _deep(100_000)}],
 }
 
 
@@ -140,14 +179,14 @@ def test_the_c_loop_refuses_what_it_was_not_made_for() -> None:
         return (("n/", "x"),)
 
     for call in (
-        lambda: advance_tails([], {}, parts, 4, ACROSS),  # tails not a dict
-        lambda: advance_tails({}, {}, parts, 4),  # too few
-        lambda: advance_tails({}, {}, parts, 4, b"across"),  # across not text
-        lambda: advance_tails({}, {}, parts, "4", ACROSS),  # the bound not an int
-        lambda: advance_tails({"b": ("x", 1, "y")}, {"b": "v"}, parts, 4, ACROSS),
-        lambda: advance_tails({"b": ["x", None, "y"]}, {"b": "v"}, parts, 4, ACROSS),
-        lambda: advance_tails({}, {"u": "https://x/"}, lambda n, t: [("a", "b")], 4, ACROSS),
-        lambda: advance_tails({}, {"u": "https://x/"}, lambda n, t: (("a", 1),), 4, ACROSS),
+        lambda: advance_tails([], {}, parts, 4, ACROSS, 6, 9),  # tails not a dict
+        lambda: advance_tails({}, {}, parts, 4, ACROSS),  # too few
+        lambda: advance_tails({}, {}, parts, 4, b"across", 6, 9),  # across not text
+        lambda: advance_tails({}, {}, parts, "4", ACROSS, 6, 9),  # the bound not an int
+        lambda: advance_tails({"b": ("x", 1, "y")}, {"b": "v"}, parts, 4, ACROSS, 6, 9),
+        lambda: advance_tails({"b": ["x", None, "y"]}, {"b": "v"}, parts, 4, ACROSS, 6, 9),
+        lambda: advance_tails({}, {"u": "https://x/"}, lambda n, t: [("a", "b")], 4, ACROSS, 6, 9),
+        lambda: advance_tails({}, {"u": "https://x/"}, lambda n, t: (("a", 1),), 4, ACROSS, 6, 9),
     ):
         with pytest.raises(TypeError):
             call()
@@ -158,9 +197,9 @@ def test_the_c_loop_refuses_what_it_was_not_made_for() -> None:
         raise ValueError("a URL")
 
     with pytest.raises(ValueError, match="a URL"):
-        advance_tails(tails, {"a": "Ab1", "u": "https://x/"}, raising, 4, ACROSS)
+        advance_tails(tails, {"a": "Ab1", "u": "https://x/"}, raising, 4, ACROSS, 6, 9)
     assert list(tails) == ["a"]  # stepped before the URL; ACROSS comes after the call
-    assert advance_tails(tails, {"u": "https://x/"}, parts, 4, ACROSS) == []
+    assert advance_tails(tails, {"u": "https://x/"}, parts, 4, ACROSS, 6, 9) == []
 
 
 def test_the_loop_in_c_is_the_default() -> None:

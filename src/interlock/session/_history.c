@@ -2266,36 +2266,202 @@ tails_across(PyObject *tails, tails_piece *piece, PyObject *joined, PyObject *ac
     return failed ? -1 : 0;
 }
 
-/* advance_tails(tails, args, url_parts, max_names, across) -> list[(name, left, right)]:
- * the loop of ArgumentTails.advance (the caller holds its lock and keeps the session
- * order): each string and number argument stepped, an http(s) URL by the parts
- * url_parts(name, text) gives (None: as a plain value), then ACROSS past the pieces. */
+/* What one advance_tails call reads: its bounds and what it has made so far. */
+typedef struct {
+    PyObject *tails;
+    PyObject *url_parts;
+    PyObject *joined;
+    PyObject *empty;
+    tails_pieces pieces;
+    Py_ssize_t max_names;
+    Py_ssize_t max_depth;
+    Py_ssize_t budget; /* values still to step this call */
+} tails_call;
+
+/* Whether text reads as an http(s) URL: text[:4].lower() == "http" and "://" in
+ * text[4:8] (no character outside ASCII lowers to one of "http"). */
+static int
+tails_is_url(PyObject *text)
+{
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    if (size < 7) {
+        return 0;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    static const char http[] = "http";
+    for (int k = 0; k < 4; k++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, k);
+        if (c >= 'A' && c <= 'Z') {
+            c += 'a' - 'A';
+        }
+        if (c != (Py_UCS4)http[k]) {
+            return 0;
+        }
+    }
+    Py_ssize_t stop = size < 8 ? size : 8;
+    for (Py_ssize_t k = 4; k + 3 <= stop; k++) {
+        if (PyUnicode_READ(kind, data, k) == ':' && PyUnicode_READ(kind, data, k + 1) == '/' &&
+            PyUnicode_READ(kind, data, k + 2) == '/') {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ArgumentTails._walk: 0, or -1 with an error set. */
+static int
+tails_walk(tails_call *call, PyObject *name, PyObject *stream, PyObject *value,
+           Py_ssize_t depth)
+{
+    PyObject *text;
+    if (PyUnicode_CheckExact(value)) {
+        text = Py_NewRef(value);
+    }
+    else if (PyLong_CheckExact(value) || PyFloat_CheckExact(value)) {
+        text = PyObject_Str(value);
+        if (text == NULL) {
+            return -1;
+        }
+    }
+    else if (depth < call->max_depth &&
+             (PyDict_CheckExact(value) || PyList_CheckExact(value) ||
+              PyTuple_CheckExact(value))) {
+        int failed = 0;
+        if (PyDict_CheckExact(value)) {
+            PyObject *items = PyDict_Items(value); /* a copy: url_parts runs Python */
+            if (items == NULL) {
+                return -1;
+            }
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items) && call->budget > 0; i++) {
+                PyObject *item = PyList_GET_ITEM(items, i);
+                PyObject *key = PyTuple_GET_ITEM(item, 0);
+                if (!PyUnicode_CheckExact(key)) {
+                    continue;
+                }
+                PyObject *cut = PyUnicode_Substring(key, 0, TAILS_KEPT);
+                PyObject *inner = cut == NULL ? NULL : PyUnicode_FromFormat("%U.%U", stream, cut);
+                Py_XDECREF(cut);
+                if (inner == NULL) {
+                    failed = 1;
+                    break;
+                }
+                failed = tails_walk(call, name, inner, PyTuple_GET_ITEM(item, 1), depth + 1) < 0;
+                Py_DECREF(inner);
+                if (failed) {
+                    break;
+                }
+            }
+            Py_DECREF(items);
+        }
+        else {
+            PyObject *items = PySequence_Tuple(value); /* a copy of a list */
+            PyObject *inner = items == NULL ? NULL : PyUnicode_FromFormat("%U[]", stream);
+            if (inner == NULL) {
+                Py_XDECREF(items);
+                return -1;
+            }
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items) && call->budget > 0; i++) {
+                if (tails_walk(call, name, inner, PyTuple_GET_ITEM(items, i), depth + 1) < 0) {
+                    failed = 1;
+                    break;
+                }
+            }
+            Py_DECREF(inner);
+            Py_DECREF(items);
+        }
+        return failed ? -1 : 0;
+    }
+    else {
+        return 0;
+    }
+    if (PyUnicode_GET_LENGTH(text) == 0 || call->budget <= 0) {
+        Py_DECREF(text);
+        return 0;
+    }
+    call->budget--;
+    PyObject *parts = NULL;
+    if (tails_is_url(text)) {
+        parts = PyObject_CallFunctionObjArgs(call->url_parts, stream, text, NULL);
+        if (parts == NULL) {
+            Py_DECREF(text);
+            return -1;
+        }
+        if (parts == Py_None) {
+            Py_CLEAR(parts);
+        }
+        else if (!PyTuple_CheckExact(parts)) {
+            Py_DECREF(parts);
+            Py_DECREF(text);
+            PyErr_SetString(PyExc_TypeError, "url_parts gives a tuple or None");
+            return -1;
+        }
+    }
+    int bad = 0;
+    if (parts == NULL) {
+        bad = tails_step(call->tails, name, stream, text, call->joined, &call->pieces,
+                         call->empty, call->max_names) < 0;
+    }
+    else {
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(parts) && !bad; k++) {
+            PyObject *part = PyTuple_GET_ITEM(parts, k);
+            if (!PyTuple_CheckExact(part) || PyTuple_GET_SIZE(part) != 2 ||
+                !PyUnicode_CheckExact(PyTuple_GET_ITEM(part, 0)) ||
+                !PyUnicode_CheckExact(PyTuple_GET_ITEM(part, 1))) {
+                PyErr_SetString(PyExc_TypeError, "a URL's part is (str, str)");
+                bad = 1;
+                break;
+            }
+            bad = tails_step(call->tails, name, PyTuple_GET_ITEM(part, 0),
+                             PyTuple_GET_ITEM(part, 1), call->joined, &call->pieces,
+                             call->empty, call->max_names) < 0;
+        }
+        Py_DECREF(parts);
+    }
+    Py_DECREF(text);
+    return bad ? -1 : 0;
+}
+
+/* advance_tails(tails, args, url_parts, max_names, across, max_depth, max_values)
+ *   -> list[(name, left, right)]:
+ * ArgumentTails._advanced (the caller holds its lock and keeps the sessions' order):
+ * each string and number value stepped (an http(s) URL by the parts url_parts(stream,
+ * text) gives, None: as a plain value; in dicts and lists by its path), then ACROSS
+ * past the pieces. */
 static PyObject *
 advance_tails(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5 || !PyDict_CheckExact(args[0]) || !PyUnicode_CheckExact(args[4])) {
+    if (nargs != 7 || !PyDict_CheckExact(args[0]) || !PyUnicode_CheckExact(args[4])) {
         PyErr_SetString(PyExc_TypeError,
                         "advance_tails(tails: dict, args, url_parts, max_names: int, "
-                        "across: str)");
+                        "across: str, max_depth: int, max_values: int)");
         return NULL;
     }
-    PyObject *tails = args[0], *values = args[1], *url_parts = args[2], *across = args[4];
-    Py_ssize_t max_names = PyLong_AsSsize_t(args[3]);
-    if (max_names == -1 && PyErr_Occurred()) {
+    tails_call call = {args[0], args[2], NULL, NULL, {NULL, 0, 0}, 0, 0, 0};
+    PyObject *values = args[1], *across = args[4];
+    call.max_names = PyLong_AsSsize_t(args[3]);
+    if (call.max_names == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    PyObject *joined = PyList_New(0);
-    PyObject *star = NULL, *empty = NULL, *empty_text = NULL, *items = NULL;
-    tails_pieces pieces = {NULL, 0, 0};
-    if (joined == NULL) {
+    call.max_depth = PyLong_AsSsize_t(args[5]);
+    if (call.max_depth == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    call.budget = PyLong_AsSsize_t(args[6]);
+    if (call.budget == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *star = NULL, *empty_text = NULL, *items = NULL;
+    call.joined = PyList_New(0);
+    if (call.joined == NULL) {
         return NULL;
     }
     empty_text = PyUnicode_New(0, 0);
     if (empty_text == NULL) {
         goto failed;
     }
-    empty = PyTuple_Pack(3, empty_text, Py_None, empty_text);
-    if (empty == NULL) {
+    call.empty = PyTuple_Pack(3, empty_text, Py_None, empty_text);
+    if (call.empty == NULL) {
         goto failed;
     }
     if (PyDict_CheckExact(values)) {
@@ -2310,114 +2476,31 @@ advance_tails(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
         PyObject *item = PyList_GET_ITEM(items, i);
-        PyObject *name = PyTuple_GET_ITEM(item, 0), *value = PyTuple_GET_ITEM(item, 1);
-        PyObject *text;
-        if (PyUnicode_CheckExact(value)) {
-            text = Py_NewRef(value);
-        }
-        else if (PyLong_CheckExact(value) || PyFloat_CheckExact(value)) {
-            text = PyObject_Str(value);
-            if (text == NULL) {
-                goto failed;
-            }
-        }
-        else {
-            continue;
-        }
-        Py_ssize_t size = PyUnicode_GET_LENGTH(text);
-        if (size == 0 || !PyUnicode_CheckExact(name)) {
-            Py_DECREF(text);
-            continue;
-        }
-        int url = 0;
-        if (size >= 4) {
-            int kind = PyUnicode_KIND(text);
-            const void *data = PyUnicode_DATA(text);
-            static const char http[] = "http";
-            url = 1;
-            for (int k = 0; k < 4; k++) {
-                Py_UCS4 c = PyUnicode_READ(kind, data, k);
-                if (c >= 'A' && c <= 'Z') {
-                    c += 'a' - 'A';
-                }
-                if (c != (Py_UCS4)http[k]) {
-                    url = 0;
-                    break;
-                }
-            }
-            if (url) { /* "://" in text[4:8] */
-                url = 0;
-                Py_ssize_t stop = size < 8 ? size : 8;
-                for (Py_ssize_t k = 4; k + 3 <= stop; k++) {
-                    if (PyUnicode_READ(kind, data, k) == ':' &&
-                        PyUnicode_READ(kind, data, k + 1) == '/' &&
-                        PyUnicode_READ(kind, data, k + 2) == '/') {
-                        url = 1;
-                        break;
-                    }
-                }
-            }
-        }
-        PyObject *parts = NULL;
-        if (url) {
-            parts = PyObject_CallFunctionObjArgs(url_parts, name, text, NULL);
-            if (parts == NULL) {
-                Py_DECREF(text);
-                goto failed;
-            }
-            if (parts == Py_None) {
-                Py_CLEAR(parts);
-            }
-            else if (!PyTuple_CheckExact(parts)) {
-                Py_DECREF(parts);
-                Py_DECREF(text);
-                PyErr_SetString(PyExc_TypeError, "url_parts gives a tuple or None");
-                goto failed;
-            }
-        }
-        int bad = 0;
-        if (parts == NULL) {
-            bad = tails_step(tails, name, name, text, joined, &pieces, empty, max_names);
-        }
-        else {
-            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(parts) && !bad; k++) {
-                PyObject *part = PyTuple_GET_ITEM(parts, k);
-                if (!PyTuple_CheckExact(part) || PyTuple_GET_SIZE(part) != 2 ||
-                    !PyUnicode_CheckExact(PyTuple_GET_ITEM(part, 0)) ||
-                    !PyUnicode_CheckExact(PyTuple_GET_ITEM(part, 1))) {
-                    PyErr_SetString(PyExc_TypeError, "a URL's part is (str, str)");
-                    bad = 1;
-                    break;
-                }
-                bad = tails_step(tails, name, PyTuple_GET_ITEM(part, 0),
-                                 PyTuple_GET_ITEM(part, 1), joined, &pieces, empty,
-                                 max_names) < 0;
-            }
-            Py_DECREF(parts);
-        }
-        Py_DECREF(text);
-        if (bad) {
+        PyObject *name = PyTuple_GET_ITEM(item, 0);
+        if (PyUnicode_CheckExact(name) &&
+            tails_walk(&call, name, name, PyTuple_GET_ITEM(item, 1), 0) < 0) {
             goto failed;
         }
     }
-    for (Py_ssize_t i = 0; i < pieces.size; i++) {
-        if (tails_across(tails, &pieces.items[i], joined, across, empty, max_names) < 0) {
+    for (Py_ssize_t i = 0; i < call.pieces.size; i++) {
+        if (tails_across(call.tails, &call.pieces.items[i], call.joined, across, call.empty,
+                         call.max_names) < 0) {
             goto failed;
         }
     }
-    tails_pieces_clear(&pieces);
+    tails_pieces_clear(&call.pieces);
     Py_DECREF(items);
     Py_XDECREF(star);
-    Py_DECREF(empty);
+    Py_DECREF(call.empty);
     Py_DECREF(empty_text);
-    return joined;
+    return call.joined;
 failed:
-    tails_pieces_clear(&pieces);
+    tails_pieces_clear(&call.pieces);
     Py_XDECREF(items);
     Py_XDECREF(star);
-    Py_XDECREF(empty);
+    Py_XDECREF(call.empty);
     Py_XDECREF(empty_text);
-    Py_DECREF(joined);
+    Py_DECREF(call.joined);
     return NULL;
 }
 
@@ -2435,9 +2518,9 @@ static PyMethodDef methods[] = {
      "frozen_from_bytes(raw) -> FrozenPrints: the fingerprints in raw (bytes of "
      "native-order uint64 values, any order, repeats allowed)"},
     {"advance_tails", (PyCFunction)(void (*)(void))advance_tails, METH_FASTCALL,
-     "advance_tails(tails, args, url_parts, max_names, across) -> list[(name, left, "
-     "right)]: the loop of interlock.session.tails.ArgumentTails.advance (its Python is "
-     "the reference)"},
+     "advance_tails(tails, args, url_parts, max_names, across, max_depth, max_values) -> "
+     "list[(name, left, right)]: the loop of interlock.session.tails.ArgumentTails.advance "
+     "(its Python is the reference)"},
     {"maker", maker, METH_VARARGS,
      "maker(cls, names) -> make(*values): instances of the slotted class cls, each slot "
      "of names set to the value in its position"},

@@ -10,6 +10,8 @@ def advance_tails(
     url_parts: Callable[[str, str], tuple[tuple[str, str], ...] | None],
     max_names: int,
     across: str,
+    max_depth: int,
+    max_values: int,
     /,
 ) -> list[tuple[str, str, str]]: ...
 

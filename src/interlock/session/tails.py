@@ -5,7 +5,8 @@ A ``flows_from`` test finds data an earlier step returned when a call's argument
 a run of 16 normalised characters (a gram) or a whole specific token with it
 (:mod:`interlock.session.fingerprints`). A 40-character key sent ten characters a call
 shares neither with the key in any one call. So, for each session, the process keeps
-what each top-level argument (by name: a *stream*) last sent:
+what each argument (by name: a *stream*; a value in a dict or a list by its path,
+``json.data``, ``items[]``) last sent:
 
 - its **tail** — at most :data:`TAIL` characters of its trailing run without
   whitespace, grown across calls while each call's value is one such run
@@ -44,7 +45,8 @@ the calls sent them. While the pieces all come from one stream it is that stream
 state, and makes no seams of its own.
 
 Only a call a ``flows_from`` test reads advances its session's tails (once a check,
-whatever number of tests read it), and only its string and number arguments; pieces
+whatever number of tests read it), and only its string and number values (at most
+:data:`MAX_VALUES` a call, :data:`MAX_DEPTH` levels down in dicts and lists); pieces
 sent in calls no such test reads, or with another changing value between them (in the
 same argument, or, for :data:`ACROSS`, a piece-like value of any argument: a counter
 sent beside each piece), and lowercase words sent in turn in two arguments, are not
@@ -69,8 +71,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ACCELERATED",
     "ACROSS",
+    "MAX_DEPTH",
     "MAX_NAMES",
     "MAX_SESSIONS",
+    "MAX_VALUES",
     "TAIL",
     "ArgumentTails",
     "Joined",
@@ -86,6 +90,11 @@ ACROSS: Final = "\x00across"
 #: specific token has a digit, a capital or another sign (what makes it specific), and
 #: an agent's ordinary short values, changing all the time, would be joined for nothing.
 _PLAIN: Final = re.compile(r"[a-z.@/_:-]*").fullmatch
+#: How deep in an argument's dicts and lists values are stepped (``{"json": {"d":
+#: <piece>}}`` is the stream ``json.d``; a list's items, in order, ``items[]``), and how
+#: many values of one call at most.
+MAX_DEPTH: Final = 6
+MAX_VALUES: Final = 256
 #: Characters of an argument's tail kept, and of the next value joined to it: enough
 #: for 15 normalised characters either side of the seam (a gram across it) when a
 #: third of the text is punctuation, and for a short token whole.
@@ -226,7 +235,9 @@ class ArgumentTails:
                 tails = {}
             try:
                 if self._advance is not None:
-                    joined = self._advance(tails, args, _url_parts, MAX_NAMES, ACROSS)
+                    joined = self._advance(
+                        tails, args, _url_parts, MAX_NAMES, ACROSS, MAX_DEPTH, MAX_VALUES
+                    )
                 else:
                     joined = self._advanced(tails, args)
             finally:
@@ -243,34 +254,69 @@ class ArgumentTails:
 
     def _advanced(self, tails: dict[str, _State], args: Any) -> list[tuple[str, str, str]]:
         """The Python reference of the C loop (``_history.advance_tails``): each string
-        and number argument stepped (an ``http(s)`` URL by its parts), then
-        :data:`ACROSS` past the pieces; the seams made, as (name, left, right)."""
+        and number value stepped (an ``http(s)`` URL by its parts; in a dict or a list,
+        by its path), then :data:`ACROSS` past the pieces; the seams made, as
+        (name, left, right)."""
         items = args.items() if type(args) is dict else (("*", args),)
         joined: list[tuple[str, str, str]] = []
         pieces: list[tuple[str, str, _State, _State]] = []  # for ACROSS
+        budget = [MAX_VALUES]
         for name, value in items:
-            kind = type(value)
-            if kind is str:
-                text = value
-            elif kind is int or kind is float:
-                text = str(value)
-            else:
-                continue
-            if not text or type(name) is not str:
-                continue
-            parts = (
-                _url_parts(name, text)
-                if text[:4].lower() == "http" and "://" in text[4:8]
-                else None
-            )
-            if parts is None:
-                self._step(tails, name, name, text, joined, pieces)
-            else:  # its parts, not the whole: "...?d=<piece>https://..." joins nothing
-                for part, value_of_part in parts:
-                    self._step(tails, name, part, value_of_part, joined, pieces)
+            if type(name) is str:
+                self._walk(tails, name, name, value, 0, budget, joined, pieces)
         for piece in pieces:
             self._across(tails, piece, joined)
         return joined
+
+    def _walk(
+        self,
+        tails: dict[str, _State],
+        name: str,
+        stream: str,
+        value: Any,
+        depth: int,
+        budget: list[int],
+        joined: list[tuple[str, str, str]],
+        pieces: list[tuple[str, str, _State, _State]],
+    ) -> None:
+        """Step ``value``, the stream ``stream`` of the argument ``name``: a string or a
+        number itself, a dict's values as ``stream.key``, a list's (or tuple's) items
+        in order as ``stream[]`` — at most :data:`MAX_DEPTH` levels down and
+        :data:`MAX_VALUES` values a call (``budget``)."""
+        kind = type(value)
+        if kind is str:
+            text = value
+        elif kind is int or kind is float:
+            text = str(value)
+        elif depth < MAX_DEPTH and (kind is dict or kind is list or kind is tuple):
+            depth += 1
+            if kind is dict:
+                for key, item in value.items():
+                    if budget[0] <= 0:
+                        return
+                    if type(key) is str:
+                        inner = f"{stream}.{key[:TAIL]}"
+                        self._walk(tails, name, inner, item, depth, budget, joined, pieces)
+            else:
+                inner = stream + "[]"
+                for item in value:
+                    if budget[0] <= 0:
+                        return
+                    self._walk(tails, name, inner, item, depth, budget, joined, pieces)
+            return
+        else:
+            return
+        if not text or budget[0] <= 0:
+            return
+        budget[0] -= 1
+        parts = (
+            _url_parts(stream, text) if text[:4].lower() == "http" and "://" in text[4:8] else None
+        )
+        if parts is None:
+            self._step(tails, name, stream, text, joined, pieces)
+        else:  # its parts, not the whole: "...?d=<piece>https://..." joins nothing
+            for part, value_of_part in parts:
+                self._step(tails, name, part, value_of_part, joined, pieces)
 
     def _step(
         self,
