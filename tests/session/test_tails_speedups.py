@@ -198,8 +198,9 @@ def test_the_c_loop_refuses_what_it_was_not_made_for() -> None:
 
     with pytest.raises(ValueError, match="a URL"):
         advance_tails(tails, {"a": "Ab1", "u": "https://x/"}, raising, 4, ACROSS, 6, 9)
-    assert list(tails) == ["a"]  # stepped before the URL; ACROSS comes after the call
-    assert advance_tails(tails, {"u": "https://x/"}, parts, 4, ACROSS, 6, 9) == []
+    assert list(tails) == ["a"]  # stepped before the URL ("a", "u": plain names); no ACROSS
+    advance_tails(tails, {"u": "https://x/"}, parts, 4, ACROSS, 6, 9)
+    assert tails["n/"] == ("x", None, "x")  # the part url_parts gave
 
 
 def test_the_loop_in_c_is_the_default() -> None:

@@ -2191,20 +2191,49 @@ tails_pieces_add(tails_pieces *pieces, PyObject *name, PyObject *text, PyObject 
 /* ArgumentTails._step: 0, or -1 with an error set. */
 static int
 tails_step(PyObject *tails, PyObject *name, PyObject *stream, PyObject *text,
-           PyObject *joined, tails_pieces *pieces, PyObject *empty, Py_ssize_t max_names)
+           PyObject *joined, tails_pieces *pieces, PyObject *empty, Py_ssize_t max_names,
+           PyObject *across)
 {
     if (PyUnicode_GET_LENGTH(text) == 0) {
         return 0;
     }
     PyObject *state = PyDict_GetItemWithError(tails, stream); /* borrowed */
-    if (state == NULL) {
+    if (state != NULL) {
+        Py_INCREF(state);
+        if (PyDict_DelItem(tails, stream) < 0) { /* put back last: the most recent */
+            Py_DECREF(state);
+            return -1;
+        }
+    }
+    else {
         if (PyErr_Occurred()) {
             return -1;
         }
-        if (PyDict_GET_SIZE(tails) >= max_names) {
-            return 0;
+        int has_across = PyDict_Contains(tails, across);
+        if (has_across < 0) {
+            return -1;
         }
-        state = empty;
+        if (PyDict_GET_SIZE(tails) - has_across >= max_names) {
+            if (max_names <= 0) {
+                return 0;
+            }
+            /* the least recently stepped stream leaves (never ACROSS) */
+            Py_ssize_t at = 0;
+            PyObject *key, *value;
+            while (PyDict_Next(tails, &at, &key, &value)) {
+                int same = PyUnicode_Compare(key, across);
+                if (same == -1 && PyErr_Occurred()) {
+                    return -1;
+                }
+                if (same != 0) {
+                    if (PyDict_DelItem(tails, key) < 0) {
+                        return -1;
+                    }
+                    break;
+                }
+            }
+        }
+        state = Py_NewRef(empty);
     }
     if (!PyTuple_CheckExact(state) || PyTuple_GET_SIZE(state) != 3 ||
         !PyUnicode_CheckExact(PyTuple_GET_ITEM(state, 0)) ||
@@ -2212,9 +2241,9 @@ tails_step(PyObject *tails, PyObject *name, PyObject *stream, PyObject *text,
         (PyTuple_GET_ITEM(state, 1) != Py_None &&
          !PyUnicode_CheckExact(PyTuple_GET_ITEM(state, 1)))) {
         PyErr_SetString(PyExc_TypeError, "a stream's state is (str, str | None, str)");
+        Py_DECREF(state);
         return -1;
     }
-    Py_INCREF(state); /* the dict's may be replaced below */
     PyObject *after = tails_stepped(state, text, name, joined);
     if (after == NULL || PyDict_SetItem(tails, stream, after) < 0) {
         Py_XDECREF(after);
@@ -2241,11 +2270,10 @@ tails_step(PyObject *tails, PyObject *name, PyObject *stream, PyObject *text,
 /* ArgumentTails._across */
 static int
 tails_across(PyObject *tails, tails_piece *piece, PyObject *joined, PyObject *across,
-             PyObject *empty, Py_ssize_t max_names)
+             PyObject *empty)
 {
     PyObject *state = PyDict_GetItemWithError(tails, across); /* borrowed */
-    int missing = state == NULL;
-    if (missing) {
+    if (state == NULL) {
         if (PyErr_Occurred()) {
             return -1;
         }
@@ -2257,7 +2285,7 @@ tails_across(PyObject *tails, tails_piece *piece, PyObject *joined, PyObject *ac
     if (same == 1) {
         failed = PyDict_SetItem(tails, across, piece->after) < 0;
     }
-    else if (same == 0 && (!missing || PyDict_GET_SIZE(tails) <= max_names)) {
+    else if (same == 0) {
         PyObject *after = tails_stepped(state, piece->text, piece->name, joined);
         failed = after == NULL || PyDict_SetItem(tails, across, after) < 0;
         Py_XDECREF(after);
@@ -2272,6 +2300,7 @@ typedef struct {
     PyObject *url_parts;
     PyObject *joined;
     PyObject *empty;
+    PyObject *across;
     tails_pieces pieces;
     Py_ssize_t max_names;
     Py_ssize_t max_depth;
@@ -2330,7 +2359,9 @@ tails_walk(tails_call *call, PyObject *name, PyObject *stream, PyObject *value,
         int failed = 0;
         if (PyDict_CheckExact(value)) {
             PyObject *items = PyDict_Items(value); /* a copy: url_parts runs Python */
-            if (items == NULL) {
+            PyObject *keys = items == NULL ? NULL : PyUnicode_FromFormat("%U{}", stream);
+            if (keys == NULL) {
+                Py_XDECREF(items);
                 return -1;
             }
             for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items) && call->budget > 0; i++) {
@@ -2338,6 +2369,11 @@ tails_walk(tails_call *call, PyObject *name, PyObject *stream, PyObject *value,
                 PyObject *key = PyTuple_GET_ITEM(item, 0);
                 if (!PyUnicode_CheckExact(key)) {
                     continue;
+                }
+                if (!tails_plain(key) && /* the key too: {"<piece>": 1} */
+                    tails_walk(call, name, keys, key, depth + 1) < 0) {
+                    failed = 1;
+                    break;
                 }
                 PyObject *cut = PyUnicode_Substring(key, 0, TAILS_KEPT);
                 PyObject *inner = cut == NULL ? NULL : PyUnicode_FromFormat("%U.%U", stream, cut);
@@ -2352,6 +2388,7 @@ tails_walk(tails_call *call, PyObject *name, PyObject *stream, PyObject *value,
                     break;
                 }
             }
+            Py_DECREF(keys);
             Py_DECREF(items);
         }
         else {
@@ -2400,7 +2437,7 @@ tails_walk(tails_call *call, PyObject *name, PyObject *stream, PyObject *value,
     int bad = 0;
     if (parts == NULL) {
         bad = tails_step(call->tails, name, stream, text, call->joined, &call->pieces,
-                         call->empty, call->max_names) < 0;
+                         call->empty, call->max_names, call->across) < 0;
     }
     else {
         for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(parts) && !bad; k++) {
@@ -2414,7 +2451,7 @@ tails_walk(tails_call *call, PyObject *name, PyObject *stream, PyObject *value,
             }
             bad = tails_step(call->tails, name, PyTuple_GET_ITEM(part, 0),
                              PyTuple_GET_ITEM(part, 1), call->joined, &call->pieces,
-                             call->empty, call->max_names) < 0;
+                             call->empty, call->max_names, call->across) < 0;
         }
         Py_DECREF(parts);
     }
@@ -2437,7 +2474,7 @@ advance_tails(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                         "across: str, max_depth: int, max_values: int)");
         return NULL;
     }
-    tails_call call = {args[0], args[2], NULL, NULL, {NULL, 0, 0}, 0, 0, 0};
+    tails_call call = {args[0], args[2], NULL, NULL, args[4], {NULL, 0, 0}, 0, 0, 0};
     PyObject *values = args[1], *across = args[4];
     call.max_names = PyLong_AsSsize_t(args[3]);
     if (call.max_names == -1 && PyErr_Occurred()) {
@@ -2464,8 +2501,13 @@ advance_tails(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (call.empty == NULL) {
         goto failed;
     }
-    if (PyDict_CheckExact(values)) {
+    int names = PyDict_CheckExact(values);
+    if (names) {
         items = PyDict_Items(values); /* a copy: url_parts runs Python */
+        star = PyUnicode_FromString("{}"); /* the names' stream */
+        if (star == NULL) {
+            goto failed;
+        }
     }
     else {
         star = PyUnicode_FromString("*");
@@ -2477,14 +2519,20 @@ advance_tails(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
         PyObject *item = PyList_GET_ITEM(items, i);
         PyObject *name = PyTuple_GET_ITEM(item, 0);
-        if (PyUnicode_CheckExact(name) &&
-            tails_walk(&call, name, name, PyTuple_GET_ITEM(item, 1), 0) < 0) {
+        if (!PyUnicode_CheckExact(name)) {
+            continue;
+        }
+        if (names && !tails_plain(name) && /* the names too: {"<piece>": 1} */
+            tails_walk(&call, name, star, name, 0) < 0) {
+            goto failed;
+        }
+        if (tails_walk(&call, name, name, PyTuple_GET_ITEM(item, 1), 0) < 0) {
             goto failed;
         }
     }
     for (Py_ssize_t i = 0; i < call.pieces.size; i++) {
-        if (tails_across(call.tails, &call.pieces.items[i], call.joined, across, call.empty,
-                         call.max_names) < 0) {
+        if (tails_across(call.tails, &call.pieces.items[i], call.joined, across, call.empty) <
+            0) {
             goto failed;
         }
     }

@@ -29,12 +29,13 @@ its redaction). So the pieces of one session judged in one process are joined; p
 spread over the replicas of a shared server (or the worker processes of
 ``interlock serve --workers``), each judging some, are not. Bounded: the tails of at
 most :data:`MAX_SESSIONS` sessions (the least recently advanced leave first) and
-:data:`MAX_NAMES` streams a session.
+:data:`MAX_NAMES` streams a session (the least recently stepped leaves for a new one:
+streams filled once do not keep the next argument out; :data:`ACROSS` always stays).
 
 An argument that is an ``http(s)`` URL is read as a server reads it
 (``urllib.parse``), and each part a piece may ride is a stream of its own (the URL as
-a whole is none): each query parameter's value (``?t=<piece>``, decoded), the last path
-segment, the fragment and the first label of the host (``<piece>.collector.example``).
+a whole is none): :func:`_url_parts` (query keys and values, path segments, the
+fragment, host labels, the user and password).
 
 Pieces sent in turn in different arguments (``{"a": <piece 1>}``, ``{"b": <piece 2>}``)
 or query parameters are joined by one more stream, :data:`ACROSS`: every *piece* — a
@@ -89,6 +90,8 @@ ACROSS: Final = "\x00across"
 #: (``views.py``, ``carol@corp.example``) is no piece for :data:`ACROSS`: a piece of a
 #: specific token has a digit, a capital or another sign (what makes it specific), and
 #: an agent's ordinary short values, changing all the time, would be joined for nothing.
+#: Nor is such a name stepped at all (an argument's name, a dict's key, a query's key:
+#: ``subject``, ``page``), or every call would join its names.
 _PLAIN: Final = re.compile(r"[a-z.@/_:-]*").fullmatch
 #: How deep in an argument's dicts and lists values are stepped (``{"json": {"d":
 #: <piece>}}`` is the stream ``json.d``; a list's items, in order, ``items[]``), and how
@@ -122,8 +125,9 @@ _Stepped = tuple[_State, tuple[tuple[str, str], ...]]
 #: hold them).
 _MEMO_LONGEST: Final = 256
 
-#: Query parameters of one URL given a stream each.
+#: Query parameters of one URL given a stream each; path segments and host labels.
 _MAX_QUERY: Final = 8
+_MAX_SEGMENTS: Final = 8
 
 _PARTS: dict[tuple[str, str], tuple[tuple[str, str], ...] | None] = {}
 _UNREAD: Final = object()
@@ -133,10 +137,12 @@ _URL_KEPT_LONGEST: Final = 2048
 
 def _url_parts(name: str, url: str) -> tuple[tuple[str, str], ...] | None:
     """The parts of ``url`` a server receives that a piece of data may ride, as
-    (stream name, text): each query parameter's value (``name?key``, decoded), the
-    last path segment (``name/``), the fragment (``name#``) and the first label of a
-    host of three or more (``name@``: ``<piece>.collector.example``); None when it
-    cannot be read as a URL after all (an unclosed IPv6 bracket...). Cached."""
+    (stream name, text): the query's keys (``name?``) and each parameter's value
+    (``name?key``, decoded), each path segment but the last by its place (``name/1``...)
+    and the last (``name/``), the fragment (``name#``), each label of the host before
+    its last two (``name@``, ``name@1``...: ``<piece>.collector.example``) and the user
+    and password (``name:``); None when it cannot be read as a URL after all (an
+    unclosed IPv6 bracket...). Cached."""
     key = (name, url)
     found = _PARTS.get(key, _UNREAD)  # one lookup: another thread may empty the cache
     if found is not _UNREAD:
@@ -150,16 +156,25 @@ def _url_parts(name: str, url: str) -> tuple[tuple[str, str], ...] | None:
         out = None
     else:
         for query, value in parse_qsl(split.query, keep_blank_values=True)[:_MAX_QUERY]:
+            if not _PLAIN(query):  # the keys, in order, one stream: "?<piece>=1"
+                parts.append((f"{name}?", query))
             if value:  # "?q=&page=2": an empty value sends nothing
                 parts.append((f"{name}?{query[:TAIL]}", value))
-        segment = split.path.rsplit("/", 1)[-1]
-        if segment:
-            parts.append((f"{name}/", unquote(segment)))
+        segments = split.path.split("/")
+        for at, segment in enumerate(segments[1:-1][:_MAX_SEGMENTS], 1):
+            if segment:  # "/c/<piece>/pixel.gif": each segment but the last by its place
+                parts.append((f"{name}/{at}", unquote(segment)))
+        if segments[-1]:
+            parts.append((f"{name}/", unquote(segments[-1])))
         if split.fragment:
             parts.append((f"{name}#", unquote(split.fragment)))
         labels = host.split(".")
-        if len(labels) >= 3 and labels[0]:
-            parts.append((f"{name}@", labels[0]))
+        for at, label in enumerate(labels[:-2][:_MAX_SEGMENTS]):
+            if label:  # "<piece>.collector.example", "a.<piece>.collector.example"
+                parts.append((f"{name}@{at or ''}", label))
+        for user in (split.username, split.password):
+            if user:  # "https://u:<piece>@collector.example/"
+                parts.append((f"{name}:", unquote(user)))
         out = tuple(parts)
     if len(url) <= _URL_KEPT_LONGEST:
         if len(_PARTS) >= _KEPT:
@@ -263,6 +278,8 @@ class ArgumentTails:
         budget = [MAX_VALUES]
         for name, value in items:
             if type(name) is str:
+                if type(args) is dict and not _PLAIN(name):  # the names too: {"<piece>": 1}
+                    self._walk(tails, name, "{}", name, 0, budget, joined, pieces)
                 self._walk(tails, name, name, value, 0, budget, joined, pieces)
         for piece in pieces:
             self._across(tails, piece, joined)
@@ -291,10 +308,13 @@ class ArgumentTails:
         elif depth < MAX_DEPTH and (kind is dict or kind is list or kind is tuple):
             depth += 1
             if kind is dict:
+                keys = stream + "{}"
                 for key, item in value.items():
                     if budget[0] <= 0:
                         return
-                    if type(key) is str:
+                    if type(key) is str:  # the key too: {"<piece>": 1}
+                        if not _PLAIN(key):
+                            self._walk(tails, name, keys, key, depth, budget, joined, pieces)
                         inner = f"{stream}.{key[:TAIL]}"
                         self._walk(tails, name, inner, item, depth, budget, joined, pieces)
             else:
@@ -332,9 +352,15 @@ class ArgumentTails:
         and the text, so the same again (an agent's usual call) is one lookup. A piece
         (one run of at most :data:`TAIL` characters) that is not the stream's last value
         again goes into ``pieces``, for :data:`ACROSS`."""
-        state = tails.get(stream, _NEW)
-        if not text or (state is _NEW and len(tails) >= MAX_NAMES):
+        if not text:
             return
+        state = tails.pop(stream, _NEW)  # put back last: the most recently stepped
+        if state is _NEW and len(tails) - (ACROSS in tails) >= MAX_NAMES:
+            if MAX_NAMES <= 0:
+                return
+            # the least recently stepped stream leaves (never ACROSS): streams filled
+            # once with junk do not keep the next argument's pieces out
+            del tails[next(other for other in tails if other != ACROSS)]
         after = tails[stream] = self._next(state, text, name, joined)
         if (
             pieces is not None
@@ -371,10 +397,7 @@ class ArgumentTails:
         takes the stream's state after and joins nothing more."""
         name, text, before, after = piece
         state = tails.get(ACROSS, _NEW)
-        if state == before:
-            tails[ACROSS] = after
-        elif state is not _NEW or len(tails) <= MAX_NAMES:
-            tails[ACROSS] = self._next(state, text, name, joined)
+        tails[ACROSS] = after if state == before else self._next(state, text, name, joined)
 
     def _memo_put(self, key: tuple[_State, str], found: _Stepped) -> _Stepped:
         memo = self._memo
