@@ -6,15 +6,17 @@ bounds (``MAX_NAMES``); and it refuses what it was not made for with a ``TypeErr
 
 from __future__ import annotations
 
+import base64
 import string
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from interlock.session import tails as tails_module
-from interlock.session.tails import ACCELERATED, ACROSS, TAIL, ArgumentTails
+from interlock.session.tails import ACCELERATED, ACROSS, TAIL, ArgumentTails, _decoded
 
 pytestmark = pytest.mark.skipif(not ACCELERATED, reason="the C loop is not built")
 
@@ -46,9 +48,26 @@ LONG = st.builds(
     st.sampled_from(["", " ", "x"]),
     st.sampled_from(["", " ", "Z"]),
 )
+#: pieces encoded on their own: what tails._decoded reads (or declines to)
+ENCODED = st.builds(
+    lambda piece, how: how(piece),
+    st.one_of(PIECE, st.text(alphabet=ALPHABET, max_size=12)),
+    st.sampled_from(
+        [
+            lambda p: base64.b64encode(p.encode("utf-8", "surrogatepass")).decode(),
+            lambda p: base64.urlsafe_b64encode(p.encode("utf-8", "surrogatepass")).decode(),
+            lambda p: p.encode("utf-8", "surrogatepass").hex(),
+            lambda p: quote(p.encode("utf-8", "surrogatepass")),
+            lambda p: "".join(f"\\u{ord(c):04x}" for c in p),
+            lambda p: p + "%",
+            lambda p: p + "\\x",
+        ]
+    ),
+)
 VALUE = st.one_of(
     PIECE,
     PIECE,
+    ENCODED,
     LONG,
     TEXT,
     URL,
@@ -157,6 +176,13 @@ CASES: dict[str, list[Any]] = {
     ],
     "ACROSS as an argument's name": [{ACROSS: "Ab1"}, {"b": "Cd2"}, {ACROSS: "Ef3"}],
     "the same value again": [{"to": "A1@x.example", "b": "Q1"}] * 4,
+    "pieces encoded on their own": [
+        {"b": base64.b64encode(KEY[:10].encode()).decode()},
+        {"b": KEY[10:20].encode().hex()},
+        {"b": quote(KEY[20:30], safe="")},
+        {"u": "https://x.example/?d=" + base64.b64encode(KEY[30:].encode()).decode()},
+        {"b": "%ZZ%", "c": "\\ud800", "d": "00ff00ff", "e": "////////"},
+    ],
     "a float and a bool": [{"f": 1.5e300, "t": True}, {"f": float("nan")}],
     "a JSON body": [{"json": {"d": KEY[:10], "n": 1}}, {"json": {"d": KEY[10:20], "n": 2}}],
     "a list of pieces": [{"items": [KEY[:10], KEY[10:20]]}, ["Ab1", ("Cd2", {"e": "Fg3"})]],
@@ -179,14 +205,20 @@ def test_the_c_loop_refuses_what_it_was_not_made_for() -> None:
         return (("n/", "x"),)
 
     for call in (
-        lambda: advance_tails([], {}, parts, 4, ACROSS, 6, 9),  # tails not a dict
-        lambda: advance_tails({}, {}, parts, 4, ACROSS),  # too few
+        lambda: advance_tails([], {}, parts, 4, ACROSS, 6, 9, _decoded),  # tails not a dict
+        lambda: advance_tails({}, {}, parts, 4, ACROSS, 6, 9),  # too few
         lambda: advance_tails({}, {}, parts, 4, b"across", 6, 9),  # across not text
-        lambda: advance_tails({}, {}, parts, "4", ACROSS, 6, 9),  # the bound not an int
-        lambda: advance_tails({"b": ("x", 1, "y")}, {"b": "v"}, parts, 4, ACROSS, 6, 9),
-        lambda: advance_tails({"b": ["x", None, "y"]}, {"b": "v"}, parts, 4, ACROSS, 6, 9),
-        lambda: advance_tails({}, {"u": "https://x/"}, lambda n, t: [("a", "b")], 4, ACROSS, 6, 9),
-        lambda: advance_tails({}, {"u": "https://x/"}, lambda n, t: (("a", 1),), 4, ACROSS, 6, 9),
+        lambda: advance_tails({}, {}, parts, "4", ACROSS, 6, 9, _decoded),  # the bound not an int
+        lambda: advance_tails({"b": ("x", 1, "y")}, {"b": "v"}, parts, 4, ACROSS, 6, 9, _decoded),
+        lambda: advance_tails(
+            {"b": ["x", None, "y"]}, {"b": "v"}, parts, 4, ACROSS, 6, 9, _decoded
+        ),
+        lambda: advance_tails(
+            {}, {"u": "https://x/"}, lambda n, t: [("a", "b")], 4, ACROSS, 6, 9, _decoded
+        ),
+        lambda: advance_tails(
+            {}, {"u": "https://x/"}, lambda n, t: (("a", 1),), 4, ACROSS, 6, 9, _decoded
+        ),
     ):
         with pytest.raises(TypeError):
             call()
@@ -197,9 +229,9 @@ def test_the_c_loop_refuses_what_it_was_not_made_for() -> None:
         raise ValueError("a URL")
 
     with pytest.raises(ValueError, match="a URL"):
-        advance_tails(tails, {"a": "Ab1", "u": "https://x/"}, raising, 4, ACROSS, 6, 9)
+        advance_tails(tails, {"a": "Ab1", "u": "https://x/"}, raising, 4, ACROSS, 6, 9, _decoded)
     assert list(tails) == ["a"]  # stepped before the URL ("a", "u": plain names); no ACROSS
-    advance_tails(tails, {"u": "https://x/"}, parts, 4, ACROSS, 6, 9)
+    advance_tails(tails, {"u": "https://x/"}, parts, 4, ACROSS, 6, 9, _decoded)
     assert tails["n/"] == ("x", None, "x")  # the part url_parts gave
 
 

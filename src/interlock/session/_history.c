@@ -2256,7 +2256,7 @@ tails_step(PyObject *tails, PyObject *name, PyObject *stream, PyObject *text,
         Py_ssize_t n = PyUnicode_GET_LENGTH(text);
         int again = n <= PyUnicode_GET_LENGTH(tail) &&
                     PyUnicode_Tailmatch(tail, text, 0, PY_SSIZE_T_MAX, 1) == 1;
-        if (!again &&
+        if (pieces != NULL && !again &&
             tails_after_last_space(PyUnicode_KIND(text), PyUnicode_DATA(text), 0, n) < 0 &&
             !tails_plain(text)) {
             failed = tails_pieces_add(pieces, name, text, state, after);
@@ -2301,6 +2301,7 @@ typedef struct {
     PyObject *joined;
     PyObject *empty;
     PyObject *across;
+    PyObject *decode;
     tails_pieces pieces;
     Py_ssize_t max_names;
     Py_ssize_t max_depth;
@@ -2336,6 +2337,63 @@ tails_is_url(PyObject *text)
         }
     }
     return 0;
+}
+
+/* Whether tails._decoded may read text as an encoding: a % or a backslash, or 8 or more
+ * characters all of [A-Za-z0-9+/=_-] (for any other text it gives None). */
+static int
+tails_may_decode(PyObject *text)
+{
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    int alphabet = size >= 8;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c == '%' || c == '\\') {
+            return 1;
+        }
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '+' || c == '/' || c == '=' || c == '_' || c == '-')) {
+            alphabet = 0;
+        }
+    }
+    return alphabet;
+}
+
+/* Step text into stream, then what it decodes to (tails._decoded) into stream + "~". */
+static int
+tails_step_value(tails_call *call, PyObject *name, PyObject *stream, PyObject *text)
+{
+    if (tails_step(call->tails, name, stream, text, call->joined, &call->pieces, call->empty,
+                   call->max_names, call->across) < 0) {
+        return -1;
+    }
+    if (PyUnicode_GET_LENGTH(text) == 0 || !tails_may_decode(text)) {
+        return 0;
+    }
+    PyObject *decoded = PyObject_CallOneArg(call->decode, text);
+    if (decoded == NULL) {
+        return -1;
+    }
+    int failed = 0;
+    if (decoded != Py_None) {
+        PyObject *inner = PyUnicode_CheckExact(decoded) ? PyUnicode_FromFormat("%U~", stream)
+                                                         : NULL;
+        if (inner == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError, "decoded gives a str or None");
+            }
+            failed = 1;
+        }
+        else {
+            failed = tails_step(call->tails, name, inner, decoded, call->joined, NULL,
+                                call->empty, call->max_names, call->across) < 0;
+            Py_DECREF(inner);
+        }
+    }
+    Py_DECREF(decoded);
+    return failed ? -1 : 0;
 }
 
 /* ArgumentTails._walk: 0, or -1 with an error set. */
@@ -2436,8 +2494,7 @@ tails_walk(tails_call *call, PyObject *name, PyObject *stream, PyObject *value,
     }
     int bad = 0;
     if (parts == NULL) {
-        bad = tails_step(call->tails, name, stream, text, call->joined, &call->pieces,
-                         call->empty, call->max_names, call->across) < 0;
+        bad = tails_step_value(call, name, stream, text) < 0;
     }
     else {
         for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(parts) && !bad; k++) {
@@ -2449,9 +2506,8 @@ tails_walk(tails_call *call, PyObject *name, PyObject *stream, PyObject *value,
                 bad = 1;
                 break;
             }
-            bad = tails_step(call->tails, name, PyTuple_GET_ITEM(part, 0),
-                             PyTuple_GET_ITEM(part, 1), call->joined, &call->pieces,
-                             call->empty, call->max_names, call->across) < 0;
+            bad = tails_step_value(call, name, PyTuple_GET_ITEM(part, 0),
+                                   PyTuple_GET_ITEM(part, 1)) < 0;
         }
         Py_DECREF(parts);
     }
@@ -2459,8 +2515,8 @@ tails_walk(tails_call *call, PyObject *name, PyObject *stream, PyObject *value,
     return bad ? -1 : 0;
 }
 
-/* advance_tails(tails, args, url_parts, max_names, across, max_depth, max_values)
- *   -> list[(name, left, right)]:
+/* advance_tails(tails, args, url_parts, max_names, across, max_depth, max_values,
+ *               decoded) -> list[(name, left, right)]:
  * ArgumentTails._advanced (the caller holds its lock and keeps the sessions' order):
  * each string and number value stepped (an http(s) URL by the parts url_parts(stream,
  * text) gives, None: as a plain value; in dicts and lists by its path), then ACROSS
@@ -2468,13 +2524,13 @@ tails_walk(tails_call *call, PyObject *name, PyObject *stream, PyObject *value,
 static PyObject *
 advance_tails(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7 || !PyDict_CheckExact(args[0]) || !PyUnicode_CheckExact(args[4])) {
+    if (nargs != 8 || !PyDict_CheckExact(args[0]) || !PyUnicode_CheckExact(args[4])) {
         PyErr_SetString(PyExc_TypeError,
                         "advance_tails(tails: dict, args, url_parts, max_names: int, "
-                        "across: str, max_depth: int, max_values: int)");
+                        "across: str, max_depth: int, max_values: int, decoded)");
         return NULL;
     }
-    tails_call call = {args[0], args[2], NULL, NULL, args[4], {NULL, 0, 0}, 0, 0, 0};
+    tails_call call = {args[0], args[2], NULL, NULL, args[4], args[7], {NULL, 0, 0}, 0, 0, 0};
     PyObject *values = args[1], *across = args[4];
     call.max_names = PyLong_AsSsize_t(args[3]);
     if (call.max_names == -1 && PyErr_Occurred()) {
@@ -2566,7 +2622,8 @@ static PyMethodDef methods[] = {
      "frozen_from_bytes(raw) -> FrozenPrints: the fingerprints in raw (bytes of "
      "native-order uint64 values, any order, repeats allowed)"},
     {"advance_tails", (PyCFunction)(void (*)(void))advance_tails, METH_FASTCALL,
-     "advance_tails(tails, args, url_parts, max_names, across, max_depth, max_values) -> "
+     "advance_tails(tails, args, url_parts, max_names, across, max_depth, max_values, "
+     "decoded) -> "
      "list[(name, left, right)]: the loop of interlock.session.tails.ArgumentTails.advance "
      "(its Python is the reference)"},
     {"maker", maker, METH_VARARGS,

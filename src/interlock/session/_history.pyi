@@ -12,6 +12,7 @@ def advance_tails(
     across: str,
     max_depth: int,
     max_values: int,
+    decoded: Callable[[str], str | None],
     /,
 ) -> list[tuple[str, str, str]]: ...
 

@@ -56,14 +56,15 @@ joined.
 
 from __future__ import annotations
 
+import base64
 import re
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 
 from interlock._extension import switched_off
-from interlock.session.fingerprints import probe_across
+from interlock.session.fingerprints import _json_unescape, probe_across
 from interlock.session.history import untracked
 
 if TYPE_CHECKING:
@@ -183,6 +184,64 @@ def _url_parts(name: str, url: str) -> tuple[tuple[str, str], ...] | None:
     return out
 
 
+_DECODED: dict[str, str | None] = {}
+#: A value wholly in hex, or in base64 (either alphabet): what :func:`_decoded` reads.
+_HEX_WHOLE: Final = re.compile(r"(?:[0-9a-fA-F]{2}){4,}").fullmatch
+_B64_WHOLE: Final = re.compile(r"[A-Za-z0-9+/_-]{8,}={0,2}").fullmatch
+
+
+def _decoded(text: str) -> str | None:
+    """What ``text`` reads as when the whole of it is in one encoding, one layer down
+    — URL-encoding (``%77%4A``), JSON escapes (``\\u0077``), hex, base64 — as printable
+    text other than itself; else None. Each piece of a secret encoded on its own
+    (``base64(piece 1)``, ``base64(piece 2)``) joins no better than the encodings do;
+    what they decode to is a stream of its own (``name~``). Cached. The C loop asks
+    only for a text with a ``%`` or a ``\\``, or of 8 or more characters all of
+    ``[A-Za-z0-9+/=_-]``: for any other, this is None."""
+    found = _DECODED.get(text, _UNREAD)
+    if found is not _UNREAD:
+        return found  # type: ignore[return-value]
+    out: str | None = None
+    if "%" in text:
+        out = unquote_plus(text)
+    elif "\\" in text:
+        out = _json_unescape(text)
+    else:
+        if _HEX_WHOLE(text):
+            out = _text_of(bytes.fromhex(text))
+        if out is None and _B64_WHOLE(text):
+            out = _text_of(_b64(text))
+    if out is not None and (out == text or not out or not out.isprintable()):
+        out = None
+    if len(text) <= _MEMO_LONGEST:
+        if len(_DECODED) >= _KEPT:
+            _DECODED.clear()
+        _DECODED[text] = out
+    return out
+
+
+def _b64(text: str) -> bytes | None:
+    """``text`` decoded as base64 (the URL-safe alphabet too, padding restored), or
+    None when it is not."""
+    run = text.rstrip("=").replace("-", "+").replace("_", "/")
+    if len(run) % 4 == 1:
+        return None
+    try:
+        return base64.b64decode(run + "=" * (-len(run) % 4), validate=True)
+    except ValueError:
+        return None
+
+
+def _text_of(raw: bytes | None) -> str | None:
+    """``raw`` as text when it is UTF-8 (what a piece of a secret decodes to)."""
+    if raw is None:
+        return None
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return None
+
+
 def _last_run(text: str) -> str | None:
     """The run without whitespace ``text`` ends with (at most its last :data:`TAIL`
     characters; empty when it ends with whitespace), or None when the text's last
@@ -251,7 +310,7 @@ class ArgumentTails:
             try:
                 if self._advance is not None:
                     joined = self._advance(
-                        tails, args, _url_parts, MAX_NAMES, ACROSS, MAX_DEPTH, MAX_VALUES
+                        tails, args, _url_parts, MAX_NAMES, ACROSS, MAX_DEPTH, MAX_VALUES, _decoded
                     )
                 else:
                     joined = self._advanced(tails, args)
@@ -334,9 +393,13 @@ class ArgumentTails:
         )
         if parts is None:
             self._step(tails, name, stream, text, joined, pieces)
+            if (decoded := _decoded(text)) is not None:
+                self._step(tails, name, stream + "~", decoded, joined)
         else:  # its parts, not the whole: "...?d=<piece>https://..." joins nothing
             for part, value_of_part in parts:
                 self._step(tails, name, part, value_of_part, joined, pieces)
+                if (decoded := _decoded(value_of_part)) is not None:
+                    self._step(tails, name, part + "~", decoded, joined)
 
     def _step(
         self,
