@@ -2192,7 +2192,7 @@ tails_pieces_add(tails_pieces *pieces, PyObject *name, PyObject *text, PyObject 
 static int
 tails_step(PyObject *tails, PyObject *name, PyObject *stream, PyObject *text,
            PyObject *joined, tails_pieces *pieces, PyObject *empty, Py_ssize_t max_names,
-           PyObject *across)
+           PyObject *across, PyObject *across_decoded)
 {
     if (PyUnicode_GET_LENGTH(text) == 0) {
         return 0;
@@ -2210,10 +2210,11 @@ tails_step(PyObject *tails, PyObject *name, PyObject *stream, PyObject *text,
             return -1;
         }
         int has_across = PyDict_Contains(tails, across);
-        if (has_across < 0) {
+        int has_decoded = has_across < 0 ? -1 : PyDict_Contains(tails, across_decoded);
+        if (has_decoded < 0) {
             return -1;
         }
-        if (PyDict_GET_SIZE(tails) - has_across >= max_names) {
+        if (PyDict_GET_SIZE(tails) - has_across - has_decoded >= max_names) {
             if (max_names <= 0) {
                 return 0;
             }
@@ -2222,10 +2223,12 @@ tails_step(PyObject *tails, PyObject *name, PyObject *stream, PyObject *text,
             PyObject *key, *value;
             while (PyDict_Next(tails, &at, &key, &value)) {
                 int same = PyUnicode_Compare(key, across);
-                if (same == -1 && PyErr_Occurred()) {
+                int also = same == -1 && PyErr_Occurred() ? -1
+                                                          : PyUnicode_Compare(key, across_decoded);
+                if (also == -1 && PyErr_Occurred()) {
                     return -1;
                 }
-                if (same != 0) {
+                if (same != 0 && also != 0) {
                     if (PyDict_DelItem(tails, key) < 0) {
                         return -1;
                     }
@@ -2302,7 +2305,9 @@ typedef struct {
     PyObject *empty;
     PyObject *across;
     PyObject *decode;
+    PyObject *across_decoded;
     tails_pieces pieces;
+    tails_pieces decoded_pieces;
     Py_ssize_t max_names;
     Py_ssize_t max_depth;
     Py_ssize_t budget; /* values still to step this call */
@@ -2366,7 +2371,7 @@ static int
 tails_step_value(tails_call *call, PyObject *name, PyObject *stream, PyObject *text)
 {
     if (tails_step(call->tails, name, stream, text, call->joined, &call->pieces, call->empty,
-                   call->max_names, call->across) < 0) {
+                   call->max_names, call->across, call->across_decoded) < 0) {
         return -1;
     }
     if (PyUnicode_GET_LENGTH(text) == 0 || !tails_may_decode(text)) {
@@ -2387,8 +2392,9 @@ tails_step_value(tails_call *call, PyObject *name, PyObject *stream, PyObject *t
             failed = 1;
         }
         else {
-            failed = tails_step(call->tails, name, inner, decoded, call->joined, NULL,
-                                call->empty, call->max_names, call->across) < 0;
+            failed = tails_step(call->tails, name, inner, decoded, call->joined,
+                                &call->decoded_pieces, call->empty, call->max_names,
+                                call->across, call->across_decoded) < 0;
             Py_DECREF(inner);
         }
     }
@@ -2530,7 +2536,8 @@ advance_tails(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                         "across: str, max_depth: int, max_values: int, decoded)");
         return NULL;
     }
-    tails_call call = {args[0], args[2], NULL, NULL, args[4], args[7], {NULL, 0, 0}, 0, 0, 0};
+    tails_call call = {args[0], args[2], NULL, NULL, args[4], args[7], NULL, {NULL, 0, 0},
+                       {NULL, 0, 0}, 0, 0, 0};
     PyObject *values = args[1], *across = args[4];
     call.max_names = PyLong_AsSsize_t(args[3]);
     if (call.max_names == -1 && PyErr_Occurred()) {
@@ -2547,6 +2554,11 @@ advance_tails(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *star = NULL, *empty_text = NULL, *items = NULL;
     call.joined = PyList_New(0);
     if (call.joined == NULL) {
+        return NULL;
+    }
+    call.across_decoded = PyUnicode_FromFormat("%U~", across);
+    if (call.across_decoded == NULL) {
+        Py_DECREF(call.joined);
         return NULL;
     }
     empty_text = PyUnicode_New(0, 0);
@@ -2592,7 +2604,15 @@ advance_tails(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto failed;
         }
     }
+    for (Py_ssize_t i = 0; i < call.decoded_pieces.size; i++) {
+        if (tails_across(call.tails, &call.decoded_pieces.items[i], call.joined,
+                         call.across_decoded, call.empty) < 0) {
+            goto failed;
+        }
+    }
     tails_pieces_clear(&call.pieces);
+    tails_pieces_clear(&call.decoded_pieces);
+    Py_DECREF(call.across_decoded);
     Py_DECREF(items);
     Py_XDECREF(star);
     Py_DECREF(call.empty);
@@ -2600,6 +2620,8 @@ advance_tails(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return call.joined;
 failed:
     tails_pieces_clear(&call.pieces);
+    tails_pieces_clear(&call.decoded_pieces);
+    Py_DECREF(call.across_decoded);
     Py_XDECREF(items);
     Py_XDECREF(star);
     Py_XDECREF(call.empty);

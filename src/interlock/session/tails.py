@@ -87,6 +87,9 @@ __all__ = [
 #: value of one run, at most :data:`TAIL` characters, that is not its stream's last
 #: value again) of one argument joins the piece another argument sent before it.
 ACROSS: Final = "\x00across"
+#: The same for what pieces each encoded on their own decode to (:func:`_decoded`).
+ACROSS_DECODED: Final = ACROSS + "~"
+_ACROSSES: Final = (ACROSS, ACROSS_DECODED)
 #: A value of lowercase letters and the punctuation of names, paths and addresses alone
 #: (``views.py``, ``carol@corp.example``) is no piece for :data:`ACROSS`: a piece of a
 #: specific token has a digit, a capital or another sign (what makes it specific), and
@@ -119,6 +122,8 @@ Joined = tuple[tuple[str, "Probe"], ...]
 #: run) and its head.
 _State = tuple[str, "str | None", str]
 _NEW: Final[_State] = ("", None, "")
+#: A piece for ACROSS: the argument's name, the piece, its stream's state before and after.
+_Piece = tuple[str, str, _State, _State]
 #: A stream's state after a value, and the seams the value made.
 _Stepped = tuple[_State, tuple[tuple[str, str], ...]]
 
@@ -333,15 +338,18 @@ class ArgumentTails:
         (name, left, right)."""
         items = args.items() if type(args) is dict else (("*", args),)
         joined: list[tuple[str, str, str]] = []
-        pieces: list[tuple[str, str, _State, _State]] = []  # for ACROSS
+        pieces: list[_Piece] = []  # for ACROSS
+        decoded: list[_Piece] = []  # for ACROSS_DECODED
         budget = [MAX_VALUES]
         for name, value in items:
             if type(name) is str:
                 if type(args) is dict and not _PLAIN(name):  # the names too: {"<piece>": 1}
-                    self._walk(tails, name, "{}", name, 0, budget, joined, pieces)
-                self._walk(tails, name, name, value, 0, budget, joined, pieces)
+                    self._walk(tails, name, "{}", name, 0, budget, joined, (pieces, decoded))
+                self._walk(tails, name, name, value, 0, budget, joined, (pieces, decoded))
         for piece in pieces:
-            self._across(tails, piece, joined)
+            self._across(tails, piece, joined, ACROSS)
+        for piece in decoded:
+            self._across(tails, piece, joined, ACROSS_DECODED)
         return joined
 
     def _walk(
@@ -353,7 +361,7 @@ class ArgumentTails:
         depth: int,
         budget: list[int],
         joined: list[tuple[str, str, str]],
-        pieces: list[tuple[str, str, _State, _State]],
+        pieces: tuple[list[_Piece], list[_Piece]],
     ) -> None:
         """Step ``value``, the stream ``stream`` of the argument ``name``: a string or a
         number itself, a dict's values as ``stream.key``, a list's (or tuple's) items
@@ -392,14 +400,14 @@ class ArgumentTails:
             _url_parts(stream, text) if text[:4].lower() == "http" and "://" in text[4:8] else None
         )
         if parts is None:
-            self._step(tails, name, stream, text, joined, pieces)
+            self._step(tails, name, stream, text, joined, pieces[0])
             if (decoded := _decoded(text)) is not None:
-                self._step(tails, name, stream + "~", decoded, joined)
+                self._step(tails, name, stream + "~", decoded, joined, pieces[1])
         else:  # its parts, not the whole: "...?d=<piece>https://..." joins nothing
             for part, value_of_part in parts:
-                self._step(tails, name, part, value_of_part, joined, pieces)
+                self._step(tails, name, part, value_of_part, joined, pieces[0])
                 if (decoded := _decoded(value_of_part)) is not None:
-                    self._step(tails, name, part + "~", decoded, joined)
+                    self._step(tails, name, part + "~", decoded, joined, pieces[1])
 
     def _step(
         self,
@@ -408,7 +416,7 @@ class ArgumentTails:
         stream: str,
         text: str,
         joined: list[tuple[str, str, str]],
-        pieces: list[tuple[str, str, _State, _State]] | None = None,
+        pieces: list[_Piece] | None = None,
     ) -> None:
         """Join ``text`` to the tails of ``stream`` (into ``joined``, under the
         argument's ``name``) and advance them past it: a function of the stream's state
@@ -418,12 +426,13 @@ class ArgumentTails:
         if not text:
             return
         state = tails.pop(stream, _NEW)  # put back last: the most recently stepped
-        if state is _NEW and len(tails) - (ACROSS in tails) >= MAX_NAMES:
+        kept = len(tails) - (ACROSS in tails) - (ACROSS_DECODED in tails)
+        if state is _NEW and kept >= MAX_NAMES:
             if MAX_NAMES <= 0:
                 return
             # the least recently stepped stream leaves (never ACROSS): streams filled
             # once with junk do not keep the next argument's pieces out
-            del tails[next(other for other in tails if other != ACROSS)]
+            del tails[next(other for other in tails if other not in _ACROSSES)]
         after = tails[stream] = self._next(state, text, name, joined)
         if (
             pieces is not None
@@ -451,16 +460,17 @@ class ArgumentTails:
     def _across(
         self,
         tails: dict[str, _State],
-        piece: tuple[str, str, _State, _State],
+        piece: _Piece,
         joined: list[tuple[str, str, str]],
+        across: str,
     ) -> None:
         """Advance :data:`ACROSS` past a piece (the argument's name, the piece, its
         stream's state before it and after). While the pieces all come from one stream,
         ACROSS is in that stream's state, and its seams would be the stream's own: it
         takes the stream's state after and joins nothing more."""
         name, text, before, after = piece
-        state = tails.get(ACROSS, _NEW)
-        tails[ACROSS] = after if state == before else self._next(state, text, name, joined)
+        state = tails.get(across, _NEW)
+        tails[across] = after if state == before else self._next(state, text, name, joined)
 
     def _memo_put(self, key: tuple[_State, str], found: _Stepped) -> _Stepped:
         memo = self._memo
