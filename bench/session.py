@@ -57,6 +57,12 @@ from interlock import Action, Context, Guard, load_policy_text
 from interlock.core.events import MemorySink
 from interlock.session.fingerprints import of_data, probe
 from interlock.session.history import MAX_FINGERPRINTS, MemoryHistory, NewStep, SessionHistory
+from interlock.session.tails import tails_of
+
+try:  # absent in a tree before the chains of pieces (ADR 0044)
+    from interlock.session.pieces import Pieces
+except ImportError:  # pragma: no cover - an A/B run against an older tree
+    Pieces = None  # type: ignore[assignment,misc]
 
 __all__ = ["DEFAULT_CALLS", "FLOWS", "LABELS", "PER_CALL", "run"]
 
@@ -249,6 +255,9 @@ def _prefill(history: SessionHistory, tenant: str, session: str, steps: int) -> 
     secrets: list[str] = []
     pool = _results()
     offset = (hash(session) % POOL) * len(_KINDS)
+    # what a guard of this history does with a result it settles in this process: its
+    # tokens' grams kept for pieces sent in any order (absent in a tree before them)
+    pieces = getattr(tails_of(history), "pieces", None)
     history.append(
         tenant,
         session,
@@ -269,6 +278,8 @@ def _prefill(history: SessionHistory, tenant: str, session: str, steps: int) -> 
         if "secret" in labels:
             secrets.append(data)
         history.settle(tenant, session, decision_id, executed=True, fingerprints=prints)
+        if pieces is not None:
+            pieces.learn(tenant, session, data)
     return secrets
 
 
@@ -482,6 +493,15 @@ def _fingerprint_costs(result: BenchResult, quick: bool) -> None:
         result.info[f"fingerprints_per_kb {kind}"] = round(
             len(of_data(_text(rng, 16 * 1024, tokens))) / 16, 1
         )
+        if Pieces is not None:  # a result's tokens' grams kept, for pieces in any order
+            text = _text(rng, 2048, tokens)
+            repeats = 64 if quick else 256
+            began = time.perf_counter_ns()
+            for _ in range(repeats):
+                Pieces().learn("bench", "s", text)
+            result.info[f"pieces_learn_us_per_kb {kind} 2KB"] = round(
+                (time.perf_counter_ns() - began) / repeats / 2 / 1000, 1
+            )
 
 
 def _memory_per_session(result: BenchResult) -> None:
@@ -506,6 +526,21 @@ def _memory_per_session(result: BenchResult) -> None:
             grown / sessions / 1024, 1
         )
         result.info[f"fingerprints_per_2KB_result {kind}"] = round(sum(counts) / len(counts), 1)
+        if Pieces is not None:  # the grams of its tokens a session keeps (bounded)
+            pieces = Pieces()
+            gc.collect()
+            tracemalloc.start()
+            before = tracemalloc.take_snapshot()
+            for n in range(sessions):
+                for text in texts:
+                    pieces.learn("bench", f"m-{n}", text)
+            gc.collect()
+            after = tracemalloc.take_snapshot()
+            tracemalloc.stop()
+            grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+            result.info[f"pieces_kb_per_session {kind} (200 steps, 2 KB results)"] = round(
+                grown / sessions / 1024, 1
+            )
     # a full collection walks every container the process holds (a set's walk visits
     # each of its fingerprints): the pause every thread takes. Timed in a fresh process
     # (this one holds the subjects' histories, whose walk would hide the difference)

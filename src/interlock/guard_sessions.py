@@ -351,9 +351,13 @@ class SessionRecorder:
         # its check returns: a wrapper that claimed something has claimed it all)
         keys = claimed or self.claim(decision)
         fingerprints: frozenset[int] | None = None
+        learnt: tuple[str, str] | None = None
         for step_id, key in keys:
             if fingerprints is None:
                 fingerprints = of_data(result if executed else error_data(result))
+            if executed and self.tails is not None and key != learnt:
+                learnt = key  # its tokens, for pieces sent in any order (tails.pieces)
+                self.tails.pieces.learn(key[0], key[1], result)
             try:
                 self.history.settle(
                     key[0], key[1], step_id, executed=executed, fingerprints=fingerprints
@@ -458,6 +462,8 @@ class SessionRecorder:
             trusted=trusted,
             executed=True,
         )
+        if self.tails is not None:
+            self.tails.pieces.learn(context.tenant, session_id, text)
         return self.history.append(context.tenant, session_id, step)
 
 

@@ -62,6 +62,14 @@ cases:
       - action: {name: upload, arguments: {data: "ghp_012345"}}
     action: {name: upload, arguments: {data: "6789abcdef"}}
     expect: {decision: deny, rule_ids: [no-upload-of-secrets]}
+  - name: the pieces with an acknowledgement between them (joined by what they spell)
+    steps:
+      - action: {name: read_file, arguments: {path: /srv/.env}}
+        result: "TOKEN=ghp_0123456789abcdefABCDEF0123456789"
+      - action: {name: upload, arguments: {data: "6789abcdef"}}
+      - action: {name: upload, arguments: {data: "Ack7"}}
+    action: {name: upload, arguments: {data: "ghp_012345"}}
+    expect: {decision: deny, rule_ids: [no-upload-of-secrets]}
   - name: ten characters of the secret alone are no flow
     steps:
       - action: {name: read_file, arguments: {path: /srv/.env}}

@@ -181,6 +181,8 @@ def _decide_after(
                     executed=True,
                 ),
             )
+            if joins.tails is not None:  # its tokens, for pieces sent in any order
+                joins.tails.pieces.learn(tenant, session_id, step.input)
             continue
         assert step.action is not None
         earlier = action_from_data(step.action.model_dump(by_alias=True), context)
@@ -197,6 +199,8 @@ def _decide_after(
                 executed=not step.raises,
                 fingerprints=frozenset() if step.raises else of_data(step.result),
             )
+            if joins.tails is not None and not step.raises:
+                joins.tails.pieces.learn(tenant, session_id, step.result)
     facts = SessionFacts.of(history.view(tenant, session_id))
     facts.recorder = joins
     with session_scope(facts):

@@ -66,6 +66,7 @@ from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 from interlock._extension import switched_off
 from interlock.session.fingerprints import _json_unescape, probe_across
 from interlock.session.history import untracked
+from interlock.session.pieces import Pieces
 
 if TYPE_CHECKING:
     from interlock.session.fingerprints import Probe
@@ -277,7 +278,7 @@ class ArgumentTails:
     """The tails of the arguments of the sessions one history judges in this process.
     ``accelerated=False`` runs the Python reference even where the C loop is built."""
 
-    __slots__ = ("_advance", "_lock", "_memo", "_seams", "_sessions")
+    __slots__ = ("_advance", "_lock", "_memo", "_seams", "_sessions", "pieces")
 
     def __init__(self, *, accelerated: bool = True) -> None:
         self._sessions: dict[tuple[str, str], dict[str, _State]] = {}
@@ -286,6 +287,9 @@ class ArgumentTails:
         self._memo: dict[tuple[_State, str], _Stepped] = {}
         self._lock = threading.Lock()
         self._advance = advance_tails if accelerated else None
+        #: the tokens the sessions' data brought in, and the stretches of them their
+        #: calls sent (pieces joined by where they sit in the data)
+        self.pieces = Pieces()
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -324,12 +328,14 @@ class ArgumentTails:
                     sessions[key] = tails
                     while len(sessions) > MAX_SESSIONS:
                         del sessions[next(iter(sessions))]
+        placed = self.pieces.observe(tenant, session_id, args)
         if not joined:
-            return ()
+            return tuple(placed)
         seam = self._seam  # probed out of the lock: other sessions' checks go on
-        return tuple(
-            [(name, found) for name, left, right in joined if (found := seam(left, right))]
-        )
+        found_joined = [
+            (name, found) for name, left, right in joined if (found := seam(left, right))
+        ]
+        return tuple(found_joined + placed if placed else found_joined)
 
     def _advanced(self, tails: dict[str, _State], args: Any) -> list[tuple[str, str, str]]:
         """The Python reference of the C loop (``_history.advance_tails``): each string

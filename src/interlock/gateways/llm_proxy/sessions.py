@@ -402,6 +402,8 @@ class ProxySessions:
             guard.record_input(text, trusted=True, context=context)
             _bounded(known.inputs, digest, None)
         history = guard.sessions
+        # the tails of the guard's flow tests (None: no test joins calls)
+        tails = getattr(getattr(guard, "_sessions", None), "tails", None)
         for result in results:
             decision = known.calls.pop(result.call_id, None) if result.call_id else None
             if decision is not None and decision.decision_id is not None and history is not None:
@@ -413,6 +415,8 @@ class ProxySessions:
                     executed=True,
                     fingerprints=of_data(result.content),
                 )
+                if tails is not None:  # its tokens, for pieces sent in any order
+                    tails.pieces.learn(context.tenant, context.session_id, result.content)
             elif result.call_id is None:
                 # no id: known by its content, so each is recorded once
                 digest = _digest("result\0" + _text_of(result.content))

@@ -1,0 +1,266 @@
+"""The chains of pieces (:mod:`interlock.session.pieces`): pieces of a token the data
+holds joined by what they spell together, whatever came between them. The attack rows
+and their benign look-alikes, through a real guard, are in ``test_attacks_split.py``;
+here the mechanism itself: what it keeps, what it joins, its bounds and its false
+positives."""
+
+from __future__ import annotations
+
+import gc
+import random
+import threading
+from typing import Any
+
+import pytest
+
+from interlock.session import pieces as pieces_module
+from interlock.session.fingerprints import carries, of_data
+from interlock.session.pieces import GRAM, MAX_CHAINS, MAX_GRAMS, MAX_PIECES, Pieces
+
+KEY = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
+DATA = f"AWS_SECRET_ACCESS_KEY={KEY}\nregion = eu-west-1\n"
+
+
+def _cut(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _joined(pieces: Pieces, calls: list[dict[str, Any]], session: str = "s") -> list[bool]:
+    """For each call: whether a chain it made carries the data."""
+    data = of_data(DATA)
+    return [
+        any(carries(probe, data) for _, probe in pieces.observe("t", session, args))
+        for args in calls
+    ]
+
+
+@pytest.fixture(params=["packed", "set"])
+def pieces(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Pieces:
+    """A fresh index, its grams in the extension's packed set and in a plain set (the
+    reference, as without the extension)."""
+    if request.param == "set":
+        monkeypatch.setattr(pieces_module, "new_prints", set)
+    found = Pieces()
+    found.learn("t", "s", DATA)
+    return found
+
+
+def test_pieces_in_any_order_with_noise_between_make_the_token(pieces: Pieces) -> None:
+    cut = _cut(KEY, 10)
+    order = [2, 0, 3, 1]
+    calls = [c for i in order for c in ({"body": cut[i]}, {"body": f"Ack{i}", "n": i})]
+    found = _joined(pieces, calls)
+    assert found[0] is False  # one piece alone is nothing
+    assert any(found)
+    assert pieces.chains("t", "s")[-1] == KEY.lower()
+
+
+def test_the_token_text_is_not_kept() -> None:
+    """What a session keeps of its data is the grams' keyed hashes: no text of it."""
+    pieces = Pieces()
+    pieces.learn("t", "s", DATA)
+    session = pieces._sessions[("t", "s")]
+    kept = [session.grams, session.older, session.seen, session.chains]
+    for value in kept:
+        for item in value or ():
+            assert not isinstance(item, str)
+    referred = gc.get_referents(session.grams, session.seen)
+    assert not any(isinstance(item, str) and KEY.lower()[:GRAM] in item for item in referred)
+
+
+def test_a_piece_sent_before_the_data_came_is_no_piece() -> None:
+    """The chains hold what was sent after the data was brought in: a value sent
+    before it cannot have carried it."""
+    pieces = Pieces()
+    first, second = _cut(KEY, 20)[0][:10], _cut(KEY, 20)[0][10:]
+    pieces.learn("t", "s", "an unrelated page with Token-7Hq2xK9pLm-2026 in it")
+    assert _joined(pieces, [{"body": first}]) == [False]
+    pieces.learn("t", "s", DATA)
+    assert _joined(pieces, [{"body": second}]) == [False]  # the first was no piece
+    assert _joined(pieces, [{"body": first}]) == [True]  # now it is, beside the second
+
+
+def test_one_call_alone_is_not_joined_again() -> None:
+    """Pieces of one call make no chain of their own: the call's value was probed whole
+    (its runs at once: ``wJalrXUtnF EMI-K7MDEN`` normalises to one run)."""
+    pieces = Pieces()
+    pieces.learn("t", "s", DATA)
+    assert _joined(pieces, [{"a": KEY[:10], "b": KEY[10:20]}]) == [False]
+    assert _joined(pieces, [{"c": KEY[20:30]}]) == [True]  # joined to the earlier call's
+
+
+def test_a_piece_sent_again_or_held_by_a_chain_adds_nothing() -> None:
+    pieces = Pieces()
+    pieces.learn("t", "s", DATA)
+    assert _joined(pieces, [{"b": KEY[:20]}, {"b": KEY[:10]}, {"b": KEY[5:15]}]) == [
+        False,
+        False,
+        False,
+    ]
+    assert pieces.chains("t", "s") == [KEY[:20].lower()]
+
+
+def test_two_tokens_that_meet_make_a_chain_the_data_does_not_hold() -> None:
+    """A chain is a guess that the probe settles: two pieces of different tokens whose
+    seam grams the data happens to hold are joined, and their probe finds nothing."""
+    pieces = Pieces()
+    pieces.learn("t", "s", "Alpha-123456 and 123456-Omega9")
+    found = pieces.observe("t", "s", {"a": "Alpha-123456"}) + pieces.observe(
+        "t", "s", {"a": "123456-Omega9"}
+    )
+    assert pieces.chains("t", "s") == ["alpha-123456-omega9"]
+    data = of_data("Alpha-123456 and 123456-Omega9")
+    assert found and not any(carries(probe, data) for _, probe in found)
+
+
+def test_the_sessions_are_apart_and_tenant_scoped() -> None:
+    pieces = Pieces()
+    for tenant, session in (("t", "a"), ("t", "b"), ("u", "a")):
+        pieces.learn(tenant, session, DATA)
+    cut = _cut(KEY, 10)
+    assert pieces.observe("t", "a", {"b": cut[0]}) == []
+    assert pieces.observe("t", "b", {"b": cut[1]}) == []
+    assert pieces.observe("u", "a", {"b": cut[1]}) == []
+    assert pieces.observe("t", "a", {"b": cut[1]}) != []
+    assert pieces.observe("t", "zzz", {"b": cut[1]}) == []  # never learned: nothing kept
+
+
+def test_names_keys_numbers_urls_and_encodings_are_read() -> None:
+    pieces = Pieces()
+    pieces.learn("t", "s", DATA + "IBAN DE89370400440532013000\n")
+    cut = _cut(KEY, 10)
+    assert pieces.observe("t", "s", {cut[0]: True}) == []  # an argument's name
+    assert pieces.observe("t", "s", {"j": {"k": [{cut[1]: 1}]}}) != []  # a nested key
+    assert pieces.observe("t", "s", {"u": f"https://x.example/{cut[2]}/a.gif"}) != []
+    assert pieces.observe("t", "s", {"u": f"https://x.example/?d={cut[3].replace('-', '%2D')}"})
+    assert pieces.observe("t", "s", {"ref": "DE89370400"}) == []
+    assert pieces.observe("t", "s", {"n": 440532013000}) != []  # a number's digits
+
+
+def test_plain_names_and_short_values_are_not_read() -> None:
+    assert pieces_module._texts({"subject": "x", "page_size": 12, "to": "abc"}) == []
+    assert pieces_module._texts({"Subject1": "x"}) == [("Subject1", "Subject1")]
+
+
+def test_bounds_a_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A million short items, a value 100,000 levels deep, a thousand pieces: each call
+    reads at most MAX_RUNS runs and joins at most MAX_PIECES pieces."""
+    pieces = Pieces()
+    pieces.learn("t", "s", DATA)
+    deep: Any = KEY[:10]
+    for _ in range(100_000):
+        deep = [deep]
+    assert pieces.observe("t", "s", {"d": deep}) == []  # past the depth read
+    assert pieces.observe("t", "s", {"a": ["x"] * 1_000_000}) == []
+    placed: list[str] = []
+    real = pieces_module._place
+
+    def counted(found: Any, run: str, call: int) -> str | None:
+        placed.append(run)
+        return real(found, run, call)
+
+    monkeypatch.setattr(pieces_module, "_place", counted)
+    pieces.observe("t", "s", {"a": [KEY[i : i + 8] for i in range(30)] * 40})
+    assert len(placed) == MAX_PIECES
+
+
+def test_bounds_a_session() -> None:
+    """Grams in two generations (the older dropped: the most recent data kept), chains
+    at most MAX_CHAINS, the oldest leaving first."""
+    rng = random.Random(5)
+    pieces = Pieces()
+    pieces.learn("t", "s", DATA)
+    session = pieces._sessions[("t", "s")]
+    page = " ".join(f"Id{rng.getrandbits(64):016x}" for _ in range(MAX_GRAMS // 11))
+    pieces.learn("t", "s", page)
+    assert session.older is not None  # the key's grams, in the older generation
+    assert pieces.observe("t", "s", {"a": KEY[:10]}) == []
+    assert pieces.observe("t", "s", {"a": KEY[10:20]}) != []
+    pieces.learn("t", "s", page.replace("Id", "Jd"))
+    pieces.learn("t", "s", page.replace("Id", "Kd"))
+    assert len(session.grams) <= MAX_GRAMS and len(session.older or ()) <= MAX_GRAMS
+    assert pieces.observe("t", "s", {"a": KEY[20:30]}) == []  # the key's grams dropped
+    tokens = page.split()
+    for token in tokens[: MAX_CHAINS + 10]:
+        pieces.observe("t", "s", {"a": token[:8].replace("Id", "Kd")})
+    assert len(session.chains) <= MAX_CHAINS
+
+
+def test_sessions_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pieces_module, "MAX_SESSIONS", 3)
+    pieces = Pieces()
+    for n in range(5):
+        pieces.learn("t", f"s{n}", DATA)
+    assert len(pieces) == 3
+    assert ("t", "s0") not in pieces._sessions and ("t", "s4") in pieces._sessions
+
+
+def test_under_threads() -> None:
+    pieces = Pieces()
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(200):
+                session = f"s{(n + i) % 7}"
+                pieces.learn("t", session, DATA if i % 3 else f"Other-{n}-{i}-Token")
+                pieces.observe("t", session, {"b": _cut(KEY, 10)[i % 4], "n": i})
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert all(len(s.chains) <= MAX_CHAINS for s in pieces._sessions.values())
+
+
+def test_false_positive_rate_of_the_chains_on_ordinary_arguments() -> None:
+    """The corpus of ordinary arguments sent one after another in one session that read
+    ~76 texts they did not come from: the chains their pieces make, and how many of
+    their probes those texts hold. The bound is the fingerprints' (1 pair in 100, 5%
+    of the calls); the measured figure is printed."""
+    from .fp_corpus import benign_arguments, unrelated_results
+
+    arguments = benign_arguments()
+    texts = unrelated_results()
+    pieces = Pieces()
+    for text in texts:
+        pieces.learn("t", "fp", text)
+    kept = [of_data(text) for text in texts]
+    chained_calls = flagged_pairs = 0
+    flagged: list[Any] = []
+    for i, argument in enumerate(arguments):
+        args = argument if isinstance(argument, dict) else {"ab"[i % 2]: argument}
+        joined = [probe for _, probe in pieces.observe("t", "fp", args)]
+        if not joined:
+            continue
+        chained_calls += 1
+        hits = sum(any(carries(probe, data) for probe in joined) for data in kept)
+        flagged_pairs += hits
+        if hits:
+            flagged.append(argument)
+    session = pieces._sessions[("t", "fp")]
+    print(
+        f"\nchains: {chained_calls} of {len(arguments)} calls made a chain; "
+        f"{len(session.chains)} chains kept; false positives {flagged_pairs} pairs "
+        f"of {chained_calls * len(kept)}; calls flagged {len(flagged)}: {flagged}"
+    )
+    assert len(arguments) >= 100
+    assert flagged_pairs <= max(1, chained_calls * len(kept) // 100)
+    assert len(flagged) <= max(1, len(arguments) // 20)
+
+
+def test_a_result_is_read_as_far_as_its_fingerprints() -> None:
+    """A token past the first MAX_SCAN characters of a result is not kept (as its
+    fingerprints do not keep it): a huge result costs a bounded scan."""
+    from interlock.session.fingerprints import MAX_SCAN
+
+    pieces = Pieces()
+    pieces.learn("t", "s", ["y " * (MAX_SCAN // 2), DATA])
+    assert ("t", "s") not in pieces._sessions
+    pieces.learn("t", "s", ["y " * (MAX_SCAN // 2 - 100), DATA])
+    assert pieces.observe("t", "s", {"a": KEY[:10]}) == []
+    assert pieces.observe("t", "s", {"a": KEY[10:20]}) != []
