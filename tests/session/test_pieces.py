@@ -12,9 +12,11 @@ import threading
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from interlock.session import pieces as pieces_module
-from interlock.session.fingerprints import carries, of_data
+from interlock.session.fingerprints import _norm, carries, of_data
 from interlock.session.pieces import GRAM, MAX_CHAINS, MAX_GRAMS, MAX_PIECES, Pieces
 
 KEY = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
@@ -52,7 +54,7 @@ def test_pieces_in_any_order_with_noise_between_make_the_token(pieces: Pieces) -
     found = _joined(pieces, calls)
     assert found[0] is False  # one piece alone is nothing
     assert any(found)
-    assert pieces.chains("t", "s")[-1] == KEY.lower()
+    assert pieces.chains("t", "s")[-1] == _norm(KEY)  # the dashes dropped, as fingerprints do
 
 
 def test_the_token_text_is_not_kept() -> None:
@@ -89,15 +91,22 @@ def test_one_call_alone_is_not_joined_again() -> None:
     assert _joined(pieces, [{"c": KEY[20:30]}]) == [True]  # joined to the earlier call's
 
 
-def test_a_piece_sent_again_or_held_by_a_chain_adds_nothing() -> None:
+def test_a_piece_a_chain_holds_is_that_chain_again() -> None:
+    """A piece sent again, or held by a chain, is the chain again: the calls that made
+    it may have been refused (the whole key first, refused, then its pieces one by
+    one), so nothing of it is known to have left."""
     pieces = Pieces()
     pieces.learn("t", "s", DATA)
-    assert _joined(pieces, [{"b": KEY[:20]}, {"b": KEY[:10]}, {"b": KEY[5:15]}]) == [
+    assert _joined(pieces, [{"b": KEY}, {"b": KEY[:10]}, {"b": KEY[25:35]}]) == [
         False,
-        False,
-        False,
+        True,
+        True,
     ]
-    assert pieces.chains("t", "s") == [KEY[:20].lower()]
+    assert pieces.chains("t", "s") == [_norm(KEY)]
+    # a piece alone again is no chain of more than itself
+    other = Pieces()
+    other.learn("t", "s", DATA)
+    assert _joined(other, [{"b": KEY[:10]}, {"b": KEY[:10]}]) == [False, False]
 
 
 def test_two_tokens_that_meet_make_a_chain_the_data_does_not_hold() -> None:
@@ -108,7 +117,7 @@ def test_two_tokens_that_meet_make_a_chain_the_data_does_not_hold() -> None:
     found = pieces.observe("t", "s", {"a": "Alpha-123456"}) + pieces.observe(
         "t", "s", {"a": "123456-Omega9"}
     )
-    assert pieces.chains("t", "s") == ["alpha-123456-omega9"]
+    assert pieces.chains("t", "s") == ["alpha123456omega9"]
     data = of_data("Alpha-123456 and 123456-Omega9")
     assert found and not any(carries(probe, data) for _, probe in found)
 
@@ -137,9 +146,22 @@ def test_names_keys_numbers_urls_and_encodings_are_read() -> None:
     assert pieces.observe("t", "s", {"n": 440532013000}) != []  # a number's digits
 
 
-def test_plain_names_and_short_values_are_not_read() -> None:
-    assert pieces_module._texts({"subject": "x", "page_size": 12, "to": "abc"}) == []
-    assert pieces_module._texts({"Subject1": "x"}) == [("Subject1", "Subject1")]
+def test_what_a_call_is_read_as() -> None:
+    texts = pieces_module._texts
+    assert texts({"subject": "x", "page_size": 12, "to": "abc"}) == [
+        ("subject", "subject"),
+        ("page_size", "page_size"),
+    ]
+    assert texts({1: b"bytes-value", "f": 123456.0, "s": {"Abcdefg"}}) == [
+        ("1", "bytes-value"),
+        ("f", "123456.0"),
+        ("f", "123456"),
+        ("s", "Abcdefg"),
+    ]
+    runs = [run for run, _ in pieces_module._runs_of("Saw a meadowlark, Key7Xq-Z9 ok")]
+    assert runs == ["key7xqz9"]  # words of prose are not read; the rest normalised
+    runs = [run for run, _ in pieces_module._runs_of("wJalr=XUtnF")]
+    assert runs == ["wjalr", "xutnf", "wjalrxutnf"]  # a value whole, its separator dropped
 
 
 def test_bounds_a_call(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -264,3 +286,35 @@ def test_a_result_is_read_as_far_as_its_fingerprints() -> None:
     pieces.learn("t", "s", ["y " * (MAX_SCAN // 2 - 100), DATA])
     assert pieces.observe("t", "s", {"a": KEY[:10]}) == []
     assert pieces.observe("t", "s", {"a": KEY[10:20]}) != []
+
+
+_speedups = pytest.importorskip("interlock.session._speedups")
+_ALPHABET = "aAzZ09-_./?&#+=:;,|@\\\"'`<>()[]{} \t\n\x0b\x1c\x1f%é"
+
+
+@given(st.text(alphabet=_ALPHABET, max_size=80) | st.text(max_size=40))
+@settings(max_examples=400, deadline=None)
+def test_the_c_runs_are_the_python_runs(text: str) -> None:
+    """``_speedups.piece_runs`` makes what the Python reference makes of an ASCII text
+    without ``%``, and leaves every other text to it (None)."""
+    made = _speedups.piece_runs(text, GRAM, pieces_module.MAX_CHAIN)
+    if not text.isascii() or "%" in text or ("&" in text and ";" in text):
+        assert made is None
+    else:
+        assert made == pieces_module._py_runs_of(text)
+
+
+def test_the_c_runs_bounds_and_refusals() -> None:
+    long = "A" * 300 + "/" + "b" * 10
+    assert _speedups.piece_runs(long, GRAM, 256) == pieces_module._py_runs_of(long)
+    assert [run for run, _ in _speedups.piece_runs(long, GRAM, 256) or ()] == ["b" * 10]
+    with pytest.raises(TypeError):
+        _speedups.piece_runs(b"bytes", GRAM, 256)
+    with pytest.raises(TypeError):
+        _speedups.piece_runs("text", GRAM)
+    with pytest.raises(ValueError):
+        _speedups.piece_runs("text", 0, 256)
+    with pytest.raises(ValueError):
+        _speedups.piece_runs("text", 8, 4)
+    with pytest.raises(OverflowError):
+        _speedups.piece_runs("text", 10**30, 256)

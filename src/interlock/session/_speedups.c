@@ -2920,6 +2920,204 @@ boilerplate(PyObject *module, PyObject *words)
     return out;
 }
 
+/* -- the runs of a call's value, for the chains of pieces (interlock.session.pieces) --
+ * piece_runs(text, gram, longest) -> tuple[(run, first), ...] | None: pieces._py_runs_of
+ * for an ASCII text without '%': each run between separators (white space — what str's
+ * \s matches among ASCII —, quotes, brackets and ",;|\=:"), then after a run with one of
+ * "/?&#+" in it its parts between those, then, in a text without white space, the text
+ * whole; in a text with white space (prose) a word ([A-Z]?[a-z]+) left out; each
+ * normalised (lower-cased, every character but [a-z0-9_@.] dropped), kept when gram to
+ * longest characters long and not kept already; in order, each with hash(run[:gram]) & (2**64 - 1).
+ * None: not ASCII, a '%', or both '&' and ';' (the Python path decodes them). */
+
+static int
+piece_space(unsigned char c)
+{
+    return (c >= 9 && c <= 13) || (c >= 28 && c <= 32);
+}
+
+static int
+piece_separator(unsigned char c)
+{
+    if (piece_space(c)) {
+        return 1;
+    }
+    switch (c) {
+    case '"': case '\'': case '`': case '<': case '>': case '(': case ')': case '[':
+    case ']': case '{': case '}': case ',': case ';': case '|': case '\\': case '=':
+    case ':':
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int
+piece_delimiter(unsigned char c)
+{
+    return c == '/' || c == '?' || c == '&' || c == '#' || c == '+';
+}
+
+/* Add src[start:end], normalised into norm (room for end - start), to out (a dict run ->
+ * its first gram's hash) unless too short or long, a word of prose, or there already. */
+static int
+piece_put(PyObject *out, const unsigned char *src, Py_ssize_t start, Py_ssize_t end,
+          char *norm, Py_ssize_t gram, Py_ssize_t longest, int prose)
+{
+    if (prose && end > start) { /* a word of prose ([A-Z]?[a-z]+) is not read */
+        Py_ssize_t i = start;
+        if (src[i] >= 'A' && src[i] <= 'Z') {
+            i++;
+        }
+        while (i < end && src[i] >= 'a' && src[i] <= 'z') {
+            i++;
+        }
+        if (i == end && (src[end - 1] >= 'a' && src[end - 1] <= 'z')) {
+            return 0;
+        }
+    }
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = start; i < end; i++) {
+        unsigned char c = src[i];
+        if (c >= 'A' && c <= 'Z') {
+            c = (unsigned char)(c + 32);
+        }
+        if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '@' ||
+            c == '.') {
+            norm[k++] = (char)c;
+        }
+    }
+    if (k < gram || k > longest) {
+        return 0;
+    }
+    PyObject *run = PyUnicode_FromStringAndSize(norm, k);
+    if (run == NULL) {
+        return -1;
+    }
+    int there = PyDict_Contains(out, run);
+    if (there != 0) {
+        Py_DECREF(run);
+        return there < 0 ? -1 : 0;
+    }
+    PyObject *first = PyUnicode_FromStringAndSize(norm, gram);
+    if (first == NULL) {
+        Py_DECREF(run);
+        return -1;
+    }
+    Py_hash_t hashed = PyObject_Hash(first);
+    Py_DECREF(first);
+    if (hashed == -1 && PyErr_Occurred()) {
+        Py_DECREF(run);
+        return -1;
+    }
+    PyObject *value = PyLong_FromUnsignedLongLong((unsigned long long)(uint64_t)hashed);
+    if (value == NULL) {
+        Py_DECREF(run);
+        return -1;
+    }
+    int failed = PyDict_SetItem(out, run, value);
+    Py_DECREF(run);
+    Py_DECREF(value);
+    return failed;
+}
+
+static PyObject *
+piece_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "piece_runs(text: str, gram: int, longest: int)");
+        return NULL;
+    }
+    Py_ssize_t gram = PyLong_AsSsize_t(args[1]);
+    if (gram == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t longest = PyLong_AsSsize_t(args[2]);
+    if (longest == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (gram < 1 || longest < gram) {
+        PyErr_SetString(PyExc_ValueError, "piece_runs: need 1 <= gram <= longest");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    if (!PyUnicode_IS_ASCII(text)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const unsigned char *src = (const unsigned char *)PyUnicode_DATA(text);
+    if (memchr(src, '%', (size_t)n) != NULL ||
+        (memchr(src, '&', (size_t)n) != NULL && memchr(src, ';', (size_t)n) != NULL)) {
+        Py_RETURN_NONE; /* percent-encoded, or an HTML entity: the Python path decodes */
+    }
+    int prose = 0;
+    for (Py_ssize_t i = 0; i < n && !prose; i++) {
+        prose = piece_space(src[i]);
+    }
+    char *norm = PyMem_Malloc(n > 0 ? (size_t)n : 1);
+    if (norm == NULL) {
+        return PyErr_NoMemory();
+    }
+    PyObject *out = PyDict_New();
+    if (out == NULL) {
+        PyMem_Free(norm);
+        return NULL;
+    }
+    Py_ssize_t i = 0;
+    while (i < n) {
+        while (i < n && piece_separator(src[i])) {
+            i++;
+        }
+        if (i >= n) {
+            break;
+        }
+        Py_ssize_t start = i;
+        int delimited = 0;
+        while (i < n && !piece_separator(src[i])) {
+            delimited |= piece_delimiter(src[i]);
+            i++;
+        }
+        Py_ssize_t end = i;
+        if (piece_put(out, src, start, end, norm, gram, longest, prose) < 0) {
+            goto fail;
+        }
+        if (delimited) {
+            Py_ssize_t j = start;
+            while (j < end) {
+                while (j < end && piece_delimiter(src[j])) {
+                    j++;
+                }
+                if (j >= end) {
+                    break;
+                }
+                Py_ssize_t inner = j;
+                while (j < end && !piece_delimiter(src[j])) {
+                    j++;
+                }
+                if (piece_put(out, src, inner, j, norm, gram, longest, prose) < 0) {
+                    goto fail;
+                }
+            }
+        }
+    }
+    if (!prose && piece_put(out, src, 0, n, norm, gram, longest, prose) < 0) {
+        goto fail;
+    }
+    PyMem_Free(norm);
+    PyObject *items = PyDict_Items(out);
+    Py_DECREF(out);
+    if (items == NULL) {
+        return NULL;
+    }
+    PyObject *found = PyList_AsTuple(items);
+    Py_DECREF(items);
+    return found;
+fail:
+    PyMem_Free(norm);
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"grams", (PyCFunction)(void (*)(void))grams, METH_FASTCALL,
      "grams(data, step) -> list[int]: each 16-byte window at 0, step, 2*step... without a "
@@ -2972,6 +3170,10 @@ static PyMethodDef methods[] = {
     {"boilerplate", boilerplate, METH_O,
      "boilerplate(long_words) -> list[str] | None: the boilerplate the data's ASCII long "
      "words hold (as _BOILERPLATE finds it, 8 characters or more), in order."},
+    {"piece_runs", (PyCFunction)(void (*)(void))piece_runs, METH_FASTCALL,
+     "piece_runs(text, gram, longest) -> tuple[(run, first), ...] | None: the runs of an "
+     "ASCII text without '%' (nor both '&' and ';') as pieces._py_runs_of makes them "
+     "(None: the Python path)."},
     {"token_hash", token_hash_py, METH_O,
      "token_hash(norm) -> int: a whole token's fingerprint, 64 bits of BLAKE2b."},
     {NULL, NULL, 0, NULL},

@@ -10,47 +10,66 @@ by *what they spell together* instead of by the order they came.
 
 When a step's result (or an outside input) is recorded in this process, the
 :data:`GRAM`-character grams of each of its *tokens* are kept, as the process's keyed
-string hashes (the token's text is not kept): a token is a run of at least
-:data:`MIN_TOKEN` characters between separators (white space, quotes, brackets,
-``,;|\\=:``) that has a digit, a capital or a sign, or a run of at least
-:data:`MIN_PLAIN_TOKEN` lowercase letters (a passphrase, not a word), lowercased.
+string hashes (the token's text is not kept). A token is a run between separators
+(white space, quotes, brackets, ``,;|\\=:``; in a result's JSON-escaped text, between
+its unescaped separators too) that has a digit, a capital or a sign, or is
+:data:`MIN_PLAIN_TOKEN` lowercase letters or more (a passphrase, not a word),
+*normalised* as the fingerprints normalise (NFKC, case-folded, every character but
+letters, digits, ``_``, ``@`` and ``.`` dropped: a dash, a zero-width space or a
+full-width form inside changes nothing) and :data:`MIN_TOKEN` characters or more.
 
-When a call that a ``flows_from`` test reads is checked, each of its string and number
-values (nested, its dicts' keys and the arguments' names, a URL's parts, percent-decoded)
-is cut at the same separators into *runs*. A run of at least :data:`GRAM` characters
-whose every gram is kept is a *piece* of some token. The session keeps the pieces its
-calls sent as *chains*: a piece joins a chain when one ends where the other starts —
-appended, prepended or overlapping, and every gram across the seam kept too — and the
-chains it joins are joined in turn (pieces sent last to first, shuffled, or far apart
-meet). When this call's piece makes a chain that holds an earlier call's piece longer
-than both were, at least :data:`MIN_TOKEN` characters, the chain is probed like an
-argument (:func:`~interlock.session.fingerprints.probe`), under the name of the
-argument that sent the piece. The probe decides, against the session's fingerprints,
-as for any other argument, with the ``flows_from`` test's selector: a chain the data
-does not hold (grams of two tokens that happen to meet) finds nothing.
+When a call that a ``flows_from`` test reads is checked, each of its values (strings,
+bytes, numbers, in dicts, lists, tuples and sets; dict keys and argument names too;
+percent-decoded) is cut at the same separators into *runs*, normalised the same way: a
+run, each part of it between a URL's delimiters (``/?&#+``), and a value without white
+space whole (so a separator put inside a piece does not cut it). In a value with white
+space (prose) a word — lowercase letters, or a capital then lowercase letters — is not
+read. A run of at least
+:data:`GRAM` characters whose every gram is kept is a *piece* of some token. The session
+keeps the pieces its calls sent as *chains*: a piece joins a chain when one holds the
+other, or one ends where the other starts — appended, prepended or overlapping, every
+gram across the seam kept too — and the chain it made then meets the others (pieces
+sent last to first, shuffled, or far apart). When this call's piece makes (or is held
+by) a chain that holds an earlier call's piece and more than this piece, at least
+:data:`MIN_TOKEN` characters, the chain is probed like an argument
+(:func:`~interlock.session.fingerprints.probe`), under the name of the argument that
+sent the piece. The probe decides, against the session's fingerprints, with the
+``flows_from`` test's selector: a chain the data does not hold (two tokens whose seam
+grams happen to be kept) finds nothing.
 
 What it does not join: pieces shorter than :data:`GRAM` characters; a piece glued to
-other characters in one run (``x<piece>y``); pieces re-encoded one by one (base64 of
-each: the tails join those sent in turn); tokens of lowercase words shorter than
-:data:`MIN_PLAIN_TOKEN`; data recorded in another process (a shared server receives a
-result's fingerprints, never its text, so its calls' pieces are joined where the result
-was); a chain pushed out by :data:`MAX_CHAINS` newer ones (pieces of the session's
-other tokens sent between). Bounded: :data:`MAX_SESSIONS` sessions; :data:`MAX_GRAMS`
-grams a session in each of two generations (when the newer is full, the older is
-dropped: the most recent data is kept); :data:`MAX_CHAINS` chains of at most
-:data:`MAX_CHAIN` characters a session; :data:`MAX_RUNS` runs read and
-:data:`MAX_PIECES` pieces joined a call.
+other letters or digits (``Q<piece>``); pieces transformed one by one (base64, hex,
+reversed: the tails join those sent in turn); a lowercase passphrase's words in prose;
+a secret whose pieces repeat (a chain is placed at the largest overlap);
+data recorded in another process (a shared server receives a result's fingerprints,
+never its text, so its calls' pieces are joined where the result was); grams pushed
+out by :data:`MAX_GRAMS` newer ones, a session pushed out by :data:`MAX_SESSIONS`
+newer ones, a chain by :data:`MAX_CHAINS` newer ones, pieces past :data:`MAX_PIECES`
+in one call. Bounded: :data:`MAX_SESSIONS` sessions; :data:`MAX_GRAMS` grams a session
+in each of two generations (when the newer is full, the older is dropped: the most
+recent data is kept); :data:`MAX_CHAINS` chains of at most :data:`MAX_CHAIN`
+characters a session; :data:`MAX_RUNS` runs read and :data:`MAX_PIECES` pieces joined
+a call; the merges a piece tries.
 """
 
 from __future__ import annotations
 
+import html
+import math
 import re
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote
 
-from interlock.session.fingerprints import MAX_SCAN, probe, texts_of
+from interlock.session import fingerprints
+from interlock.session.fingerprints import MAX_SCAN, _json_unescape, _norm, probe, texts_of
 from interlock.session.history import new_prints, untracked
+
+try:
+    from interlock.session import _speedups
+except ImportError:  # not built: the Python reference (fingerprints.ACCELERATED is off)
+    _speedups = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -73,40 +92,46 @@ __all__ = [
 ]
 
 #: Characters of a gram, and the shortest piece.
-GRAM: Final = 6
-#: The shortest token kept (a digit, a capital or a sign in it), and the shortest run of
-#: lowercase letters alone kept (a word is shorter: a passphrase is not); the shortest
-#: chain probed.
-MIN_TOKEN: Final = 12
+GRAM: Final = 5
+#: The shortest token kept, normalised (the fingerprints keep a token of 8 whole), and
+#: the shortest chain probed; the shortest run of lowercase letters alone kept as a
+#: token (a word is shorter: a passphrase is not).
+MIN_TOKEN: Final = 8
 MIN_PLAIN_TOKEN: Final = 20
 #: Characters of a token kept (a longer one, a blob, by its start).
 MAX_TOKEN: Final = 256
-#: Bounds: sessions kept in one process; grams a session in each generation; chains a
-#: session and characters a chain; runs read and pieces joined a call.
+#: Bounds: sessions kept in one process; grams (and tokens) a session in each
+#: generation; chains a session and characters a chain; runs read and pieces joined a
+#: call; values walked a call and how deep.
 MAX_SESSIONS: Final = 1_000
 MAX_GRAMS: Final = 16_384
 MAX_CHAINS: Final = 64
 MAX_CHAIN: Final = 256
-MAX_RUNS: Final = 256
+MAX_RUNS: Final = 4_096
 MAX_PIECES: Final = 32
-_MAX_DEPTH: Final = 6
+_MAX_VALUES: Final = 4_096
+_MAX_DEPTH: Final = 32
+#: Overlaps a seam tries (the largest first), and passes over the chains a piece makes.
+_MAX_OVERLAPS: Final = 8
+_PASSES: Final = 2
 _MASK: Final = (1 << 64) - 1
 
 _SEPARATORS: Final = "\\s\"'`<>()\\[\\]{},;|\\\\=:"
 _TOKEN: Final = re.compile(f"[^{_SEPARATORS}]{{{MIN_TOKEN},}}")
-_RUN: Final = re.compile(f"[^{_SEPARATORS}]{{{GRAM},}}")
+_RUN: Final = re.compile(f"[^{_SEPARATORS}]+")
 #: Inside a run of an argument: where a URL's parts end (a piece in a path segment or a
 #: query parameter is a run of its own too).
-_SUBRUN: Final = re.compile(f"[^/?&#+]{{{GRAM},}}")
+_SUBRUN: Final = re.compile("[^/?&#+]+")
 _DELIMITED: Final = re.compile("[/?&#+]").search
 _PLAIN_WORDS: Final = re.compile(r"[a-z]*").fullmatch
-#: A name or a key of lowercase letters and ``_`` alone (``subject``, ``page_size``) is
-#: read as no piece: an agent's calls name their arguments so all the time.
-_PLAIN_NAME: Final = re.compile(r"[a-z_]*").fullmatch
+_SPACE: Final = re.compile(r"\s").search
+#: In prose (a text with white space), a run of lowercase letters, or one capital and
+#: lowercase letters, is a word: not read (the words of a passphrase are words too).
+_WORD: Final = re.compile("[A-Z]?[a-z]+").fullmatch
 
 
 class _Chain:
-    """Pieces joined: their text (lowercased), and the calls that sent them."""
+    """Pieces joined: their text (normalised), and the calls that sent them."""
 
     __slots__ = ("calls", "text")
 
@@ -116,9 +141,12 @@ class _Chain:
 
 
 class _Session:
-    __slots__ = ("calls", "chains", "grams", "older", "seen")
+    __slots__ = ("calls", "chains", "grams", "lock", "older", "seen")
 
     def __init__(self) -> None:
+        #: held while the session's grams or chains change (a hostile call's merges
+        #: hold up its own session, no other)
+        self.lock = threading.Lock()
         self.grams: Prints = new_prints()
         self.older: Prints | None = None
         #: the hashes of the tokens whose grams are kept (a token again is not hashed)
@@ -133,89 +161,130 @@ class _Session:
 
 
 def _tokens(data: object) -> Iterator[str]:
-    """The tokens of ``data``'s texts, lowercased, in its first ``MAX_SCAN`` characters
+    """The tokens of ``data``'s texts, normalised, in its first ``MAX_SCAN`` characters
     (as its fingerprints)."""
     scanned = 0
     for leaf in texts_of(data):
         text = leaf[: MAX_SCAN - scanned]
         scanned += len(text)
-        for match in _TOKEN.finditer(text):
-            token = match.group()
-            if _PLAIN_WORDS(token) and len(token) < MIN_PLAIN_TOKEN:
-                continue
-            yield token[:MAX_TOKEN].lower()
+        forms = (text, _json_unescape(text)) if "\\" in text else (text,)
+        for form in forms:
+            for match in _TOKEN.finditer(form):
+                token = match.group()
+                if _PLAIN_WORDS(token) and len(token) < MIN_PLAIN_TOKEN:
+                    continue
+                normal = _norm(token[: MAX_TOKEN * 2])[:MAX_TOKEN]
+                if len(normal) >= MIN_TOKEN:
+                    yield normal
         if scanned >= MAX_SCAN:
             return
 
 
 def _texts(args: Any) -> list[tuple[str, str]]:
-    """The texts of ``args``' string and number values (and dict keys, and the
-    arguments' names), each under its top-level argument's name (``"*"`` for a call of
-    one value), at most :data:`MAX_RUNS`."""
+    """The texts of ``args``' values (strings, bytes, numbers; in dicts — their keys
+    too —, lists, tuples and sets) and names, each under its top-level argument's name
+    (``"*"`` for a call of one value): at most ``_MAX_VALUES`` values walked,
+    ``_MAX_DEPTH`` levels down."""
     out: list[tuple[str, str]] = []
-    items = args.items() if type(args) is dict else (("*", args),)
-    for name, value in items:
-        if type(name) is str:
-            if len(name) >= GRAM and not _PLAIN_NAME(name):
-                out.append((name, name))  # the name too: {"<piece>": True}
-            _walk(name, value, 0, out)
-        if len(out) >= MAX_RUNS:
-            break
+    budget = [_MAX_VALUES]
+    if isinstance(args, Mapping):
+        for name, value in args.items():
+            top = name if type(name) is str else str(name)
+            _walk(top, name, 0, out, budget)
+            _walk(top, value, 0, out, budget)
+    else:
+        _walk("*", args, 0, out, budget)
     return out
 
 
-def _walk(name: str, value: Any, depth: int, out: list[tuple[str, str]]) -> None:
-    kind = type(value)
-    if kind is str:
+def _walk(name: str, value: Any, depth: int, out: list[tuple[str, str]], budget: list[int]) -> None:
+    if budget[0] <= 0:
+        return
+    budget[0] -= 1
+    if isinstance(value, str):
+        text = value if type(value) is str else str.__str__(value)
+        if len(text) >= GRAM:
+            out.append((name, text))
+    elif isinstance(value, (bytes, bytearray, memoryview)):
         if len(value) >= GRAM:
-            out.append((name, value))
-    elif kind is int:
-        if value >= 100_000 or value <= -100_000:
-            out.append((name, str(value) if -(10**40) < value < 10**40 else ""))
-    elif depth < _MAX_DEPTH and (kind is dict or kind is list or kind is tuple):
-        for item in value.items() if kind is dict else value:
-            if len(out) >= MAX_RUNS:
-                return
-            if kind is dict:  # the key too: {"<piece>": 1}
-                if type(item[0]) is not str or not _PLAIN_NAME(item[0]):
-                    _walk(name, item[0], _MAX_DEPTH, out)
-                _walk(name, item[1], depth + 1, out)
-            else:
-                _walk(name, item, depth + 1, out)
+            out.append((name, bytes(value).decode("utf-8", "replace")))
+    elif isinstance(value, bool) or value is None:
+        return
+    elif isinstance(value, int):
+        if abs(value) >= 100_000 and value.bit_length() < 128:
+            out.append((name, str(int(value))))
+    elif isinstance(value, float):
+        if math.isfinite(value) and abs(value) >= 100_000:
+            out.append((name, repr(value)))
+            if value.is_integer() and abs(value) < 1e38:
+                out.append((name, str(int(value))))
+    elif depth < _MAX_DEPTH and isinstance(value, Mapping):
+        for key, item in list(value.items())[: budget[0]]:
+            _walk(name, key, depth + 1, out, budget)
+            _walk(name, item, depth + 1, out, budget)
+    elif depth < _MAX_DEPTH and isinstance(value, (list, tuple, set, frozenset)):
+        for item in list(value)[: budget[0]]:
+            _walk(name, item, depth + 1, out, budget)
 
 
-#: text -> its runs, lowercased (an agent sends the same values again and again);
-#: emptied whole when full
-_RUNS: dict[str, tuple[tuple[str, int], ...]] = {}
+#: A text's runs, each with its first gram's hash.
+_Runs = tuple[tuple[str, int], ...]
+#: text -> its runs (an agent sends the same values again and again); emptied whole
+#: when full
+_RUNS: dict[str, _Runs] = {}
 _RUNS_KEPT: Final = 1024
 _RUNS_LONGEST: Final = 256
 
 
-def _runs_of(text: str) -> tuple[tuple[str, int], ...]:
-    """The runs of ``text`` (and of its percent-decoding; in a run, those between a
-    URL's delimiters too), lowercased, of :data:`GRAM` to :data:`MAX_CHAIN`
-    characters, each with its first gram's hash."""
+def _runs_of(text: str) -> _Runs:
+    """The runs of ``text``: see the module docstring."""
     found = _RUNS.get(text)
-    if found is not None:
-        return found
+    if found is None:
+        made = (
+            _speedups.piece_runs(text, GRAM, MAX_CHAIN)
+            if fingerprints.ACCELERATED and _speedups is not None
+            else None
+        )
+        found = _py_runs_of(text) if made is None else made
+        if len(text) <= _RUNS_LONGEST:
+            if len(_RUNS) >= _RUNS_KEPT:
+                _RUNS.clear()
+            _RUNS[text] = found
+    return found
+
+
+def _py_runs_of(text: str) -> _Runs:
+    """:func:`_runs_of`'s reference (``_speedups.piece_runs`` makes the same of an
+    ASCII text without ``%``, and without ``&`` or without ``;``): for each form of
+    ``text`` (and its percent-decodings, and its HTML entities decoded),
+    each run between separators, then its parts between a URL's delimiters, then (in a
+    text without white space) the form whole; in prose a word (``[A-Z]?[a-z]+``) left
+    out; normalised, at least GRAM, at most MAX_CHAIN characters; each once."""
+    prose = _SPACE(text) is not None
+    forms = [text]
+    while "%" in forms[-1] and len(forms) < 3:
+        decoded = unquote(forms[-1])
+        if decoded == forms[-1]:
+            break
+        forms.append(decoded)
+    if "&" in text and ";" in text:  # an HTML entity or more: &#45; is a dash
+        forms.append(html.unescape(forms[-1]))
     runs: list[str] = []
-    for form in (text, unquote(text)) if "%" in text else (text,):
+    for form in forms:
         for run in _RUN.findall(form):
             runs.append(run)
-            if len(run) > GRAM and _DELIMITED(run):
+            if _DELIMITED(run):
                 runs.extend(_SUBRUN.findall(run))
-    lowered: dict[str, int] = {}
+        if not prose:
+            runs.append(form)
+    out: dict[str, int] = {}
     for run in runs:
-        low = run.lower()
-        # a letter whose lower case is longer has no place in a token's grams
-        if len(low) == len(run) and len(low) <= MAX_CHAIN and low not in lowered:
-            lowered[low] = hash(low[:GRAM]) & _MASK
-    found = tuple(lowered.items())
-    if len(text) <= _RUNS_LONGEST:
-        if len(_RUNS) >= _RUNS_KEPT:
-            _RUNS.clear()
-        _RUNS[text] = found
-    return found
+        if prose and _WORD(run):
+            continue  # a word of prose
+        normal = _norm(run)
+        if GRAM <= len(normal) <= MAX_CHAIN and normal not in out:
+            out[normal] = hash(normal[:GRAM]) & _MASK
+    return tuple(out.items())
 
 
 class Pieces:
@@ -251,11 +320,15 @@ class Pieces:
             sessions[key] = found
             while len(sessions) > MAX_SESSIONS:
                 del sessions[next(iter(sessions))]
+        with found.lock:
             for token in tokens:
                 marker = hash(token)
                 if marker in found.seen:
                     continue
-                if len(found.grams) + len(token) > MAX_GRAMS:  # a new generation
+                if (
+                    len(found.grams) + len(token) > MAX_GRAMS
+                    or len(found.seen) >= MAX_GRAMS // GRAM
+                ):  # a new generation
                     found.older = found.grams
                     found.grams = new_prints()
                     found.seen.clear()
@@ -276,9 +349,11 @@ class Pieces:
             return []
         joined: list[tuple[str, str]] = []
         with self._lock:
-            found = sessions.get(key)
+            found = sessions.pop(key, None)
             if found is None:
                 return []
+            sessions[key] = found  # the most recent: the least recently active leave first
+        with found.lock:
             found.calls += 1
             call = found.calls
             kept = found.kept
@@ -301,27 +376,28 @@ class Pieces:
 
 
 def _place(found: _Session, piece: str, call: int) -> str | None:
-    """Join ``piece`` (sent by ``call``) to the session's chains: the chain it makes,
-    when that holds an earlier call's piece and is longer than the piece and than the
-    chains it joined, at least :data:`MIN_TOKEN` characters."""
+    """Join ``piece`` (sent by ``call``) to the session's chains: the chain it makes or
+    joins, when that holds an earlier call's piece and more than this piece, at least
+    :data:`MIN_TOKEN` characters. A piece a
+    chain holds already is that chain again: the calls before may have been refused
+    (the whole secret first, then its pieces), so nothing of the chain is known to have
+    left."""
     chains = found.chains
     text, calls = piece, frozenset((call,))
-    longest = len(piece)
-    grown = True
-    while grown:
+    for _ in range(_PASSES):
         grown = False
-        for chain in chains:
+        for chain in list(chains):
             merged = _merge(chain.text, text, found)
             if merged is not None:
                 chains.remove(chain)
-                longest = max(longest, len(chain.text))
                 text, calls = merged, calls | chain.calls
                 grown = True
-                break
+        if not grown:
+            break
     chains.append(_Chain(text, calls))
     if len(chains) > MAX_CHAINS:
         del chains[0]
-    if len(calls) > 1 and len(text) > longest and len(text) >= MIN_TOKEN:
+    if len(calls) > 1 and len(text) > len(piece) and len(text) >= MIN_TOKEN:
         return text
     return None
 
@@ -334,24 +410,34 @@ def _merge(left: str, right: str, found: _Session) -> str | None:
         return left
     if left in right:
         return right
-    for first, second in ((left, right), (right, left)):
-        joined = _seam(first, second, found)
-        if joined is not None:
-            return joined
-    return None
+    return _seam(left, right, found) or _seam(right, left, found)
 
 
 def _seam(first: str, second: str, found: _Session) -> str | None:
     """``first`` then ``second``, overlapping by as much as they can (the longest suffix
-    of ``first`` that starts ``second``), with every gram across the seam kept."""
-    kept = found.kept
+    of ``first`` that starts ``second``, at most :data:`_MAX_OVERLAPS` tried), with
+    every gram across the seam kept."""
     size = len(first)
-    for overlap in range(min(size, len(second)) - 1, -1, -1):
-        if overlap and not first.endswith(second[:overlap]):
-            continue
+    if size + len(second) > MAX_CHAIN + min(size, len(second)):
+        return None  # too long whatever the overlap
+    overlaps: list[int] = []
+    head = second[:GRAM]
+    at = first.find(head)
+    while at != -1 and len(overlaps) < _MAX_OVERLAPS:  # overlaps of a gram or more
+        if first.endswith(second[: size - at]):
+            overlaps.append(size - at)
+        at = first.find(head, at + 1)
+    overlaps.extend(
+        overlap
+        for overlap in range(min(GRAM - 1, size, len(second) - 1), 0, -1)
+        if first.endswith(second[:overlap])
+    )
+    overlaps.append(0)
+    kept = found.kept
+    for overlap in overlaps[: _MAX_OVERLAPS + GRAM]:
         joined = first + second[overlap:]
         if len(joined) > MAX_CHAIN:
-            return None
+            continue
         start = size - overlap  # where ``second`` starts in ``joined``
         if all(kept(joined[at : at + GRAM]) for at in range(max(0, size - GRAM + 1), start)):
             return joined
