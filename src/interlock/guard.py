@@ -643,7 +643,7 @@ class Guard:
         join = facts.join
         if join is not None and join.committed and join.written is not None:
             # in the chain with its record: settled when the body returns
-            recorder.landed(join, decision)
+            recorder.landed(join, decision, facts)
             return decision
         if join is not None:
             return decision  # the record says undetermined (or a refusal stands)
@@ -759,7 +759,7 @@ class Guard:
             return decision
         join = running.join
         if join is not None and join.committed and join.written is not None:
-            recorder.landed(join, decision)
+            recorder.landed(join, decision, running)
             return decision
         if join is not None:
             return decision

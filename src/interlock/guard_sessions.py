@@ -37,6 +37,7 @@ from interlock.policy.matchers import GlobSet
 from interlock.policy.sessionrules import (
     NOT_READ,
     STEP_KINDS,
+    TAILS_KEY,
     VERDICT_TEXT,
     SessionFacts,
     SessionSpec,
@@ -248,6 +249,8 @@ class SessionRecorder:
                 return decision
             raise self._unrecorded(session_id, exc) from exc
         if allowed:
+            if self.tails is not None:
+                self.sent(facts, tenant, session_id)
             # self.pending, inlined (a call fewer on every allowed session check)
             decision_id = decision.decision_id
             if decision_id is not None:
@@ -283,14 +286,23 @@ class SessionRecorder:
             f"session {session_id!r}: the allowed step could not be recorded ({describe(exc)})"
         )
 
-    def landed(self, join: JoinedStep, decision: Decision) -> None:
+    def landed(self, join: JoinedStep, decision: Decision, facts: SessionFacts) -> None:
         """``join``'s step committed with ``decision``'s record: the history's kept
         view moves on by it; an allow's step waits to be settled."""
         if join.written is None or not join.committed:
             return
         self.history.joined(join.tenant, join.session_id, join.written)  # type: ignore[attr-defined]
         if decision.verdict is Verdict.ALLOW:
+            if self.tails is not None:
+                self.sent(facts, join.tenant, join.session_id)
             self.pending(decision, join.tenant, join.session_id)
+
+    def sent(self, facts: SessionFacts, tenant: str, session_id: str) -> None:
+        """The allowed check of ``facts`` read its pieces (its flow tests advanced the
+        tails): they left, and join the session's chains (a refused call's never do)."""
+        probes = facts._probes
+        if probes is not None and TAILS_KEY in probes and self.tails is not None:
+            self.tails.pieces.sent(tenant, session_id)
 
     def pending(self, decision: Decision, tenant: str, session_id: str) -> None:
         """Remember the allowed step of ``decision``, to settle when its body returns."""

@@ -257,6 +257,8 @@ HOLES: dict[str, tuple[list[Call], str]] = {
 #: whole, bytes, sets, floats, any key, 32 levels and 4,096 runs deep, plain names,
 #: percent-decoded twice, HTML entities, grams of 5): each is an attack row now.
 CLOSED: Final = (
+    "after-32-pieces-of-the-page",  # 128 pieces joined a call
+    "dot-inside",  # a run with one of ._@ is read without them too
     "account-number-as-floats",
     "after-256-arguments",
     "after-256-runs-in-another-argument",

@@ -23,6 +23,15 @@ KEY = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
 DATA = f"AWS_SECRET_ACCESS_KEY={KEY}\nregion = eu-west-1\n"
 
 
+class _Allowed(Pieces):
+    """Every call observed is allowed (sent): its pieces join the chains."""
+
+    def observe(self, tenant: str, session_id: str, args: Any) -> list[Any]:
+        found = super().observe(tenant, session_id, args)
+        self.sent(tenant, session_id)
+        return found
+
+
 def _cut(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
@@ -42,7 +51,7 @@ def pieces(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> P
     reference, as without the extension)."""
     if request.param == "set":
         monkeypatch.setattr(pieces_module, "new_prints", set)
-    found = Pieces()
+    found = _Allowed()
     found.learn("t", "s", DATA)
     return found
 
@@ -59,7 +68,7 @@ def test_pieces_in_any_order_with_noise_between_make_the_token(pieces: Pieces) -
 
 def test_the_token_text_is_not_kept() -> None:
     """What a session keeps of its data is the grams' keyed hashes: no text of it."""
-    pieces = Pieces()
+    pieces = _Allowed()
     pieces.learn("t", "s", DATA)
     session = pieces._sessions[("t", "s")]
     kept = [session.grams, session.older, session.seen, session.chains]
@@ -73,7 +82,7 @@ def test_the_token_text_is_not_kept() -> None:
 def test_a_piece_sent_before_the_data_came_is_no_piece() -> None:
     """The chains hold what was sent after the data was brought in: a value sent
     before it cannot have carried it."""
-    pieces = Pieces()
+    pieces = _Allowed()
     first, second = _cut(KEY, 20)[0][:10], _cut(KEY, 20)[0][10:]
     pieces.learn("t", "s", "an unrelated page with Token-7Hq2xK9pLm-2026 in it")
     assert _joined(pieces, [{"body": first}]) == [False]
@@ -82,37 +91,43 @@ def test_a_piece_sent_before_the_data_came_is_no_piece() -> None:
     assert _joined(pieces, [{"body": first}]) == [True]  # now it is, beside the second
 
 
-def test_one_call_alone_is_not_joined_again() -> None:
-    """Pieces of one call make no chain of their own: the call's value was probed whole
-    (its runs at once: ``wJalrXUtnF EMI-K7MDEN`` normalises to one run)."""
-    pieces = Pieces()
+def test_pieces_of_one_call_are_joined_too() -> None:
+    """Pieces of one call join as pieces of several do (a list of the key's pieces with
+    noise between them, one mail naming them all)."""
+    pieces = _Allowed()
     pieces.learn("t", "s", DATA)
-    assert _joined(pieces, [{"a": KEY[:10], "b": KEY[10:20]}]) == [False]
+    assert _joined(pieces, [{"a": KEY[:10], "n": "Ack1", "b": KEY[10:20]}]) == [True]
     assert _joined(pieces, [{"c": KEY[20:30]}]) == [True]  # joined to the earlier call's
 
 
-def test_a_piece_a_chain_holds_is_that_chain_again() -> None:
-    """A piece sent again, or held by a chain, is the chain again: the calls that made
-    it may have been refused (the whole key first, refused, then its pieces one by
-    one), so nothing of it is known to have left."""
+def test_only_what_was_sent_joins_the_chains() -> None:
+    """A refused call's pieces never join the chains (they did not leave): the whole key
+    refused, then its pieces one by one, are joined among themselves, as in a session
+    that never sent the key; a piece a chain of sent pieces holds adds nothing."""
     pieces = Pieces()
     pieces.learn("t", "s", DATA)
-    assert _joined(pieces, [{"b": KEY}, {"b": KEY[:10]}, {"b": KEY[25:35]}]) == [
+    data = of_data(DATA)
+    pieces.observe("t", "s", {"b": KEY})  # refused: no sent() for it
+    assert pieces.chains("t", "s") == []
+    assert pieces.observe("t", "s", {"b": KEY[:10]}) == []
+    pieces.sent("t", "s")
+    found = pieces.observe("t", "s", {"b": KEY[10:20]})
+    assert any(carries(probe, data) for _, probe in found)  # refused: not sent
+    assert pieces.chains("t", "s") == [_norm(KEY[:10])]
+    sent = _Allowed()
+    sent.learn("t", "s", DATA)
+    assert _joined(sent, [{"b": KEY[:20]}, {"b": KEY[:10]}, {"b": KEY[5:15]}], "s") == [
         False,
-        True,
-        True,
+        False,
+        False,
     ]
-    assert pieces.chains("t", "s") == [_norm(KEY)]
-    # a piece alone again is no chain of more than itself
-    other = Pieces()
-    other.learn("t", "s", DATA)
-    assert _joined(other, [{"b": KEY[:10]}, {"b": KEY[:10]}]) == [False, False]
+    assert sent.chains("t", "s") == [_norm(KEY[:20])]
 
 
 def test_two_tokens_that_meet_make_a_chain_the_data_does_not_hold() -> None:
     """A chain is a guess that the probe settles: two pieces of different tokens whose
     seam grams the data happens to hold are joined, and their probe finds nothing."""
-    pieces = Pieces()
+    pieces = _Allowed()
     pieces.learn("t", "s", "Alpha-123456 and 123456-Omega9")
     found = pieces.observe("t", "s", {"a": "Alpha-123456"}) + pieces.observe(
         "t", "s", {"a": "123456-Omega9"}
@@ -123,7 +138,7 @@ def test_two_tokens_that_meet_make_a_chain_the_data_does_not_hold() -> None:
 
 
 def test_the_sessions_are_apart_and_tenant_scoped() -> None:
-    pieces = Pieces()
+    pieces = _Allowed()
     for tenant, session in (("t", "a"), ("t", "b"), ("u", "a")):
         pieces.learn(tenant, session, DATA)
     cut = _cut(KEY, 10)
@@ -135,7 +150,7 @@ def test_the_sessions_are_apart_and_tenant_scoped() -> None:
 
 
 def test_names_keys_numbers_urls_and_encodings_are_read() -> None:
-    pieces = Pieces()
+    pieces = _Allowed()
     pieces.learn("t", "s", DATA + "IBAN DE89370400440532013000\n")
     cut = _cut(KEY, 10)
     assert pieces.observe("t", "s", {cut[0]: True}) == []  # an argument's name
@@ -167,7 +182,7 @@ def test_what_a_call_is_read_as() -> None:
 def test_bounds_a_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """A million short items, a value 100,000 levels deep, a thousand pieces: each call
     reads at most MAX_RUNS runs and joins at most MAX_PIECES pieces."""
-    pieces = Pieces()
+    pieces = _Allowed()
     pieces.learn("t", "s", DATA)
     deep: Any = KEY[:10]
     for _ in range(100_000):
@@ -177,20 +192,20 @@ def test_bounds_a_call(monkeypatch: pytest.MonkeyPatch) -> None:
     placed: list[str] = []
     real = pieces_module._place
 
-    def counted(found: Any, run: str, call: int) -> str | None:
+    def counted(found: Any, chains: Any, run: str, call: int) -> str | None:
         placed.append(run)
-        return real(found, run, call)
+        return real(found, chains, run, call)
 
     monkeypatch.setattr(pieces_module, "_place", counted)
     pieces.observe("t", "s", {"a": [KEY[i : i + 8] for i in range(30)] * 40})
-    assert len(placed) == MAX_PIECES
+    assert len(placed) == MAX_PIECES  # of 1,200 pieces sent
 
 
 def test_bounds_a_session() -> None:
     """Grams in two generations (the older dropped: the most recent data kept), chains
     at most MAX_CHAINS, the oldest leaving first."""
     rng = random.Random(5)
-    pieces = Pieces()
+    pieces = _Allowed()
     pieces.learn("t", "s", DATA)
     session = pieces._sessions[("t", "s")]
     page = " ".join(f"Id{rng.getrandbits(64):016x}" for _ in range(MAX_GRAMS // 11))
@@ -210,7 +225,7 @@ def test_bounds_a_session() -> None:
 
 def test_sessions_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pieces_module, "MAX_SESSIONS", 3)
-    pieces = Pieces()
+    pieces = _Allowed()
     for n in range(5):
         pieces.learn("t", f"s{n}", DATA)
     assert len(pieces) == 3
@@ -218,7 +233,7 @@ def test_sessions_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_under_threads() -> None:
-    pieces = Pieces()
+    pieces = _Allowed()
     errors: list[BaseException] = []
 
     def work(n: int) -> None:
@@ -248,7 +263,7 @@ def test_false_positive_rate_of_the_chains_on_ordinary_arguments() -> None:
 
     arguments = benign_arguments()
     texts = unrelated_results()
-    pieces = Pieces()
+    pieces = _Allowed()
     for text in texts:
         pieces.learn("t", "fp", text)
     kept = [of_data(text) for text in texts]
@@ -280,7 +295,7 @@ def test_a_result_is_read_as_far_as_its_fingerprints() -> None:
     fingerprints do not keep it): a huge result costs a bounded scan."""
     from interlock.session.fingerprints import MAX_SCAN
 
-    pieces = Pieces()
+    pieces = _Allowed()
     pieces.learn("t", "s", ["y " * (MAX_SCAN // 2), DATA])
     assert ("t", "s") not in pieces._sessions
     pieces.learn("t", "s", ["y " * (MAX_SCAN // 2 - 100), DATA])
@@ -302,6 +317,18 @@ def test_the_c_runs_are_the_python_runs(text: str) -> None:
         assert made is None
     else:
         assert made == pieces_module._py_runs_of(text)
+
+
+@given(st.text(alphabet=_ALPHABET, max_size=40) | st.text(max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_the_c_grams_are_the_python_grams(token: str) -> None:
+    made = _speedups.piece_grams(token, GRAM)
+    if token.isascii():
+        assert made == pieces_module._py_grams_of(token)
+    else:
+        assert made is None
+    with pytest.raises(ValueError):
+        _speedups.piece_grams(token, 0)
 
 
 def test_the_c_runs_bounds_and_refusals() -> None:

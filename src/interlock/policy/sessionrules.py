@@ -556,7 +556,8 @@ def _scalar_texts(values: tuple[Any, ...]) -> tuple[str, ...] | None:
 
 #: The key of a check's probes of its arguments joined to the session's tails, in
 #: :attr:`SessionFacts._probes` (made, and the tails advanced, once a check).
-_TAILS_KEY: Final = ("tails",)
+TAILS_KEY: Final = ("tails",)
+_TAILS_KEY: Final = TAILS_KEY
 
 
 def _joined_to_tails(

@@ -2925,8 +2925,9 @@ boilerplate(PyObject *module, PyObject *words)
  * for an ASCII text without '%': each run between separators (white space — what str's
  * \s matches among ASCII —, quotes, brackets and ",;|\=:"), then after a run with one of
  * "/?&#+" in it its parts between those, then, in a text without white space, the text
- * whole; in a text with white space (prose) a word ([A-Z]?[a-z]+) left out; each
- * normalised (lower-cased, every character but [a-z0-9_@.] dropped), kept when gram to
+ * whole; in a text with white space (prose) a word ([A-Z]?[a-z]+, its dropped
+ * characters cut from its ends) left out; each normalised (lower-cased, every character
+ * but [a-z0-9_@.] dropped), and then without "._@" when it holds one, kept when gram to
  * longest characters long and not kept already; in order, each with hash(run[:gram]) & (2**64 - 1).
  * None: not ASCII, a '%', or both '&' and ';' (the Python path decodes them). */
 
@@ -2958,35 +2959,18 @@ piece_delimiter(unsigned char c)
     return c == '/' || c == '?' || c == '&' || c == '#' || c == '+';
 }
 
-/* Add src[start:end], normalised into norm (room for end - start), to out (a dict run ->
- * its first gram's hash) unless too short or long, a word of prose, or there already. */
 static int
-piece_put(PyObject *out, const unsigned char *src, Py_ssize_t start, Py_ssize_t end,
-          char *norm, Py_ssize_t gram, Py_ssize_t longest, int prose)
+piece_kept_char(unsigned char c)
 {
-    if (prose && end > start) { /* a word of prose ([A-Z]?[a-z]+) is not read */
-        Py_ssize_t i = start;
-        if (src[i] >= 'A' && src[i] <= 'Z') {
-            i++;
-        }
-        while (i < end && src[i] >= 'a' && src[i] <= 'z') {
-            i++;
-        }
-        if (i == end && (src[end - 1] >= 'a' && src[end - 1] <= 'z')) {
-            return 0;
-        }
-    }
-    Py_ssize_t k = 0;
-    for (Py_ssize_t i = start; i < end; i++) {
-        unsigned char c = src[i];
-        if (c >= 'A' && c <= 'Z') {
-            c = (unsigned char)(c + 32);
-        }
-        if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '@' ||
-            c == '.') {
-            norm[k++] = (char)c;
-        }
-    }
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '@' || c == '.';
+}
+
+/* Add norm[0:k] to out (a dict run -> its first gram's hash) unless too short or long,
+ * or there already. */
+static int
+piece_add(PyObject *out, const char *norm, Py_ssize_t k, Py_ssize_t gram, Py_ssize_t longest)
+{
     if (k < gram || k > longest) {
         return 0;
     }
@@ -2999,17 +2983,8 @@ piece_put(PyObject *out, const unsigned char *src, Py_ssize_t start, Py_ssize_t 
         Py_DECREF(run);
         return there < 0 ? -1 : 0;
     }
-    PyObject *first = PyUnicode_FromStringAndSize(norm, gram);
-    if (first == NULL) {
-        Py_DECREF(run);
-        return -1;
-    }
-    Py_hash_t hashed = PyObject_Hash(first);
-    Py_DECREF(first);
-    if (hashed == -1 && PyErr_Occurred()) {
-        Py_DECREF(run);
-        return -1;
-    }
+    /* hash(run[:gram]): an ASCII str hashes its bytes (unicode_hash) */
+    Py_hash_t hashed = _Py_HashBytes(norm, gram);
     PyObject *value = PyLong_FromUnsignedLongLong((unsigned long long)(uint64_t)hashed);
     if (value == NULL) {
         Py_DECREF(run);
@@ -3019,6 +2994,63 @@ piece_put(PyObject *out, const unsigned char *src, Py_ssize_t start, Py_ssize_t 
     Py_DECREF(run);
     Py_DECREF(value);
     return failed;
+}
+
+/* Add src[start:end] to out, normalised into norm (room for end - start), and, when the
+ * normalised run holds one of "._@", without them as well; nothing for a word of prose
+ * ([A-Z]?[a-z]+ once what the normalisation drops is cut from both ends). */
+static int
+piece_put(PyObject *out, const unsigned char *src, Py_ssize_t start, Py_ssize_t end,
+          char *norm, Py_ssize_t gram, Py_ssize_t longest, int prose)
+{
+    if (prose) {
+        Py_ssize_t a = start, b = end;
+        while (a < b && !piece_kept_char(src[a])) {
+            a++;
+        }
+        while (b > a && !piece_kept_char(src[b - 1])) {
+            b--;
+        }
+        if (b > a) {
+            Py_ssize_t i = a;
+            if (src[i] >= 'A' && src[i] <= 'Z') {
+                i++;
+            }
+            while (i < b && src[i] >= 'a' && src[i] <= 'z') {
+                i++;
+            }
+            if (i == b && src[b - 1] >= 'a' && src[b - 1] <= 'z') {
+                return 0;
+            }
+        }
+    }
+    Py_ssize_t k = 0;
+    int inner = 0;
+    for (Py_ssize_t i = start; i < end; i++) {
+        unsigned char c = src[i];
+        if (c >= 'A' && c <= 'Z') {
+            c = (unsigned char)(c + 32);
+        }
+        if (piece_kept_char(c)) {
+            inner |= (c == '.' || c == '_' || c == '@');
+            norm[k++] = (char)c;
+        }
+    }
+    if (piece_add(out, norm, k, gram, longest) < 0) {
+        return -1;
+    }
+    if (inner) {
+        Py_ssize_t j = 0;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            if (norm[i] != '.' && norm[i] != '_' && norm[i] != '@') {
+                norm[j++] = norm[i];
+            }
+        }
+        if (piece_add(out, norm, j, gram, longest) < 0) {
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static PyObject *
@@ -3118,6 +3150,47 @@ fail:
     return NULL;
 }
 
+/* piece_grams(token, gram) -> list[int] | None: [hash(token[i:i + gram]) & (2**64 - 1)
+ * for each i] of an ASCII token (an ASCII str hashes its bytes, as unicode_hash does);
+ * None for any other (the Python path). */
+static PyObject *
+piece_grams(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "piece_grams(token: str, gram: int)");
+        return NULL;
+    }
+    Py_ssize_t gram = PyLong_AsSsize_t(args[1]);
+    if (gram == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (gram < 1) {
+        PyErr_SetString(PyExc_ValueError, "piece_grams: need gram >= 1");
+        return NULL;
+    }
+    PyObject *token = args[0];
+    if (!PyUnicode_IS_ASCII(token)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(token);
+    const char *data = (const char *)PyUnicode_DATA(token);
+    Py_ssize_t count = n >= gram ? n - gram + 1 : 0;
+    PyObject *out = PyList_New(count);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_hash_t hashed = _Py_HashBytes(data + i, gram);
+        PyObject *value = PyLong_FromUnsignedLongLong((unsigned long long)(uint64_t)hashed);
+        if (value == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, value);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"grams", (PyCFunction)(void (*)(void))grams, METH_FASTCALL,
      "grams(data, step) -> list[int]: each 16-byte window at 0, step, 2*step... without a "
@@ -3174,6 +3247,9 @@ static PyMethodDef methods[] = {
      "piece_runs(text, gram, longest) -> tuple[(run, first), ...] | None: the runs of an "
      "ASCII text without '%' (nor both '&' and ';') as pieces._py_runs_of makes them "
      "(None: the Python path)."},
+    {"piece_grams", (PyCFunction)(void (*)(void))piece_grams, METH_FASTCALL,
+     "piece_grams(token, gram) -> list[int] | None: the hashes of an ASCII token's grams "
+     "as pieces keeps them (None: not ASCII, the Python path)."},
     {"token_hash", token_hash_py, METH_O,
      "token_hash(norm) -> int: a whole token's fingerprint, 64 bits of BLAKE2b."},
     {NULL, NULL, 0, NULL},

@@ -16,40 +16,44 @@ its unescaped separators too) that has a digit, a capital or a sign, or is
 :data:`MIN_PLAIN_TOKEN` lowercase letters or more (a passphrase, not a word),
 *normalised* as the fingerprints normalise (NFKC, case-folded, every character but
 letters, digits, ``_``, ``@`` and ``.`` dropped: a dash, a zero-width space or a
-full-width form inside changes nothing) and :data:`MIN_TOKEN` characters or more.
+full-width form inside changes nothing) and :data:`MIN_TOKEN` characters or more; of a
+token past :data:`MAX_TOKEN` characters, its start and its end.
 
 When a call that a ``flows_from`` test reads is checked, each of its values (strings,
-bytes, numbers, in dicts, lists, tuples and sets; dict keys and argument names too;
-percent-decoded) is cut at the same separators into *runs*, normalised the same way: a
+bytes, numbers of :data:`GRAM` digits or more, anything else by its text, in dicts,
+lists, tuples and sets; dict keys and argument names too; percent-decoded, HTML
+entities decoded) is cut at the same separators into *runs*, normalised the same way: a
 run, each part of it between a URL's delimiters (``/?&#+``), and a value without white
-space whole (so a separator put inside a piece does not cut it). In a value with white
-space (prose) a word — lowercase letters, or a capital then lowercase letters — is not
-read. A run of at least
-:data:`GRAM` characters whose every gram is kept is a *piece* of some token. The session
-keeps the pieces its calls sent as *chains*: a piece joins a chain when one holds the
-other, or one ends where the other starts — appended, prepended or overlapping, every
-gram across the seam kept too — and the chain it made then meets the others (pieces
-sent last to first, shuffled, or far apart). When this call's piece makes (or is held
-by) a chain that holds an earlier call's piece and more than this piece, at least
-:data:`MIN_TOKEN` characters, the chain is probed like an argument
-(:func:`~interlock.session.fingerprints.probe`), under the name of the argument that
-sent the piece. The probe decides, against the session's fingerprints, with the
-``flows_from`` test's selector: a chain the data does not hold (two tokens whose seam
-grams happen to be kept) finds nothing.
+space whole (so a separator put inside a piece does not cut it); a run with ``._@`` in
+it without them as well. In a value with white space (prose) a word — lowercase
+letters, or a capital then lowercase letters, whatever marks its ends — is not read. A
+run of at least :data:`GRAM` characters whose every gram is kept is a *piece* of some
+token. The session keeps the pieces its *allowed* calls sent as *chains* (a refused
+call's pieces did not leave: they never join, :meth:`Pieces.sent`): a piece joins a
+chain when one holds the other, or one ends where the other starts — appended,
+prepended or overlapping, every gram across the seam kept too — and the chain it made
+then meets the others (pieces sent last to first, shuffled, far apart, or several in
+one call). When this call's piece makes a chain that holds another piece and is longer
+than this piece and than each chain it joined, at least :data:`MIN_TOKEN` characters,
+the chain is probed like an argument (:func:`~interlock.session.fingerprints.probe`),
+under the name of the argument that sent the piece. The probe decides, against the
+session's fingerprints, with the ``flows_from`` test's selector: a chain the data does
+not hold (two tokens whose seam grams happen to be kept) finds nothing.
 
-What it does not join: pieces shorter than :data:`GRAM` characters; a piece glued to
-other letters or digits (``Q<piece>``); pieces transformed one by one (base64, hex,
-reversed: the tails join those sent in turn); a lowercase passphrase's words in prose;
-a secret whose pieces repeat (a chain is placed at the largest overlap);
-data recorded in another process (a shared server receives a result's fingerprints,
-never its text, so its calls' pieces are joined where the result was); grams pushed
-out by :data:`MAX_GRAMS` newer ones, a session pushed out by :data:`MAX_SESSIONS`
-newer ones, a chain by :data:`MAX_CHAINS` newer ones, pieces past :data:`MAX_PIECES`
-in one call. Bounded: :data:`MAX_SESSIONS` sessions; :data:`MAX_GRAMS` grams a session
-in each of two generations (when the newer is full, the older is dropped: the most
-recent data is kept); :data:`MAX_CHAINS` chains of at most :data:`MAX_CHAIN`
-characters a session; :data:`MAX_RUNS` runs read and :data:`MAX_PIECES` pieces joined
-a call; the merges a piece tries.
+What it does not join: pieces shorter than :data:`GRAM` characters normalised; a piece
+glued to other letters or digits (``Q<piece>``); pieces transformed one by one (base64,
+hex, reversed: the tails join those sent in turn); a lowercase passphrase's words in
+prose; a secret whose pieces repeat (a chain is placed at the largest overlap); data
+recorded in another process (a shared server receives a result's fingerprints, never
+its text, so its calls' pieces are joined where the result was); grams pushed out by
+:data:`MAX_GRAMS` newer ones, a session pushed out by :data:`MAX_SESSIONS` newer ones, a
+chain by :data:`MAX_CHAINS` newer ones, pieces past :data:`MAX_PIECES` in one call.
+Bounded: :data:`MAX_SESSIONS` sessions; :data:`MAX_GRAMS` grams a session in each of two
+generations (when the newer is full, the older is dropped: the most recent data is
+kept); :data:`MAX_CHAINS` chains of at most :data:`MAX_CHAIN` characters a session;
+:data:`MAX_RUNS` runs read and :data:`MAX_PIECES` pieces joined a call; the merges a
+piece tries. Each session has its own lock: a hostile call's merges hold up its own
+session only.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ import math
 import re
 import threading
 from collections.abc import Mapping
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote
 
@@ -97,7 +102,7 @@ GRAM: Final = 5
 #: the shortest chain probed; the shortest run of lowercase letters alone kept as a
 #: token (a word is shorter: a passphrase is not).
 MIN_TOKEN: Final = 8
-MIN_PLAIN_TOKEN: Final = 20
+MIN_PLAIN_TOKEN: Final = 16
 #: Characters of a token kept (a longer one, a blob, by its start).
 MAX_TOKEN: Final = 256
 #: Bounds: sessions kept in one process; grams (and tokens) a session in each
@@ -107,18 +112,21 @@ MAX_SESSIONS: Final = 1_000
 MAX_GRAMS: Final = 16_384
 MAX_CHAINS: Final = 64
 MAX_CHAIN: Final = 256
-MAX_RUNS: Final = 4_096
-MAX_PIECES: Final = 32
-_MAX_VALUES: Final = 4_096
+MAX_RUNS: Final = 65_536
+MAX_PIECES: Final = 128
+_MAX_VALUES: Final = 65_536
+#: The smallest number read (a number of GRAM digits).
+_SMALLEST_NUMBER: Final = 10 ** (GRAM - 1)
 _MAX_DEPTH: Final = 32
 #: Overlaps a seam tries (the largest first), and passes over the chains a piece makes.
 _MAX_OVERLAPS: Final = 8
 _PASSES: Final = 2
+_PARTS: Final = 8
 _MASK: Final = (1 << 64) - 1
 
-_SEPARATORS: Final = "\\s\"'`<>()\\[\\]{},;|\\\\=:"
-_TOKEN: Final = re.compile(f"[^{_SEPARATORS}]{{{MIN_TOKEN},}}")
-_RUN: Final = re.compile(f"[^{_SEPARATORS}]+")
+#: The separators but white space, each made a space (then ``str.split`` cuts the runs:
+#: at what ``\\s`` matches, the separators, in one pass of C each)
+_SEPARATORS: Final = str.maketrans(dict.fromkeys("\"'`<>()[]{},;|\\=:", " "))
 #: Inside a run of an argument: where a URL's parts end (a piece in a path segment or a
 #: query parameter is a run of its own too).
 _SUBRUN: Final = re.compile("[^/?&#+]+")
@@ -128,20 +136,26 @@ _SPACE: Final = re.compile(r"\s").search
 #: In prose (a text with white space), a run of lowercase letters, or one capital and
 #: lowercase letters, is a word: not read (the words of a passphrase are words too).
 _WORD: Final = re.compile("[A-Z]?[a-z]+").fullmatch
+#: What the normalisation drops, at a run's ends (read before the word test).
+_EDGES: Final = re.compile(r"^[^\w@.]+|[^\w@.]+$")
+#: What the normalisation keeps that an attacker may put inside a piece: a run with one
+#: of them is read without them as well.
+_INNER: Final = re.compile("[._@]")
 
 
 class _Chain:
-    """Pieces joined: their text (normalised), and the calls that sent them."""
+    """Pieces joined: their text (normalised), and the pieces, each with the call that
+    sent it (the latest few)."""
 
-    __slots__ = ("calls", "text")
+    __slots__ = ("parts", "text")
 
-    def __init__(self, text: str, calls: frozenset[int]) -> None:
+    def __init__(self, text: str, parts: frozenset[tuple[int, str]]) -> None:
         self.text = text
-        self.calls = calls
+        self.parts = parts
 
 
 class _Session:
-    __slots__ = ("calls", "chains", "grams", "lock", "older", "seen")
+    __slots__ = ("calls", "chains", "grams", "lock", "older", "seen", "trial")
 
     def __init__(self) -> None:
         #: held while the session's grams or chains change (a hostile call's merges
@@ -153,6 +167,8 @@ class _Session:
         self.seen: set[int] = set()
         self.chains: list[_Chain] = []
         self.calls = 0
+        #: the chains with the last call's pieces, until it is known to be sent
+        self.trial: tuple[int, list[_Chain]] | None = None
 
     def kept(self, gram: str) -> bool:
         value = hash(gram) & _MASK
@@ -169,15 +185,29 @@ def _tokens(data: object) -> Iterator[str]:
         scanned += len(text)
         forms = (text, _json_unescape(text)) if "\\" in text else (text,)
         for form in forms:
-            for match in _TOKEN.finditer(form):
-                token = match.group()
-                if _PLAIN_WORDS(token) and len(token) < MIN_PLAIN_TOKEN:
+            for token in form.translate(_SEPARATORS).split():
+                if len(token) < MIN_TOKEN or (len(token) < MIN_PLAIN_TOKEN and _PLAIN_WORDS(token)):
                     continue
                 normal = _norm(token[: MAX_TOKEN * 2])[:MAX_TOKEN]
                 if len(normal) >= MIN_TOKEN:
                     yield normal
+                if len(token) > MAX_TOKEN:  # a long token's end too (a JWT's signature)
+                    yield _norm(token[-MAX_TOKEN * 2 :])[-MAX_TOKEN:]
         if scanned >= MAX_SCAN:
             return
+
+
+def _grams_of(token: str) -> list[int]:
+    """The hashes of ``token``'s grams as kept (``_speedups.piece_grams`` for ASCII)."""
+    if fingerprints.ACCELERATED and _speedups is not None:
+        made = _speedups.piece_grams(token, GRAM)
+        if made is not None:
+            return made
+    return _py_grams_of(token)
+
+
+def _py_grams_of(token: str) -> list[int]:
+    return [hash(token[at : at + GRAM]) & _MASK for at in range(len(token) - GRAM + 1)]
 
 
 def _texts(args: Any) -> list[tuple[str, str]]:
@@ -211,20 +241,27 @@ def _walk(name: str, value: Any, depth: int, out: list[tuple[str, str]], budget:
     elif isinstance(value, bool) or value is None:
         return
     elif isinstance(value, int):
-        if abs(value) >= 100_000 and value.bit_length() < 128:
+        if abs(value) >= _SMALLEST_NUMBER and value.bit_length() < 128:
             out.append((name, str(int(value))))
     elif isinstance(value, float):
-        if math.isfinite(value) and abs(value) >= 100_000:
+        if math.isfinite(value) and abs(value) >= _SMALLEST_NUMBER:
             out.append((name, repr(value)))
             if value.is_integer() and abs(value) < 1e38:
                 out.append((name, str(int(value))))
-    elif depth < _MAX_DEPTH and isinstance(value, Mapping):
-        for key, item in list(value.items())[: budget[0]]:
-            _walk(name, key, depth + 1, out, budget)
-            _walk(name, item, depth + 1, out, budget)
-    elif depth < _MAX_DEPTH and isinstance(value, (list, tuple, set, frozenset)):
-        for item in list(value)[: budget[0]]:
-            _walk(name, item, depth + 1, out, budget)
+    elif isinstance(value, Mapping):
+        if depth < _MAX_DEPTH:
+            for key, item in islice(value.items(), budget[0]):
+                _walk(name, key, depth + 1, out, budget)
+                _walk(name, item, depth + 1, out, budget)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        if depth < _MAX_DEPTH:
+            for item in islice(value, budget[0]):
+                _walk(name, item, depth + 1, out, budget)
+    else:  # anything else by its text, as the fingerprints read it (a Decimal, a path);
+        # a text that cannot be read raises: the check is undetermined, as its probe's
+        text = str(value)
+        if len(text) >= GRAM:
+            out.append((name, text[:MAX_SCAN]))
 
 
 #: A text's runs, each with its first gram's hash.
@@ -271,7 +308,7 @@ def _py_runs_of(text: str) -> _Runs:
         forms.append(html.unescape(forms[-1]))
     runs: list[str] = []
     for form in forms:
-        for run in _RUN.findall(form):
+        for run in form.translate(_SEPARATORS).split():
             runs.append(run)
             if _DELIMITED(run):
                 runs.extend(_SUBRUN.findall(run))
@@ -279,11 +316,12 @@ def _py_runs_of(text: str) -> _Runs:
             runs.append(form)
     out: dict[str, int] = {}
     for run in runs:
-        if prose and _WORD(run):
-            continue  # a word of prose
+        if prose and _WORD(_EDGES.sub("", run)):
+            continue  # a word of prose (``horse?``, ``Correct!``)
         normal = _norm(run)
-        if GRAM <= len(normal) <= MAX_CHAIN and normal not in out:
-            out[normal] = hash(normal[:GRAM]) & _MASK
+        for form in (normal, _INNER.sub("", normal)) if _INNER.search(normal) else (normal,):
+            if GRAM <= len(form) <= MAX_CHAIN and form not in out:
+                out[form] = hash(form[:GRAM]) & _MASK
     return tuple(out.items())
 
 
@@ -333,9 +371,7 @@ class Pieces:
                     found.grams = new_prints()
                     found.seen.clear()
                 found.seen.add(marker)
-                found.grams.update(
-                    [hash(token[at : at + GRAM]) & _MASK for at in range(len(token) - GRAM + 1)]
-                )
+                found.grams.update(_grams_of(token))
 
     def observe(self, tenant: str, session_id: str, args: Any) -> list[tuple[str, Probe]]:
         """The probes of the chains this call's pieces join to pieces earlier calls sent,
@@ -356,8 +392,10 @@ class Pieces:
         with found.lock:
             found.calls += 1
             call = found.calls
+            found.trial = None  # an earlier call's chains, never sent: dropped
             kept = found.kept
             grams, older = found.grams, found.older
+            chains: list[_Chain] | None = None
             pieces = runs = 0
             for name, text in texts:
                 for run, first in _runs_of(text):
@@ -369,37 +407,59 @@ class Pieces:
                     ):
                         continue
                     pieces += 1
-                    placed = _place(found, run, call)
+                    if chains is None:
+                        chains = list(found.chains)  # this call's, kept if it is sent
+                    placed = _place(found, chains, run, call)
                     if placed is not None:
                         joined.append((name, placed))
+            if chains is not None:
+                found.trial = (call, chains)
         return [(name, untracked(probe(text))) for name, text in joined]
 
+    def sent(self, tenant: str, session_id: str) -> None:
+        """The session's call checked last was allowed: its pieces join the chains (a
+        refused call's never do — they did not leave, and a piece of them sent later is
+        no more than itself)."""
+        found = self._sessions.get((tenant, session_id))
+        if found is None or found.trial is None:
+            return
+        with found.lock:
+            trial = found.trial
+            if trial is not None and trial[0] == found.calls:
+                found.chains = trial[1]
+            found.trial = None
 
-def _place(found: _Session, piece: str, call: int) -> str | None:
-    """Join ``piece`` (sent by ``call``) to the session's chains: the chain it makes or
-    joins, when that holds an earlier call's piece and more than this piece, at least
-    :data:`MIN_TOKEN` characters. A piece a
-    chain holds already is that chain again: the calls before may have been refused
-    (the whole secret first, then its pieces), so nothing of the chain is known to have
-    left."""
-    chains = found.chains
-    text, calls = piece, frozenset((call,))
+
+def _place(found: _Session, chains: list[_Chain], piece: str, call: int) -> str | None:
+    """Join ``piece`` (sent by ``call``) to ``chains``: the chain it makes, when that
+    holds another piece (of an earlier call, or of this one) and is longer than the
+    piece and than each chain it joined, at least :data:`MIN_TOKEN` characters. The
+    chains hold only what allowed calls sent (:meth:`Pieces.sent`): a piece a chain
+    holds already adds nothing that has not left."""
+    text, parts = piece, frozenset(((call, piece),))
+    longest = len(piece)
     for _ in range(_PASSES):
-        grown = False
+        merged_any = False
         for chain in list(chains):
             merged = _merge(chain.text, text, found)
             if merged is not None:
                 chains.remove(chain)
-                text, calls = merged, calls | chain.calls
-                grown = True
-        if not grown:
+                longest = max(longest, len(chain.text))
+                text, parts = merged, _bounded(parts | chain.parts)
+                merged_any = True
+        if not merged_any:
             break
-    chains.append(_Chain(text, calls))
+    chains.append(_Chain(text, parts))
     if len(chains) > MAX_CHAINS:
         del chains[0]
-    if len(calls) > 1 and len(text) > len(piece) and len(text) >= MIN_TOKEN:
+    if len(parts) > 1 and len(text) > longest and len(text) >= MIN_TOKEN:
         return text
     return None
+
+
+def _bounded(parts: frozenset[tuple[int, str]]) -> frozenset[tuple[int, str]]:
+    """At most :data:`_PARTS` of a chain's pieces kept (two tell it is joined)."""
+    return parts if len(parts) <= _PARTS else frozenset(sorted(parts)[-_PARTS:])
 
 
 def _merge(left: str, right: str, found: _Session) -> str | None:
