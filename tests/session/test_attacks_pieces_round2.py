@@ -26,7 +26,18 @@ from interlock.session import pieces
 from interlock.session.history import MemoryHistory
 
 from .test_attacks_pieces import IBAN_DIGITS, _noisy, _run
-from .test_attacks_split import _PAGE, CARD, ENV, KEY, PASSPHRASE, _cut, _guard, _read, _shuffled
+from .test_attacks_split import (
+    _PAGE,
+    CARD,
+    ENV,
+    KEY,
+    PASSPHRASE,
+    _cut,
+    _guard,
+    _read,
+    _shuffled,
+    hole_params,
+)
 
 Call = tuple[str, dict[str, Any]]
 _KEY_10 = _cut(KEY, 10)
@@ -294,13 +305,7 @@ def test_a_secret_sent_in_pieces_is_refused(row: str) -> None:
     assert Verdict.DENY not in _run(_guard(), ATTACKS[row])  # without the secret read
 
 
-@pytest.mark.parametrize(
-    "row",
-    [
-        pytest.param(row, marks=pytest.mark.xfail(strict=True, reason=why))
-        for row, (_, why) in sorted(HOLES.items())
-    ],
-)
+@pytest.mark.parametrize("row", hole_params(HOLES))
 def test_a_secret_sent_in_pieces_a_hole(row: str) -> None:
     guard = _guard()
     _read(guard)
