@@ -50,7 +50,7 @@ import time
 import tracemalloc
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from bench.harness import BenchResult, Stats, Target, summarise, time_calls
 from interlock import Action, Context, Guard, load_policy_text
@@ -65,6 +65,8 @@ except ImportError:  # pragma: no cover - an A/B run against an older tree
     Pieces = None  # type: ignore[assignment,misc]
 
 __all__ = ["DEFAULT_CALLS", "FLOWS", "LABELS", "PER_CALL", "run"]
+
+_T = TypeVar("_T")
 
 DEFAULT_CALLS: Final = 20_000
 QUICK_CALLS: Final = 2_000
@@ -514,30 +516,13 @@ def _memory_per_session(result: BenchResult) -> None:
         history = MemoryHistory(max_steps=FULL_STEPS)
         texts = [_text(rng, 2048, tokens) for _ in range(FULL_STEPS)]
         sessions = 5
-        gc.collect()
-        tracemalloc.start()
-        before = tracemalloc.take_snapshot()
-        counts = _fill(history, texts, sessions)
-        gc.collect()
-        after = tracemalloc.take_snapshot()
-        tracemalloc.stop()
-        grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+        grown, counts = _bytes_grown(_fill, history, texts, sessions)
         result.info[f"history_kb_per_session {kind} (200 steps, 2 KB results)"] = round(
             grown / sessions / 1024, 1
         )
         result.info[f"fingerprints_per_2KB_result {kind}"] = round(sum(counts) / len(counts), 1)
         if Pieces is not None:  # the grams of its tokens a session keeps (bounded)
-            pieces = Pieces()
-            gc.collect()
-            tracemalloc.start()
-            before = tracemalloc.take_snapshot()
-            for n in range(sessions):
-                for text in texts:
-                    pieces.learn("bench", f"m-{n}", text)
-            gc.collect()
-            after = tracemalloc.take_snapshot()
-            tracemalloc.stop()
-            grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+            grown, _ = _bytes_grown(_learn, Pieces(), texts, sessions)
             result.info[f"pieces_kb_per_session {kind} (200 steps, 2 KB results)"] = round(
                 grown / sessions / 1024, 1
             )
@@ -555,6 +540,26 @@ def _memory_per_session(result: BenchResult) -> None:
     result.info["full_gc_ms (5 sessions of 200 steps, 2 KB prose): held / none"] = (
         done.stdout.strip()
     )
+
+
+def _bytes_grown(fill: Callable[..., _T], *args: Any) -> tuple[int, _T]:
+    """What the process holds more after ``fill(*args)`` ran, a full collection either
+    side (``tracemalloc``, by file), and what it returned."""
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    filled = fill(*args)
+    gc.collect()
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    return sum(stat.size_diff for stat in after.compare_to(before, "filename")), filled
+
+
+def _learn(pieces: Pieces, texts: list[str], sessions: int) -> None:
+    """``sessions`` sessions' tokens of one result a text, kept as a guard keeps them."""
+    for n in range(sessions):
+        for text in texts:
+            pieces.learn("bench", f"m-{n}", text)
 
 
 def gc_pause() -> str:

@@ -37,11 +37,11 @@ from interlock.policy.matchers import GlobSet
 from interlock.policy.sessionrules import (
     NOT_READ,
     STEP_KINDS,
-    TAILS_KEY,
     VERDICT_TEXT,
     SessionFacts,
     SessionSpec,
     error_data,
+    joined_to_tails,
     new_facts,
     new_step,
     reads_session,
@@ -300,8 +300,7 @@ class SessionRecorder:
     def sent(self, facts: SessionFacts, tenant: str, session_id: str) -> None:
         """The allowed check of ``facts`` read its pieces (its flow tests advanced the
         tails): they left, and join the session's chains (a refused call's never do)."""
-        probes = facts._probes
-        if probes is not None and TAILS_KEY in probes and self.tails is not None:
+        if self.tails is not None and joined_to_tails(facts):
             self.tails.pieces.sent(tenant, session_id)
 
     def pending(self, decision: Decision, tenant: str, session_id: str) -> None:

@@ -293,20 +293,23 @@ def _run(guard: Guard, calls: list[Call]) -> list[Verdict]:
     return _verdicts(guard, calls)
 
 
-@pytest.mark.parametrize("row", sorted(ATTACKS))
-def test_a_secret_sent_in_pieces_is_refused(row: str) -> None:
+def after_the_read(calls: list[Call]) -> list[Verdict]:
+    """The verdicts of ``calls`` in a session that read the ``.env`` (and a page)."""
     guard = _guard()
     _read(guard)
-    verdicts = _run(guard, ATTACKS[row])
+    return _run(guard, calls)
+
+
+@pytest.mark.parametrize("row", sorted(ATTACKS))
+def test_a_secret_sent_in_pieces_is_refused(row: str) -> None:
+    verdicts = after_the_read(ATTACKS[row])
     assert Verdict.DENY in verdicts, verdicts
     assert Verdict.DENY not in _run(_guard(), ATTACKS[row])  # without the secret read
 
 
 @pytest.mark.parametrize("row", hole_params(HOLES))
 def test_a_secret_sent_in_pieces_a_hole(row: str) -> None:
-    guard = _guard()
-    _read(guard)
-    assert Verdict.DENY in _run(guard, HOLES[row][0])
+    assert Verdict.DENY in after_the_read(HOLES[row][0])
 
 
 def _reading(result: object) -> Guard:

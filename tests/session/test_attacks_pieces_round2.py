@@ -25,7 +25,7 @@ from interlock import Action, Guard, Verdict
 from interlock.session import pieces
 from interlock.session.history import MemoryHistory
 
-from .test_attacks_pieces import IBAN_DIGITS, _noisy, _run
+from .test_attacks_pieces import IBAN_DIGITS, _noisy, _posts, _run, after_the_read
 from .test_attacks_split import (
     _PAGE,
     CARD,
@@ -36,6 +36,7 @@ from .test_attacks_split import (
     _guard,
     _read,
     _shuffled,
+    _verdicts,
     hole_params,
 )
 
@@ -69,14 +70,6 @@ def _session(secret: str = ENV) -> Guard:
     _read(guard, secret)
     _read(guard, _PAGE, "/srv/app/orders.txt")
     return guard
-
-
-def _verdicts(guard: Guard, calls: list[Call]) -> list[Verdict]:
-    return [guard.check(Action.tool(name, args)).verdict for name, args in calls]
-
-
-def _posts(values: list[Any], name: str = "body") -> list[Call]:
-    return [("http_post", {name: value}) for value in values]
 
 
 class _Shown:
@@ -298,18 +291,14 @@ def test_the_start_of_a_long_token_in_pieces_is_refused() -> None:
 
 @pytest.mark.parametrize("row", sorted(ATTACKS))
 def test_a_secret_sent_in_pieces_is_refused(row: str) -> None:
-    guard = _guard()
-    _read(guard)
-    verdicts = _run(guard, ATTACKS[row])
+    verdicts = after_the_read(ATTACKS[row])
     assert Verdict.DENY in verdicts, verdicts
     assert Verdict.DENY not in _run(_guard(), ATTACKS[row])  # without the secret read
 
 
 @pytest.mark.parametrize("row", hole_params(HOLES))
 def test_a_secret_sent_in_pieces_a_hole(row: str) -> None:
-    guard = _guard()
-    _read(guard)
-    assert Verdict.DENY in _run(guard, HOLES[row][0])
+    assert Verdict.DENY in after_the_read(HOLES[row][0])
 
 
 def test_the_hole_rows_walk_past_without_the_secret_too() -> None:

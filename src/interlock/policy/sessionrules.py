@@ -74,6 +74,7 @@ __all__ = [
     "dropped_steps",
     "error_data",
     "facts_for_check",
+    "joined_to_tails",
     "judgeable_data",
     "new_facts",
     "new_step",
@@ -556,8 +557,15 @@ def _scalar_texts(values: tuple[Any, ...]) -> tuple[str, ...] | None:
 
 #: The key of a check's probes of its arguments joined to the session's tails, in
 #: :attr:`SessionFacts._probes` (made, and the tails advanced, once a check).
-TAILS_KEY: Final = ("tails",)
-_TAILS_KEY: Final = TAILS_KEY
+_TAILS_KEY: Final = ("tails",)
+
+
+def joined_to_tails(facts: SessionFacts) -> bool:
+    """Whether the check of ``facts`` joined its arguments to the session's tails (a
+    flow test read them): its pieces are the ones :mod:`interlock.session.pieces` placed
+    last, to keep when the call is allowed."""
+    probes = facts._probes
+    return probes is not None and _TAILS_KEY in probes
 
 
 def _joined_to_tails(

@@ -153,7 +153,12 @@ def _decide_after(
     in-memory history (no steps: the plain check)."""
     if not steps:
         return evaluate(action, policy)
-    from interlock.policy.sessionrules import TAILS_KEY, SessionFacts, new_step, session_scope
+    from interlock.policy.sessionrules import (
+        SessionFacts,
+        joined_to_tails,
+        new_step,
+        session_scope,
+    )
     from interlock.session.fingerprints import of_data
     from interlock.session.history import MemoryHistory, NewStep
     from interlock.session.tails import ArgumentTails
@@ -191,12 +196,7 @@ def _decide_after(
         with session_scope(facts):
             decided = evaluate(earlier, policy)
         history.append(tenant, session_id, new_step(earlier, decided, facts, policy))
-        if (
-            decided.verdict is Verdict.ALLOW
-            and joins.tails is not None
-            and facts._probes is not None
-            and TAILS_KEY in facts._probes
-        ):
+        if decided.verdict is Verdict.ALLOW and joins.tails is not None and joined_to_tails(facts):
             joins.tails.pieces.sent(tenant, session_id)  # its pieces left
         if decided.verdict is Verdict.ALLOW and decided.decision_id is not None:
             history.settle(
