@@ -345,3 +345,146 @@ def test_the_c_runs_bounds_and_refusals() -> None:
         _speedups.piece_runs("text", 8, 4)
     with pytest.raises(OverflowError):
         _speedups.piece_runs("text", 10**30, 256)
+
+
+class _Text(str):
+    """A str subclass: read by the Python path (its methods may run)."""
+
+
+def _scan_values() -> st.SearchStrategy[Any]:
+    """Arguments as agents send them, and the values only the Python path reads."""
+    cuts = st.sampled_from(
+        [KEY[i : i + size] for size in (5, 7, 10, 16) for i in range(0, len(KEY) - size, 3)]
+    )
+    texts = (
+        st.text(alphabet=_ALPHABET, max_size=40)
+        | st.builds(
+            lambda a, b, c: f"{a} {b}{c}", cuts, st.text(alphabet="xY-/ %", max_size=4), cuts
+        )
+        | cuts
+    )
+    leaves = (
+        texts
+        | st.integers(min_value=-(2**70), max_value=2**70)
+        | st.sampled_from([12345, -98765, 2**63, 2**127, 2**128, 9999, -9999, 10000, -10000])
+        | st.sampled_from([True, False, None, -(2**63), 2**63 - 1])
+        | st.floats(allow_nan=True, allow_infinity=True)
+        | st.sampled_from([1e5, -123456.0, 1.5e40, 3e37, 0.25, 10000.0, -10000.0, 9999.5, 1e38])
+        | st.sampled_from([b"bytes" + KEY[:10].encode(), _Text(KEY[:12]), bytearray(b"abcdefg")])
+    )
+    hashable = texts | st.integers(min_value=-(2**40), max_value=2**40) | st.none()
+    return st.recursive(
+        leaves,
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.lists(inner, max_size=3).map(tuple)
+            | st.frozensets(hashable, max_size=3)
+            | st.sets(hashable, max_size=3)
+            | st.dictionaries(texts | st.integers(0, 99999), inner, max_size=4)
+        ),
+        max_leaves=12,
+    )
+
+
+class _Everything:
+    """A set of grams that holds every gram."""
+
+    def __contains__(self, value: object) -> bool:
+        return True
+
+
+def _learned() -> tuple[Any, Any]:
+    found = Pieces()
+    found.learn("t", "s", DATA)
+    session = found._sessions[("t", "s")]
+    return session.grams, session.older
+
+
+@given(
+    st.dictionaries(st.text(alphabet=_ALPHABET, max_size=12), _scan_values(), max_size=4)
+    | _scan_values(),
+    st.sampled_from(["learned", "older", "everything"]),
+)
+@settings(max_examples=600, deadline=None)
+def test_the_c_scan_is_the_python_scan(args: Any, grams_are: str) -> None:
+    """``_speedups.piece_scan`` finds what the Python reference finds in the values it
+    reads (plain str, int, float, bool, None, dict, list, tuple, set), and leaves the
+    rest (a subclass, bytes, an int past 64 bits, a dict key not a str) to it. With
+    every gram kept, every run is a piece: the two walks must read the same texts."""
+    grams, older = _learned()
+    if grams_are == "older":  # two generations: the pieces' later grams in the newer
+        older, grams = grams, pieces_module.new_prints()
+    elif grams_are == "everything":
+        grams, older = _Everything(), None
+    made = _speedups.piece_scan(
+        args, grams, older, pieces_module._RUNS, pieces_module._runs_of, pieces_module._SCAN_LIMITS
+    )
+    expected = pieces_module._py_scan(args, grams, older)
+    if made is not None:
+        assert made == expected
+    else:
+        assert any(
+            type(value)
+            not in (str, int, float, bool, type(None), dict, list, tuple, set, frozenset)
+            or (type(value) is int and not -(2**63) <= value < 2**63)
+            or (type(value) is dict and any(type(key) is not str for key in value))
+            for value in _values_of(args)
+        ) or (type(args) is dict and any(type(key) is not str for key in args))
+
+
+def _values_of(value: Any) -> list[Any]:
+    out = [value]
+    if type(value) is dict:
+        for key, item in value.items():
+            out += _values_of(key) + _values_of(item)
+    elif type(value) in (list, tuple, set, frozenset):
+        for item in value:
+            out += _values_of(item)
+    return out
+
+
+def test_the_c_scan_finds_the_pieces_and_keeps_the_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    grams, older = _learned()
+    args = {"a": KEY[:10], "b": [KEY[10:20], {"c": KEY[20:30]}], "n": 1234567}
+    found = _speedups.piece_scan(
+        args, grams, older, {}, pieces_module._runs_of, pieces_module._SCAN_LIMITS
+    )
+    assert found is not None
+    assert found == pieces_module._py_scan(args, grams, older)
+    assert [name for name, _ in found[1]] == ["a", "b", "b"]
+    assert _speedups.piece_scan(
+        {}, grams, None, {}, pieces_module._runs_of, pieces_module._SCAN_LIMITS
+    ) == (False, [])
+    assert _speedups.piece_scan(
+        {"x": True}, grams, None, {}, pieces_module._runs_of, pieces_module._SCAN_LIMITS
+    ) == (False, [])
+    # each bound, as the reference keeps it
+    for name, limit, at in (
+        ("MAX_PIECES", 2, 4),
+        ("MAX_RUNS", 2, 3),
+        ("_MAX_VALUES", 3, 1),
+        ("_MAX_DEPTH", 1, 2),
+    ):
+        with monkeypatch.context() as patch:
+            patch.setattr(pieces_module, name, limit)
+            limits = list(pieces_module._SCAN_LIMITS)
+            limits[at] = limit
+            made = _speedups.piece_scan(
+                args, grams, older, {}, pieces_module._runs_of, tuple(limits)
+            )
+            assert made == pieces_module._py_scan(args, grams, older), name
+            assert made is not None and len(made[1]) < 3, name
+    with pytest.raises(TypeError):
+        _speedups.piece_scan(
+            args, grams, older, [], pieces_module._runs_of, pieces_module._SCAN_LIMITS
+        )
+    with pytest.raises(TypeError):
+        _speedups.piece_scan(args, grams, older, {}, pieces_module._runs_of, (5, 1))
+    with pytest.raises(ValueError):
+        _speedups.piece_scan(args, grams, older, {}, pieces_module._runs_of, (0, 1, 1, 1, 1, 1))
+    with pytest.raises(TypeError):  # runs_of must give what _runs_of gives
+        _speedups.piece_scan(
+            args, grams, older, {}, lambda text: [text], pieces_module._SCAN_LIMITS
+        )
+    with pytest.raises(ZeroDivisionError):  # what runs_of raises goes through
+        _speedups.piece_scan(args, grams, older, {}, lambda text: 1 / 0, pieces_module._SCAN_LIMITS)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import string
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import pytest
 from hypothesis import given, settings
@@ -239,3 +239,57 @@ def test_the_loop_in_c_is_the_default() -> None:
     tails = ArgumentTails()
     assert tails._advance is not None
     assert ArgumentTails(accelerated=False)._advance is None
+
+
+_URL_CHARS = "hHtTpPsS:/?#@[]%&=+.-_~ \t\x00\x7faZ09é"
+
+
+@given(
+    st.sampled_from(
+        ["http://", "https://", "HTTPS://", "Http://", "https:/", "httpx://", ""]
+    ).flatmap(
+        lambda start: st.text(alphabet=_URL_CHARS, max_size=40).map(lambda rest: start + rest)
+    )
+)
+@settings(max_examples=600, deadline=None)
+def test_a_plain_url_is_split_as_urlsplit_splits_it(url: str) -> None:
+    """The tails' own split of a plain ``http(s)`` URL (no cache to miss) is
+    ``urlsplit``'s, and it leaves every other URL to ``urlsplit``."""
+    mine = tails_module._split_plainly(url)
+    if mine is not None:
+        assert mine == tuple(urlsplit(url))
+    plain = (
+        url.isascii()
+        and url.lower().startswith(("http://", "https://"))
+        and not any(c in url for c in "[]\x7f")
+        and all(c > " " for c in url)
+    )
+    if plain:  # the usual URL: split here
+        assert mine is not None
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://docs.example.org/api/charges/1842",
+        "https://u:p%41ss@Host.Example:8443/a/b%2Fc?x=1&y=%7E#frag",
+        "http://[::1]:80/x?q=<piece>",
+        "HTTPS://API.Example.COM?token=a#b?c",
+        "https://a.b.collector.example/c/d/pixel.gif?k1=v1&k2=&k3",
+        "https://x.example/%zz?%=%",
+    ],
+)
+def test_a_urls_parts_are_read_as_a_server_reads_them(url: str) -> None:
+    """_url_parts through the plain split is what it is through urlsplit."""
+    tails_module._PARTS.clear()
+    fast = tails_module._url_parts("u", url)
+    tails_module._PARTS.clear()
+    original = tails_module._split_plainly
+    try:
+        tails_module._split_plainly = lambda url: None  # type: ignore[assignment]
+        slow = tails_module._url_parts("u", url)
+    finally:
+        tails_module._split_plainly = original  # type: ignore[assignment]
+        tails_module._PARTS.clear()
+    assert fast == slow
+    assert fast  # every one of them has parts

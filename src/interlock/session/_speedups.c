@@ -35,6 +35,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -3191,6 +3192,347 @@ piece_grams(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* -- a call's pieces, found in one pass (interlock.session.pieces.Pieces.observe) --
+ * piece_scan(args, grams, older, memo, runs_of, limits) -> (bool, [(name, run), ...]) | None:
+ * pieces._py_scan for the plain values an argument usually is. limits is
+ * (gram, max_values, max_depth, max_runs, max_pieces, smallest). First the texts of args
+ * as pieces._texts walks them (exact str, int, float, bool, None, dict, list, tuple, set,
+ * frozenset; dict keys that are exact str at the top): no Python code runs while it
+ * walks; None for any other value (the Python path walks it then: a subclass's methods,
+ * bytes, a Mapping that is not a dict, an int past 64 bits). Then each text's runs (from
+ * memo, else runs_of(text), which keeps them there) whose every gram's hash is in grams
+ * or older: at most max_pieces, in order, after at most max_runs runs in all. The bool:
+ * whether args held a text at all. */
+
+#define SCAN_LIMITS 6
+
+typedef struct {
+    Py_ssize_t gram, max_values, max_depth, max_runs, max_pieces;
+    long long smallest;
+    Py_ssize_t budget;
+} scan_limits;
+
+/* Append (name, text) to out when text is gram characters or more. */
+static int
+scan_put(PyObject *out, PyObject *name, PyObject *text, Py_ssize_t gram)
+{
+    if (PyUnicode_GET_LENGTH(text) < gram) {
+        return 0;
+    }
+    PyObject *pair = PyTuple_Pack(2, name, text);
+    if (pair == NULL) {
+        return -1;
+    }
+    int failed = PyList_Append(out, pair);
+    Py_DECREF(pair);
+    return failed;
+}
+
+/* pieces._walk of value: 1 done, 0 a value it does not read (the Python path), -1 error. */
+static int
+scan_walk(PyObject *name, PyObject *value, Py_ssize_t depth, PyObject *out, scan_limits *at)
+{
+    if (at->budget <= 0) {
+        return 1;
+    }
+    at->budget--;
+    if (PyUnicode_CheckExact(value)) {
+        return scan_put(out, name, value, at->gram) < 0 ? -1 : 1;
+    }
+    if (value == Py_None || PyBool_Check(value)) {
+        return 1;
+    }
+    if (PyLong_CheckExact(value)) {
+        int overflow = 0;
+        long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (number == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (overflow != 0) {
+            return 0; /* its bit length: the Python path */
+        }
+        if (number < at->smallest && number > -at->smallest) {
+            return 1;
+        }
+        PyObject *text = PyObject_Str(value);
+        if (text == NULL) {
+            return -1;
+        }
+        int failed = scan_put(out, name, text, at->gram);
+        Py_DECREF(text);
+        return failed < 0 ? -1 : 1;
+    }
+    if (PyFloat_CheckExact(value)) {
+        double number = PyFloat_AS_DOUBLE(value);
+        if (!isfinite(number) || fabs(number) < (double)at->smallest) {
+            return 1;
+        }
+        PyObject *text = PyObject_Repr(value);
+        if (text == NULL) {
+            return -1;
+        }
+        int failed = scan_put(out, name, text, at->gram);
+        Py_DECREF(text);
+        if (failed < 0) {
+            return -1;
+        }
+        if (floor(number) == number && fabs(number) < 1e38) {
+            PyObject *whole = PyLong_FromDouble(number);
+            if (whole == NULL) {
+                return -1;
+            }
+            text = PyObject_Str(whole);
+            Py_DECREF(whole);
+            if (text == NULL) {
+                return -1;
+            }
+            failed = scan_put(out, name, text, at->gram);
+            Py_DECREF(text);
+            if (failed < 0) {
+                return -1;
+            }
+        }
+        return 1;
+    }
+    if (PyDict_CheckExact(value)) {
+        if (depth >= at->max_depth) {
+            return 1;
+        }
+        Py_ssize_t pos = 0;
+        PyObject *key, *item;
+        while (at->budget > 0 && PyDict_Next(value, &pos, &key, &item)) {
+            /* held while walked: a collection on the way cannot free them */
+            Py_INCREF(key);
+            Py_INCREF(item);
+            int done = scan_walk(name, key, depth + 1, out, at);
+            if (done > 0) {
+                done = scan_walk(name, item, depth + 1, out, at);
+            }
+            Py_DECREF(key);
+            Py_DECREF(item);
+            if (done <= 0) {
+                return done;
+            }
+        }
+        return 1;
+    }
+    if (PyList_CheckExact(value) || PyTuple_CheckExact(value)) {
+        if (depth >= at->max_depth) {
+            return 1;
+        }
+        /* read item by item, its size each time (no Python code runs, but be sure) */
+        for (Py_ssize_t i = 0; at->budget > 0 && i < PySequence_Fast_GET_SIZE(value); i++) {
+            PyObject *item = PySequence_Fast_GET_ITEM(value, i);
+            Py_INCREF(item);
+            int done = scan_walk(name, item, depth + 1, out, at);
+            Py_DECREF(item);
+            if (done <= 0) {
+                return done;
+            }
+        }
+        return 1;
+    }
+    if (PyAnySet_CheckExact(value)) {
+        if (depth >= at->max_depth) {
+            return 1;
+        }
+        PyObject *items = PyObject_GetIter(value); /* a set's own: no Python code runs */
+        if (items == NULL) {
+            return -1;
+        }
+        PyObject *item;
+        while (at->budget > 0 && (item = PyIter_Next(items)) != NULL) {
+            int done = scan_walk(name, item, depth + 1, out, at);
+            Py_DECREF(item);
+            if (done <= 0) {
+                Py_DECREF(items);
+                return done;
+            }
+        }
+        Py_DECREF(items);
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    return 0;
+}
+
+/* Whether the hash of run[start:start + gram] (as hash() makes it, & 2**64 - 1) is in
+ * grams or older: 1, 0, -1 on error. */
+static int
+scan_kept(PyObject *run, Py_ssize_t start, Py_ssize_t gram, PyObject *grams, PyObject *older)
+{
+    Py_hash_t hashed;
+    if (PyUnicode_KIND(run) == PyUnicode_1BYTE_KIND) {
+        /* a str of one byte a character hashes those bytes (unicode_hash) */
+        hashed = _Py_HashBytes((const char *)PyUnicode_1BYTE_DATA(run) + start, gram);
+    }
+    else {
+        PyObject *part = PyUnicode_Substring(run, start, start + gram);
+        if (part == NULL) {
+            return -1;
+        }
+        hashed = PyObject_Hash(part);
+        Py_DECREF(part);
+        if (hashed == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+    }
+    PyObject *value = PyLong_FromUnsignedLongLong((unsigned long long)(uint64_t)hashed);
+    if (value == NULL) {
+        return -1;
+    }
+    int found = PySequence_Contains(grams, value);
+    if (found == 0 && older != Py_None) {
+        found = PySequence_Contains(older, value);
+    }
+    Py_DECREF(value);
+    return found;
+}
+
+static PyObject *
+piece_scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyDict_Check(args[3]) || !PyTuple_Check(args[5]) ||
+        PyTuple_GET_SIZE(args[5]) != SCAN_LIMITS) {
+        PyErr_SetString(PyExc_TypeError,
+                        "piece_scan(args, grams, older, memo: dict, runs_of, limits: tuple)");
+        return NULL;
+    }
+    PyObject *value = args[0], *grams = args[1], *older = args[2], *memo = args[3];
+    PyObject *runs_of = args[4];
+    Py_ssize_t limit[SCAN_LIMITS];
+    for (int i = 0; i < SCAN_LIMITS; i++) {
+        limit[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(args[5], i));
+        if (limit[i] == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    if (limit[0] < 1 || limit[5] < 1) {
+        PyErr_SetString(PyExc_ValueError, "piece_scan: need gram >= 1 and smallest >= 1");
+        return NULL;
+    }
+    scan_limits at = {limit[0], limit[1], limit[2], limit[3], limit[4], limit[5], limit[1]};
+    PyObject *texts = PyList_New(0);
+    if (texts == NULL) {
+        return NULL;
+    }
+    int done = 1;
+    if (PyDict_CheckExact(value)) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *item;
+        while (done > 0 && PyDict_Next(value, &pos, &key, &item)) {
+            if (!PyUnicode_CheckExact(key)) {
+                done = 0; /* str(key): the Python path */
+                break;
+            }
+            Py_INCREF(key);
+            Py_INCREF(item);
+            done = scan_walk(key, key, 0, texts, &at);
+            if (done > 0) {
+                done = scan_walk(key, item, 0, texts, &at);
+            }
+            Py_DECREF(key);
+            Py_DECREF(item);
+        }
+    }
+    else if (PyUnicode_CheckExact(value) || PyLong_CheckExact(value) ||
+             PyFloat_CheckExact(value) || PyBool_Check(value) || value == Py_None ||
+             PyList_CheckExact(value) || PyTuple_CheckExact(value) ||
+             PyAnySet_CheckExact(value)) {
+        PyObject *star = PyUnicode_FromString("*");
+        if (star == NULL) {
+            Py_DECREF(texts);
+            return NULL;
+        }
+        done = scan_walk(star, value, 0, texts, &at);
+        Py_DECREF(star);
+    }
+    else {
+        done = 0; /* perhaps a Mapping: the Python path */
+    }
+    if (done <= 0) {
+        Py_DECREF(texts);
+        if (done < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    PyObject *found = PyList_New(0);
+    if (found == NULL) {
+        Py_DECREF(texts);
+        return NULL;
+    }
+    Py_ssize_t counted = 0;
+    int full = 0;
+    /* texts is this function's own list: what runs_of runs cannot reach it */
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(texts) && !full; t++) {
+        PyObject *pair = PyList_GET_ITEM(texts, t);
+        PyObject *name = PyTuple_GET_ITEM(pair, 0), *text = PyTuple_GET_ITEM(pair, 1);
+        PyObject *runs = PyDict_GetItemWithError(memo, text);
+        if (runs != NULL) {
+            Py_INCREF(runs);
+        }
+        else if (PyErr_Occurred()) {
+            goto fail;
+        }
+        else {
+            runs = PyObject_CallOneArg(runs_of, text);
+            if (runs == NULL) {
+                goto fail;
+            }
+        }
+        if (!PyTuple_Check(runs)) {
+            Py_DECREF(runs);
+            PyErr_SetString(PyExc_TypeError, "piece_scan: runs_of must give a tuple");
+            goto fail;
+        }
+        for (Py_ssize_t r = 0; r < PyTuple_GET_SIZE(runs); r++) {
+            counted++;
+            if (counted > at.max_runs || PyList_GET_SIZE(found) >= at.max_pieces) {
+                full = 1;
+                break;
+            }
+            PyObject *entry = PyTuple_GET_ITEM(runs, r);
+            if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 ||
+                !PyUnicode_Check(PyTuple_GET_ITEM(entry, 0))) {
+                Py_DECREF(runs);
+                PyErr_SetString(PyExc_TypeError, "piece_scan: a run must be (str, int)");
+                goto fail;
+            }
+            PyObject *run = PyTuple_GET_ITEM(entry, 0), *first = PyTuple_GET_ITEM(entry, 1);
+            int kept = PySequence_Contains(grams, first);
+            if (kept == 0 && older != Py_None) {
+                kept = PySequence_Contains(older, first);
+            }
+            Py_ssize_t size = PyUnicode_GET_LENGTH(run);
+            for (Py_ssize_t i = 1; kept > 0 && i + at.gram <= size; i++) {
+                kept = scan_kept(run, i, at.gram, grams, older);
+            }
+            if (kept < 0) {
+                Py_DECREF(runs);
+                goto fail;
+            }
+            if (kept > 0) {
+                PyObject *piece = PyTuple_Pack(2, name, run);
+                if (piece == NULL || PyList_Append(found, piece) < 0) {
+                    Py_XDECREF(piece);
+                    Py_DECREF(runs);
+                    goto fail;
+                }
+                Py_DECREF(piece);
+            }
+        }
+        Py_DECREF(runs);
+    }
+    int any = PyList_GET_SIZE(texts) > 0;
+    Py_DECREF(texts);
+    PyObject *out = Py_BuildValue("(ON)", any ? Py_True : Py_False, found);
+    return out;
+fail:
+    Py_DECREF(texts);
+    Py_DECREF(found);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"grams", (PyCFunction)(void (*)(void))grams, METH_FASTCALL,
      "grams(data, step) -> list[int]: each 16-byte window at 0, step, 2*step... without a "
@@ -3247,6 +3589,10 @@ static PyMethodDef methods[] = {
      "piece_runs(text, gram, longest) -> tuple[(run, first), ...] | None: the runs of an "
      "ASCII text without '%' (nor both '&' and ';') as pieces._py_runs_of makes them "
      "(None: the Python path)."},
+    {"piece_scan", (PyCFunction)(void (*)(void))piece_scan, METH_FASTCALL,
+     "piece_scan(args, grams, older, memo, runs_of, limits) -> (bool, [(name, run), ...]) | "
+     "None: the runs of a call's plain values whose every gram is kept, as pieces._py_scan "
+     "finds them (None: the Python path)."},
     {"piece_grams", (PyCFunction)(void (*)(void))piece_grams, METH_FASTCALL,
      "piece_grams(token, gram) -> list[int] | None: the hashes of an ASCII token's grams "
      "as pieces keeps them (None: not ASCII, the Python path)."},

@@ -1,7 +1,7 @@
 """The hot loops of :mod:`interlock.session.fingerprints` in C (``_speedups.c``); each
 returns what its ``_py_*`` reference there returns."""
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Literal, TypeAlias, overload
 
 #: what ``across`` leaves to Python when a decoding across the seam is not ASCII: the
@@ -37,6 +37,15 @@ def probe(
 ) -> tuple[bytes, list[str]] | None: ...
 def token_hash(norm: bytes | bytearray | memoryview, /) -> int: ...
 def piece_grams(token: str, gram: int, /) -> list[int] | None: ...
+def piece_scan(
+    args: object,
+    grams: Container[int],
+    older: Container[int] | None,
+    memo: dict[str, tuple[tuple[str, int], ...]],
+    runs_of: Callable[[str], tuple[tuple[str, int], ...]],
+    limits: tuple[int, int, int, int, int, int],
+    /,
+) -> tuple[bool, list[tuple[str, str]]] | None: ...
 def piece_runs(text: str, gram: int, longest: int, /) -> tuple[tuple[str, int], ...] | None: ...
 @overload
 def seams(

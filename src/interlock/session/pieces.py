@@ -325,6 +325,48 @@ def _py_runs_of(text: str) -> _Runs:
     return tuple(out.items())
 
 
+#: piece_scan's limits: (gram, values walked, depth, runs read, pieces found, the
+#: smallest number read)
+_SCAN_LIMITS: Final = (GRAM, _MAX_VALUES, _MAX_DEPTH, MAX_RUNS, MAX_PIECES, _SMALLEST_NUMBER)
+
+
+def _scan(args: Any, grams: Prints, older: Prints | None) -> tuple[bool, list[tuple[str, str]]]:
+    """Whether ``args`` holds a text (:func:`_texts`), and its pieces: the runs of its
+    texts whose every gram is in ``grams`` or ``older`` (each under its argument's
+    name, in order; at most :data:`MAX_PIECES`, from the first :data:`MAX_RUNS` runs).
+    ``_speedups.piece_scan`` for plain values, else :func:`_py_scan`."""
+    if fingerprints.ACCELERATED and _speedups is not None:
+        found = _speedups.piece_scan(args, grams, older, _RUNS, _runs_of, _SCAN_LIMITS)
+        if found is not None:
+            return found
+    return _py_scan(args, grams, older)
+
+
+def _py_scan(args: Any, grams: Prints, older: Prints | None) -> tuple[bool, list[tuple[str, str]]]:
+    """:func:`_scan`'s reference."""
+    texts = _texts(args)
+    if not texts:
+        return False, []
+
+    def kept(gram: str) -> bool:
+        value = hash(gram) & _MASK
+        return value in grams or (older is not None and value in older)
+
+    found: list[tuple[str, str]] = []
+    runs = 0
+    for name, text in texts:
+        for run, first in _runs_of(text):
+            runs += 1
+            if runs > MAX_RUNS or len(found) >= MAX_PIECES:
+                return True, found
+            if (first not in grams and (older is None or first not in older)) or not all(
+                kept(run[at : at + GRAM]) for at in range(1, len(run) - GRAM + 1)
+            ):
+                continue
+            found.append((name, run))
+    return True, found
+
+
 class Pieces:
     """The grams of the tokens the sessions of one history brought in, in this process,
     and the chains of pieces of them the sessions' calls sent."""
@@ -380,9 +422,6 @@ class Pieces:
         sessions = self._sessions
         if key not in sessions:  # the usual case: no data brought in (no lock)
             return []
-        texts = _texts(args)
-        if not texts:
-            return []
         joined: list[tuple[str, str]] = []
         with self._lock:
             found = sessions.pop(key, None)
@@ -390,29 +429,18 @@ class Pieces:
                 return []
             sessions[key] = found  # the most recent: the least recently active leave first
         with found.lock:
+            texts, pieces = _scan(args, found.grams, found.older)
+            if not texts:
+                return []
             found.calls += 1
             call = found.calls
             found.trial = None  # an earlier call's chains, never sent: dropped
-            kept = found.kept
-            grams, older = found.grams, found.older
-            chains: list[_Chain] | None = None
-            pieces = runs = 0
-            for name, text in texts:
-                for run, first in _runs_of(text):
-                    runs += 1
-                    if runs > MAX_RUNS or pieces >= MAX_PIECES:
-                        break
-                    if (first not in grams and (older is None or first not in older)) or not all(
-                        kept(run[at : at + GRAM]) for at in range(1, len(run) - GRAM + 1)
-                    ):
-                        continue
-                    pieces += 1
-                    if chains is None:
-                        chains = list(found.chains)  # this call's, kept if it is sent
+            if pieces:
+                chains = list(found.chains)  # this call's, kept if it is sent
+                for name, run in pieces:
                     placed = _place(found, chains, run, call)
                     if placed is not None:
                         joined.append((name, placed))
-            if chains is not None:
                 found.trial = (call, chains)
         return [(name, untracked(probe(text))) for name, text in joined]
 
