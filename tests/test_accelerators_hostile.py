@@ -307,6 +307,50 @@ def test_an_argument_probe_and_a_result_fingerprints_end_as_the_reference_ends(
         assert c == python, fingerprint.__name__
 
 
+class _EveryGram:
+    """The grams a session kept: all of them (every run of a call is a piece)."""
+
+    def __contains__(self, value: object) -> bool:
+        return True
+
+
+#: what the chains of pieces walk beyond an argument probe's cases (sets, keys at
+#: every level, numbers at the edges, many values)
+PIECE_CASES: list[tuple[str, Callable[[], object]]] = [
+    *PROBE_CASES,
+    (
+        "a set and a frozenset of pieces",
+        lambda: {"a": {"wJalrXUtnF", 12345}, "b": frozenset({"EMIK7MDEN"})},
+    ),
+    ("a dict of 100,000 keys", lambda: {f"key{i:06d}": i for i in range(100_000)}),
+    ("a list of 100,000 values", lambda: [f"v{i:07d}" for i in range(100_000)]),
+    ("ints at 64 bits", lambda: [2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 9999, -10000]),
+    ("floats at the edges", lambda: [1e38, -1e38, 9.99e37, 10000.0, -9999.9, float("inf")]),
+    (
+        "an int subclass and a float subclass",
+        lambda: [type("I", (int,), {})(123456), type("F", (float,), {})(1e6)],
+    ),
+    ("a dict subclass", lambda: {"a": type("D", (dict,), {})(k="wJalrXUtnFEMI")}),
+    ("a str subclass key inside", lambda: {"a": {Raising("wJalrXUtnFEMI"): 1}}),
+]
+
+
+@pytest.mark.parametrize(("name", "make"), PIECE_CASES, ids=[c[0] for c in PIECE_CASES])
+def test_a_calls_pieces_end_as_the_reference_ends(name: str, make: Callable[[], object]) -> None:
+    """The chains of pieces' scan of a call (``_speedups.piece_scan``, or the Python
+    path it leaves a value to) against the reference, every gram kept."""
+    from interlock.session import pieces
+
+    def ended(value: object) -> object:
+        try:
+            return pieces._scan(value, _EveryGram(), None)  # type: ignore[arg-type]
+        except Exception as exc:
+            return type(exc)
+
+    python, c = both(ended, make())
+    assert c == python
+
+
 _B64_KEY = base64.b64encode(b"aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCY").decode()
 _B64_KEYS = base64.b64encode(b"key=wJalrXUtnFEMI/K7MDENG/bPxRfiCY00007 " * 3750).decode()
 _B64_ACCENTED = base64.b64encode("Grüße aus München, café crème".encode()).decode()
