@@ -12,14 +12,18 @@ import os
 import re
 import threading
 from collections.abc import Iterator
+from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
 
 import pytest
 
 from interlock.errors import ReservationClosed, StoreUnavailable
 from interlock.store import (
+    ANY_AGENT,
     BudgetLine,
+    Reservation,
     ReservationStatus,
+    ReserveOutcome,
     SqlStore,
     open_store,
     sql_budgets,
@@ -128,18 +132,37 @@ def test_a_full_lines_memo_is_cleared_not_grown(monkeypatch: pytest.MonkeyPatch)
     )
 
 
-def test_the_reservation_returned_is_the_row_the_database_holds(lite: SqlStore) -> None:
+def test_the_fast_builders_make_frozen_dataclasses_of_their_own_class() -> None:
+    made = sql_budgets._made(
+        "res_1", "acme", "k", ReservationStatus.RESERVED, (line(),), 1, 2, None, None, None
+    )
+    outcome = sql_budgets._outcome(made)
+    assert type(made) is Reservation and type(outcome) is ReserveOutcome
+    assert outcome == ReserveOutcome(made)
+    with pytest.raises(FrozenInstanceError):
+        made.owner = "agent-1"  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        outcome.refusal = None  # type: ignore[misc]
+    assert replace(made, owner="agent-1").owner == "agent-1"
+
+
+@pytest.mark.parametrize("owner", ["agent-1", None])
+def test_the_reservation_returned_is_the_row_the_database_holds(
+    lite: SqlStore, owner: str | None
+) -> None:
+    first = lite.reserve(tenant="acme", idempotency_key="k0", lines=[line()], ttl_us=10**9)
+    assert first.reservation is not None  # the counter exists: the usual statement runs
     outcome = lite.reserve(
-        tenant="acme", idempotency_key="k1", lines=[line()], ttl_us=10**9, owner="agent-1"
+        tenant="acme", idempotency_key="k1", lines=[line()], ttl_us=10**9, owner=owner
     )
     made = outcome.reservation
     assert made is not None and outcome.refusal is None
     assert lite.get_reservation(made.id) == made
-    settled = lite.commit(made.id, {"spend": AMOUNT - 2}, by="agent-1")
+    settled = lite.commit(made.id, {"spend": AMOUNT - 2}, by=owner or ANY_AGENT)
     assert lite.get_reservation(made.id) == settled
     assert settled.status is ReservationStatus.COMMITTED and settled.actual == {"spend": 5}
     (row,) = lite.budget_rows(budget_id="spend")
-    assert (row.spent, row.reserved) == (AMOUNT - 2, 0)
+    assert (row.spent, row.reserved) == (AMOUNT - 2, AMOUNT)
 
 
 def test_the_usual_statements_cursor_dies_with_the_store(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from dataclasses import fields, replace
+from dataclasses import replace
 from functools import cached_property
 from os import register_at_fork, urandom
 from typing import Any, Final, Protocol
@@ -75,8 +75,23 @@ _TAKE: Final = _TAKE_SET + "AND spent + reserved + headroom + ? <= ?" + _OPEN
 _FORCED_TAKE: Final = _TAKE_SET + f"AND reserved + headroom <= {_FORCED_LIMIT}" + _OPEN
 #: The usual reservation and the usual commit, one statement each (schema 9's views:
 #: SQLite's stored procedures; each aborts, changing nothing, on anything unusual).
-_RESERVE_USUAL: Final = "INSERT INTO budget_reserve_usual VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_RESERVE_USUAL: Final = (
+    "INSERT INTO budget_reserve_usual (id, tenant, idempotency_key, lines, created_us, "
+    "expires_us, budget_id, scope_key, window_start, unit, cap, amount, headroom, owner) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+#: The same with no owner: its column left out, so NULL (sqlite3 binds a ``None``
+#: only after looking for an adapter for it, as dear as binding a dozen values).
+_RESERVE_USUAL_UNOWNED: Final = (
+    "INSERT INTO budget_reserve_usual (id, tenant, idempotency_key, lines, created_us, "
+    "expires_us, budget_id, scope_key, window_start, unit, cap, amount, headroom) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
 _COMMIT_USUAL: Final = "INSERT INTO budget_commit_usual VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+#: The statuses the usual pair writes, looked up once: on Python 3.11 every attribute
+#: read off an enum class takes the slow path ``EnumType.__getattr__`` installs.
+_RESERVED: Final = ReservationStatus.RESERVED
+_COMMITTED: Final = ReservationStatus.COMMITTED
 #: Reservations an instance remembers having made, for commits that need no read.
 _UNSETTLED_KEPT: Final = 4_096
 
@@ -154,7 +169,7 @@ class BudgetStore(LeaseStore, AuditStore):
                     reservation_id,
                     tenant,
                     idempotency_key,
-                    ReservationStatus.RESERVED,
+                    _RESERVED,
                     ordered,
                     now,
                     expires,
@@ -169,7 +184,6 @@ class BudgetStore(LeaseStore, AuditStore):
                     lines_json(ordered),
                     now,
                     expires,
-                    owner,
                     line.budget_id,
                     line.scope_key,
                     line.window_start,
@@ -177,13 +191,14 @@ class BudgetStore(LeaseStore, AuditStore):
                     cap,
                     amount,
                     headroom,
-                )  # as _usual_reserve_params(reservation) gives them
-                if self.usual(_RESERVE_USUAL, params):
+                )  # as _usual_reserve_params(reservation) gives them, but the owner
+                if (
+                    self.usual(_RESERVE_USUAL_UNOWNED, params)
+                    if owner is None
+                    else self.usual(_RESERVE_USUAL, (*params, owner))
+                ):
                     self._unsettled.keep(reservation)  # a commit of it needs no read
-                    outcome: ReserveOutcome = _new(ReserveOutcome)  # _outcome(), inlined
-                    _set_outcome_reservation(outcome, reservation)
-                    _set_outcome_refusal(outcome, None)
-                    return outcome
+                    return _outcome(reservation)
                 try:
                     return self._reserve(reservation, force, None, usual_tried=True)
                 except _Refused as refused:  # raised inside the transaction: it rolled back
@@ -202,7 +217,7 @@ class BudgetStore(LeaseStore, AuditStore):
             _new_id(),
             tenant,
             idempotency_key,
-            ReservationStatus.RESERVED,
+            _RESERVED,
             ordered,
             now,
             now + ttl_us,
@@ -474,6 +489,13 @@ class BudgetStore(LeaseStore, AuditStore):
         told it committed only then; otherwise the caller records as usual."""
         checked = _usage(actual) if actual else {}
         now = self.clock()
+        # The usual commit first: a reservation this instance made and remembers (only
+        # SQLite's are; one served from a lease never is: the lease's path settles it).
+        made = self._unsettled.pop(reservation_id)
+        if made is not None:
+            settled = self._commit_known(made, checked, by, now, record)
+            if settled is not None:
+                return settled
         book = self.leases
         if book is not None:
             settled = self._commit_leased(book, reservation_id, checked, by, now)
@@ -483,12 +505,6 @@ class BudgetStore(LeaseStore, AuditStore):
             settled = self._commit_in_one(reservation_id, checked, by, now)
             if settled is not None:
                 return settled
-        else:
-            made = self._unsettled.pop(reservation_id)
-            if made is not None:
-                settled = self._commit_known(made, checked, by, now, record)
-                if settled is not None:
-                    return settled
         with self.transaction(write=True) as cur:
             reservation = self._read_leased(cur, reservation_id, now)
             check_owner(reservation, by)
@@ -500,11 +516,9 @@ class BudgetStore(LeaseStore, AuditStore):
                     f"reservation {reservation_id} was released; it cannot be committed",
                     reservation_id=reservation_id,
                 )
-            used = {
-                line.budget_id: checked.get(line.budget_id, line.amount)
-                for line in reservation.lines
-            }
-            in_flight = status is ReservationStatus.RESERVED
+            used, settlements = _charges(
+                reservation.lines, checked, in_flight=status is ReservationStatus.RESERVED
+            )
             cur.execute(
                 self.q(
                     "UPDATE reservations SET status = 'committed', settled_us = ?, actual = ? "
@@ -513,10 +527,6 @@ class BudgetStore(LeaseStore, AuditStore):
                 (now, compact_json(used), reservation_id),
             )
             # The budget rows last: a hot budget stays locked for the least time.
-            settlements = [
-                (line, committed(line, used[line.budget_id], in_flight=in_flight))
-                for line in reservation.lines
-            ]
             self._settle(cur, reservation.tenant, settlements, now)
             for line, settlement in settlements:
                 if settlement.excess:
@@ -565,7 +575,7 @@ class BudgetStore(LeaseStore, AuditStore):
                     reservation.id,
                     reservation.tenant,
                     reservation.idempotency_key,
-                    ReservationStatus.COMMITTED,
+                    _COMMITTED,
                     lines,
                     reservation.created_us,
                     reservation.expires_us,
@@ -589,10 +599,7 @@ class BudgetStore(LeaseStore, AuditStore):
                 record.committed()
                 self._appended(heads)
                 return settled
-        used_by = {line.budget_id: checked.get(line.budget_id, line.amount) for line in lines}
-        settlements = [
-            (line, committed(line, used_by[line.budget_id], in_flight=True)) for line in lines
-        ]
+        used_by, settlements = _charges(lines, checked, in_flight=True)
         settled = _settled(reservation, ReservationStatus.COMMITTED, now, used_by)
         joining = None if record is None else record.entries(settled)
         joined: dict[str, ChainHead] | None = None
@@ -1044,23 +1051,16 @@ def _settled(
     )
 
 
-# Reservation's slots, set directly: twice as fast as the frozen dataclass's
-# ``__init__`` (one ``object.__setattr__`` call per field), and a budgeted call
-# builds two. ``_made`` gives the same object (a test compares them).
-(
-    _set_id,
-    _set_tenant,
-    _set_key,
-    _set_status,
-    _set_lines,
-    _set_created,
-    _set_expires,
-    _set_settled,
-    _set_actual,
-    _set_replayed,
-    _set_owner,
-) = (vars(Reservation)[f.name].__set__ for f in fields(Reservation))
-_new = object.__new__
+class _Unfrozen:
+    """A :class:`Reservation`'s slots, writable: :func:`_made` fills them with plain
+    attribute stores, then assigns the object its real class (the same slots, so the
+    same layout: Python allows it) — frozen from then on, and equal to one the
+    dataclass built (its ``__eq__`` wants the very class). A third of the cost of
+    calling each slot's ``__set__`` (a generic call each), a sixth of the frozen
+    dataclass's ``__init__`` (one ``object.__setattr__`` each); a budgeted call
+    builds two. Tests compare the two and check the result stays frozen."""
+
+    __slots__ = Reservation.__slots__
 
 
 def _made(
@@ -1076,19 +1076,20 @@ def _made(
     owner: str | None,
 ) -> Reservation:
     """``Reservation(...)``, not replayed, built slot by slot."""
-    r: Reservation = _new(Reservation)
-    _set_id(r, id)
-    _set_tenant(r, tenant)
-    _set_key(r, idempotency_key)
-    _set_status(r, status)
-    _set_lines(r, lines)
-    _set_created(r, created_us)
-    _set_expires(r, expires_us)
-    _set_settled(r, settled_us)
-    _set_actual(r, actual)
-    _set_replayed(r, False)
-    _set_owner(r, owner)
-    return r
+    r: Any = _Unfrozen()
+    r.id = id
+    r.tenant = tenant
+    r.idempotency_key = idempotency_key
+    r.status = status
+    r.lines = lines
+    r.created_us = created_us
+    r.expires_us = expires_us
+    r.settled_us = settled_us
+    r.actual = actual
+    r.replayed = False
+    r.owner = owner
+    r.__class__ = Reservation
+    return r  # type: ignore[no-any-return]
 
 
 #: How many reservation ids one read of the OS's random source makes.
@@ -1112,17 +1113,19 @@ def _new_id() -> str:
         return "res_" + raw[:24]
 
 
-_set_outcome_reservation, _set_outcome_refusal = (
-    vars(ReserveOutcome)[f.name].__set__ for f in fields(ReserveOutcome)
-)
+class _UnfrozenOutcome:
+    """A :class:`ReserveOutcome`'s slots, writable (as :class:`_Unfrozen`)."""
+
+    __slots__ = ReserveOutcome.__slots__
 
 
 def _outcome(reservation: Reservation) -> ReserveOutcome:
     """``ReserveOutcome(reservation)``, built slot by slot (as :func:`_made`)."""
-    outcome: ReserveOutcome = _new(ReserveOutcome)
-    _set_outcome_reservation(outcome, reservation)
-    _set_outcome_refusal(outcome, None)
-    return outcome
+    outcome: Any = _UnfrozenOutcome()
+    outcome.reservation = reservation
+    outcome.refusal = None
+    outcome.__class__ = ReserveOutcome
+    return outcome  # type: ignore[no-any-return]
 
 
 def _usage(actual: Mapping[str, int]) -> dict[str, int]:
@@ -1135,6 +1138,18 @@ def _usage(actual: Mapping[str, int]) -> dict[str, int]:
         else:
             checked[budget_id] = units(value, f"the usage on budget {budget_id!r}")
     return checked
+
+
+def _charges(
+    lines: tuple[BudgetLine, ...], checked: Mapping[str, int], *, in_flight: bool
+) -> tuple[dict[str, int], list[tuple[BudgetLine, Settlement]]]:
+    """What a commit charges each line (its usage in ``checked``, else its amount) and
+    the settlement that follows. (Out of :meth:`BudgetStore.commit`: a comprehension
+    there would make each call of it, the usual ones too, build closure cells.)"""
+    used = {line.budget_id: checked.get(line.budget_id, line.amount) for line in lines}
+    return used, [
+        (line, committed(line, used[line.budget_id], in_flight=in_flight)) for line in lines
+    ]
 
 
 def _check_line(line: BudgetLine) -> None:
@@ -1166,7 +1181,6 @@ def _usual_reserve_params(reservation: Reservation) -> tuple[Any, ...]:
         lines_json(reservation.lines),
         reservation.created_us,
         reservation.expires_us,
-        reservation.owner,
         line.budget_id,
         line.scope_key,
         line.window_start,
@@ -1174,6 +1188,7 @@ def _usual_reserve_params(reservation: Reservation) -> tuple[Any, ...]:
         line.cap,
         line.amount,
         line.headroom,
+        reservation.owner,
     )
 
 
