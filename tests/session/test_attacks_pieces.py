@@ -504,8 +504,8 @@ def test_benign_calls_refused_today(row: str) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="pieces.MAX_SESSIONS (1,000, least recently *learnt* out first: observe does "
-    "not refresh a session) drops the session's grams and chains once 1,000 other "
+    reason="pieces.MAX_SESSIONS (1,000, the least recently active out first: learn and "
+    "observe refresh a session) drops the session's grams and chains once 1,000 other "
     "sessions bring data in, silently; the history (bound 5,000 here, or a store) still "
     "holds the read, so nothing fails closed",
 )

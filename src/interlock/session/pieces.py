@@ -330,21 +330,34 @@ def _py_runs_of(text: str) -> _Runs:
 _SCAN_LIMITS: Final = (GRAM, _MAX_VALUES, _MAX_DEPTH, MAX_RUNS, MAX_PIECES, _SMALLEST_NUMBER)
 
 
-def _scan(args: Any, grams: Prints, older: Prints | None) -> tuple[bool, list[tuple[str, str]]]:
+def _plain_scan(
+    args: Any, grams: Prints, older: Prints | None
+) -> tuple[bool, list[tuple[str, str]]] | None:
     """Whether ``args`` holds a text (:func:`_texts`), and its pieces: the runs of its
     texts whose every gram is in ``grams`` or ``older`` (each under its argument's
-    name, in order; at most :data:`MAX_PIECES`, from the first :data:`MAX_RUNS` runs).
-    ``_speedups.piece_scan`` for plain values, else :func:`_py_scan`."""
+    name, in order; at most :data:`MAX_PIECES`, from the first :data:`MAX_RUNS` runs)
+    — ``_speedups.piece_scan``, for the plain values it reads without running any of
+    their code; None for any other (:func:`_py_scan` then)."""
     if fingerprints.ACCELERATED and _speedups is not None:
-        found = _speedups.piece_scan(args, grams, older, _RUNS, _runs_of, _SCAN_LIMITS)
-        if found is not None:
-            return found
-    return _py_scan(args, grams, older)
+        return _speedups.piece_scan(args, grams, older, _RUNS, _runs_of, _SCAN_LIMITS)
+    return None
+
+
+def _scan(args: Any, grams: Prints, older: Prints | None) -> tuple[bool, list[tuple[str, str]]]:
+    """:func:`_plain_scan`, else :func:`_py_scan`."""
+    found = _plain_scan(args, grams, older)
+    return _py_scan(args, grams, older) if found is None else found
 
 
 def _py_scan(args: Any, grams: Prints, older: Prints | None) -> tuple[bool, list[tuple[str, str]]]:
-    """:func:`_scan`'s reference."""
-    texts = _texts(args)
+    """:func:`_plain_scan`'s reference, for any value."""
+    return _py_pieces(_texts(args), grams, older)
+
+
+def _py_pieces(
+    texts: list[tuple[str, str]], grams: Prints, older: Prints | None
+) -> tuple[bool, list[tuple[str, str]]]:
+    """Whether there are ``texts``, and the pieces of them (as :func:`_plain_scan`)."""
     if not texts:
         return False, []
 
@@ -365,6 +378,27 @@ def _py_scan(args: Any, grams: Prints, older: Prints | None) -> tuple[bool, list
                 continue
             found.append((name, run))
     return True, found
+
+
+def _placed(found: _Session, texts: bool, pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A call of the session ``found`` (under its lock) with texts and ``pieces``: the
+    chains its pieces made that join others, each under its argument's name; its
+    chains kept for :meth:`Pieces.sent`."""
+    if not texts:
+        return []
+    found.calls += 1
+    call = found.calls
+    found.trial = None  # an earlier call's chains, never sent: dropped
+    if not pieces:
+        return []
+    joined: list[tuple[str, str]] = []
+    chains = list(found.chains)  # this call's, kept if it is sent
+    for name, run in pieces:
+        placed = _place(found, chains, run, call)
+        if placed is not None:
+            joined.append((name, placed))
+    found.trial = (call, chains)
+    return joined
 
 
 class Pieces:
@@ -422,26 +456,21 @@ class Pieces:
         sessions = self._sessions
         if key not in sessions:  # the usual case: no data brought in (no lock)
             return []
-        joined: list[tuple[str, str]] = []
         with self._lock:
             found = sessions.pop(key, None)
             if found is None:
                 return []
             sessions[key] = found  # the most recent: the least recently active leave first
-        with found.lock:
-            texts, pieces = _scan(args, found.grams, found.older)
-            if not texts:
-                return []
-            found.calls += 1
-            call = found.calls
-            found.trial = None  # an earlier call's chains, never sent: dropped
-            if pieces:
-                chains = list(found.chains)  # this call's, kept if it is sent
-                for name, run in pieces:
-                    placed = _place(found, chains, run, call)
-                    if placed is not None:
-                        joined.append((name, placed))
-                found.trial = (call, chains)
+        with found.lock:  # plain values: read in C, no code of theirs runs
+            got = _plain_scan(args, found.grams, found.older)
+            if got is not None:
+                joined = _placed(found, *got)
+        if got is None:
+            # any other value is read by its own methods (__str__, items...): outside
+            # the lock, so that one that checks this session again cannot deadlock it
+            texts = _texts(args)
+            with found.lock:
+                joined = _placed(found, *_py_pieces(texts, found.grams, found.older))
         return [(name, untracked(probe(text))) for name, text in joined]
 
     def sent(self, tenant: str, session_id: str) -> None:
