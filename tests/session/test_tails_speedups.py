@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import string
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote_plus, urlsplit
 
 import pytest
 from hypothesis import given, settings
@@ -293,3 +293,15 @@ def test_a_urls_parts_are_read_as_a_server_reads_them(url: str) -> None:
         tails_module._PARTS.clear()
     assert fast == slow
     assert fast  # every one of them has parts
+
+
+@given(st.text(alphabet="%+aF09zZ .\\é\x01", max_size=16).map(lambda text: "%" + text))
+@settings(max_examples=400, deadline=None)
+def test_a_percent_sign_decodes_as_unquote_plus_decodes_it(text: str) -> None:
+    """A value with a ``%`` is read as ``unquote_plus`` reads it, also when the check
+    that it holds no escape (a ``%`` alone: ``up 12%.``) skips the call."""
+    tails_module._DECODED.clear()
+    expected: str | None = unquote_plus(text)
+    if expected == text or not expected or not expected.isprintable():
+        expected = None
+    assert _decoded(text) == expected

@@ -2923,14 +2923,15 @@ boilerplate(PyObject *module, PyObject *words)
 
 /* -- the runs of a call's value, for the chains of pieces (interlock.session.pieces) --
  * piece_runs(text, gram, longest) -> tuple[(run, first), ...] | None: pieces._py_runs_of
- * for an ASCII text without '%': each run between separators (white space — what str's
+ * for an ASCII text without a percent-escape: each run between separators (white space — what str's
  * \s matches among ASCII —, quotes, brackets and ",;|\=:"), then after a run with one of
  * "/?&#+" in it its parts between those, then, in a text without white space, the text
  * whole; in a text with white space (prose) a word ([A-Z]?[a-z]+, its dropped
  * characters cut from its ends) left out; each normalised (lower-cased, every character
  * but [a-z0-9_@.] dropped), and then without "._@" when it holds one, kept when gram to
  * longest characters long and not kept already; in order, each with hash(run[:gram]) & (2**64 - 1).
- * None: not ASCII, a '%', or both '&' and ';' (the Python path decodes them). */
+ * None: not ASCII, a percent-escape ('%' and two hex digits: a '%' alone decodes to
+ * itself), or both '&' and ';' (the Python path decodes them). */
 
 static int
 piece_space(unsigned char c)
@@ -3054,6 +3055,25 @@ piece_put(PyObject *out, const unsigned char *src, Py_ssize_t start, Py_ssize_t 
     return 0;
 }
 
+static int
+piece_hex(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* Whether src holds a percent-escape (a '%' and two hex digits): what unquote decodes.
+ * A '%' without one ("up 12%.") is left as it is, so the text reads the same. */
+static int
+piece_escaped(const unsigned char *src, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i + 2 < n; i++) {
+        if (src[i] == '%' && piece_hex(src[i + 1]) && piece_hex(src[i + 2])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *
 piece_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -3079,7 +3099,7 @@ piece_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     const unsigned char *src = (const unsigned char *)PyUnicode_DATA(text);
-    if (memchr(src, '%', (size_t)n) != NULL ||
+    if (piece_escaped(src, n) ||
         (memchr(src, '&', (size_t)n) != NULL && memchr(src, ';', (size_t)n) != NULL)) {
         Py_RETURN_NONE; /* percent-encoded, or an HTML entity: the Python path decodes */
     }
@@ -3587,8 +3607,8 @@ static PyMethodDef methods[] = {
      "words hold (as _BOILERPLATE finds it, 8 characters or more), in order."},
     {"piece_runs", (PyCFunction)(void (*)(void))piece_runs, METH_FASTCALL,
      "piece_runs(text, gram, longest) -> tuple[(run, first), ...] | None: the runs of an "
-     "ASCII text without '%' (nor both '&' and ';') as pieces._py_runs_of makes them "
-     "(None: the Python path)."},
+     "ASCII text without a percent-escape (nor both '&' and ';') as pieces._py_runs_of "
+     "makes them (None: the Python path)."},
     {"piece_scan", (PyCFunction)(void (*)(void))piece_scan, METH_FASTCALL,
      "piece_scan(args, grams, older, memo, runs_of, limits) -> (bool, [(name, run), ...]) | "
      "None: the runs of a call's plain values whose every gram is kept, as pieces._py_scan "

@@ -235,6 +235,8 @@ _DECODED: dict[str, str | None] = {}
 #: A value wholly in hex, or in base64 (either alphabet): what :func:`_decoded` reads.
 _HEX_WHOLE: Final = re.compile(r"(?:[0-9a-fA-F]{2}){4,}").fullmatch
 _B64_WHOLE: Final = re.compile(r"[A-Za-z0-9+/_-]{8,}={0,2}").fullmatch
+#: What ``unquote`` decodes: a ``%`` and two hex digits (a ``%`` alone stays).
+_ESCAPE: Final = re.compile("%[0-9A-Fa-f]{2}").search
 
 
 def _decoded(text: str) -> str | None:
@@ -250,7 +252,8 @@ def _decoded(text: str) -> str | None:
         return found  # type: ignore[return-value]
     out: str | None = None
     if "%" in text:
-        out = unquote_plus(text)
+        # "up 12%." decodes to itself (no escape, no "+"): None, without unquote_plus
+        out = unquote_plus(text) if "+" in text or _ESCAPE(text) else None
     elif "\\" in text:
         out = _json_unescape(text)
     else:
