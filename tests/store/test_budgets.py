@@ -241,7 +241,7 @@ def test_force_reserves_beyond_the_cap(store: SqlStore) -> None:
     assert reserve(store, "k4", line(1)).refusal is not None
 
 
-def test_an_amount_above_the_cap_is_refused_without_touching_the_database(
+def test_an_amount_above_the_cap_is_refused_without_writing(
     store: SqlStore,
 ) -> None:
     refused = reserve(store, "k1", line(101))
@@ -251,6 +251,26 @@ def test_an_amount_above_the_cap_is_refused_without_touching_the_database(
     assert store.budget_rows() == []
     fits = reserve(store, "k1", line(100)).reservation  # the key was never recorded
     assert fits is not None and not fits.replayed
+
+
+@pytest.mark.parametrize("lines", [1, 2], ids=["one line", "two lines"])
+def test_a_retry_after_the_cap_was_lowered_replays_its_reservation(
+    store: SqlStore, lines: int
+) -> None:
+    """A retry with a used key gets its first reservation back even when the cap was
+    lowered below the amount since (a policy reloaded between a call and its retry):
+    refused, it would be denied while its first reservation stays held."""
+    first = [line(30), line(5, budget="tokens")][:lines]
+    made = reserve(store, "k1", *first).reservation
+    assert made is not None
+    lowered = [line(30, cap=20), line(5, budget="tokens", cap=2)][:lines]
+    again = reserve(store, "k1", *lowered)
+    assert again.refusal is None and again.reservation is not None
+    assert again.reservation.replayed and again.reservation.id == made.id
+    assert counters(store) == (0, 30, 0)  # nothing reserved twice
+    other = reserve(store, "k2", *lowered)  # a new key is refused, as before
+    assert other.reservation is None and other.refusal is not None
+    assert counters(store) == (0, 30, 0)
 
 
 def test_windows_and_scopes_are_separate_counters(store: SqlStore) -> None:

@@ -156,7 +156,7 @@ class BudgetStore(LeaseStore, AuditStore):
             ):
                 _check_line(line)
             if not force and amount + headroom > cap:
-                return ReserveOutcome(None, Refusal(line, spent=0, reserved=0))
+                return self._never_fits(tenant, idempotency_key, line)
             if record is None and not force and self.usual_statements and self.leases is None:
                 # SQLite's usual reservation, its statement's values from what is at hand
                 now = self.clock()
@@ -211,7 +211,7 @@ class BudgetStore(LeaseStore, AuditStore):
             if not force:
                 for line in ordered:
                     if line.held > line.cap:
-                        return ReserveOutcome(None, Refusal(line, spent=0, reserved=0))
+                        return self._never_fits(tenant, idempotency_key, line)
         now = self.clock()
         reservation = _made(
             _new_id(),
@@ -246,6 +246,24 @@ class BudgetStore(LeaseStore, AuditStore):
             return self._reserve(reservation, force, record, usual_tried=False)
         except _Refused as refused:  # raised inside the transaction: it rolled back
             return ReserveOutcome(None, refused.refusal)
+
+    def _never_fits(self, tenant: str, idempotency_key: str, line: BudgetLine) -> ReserveOutcome:
+        """A line whose amount and headroom exceed its cap: refused without a write —
+        unless the key was used before, when that reservation is replayed, as any
+        retry is (its cap may have been lowered since: a retry must not be refused
+        while its first reservation stays held)."""
+        with self.transaction(write=False) as cur:
+            cur.execute(
+                self.q(
+                    f"SELECT {_RESERVATION_COLUMNS} FROM reservations "
+                    "WHERE tenant = ? AND idempotency_key = ?"
+                ),
+                (tenant, idempotency_key),
+            )
+            row = cur.fetchone()
+        if row is not None:
+            return ReserveOutcome(_reservation(row, replayed=True))
+        return ReserveOutcome(None, Refusal(line, spent=0, reserved=0))
 
     def _reserve_leased(self, book: LeaseBook, reservation: Reservation) -> ReserveOutcome | None:
         """Serve a one-line reservation from this instance's lease on its counter
