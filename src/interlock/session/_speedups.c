@@ -3217,8 +3217,10 @@ piece_grams(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
  * pieces._py_scan for the plain values an argument usually is. limits is
  * (gram, max_values, max_depth, max_runs, max_pieces, smallest). First the texts of args
  * as pieces._texts walks them (exact str, int, float, bool, None, dict, list, tuple, set,
- * frozenset; dict keys that are exact str at the top): no Python code runs while it
- * walks; None for any other value (the Python path walks it then: a subclass's methods,
+ * frozenset; dict keys that are exact str at the top): none of the values' own code
+ * runs while it walks (a collection's finalizer may: what the walk reads it holds, a
+ * list's size it reads again, a set's iterator refuses a change); None for any other
+ * value (the Python path walks it then: a subclass's methods,
  * bytes, a Mapping that is not a dict, an int past 64 bits). Then each text's runs (from
  * memo, else runs_of(text), which keeps them there) whose every gram's hash is in grams
  * or older: at most max_pieces, in order, after at most max_runs runs in all. The bool:
@@ -3340,7 +3342,7 @@ scan_walk(PyObject *name, PyObject *value, Py_ssize_t depth, PyObject *out, scan
         if (depth >= at->max_depth) {
             return 1;
         }
-        /* read item by item, its size each time (no Python code runs, but be sure) */
+        /* read item by item, its size each time (a finalizer may change it) */
         for (Py_ssize_t i = 0; at->budget > 0 && i < PySequence_Fast_GET_SIZE(value); i++) {
             PyObject *item = PySequence_Fast_GET_ITEM(value, i);
             Py_INCREF(item);
@@ -3356,7 +3358,7 @@ scan_walk(PyObject *name, PyObject *value, Py_ssize_t depth, PyObject *out, scan
         if (depth >= at->max_depth) {
             return 1;
         }
-        PyObject *items = PyObject_GetIter(value); /* a set's own: no Python code runs */
+        PyObject *items = PyObject_GetIter(value); /* a set's own (raises if it changes) */
         if (items == NULL) {
             return -1;
         }
