@@ -3377,6 +3377,17 @@ scan_walk(PyObject *name, PyObject *value, Py_ssize_t depth, PyObject *out, scan
     return 0;
 }
 
+/* Whether value (a gram's hash) is in grams or older (None: no older): 1, 0, -1. */
+static int
+scan_in(PyObject *grams, PyObject *older, PyObject *value)
+{
+    int found = PySequence_Contains(grams, value);
+    if (found == 0 && older != Py_None) {
+        found = PySequence_Contains(older, value);
+    }
+    return found;
+}
+
 /* Whether the hash of run[start:start + gram] (as hash() makes it, & 2**64 - 1) is in
  * grams or older: 1, 0, -1 on error. */
 static int
@@ -3402,10 +3413,7 @@ scan_kept(PyObject *run, Py_ssize_t start, Py_ssize_t gram, PyObject *grams, PyO
     if (value == NULL) {
         return -1;
     }
-    int found = PySequence_Contains(grams, value);
-    if (found == 0 && older != Py_None) {
-        found = PySequence_Contains(older, value);
-    }
+    int found = scan_in(grams, older, value);
     Py_DECREF(value);
     return found;
 }
@@ -3521,10 +3529,7 @@ piece_scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 goto fail;
             }
             PyObject *run = PyTuple_GET_ITEM(entry, 0), *first = PyTuple_GET_ITEM(entry, 1);
-            int kept = PySequence_Contains(grams, first);
-            if (kept == 0 && older != Py_None) {
-                kept = PySequence_Contains(older, first);
-            }
+            int kept = scan_in(grams, older, first);
             Py_ssize_t size = PyUnicode_GET_LENGTH(run);
             for (Py_ssize_t i = 1; kept > 0 && i + at.gram <= size; i++) {
                 kept = scan_kept(run, i, at.gram, grams, older);

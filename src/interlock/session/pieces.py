@@ -171,9 +171,13 @@ class _Session:
         self.trial: tuple[int, list[_Chain]] | None = None
 
     def kept(self, gram: str) -> bool:
-        value = hash(gram) & _MASK
-        older = self.older
-        return value in self.grams or (older is not None and value in older)
+        return _kept(gram, self.grams, self.older)
+
+
+def _kept(gram: str, grams: Prints, older: Prints | None) -> bool:
+    """Whether ``gram`` (by its hash, as kept) is in ``grams`` or ``older``."""
+    value = hash(gram) & _MASK
+    return value in grams or (older is not None and value in older)
 
 
 def _tokens(data: object) -> Iterator[str]:
@@ -360,11 +364,6 @@ def _py_pieces(
     """Whether there are ``texts``, and the pieces of them (as :func:`_plain_scan`)."""
     if not texts:
         return False, []
-
-    def kept(gram: str) -> bool:
-        value = hash(gram) & _MASK
-        return value in grams or (older is not None and value in older)
-
     found: list[tuple[str, str]] = []
     runs = 0
     for name, text in texts:
@@ -373,7 +372,7 @@ def _py_pieces(
             if runs > MAX_RUNS or len(found) >= MAX_PIECES:
                 return True, found
             if (first not in grams and (older is None or first not in older)) or not all(
-                kept(run[at : at + GRAM]) for at in range(1, len(run) - GRAM + 1)
+                _kept(run[at : at + GRAM], grams, older) for at in range(1, len(run) - GRAM + 1)
             ):
                 continue
             found.append((name, run))

@@ -253,17 +253,21 @@ class BudgetStore(LeaseStore, AuditStore):
         retry is (its cap may have been lowered since: a retry must not be refused
         while its first reservation stays held)."""
         with self.transaction(write=False) as cur:
-            cur.execute(
-                self.q(
-                    f"SELECT {_RESERVATION_COLUMNS} FROM reservations "
-                    "WHERE tenant = ? AND idempotency_key = ?"
-                ),
-                (tenant, idempotency_key),
-            )
-            row = cur.fetchone()
+            row = self._keyed(cur, tenant, idempotency_key)
         if row is not None:
             return ReserveOutcome(_reservation(row, replayed=True))
         return ReserveOutcome(None, Refusal(line, spent=0, reserved=0))
+
+    def _keyed(self, cur: Cursor, tenant: str, idempotency_key: str) -> Any:
+        """The row of the tenant's reservation made with ``idempotency_key``, or None."""
+        cur.execute(
+            self.q(
+                f"SELECT {_RESERVATION_COLUMNS} FROM reservations "
+                "WHERE tenant = ? AND idempotency_key = ?"
+            ),
+            (tenant, idempotency_key),
+        )
+        return cur.fetchone()
 
     def _reserve_leased(self, book: LeaseBook, reservation: Reservation) -> ReserveOutcome | None:
         """Serve a one-line reservation from this instance's lease on its counter
@@ -329,14 +333,8 @@ class BudgetStore(LeaseStore, AuditStore):
         if fresh:
             return _outcome(reservation)
         with self.transaction(write=False) as cur:
-            cur.execute(
-                self.q(
-                    f"SELECT {_RESERVATION_COLUMNS} FROM reservations "
-                    "WHERE tenant = ? AND idempotency_key = ?"
-                ),
-                (reservation.tenant, reservation.idempotency_key),
-            )
-            return ReserveOutcome(_reservation(cur.fetchone(), replayed=True))
+            row = self._keyed(cur, reservation.tenant, reservation.idempotency_key)
+            return ReserveOutcome(_reservation(row, replayed=True))
 
     def _reserve(
         self,
@@ -401,14 +399,8 @@ class BudgetStore(LeaseStore, AuditStore):
             ),
         )
         if cur.rowcount != 1:
-            cur.execute(
-                self.q(
-                    f"SELECT {_RESERVATION_COLUMNS} FROM reservations "
-                    "WHERE tenant = ? AND idempotency_key = ?"
-                ),
-                (tenant, reservation.idempotency_key),
-            )
-            return ReserveOutcome(_reservation(cur.fetchone(), replayed=True))
+            row = self._keyed(cur, tenant, reservation.idempotency_key)
+            return ReserveOutcome(_reservation(row, replayed=True))
         for line in reservation.lines:
             if not self._take(cur, tenant, line, reservation.created_us, force):
                 raise _Refused(self._refusal(cur, tenant, line))
