@@ -2630,6 +2630,110 @@ failed:
     return NULL;
 }
 
+/* probe_joined(joined, seams, across, fallback, kept) -> list[(name, probe)]: the
+ * probing of the seams advance_tails made (ArgumentTails.advance; its Python, _seam, is
+ * the reference). Each (name, left, right) of joined is probed once: seams[(left,
+ * right)] when that is kept; else, when across(left, right, True) gives (raw, None) —
+ * _speedups.across, probe_across's fingerprints when its decodings are ASCII, packed
+ * as bytes of uint64 values — the PrintSet of raw (no int object made: the same
+ * fingerprints, read as a set of ints); and fallback(left, right) (probe_across: a
+ * frozenset) for anything else. A new probe is kept out of the collector's walk
+ * (untracked) and in seams, emptied whole when it holds kept. The probes that found
+ * something, each with its argument's name. */
+static PyObject *
+probe_joined(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "probe_joined(joined: list, seams: dict, across, fallback, kept: int)");
+        return NULL;
+    }
+    PyObject *joined = args[0], *seams = args[1], *across = args[2], *fallback = args[3];
+    Py_ssize_t kept = PyLong_AsSsize_t(args[4]);
+    if (kept == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    /* joined is re-read each turn: fallback runs Python */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(joined); i++) {
+        PyObject *item = PyList_GET_ITEM(joined, i);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3) {
+            PyErr_SetString(PyExc_TypeError, "a seam is (name, left, right)");
+            goto failed;
+        }
+        Py_INCREF(item);
+        PyObject *left = PyTuple_GET_ITEM(item, 1), *right = PyTuple_GET_ITEM(item, 2);
+        PyObject *key = PyTuple_Pack(2, left, right);
+        PyObject *found = NULL;
+        int bad = key == NULL;
+        if (!bad) {
+            found = PyDict_GetItemWithError(seams, key); /* borrowed */
+            if (found != NULL) {
+                Py_INCREF(found);
+            }
+            else if (PyErr_Occurred()) {
+                bad = 1;
+            }
+        }
+        if (!bad && found == NULL) {
+            if (PyUnicode_CheckExact(left) && PyUnicode_CheckExact(right) &&
+                PyUnicode_GET_LENGTH(left) && PyUnicode_GET_LENGTH(right)) {
+                PyObject *call[3] = {left, right, Py_True};
+                PyObject *got = PyObject_Vectorcall(across, call, 3, NULL);
+                if (got == NULL) {
+                    bad = 1;
+                }
+                else {
+                    if (PyTuple_CheckExact(got) && PyTuple_GET_SIZE(got) == 2 &&
+                        PyTuple_GET_ITEM(got, 1) == Py_None &&
+                        PyBytes_CheckExact(PyTuple_GET_ITEM(got, 0))) {
+                        found = packed(module, PyTuple_GET_ITEM(got, 0));
+                        bad = found == NULL;
+                    }
+                    Py_DECREF(got);
+                }
+            }
+            if (!bad && found == NULL) {
+                found = PyObject_CallFunctionObjArgs(fallback, left, right, NULL);
+                bad = found == NULL;
+            }
+            if (!bad) {
+                PyObject *kept_probe = untracked(module, found);
+                Py_DECREF(found);
+                found = kept_probe;
+                if (PyDict_GET_SIZE(seams) >= kept) {
+                    PyDict_Clear(seams);
+                }
+                bad = PyDict_SetItem(seams, key, found) < 0;
+            }
+        }
+        if (!bad) {
+            int truth = PyObject_IsTrue(found);
+            if (truth < 0) {
+                bad = 1;
+            }
+            else if (truth) {
+                PyObject *pair = PyTuple_Pack(2, PyTuple_GET_ITEM(item, 0), found);
+                bad = pair == NULL || PyList_Append(out, pair) < 0;
+                Py_XDECREF(pair);
+            }
+        }
+        Py_XDECREF(found);
+        Py_XDECREF(key);
+        Py_DECREF(item);
+        if (bad) {
+            goto failed;
+        }
+    }
+    return out;
+failed:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"untracked", untracked, METH_O,
      "untracked(prints) -> prints: a frozenset of ints out of the collector's lists "
@@ -2648,6 +2752,10 @@ static PyMethodDef methods[] = {
      "decoded) -> "
      "list[(name, left, right)]: the loop of interlock.session.tails.ArgumentTails.advance "
      "(its Python is the reference)"},
+    {"probe_joined", (PyCFunction)(void (*)(void))probe_joined, METH_FASTCALL,
+     "probe_joined(joined, seams, across, fallback, kept) -> list[(name, probe)]: the "
+     "probing of advance_tails' seams (interlock.session.tails.ArgumentTails._seam is the "
+     "reference)"},
     {"maker", maker, METH_VARARGS,
      "maker(cls, names) -> make(*values): instances of the slotted class cls, each slot "
      "of names set to the value in its position"},

@@ -15,6 +15,14 @@ def advance_tails(
     decoded: Callable[[str], str | None],
     /,
 ) -> list[tuple[str, str, str]]: ...
+def probe_joined(
+    joined: list[tuple[str, str, str]],
+    seams: dict[tuple[str, str], frozenset[int] | PrintSet],
+    across: Callable[..., object],
+    fallback: Callable[[str, str], frozenset[int]],
+    kept: int,
+    /,
+) -> list[tuple[str, frozenset[int] | PrintSet]]: ...
 
 TAILS_KEPT: int
 

@@ -2606,8 +2606,12 @@ end:
 static PyObject *
 across(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "across(tail: str, head: str)");
+    if (nargs < 2 || nargs > 3 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "across(tail: str, head: str, packed: bool = False)");
+        return NULL;
+    }
+    int packed = nargs == 3 ? PyObject_IsTrue(args[2]) : 0;
+    if (packed < 0) {
         return NULL;
     }
     PyObject *tail_text = args[0], *head_text = args[1];
@@ -2692,7 +2696,10 @@ across(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyMem_Free(norm);
     PyMem_Free(joined);
-    PyObject *found = fpset_freeze(&out);
+    /* packed: bytes of the uint64 values, for _history.packed (as done() hands them) */
+    PyObject *found = packed ? PyBytes_FromStringAndSize((const char *)out.values,
+                                                         out.count * (Py_ssize_t)sizeof(uint64_t))
+                             : fpset_freeze(&out);
     fpset_free(&out);
     if (found == NULL) {
         Py_XDECREF(rest);
@@ -3606,9 +3613,10 @@ static PyMethodDef methods[] = {
      "ASCII texts, the forms of the joined text's decodings that are not ASCII left to "
      "the caller (packed: as probe's)."},
     {"across", (PyCFunction)(void (*)(void))across, METH_FASTCALL,
-     "across(tail, head) -> (frozenset[int], bool) | None: probe_across of two ASCII "
-     "texts but for the decodings, and whether the run across the seam may be an "
-     "encoding; None when a text is not ASCII."},
+     "across(tail, head, packed=False) -> (frozenset[int] | bytes, rest | None) | None: "
+     "probe_across of two ASCII texts, and the decodings across the seam left to Python "
+     "(None: none); packed, the fingerprints as bytes of uint64 values (for "
+     "_history.packed); None when a text is not ASCII."},
     {"boilerplate", boilerplate, METH_O,
      "boilerplate(long_words) -> list[str] | None: the boilerplate the data's ASCII long "
      "words hold (as _BOILERPLATE finds it, 8 characters or more), in order."},

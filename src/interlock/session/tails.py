@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 
 from interlock._extension import switched_off
+from interlock.session import fingerprints
 from interlock.session.fingerprints import _json_unescape, probe_across
 from interlock.session.history import untracked
 from interlock.session.pieces import Pieces
@@ -282,11 +283,26 @@ def _b64(text: str) -> bytes | None:
         return None
 
 
+#: U+FFFD, the character a replaced byte decodes to, and its own UTF-8 bytes.
+_REPLACED: Final = "\ufffd"
+_REPLACED_BYTES: Final = _REPLACED.encode()
+
+
 def _text_of(raw: bytes | None) -> str | None:
-    """``raw`` as text when it is UTF-8 (what a piece of a secret decodes to)."""
+    """``raw`` as text when it is UTF-8 (what a piece of a secret decodes to). Most
+    values read as hex or base64 are not (an id, an account number, a hash): decoded
+    with replacement, a U+FFFD that ``raw`` does not spell is a byte that was not
+    UTF-8 — None without raising (an exception a value cost more than the rest)."""
     if raw is None:
         return None
-    try:
+    if raw.isascii():
+        return raw.decode("ascii")
+    text = raw.decode("utf-8", "replace")
+    if _REPLACED not in text:
+        return text
+    if _REPLACED_BYTES not in raw:
+        return None
+    try:  # a U+FFFD of its own, and maybe a replaced byte too: strictly
         return raw.decode()
     except UnicodeDecodeError:
         return None
@@ -306,12 +322,22 @@ def _last_run(text: str) -> str | None:
 
 
 try:
-    from interlock.session._history import TAILS_KEPT, advance_tails
+    from interlock.session._history import TAILS_KEPT, advance_tails, probe_joined
 except ImportError:  # not built: the Python below
     advance_tails = None  # type: ignore[assignment]
+    probe_joined = None  # type: ignore[assignment]
 else:
     if switched_off() or TAILS_KEPT != TAIL:
         advance_tails = None  # type: ignore[assignment]
+        probe_joined = None  # type: ignore[assignment]
+try:
+    from interlock.session._speedups import across as _c_across
+except ImportError:  # not built: _seam probes the seams
+    _c_across = None  # type: ignore[assignment]
+#: The C probe of a seam whose decodings are ASCII (what probe_across asks first), for
+#: ``_history.probe_joined``; None where either is not built (``_seam`` probes them).
+#: Used only while ``fingerprints.ACCELERATED`` (read at each call: tests turn it off).
+_ACROSS_IN_C: Final = _c_across if probe_joined is not None else None
 
 #: Whether :meth:`ArgumentTails.advance` runs its loop in C (``_history.advance_tails``)
 #: by default.
@@ -326,6 +352,7 @@ class ArgumentTails:
 
     def __init__(self, *, accelerated: bool = True) -> None:
         self._sessions: dict[tuple[str, str], dict[str, _State]] = {}
+        #: (tail, head) -> the seam's probe: a frozenset (``_seam``) or a PrintSet (C)
         self._seams: dict[tuple[str, str], Probe] = {}
         #: (a stream's state, a value) -> (the state after, the seams the value made)
         self._memo: dict[tuple[_State, str], _Stepped] = {}
@@ -375,10 +402,15 @@ class ArgumentTails:
         placed = self.pieces.observe(tenant, session_id, args)
         if not joined:
             return tuple(placed)
-        seam = self._seam  # probed out of the lock: other sessions' checks go on
-        found_joined = [
-            (name, found) for name, left, right in joined if (found := seam(left, right))
-        ]
+        # probed out of the lock: other sessions' checks go on
+        if self._advance is not None and _ACROSS_IN_C is not None and fingerprints.ACCELERATED:
+            # _seam's loop in C
+            found_joined = probe_joined(joined, self._seams, _ACROSS_IN_C, probe_across, _KEPT)
+        else:
+            seam = self._seam
+            found_joined = [
+                (name, found) for name, left, right in joined if (found := seam(left, right))
+            ]
         return tuple(found_joined + placed if placed else found_joined)
 
     def _advanced(self, tails: dict[str, _State], args: Any) -> list[tuple[str, str, str]]:
