@@ -400,9 +400,16 @@ def test_a_seam_refuses_what_is_not_text() -> None:
 
     if _speedups is None:
         pytest.skip("the C accelerator is not built")
-    for args in ((b"ab", "cd"), ("ab", None), ("ab",), ("ab", "cd", "ef")):
+    for args in ((b"ab", "cd"), ("ab", None), ("ab",), ("ab", "cd", True, "ef")):
         with pytest.raises(TypeError):
             _speedups.across(*args)
+
+    class Untruthful:
+        def __bool__(self) -> bool:
+            raise TypeError("no truth")
+
+    with pytest.raises(TypeError, match="no truth"):  # the packed flag's truth raising
+        _speedups.across("ab", "cd", Untruthful())
 
 
 def test_a_secret_split_by_a_lone_surrogate_is_still_found() -> None:

@@ -61,6 +61,10 @@ ENCODED = st.builds(
             lambda p: "".join(f"\\u{ord(c):04x}" for c in p),
             lambda p: p + "%",
             lambda p: p + "\\x",
+            # an encoding behind a label or before one: its first or last run decoded
+            lambda p: "part 1: " + base64.b64encode(p.encode("utf-8", "surrogatepass")).decode(),
+            lambda p: p.encode("utf-8", "surrogatepass").hex() + " (part 2)\u3000",
+            lambda p: "\u2003" + base64.b32encode(p.encode("utf-8", "surrogatepass")).decode(),
         ]
     ),
 )

@@ -2344,26 +2344,73 @@ tails_is_url(PyObject *text)
     return 0;
 }
 
-/* Whether tails._decoded may read text as an encoding: a % or a backslash, or 8 or more
- * characters all of [A-Za-z0-9+/=_-] (for any other text it gives None). */
+/* [A-Za-z0-9+/=_-]: what a text wholly in hex, base64 or base32 is made of */
+static int
+tails_encoding_char(Py_UCS4 c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           c == '+' || c == '/' || c == '=' || c == '_' || c == '-';
+}
+
+/* Whether text[start:end] is 8 or more characters all tails_encoding_char. */
+static int
+tails_encoding_run(int kind, const void *data, Py_ssize_t start, Py_ssize_t end)
+{
+    if (end - start < 8) {
+        return 0;
+    }
+    for (Py_ssize_t i = start; i < end; i++) {
+        if (!tails_encoding_char(PyUnicode_READ(kind, data, i))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Whether tails._decoded may read text as an encoding: a % or a backslash; 8 or more
+ * characters all of [A-Za-z0-9+/=_-]; or, in a text with white space, a first or last
+ * run between it that is (for any other text it gives None). */
 static int
 tails_may_decode(PyObject *text)
 {
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t size = PyUnicode_GET_LENGTH(text);
-    int alphabet = size >= 8;
+    int alphabet = size >= 8, spaced = 0;
     for (Py_ssize_t i = 0; i < size; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
         if (c == '%' || c == '\\') {
             return 1;
         }
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '+' || c == '/' || c == '=' || c == '_' || c == '-')) {
+        if (!tails_encoding_char(c)) {
             alphabet = 0;
+            spaced |= tails_is_space(c);
         }
     }
-    return alphabet;
+    if (alphabet || !spaced) {
+        return alphabet;
+    }
+    /* its first run and its last (as str.split cuts them) */
+    Py_ssize_t start = 0;
+    while (start < size && tails_is_space(PyUnicode_READ(kind, data, start))) {
+        start++;
+    }
+    Py_ssize_t end = start;
+    while (end < size && !tails_is_space(PyUnicode_READ(kind, data, end))) {
+        end++;
+    }
+    if (tails_encoding_run(kind, data, start, end)) {
+        return 1;
+    }
+    end = size;
+    while (end > 0 && tails_is_space(PyUnicode_READ(kind, data, end - 1))) {
+        end--;
+    }
+    start = end;
+    while (start > 0 && !tails_is_space(PyUnicode_READ(kind, data, start - 1))) {
+        start--;
+    }
+    return tails_encoding_run(kind, data, start, end);
 }
 
 /* Step text into stream, then what it decodes to (tails._decoded) into stream + "~". */

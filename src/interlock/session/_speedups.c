@@ -2932,10 +2932,11 @@ boilerplate(PyObject *module, PyObject *words)
  * piece_runs(text, gram, longest) -> tuple[(run, first), ...] | None: pieces._py_runs_of
  * for an ASCII text without a percent-escape: each run between separators (white space — what str's
  * \s matches among ASCII —, quotes, brackets and ",;|\=:"), then after a run with one of
- * "/?&#+" in it its parts between those, then, in a text without white space, the text
- * whole; in a text with white space (prose) a word ([A-Z]?[a-z]+, its dropped
- * characters cut from its ends) left out; each normalised (lower-cased, every character
- * but [a-z0-9_@.] dropped), and then without "._@" when it holds one, kept when gram to
+ * "/?&#+" in it its parts between those (and, with a "+" in it, between "/?&#"), then,
+ * in a text without white space, the text whole; in a text with white space (prose) a
+ * word ([A-Z]?[a-z]+, its dropped characters cut from its ends) left out; each
+ * normalised (lower-cased, every character but [a-z0-9_@.] dropped), and then, when it
+ * holds one of "._@", its parts between them and it without them, kept when gram to
  * longest characters long and not kept already; in order, each with hash(run[:gram]) & (2**64 - 1).
  * None: not ASCII, a percent-escape ('%' and two hex digits: a '%' alone decodes to
  * itself), or both '&' and ';' (the Python path decodes them). */
@@ -3049,6 +3050,16 @@ piece_put(PyObject *out, const unsigned char *src, Py_ssize_t start, Py_ssize_t 
         return -1;
     }
     if (inner) {
+        /* its parts between "._@" ("<piece>@x.example", "<piece>.png"), then without them */
+        Py_ssize_t from = 0;
+        for (Py_ssize_t i = 0; i <= k; i++) {
+            if (i == k || norm[i] == '.' || norm[i] == '_' || norm[i] == '@') {
+                if (piece_add(out, norm + from, i - from, gram, longest) < 0) {
+                    return -1;
+                }
+                from = i + 1;
+            }
+        }
         Py_ssize_t j = 0;
         for (Py_ssize_t i = 0; i < k; i++) {
             if (norm[i] != '.' && norm[i] != '_' && norm[i] != '@') {
@@ -3132,26 +3143,29 @@ piece_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
         Py_ssize_t start = i;
-        int delimited = 0;
+        int delimited = 0, plus = 0;
         while (i < n && !piece_separator(src[i])) {
             delimited |= piece_delimiter(src[i]);
+            plus |= src[i] == '+';
             i++;
         }
         Py_ssize_t end = i;
         if (piece_put(out, src, start, end, norm, gram, longest, prose) < 0) {
             goto fail;
         }
-        if (delimited) {
+        /* its parts between "/?&#+", then, with a "+" in it, between "/?&#" (a space in
+         * a query may be put inside a piece) */
+        for (int pass = 0; pass < (delimited ? 1 + plus : 0); pass++) {
             Py_ssize_t j = start;
             while (j < end) {
-                while (j < end && piece_delimiter(src[j])) {
+                while (j < end && piece_delimiter(src[j]) && (pass == 0 || src[j] != '+')) {
                     j++;
                 }
                 if (j >= end) {
                     break;
                 }
                 Py_ssize_t inner = j;
-                while (j < end && !piece_delimiter(src[j])) {
+                while (j < end && !(piece_delimiter(src[j]) && (pass == 0 || src[j] != '+'))) {
                     j++;
                 }
                 if (piece_put(out, src, inner, j, norm, gram, longest, prose) < 0) {
@@ -3257,6 +3271,30 @@ scan_put(PyObject *out, PyObject *name, PyObject *text, Py_ssize_t gram)
     return failed;
 }
 
+/* A float's repr (text, exact ASCII) without its exponent, appended when it has gram
+ * digits or more and is not text itself already appended (large: text was). */
+static int
+scan_mantissa(PyObject *out, PyObject *name, PyObject *text, int large, Py_ssize_t gram)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const unsigned char *src = (const unsigned char *)PyUnicode_DATA(text);
+    Py_ssize_t end = 0, digits = 0;
+    while (end < n && src[end] != 'e') {
+        digits += src[end] >= '0' && src[end] <= '9';
+        end++;
+    }
+    if ((end == n && large) || digits < gram) {
+        return 0;
+    }
+    PyObject *mantissa = PyUnicode_Substring(text, 0, end);
+    if (mantissa == NULL) {
+        return -1;
+    }
+    int failed = scan_put(out, name, mantissa, gram);
+    Py_DECREF(mantissa);
+    return failed;
+}
+
 /* pieces._walk of value: 1 done, 0 a value it does not read (the Python path), -1 error. */
 static int
 scan_walk(PyObject *name, PyObject *value, Py_ssize_t depth, PyObject *out, scan_limits *at)
@@ -3293,19 +3331,23 @@ scan_walk(PyObject *name, PyObject *value, Py_ssize_t depth, PyObject *out, scan
     }
     if (PyFloat_CheckExact(value)) {
         double number = PyFloat_AS_DOUBLE(value);
-        if (!isfinite(number) || fabs(number) < (double)at->smallest) {
+        if (!isfinite(number)) {
             return 1;
         }
+        int large = fabs(number) >= (double)at->smallest;
         PyObject *text = PyObject_Repr(value);
         if (text == NULL) {
             return -1;
         }
-        int failed = scan_put(out, name, text, at->gram);
+        int failed = large ? scan_put(out, name, text, at->gram) : 0;
+        if (failed == 0) {
+            failed = scan_mantissa(out, name, text, large, at->gram);
+        }
         Py_DECREF(text);
         if (failed < 0) {
             return -1;
         }
-        if (floor(number) == number && fabs(number) < 1e38) {
+        if (large && floor(number) == number && fabs(number) < 1e38) {
             PyObject *whole = PyLong_FromDouble(number);
             if (whole == NULL) {
                 return -1;

@@ -20,12 +20,16 @@ full-width form inside changes nothing) and :data:`MIN_TOKEN` characters or more
 token past :data:`MAX_TOKEN` characters, its start and its end.
 
 When a call that a ``flows_from`` test reads is checked, each of its values (strings,
-bytes, numbers of :data:`GRAM` digits or more, anything else by its text, in dicts,
-lists, tuples and sets; dict keys and argument names too; percent-decoded, HTML
-entities decoded) is cut at the same separators into *runs*, normalised the same way: a
-run, each part of it between a URL's delimiters (``/?&#+``), and a value without white
-space whole (so a separator put inside a piece does not cut it); a run with ``._@`` in
-it without them as well. In a value with white space (prose) a word — lowercase
+bytes, numbers of :data:`GRAM` digits or more — a float's digits without its exponent
+too, whatever its size —, anything else by its text, in dicts, lists, tuples and sets;
+dict keys and argument names too; percent-decoded, HTML entities decoded) is cut at the
+same separators into *runs*, normalised the same way: a run, each part of it between a
+URL's delimiters (``/?&#+``; with a ``+`` in it, between ``/?&#`` too: a space in a
+query), and a value without white space whole (so a separator put inside a piece does
+not cut it; one whose decoding has white space, ``%20``, also with that dropped); a run
+with ``._@`` in it in its parts between them (``<piece>@x.example``,
+``<piece>.x.example``, ``<piece>.png``) and without them as well. In a value with white
+space (prose) a word — lowercase
 letters, or a capital then lowercase letters, whatever marks its ends — is not read. A
 run of at least :data:`GRAM` characters whose every gram is kept is a *piece* of some
 token. The session keeps the pieces its *allowed* calls sent as *chains* (a refused
@@ -130,6 +134,9 @@ _SEPARATORS: Final = str.maketrans(dict.fromkeys("\"'`<>()[]{},;|\\=:", " "))
 #: Inside a run of an argument: where a URL's parts end (a piece in a path segment or a
 #: query parameter is a run of its own too).
 _SUBRUN: Final = re.compile("[^/?&#+]+")
+#: ... and its parts between them but ``+`` (a space in a query: it may be put inside
+#: a piece, as a separator may be put inside a value read whole).
+_PART: Final = re.compile("[^/?&#]+")
 _DELIMITED: Final = re.compile("[/?&#+]").search
 _PLAIN_WORDS: Final = re.compile(r"[a-z]*").fullmatch
 _SPACE: Final = re.compile(r"\s").search
@@ -248,9 +255,16 @@ def _walk(name: str, value: Any, depth: int, out: list[tuple[str, str]], budget:
         if abs(value) >= _SMALLEST_NUMBER and value.bit_length() < 128:
             out.append((name, str(int(value))))
     elif isinstance(value, float):
-        if math.isfinite(value) and abs(value) >= _SMALLEST_NUMBER:
-            out.append((name, repr(value)))
-            if value.is_integer() and abs(value) < 1e38:
+        if math.isfinite(value):
+            text = repr(value)
+            large = abs(value) >= _SMALLEST_NUMBER
+            if large:
+                out.append((name, text))
+            # its digits without the exponent, whatever its size (8.937040044e-05)
+            mantissa = text.partition("e")[0]
+            if (mantissa != text or not large) and sum(map(str.isdigit, mantissa)) >= GRAM:
+                out.append((name, mantissa))
+            if large and value.is_integer() and abs(value) < 1e38:
                 out.append((name, str(int(value))))
     elif isinstance(value, Mapping):
         if depth < _MAX_DEPTH:
@@ -297,10 +311,13 @@ def _runs_of(text: str) -> _Runs:
 def _py_runs_of(text: str) -> _Runs:
     """:func:`_runs_of`'s reference (``_speedups.piece_runs`` makes the same of an
     ASCII text without ``%``, and without ``&`` or without ``;``): for each form of
-    ``text`` (and its percent-decodings, and its HTML entities decoded),
-    each run between separators, then its parts between a URL's delimiters, then (in a
-    text without white space) the form whole; in prose a word (``[A-Z]?[a-z]+``) left
-    out; normalised, at least GRAM, at most MAX_CHAIN characters; each once."""
+    ``text`` (and its percent-decodings, and its HTML entities decoded; in a text
+    without white space, the last of those with the white space it made dropped),
+    each run between separators, then its parts between a URL's delimiters (and, with a
+    ``+`` in it, between those but ``+``), then (in a text without white space) the
+    form whole; in prose a word (``[A-Z]?[a-z]+``) left out; normalised, then, with
+    ``._@`` in it, its parts between them and it without them; at least GRAM, at most
+    MAX_CHAIN characters; each once."""
     prose = _SPACE(text) is not None
     forms = [text]
     while "%" in forms[-1] and len(forms) < 3:
@@ -310,12 +327,17 @@ def _py_runs_of(text: str) -> _Runs:
         forms.append(decoded)
     if "&" in text and ";" in text:  # an HTML entity or more: &#45; is a dash
         forms.append(html.unescape(forms[-1]))
+    if not prose and _SPACE(forms[-1]) is not None:
+        # white space the decoding made ("%20" inside a piece) cuts no piece either
+        forms.append("".join(forms[-1].split()))
     runs: list[str] = []
     for form in forms:
         for run in form.translate(_SEPARATORS).split():
             runs.append(run)
             if _DELIMITED(run):
                 runs.extend(_SUBRUN.findall(run))
+                if "+" in run:  # "?d=<half>+<half>&n=1": "+" inside a part, as a space
+                    runs.extend(_PART.findall(run))
         if not prose:
             runs.append(form)
     out: dict[str, int] = {}
@@ -323,7 +345,11 @@ def _py_runs_of(text: str) -> _Runs:
         if prose and _WORD(_EDGES.sub("", run)):
             continue  # a word of prose (``horse?``, ``Correct!``)
         normal = _norm(run)
-        for form in (normal, _INNER.sub("", normal)) if _INNER.search(normal) else (normal,):
+        if _INNER.search(normal):  # "<piece>@x.example", "<piece>.png": each part too
+            forms = [normal, *_INNER.split(normal), _INNER.sub("", normal)]
+        else:
+            forms = [normal]
+        for form in forms:
             if GRAM <= len(form) <= MAX_CHAIN and form not in out:
                 out[form] = hash(form[:GRAM]) & _MASK
     return tuple(out.items())

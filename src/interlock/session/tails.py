@@ -236,21 +236,43 @@ _DECODED: dict[str, str | None] = {}
 #: A value wholly in hex, or in base64 (either alphabet): what :func:`_decoded` reads.
 _HEX_WHOLE: Final = re.compile(r"(?:[0-9a-fA-F]{2}){4,}").fullmatch
 _B64_WHOLE: Final = re.compile(r"[A-Za-z0-9+/_-]{8,}={0,2}").fullmatch
+#: ... or in base32, of one case (a host name's label is read lower-cased), padded or not.
+_B32_WHOLE: Final = re.compile(r"(?:[A-Z2-7]{8,}|[a-z2-7]{8,})={0,6}").fullmatch
 #: What ``unquote`` decodes: a ``%`` and two hex digits (a ``%`` alone stays).
 _ESCAPE: Final = re.compile("%[0-9A-Fa-f]{2}").search
 
 
 def _decoded(text: str) -> str | None:
     """What ``text`` reads as when the whole of it is in one encoding, one layer down
-    — URL-encoding (``%77%4A``), JSON escapes (``\\u0077``), hex, base64 — as printable
-    text other than itself; else None. Each piece of a secret encoded on its own
+    — URL-encoding (``%77%4A``), JSON escapes (``\\u0077``), hex, base64, base32 — as
+    printable text other than itself; in a text with white space that is not (and has
+    no ``%`` or ``\\``: those are decoded whole), what its first run and its last run
+    read as in hex, base64 or base32, each (``part 1: <base64 of piece 1>``), one space
+    between; else None. Each piece of a secret encoded on its own
     (``base64(piece 1)``, ``base64(piece 2)``) joins no better than the encodings do;
     what they decode to is a stream of its own (``name~``). Cached. The C loop asks
     only for a text with a ``%`` or a ``\\``, or of 8 or more characters all of
-    ``[A-Za-z0-9+/=_-]``: for any other, this is None."""
+    ``[A-Za-z0-9+/=_-]``, or whose first or last run between white space is such: for
+    any other, this is None."""
     found = _DECODED.get(text, _UNREAD)
     if found is not _UNREAD:
         return found  # type: ignore[return-value]
+    out = _decoded_whole(text)
+    if out is None and "%" not in text and "\\" not in text:  # (those: decoded whole)
+        runs = text.split()
+        if runs and runs != [text]:  # white space: its first run and its last
+            ends = runs[:1] if len(runs) == 1 else [runs[0], runs[-1]]
+            decodings = [found for run in ends if (found := _decoded_whole(run)) is not None]
+            out = " ".join(decodings) if decodings else None
+    if len(text) <= _MEMO_LONGEST:
+        if len(_DECODED) >= _KEPT:
+            _DECODED.clear()
+        _DECODED[text] = out
+    return out
+
+
+def _decoded_whole(text: str) -> str | None:
+    """What ``text`` reads as when the whole of it is in one encoding (:func:`_decoded`)."""
     out: str | None = None
     if "%" in text:
         # "up 12%." decodes to itself (no escape, no "+"): None, without unquote_plus
@@ -262,12 +284,10 @@ def _decoded(text: str) -> str | None:
             out = _text_of(bytes.fromhex(text))
         if out is None and _B64_WHOLE(text):
             out = _text_of(_b64(text))
+        if out is None and _B32_WHOLE(text):  # a DNS label carries base32 (either case)
+            out = _text_of(_b32(text))
     if out is not None and (out == text or not out or not out.isprintable()):
         out = None
-    if len(text) <= _MEMO_LONGEST:
-        if len(_DECODED) >= _KEPT:
-            _DECODED.clear()
-        _DECODED[text] = out
     return out
 
 
@@ -286,6 +306,17 @@ def _b64(text: str) -> bytes | None:
 #: U+FFFD, the character a replaced byte decodes to, and its own UTF-8 bytes.
 _REPLACED: Final = "\ufffd"
 _REPLACED_BYTES: Final = _REPLACED.encode()
+
+
+def _b32(text: str) -> bytes | None:
+    """``text`` decoded as base32 (padding restored), or None when it is not."""
+    run = text.rstrip("=").upper()
+    if len(run) % 8 in (1, 3, 6):  # no number of bytes encodes to these
+        return None
+    try:
+        return base64.b32decode(run + "=" * (-len(run) % 8))
+    except ValueError:
+        return None
 
 
 def _text_of(raw: bytes | None) -> str | None:
