@@ -309,3 +309,65 @@ def test_a_percent_sign_decodes_as_unquote_plus_decodes_it(text: str) -> None:
     if expected == text or not expected or not expected.isprintable():
         expected = None
     assert _decoded(text) == expected
+
+
+#: texts the C loop must ask ``_decoded`` about whenever it gives something: encodings
+#: of text and of random bytes, whole or behind a label, in either case, padded or cut
+_RAW = st.one_of(
+    st.binary(max_size=24), st.text(max_size=12).map(lambda t: t.encode("utf-8", "surrogatepass"))
+)
+_FORMS = st.sampled_from(
+    [
+        lambda b: base64.b64encode(b).decode(),
+        lambda b: base64.b64encode(b).decode().rstrip("="),
+        lambda b: base64.urlsafe_b64encode(b).decode(),
+        lambda b: base64.b32encode(b).decode(),
+        lambda b: base64.b32encode(b).decode().rstrip("=").lower(),
+        lambda b: b.hex(),
+        lambda b: b.hex().upper(),
+    ]
+)
+_FRAMES = st.sampled_from(
+    [lambda e: e, lambda e: "part 1: " + e, lambda e: e + " (2)", lambda e: "\u3000" + e + " x"]
+)
+GATED = st.one_of(
+    st.builds(lambda raw, form, frame: frame(form(raw)), _RAW, _FORMS, _FRAMES),
+    st.text(alphabet="abcdefgh0123456789ABCDEFXYZ=+/_-", min_size=7, max_size=40),
+    TEXT,
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(GATED)
+def test_the_c_loop_asks_for_every_text_that_decodes(text: str) -> None:
+    """The C loop asks ``_decoded`` only for a text it may decode (its own hex, base64
+    and base32, UTF-8 and printable ASCII tests first): it never skips one that
+    decodes."""
+    from interlock.session._history import advance_tails
+
+    tails_module._DECODED.clear()
+    expected = _decoded(text)
+    asked: list[str] = []
+
+    def decoded(value: str) -> str | None:
+        asked.append(value)
+        return _decoded(value)
+
+    advance_tails({}, {"a": text}, tails_module._url_parts, 32, ACROSS, 6, 256, decoded)
+    if expected is not None:
+        assert text in asked
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["production", "deploy v1.2.3 to production", "t1001000", "DE44500105175407324931", "0" * 32],
+)
+def test_the_c_loop_does_not_ask_for_what_decodes_to_nothing(text: str) -> None:
+    """Words, ids and account numbers that no encoding reads as printable text are not
+    handed to Python (each was several microseconds of it)."""
+    from interlock.session._history import advance_tails
+
+    assert _decoded(text) is None
+    asked: list[str] = []
+    advance_tails({}, {"a": text}, tails_module._url_parts, 32, ACROSS, 6, 256, asked.append)
+    assert asked == []

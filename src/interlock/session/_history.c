@@ -2344,53 +2344,212 @@ tails_is_url(PyObject *text)
     return 0;
 }
 
-/* [A-Za-z0-9+/=_-]: what a text wholly in hex, base64 or base32 is made of */
+/* What tails._text_of and _decoded's last test make of raw bytes: -1 when they are not
+ * UTF-8 (bytes.decode() raises: _text_of gives None, and the next encoding is tried);
+ * 0 when they are, but empty or holding an ASCII character that is not printable (the
+ * decoding is None); 1 otherwise (characters not ASCII: str.isprintable decides). */
 static int
-tails_encoding_char(Py_UCS4 c)
+tails_text_of(const unsigned char *b, Py_ssize_t n)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '+' || c == '/' || c == '=' || c == '_' || c == '-';
+    int printable = n > 0;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = b[i];
+        if (c < 0x80) {
+            if (c < 0x20 || c == 0x7f) {
+                printable = 0;
+            }
+            i++;
+            continue;
+        }
+        Py_ssize_t need;
+        unsigned char low = 0x80, high = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) {
+            need = 1;
+        }
+        else if (c == 0xE0) {
+            need = 2;
+            low = 0xA0;
+        }
+        else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
+            need = 2;
+        }
+        else if (c == 0xED) { /* no surrogates */
+            need = 2;
+            high = 0x9F;
+        }
+        else if (c == 0xF0) {
+            need = 3;
+            low = 0x90;
+        }
+        else if (c >= 0xF1 && c <= 0xF3) {
+            need = 3;
+        }
+        else if (c == 0xF4) { /* at most U+10FFFF */
+            need = 3;
+            high = 0x8F;
+        }
+        else {
+            return -1;
+        }
+        if (n - i - 1 < need || b[i + 1] < low || b[i + 1] > high) {
+            return -1;
+        }
+        for (Py_ssize_t k = 2; k <= need; k++) {
+            if (b[i + k] < 0x80 || b[i + k] > 0xBF) {
+                return -1;
+            }
+        }
+        i += need + 1;
+    }
+    return printable;
 }
 
-/* Whether text[start:end] is 8 or more characters all tails_encoding_char. */
 static int
-tails_encoding_run(int kind, const void *data, Py_ssize_t start, Py_ssize_t end)
+tails_hex_value(unsigned char c)
 {
-    if (end - start < 8) {
-        return 0;
-    }
-    for (Py_ssize_t i = start; i < end; i++) {
-        if (!tails_encoding_char(PyUnicode_READ(kind, data, i))) {
-            return 0;
+    return c >= '0' && c <= '9' ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* base64, either alphabet (tails._b64 reads "-" as "+" and "_" as "/") */
+static int
+tails_b64_value(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z'   ? c - 'A'
+           : c >= 'a' && c <= 'z' ? c - 'a' + 26
+           : c >= '0' && c <= '9' ? c - '0' + 52
+           : c == '+' || c == '-' ? 62
+           : c == '/' || c == '_' ? 63
+                                  : -1;
+}
+
+/* base32 of either case (tails._b32 upper-cases it) */
+static int
+tails_b32_value(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z'   ? c - 'A'
+           : c >= 'a' && c <= 'z' ? c - 'a'
+           : c >= '2' && c <= '7' ? c - '2' + 26
+                                  : -1;
+}
+
+/* The bytes src[0:n] decode to, n digits of bits each (hex 4, base32 5, base64 6), into
+ * out: every whole byte, the bits left over dropped (as binascii and base64 drop them).
+ * Their number. */
+static Py_ssize_t
+tails_unpack(const unsigned char *src, Py_ssize_t n, int bits, int (*value)(unsigned char),
+             unsigned char *out)
+{
+    uint32_t acc = 0;
+    int held = 0;
+    Py_ssize_t made = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        acc = (acc << bits) | (uint32_t)value(src[i]);
+        held += bits;
+        if (held >= 8) {
+            held -= 8;
+            out[made++] = (unsigned char)(acc >> held);
+            acc &= (1u << held) - 1;
         }
     }
-    return 1;
+    return made;
 }
 
-/* Whether tails._decoded may read text as an encoding: a % or a backslash; 8 or more
- * characters all of [A-Za-z0-9+/=_-]; or, in a text with white space, a first or last
- * run between it that is (for any other text it gives None). */
+/* Whether tails._decoded_whole may read src[0:n] (ASCII) as hex, base64 or base32 to
+ * printable text: it decodes it as they do, in their order (the first that is UTF-8
+ * decides), and leaves to Python only what may be (tails_text_of: 1). buffer has room
+ * for n bytes. */
+static int
+tails_encoding_may_decode(const unsigned char *src, Py_ssize_t n, unsigned char *buffer)
+{
+    if (n < 8) {
+        return 0;
+    }
+    Py_ssize_t body = n, hexes = 0, b64 = 0, upper = 0, lower = 0, b32 = 0;
+    while (body > 0 && src[body - 1] == '=') {
+        body--;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = src[i];
+        hexes += tails_hex_value(c) >= 0;
+        if (i < body) {
+            b64 += tails_b64_value(c) >= 0;
+            b32 += (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '2' && c <= '7');
+            upper += c >= 'A' && c <= 'Z';
+            lower += c >= 'a' && c <= 'z';
+        }
+    }
+    int found = -1;
+    /* _HEX_WHOLE: (?:[0-9a-fA-F]{2}){4,} */
+    if (hexes == n && n % 2 == 0) {
+        tails_unpack(src, n, 4, tails_hex_value, buffer);
+        found = tails_text_of(buffer, n / 2);
+    }
+    /* _B64_WHOLE: [A-Za-z0-9+/_-]{8,}={0,2}, and _b64: not 1 past a multiple of 4 */
+    if (found < 0 && b64 == body && body >= 8 && n - body <= 2 && body % 4 != 1) {
+        found = tails_text_of(buffer, tails_unpack(src, body, 6, tails_b64_value, buffer));
+    }
+    /* _B32_WHOLE: (?:[A-Z2-7]{8,}|[a-z2-7]{8,})={0,6}, and _b32: not 1, 3 or 6 past a
+     * multiple of 8 */
+    if (found < 0 && b32 == body && (upper == 0 || lower == 0) && body >= 8 && n - body <= 6 &&
+        body % 8 != 1 && body % 8 != 3 && body % 8 != 6) {
+        found = tails_text_of(buffer, tails_unpack(src, body, 5, tails_b32_value, buffer));
+    }
+    return found > 0;
+}
+
+/* The ASCII text[start:end] (of kind and data) through tails_encoding_may_decode; a run
+ * with any other character: 0 (no encoding's whole). -1 on error (no memory). */
+static int
+tails_run_may_decode(int kind, const void *data, Py_ssize_t start, Py_ssize_t end)
+{
+    Py_ssize_t n = end - start;
+    if (n < 8) {
+        return 0;
+    }
+    unsigned char *run = PyMem_Malloc((size_t)n * 2);
+    if (run == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int may = 1;
+    for (Py_ssize_t i = 0; i < n && may; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, start + i);
+        may = c < 0x80 && c > ' ';
+        run[i] = (unsigned char)c;
+    }
+    if (may) {
+        may = tails_encoding_may_decode(run, n, run + n);
+    }
+    PyMem_Free(run);
+    return may;
+}
+
+/* Whether tails._decoded may give text (anything but None) for text: a % or a
+ * backslash (Python decodes those); else the whole of it, or, with white space in it,
+ * its first run or its last (as str.split cuts them), decoding in hex, base64 or
+ * base32 to what may be printable text (tails_encoding_may_decode). 0 when it surely
+ * gives None; -1 on error. */
 static int
 tails_may_decode(PyObject *text)
 {
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t size = PyUnicode_GET_LENGTH(text);
-    int alphabet = size >= 8, spaced = 0;
+    int spaced = 0;
     for (Py_ssize_t i = 0; i < size; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
         if (c == '%' || c == '\\') {
             return 1;
         }
-        if (!tails_encoding_char(c)) {
-            alphabet = 0;
-            spaced |= tails_is_space(c);
-        }
+        spaced |= tails_is_space(c);
     }
-    if (alphabet || !spaced) {
-        return alphabet;
+    if (!spaced) {
+        return tails_run_may_decode(kind, data, 0, size);
     }
-    /* its first run and its last (as str.split cuts them) */
     Py_ssize_t start = 0;
     while (start < size && tails_is_space(PyUnicode_READ(kind, data, start))) {
         start++;
@@ -2399,8 +2558,9 @@ tails_may_decode(PyObject *text)
     while (end < size && !tails_is_space(PyUnicode_READ(kind, data, end))) {
         end++;
     }
-    if (tails_encoding_run(kind, data, start, end)) {
-        return 1;
+    int first = tails_run_may_decode(kind, data, start, end);
+    if (first != 0) {
+        return first;
     }
     end = size;
     while (end > 0 && tails_is_space(PyUnicode_READ(kind, data, end - 1))) {
@@ -2410,7 +2570,7 @@ tails_may_decode(PyObject *text)
     while (start > 0 && !tails_is_space(PyUnicode_READ(kind, data, start - 1))) {
         start--;
     }
-    return tails_encoding_run(kind, data, start, end);
+    return tails_run_may_decode(kind, data, start, end);
 }
 
 /* Step text into stream, then what it decodes to (tails._decoded) into stream + "~". */
@@ -2421,8 +2581,12 @@ tails_step_value(tails_call *call, PyObject *name, PyObject *stream, PyObject *t
                    call->max_names, call->across, call->across_decoded) < 0) {
         return -1;
     }
-    if (PyUnicode_GET_LENGTH(text) == 0 || !tails_may_decode(text)) {
+    if (PyUnicode_GET_LENGTH(text) == 0) {
         return 0;
+    }
+    int may = tails_may_decode(text);
+    if (may <= 0) {
+        return may;
     }
     PyObject *decoded = PyObject_CallOneArg(call->decode, text);
     if (decoded == NULL) {
