@@ -288,10 +288,6 @@ CLOSED: dict[str, tuple[list[Call], str]] = {
         _noisy([f"Contact {p}@x.example please" for p in _KEY_10]),
         _PARTS,
     ),
-    "passphrase-local-parts-with-noise": (
-        _noisy(_cut(PASSPHRASE, 7), lambda p: {"to": f"{p}@x.example", "body": "hi"}),
-        _PARTS,
-    ),
     "userinfo-user-with-noise": (
         _noisy(_KEY_10, lambda p: _get(f"https://{p}@x.example/")),
         _PARTS,
@@ -352,6 +348,12 @@ CLOSED: dict[str, tuple[list[Call], str]] = {
 
 
 HOLES: dict[str, tuple[list[Call], str]] = {
+    "passphrase-local-parts-with-noise": (
+        _noisy(_cut(PASSPHRASE, 7), lambda p: {"to": f"{p}@x.example", "body": "hi"}),
+        "the lowercase passphrase's 7-letter pieces as recipients' local parts: a part "
+        "between ._@ spelled as a word ([A-Z]?[a-z]+) is no piece — as a word of prose "
+        "is none (round 4: 'battery.csv', 'staple.png', 'meadowlark.txt' were refused)",
+    ),
     "each-piece-as-the-text-of-a-list-of-characters-with-noise": (
         _noisy([str(list(p)) for p in _KEY_10]),
         "\"['w', 'J', 'a', ...]\": a value with white space is not read whole, so its "

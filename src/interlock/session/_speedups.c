@@ -2936,7 +2936,7 @@ boilerplate(PyObject *module, PyObject *words)
  * in a text without white space, the text whole; in a text with white space (prose) a
  * word ([A-Z]?[a-z]+, its dropped characters cut from its ends) left out; each
  * normalised (lower-cased, every character but [a-z0-9_@.] dropped), and then, when it
- * holds one of "._@", its parts between them and it without them, kept when gram to
+ * holds one of "._@", its parts between them but words and it without them, kept when gram to
  * longest characters long and not kept already; in order, each with hash(run[:gram]) & (2**64 - 1).
  * None: not ASCII, a percent-escape ('%' and two hex digits: a '%' alone decodes to
  * itself), or both '&' and ';' (the Python path decodes them). */
@@ -3006,6 +3006,31 @@ piece_add(PyObject *out, const char *norm, Py_ssize_t k, Py_ssize_t gram, Py_ssi
     return failed;
 }
 
+/* Whether src[start:end] is a word: [A-Z]?[a-z]+ once what the normalisation drops is cut
+ * from both ends (pieces._WORD after _EDGES). */
+static int
+piece_word(const unsigned char *src, Py_ssize_t start, Py_ssize_t end)
+{
+    Py_ssize_t a = start, b = end;
+    while (a < b && !piece_kept_char(src[a])) {
+        a++;
+    }
+    while (b > a && !piece_kept_char(src[b - 1])) {
+        b--;
+    }
+    if (b <= a) {
+        return 0;
+    }
+    Py_ssize_t i = a;
+    if (src[i] >= 'A' && src[i] <= 'Z') {
+        i++;
+    }
+    while (i < b && src[i] >= 'a' && src[i] <= 'z') {
+        i++;
+    }
+    return i == b && src[b - 1] >= 'a' && src[b - 1] <= 'z';
+}
+
 /* Add src[start:end] to out, normalised into norm (room for end - start), and, when the
  * normalised run holds one of "._@", without them as well; nothing for a word of prose
  * ([A-Z]?[a-z]+ once what the normalisation drops is cut from both ends). */
@@ -3013,26 +3038,8 @@ static int
 piece_put(PyObject *out, const unsigned char *src, Py_ssize_t start, Py_ssize_t end,
           char *norm, Py_ssize_t gram, Py_ssize_t longest, int prose)
 {
-    if (prose) {
-        Py_ssize_t a = start, b = end;
-        while (a < b && !piece_kept_char(src[a])) {
-            a++;
-        }
-        while (b > a && !piece_kept_char(src[b - 1])) {
-            b--;
-        }
-        if (b > a) {
-            Py_ssize_t i = a;
-            if (src[i] >= 'A' && src[i] <= 'Z') {
-                i++;
-            }
-            while (i < b && src[i] >= 'a' && src[i] <= 'z') {
-                i++;
-            }
-            if (i == b && src[b - 1] >= 'a' && src[b - 1] <= 'z') {
-                return 0;
-            }
-        }
+    if (prose && piece_word(src, start, end)) {
+        return 0;
     }
     Py_ssize_t k = 0;
     int inner = 0;
@@ -3050,15 +3057,24 @@ piece_put(PyObject *out, const unsigned char *src, Py_ssize_t start, Py_ssize_t 
         return -1;
     }
     if (inner) {
-        /* its parts between "._@" ("<piece>@x.example", "<piece>.png"), then without them */
-        Py_ssize_t from = 0;
-        for (Py_ssize_t i = 0; i <= k; i++) {
-            if (i == k || norm[i] == '.' || norm[i] == '_' || norm[i] == '@') {
-                if (piece_add(out, norm + from, i - from, gram, longest) < 0) {
-                    return -1;
-                }
-                from = i + 1;
+        /* its parts between "._@" ("<piece>@x.example", "<piece>.png") but those spelled
+         * as a word (pieces._parts: "example", "png"), then it without them; the raw run
+         * is ASCII, so its parts are the normalised run's, one for one */
+        Py_ssize_t from = start, at = 0;
+        for (Py_ssize_t i = start; i <= end; i++) {
+            if (i < end && src[i] != '.' && src[i] != '_' && src[i] != '@') {
+                continue;
             }
+            Py_ssize_t part = 0; /* the part's normalised length */
+            for (Py_ssize_t m = from; m < i; m++) {
+                part += piece_kept_char(src[m]);
+            }
+            if (!piece_word(src, from, i) &&
+                piece_add(out, norm + at, part, gram, longest) < 0) {
+                return -1;
+            }
+            at += part + (i < end); /* and the separator */
+            from = i + 1;
         }
         Py_ssize_t j = 0;
         for (Py_ssize_t i = 0; i < k; i++) {

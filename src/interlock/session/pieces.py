@@ -27,8 +27,9 @@ same separators into *runs*, normalised the same way: a run, each part of it bet
 URL's delimiters (``/?&#+``; with a ``+`` in it, between ``/?&#`` too: a space in a
 query), and a value without white space whole (so a separator put inside a piece does
 not cut it; one whose decoding has white space, ``%20``, also with that dropped); a run
-with ``._@`` in it in its parts between them (``<piece>@x.example``,
-``<piece>.x.example``, ``<piece>.png``) and without them as well. In a value with white
+with ``._@`` in it in its parts between them but words (``<piece>@x.example``,
+``<piece>.x.example``, ``<piece>.png``: not ``example`` nor ``png``) and without them as
+well. In a value with white
 space (prose) a word — lowercase
 letters, or a capital then lowercase letters, whatever marks its ends — is not read. A
 run of at least :data:`GRAM` characters whose every gram is kept is a *piece* of some
@@ -316,7 +317,8 @@ def _py_runs_of(text: str) -> _Runs:
     each run between separators, then its parts between a URL's delimiters (and, with a
     ``+`` in it, between those but ``+``), then (in a text without white space) the
     form whole; in prose a word (``[A-Z]?[a-z]+``) left out; normalised, then, with
-    ``._@`` in it, its parts between them and it without them; at least GRAM, at most
+    ``._@`` in it, its parts between them but words (:func:`_parts`) and it without
+    them; at least GRAM, at most
     MAX_CHAIN characters; each once."""
     prose = _SPACE(text) is not None
     forms = [text]
@@ -346,7 +348,7 @@ def _py_runs_of(text: str) -> _Runs:
             continue  # a word of prose (``horse?``, ``Correct!``)
         normal = _norm(run)
         if _INNER.search(normal):  # "<piece>@x.example", "<piece>.png": each part too
-            forms = [normal, *_INNER.split(normal), _INNER.sub("", normal)]
+            forms = [normal, *_parts(run, normal), _INNER.sub("", normal)]
         else:
             forms = [normal]
         for form in forms:
@@ -510,6 +512,20 @@ class Pieces:
             if trial is not None and trial[0] == found.calls:
                 found.chains = trial[1]
             found.trial = None
+
+
+def _parts(run: str, normal: str) -> list[str]:
+    """The parts of ``normal`` (``run`` normalised) between ``._@``, but those ``run``
+    spells as a word (``[A-Z]?[a-z]+``, what the normalisation drops cut from its
+    ends: ``battery.csv``, ``schmidt@corp.example``): a file's extension, a domain's
+    name, a word, as in prose. Every part when the normalisation moved a separator
+    (NFKC made one of another character), so that the two cannot be matched up."""
+    parts = _INNER.split(normal)
+    spelled = _INNER.split(run)
+    if len(spelled) != len(parts):
+        return parts
+    pairs = zip(parts, spelled, strict=True)
+    return [part for part, raw in pairs if not _WORD(_EDGES.sub("", raw))]
 
 
 def _place(found: _Session, chains: list[_Chain], piece: str, call: int) -> str | None:
