@@ -491,3 +491,17 @@ def test_the_c_scan_finds_the_pieces_and_keeps_the_bounds(monkeypatch: pytest.Mo
         )
     with pytest.raises(ZeroDivisionError):  # what runs_of raises goes through
         _speedups.piece_scan(args, grams, older, {}, lambda text: 1 / 0, pieces_module._SCAN_LIMITS)
+
+
+def test_a_names_parts_are_read_but_its_words() -> None:
+    """A run with ``._@`` is read in its parts between them too, but a part spelled as a
+    word (an extension, a domain's name): and every part when NFKC made a separator of
+    another character (a full-width dot), where the raw parts cannot be matched up."""
+    from interlock.session.fingerprints import _norm
+    from interlock.session.pieces import _parts
+
+    assert _parts("wJalrXUtnF@x.example", "wjalrxutnf@x.example") == ["wjalrxutnf"]
+    assert _parts("/tmp/Battery.CSV", "tmpbattery.csv") == ["tmpbattery", "csv"]
+    assert _parts("battery.csv", "battery.csv") == []
+    run = "wJalrXUtnF\uff0epng.EXAMPLEKEY"
+    assert _parts(run, _norm(run)) == ["wjalrxutnf", "png", "examplekey"]

@@ -29,9 +29,8 @@ query), and a value without white space whole (so a separator put inside a piece
 not cut it; one whose decoding has white space, ``%20``, also with that dropped); a run
 with ``._@`` in it in its parts between them but words (``<piece>@x.example``,
 ``<piece>.x.example``, ``<piece>.png``: not ``example`` nor ``png``) and without them as
-well. In a value with white
-space (prose) a word — lowercase
-letters, or a capital then lowercase letters, whatever marks its ends — is not read. A
+well. In a value with white space (prose) a word — lowercase letters, or a capital then
+lowercase letters, whatever marks its ends — is not read. A
 run of at least :data:`GRAM` characters whose every gram is kept is a *piece* of some
 token. The session keeps the pieces its *allowed* calls sent as *chains* (a refused
 call's pieces did not leave: they never join, :meth:`Pieces.sent`): a piece joins a
@@ -318,8 +317,7 @@ def _py_runs_of(text: str) -> _Runs:
     ``+`` in it, between those but ``+``), then (in a text without white space) the
     form whole; in prose a word (``[A-Z]?[a-z]+``) left out; normalised, then, with
     ``._@`` in it, its parts between them but words (:func:`_parts`) and it without
-    them; at least GRAM, at most
-    MAX_CHAIN characters; each once."""
+    them; at least GRAM, at most MAX_CHAIN characters; each once."""
     prose = _SPACE(text) is not None
     forms = [text]
     while "%" in forms[-1] and len(forms) < 3:
@@ -348,12 +346,12 @@ def _py_runs_of(text: str) -> _Runs:
             continue  # a word of prose (``horse?``, ``Correct!``)
         normal = _norm(run)
         if _INNER.search(normal):  # "<piece>@x.example", "<piece>.png": each part too
-            forms = [normal, *_parts(run, normal), _INNER.sub("", normal)]
+            readings = [normal, *_parts(run, normal), _INNER.sub("", normal)]
         else:
-            forms = [normal]
-        for form in forms:
-            if GRAM <= len(form) <= MAX_CHAIN and form not in out:
-                out[form] = hash(form[:GRAM]) & _MASK
+            readings = [normal]
+        for reading in readings:
+            if GRAM <= len(reading) <= MAX_CHAIN and reading not in out:
+                out[reading] = hash(reading[:GRAM]) & _MASK
     return tuple(out.items())
 
 
@@ -518,8 +516,9 @@ def _parts(run: str, normal: str) -> list[str]:
     """The parts of ``normal`` (``run`` normalised) between ``._@``, but those ``run``
     spells as a word (``[A-Z]?[a-z]+``, what the normalisation drops cut from its
     ends: ``battery.csv``, ``schmidt@corp.example``): a file's extension, a domain's
-    name, a word, as in prose. Every part when the normalisation moved a separator
-    (NFKC made one of another character), so that the two cannot be matched up."""
+    name, a word, as in prose. Every part when the normalisation made a separator of
+    another character (NFKC: a full-width dot), so that the two cannot be matched up
+    (it never drops one, so the same number of parts is the same parts)."""
     parts = _INNER.split(normal)
     spelled = _INNER.split(run)
     if len(spelled) != len(parts):

@@ -251,9 +251,9 @@ def _decoded(text: str) -> str | None:
     between; else None. Each piece of a secret encoded on its own
     (``base64(piece 1)``, ``base64(piece 2)``) joins no better than the encodings do;
     what they decode to is a stream of its own (``name~``). Cached. The C loop asks
-    only for a text with a ``%`` or a ``\\``, or of 8 or more characters all of
-    ``[A-Za-z0-9+/=_-]``, or whose first or last run between white space is such: for
-    any other, this is None."""
+    only for a text with a ``%`` or a ``\\``, or one that (or whose first or last run)
+    it decodes itself in hex, base64 or base32 to what may be printable text
+    (``_history.c``, ``tails_may_decode``): for any other, this is None."""
     found = _DECODED.get(text, _UNREAD)
     if found is not _UNREAD:
         return found  # type: ignore[return-value]
@@ -323,7 +323,7 @@ def _text_of(raw: bytes | None) -> str | None:
     """``raw`` as text when it is UTF-8 (what a piece of a secret decodes to). Most
     values read as hex or base64 are not (an id, an account number, a hash): decoded
     with replacement, a U+FFFD that ``raw`` does not spell is a byte that was not
-    UTF-8 — None without raising (an exception a value cost more than the rest)."""
+    UTF-8 — None without raising (the exception cost more than the rest of the work)."""
     if raw is None:
         return None
     if raw.isascii():
