@@ -39,6 +39,7 @@ from .test_attacks_split import (
     KEY,
     PASSPHRASE,
     PASSWORD,
+    POLICY,
     _b64,
     _cut,
     _guard,
@@ -548,27 +549,16 @@ def test_the_c_loops_and_the_python_references_give_the_same_verdicts(row: str) 
     assert on_c == on_python
 
 
-APPROVED_POLICY: Final = """\
-version: 1
-default: allow
-labels:
-  - id: secrets-read
-    attach: [secret]
-    name: read_file
-    params:
-      path: {glob: ["**/.env"]}
-rules:
-  - id: no-leak
-    decision: deny
-    reason: data a secret read returned may not leave
-    name: http_post
-    session:
-      flows_from: {labels: [secret]}
+#: the split table's policy, and every post sent to a human first
+APPROVED_POLICY: Final = (
+    POLICY
+    + """\
   - id: a-human-looks
     decision: require_approval
     reason: a human looks at every post
     name: http_post
 """
+)
 
 
 def test_a_piece_a_human_approved_joins_the_chains(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ from interlock.session.history import MemoryHistory
 from interlock.session.tails import tails_of
 
 from .test_attacks_pieces import _noisy, _run, after_the_read
-from .test_attacks_pieces_round3 import _b32, _get, _in_turn
+from .test_attacks_pieces_round3 import _KEY_8, _KEY_10, _b32, _get, _in_turn
 from .test_attacks_split import (
     ENV,
     KEY,
@@ -44,12 +44,11 @@ from .test_attacks_split import (
     _cut,
     _guard,
     _read,
+    _verdicts,
     hole_params,
 )
 
 Call = tuple[str, dict[str, Any]]
-_KEY_10: Final = _cut(KEY, 10)  # wJalrXUtnF EMI-K7MDEN G-bPxRfiCY EXAMPLEKEY
-_KEY_8: Final = _cut(KEY, 8)
 _KEY_12: Final = _cut(KEY, 12)  # wJalrXUtnFEM I-K7MDENG-bP xRfiCYEXAMPL EKEY
 
 #: A realistic ``.env`` (secret-labelled when read): its tokens share ordinary parts
@@ -89,10 +88,6 @@ def _session(env: str, session: str = "s-4", history: MemoryHistory | None = Non
     _read(guard, PAGE, "/srv/app/page.html")
     _read(guard, MAIL, "/srv/app/inbox/q4.eml")
     return guard
-
-
-def _verdicts(guard: Guard, calls: list[Call]) -> list[Verdict]:
-    return [guard.check(Action.tool(name, args)).verdict for name, args in calls]
 
 
 def after_real(calls: list[Call]) -> list[Verdict]:

@@ -1234,6 +1234,16 @@ fpset_freeze(const fpset *set)
     return out;
 }
 
+/* The values as a new frozenset or, packed, as bytes of native-order uint64 values (for
+ * _history.packed: no int object made); NULL on error. */
+static PyObject *
+fpset_out(const fpset *set, int packed)
+{
+    return packed ? PyBytes_FromStringAndSize((const char *)set->values,
+                                              set->count * (Py_ssize_t)sizeof(uint64_t))
+                  : fpset_freeze(set);
+}
+
 /* One token of the probe (whole_token without grams, into an fpset): the BLAKE2b-64 of
  * its norm when it is specific. 0, or -1 on error. */
 static int
@@ -2193,9 +2203,7 @@ new_out(void)
 static PyObject *
 done(fpset *set, PyObject *others, int packed)
 {
-    PyObject *out = packed ? PyBytes_FromStringAndSize((const char *)set->values,
-                                                       set->count * (Py_ssize_t)sizeof(uint64_t))
-                           : fpset_freeze(set);
+    PyObject *out = fpset_out(set, packed);
     fpset_free(set);
     PyObject *pair = out == NULL ? NULL : PyTuple_Pack(2, out, others);
     Py_XDECREF(out);
@@ -2696,10 +2704,7 @@ across(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyMem_Free(norm);
     PyMem_Free(joined);
-    /* packed: bytes of the uint64 values, for _history.packed (as done() hands them) */
-    PyObject *found = packed ? PyBytes_FromStringAndSize((const char *)out.values,
-                                                         out.count * (Py_ssize_t)sizeof(uint64_t))
-                             : fpset_freeze(&out);
+    PyObject *found = fpset_out(&out, packed);
     fpset_free(&out);
     if (found == NULL) {
         Py_XDECREF(rest);
@@ -3032,8 +3037,8 @@ piece_word(const unsigned char *src, Py_ssize_t start, Py_ssize_t end)
 }
 
 /* Add src[start:end] to out, normalised into norm (room for end - start), and, when the
- * normalised run holds one of "._@", without them as well; nothing for a word of prose
- * ([A-Z]?[a-z]+ once what the normalisation drops is cut from both ends). */
+ * normalised run holds one of "._@", its parts between them but words, then it without
+ * them; nothing for a word of prose (piece_word). */
 static int
 piece_put(PyObject *out, const unsigned char *src, Py_ssize_t start, Py_ssize_t end,
           char *norm, Py_ssize_t gram, Py_ssize_t longest, int prose)
