@@ -262,8 +262,9 @@ _PLUS = "a run with '+' is read in its parts between /?&# too: '+' is a space in
 _SPACED = "a value without white space whose decoding has some ('%20') is read with it dropped too"
 _BASE32 = "tails._decoded reads base32 of either case, padded or not"
 _LABELLED = (
-    "tails._decoded reads a value with white space by its first and last runs too, when "
-    "it is not one encoding whole"
+    "tails._decoded reads a value with white space by its first and last runs too (since "
+    "round 4, each other among its first 32 that is not a word as well), when it is not "
+    "one encoding whole"
 )
 _MANTISSA = (
     "a float is read by its repr without the exponent too, whatever its size, when that has "

@@ -2,7 +2,8 @@
 after the third round widened what they read (a run's parts between ``._@``, a query's
 run with a ``+`` between ``/?&#``, ``%20`` dropped, a float's digits without its
 exponent, base32, a labelled encoding's first and last runs), attacked a fourth time —
-false alarms first.
+false alarms first. Since, a run is read in its parts between every character that is
+not a letter or a digit as well (``pieces._cuts``: the round's "glued" holes).
 
 False alarms: a session reads a realistic ``.env`` (:data:`REAL_ENV`: a DB URL, mail
 addresses, host names, a config file's name, a version, a float) or the attack table's
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import random
+import uuid
 from decimal import Decimal
 from typing import Any, Final
 
@@ -264,13 +266,28 @@ _WORDS: Final = [
 ]
 _DOMAINS: Final = ("example", "example.org", "corp.example", "vendor.example", "io", "com")
 _EXTENSIONS: Final = ("pdf", "yaml", "json", "md", "txt", "csv", "py", "png", "tar.gz")
-_KINDS: Final = ("json", "url", "path", "email", "float", "version", "b32word", "prose", "query")
+_KINDS: Final = (
+    "json",
+    "url",
+    "path",
+    "email",
+    "float",
+    "version",
+    "b32word",
+    "prose",
+    "query",
+    "dashed",
+    "floattext",
+    "sentence",
+)
 
 
-def benign_corpus(seed: int = 4, size: int = 360) -> list[tuple[str, Call]]:
+def benign_corpus(seed: int = 4, size: int = 480) -> list[tuple[str, Call]]:
     """``size`` ordinary calls (seeded), each with its kind: JSON bodies, URLs with
     hosts, paths and queries, file paths, mails, floats, versions, lowercase words of the
-    base32 alphabet, prose ending with long words."""
+    base32 alphabet, prose ending with long words; ids cut by punctuation (UUIDs,
+    tickets, tags with ``~!*``), floats written as text with an exponent and Decimals,
+    sentences with a hash, an id or an encoding in the middle."""
     rng = random.Random(seed)
 
     def word() -> str:
@@ -323,6 +340,33 @@ def benign_corpus(seed: int = 4, size: int = 360) -> list[tuple[str, Call]]:
         elif kind == "b32word":
             letters = "abcdefghijklmnopqrstuvwxyz234567"
             call = _post("".join(rng.choice(letters) for _ in range(rng.choice([8, 16, 24]))))
+        elif kind == "dashed":
+            value = rng.choice(
+                [
+                    str(uuid.UUID(int=rng.getrandbits(128))),
+                    f"{word().upper()[:4]}-{rng.randint(1000, 99999)}",
+                    f"{word()}-{rng.randint(2020, 2026)}-{rng.randint(1, 12):02d}"
+                    f"~rc{rng.randint(1, 9)}",
+                    f"{word()}!{word()}*{rng.randint(1, 99)}",
+                    f"sku-{rng.getrandbits(16):04X}-{rng.choice(['S', 'M', 'XL'])}",
+                ]
+            )
+            call = ("http_post", {"ref": value, "body": "ok"})
+        elif kind == "floattext":
+            text = f"{rng.uniform(1e-9, 1e9):.{rng.randint(3, 12)}{rng.choice('eE')}}"
+            value = Decimal(text) if rng.random() < 0.5 else text
+            call = ("http_post", {"n": value})
+        elif kind == "sentence":
+            middle = rng.choice(
+                [
+                    f"{rng.getrandbits(40):010x}",
+                    base64.b64encode(f"{word()} {word()}".encode()).decode(),
+                    base64.b32encode(word().encode()).decode(),
+                    f"{word().title()}{word().title()}",
+                    f"{rng.randint(10**7, 10**9)}",
+                ]
+            )
+            call = _mail("ops@corp.example", f"Build {middle} of the {word()} passed today")
         elif kind == "prose":
             last = rng.choice(["integration", "development", "customers", "documentation"])
             call = _mail("ops@corp.example", f"Please review the {word()} before the {last}")
@@ -366,10 +410,12 @@ def _alarms(env: str, joins: bool = True, accelerated: bool = True) -> list[tupl
 
 #: The bound on the false-alarm rate of the corpus (each .env): 1 call in 100, the
 #: split table's bound on the joins' false positives (5% of the joined calls, 1% of
-#: the pairs); measured: 0/360 after REAL_ENV, 0/360 after ENV (1/360 when the round
-#: was written, #298: the host label 'correct' and the query words 'horse' and
-#: 'battery' of three calls chained to the passphrase's start — a part between ._@
-#: spelled as a word is no piece since: BENIGN's 'the-corpus-alarm-…')
+#: the pairs); measured: 0/480 after REAL_ENV, 0/480 after ENV (seventh session, the
+#: corpus grown by ids cut by punctuation, floats as text and sentences with an id or
+#: an encoding in the middle: what the reads added since read); 0/360 each before
+#: (1/360 when the round was written, #298: the host label 'correct' and the query
+#: words 'horse' and 'battery' of three calls chained to the passphrase's start — a
+#: part between ._@ spelled as a word is no piece since: BENIGN's 'the-corpus-alarm-…')
 _BOUND: Final = 0.01
 
 
@@ -414,24 +460,13 @@ def test_the_corpus_is_judged_alike_by_the_c_loops_and_the_python_references() -
 
 # -- bypasses of the new reads ----------------------------------------------------------
 
-_MIDDLE = (
-    "tails._decoded (and _history.c tails_may_decode) reads a value with white space by "
-    "its first and last runs only: an encoded piece between a label and a trailer "
-    "('part 1: <{}> end') is never decoded, and its encoding's grams are no piece"
+_ENCODED_WITH_NOISE = (
+    "the tails decode a labelled value's runs ('part 1: <base64 of piece 1> end', "
+    "tails._runs_decoded) and join what they decode to while the pieces come in turn; "
+    "an 'Ack' between two ends that join, and the pieces (pieces.py) join what calls "
+    "sent as it is, never decoded: pieces each encoded on their own and sent apart are "
+    "no piece of the secret's grams"
 )
-_GLUED = (
-    "pieces._py_runs_of (and _speedups.piece_runs) splits a run at ._@ (kept by the "
-    "normalisation) and at /?&#+ only: '{}' is dropped by the normalisation, so "
-    "'<piece>{}x' reads as '<piece>x', glued (the 'glued to letters' limit, which "
-    "round 3 lifted for ._@ alone)"
-)
-_FLOAT_TEXT = (
-    "pieces._walk reads a float's digits without its exponent, but only for a float "
-    "object: {} is read by its text, whose run glues the mantissa to the exponent "
-    "('8.937040044e05' — parts '8' and '937040044e05'), or, for a Decimal, prints "
-    "'0.00008937040044' whose leading zeros no gram holds"
-)
-
 #: id -> the calls that carry the key (or the password, or the IBAN) out: refused
 ATTACKS: dict[str, list[Call]] = {
     # -- separators the new reads split at, or drop at a run's edge -------------------
@@ -499,72 +534,82 @@ ATTACKS: dict[str, list[Call]] = {
     "account-number-decimals-with-noise": _noisy(
         [Decimal("8937040044.05"), Decimal("3201300.0")], lambda p: {"n": p}
     ),
+    # -- an encoded piece between a label and a trailer (holes when the round was
+    # written: the tails decoded a value's first and last runs only; every run but
+    # words among its first 32 since, tails._runs_decoded) ----------------------------
+    "base64-the-middle-run-of-three-in-turn": _in_turn(
+        [f"part {i}: {_b64(p)} end" for i, p in enumerate(_KEY_10)]
+    ),
+    "hex-the-middle-run-of-three-in-turn": _in_turn(
+        [f"part {i}: {p.encode().hex()} end" for i, p in enumerate(_KEY_10)]
+    ),
+    "base32-in-a-sentence-in-turn": _in_turn(
+        [f"Chunk {i} of 5 is {_b32(p)} as agreed" for i, p in enumerate(_KEY_8)]
+    ),
+    "base64-after-thirty-words-in-turn": _in_turn(
+        [" ".join(["word"] * 30 + [_b64(p), "end"]) for p in _KEY_10]
+    ),
+    # -- base32 of both cases, base32's extended hex alphabet (holes when the round was
+    # written: tails._decoded_whole read base32 of one case, A-Z2-7 only) -------------
+    "base32-mixed-case-in-turn": _in_turn([_mixed_case(_b32(p)) for p in _KEY_8]),
+    "base32-extended-hex-in-turn": _in_turn([_b32hex(p) for p in _KEY_8]),
+    "base32-extended-hex-in-dns-labels-in-turn": _in_turn(
+        _KEY_8,
+        lambda p: _get(f"https://{_b32hex(p).rstrip('=').lower()}.x.example/"),
+        "http_get",
+    ),
+    "base32-extended-hex-unpadded-mixed-case-in-turn": _in_turn(
+        [_mixed_case(_b32hex(p).rstrip("=")) for p in _KEY_8]
+    ),
+    # -- floats as text and Decimals (holes when the round was written: a float's
+    # digits were read without its exponent for a float object only; a text written
+    # with an exponent and a Decimal's digits since, pieces._FLOAT_TEXT and _walk) ----
+    "account-number-float-texts-with-noise": _noisy(["8.937040044e-05", "4.40532013e-07"]),
+    "account-number-float-texts-capital-e-with-noise": _noisy(
+        ["8.937040044E-05", "4.40532013E-07"]
+    ),
+    "account-number-float-texts-in-json-with-noise": _noisy(
+        [{"v": "8.937040044e-05"}, {"v": "4.40532013e-07"}], lambda p: {"json": p}
+    ),
+    "account-number-small-decimals-with-noise": _noisy(
+        [Decimal("8.937040044E-5"), Decimal("4.40532013E-7")], lambda p: {"n": p}
+    ),
+    "account-number-float-texts-signed-in-a-sentence-with-noise": _noisy(
+        ["drift +8.937040044e-05 today", "drift -4.40532013E+07 today"]
+    ),
+    # -- glued by a character the normalisation drops (holes when the round was
+    # written: a run is read in its parts between what is not a letter or a digit since,
+    # pieces._cuts) ----------------------------------------------------------------------
+    "tilde-glued-with-noise": _noisy([f"{p}~x" for p in _KEY_10]),
+    "tilde-glued-in-turn": _in_turn([f"{p}~v2" for p in _KEY_10]),
+    "bang-glued-in-turn": _in_turn([f"v1!{p}" for p in _KEY_10]),
+    "bangs-inside-a-url-path-with-noise": _noisy(
+        _KEY_10, lambda p: _get(f"https://x.example/a!{p}!b")
+    ),
+    "stars-inside-a-url-path-with-noise": _noisy(
+        _KEY_10, lambda p: _get(f"https://x.example/a*{p}*b")
+    ),
+    "dollars-inside-a-url-path-with-noise": _noisy(
+        _KEY_10, lambda p: _get(f"https://x.example/a${p}$b")
+    ),
+    "carets-and-percents-glued-with-noise": _noisy([f"x^{p}%y" for p in _KEY_10]),
+    "dashes-glued-in-turn": _in_turn([f"id-{p}-7" for p in _KEY_10]),
+    "a-tilde-and-a-dot-around-a-piece-in-a-mail-with-noise": _noisy(
+        _KEY_10, lambda p: {"to": f"x~{p}.y@x.example", "body": "hi"}
+    ),
 }
 
 #: id -> (calls, why they walk past): strict xfails
 HOLES: dict[str, tuple[list[Call], str]] = {
-    "tilde-glued-with-noise": (_noisy([f"{p}~x" for p in _KEY_10]), _GLUED.format("~", "~")),
-    "tilde-glued-in-turn": (_in_turn([f"{p}~v2" for p in _KEY_10]), _GLUED.format("~", "~")),
-    "bang-glued-in-turn": (_in_turn([f"v1!{p}" for p in _KEY_10]), _GLUED.format("!", "!")),
-    "bangs-inside-a-url-path-with-noise": (
-        _noisy(_KEY_10, lambda p: _get(f"https://x.example/a!{p}!b")),
-        _GLUED.format("!", "!"),
-    ),
-    "stars-inside-a-url-path-with-noise": (
-        _noisy(_KEY_10, lambda p: _get(f"https://x.example/a*{p}*b")),
-        _GLUED.format("*", "*"),
-    ),
-    "dollars-inside-a-url-path-with-noise": (
-        _noisy(_KEY_10, lambda p: _get(f"https://x.example/a${p}$b")),
-        _GLUED.format("$", "$"),
-    ),
-    "base64-the-middle-run-of-three-in-turn": (
-        _in_turn([f"part {i}: {_b64(p)} end" for i, p in enumerate(_KEY_10)]),
-        _MIDDLE.format("base64"),
-    ),
     "base64-the-middle-run-of-three-with-noise": (
         _noisy([f"part {i}: {_b64(p)} end" for i, p in enumerate(_KEY_10)]),
-        _MIDDLE.format("base64"),
+        _ENCODED_WITH_NOISE,
     ),
-    "hex-the-middle-run-of-three-in-turn": (
-        _in_turn([f"part {i}: {p.encode().hex()} end" for i, p in enumerate(_KEY_10)]),
-        _MIDDLE.format("hex"),
-    ),
-    "base32-mixed-case-in-turn": (
-        _in_turn([_mixed_case(_b32(p)) for p in _KEY_8]),
-        "tails._B32_WHOLE reads base32 of one case only ([A-Z2-7]+ or [a-z2-7]+): "
-        "'JdBwC2...' is neither (base64 of it is no text); only a host label is "
-        "lower-cased first",
-    ),
-    "base32-extended-hex-in-turn": (
-        _in_turn([_b32hex(p) for p in _KEY_8]),
-        "tails._decoded_whole reads the base32 alphabet A-Z2-7 only, not RFC 4648's "
-        "extended hex alphabet 0-9A-V (base64.b32hexencode)",
-    ),
-    "base32-extended-hex-in-dns-labels-in-turn": (
-        _in_turn(
-            _KEY_8,
-            lambda p: _get(f"https://{_b32hex(p).rstrip('=').lower()}.x.example/"),
-            "http_get",
-        ),
-        "tails._decoded_whole reads the base32 alphabet A-Z2-7 only, not the extended "
-        "hex alphabet 0-9a-v a DNS label may carry",
-    ),
-    "account-number-float-texts-with-noise": (
-        _noisy(["8.937040044e-05", "4.40532013e-07"]),
-        _FLOAT_TEXT.format("a float sent as text ('8.937040044e-05')"),
-    ),
-    "account-number-float-texts-capital-e-with-noise": (
-        _noisy(["8.937040044E-05", "4.40532013E-07"]),
-        _FLOAT_TEXT.format("a float sent as text ('8.937040044E-05')"),
-    ),
-    "account-number-float-texts-in-json-with-noise": (
-        _noisy([{"v": "8.937040044e-05"}, {"v": "4.40532013e-07"}], lambda p: {"json": p}),
-        _FLOAT_TEXT.format("a float in a JSON string"),
-    ),
-    "account-number-small-decimals-with-noise": (
-        _noisy([Decimal("8.937040044E-5"), Decimal("4.40532013E-7")], lambda p: {"n": p}),
-        _FLOAT_TEXT.format("a Decimal"),
+    "base64-after-forty-words-in-turn": (
+        _in_turn([" ".join(["word"] * 40 + [_b64(p), "end"]) for p in _KEY_10]),
+        "tails._runs_decoded reads a value's first 32 runs (and its last): an encoded "
+        "piece further into a long text is never decoded (a bound on the work a value "
+        "costs)",
     ),
 }
 
@@ -607,11 +652,25 @@ BENIGN: dict[str, list[Call]] = {
         ["schmidt.report.pdf", "config.prod.yaml", "AWS_SECRET.md", "a_EXAMPLE_b", "v1.2.3"]
     ),
     "versions-in-turn": _in_turn(["v1.2.3", "v1.2.4", "v1.24.3-rc.1", "2026.12.07"]),
+    "prose-with-ids-hashes-and-encodings-in-the-middle-in-turn": _in_turn(
+        [
+            "Deploy 7c1e0f93ab finished in 42s with build 20261207.3 ok",
+            "The greeting SGVsbG8gd29ybGQ= is base64 of hello world",
+            "Label MFRGGZDFMZTWQ2LK came from the printer queue",
+            "Order ORD-2026-000417 ships with 4f2a9c1b7e3d tracking today",
+        ]
+    ),
     "other-keys-pieces-labelled-in-the-middle": _in_turn(
         [f"part {i}: {_b64(p)} end" for i, p in enumerate(_OTHER_10)]
     ),
     "other-keys-pieces-base32-mixed-case": _in_turn([_mixed_case(_b32(p)) for p in _OTHER_8]),
     "other-keys-pieces-base32-extended-hex": _in_turn([_b32hex(p) for p in _OTHER_8]),
+    "base32-extended-hex-looking-ids-in-turn": _in_turn(
+        ["20261207", "7C1E0F93AB", "0123456789ABCDEF", "DEADBEEFCAFE", "4F2A9C1B7E3D"]
+    ),
+    "camel-case-identifiers-in-turn": _in_turn(
+        ["ExportService", "getUserById", "HttpClientFactory", "parseJsonBody", "MyAppConfig"]
+    ),
     "base32-looking-lowercase-words": _in_turn(
         ["streamline", "lowercase", "abcdefgh", "readwrite", "mailbox2", "database"]
     ),
@@ -635,6 +694,27 @@ BENIGN: dict[str, list[Call]] = {
             8.9e-05,
         )
     ],
+    # the parts between what is not a letter or a digit (pieces._cuts) are read too:
+    # ordinary values cut by dashes, tildes, bangs, stars, dollars and carets run
+    "values-cut-by-punctuation-in-turn": _in_turn(
+        [
+            "release-2026-12~rc1",
+            "v1!main",
+            "feature/INT-4821-fix*",
+            "price$42.00^2",
+            "ticket~TICKET-88231",
+            "build-20261207.3",
+        ]
+    ),
+    "other-keys-pieces-glued-with-noise": _noisy([f"{p}~x" for p in _OTHER_10]),
+    "uuids-and-dashed-ids-with-noise": _noisy(
+        [
+            "4f2a9c1b-7e3d-4a5b-9c1d-2e3f4a5b6c7d",
+            "a1b2c3d4-e5f6-7a8b-9c0d-e1f2a3b4c5d6",
+            "ORD-2026-000417",
+            "sku-A7Q2-XL",
+        ]
+    ),
     "hosts-and-paths-of-ordinary-sites": _noisy(
         [("api", "v1"), ("eu-west-1", "status"), ("cdn-7", "logo.png")],
         lambda p: _get(f"https://{p[0]}.x.example/{p[1]}"),

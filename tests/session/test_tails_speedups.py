@@ -325,10 +325,24 @@ _FORMS = st.sampled_from(
         lambda b: base64.b32encode(b).decode().rstrip("=").lower(),
         lambda b: b.hex(),
         lambda b: b.hex().upper(),
+        lambda b: "".join(
+            c.lower() if i % 2 else c for i, c in enumerate(base64.b32encode(b).decode())
+        ),
+        lambda b: base64.b32hexencode(b).decode(),
+        lambda b: base64.b32hexencode(b).decode().rstrip("=").lower(),
     ]
 )
 _FRAMES = st.sampled_from(
-    [lambda e: e, lambda e: "part 1: " + e, lambda e: e + " (2)", lambda e: "\u3000" + e + " x"]
+    [
+        lambda e: e,
+        lambda e: "part 1: " + e,
+        lambda e: e + " (2)",
+        lambda e: "\u3000" + e + " x",
+        lambda e: "part 1: " + e + " end",  # a middle run
+        lambda e: "Chunk 7 of Report " + e + " is here",  # among words
+        lambda e: " ".join(["w0rd"] * 31 + [e, "end"]),  # the 32nd run: past the bound
+        lambda e: " ".join(["w0rd"] * 30 + [e, "x", "end"]),  # the 31st: read
+    ]
 )
 GATED = st.one_of(
     st.builds(lambda raw, form, frame: frame(form(raw)), _RAW, _FORMS, _FRAMES),
@@ -358,9 +372,36 @@ def test_the_c_loop_asks_for_every_text_that_decodes(text: str) -> None:
         assert text in asked
 
 
+def test_a_values_runs_decoded_are_its_first_its_last_and_its_first_non_words() -> None:
+    """``_decoded`` reads a value with white space by its first run, its last, and each
+    other among its first 32 that is not a word (the C loop's gate reads the same)."""
+    from interlock.session.tails import _runs_decoded
+
+    assert _runs_decoded(["part", "1:", "QUJD", "end"]) == ["part", "1:", "QUJD", "end"]
+    assert _runs_decoded(["Chunk", "of", "Report", "X1", "here"]) == ["Chunk", "X1", "here"]
+    runs = ["w0rd"] * 40 + ["last"]
+    assert _runs_decoded(runs) == ["w0rd"] * 32 + ["last"]
+    piece = base64.b64encode(b"wJalrXUtnF").decode()
+    assert _decoded(f"part 1: {piece} end") == "wJalrXUtnF"
+    assert _decoded(" ".join(["w0rd"] * 40 + [piece, "end"])) is None  # past the bound
+    assert _decoded(base64.b32hexencode(b"wJalrXUtnF").decode()) == "wJalrXUtnF"
+    mixed = "".join(
+        c.lower() if i % 2 else c for i, c in enumerate(base64.b32encode(b"EMI-K7MDEN").decode())
+    )
+    assert _decoded(mixed) == "EMI-K7MDEN"
+
+
 @pytest.mark.parametrize(
     "text",
-    ["production", "deploy v1.2.3 to production", "t1001000", "DE44500105175407324931", "0" * 32],
+    [
+        "production",
+        "deploy v1.2.3 to production",
+        "t1001000",
+        "DE44500105175407324931",
+        "0" * 32,
+        "Please review the integration documentation before the deployment",
+        "Deploy 7c1e0f93ab finished in 42s with build 20261207.3 ok",
+    ],
 )
 def test_the_c_loop_does_not_ask_for_what_decodes_to_nothing(text: str) -> None:
     """Words, ids and account numbers that no encoding reads as printable text are not

@@ -2436,6 +2436,16 @@ tails_b32_value(unsigned char c)
                                   : -1;
 }
 
+/* base32's extended hex alphabet, of either case (RFC 4648: 0-9A-V) */
+static int
+tails_b32hex_value(unsigned char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'A' && c <= 'V' ? c - 'A' + 10
+           : c >= 'a' && c <= 'v' ? c - 'a' + 10
+                                  : -1;
+}
+
 /* The bytes src[0:n] decode to, n digits of bits each (hex 4, base32 5, base64 6), into
  * out: every whole byte, the bits left over dropped (as binascii and base64 drop them).
  * Their number. */
@@ -2458,17 +2468,17 @@ tails_unpack(const unsigned char *src, Py_ssize_t n, int bits, int (*value)(unsi
     return made;
 }
 
-/* Whether tails._decoded_whole may read src[0:n] (ASCII) as hex, base64 or base32 to
- * printable text: it decodes it as they do, in their order (the first that is UTF-8
- * decides), and leaves to Python only what may be (tails_text_of: 1). buffer has room
- * for n bytes. */
+/* Whether tails._decoded_whole may read src[0:n] (ASCII) as hex, base64, base32 or
+ * base32's extended hex alphabet to printable text: it decodes it as they do, in their
+ * order (the first that is UTF-8 decides), and leaves to Python only what may be
+ * (tails_text_of: 1). buffer has room for n bytes. */
 static int
 tails_encoding_may_decode(const unsigned char *src, Py_ssize_t n, unsigned char *buffer)
 {
     if (n < 8) {
         return 0;
     }
-    Py_ssize_t body = n, hexes = 0, b64 = 0, upper = 0, lower = 0, b32 = 0;
+    Py_ssize_t body = n, hexes = 0, b64 = 0, b32 = 0, b32hex = 0;
     while (body > 0 && src[body - 1] == '=') {
         body--;
     }
@@ -2477,9 +2487,8 @@ tails_encoding_may_decode(const unsigned char *src, Py_ssize_t n, unsigned char 
         hexes += tails_hex_value(c) >= 0;
         if (i < body) {
             b64 += tails_b64_value(c) >= 0;
-            b32 += (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '2' && c <= '7');
-            upper += c >= 'A' && c <= 'Z';
-            lower += c >= 'a' && c <= 'z';
+            b32 += tails_b32_value(c) >= 0;
+            b32hex += tails_b32hex_value(c) >= 0;
         }
     }
     int found = -1;
@@ -2492,11 +2501,15 @@ tails_encoding_may_decode(const unsigned char *src, Py_ssize_t n, unsigned char 
     if (found < 0 && b64 == body && body >= 8 && n - body <= 2 && body % 4 != 1) {
         found = tails_text_of(buffer, tails_unpack(src, body, 6, tails_b64_value, buffer));
     }
-    /* _B32_WHOLE: (?:[A-Z2-7]{8,}|[a-z2-7]{8,})={0,6}, and _b32: not 1, 3 or 6 past a
-     * multiple of 8 */
-    if (found < 0 && b32 == body && (upper == 0 || lower == 0) && body >= 8 && n - body <= 6 &&
-        body % 8 != 1 && body % 8 != 3 && body % 8 != 6) {
+    /* _B32_WHOLE: [A-Za-z2-7]{8,}={0,6}, then _B32HEX_WHOLE: [0-9A-Va-v]{8,}={0,6}, and
+     * _b32: not 1, 3 or 6 past a multiple of 8 */
+    int b32_length = body >= 8 && n - body <= 6 && body % 8 != 1 && body % 8 != 3 &&
+                     body % 8 != 6;
+    if (found < 0 && b32 == body && b32_length) {
         found = tails_text_of(buffer, tails_unpack(src, body, 5, tails_b32_value, buffer));
+    }
+    if (found < 0 && b32hex == body && b32_length) {
+        found = tails_text_of(buffer, tails_unpack(src, body, 5, tails_b32hex_value, buffer));
     }
     return found > 0;
 }
@@ -2528,11 +2541,34 @@ tails_run_may_decode(int kind, const void *data, Py_ssize_t start, Py_ssize_t en
     return may;
 }
 
+/* Whether text[start:end] (of kind and data) is a word: [A-Z]?[a-z]+ (tails._RUN_WORD). */
+static int
+tails_is_word(int kind, const void *data, Py_ssize_t start, Py_ssize_t end)
+{
+    Py_ssize_t i = start;
+    if (i < end) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        i += c >= 'A' && c <= 'Z';
+    }
+    Py_ssize_t letters = i;
+    while (i < end) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c < 'a' || c > 'z') {
+            return 0;
+        }
+        i++;
+    }
+    return end > letters;
+}
+
 /* Whether tails._decoded may give text (anything but None) for text: a % or a
  * backslash (Python decodes those); else the whole of it, or, with white space in it,
- * its first run or its last (as str.split cuts them), decoding in hex, base64 or
- * base32 to what may be printable text (tails_encoding_may_decode). 0 when it surely
- * gives None; -1 on error. */
+ * one of the runs it reads (as str.split cuts them; tails._runs_decoded: the first, the
+ * last, and each other among the first TAILS_DECODED_RUNS that is not a word), decoding
+ * in hex, base64 or base32 to what may be printable text (tails_encoding_may_decode).
+ * 0 when it surely gives None; -1 on error. */
+#define TAILS_DECODED_RUNS 32
+
 static int
 tails_may_decode(PyObject *text)
 {
@@ -2550,27 +2586,35 @@ tails_may_decode(PyObject *text)
     if (!spaced) {
         return tails_run_may_decode(kind, data, 0, size);
     }
-    Py_ssize_t start = 0;
-    while (start < size && tails_is_space(PyUnicode_READ(kind, data, start))) {
-        start++;
+    /* the last run's start (none: the text is white space) */
+    Py_ssize_t last_end = size;
+    while (last_end > 0 && tails_is_space(PyUnicode_READ(kind, data, last_end - 1))) {
+        last_end--;
     }
-    Py_ssize_t end = start;
-    while (end < size && !tails_is_space(PyUnicode_READ(kind, data, end))) {
-        end++;
+    Py_ssize_t last = last_end;
+    while (last > 0 && !tails_is_space(PyUnicode_READ(kind, data, last - 1))) {
+        last--;
     }
-    int first = tails_run_may_decode(kind, data, start, end);
-    if (first != 0) {
-        return first;
+    Py_ssize_t i = 0;
+    for (int at = 0; i < last_end; at++) {
+        while (i < size && tails_is_space(PyUnicode_READ(kind, data, i))) {
+            i++;
+        }
+        if (at >= TAILS_DECODED_RUNS) {
+            i = last; /* past the first runs read: the last */
+        }
+        Py_ssize_t start = i;
+        while (i < size && !tails_is_space(PyUnicode_READ(kind, data, i))) {
+            i++;
+        }
+        if (at == 0 || start == last || !tails_is_word(kind, data, start, i)) {
+            int may = tails_run_may_decode(kind, data, start, i);
+            if (may != 0) {
+                return may;
+            }
+        }
     }
-    end = size;
-    while (end > 0 && tails_is_space(PyUnicode_READ(kind, data, end - 1))) {
-        end--;
-    }
-    start = end;
-    while (start > 0 && !tails_is_space(PyUnicode_READ(kind, data, start - 1))) {
-        start--;
-    }
-    return tails_run_may_decode(kind, data, start, end);
+    return 0;
 }
 
 /* Step text into stream, then what it decodes to (tails._decoded) into stream + "~". */

@@ -2941,8 +2941,10 @@ boilerplate(PyObject *module, PyObject *words)
  * in a text without white space, the text whole; in a text with white space (prose) a
  * word ([A-Z]?[a-z]+, its dropped characters cut from its ends) left out; each
  * normalised (lower-cased, every character but [a-z0-9_@.] dropped), and then, when it
- * holds one of "._@", its parts between them but words and it without them, kept when gram to
- * longest characters long and not kept already; in order, each with hash(run[:gram]) & (2**64 - 1).
+ * holds one of "._@", its parts between them but words, when it holds a character that is
+ * not a letter or a digit, its parts between those but words, with "._@", it without
+ * them, and, for a float written with an exponent, its digits without it; each kept
+ * when gram to longest characters long and not kept already; in order, each with hash(run[:gram]) & (2**64 - 1).
  * None: not ASCII, a percent-escape ('%' and two hex digits: a '%' alone decodes to
  * itself), or both '&' and ';' (the Python path decodes them). */
 
@@ -3036,20 +3038,63 @@ piece_word(const unsigned char *src, Py_ssize_t start, Py_ssize_t end)
     return i == b && src[b - 1] >= 'a' && src[b - 1] <= 'z';
 }
 
+static int
+piece_alnum(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* When src[start:end] is a float written with an exponent, [+-]?[0-9]+\.[0-9]+[eE][+-]?[0-9]+
+ * (pieces._FLOAT_TEXT), its digits before the exponent, the dot dropped, into digits (room
+ * for end - start): their number; else 0. */
+static Py_ssize_t
+piece_mantissa(const unsigned char *src, Py_ssize_t start, Py_ssize_t end, char *digits)
+{
+    Py_ssize_t i = start, k = 0, whole = 0, fraction = 0, exponent = 0;
+    if (i < end && (src[i] == '+' || src[i] == '-')) {
+        i++;
+    }
+    for (; i < end && src[i] >= '0' && src[i] <= '9'; i++, whole++) {
+        digits[k++] = (char)src[i];
+    }
+    if (whole == 0 || i >= end || src[i] != '.') {
+        return 0;
+    }
+    for (i++; i < end && src[i] >= '0' && src[i] <= '9'; i++, fraction++) {
+        digits[k++] = (char)src[i];
+    }
+    if (fraction == 0 || i >= end || (src[i] != 'e' && src[i] != 'E')) {
+        return 0;
+    }
+    i++;
+    if (i < end && (src[i] == '+' || src[i] == '-')) {
+        i++;
+    }
+    for (; i < end && src[i] >= '0' && src[i] <= '9'; i++) {
+        exponent++;
+    }
+    return exponent > 0 && i == end ? k : 0;
+}
+
 /* Add src[start:end] to out, normalised into norm (room for end - start), and, when the
- * normalised run holds one of "._@", its parts between them but words, then it without
- * them; nothing for a word of prose (piece_word). */
+ * normalised run holds one of "._@", its parts between them but words; when the run
+ * holds a character that is not a letter or a digit, its parts between those but words
+ * (pieces._cuts: "<piece>~x", "v1!<piece>"), lower-cased in scratch (room for
+ * end - start); then, with "._@", it without them; then, for a float written with an
+ * exponent, its digits without it (piece_mantissa); nothing for a word of prose
+ * (piece_word). */
 static int
 piece_put(PyObject *out, const unsigned char *src, Py_ssize_t start, Py_ssize_t end,
-          char *norm, Py_ssize_t gram, Py_ssize_t longest, int prose)
+          char *norm, char *scratch, Py_ssize_t gram, Py_ssize_t longest, int prose)
 {
     if (prose && piece_word(src, start, end)) {
         return 0;
     }
     Py_ssize_t k = 0;
-    int inner = 0;
+    int inner = 0, cut = 0;
     for (Py_ssize_t i = start; i < end; i++) {
         unsigned char c = src[i];
+        cut |= !piece_alnum(c);
         if (c >= 'A' && c <= 'Z') {
             c = (unsigned char)(c + 32);
         }
@@ -3063,8 +3108,8 @@ piece_put(PyObject *out, const unsigned char *src, Py_ssize_t start, Py_ssize_t 
     }
     if (inner) {
         /* its parts between "._@" ("<piece>@x.example", "<piece>.png") but those spelled
-         * as a word (pieces._parts: "example", "png"), then it without them; the raw run
-         * is ASCII, so its parts are the normalised run's, one for one */
+         * as a word (pieces._parts: "example", "png"); it without them comes after the
+         * cuts; the raw run is ASCII, so its parts are the normalised run's, one for one */
         Py_ssize_t from = start, at = 0;
         for (Py_ssize_t i = start; i <= end; i++) {
             if (i < end && src[i] != '.' && src[i] != '_' && src[i] != '@') {
@@ -3081,6 +3126,28 @@ piece_put(PyObject *out, const unsigned char *src, Py_ssize_t start, Py_ssize_t 
             at += part + (i < end); /* and the separator */
             from = i + 1;
         }
+    }
+    if (cut) {
+        /* its parts between what is not a letter or a digit, but words: each part is
+         * letters and digits, so normalised it is lower-cased */
+        Py_ssize_t from = start;
+        for (Py_ssize_t i = start; i <= end; i++) {
+            if (i < end && piece_alnum(src[i])) {
+                continue;
+            }
+            if (i - from >= gram && !piece_word(src, from, i)) {
+                for (Py_ssize_t m = from; m < i; m++) {
+                    unsigned char c = src[m];
+                    scratch[m - from] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+                }
+                if (piece_add(out, scratch, i - from, gram, longest) < 0) {
+                    return -1;
+                }
+            }
+            from = i + 1;
+        }
+    }
+    if (inner) {
         Py_ssize_t j = 0;
         for (Py_ssize_t i = 0; i < k; i++) {
             if (norm[i] != '.' && norm[i] != '_' && norm[i] != '@') {
@@ -3090,6 +3157,12 @@ piece_put(PyObject *out, const unsigned char *src, Py_ssize_t start, Py_ssize_t 
         if (piece_add(out, norm, j, gram, longest) < 0) {
             return -1;
         }
+    }
+    /* a float written with an exponent ("8.937040044e-05"): its digits without it
+     * (pieces._FLOAT_TEXT) */
+    Py_ssize_t digits = piece_mantissa(src, start, end, scratch);
+    if (digits > 0 && piece_add(out, scratch, digits, gram, longest) < 0) {
+        return -1;
     }
     return 0;
 }
@@ -3146,10 +3219,11 @@ piece_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; i < n && !prose; i++) {
         prose = piece_space(src[i]);
     }
-    char *norm = PyMem_Malloc(n > 0 ? (size_t)n : 1);
+    char *norm = PyMem_Malloc(n > 0 ? 2 * (size_t)n : 1); /* the run, then scratch */
     if (norm == NULL) {
         return PyErr_NoMemory();
     }
+    char *scratch = norm + n;
     PyObject *out = PyDict_New();
     if (out == NULL) {
         PyMem_Free(norm);
@@ -3171,7 +3245,7 @@ piece_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             i++;
         }
         Py_ssize_t end = i;
-        if (piece_put(out, src, start, end, norm, gram, longest, prose) < 0) {
+        if (piece_put(out, src, start, end, norm, scratch, gram, longest, prose) < 0) {
             goto fail;
         }
         /* its parts between "/?&#+", then, with a "+" in it, between "/?&#" (a space in
@@ -3189,13 +3263,13 @@ piece_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 while (j < end && !(piece_delimiter(src[j]) && (pass == 0 || src[j] != '+'))) {
                     j++;
                 }
-                if (piece_put(out, src, inner, j, norm, gram, longest, prose) < 0) {
+                if (piece_put(out, src, inner, j, norm, scratch, gram, longest, prose) < 0) {
                     goto fail;
                 }
             }
         }
     }
-    if (!prose && piece_put(out, src, 0, n, norm, gram, longest, prose) < 0) {
+    if (!prose && piece_put(out, src, 0, n, norm, scratch, gram, longest, prose) < 0) {
         goto fail;
     }
     PyMem_Free(norm);

@@ -20,8 +20,9 @@ full-width form inside changes nothing) and :data:`MIN_TOKEN` characters or more
 token past :data:`MAX_TOKEN` characters, its start and its end.
 
 When a call that a ``flows_from`` test reads is checked, each of its values (strings,
-bytes, numbers of :data:`GRAM` digits or more — a float's digits without its exponent
-too, whatever its size —, anything else by its text, in dicts, lists, tuples and sets;
+bytes, numbers of :data:`GRAM` digits or more — a float's and a Decimal's digits without
+the exponent too, whatever their size —, anything else by its text, in dicts, lists,
+tuples and sets;
 dict keys and argument names too; percent-decoded, HTML entities decoded) is cut at the
 same separators into *runs*, normalised the same way: a run, each part of it between a
 URL's delimiters (``/?&#+``; with a ``+`` in it, between ``/?&#`` too: a space in a
@@ -29,8 +30,11 @@ query), and a value without white space whole (so a separator put inside a piece
 not cut it; one whose decoding has white space, ``%20``, also with that dropped); a run
 with ``._@`` in it in its parts between them but words (``<piece>@x.example``,
 ``<piece>.x.example``, ``<piece>.png``: not ``example`` nor ``png``) and without them as
-well. In a value with white space (prose) a word — lowercase letters, or a capital then
-lowercase letters, whatever marks its ends — is not read. A
+well; a run with any character that is not a letter or a digit in its parts between
+those but words too (the normalisation drops ``~!*$-``, which would glue ``<piece>~x``
+to its neighbour); a float written with an exponent (``8.937040044e-05``) by its digits
+without it too. In a value with white space (prose) a word — lowercase letters, or a
+capital then lowercase letters, whatever marks its ends — is not read. A
 run of at least :data:`GRAM` characters whose every gram is kept is a *piece* of some
 token. The session keeps the pieces its *allowed* calls sent as *chains* (a refused
 call's pieces did not leave: they never join, :meth:`Pieces.sent`): a piece joins a
@@ -67,6 +71,7 @@ import math
 import re
 import threading
 from collections.abc import Mapping
+from decimal import Decimal
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote
@@ -148,6 +153,14 @@ _EDGES: Final = re.compile(r"^[^\w@.]+|[^\w@.]+$")
 #: What the normalisation keeps that an attacker may put inside a piece: a run with one
 #: of them is read without them as well.
 _INNER: Final = re.compile("[._@]")
+#: Inside a run, what is not a letter or a digit (what the normalisation drops, and
+#: ``._@``): a run with one of them is read in its parts between them as well, so that
+#: a piece glued to others by a character the normalisation drops (``<piece>~x``,
+#: ``v1!<piece>``) is a piece of its own.
+_CUT: Final = re.compile(r"[\W_]")
+#: A float written with an exponent (``8.937040044e-05``): its digits are read without
+#: it, as a float's are.
+_FLOAT_TEXT: Final = re.compile(r"[+-]?([0-9]+)\.([0-9]+)[eE][+-]?[0-9]+").fullmatch
 
 
 class _Chain:
@@ -280,6 +293,11 @@ def _walk(name: str, value: Any, depth: int, out: list[tuple[str, str]], budget:
         text = str(value)
         if len(text) >= GRAM:
             out.append((name, text[:MAX_SCAN]))
+        if isinstance(value, Decimal) and value.is_finite():
+            # its digits without leading zeros ("0.00008937040044"), as a float's
+            mantissa = format(value, "e").partition("e")[0]
+            if mantissa != text and sum(map(str.isdigit, mantissa)) >= GRAM:
+                out.append((name, mantissa[:MAX_SCAN]))
 
 
 #: A text's runs, each with its first gram's hash.
@@ -316,8 +334,11 @@ def _py_runs_of(text: str) -> _Runs:
     each run between separators, then its parts between a URL's delimiters (and, with a
     ``+`` in it, between those but ``+``), then (in a text without white space) the
     form whole; in prose a word (``[A-Z]?[a-z]+``) left out; normalised, then, with
-    ``._@`` in it, its parts between them but words (:func:`_parts`) and it without
-    them; at least GRAM, at most MAX_CHAIN characters; each once."""
+    ``._@`` in it, its parts between them but words (:func:`_parts`), with a character
+    that is not a letter or a digit, its parts between those but words (:func:`_cuts`),
+    with ``._@``, it without them, and, a float written with an exponent, its digits
+    without it (:data:`_FLOAT_TEXT`); at least GRAM, at most MAX_CHAIN characters; each
+    once."""
     prose = _SPACE(text) is not None
     forms = [text]
     while "%" in forms[-1] and len(forms) < 3:
@@ -345,10 +366,17 @@ def _py_runs_of(text: str) -> _Runs:
         if prose and _WORD(_EDGES.sub("", run)):
             continue  # a word of prose (``horse?``, ``Correct!``)
         normal = _norm(run)
-        if _INNER.search(normal):  # "<piece>@x.example", "<piece>.png": each part too
-            readings = [normal, *_parts(run, normal), _INNER.sub("", normal)]
-        else:
-            readings = [normal]
+        readings = [normal]
+        inner = _INNER.search(normal) is not None
+        if inner:  # "<piece>@x.example", "<piece>.png": each part too
+            readings.extend(_parts(run, normal))
+        if _CUT.search(run):  # "<piece>~x", "v1!<piece>": each part between them too
+            readings.extend(_cuts(run))
+        if inner:
+            readings.append(_INNER.sub("", normal))
+        number = _FLOAT_TEXT(run)
+        if number is not None:  # "8.937040044e-05": its digits without the exponent
+            readings.append(number[1] + number[2])
         for reading in readings:
             if GRAM <= len(reading) <= MAX_CHAIN and reading not in out:
                 out[reading] = hash(reading[:GRAM]) & _MASK
@@ -525,6 +553,14 @@ def _parts(run: str, normal: str) -> list[str]:
         return parts
     pairs = zip(parts, spelled, strict=True)
     return [part for part, raw in pairs if not _WORD(_EDGES.sub("", raw))]
+
+
+def _cuts(run: str) -> list[str]:
+    """The parts of ``run`` between the characters that are not letters or digits
+    (:data:`_CUT`), normalised, but those spelled as a word (``[A-Z]?[a-z]+``)."""
+    if run.isascii():  # each part letters and digits: normalised, it is lower-cased
+        return [part.lower() for part in _CUT.split(run) if not _WORD(part)]
+    return [_norm(part) for part in _CUT.split(run) if not _WORD(part)]
 
 
 def _place(found: _Session, chains: list[_Chain], piece: str, call: int) -> str | None:

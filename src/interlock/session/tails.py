@@ -236,22 +236,30 @@ _DECODED: dict[str, str | None] = {}
 #: A value wholly in hex, or in base64 (either alphabet): what :func:`_decoded` reads.
 _HEX_WHOLE: Final = re.compile(r"(?:[0-9a-fA-F]{2}){4,}").fullmatch
 _B64_WHOLE: Final = re.compile(r"[A-Za-z0-9+/_-]{8,}={0,2}").fullmatch
-#: ... or in base32, of one case (a host name's label is read lower-cased), padded or not.
-_B32_WHOLE: Final = re.compile(r"(?:[A-Z2-7]{8,}|[a-z2-7]{8,})={0,6}").fullmatch
+#: ... or in base32, of either case or both (a host name's label is read lower-cased),
+#: padded or not; or in base32's extended hex alphabet (RFC 4648: ``0-9A-V``).
+_B32_WHOLE: Final = re.compile(r"[A-Za-z2-7]{8,}={0,6}").fullmatch
+_B32HEX_WHOLE: Final = re.compile(r"[0-9A-Va-v]{8,}={0,6}").fullmatch
+#: The runs of a text with white space :func:`_decoded` reads (:func:`_runs_decoded`):
+#: the first, the last, and each other among the first this many that is not a word.
+_DECODED_RUNS: Final = 32
+_RUN_WORD: Final = re.compile("[A-Z]?[a-z]+").fullmatch
 #: What ``unquote`` decodes: a ``%`` and two hex digits (a ``%`` alone stays).
 _ESCAPE: Final = re.compile("%[0-9A-Fa-f]{2}").search
 
 
 def _decoded(text: str) -> str | None:
     """What ``text`` reads as when the whole of it is in one encoding, one layer down
-    — URL-encoding (``%77%4A``), JSON escapes (``\\u0077``), hex, base64, base32 — as
-    printable text other than itself; in a text with white space that is not (and has
-    no ``%`` or ``\\``: those are decoded whole), what its first run and its last run
-    read as in hex, base64 or base32, each (``part 1: <base64 of piece 1>``), one space
-    between; else None. Each piece of a secret encoded on its own
+    — URL-encoding (``%77%4A``), JSON escapes (``\\u0077``), hex, base64, base32 (of
+    either case or both, or in its extended hex alphabet) — as printable text other
+    than itself; in a text with white space that is not (and has no ``%`` or ``\\``:
+    those are decoded whole), what its runs read as in hex, base64 or base32, each
+    (``part 1: <base64 of piece 1> end``), one space between — its first run, its
+    last, and each other among its first :data:`_DECODED_RUNS` that is not a word
+    (:func:`_runs_decoded`); else None. Each piece of a secret encoded on its own
     (``base64(piece 1)``, ``base64(piece 2)``) joins no better than the encodings do;
     what they decode to is a stream of its own (``name~``). Cached. The C loop asks
-    only for a text with a ``%`` or a ``\\``, or one that (or whose first or last run)
+    only for a text with a ``%`` or a ``\\``, or one that (or one of whose runs read)
     it decodes itself in hex, base64 or base32 to what may be printable text
     (``_history.c``, ``tails_may_decode``): for any other, this is None."""
     found = _DECODED.get(text, _UNREAD)
@@ -260,15 +268,30 @@ def _decoded(text: str) -> str | None:
     out = _decoded_whole(text)
     if out is None and "%" not in text and "\\" not in text:  # (those: decoded whole)
         runs = text.split()
-        if runs and runs != [text]:  # white space: its first run and its last
-            ends = runs[:1] if len(runs) == 1 else [runs[0], runs[-1]]
-            decodings = [found for run in ends if (found := _decoded_whole(run)) is not None]
+        if runs and runs != [text]:  # white space: its runs (_runs_decoded)
+            decodings = [
+                found for run in _runs_decoded(runs) if (found := _decoded_whole(run)) is not None
+            ]
             out = " ".join(decodings) if decodings else None
     if len(text) <= _MEMO_LONGEST:
         if len(_DECODED) >= _KEPT:
             _DECODED.clear()
         _DECODED[text] = out
     return out
+
+
+def _runs_decoded(runs: list[str]) -> list[str]:
+    """Of a text's runs (more than one, or one between white space), those
+    :func:`_decoded` reads: the first, the last, and each other among the first
+    :data:`_DECODED_RUNS` that is not a word (``[A-Z]?[a-z]+``: an encoding of a piece
+    has digits, signs or both cases; prose's words would be read as base32)."""
+    last = len(runs) - 1
+    read = [
+        run for at, run in enumerate(runs[:_DECODED_RUNS]) if at in (0, last) or not _RUN_WORD(run)
+    ]
+    if last >= _DECODED_RUNS:
+        read.append(runs[last])
+    return read
 
 
 def _decoded_whole(text: str) -> str | None:
@@ -286,6 +309,8 @@ def _decoded_whole(text: str) -> str | None:
             out = _text_of(_b64(text))
         if out is None and _B32_WHOLE(text):  # a DNS label carries base32 (either case)
             out = _text_of(_b32(text))
+        if out is None and _B32HEX_WHOLE(text):
+            out = _text_of(_b32(text, hexed=True))
     if out is not None and (out == text or not out or not out.isprintable()):
         out = None
     return out
@@ -308,13 +333,15 @@ _REPLACED: Final = "\ufffd"
 _REPLACED_BYTES: Final = _REPLACED.encode()
 
 
-def _b32(text: str) -> bytes | None:
-    """``text`` decoded as base32 (padding restored), or None when it is not."""
+def _b32(text: str, hexed: bool = False) -> bytes | None:
+    """``text`` decoded as base32 (its extended hex alphabet when ``hexed``; either
+    case; padding restored), or None when it is not."""
     run = text.rstrip("=").upper()
     if len(run) % 8 in (1, 3, 6):  # no number of bytes encodes to these
         return None
+    decode = base64.b32hexdecode if hexed else base64.b32decode
     try:
-        return base64.b32decode(run + "=" * (-len(run) % 8))
+        return decode(run + "=" * (-len(run) % 8))
     except ValueError:
         return None
 
