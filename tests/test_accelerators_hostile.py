@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import pickle
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -332,6 +333,25 @@ PIECE_CASES: list[tuple[str, Callable[[], object]]] = [
     ),
     ("a dict subclass", lambda: {"a": type("D", (dict,), {})(k="wJalrXUtnFEMI")}),
     ("a str subclass key inside", lambda: {"a": {Raising("wJalrXUtnFEMI"): 1}}),
+    # the parts between what is not a letter or a digit, and floats written as text
+    ("a 2 MB run of five-letter parts cut by tildes", lambda: "~".join(["wJalr"] * 350_000)),
+    ("cut characters only", lambda: ["~!*$^" * 1_000, "-" * 70_000, "~a~" * 20]),
+    (
+        "float texts at the edges",
+        lambda: ["1.0e5", "-9.99999e-999", "+1.2E+", "1.e5", ".5e5", "1.5e", "9" * 300 + ".1e1"],
+    ),
+    ("a float text of 100,000 digits", lambda: "1." + "7" * 100_000 + "e-5"),
+    (
+        "Decimals at the edges",
+        lambda: [
+            Decimal("NaN"),
+            Decimal("-Infinity"),
+            Decimal("1E-999999"),
+            Decimal("8.937040044E-5"),
+            Decimal("0." + "0" * 5_000 + "1"),
+            Decimal("7" * 100_000),
+        ],
+    ),
 ]
 
 
