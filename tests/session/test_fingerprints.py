@@ -16,6 +16,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
+from interlock.session import fingerprints
 from interlock.session.fingerprints import (
     GRAM,
     MAX_FINGERPRINTS,
@@ -232,6 +233,18 @@ def test_false_positive_rate_on_ordinary_arguments_and_unrelated_texts() -> None
     )
     assert pair_rate <= 0.01
     assert argument_rate <= 0.05
+
+
+def test_base32_of_both_cases_is_read_when_it_has_a_digit() -> None:
+    """A base32 encoding whose case was turned (every other character, or at random) is
+    read as base32 is; prose joined (both cases, no digit 2-7) is not decoded."""
+    encoded = base64.b32encode(TOKEN.encode()).decode()
+    alternating = "".join(c.lower() if i % 2 else c for i, c in enumerate(encoded))
+    assert alternating.upper() != alternating != alternating.lower()
+    assert carries(probe(alternating), DATA)
+    assert carries(probe(f"see https://{alternating.rstrip('=').lower()}.x.example/"), DATA)
+    assert fingerprints._py_b32_runs("TheQuickBrownFoxJumps") == []
+    assert fingerprints._py_b32_runs("TheQuick2BrownFox") == ["TheQuick2BrownFox"]
 
 
 def test_other_ciphers_are_not_claimed() -> None:

@@ -575,7 +575,7 @@ b32_labels(const unsigned char *src, Py_ssize_t size, Py_ssize_t i, Py_ssize_t *
 
 /* The base32 runs of src (ASCII characters, anything else as a byte in no run) as
  * _py_b32_runs finds them (the labels kept joined; at least GRAM characters, of one
- * case): each appended to out as a str, or with decode decoded into
+ * case or of both with a digit 2-7): each appended to out as a str, or with decode decoded into
  * it (b32_forms_into). 0, or -1 on error. */
 static int
 b32_runs_into(const unsigned char *src, Py_ssize_t size, PyObject *out, int decode)
@@ -600,12 +600,14 @@ b32_runs_into(const unsigned char *src, Py_ssize_t size, PyObject *out, int deco
             }
         }
         i = end;
-        int upper = 0, lower = 0;
+        int upper = 0, lower = 0, digit = 0;
         for (Py_ssize_t j = 0; j < n; j++) {
             upper |= run[j] >= 'A' && run[j] <= 'Z';
             lower |= run[j] >= 'a' && run[j] <= 'z';
+            digit |= run[j] >= '2' && run[j] <= '7';
         }
-        if (n < GRAM || upper == lower) { /* one case (digits alone: none) */
+        /* one case, or both with a digit 2-7 (digits alone: none) */
+        if (n < GRAM || (!upper && !lower) || (upper && lower && !digit)) {
             continue;
         }
         int failed;

@@ -33,7 +33,8 @@ What is found (``tests/session/test_fingerprints*.py`` holds the table):
   escapes (a run of them read as UTF-8), and base32 (RFC 4648, either case, with or
   without padding; its DNS labels joined — ``<label>.<label>.attacker.example``, the
   trailing labels without a digit 2-7 taken for the domain and dropped — and runs of
-  one case only; each run decoded at its eight alignments, as a character holds 5
+  one case, or of both with a digit 2-7 (an encoding whose case was turned: prose
+  joined has no digit); each run decoded at its eight alignments, as a character holds 5
   bits and only one start in 8 begins a byte). All up to three layers deep (base64
   inside URL-encoding, base32 of base64...).
 - **Turned tokens** (the argument's side): the specific whole tokens (as above: what
@@ -549,16 +550,19 @@ def _py_b32_runs(source: str) -> list[str]:
     """The base32 runs in ``source``: runs of ``A-Z 2-7`` (either case) as DNS labels
     split by dots, joined — less the trailing labels without a digit 2-7 (the domain
     after the data, ``.attacker.example``: base32 of text nearly always has one, a word
-    seldom does); those of at least GRAM characters and of one case (an encoder writes
-    one; DNS names are lower-cased whole): prose joined (capitals among small letters)
-    and mixed-case tokens (base64, random ids) are not worth eight decodings each."""
+    seldom does); those of at least GRAM characters, of one case (an encoder writes
+    one; DNS names are lower-cased whole), or of both with a digit 2-7 (an encoding
+    whose case was turned on purpose): prose joined (capitals among small letters, no
+    digit) is not worth eight decodings each."""
     found: list[str] = []
     for match in _B32_LABELS.findall(source):
         labels = match.split(".")
         while len(labels) > 1 and _B32_DIGIT.search(labels[-1]) is None:
             labels.pop()
         run = "".join(labels)
-        if len(run) >= GRAM and (run.isupper() or run.islower()):
+        if len(run) >= GRAM and (
+            run.isupper() or run.islower() or (run.upper() != run and _B32_DIGIT.search(run))
+        ):
             found.append(run)
     return found
 
