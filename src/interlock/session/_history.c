@@ -2541,7 +2541,8 @@ tails_run_may_decode(int kind, const void *data, Py_ssize_t start, Py_ssize_t en
     return may;
 }
 
-/* Whether text[start:end] (of kind and data) is a word: [A-Z]?[a-z]+ (tails._RUN_WORD). */
+/* Whether text[start:end] (of kind and data) is a word: [A-Z]?[a-z]+ (pieces._WORD, as
+ * tails._runs_decoded tests it). */
 static int
 tails_is_word(int kind, const void *data, Py_ssize_t start, Py_ssize_t end)
 {

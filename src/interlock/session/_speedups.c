@@ -2979,10 +2979,16 @@ piece_delimiter(unsigned char c)
 }
 
 static int
+piece_alnum(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* What the normalisation keeps: a letter, a digit, '_', '@' or '.'. */
+static int
 piece_kept_char(unsigned char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '@' || c == '.';
+    return piece_alnum(c) || c == '_' || c == '@' || c == '.';
 }
 
 /* Add norm[0:k] to out (a dict run -> its first gram's hash) unless too short or long,
@@ -3038,12 +3044,6 @@ piece_word(const unsigned char *src, Py_ssize_t start, Py_ssize_t end)
         i++;
     }
     return i == b && src[b - 1] >= 'a' && src[b - 1] <= 'z';
-}
-
-static int
-piece_alnum(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
 
 /* When src[start:end] is a float written with an exponent, [+-]?[0-9]+\.[0-9]+[eE][+-]?[0-9]+

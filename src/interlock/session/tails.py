@@ -67,7 +67,7 @@ from interlock._extension import switched_off
 from interlock.session import fingerprints
 from interlock.session.fingerprints import _json_unescape, probe_across
 from interlock.session.history import untracked
-from interlock.session.pieces import Pieces
+from interlock.session.pieces import _WORD, Pieces
 
 if TYPE_CHECKING:
     from interlock.session.fingerprints import Probe
@@ -243,7 +243,6 @@ _B32HEX_WHOLE: Final = re.compile(r"[0-9A-Va-v]{8,}={0,6}").fullmatch
 #: The runs of a text with white space :func:`_decoded` reads (:func:`_runs_decoded`):
 #: the first, the last, and each other among the first this many that is not a word.
 _DECODED_RUNS: Final = 32
-_RUN_WORD: Final = re.compile("[A-Z]?[a-z]+").fullmatch
 #: What ``unquote`` decodes: a ``%`` and two hex digits (a ``%`` alone stays).
 _ESCAPE: Final = re.compile("%[0-9A-Fa-f]{2}").search
 
@@ -286,9 +285,7 @@ def _runs_decoded(runs: list[str]) -> list[str]:
     :data:`_DECODED_RUNS` that is not a word (``[A-Z]?[a-z]+``: an encoding of a piece
     has digits, signs or both cases; prose's words would be read as base32)."""
     last = len(runs) - 1
-    read = [
-        run for at, run in enumerate(runs[:_DECODED_RUNS]) if at in (0, last) or not _RUN_WORD(run)
-    ]
+    read = [run for at, run in enumerate(runs[:_DECODED_RUNS]) if at in (0, last) or not _WORD(run)]
     if last >= _DECODED_RUNS:
         read.append(runs[last])
     return read
